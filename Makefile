@@ -1,0 +1,93 @@
+# hypd: `make` builds build/hypd, `make run` starts it, `make test` runs every
+# suite, `make asan` runs them all under AddressSanitizer and UBSan.
+
+PKGS    := lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  ?=
+Q       := $(if $(V),,@)
+
+# Install missing Debian packages before anything needs them (not for `deps`
+# and `clean`, which must work on a bare machine).
+ifeq ($(filter deps clean,$(MAKECMDGOALS)),)
+ifneq ($(shell pkg-config --exists $(PKGS) 2>/dev/null && mk/deps.sh check 2>/dev/null && echo ok),ok)
+$(info hypd: libraries or test tools are missing; running make deps)
+ifneq ($(shell mk/deps.sh >&2; echo $$?),0)
+$(error missing Debian packages: see the command above, then run make again)
+endif
+endif
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+WARN       := -std=c11 -Wall -Wextra -Wstrict-prototypes -Werror
+ALL_CFLAGS := $(WARN) $(OPT) -g $(SAN) -D_POSIX_C_SOURCE=200809L \
+              -Ihost -I$(BUILD) $(PKG_CFLAGS) -MMD -MP $(CFLAGS)
+LDFLAGS    += $(SAN)
+
+HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
+HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
+LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
+CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed
+
+.PHONY: all run test asan deps lint clean
+all: $(BUILD)/hypd
+
+$(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/libhypd.a: $(HOST_OBJ)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/lua_embed.o: $(BUILD)/lua_embed.c
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/lua_embed.c: $(BUILD)/embedgen $(LUA_SRC)
+	@echo "  EMBED   $(words $(LUA_SRC)) Lua files"
+	$(Q)$(BUILD)/embedgen $@ $(LUA_SRC)
+
+$(BUILD)/embedgen: mk/embed.c
+	@mkdir -p $(dir $@)
+	$(Q)cc -std=c11 -O1 -o $@ $<
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/tap.h $(BUILD)/libhypd.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/c $(LDFLAGS) -o $@ $< $(BUILD)/libhypd.a $(PKG_LIBS)
+
+# The embedding example links the library exactly as an outside program would.
+$(BUILD)/embed: examples/embed/embed.c host/hypd.h $(BUILD)/libhypd.a
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhypd.a $(PKG_LIBS)
+
+run: $(BUILD)/hypd
+	$(BUILD)/hypd run hello
+
+test: $(BUILD)/hypd $(TESTBINS)
+	@BUILD=$(BUILD) tests/run
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+lint:
+	luacheck --no-color -q lua tests/lua examples
+
+deps:
+	mk/deps.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

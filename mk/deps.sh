@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs the Debian 12 packages that hypd's build and tests need.
+# As root it runs apt-get for the missing ones; otherwise it prints the exact
+# command and fails. `mk/deps.sh check` only reports, installing nothing.
+set -eu
+
+PACKAGES="gcc make pkg-config liblua5.4-dev libcurl4-openssl-dev libcjson-dev \
+libssl-dev libmicrohttpd-dev libsqlite3-dev libexpat1-dev lua-check sqlite3 python3"
+
+missing=""
+for p in $PACKAGES; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing="$missing $p"
+done
+
+[ -z "$missing" ] && exit 0
+if [ "${1:-}" = check ]; then
+	echo "missing Debian packages:$missing" >&2
+	exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "hypd needs these Debian packages:$missing" >&2
+	echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "hypd: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends $missing >&2
