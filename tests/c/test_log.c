@@ -1,0 +1,75 @@
+/* The log's redaction and one-line guarantees (pure C, no Lua). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "tap.h"
+
+static int redacts(const char *in, const char *want)
+{
+	size_t n;
+	char *out = log_redact(in, strlen(in), &n);
+	int same = out && strcmp(out, want) == 0 && n == strlen(want);
+
+	if (!same)
+		printf("#   got: %s\n#  want: %s\n", out ? out : "(null)", want);
+	free(out);
+	return same;
+}
+
+static int line_of(enum log_level level, const char *msg, char *buf, size_t cap)
+{
+	FILE *f = tmpfile();
+	size_t n;
+
+	log_set_output(f);
+	log_write(level, "test", msg);
+	log_set_output(NULL);
+	rewind(f);
+	n = fread(buf, 1, cap - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	return (int)n;
+}
+
+int main(void)
+{
+	char buf[512];
+
+	ok(redacts("key AKIAIOSFODNN7EXAMPLE here", "key [REDACTED] here"),
+	   "an AWS access key id is redacted");
+	ok(redacts("ASIAXXXXXXXXXXXXXXXX", "[REDACTED]"),
+	   "a temporary access key id is redacted");
+	ok(redacts("AKIASHORT", "AKIASHORT"), "a shorter look-alike stays");
+	ok(redacts("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY end",
+		   "aws_secret_access_key=[REDACTED] end"),
+	   "a secret access key after its name is redacted");
+	ok(redacts("Authorization: AWS4-HMAC-SHA256 Credential=x", "Authorization: [REDACTED] Credential=x"),
+	   "an Authorization header value is redacted");
+	ok(redacts("token k8s-aws-v1.aHR0cHM6Ly9zdHM_x-y", "token [REDACTED]"),
+	   "an EKS bearer token is redacted");
+	ok(redacts("hf_abcdefghijklmnopqrstuvwxyz", "[REDACTED]"),
+	   "a Hugging Face token is redacted");
+	ok(redacts("Bearer hypd_tok_123456 ok", "Bearer [REDACTED] ok"),
+	   "a bearer token is redacted");
+	ok(log_add_secret("s3cr3t-value") == 0, "a secret can be registered");
+	ok(redacts("x=s3cr3t-value;y=s3cr3t-value", "x=[REDACTED];y=[REDACTED]"),
+	   "a registered secret is redacted everywhere it appears");
+	ok(log_add_secret("abc") == 0 && redacts("abc", "abc"),
+	   "values under 6 bytes are not treated as secrets");
+	log_clear_secrets();
+	ok(redacts("s3cr3t-value", "s3cr3t-value"), "cleared secrets are forgotten");
+
+	log_set_level(LOG_INFO);
+	line_of(LOG_INFO, "two\nlines", buf, sizeof buf);
+	ok(strstr(buf, "info  test: two\\nlines\n") != NULL && strchr(buf, '\n') == buf + strlen(buf) - 1,
+	   "a message with a newline stays one line");
+	ok(line_of(LOG_DEBUG, "hidden", buf, sizeof buf) == 0,
+	   "messages below the level are not written");
+	line_of(LOG_ERROR, "key AKIAIOSFODNN7EXAMPLE", buf, sizeof buf);
+	ok(strstr(buf, "AKIA") == NULL && strstr(buf, "[REDACTED]") != NULL,
+	   "log lines pass through redaction");
+	ok(log_parse_level("warn") == LOG_WARN && log_parse_level("loud") == -1,
+	   "level names parse, unknown ones are refused");
+	return tap_done();
+}
