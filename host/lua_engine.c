@@ -1,0 +1,392 @@
+/* lua_engine: module "hypd.core" (see lua_engine.h). */
+#include "lua_engine.h"
+
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "embedded.h"
+#include "log.h"
+#include "luax.h"
+
+#define HTTP_KEY "hypd.httpc"
+#define HOOK_EVERY 1000
+
+/* The guard of the task that runs now (one engine thread, so one at a time). */
+static struct {
+	int armed;             /* a task is running under the guard */
+	double deadline;       /* engine-clock deadline, 0 = none */
+	double slice_end;      /* real monotonic end of this run slice, 0 = none */
+} guard;
+static volatile sig_atomic_t interrupted; /* lua_engine_interrupt was called */
+
+void lua_engine_set_http(lua_State *L, httpc *h)
+{
+	lua_pushlightuserdata(L, h);
+	lua_setfield(L, LUA_REGISTRYINDEX, HTTP_KEY);
+}
+
+void lua_engine_interrupt(void) { interrupted = 1; }
+
+static httpc *get_http(lua_State *L)
+{
+	httpc *h;
+
+	lua_getfield(L, LUA_REGISTRYINDEX, HTTP_KEY);
+	h = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	if (!h)
+		hx_raise(L, "STATE", "the engine has no HTTP client");
+	return h;
+}
+
+/* --- clock --- */
+
+static int l_now(lua_State *L) { lua_pushnumber(L, hclock_now()); return 1; }
+static int l_mono(lua_State *L) { lua_pushnumber(L, hclock_mono()); return 1; }
+
+static int l_virtual(lua_State *L)
+{
+	if (!lua_isnone(L, 1))
+		hclock_set_virtual(lua_toboolean(L, 1));
+	lua_pushboolean(L, hclock_is_virtual());
+	return 1;
+}
+
+static int l_advance_to(lua_State *L)
+{
+	double t = luaL_checknumber(L, 1);
+
+	if (hclock_advance_to(t) != 0)
+		return hx_raise(L, "STATE", "the clock is not virtual");
+	lua_pushnumber(L, hclock_now());
+	return 1;
+}
+
+/* --- deadline guard --- */
+
+static void guard_hook(lua_State *L, lua_Debug *ar)
+{
+	const char *why = NULL, *code = "TIMEOUT";
+
+	(void)ar;
+	if (!guard.armed)
+		return;
+	if (interrupted) {
+		why = "interrupted";
+		code = "CANCELLED";
+	} else if (guard.deadline > 0 && hclock_now() >= guard.deadline) {
+		why = "deadline exceeded";
+	} else if (guard.slice_end > 0 && hclock_mono() >= guard.slice_end) {
+		why = "ran too long without yielding (CPU loop?)";
+	}
+	if (!why)
+		return;
+	hx_newerror(L, code, "%s", why);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, "abort");
+	lua_error(L);
+}
+
+/* core.guard(co): watch coroutine co (and those it creates) with the hook. */
+static int l_guard(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+
+	luaL_argexpected(L, co != NULL, 1, "thread");
+	lua_sethook(co, guard_hook, LUA_MASKCOUNT, HOOK_EVERY);
+	return 0;
+}
+
+/* core.arm(deadline|nil, slice_seconds|nil): before resuming a task. */
+static int l_arm(lua_State *L)
+{
+	double slice = luaL_optnumber(L, 2, 0);
+
+	guard.deadline = luaL_optnumber(L, 1, 0);
+	guard.slice_end = slice > 0 ? hclock_mono() + slice : 0;
+	guard.armed = 1;
+	return 0;
+}
+
+static int l_disarm(lua_State *L)
+{
+	(void)L;
+	guard.armed = 0;
+	return 0;
+}
+
+/* core.interrupted([clear]): was lua_engine_interrupt called? */
+static int l_interrupted(lua_State *L)
+{
+	lua_pushboolean(L, interrupted);
+	if (lua_toboolean(L, 1))
+		interrupted = 0;
+	return 1;
+}
+
+/* core.error(co, err): err as a normalized error table with co's traceback */
+static int l_error(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+
+	luaL_argexpected(L, co != NULL, 1, "thread");
+	lua_settop(L, 2);
+	hx_normalize_error(L, co);
+	return 1;
+}
+
+/* --- HTTP --- */
+
+struct req_build {
+	httpc_request req;   /* the request */
+	const char **hdrs;   /* header lines (Lua-owned strings), NULL-terminated */
+};
+
+/* Reads req table at idx; header strings are pushed on the stack (kept alive). */
+static void read_request(lua_State *L, int idx, struct req_build *b)
+{
+	size_t n = 0;
+
+	memset(&b->req, 0, sizeof b->req);
+	lua_getfield(L, idx, "url");
+	b->req.url = luaL_checkstring(L, -1);
+	lua_getfield(L, idx, "method");
+	b->req.method = luaL_optstring(L, -1, "GET");
+	lua_getfield(L, idx, "body");
+	b->req.body = luaL_optlstring(L, -1, NULL, &b->req.body_len);
+	lua_getfield(L, idx, "ca_file");
+	b->req.ca_file = luaL_optstring(L, -1, NULL);
+	lua_getfield(L, idx, "ca_pem");
+	b->req.ca_pem = luaL_optstring(L, -1, NULL);
+	lua_getfield(L, idx, "timeout");
+	b->req.timeout_ms = (long)(luaL_optnumber(L, -1, 0) * 1000);
+	lua_getfield(L, idx, "connect_timeout");
+	b->req.connect_timeout_ms = (long)(luaL_optnumber(L, -1, 0) * 1000);
+	lua_getfield(L, idx, "max_body");
+	b->req.max_body = (size_t)luaL_optinteger(L, -1, 0);
+	lua_pop(L, 8);
+
+	lua_getfield(L, idx, "headers");
+	if (lua_istable(L, -1)) {
+		lua_pushnil(L);
+		while (lua_next(L, -2))
+			lua_pop(L, 1), n++;
+	}
+	b->hdrs = lua_newuserdatauv(L, (n + 1) * sizeof *b->hdrs, 0);
+	lua_insert(L, -2);
+	n = 0;
+	if (lua_istable(L, -1)) {
+		lua_pushnil(L);
+		while (lua_next(L, -2)) {
+			luaL_checkstack(L, 4, "too many headers");
+			if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+				luaL_error(L, "headers must map names to strings");
+			lua_pushfstring(L, "%s: %s", lua_tostring(L, -2),
+					lua_tostring(L, -1));
+			b->hdrs[n++] = lua_tostring(L, -1);
+			lua_insert(L, -4); /* keep the string below the table */
+			lua_pop(L, 1);
+		}
+	}
+	b->hdrs[n] = NULL;
+	lua_pop(L, 1);
+	b->req.headers = b->hdrs;
+}
+
+/* core.http_start(req) -> id | nil, err */
+static int l_http_start(lua_State *L)
+{
+	httpc *h = get_http(L);
+	struct req_build b;
+	uint64_t id;
+	char err[256];
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	read_request(L, 1, &b);
+	if (httpc_start(h, &b.req, &id, err, sizeof err) != 0)
+		return hx_fail(L, "VALIDATION", "%s", err);
+	lua_pushinteger(L, (lua_Integer)id);
+	return 1;
+}
+
+static int l_http_cancel(lua_State *L)
+{
+	lua_Integer id = luaL_checkinteger(L, 1);
+
+	lua_pushboolean(L, httpc_cancel(get_http(L), (uint64_t)id) == 0);
+	return 1;
+}
+
+static int l_inflight(lua_State *L)
+{
+	lua_pushinteger(L, httpc_inflight(get_http(L)));
+	return 1;
+}
+
+/* Appends one finished transfer to the result array on top of the stack. */
+static void on_done(void *ud, httpc_response *r)
+{
+	lua_State *L = ud;
+
+	lua_createtable(L, 0, 6);
+	lua_pushinteger(L, (lua_Integer)r->id);
+	lua_setfield(L, -2, "id");
+	if (r->error_code) {
+		hx_newerror(L, r->error_code, "%s", r->error);
+		lua_setfield(L, -2, "err");
+	} else {
+		lua_pushinteger(L, r->status);
+		lua_setfield(L, -2, "status");
+		lua_createtable(L, 0, (int)r->nheaders);
+		for (size_t i = 0; i < r->nheaders; i++) {
+			/* repeated headers join with ", " as RFC 9110 allows */
+			if (lua_getfield(L, -1, r->headers[i].name) == LUA_TSTRING) {
+				lua_pushfstring(L, "%s, %s", lua_tostring(L, -1),
+						r->headers[i].value);
+				lua_remove(L, -2);
+			} else {
+				lua_pop(L, 1);
+				lua_pushstring(L, r->headers[i].value);
+			}
+			lua_setfield(L, -2, r->headers[i].name);
+		}
+		lua_setfield(L, -2, "headers");
+		lua_pushlstring(L, r->body, r->body_len);
+		lua_setfield(L, -2, "body");
+	}
+	lua_pushnumber(L, r->seconds);
+	lua_setfield(L, -2, "seconds");
+	lua_seti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+/* core.poll(timeout_seconds|nil) -> array of finished transfers */
+static int l_poll(lua_State *L)
+{
+	httpc *h = get_http(L);
+	double t = luaL_optnumber(L, 1, -1);
+	int ms = t < 0 ? -1 : t > 3600 ? 3600000 : (int)(t * 1000 + 0.5);
+
+	lua_settop(L, 1);
+	lua_newtable(L);
+	/* the callback pushes Lua values: a Lua memory error inside it would
+	 * leak that one transfer's buffers (only at the state's memory cap) */
+	if (httpc_poll(h, ms, on_done, L) < 0)
+		return hx_raise(L, "INTERNAL", "curl multi poll failed");
+	return 1;
+}
+
+/* --- embedded sources, logging, redaction --- */
+
+/* core.embedded(modname) -> source, chunkname | nil */
+static int l_embedded(lua_State *L)
+{
+	const char *name = luaL_checkstring(L, 1);
+
+	for (const struct hypd_chunk *c = hypd_embedded; c->module; c++)
+		if (strcmp(c->module, name) == 0) {
+			lua_pushlstring(L, c->data, (size_t)c->size);
+			lua_pushstring(L, c->chunkname);
+			return 2;
+		}
+	return 0;
+}
+
+/* core.embedded_list(prefix) -> array of module names */
+static int l_embedded_list(lua_State *L)
+{
+	const char *prefix = luaL_optstring(L, 1, "");
+	size_t pl = strlen(prefix);
+	lua_Integer n = 0;
+
+	lua_newtable(L);
+	for (const struct hypd_chunk *c = hypd_embedded; c->module; c++)
+		if (strncmp(c->module, prefix, pl) == 0) {
+			lua_pushstring(L, c->module);
+			lua_seti(L, -2, ++n);
+		}
+	return 1;
+}
+
+static int l_redact(lua_State *L)
+{
+	size_t len, outlen;
+	const char *s = luaL_checklstring(L, 1, &len);
+	char *r = log_redact(s, len, &outlen);
+
+	if (!r)
+		return luaL_error(L, "out of memory");
+	lua_pushlstring(L, r, outlen);
+	free(r);
+	return 1;
+}
+
+static int l_add_secret(lua_State *L)
+{
+	if (log_add_secret(luaL_checkstring(L, 1)) != 0)
+		return luaL_error(L, "out of memory");
+	return 0;
+}
+
+static const luaL_Reg core_funcs[] = {
+	{ "now", l_now },
+	{ "mono", l_mono },
+	{ "virtual", l_virtual },
+	{ "advance_to", l_advance_to },
+	{ "guard", l_guard },
+	{ "arm", l_arm },
+	{ "disarm", l_disarm },
+	{ "interrupted", l_interrupted },
+	{ "error", l_error },
+	{ "http_start", l_http_start },
+	{ "http_cancel", l_http_cancel },
+	{ "inflight", l_inflight },
+	{ "poll", l_poll },
+	{ "embedded", l_embedded },
+	{ "embedded_list", l_embedded_list },
+	{ "redact", l_redact },
+	{ "add_secret", l_add_secret },
+	{ NULL, NULL },
+};
+
+int luaopen_hypd_core(lua_State *L)
+{
+	luaL_newlib(L, core_funcs);
+	luaL_getmetatable(L, HX_ERROR_MT);
+	lua_setfield(L, -2, "error_mt");
+	return 1;
+}
+
+/* log.write(level, component, message) */
+static int l_log_write(lua_State *L)
+{
+	static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+	int level = luaL_checkoption(L, 1, NULL, levels);
+	const char *component = luaL_checkstring(L, 2);
+	const char *msg = luaL_checkstring(L, 3);
+
+	log_write((enum log_level)level, component, msg);
+	return 0;
+}
+
+static int l_log_level(lua_State *L)
+{
+	static const char *const names[] = { "debug", "info", "warn", "error", "off" };
+
+	lua_pushstring(L, names[log_get_level()]);
+	return 1;
+}
+
+static const luaL_Reg log_funcs[] = {
+	{ "write", l_log_write },
+	{ "level", l_log_level },
+	{ NULL, NULL },
+};
+
+int luaopen_hypd_log(lua_State *L)
+{
+	luaL_newlib(L, log_funcs);
+	return 1;
+}

@@ -1,0 +1,23 @@
+/*
+ * lua_engine: the Lua binding of the engine's mechanisms, module "hypd.core"
+ * (clock, asynchronous HTTP, the deadline guard, embedded sources, logging).
+ * The scheduler that turns these into coroutines is Lua (lua/hypd/_sched.lua).
+ */
+#ifndef HYPD_LUA_ENGINE_H
+#define HYPD_LUA_ENGINE_H
+
+#include <lua.h>
+
+#include "http.h"
+
+/* Hands the host's HTTP client to the binding (not owned). */
+void lua_engine_set_http(lua_State *L, httpc *h);
+
+/* Asks the task running on the engine thread to stop at its next hook
+ * check (safe from any thread). */
+void lua_engine_interrupt(void);
+
+int luaopen_hypd_core(lua_State *L);
+int luaopen_hypd_log(lua_State *L);
+
+#endif
