@@ -1,0 +1,329 @@
+-- hypd._sched: the engine's scheduler (private; use hypd.task).
+--
+-- One Lua state, many coroutines. A task is a coroutine that yields only
+-- engine requests: `await(kind, ...)` yields REQUEST, kind, ... and the loop
+-- resumes it with `true, results...` when the request completes, or with
+-- `false, err` when the task is cancelled or its deadline passes (await then
+-- raises err). Cancellation is sticky: every later wait fails at once.
+--
+-- The loop: run every ready task; then either jump the virtual clock to the
+-- next timer (virtual mode, nothing in flight on the network) or poll the
+-- network until the next timer is due; then fire due timers.
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local log = require "hypd.log"
+
+local M = {}
+local REQUEST = setmetatable({}, { __name = "engine request" })
+M.REQUEST = REQUEST
+M.slice = 30          -- real seconds a task may run without yielding
+
+local Task = {}
+Task.__index = Task
+
+local queue, qhead, qtail = {}, 1, 0   -- ready tasks, FIFO
+local heap, heap_n, tseq = {}, 0, 0    -- timers: {at, seq, task, kind, dead}
+local http_waiting = {}                -- transfer id -> task
+local live, nlive = {}, 0              -- unfinished tasks
+local current                          -- the task running now
+local next_id = 0
+
+-- timers: a binary min-heap on (at, seq); cancelled entries are marked dead
+
+local function before(a, b)
+  return a.at < b.at or (a.at == b.at and a.seq < b.seq)
+end
+
+local function heap_push(e)
+  heap_n = heap_n + 1
+  local i = heap_n
+  heap[i] = e
+  while i > 1 do
+    local p = i // 2
+    if not before(heap[i], heap[p]) then break end
+    heap[i], heap[p] = heap[p], heap[i]
+    i = p
+  end
+end
+
+local function heap_pop()
+  local top = heap[1]
+  heap[1] = heap[heap_n]
+  heap[heap_n] = nil
+  heap_n = heap_n - 1
+  local i = 1
+  while true do
+    local l, r, m = 2 * i, 2 * i + 1, i
+    if l <= heap_n and before(heap[l], heap[m]) then m = l end
+    if r <= heap_n and before(heap[r], heap[m]) then m = r end
+    if m == i then break end
+    heap[i], heap[m] = heap[m], heap[i]
+    i = m
+  end
+  return top
+end
+
+local function heap_peek()
+  while heap_n > 0 and heap[1].dead do heap_pop() end
+  return heap[1]
+end
+
+local function add_timer(at, task, kind)
+  tseq = tseq + 1
+  local e = { at = at, seq = tseq, task = task, kind = kind }
+  heap_push(e)
+  return e
+end
+
+-- the ready queue
+
+local function wake(t, ...)
+  t.resume_args = table.pack(...)
+  if not t.queued then
+    t.queued = true
+    qtail = qtail + 1
+    queue[qtail] = t
+  end
+end
+
+local function clear_wait(t)
+  local w = t.waiting_on
+  t.waiting_on = nil
+  if not w then return end
+  if w.kind == "timer" then
+    w.entry.dead = true
+  elseif w.kind == "http" then
+    http_waiting[w.id] = nil
+    core.http_cancel(w.id)
+  elseif w.kind == "join" then
+    local ws = w.target.waiters
+    for i = #ws, 1, -1 do
+      if ws[i] == t then table.remove(ws, i) end
+    end
+  end
+end
+
+local function finish(t, err, results)
+  t.status = err and "failed" or "done"
+  t.err, t.result = err, results
+  if live[t] then live[t], nlive = nil, nlive - 1 end
+  if t.deadline_entry then t.deadline_entry.dead = true end
+  if coroutine.status(t.co) ~= "running" then coroutine.close(t.co) end
+  if err and err.code ~= "CANCELLED" then
+    log.debug("engine", "%s failed: %s", t.name, tostring(err))
+  end
+  for _, w in ipairs(t.waiters) do wake(w, true) end
+  t.waiters = {}
+end
+
+-- request handlers: each either wakes the task now or records its wait
+
+local handlers = {}
+
+function handlers.sleep(t, seconds)
+  seconds = tonumber(seconds) or 0
+  if seconds <= 0 then return wake(t, true) end
+  t.waiting_on = { kind = "timer", entry = add_timer(core.now() + seconds, t, "sleep") }
+end
+
+function handlers.yield(t)
+  wake(t, true)
+end
+
+function handlers.http(t, req)
+  local id, err = core.http_start(req)
+  if not id then return wake(t, true, nil, err) end
+  http_waiting[id] = t
+  t.waiting_on = { kind = "http", id = id }
+end
+
+function handlers.join(t, other)
+  if other.status == "done" or other.status == "failed" then return wake(t, true) end
+  other.waiters[#other.waiters + 1] = t
+  t.waiting_on = { kind = "join", target = other }
+end
+
+local function resume(t, ...)
+  current, t.status = t, "running"
+  core.arm(t.deadline, M.slice)
+  local r = table.pack(coroutine.resume(t.co, ...))
+  core.disarm()
+  current = nil
+  if coroutine.status(t.co) == "dead" then
+    if r[1] then
+      return finish(t, nil, table.pack(table.unpack(r, 2, r.n)))
+    end
+    return finish(t, core.error(t.co, r[2]))
+  end
+  t.status = "waiting"
+  if r[2] ~= REQUEST then
+    return finish(t, errors.new("INTERNAL",
+      "coroutine.yield reached the engine outside any coroutine of the task's own"))
+  end
+  if t.abort then return wake(t, false, t.abort) end
+  local h = handlers[r[3]]
+  if not h then
+    return finish(t, errors.new("INTERNAL", "unknown engine request " .. tostring(r[3])))
+  end
+  h(t, table.unpack(r, 4, r.n))
+end
+
+local function run_ready()
+  while qhead <= qtail do
+    local t = queue[qhead]
+    queue[qhead] = nil
+    qhead = qhead + 1
+    t.queued = false
+    if live[t] then
+      local args = t.resume_args
+      t.resume_args = nil
+      if t.abort and not t.started then
+        finish(t, t.abort)
+      elseif t.abort then
+        resume(t, false, t.abort)
+      else
+        t.started = true
+        resume(t, table.unpack(args, 1, args.n))
+      end
+    end
+  end
+  qhead, qtail = 1, 0
+end
+
+local function fire_timers()
+  local now = core.now()
+  while true do
+    local e = heap_peek()
+    if not e or e.at > now then return end
+    heap_pop()
+    if e.kind == "deadline" then
+      M.cancel(e.task, errors.new("TIMEOUT", string.format(
+        "%s: deadline of %gs exceeded", e.task.name, e.task.timeout)))
+    elseif live[e.task] then
+      e.task.waiting_on = nil
+      wake(e.task, true)
+    end
+  end
+end
+
+local function deliver(done)
+  for _, r in ipairs(done) do
+    local t = http_waiting[r.id]
+    http_waiting[r.id] = nil
+    if t then
+      t.waiting_on = nil
+      if r.err then wake(t, true, nil, r.err) else wake(t, true, r) end
+    end
+  end
+end
+
+-- M.run([until_fn]) runs the loop until until_fn() is true (returns true) or
+-- nothing can happen any more (returns false).
+function M.run(until_fn)
+  while true do
+    run_ready()
+    if until_fn and until_fn() then return true end
+    if core.interrupted(true) then
+      for t in pairs(live) do M.cancel(t, errors.new("CANCELLED", "interrupted")) end
+    else
+      -- the ready queue is empty: wait for a timer or the network
+      local e, inflight = heap_peek(), core.inflight()
+      if not e and inflight == 0 then return false end
+      if inflight == 0 and core.virtual() then
+        core.advance_to(e.at)
+      else
+        local timeout
+        if e and not core.virtual() then timeout = math.max(0, e.at - core.now()) end
+        deliver(core.poll(timeout))
+      end
+      fire_timers()
+    end
+  end
+end
+
+-- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds).
+-- A task started inside another keeps the earlier of the two deadlines.
+function M.spawn(fn, opts, ...)
+  opts = opts or {}
+  next_id = next_id + 1
+  local t = setmetatable({
+    id = next_id, name = opts.name or ("task " .. next_id), status = "pending",
+    waiters = {}, children = {}, parent = current, started = false,
+  }, Task)
+  t.co = coroutine.create(fn)
+  core.guard(t.co)
+  if opts.timeout then
+    t.timeout = opts.timeout
+    t.deadline = core.now() + opts.timeout
+    t.deadline_entry = add_timer(t.deadline, t, "deadline")
+  end
+  if current then
+    current.children[#current.children + 1] = t
+    if current.deadline and (not t.deadline or current.deadline < t.deadline) then
+      t.deadline = current.deadline
+    end
+  end
+  live[t], nlive = true, nlive + 1
+  wake(t, ...)
+  return t
+end
+
+-- M.await(kind, ...): yields an engine request from the running task.
+function M.await(kind, ...)
+  if not current or not coroutine.isyieldable() then
+    errors.raise("STATE", "hypd " .. kind .. " must run inside a task (a playbook or a tool call)")
+  end
+  local r = table.pack(coroutine.yield(REQUEST, kind, ...))
+  if r[1] then return table.unpack(r, 2, r.n) end
+  error(r[2], 0)
+end
+
+-- M.cancel(t [, err]) -> true if the task was still running.
+function M.cancel(t, err)
+  if not live[t] then return false end
+  err = err or errors.new("CANCELLED", t.name .. " was cancelled")
+  err.abort = true
+  if not t.abort then t.abort = err end
+  if t == current then error(t.abort, 0) end
+  if t.status == "waiting" then
+    clear_wait(t)
+    wake(t, false, t.abort)
+  elseif not t.queued then
+    wake(t)
+  end
+  return true
+end
+
+-- M.cancel_tree(t): cancels t and every task it started, recursively.
+function M.cancel_tree(t, err)
+  for _, c in ipairs(t.children) do M.cancel_tree(c, err) end
+  M.cancel(t, err)
+end
+
+function M.current() return current end
+
+-- M.stats() -> {tasks, timers, http}: what is alive now (leak checks).
+function M.stats()
+  local timers = 0
+  for i = 1, heap_n do
+    if not heap[i].dead and heap[i].kind ~= "deadline" then timers = timers + 1 end
+  end
+  return { tasks = nlive, timers = timers, http = core.inflight() }
+end
+
+-- task methods
+
+-- t:wait() -> true, results... | false, err (like pcall)
+function Task:wait()
+  if live[self] then M.await("join", self) end
+  if self.status == "done" then return true, table.unpack(self.result, 1, self.result.n) end
+  return false, self.err
+end
+
+function Task:cancel(reason)
+  return M.cancel(self, reason and errors.new("CANCELLED", tostring(reason)) or nil)
+end
+
+function Task:finished() return not live[self] end
+
+return M

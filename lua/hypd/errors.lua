@@ -1,0 +1,64 @@
+-- hypd.errors: the error tables every module returns or raises.
+--
+-- Two channels (STYLE.md): misuse raises; failures of the world return
+-- `nil, err`. An error is a table {code = "NOT_FOUND", message = "...", ...}
+-- with context fields (op, status, request_id, retryable, field, ...).
+-- `error(err, 0)` passes it through untouched, so `assert(x, err)` keeps it.
+--
+-- Codes in use: VALIDATION (bad input; names the field and the rule),
+-- NOT_FOUND, EXISTS, CONFLICT, TIMEOUT, CANCELLED, THROTTLED, CONNECT, TLS,
+-- TOO_LARGE, HTTP, JSON, STORE, SANDBOX (a playbook broke a sandbox rule),
+-- DEADLOCK, STATE (the host is not set up for the call), INTERNAL (a bug).
+local core = require "hypd.core"
+
+local M = {}
+local mt = core.error_mt
+
+-- new(code, message [, fields]) -> error table
+function M.new(code, message, fields)
+  local e = {}
+  if fields then
+    for k, v in pairs(fields) do e[k] = v end
+  end
+  e.code, e.message = code, message
+  return setmetatable(e, mt)
+end
+
+-- raise(code, message [, fields]): raises a new error table
+function M.raise(code, message, fields)
+  error(M.new(code, message, fields), 0)
+end
+
+-- fail(code, message [, fields]) -> nil, err (for `return errors.fail(...)`)
+function M.fail(code, message, fields)
+  return nil, M.new(code, message, fields)
+end
+
+-- is(v [, code]) -> true when v is an error table (with that code)
+function M.is(v, code)
+  return type(v) == "table" and getmetatable(v) == mt and (code == nil or v.code == code)
+end
+
+-- try(fn, ...) -> results, or nil, err when fn raises (the pcall twin)
+function M.try(fn, ...)
+  local r = table.pack(pcall(fn, ...))
+  if r[1] then return table.unpack(r, 2, r.n) end
+  local e = r[2]
+  if type(e) ~= "table" then e = M.new("INTERNAL", tostring(e)) end
+  if getmetatable(e) == nil then setmetatable(e, mt) end
+  return nil, e
+end
+
+-- public(err) -> a copy fit for callers: no traceback, secrets redacted
+function M.public(err)
+  local out = {}
+  for k, v in pairs(err) do
+    if k ~= "traceback" then
+      out[k] = type(v) == "string" and core.redact(v) or v
+    end
+  end
+  return setmetatable(out, mt)
+end
+
+M.mt = mt
+return M

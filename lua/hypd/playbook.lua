@@ -1,0 +1,256 @@
+-- hypd.playbook: finds playbooks and runs them in a sandbox.
+--
+-- A playbook is a Lua text chunk that returns a table with a `main(args)`
+-- function (or returns main itself). It is looked up by name in the
+-- playbook directory (--playbooks DIR, HYPD_PLAYBOOKS), then among the
+-- playbooks compiled into hypd (lua/playbooks/); a name ending in .lua is a
+-- file path. The directory overrides and extends the built-in ones.
+--
+-- Each playbook gets a fresh _ENV: safe base functions, private copies of
+-- string/table/math/utf8, a small os, and `hypd` (sleep, http, json, log,
+-- errors, state). Reading or writing an unknown global raises SANDBOX; the
+-- environment's metatable is locked; there is no io, os.execute, os.exit,
+-- debug, package, loadlib, binary chunks or raw access to the host's
+-- modules. pcall cannot swallow the engine's cancellation or deadline.
+local config = require "hypd.config"
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local http = require "hypd.http"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local sched = require "hypd._sched"
+local store = require "hypd.store"
+local task = require "hypd.task"
+
+local M = {}
+
+local SAFE = {
+  "assert", "error", "ipairs", "next", "pairs", "select", "tonumber",
+  "tostring", "type", "rawequal", "rawlen", "rawget", "setmetatable", "_VERSION",
+}
+
+-- metatables the host shares between all code: a playbook may not reach them
+local HIDDEN = {
+  [getmetatable("")] = true,
+  [errors.mt] = true,
+  [getmetatable(json.object())] = true,
+  [getmetatable(json.array())] = true,
+}
+
+local function safe_getmetatable(v)
+  local mt = getmetatable(v)
+  if HIDDEN[mt] then return "locked" end
+  return mt
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local function where(level)
+  local info = debug.getinfo(level + 1, "Sl")
+  if info and info.currentline and info.currentline > 0 then
+    return info.short_src .. ":" .. info.currentline .. ": "
+  end
+  return ""
+end
+
+-- pcall/xpcall that let cancellation and deadlines through
+local function is_abort(e) return type(e) == "table" and e.abort == true end
+
+local function rethrow(ok, ...)
+  if not ok and is_abort((...)) then error((...), 0) end
+  return ok, ...
+end
+
+local function safe_pcall(f, ...) return rethrow(pcall(f, ...)) end
+
+local function safe_xpcall(f, handler, ...)
+  return rethrow(xpcall(f, function(e)
+    if is_abort(e) then return e end
+    return handler(e)
+  end, ...))
+end
+
+-- coroutines inside a playbook pass engine requests up to the task
+local function pass(co, ok, ...)
+  if ok and (...) == sched.REQUEST and coroutine.status(co) == "suspended" then
+    return pass(co, coroutine.resume(co, coroutine.yield(...)))
+  end
+  return ok, ...
+end
+
+local sandbox_coroutine = {
+  create = coroutine.create, status = coroutine.status, running = coroutine.running,
+  isyieldable = coroutine.isyieldable, yield = coroutine.yield, close = coroutine.close,
+}
+function sandbox_coroutine.resume(co, ...) return pass(co, coroutine.resume(co, ...)) end
+function sandbox_coroutine.wrap(f)
+  local co = coroutine.create(f)
+  return function(...)
+    local r = table.pack(sandbox_coroutine.resume(co, ...))
+    if not r[1] then error(r[2], 0) end
+    return table.unpack(r, 2, r.n)
+  end
+end
+
+-- a task handle a playbook may hold without reaching the scheduler's state
+local function task_handle(t)
+  return {
+    wait = function() return t:wait() end,
+    cancel = function(_, reason) return t:cancel(reason) end,
+    finished = function() return t:finished() end,
+  }
+end
+
+local function state_api(name)
+  local prefix = "playbook/" .. name .. "/"
+  local function key(k)
+    if type(k) ~= "string" or k == "" then error("state key must be a non-empty string", 3) end
+    return prefix .. k
+  end
+  return {
+    get = function(k) return store.get(key(k)) end,
+    put = function(k, v) return store.put(key(k), v) end,
+    delete = function(k) return store.delete(key(k)) end,
+  }
+end
+
+local function hypd_api(name)
+  local component = "playbook " .. name
+  local l = {}
+  for _, level in ipairs { "debug", "info", "warn", "error" } do
+    l[level] = function(fmt, ...) log[level](component, fmt, ...) end
+  end
+  return {
+    version = config.version,
+    sleep = task.sleep,
+    now = task.now,
+    checkpoint = task.checkpoint,
+    spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
+    http = { request = http.request, get = http.get },
+    json = copy(json),
+    log = l,
+    errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
+    state = state_api(name),
+  }
+end
+
+local NAME = "^[%w_%-]+[%w_%-%.]*$"
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local src = f:read("a")
+  f:close()
+  return src
+end
+
+-- M.source(name) -> source, chunkname, playbook name
+function M.source(name)
+  if type(name) ~= "string" or name == "" then
+    errors.raise("VALIDATION", "playbook: a name or a .lua path is required", { field = "name" })
+  end
+  if name:sub(-4) == ".lua" then
+    local src = read_file(name)
+    if not src then errors.raise("NOT_FOUND", "playbook file " .. name .. " cannot be read") end
+    return src, "@" .. name, (name:match("([^/]+)%.lua$"))
+  end
+  if not name:match(NAME) or name:find("..", 1, true) then
+    errors.raise("VALIDATION", "playbook name '" .. name ..
+      "' may hold only letters, digits, '_', '-' and '.'", { field = "name" })
+  end
+  local dir = config.playbooks_dir
+  if dir then
+    local path = dir .. "/" .. name:gsub("%.", "/") .. ".lua"
+    local src = read_file(path)
+    if src then return src, "@" .. path, name end
+  end
+  local src, chunkname = core.embedded("playbooks." .. name)
+  if src then return src, chunkname, name end
+  local known = {}
+  for _, m in ipairs(core.embedded_list("playbooks.")) do known[#known + 1] = m:sub(11) end
+  errors.raise("NOT_FOUND", string.format("no playbook named '%s' (looked in %s; built in: %s)",
+    name, dir or "no playbook directory", table.concat(known, ", ")))
+end
+
+-- a library table whose missing fields raise instead of reading as nil
+local function strict(libname, t)
+  return setmetatable(t, {
+    __index = function(_, k)
+      errors.raise("SANDBOX", where(2) .. libname .. "." .. tostring(k) .. " is not available to playbooks")
+    end,
+    __metatable = "locked",
+  })
+end
+
+-- M.env(name, require_fn) -> a fresh, locked environment
+function M.env(name, require_fn)
+  local env = {}
+  for _, k in ipairs(SAFE) do env[k] = _G[k] end
+  for _, lib in ipairs { "string", "table", "math", "utf8" } do env[lib] = copy(_G[lib]) end
+  env.string.dump = nil -- bytecode stays out of playbooks
+  env.os = strict("os", { time = os.time, clock = os.clock, date = os.date, difftime = os.difftime })
+  env.pcall, env.xpcall = safe_pcall, safe_xpcall
+  env.getmetatable = safe_getmetatable
+  env.coroutine = copy(sandbox_coroutine)
+  env.require = require_fn
+  env.hypd = hypd_api(name)
+  env.print = function(...)
+    local parts = table.pack(...)
+    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+    log.info("playbook " .. name, table.concat(parts, "\t", 1, parts.n))
+  end
+  env.load = function(chunk, chunkname, mode, e)
+    if mode ~= nil and mode ~= "t" then
+      errors.raise("SANDBOX", where(2) .. "playbooks may load text chunks only (mode 't')")
+    end
+    return load(chunk, chunkname, "t", e or env)
+  end
+  env._G = env
+  return setmetatable(env, {
+    __index = function(_, k)
+      errors.raise("SANDBOX", where(2) .. "undefined global '" .. tostring(k) .. "'")
+    end,
+    __newindex = function(_, k)
+      errors.raise("SANDBOX", where(2) .. "assignment to undefined global '" .. tostring(k) ..
+        "' (declare it local)")
+    end,
+    __metatable = "locked",
+  })
+end
+
+-- M.load(name) -> the playbook's module value, run in a fresh sandbox.
+-- Modules it requires are playbooks too, loaded once per top-level run.
+function M.load(name)
+  local loaded = {}
+  local function load_module(modname)
+    if loaded[modname] ~= nil then return loaded[modname] end
+    local src, chunkname, pname = M.source(modname)
+    local fn, err = load(src, chunkname, "t", M.env(pname, load_module))
+    if not fn then
+      errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)
+    end
+    loaded[modname] = false -- a require cycle sees false instead of recursing
+    local v = fn()
+    if v == nil then v = true end
+    loaded[modname] = v
+    return v
+  end
+  return load_module(name)
+end
+
+-- M.run(name, args) -> the result of the playbook's main(args)
+function M.run(name, args)
+  local mod = M.load(name)
+  local main = type(mod) == "function" and mod or type(mod) == "table" and mod.main
+  if type(main) ~= "function" then
+    errors.raise("VALIDATION", "playbook " .. name ..
+      " must return a table with a main function, or main itself")
+  end
+  return main(args)
+end
+
+return M

@@ -1,0 +1,47 @@
+-- hypd.runner: where the C host enters Lua (through hx_pcall).
+--   init()        once, when a host opens
+--   call(req)     runs a tool or playbook to completion on the engine;
+--                 req = {name, args, timeout}; returns the result or raises
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local playbook = require "hypd.playbook"
+local sched = require "hypd._sched"
+
+local M = {}
+
+function M.init()
+  return true
+end
+
+-- Runs the loop until t and every task it started have finished.
+local function drain(t)
+  sched.run(function() return t:finished() end)
+  sched.cancel_tree(t)
+  local function alive(x)
+    if not x:finished() then return true end
+    for _, c in ipairs(x.children) do
+      if alive(c) then return true end
+    end
+    return false
+  end
+  sched.run(function() return not alive(t) end)
+end
+
+function M.call(req)
+  local args = req.args or json.object()
+  if type(args) ~= "table" or json.is_array(args) then
+    errors.raise("VALIDATION", "arguments must be a JSON object", { field = "args" })
+  end
+  local t = sched.spawn(function() return playbook.run(req.name, args) end,
+    { name = req.name, timeout = req.timeout })
+  drain(t)
+  if t.status == "done" then
+    local r = t.result[1]
+    if r == nil then return json.null end
+    return r
+  end
+  if t.status == "failed" then error(t.err, 0) end
+  errors.raise("DEADLOCK", req.name .. " waits for something that can never happen")
+end
+
+return M

@@ -1,0 +1,27 @@
+-- hypd.task: coroutines on the engine.
+--   task.sleep(seconds)        yields until the time passes (virtual or real)
+--   task.now()                 seconds since the epoch (the engine's clock)
+--   task.spawn(fn, opts, ...)  starts fn(...) as a task; opts: name, timeout
+--   t:wait()                   -> true, results... | false, err
+--   t:cancel([reason])         stops t at its next wait (CANCELLED)
+--   task.checkpoint()          lets other tasks run (for long loops)
+local core = require "hypd.core"
+local sched = require "hypd._sched"
+
+local M = {}
+
+function M.sleep(seconds)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds < 0 then
+    error("task.sleep: seconds must be a non-negative number", 2)
+  end
+  sched.await("sleep", seconds)
+end
+
+function M.checkpoint() sched.await("yield") end
+
+M.now = core.now
+M.spawn = sched.spawn
+M.current = sched.current
+M.stats = sched.stats
+
+return M
