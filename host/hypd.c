@@ -1,0 +1,246 @@
+/* hypd: the host object and the embeddable API (see hypd.h). */
+#include "hypd.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "host.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+#include "lstate.h"
+#include "lua_engine.h"
+#include "luax.h"
+#include "store.h"
+
+struct hypd {
+	lua_State *L;      /* the one Lua state, owned */
+	store *db;         /* the store, owned */
+	httpc *http;       /* the HTTP client, owned */
+	char *state_dir;   /* resolved state directory */
+	char *playbooks;   /* resolved playbook directory or NULL */
+	double timeout;    /* seconds per call, 0 = none */
+};
+
+static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
+
+static char *errorf(const char *fmt, const char *a, const char *b)
+{
+	size_t n = strlen(fmt) + strlen(a) + strlen(b) + 1;
+	char *m = malloc(n);
+
+	if (m)
+		snprintf(m, n, fmt, a, b);
+	return m;
+}
+
+static char *default_state_dir(void)
+{
+	const char *home = getenv("HOME");
+	char *d;
+
+	if (getenv("HYPD_STATE") && *getenv("HYPD_STATE"))
+		return strdup(getenv("HYPD_STATE"));
+	if (!home || !*home)
+		home = ".";
+	d = malloc(strlen(home) + 7);
+	if (d)
+		sprintf(d, "%s/.hypd", home);
+	return d;
+}
+
+/* package.loaded["hypd.config"]: what Lua needs to know about the host */
+static void publish_config(hypd *h)
+{
+	lua_State *L = h->L;
+
+	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+	lua_createtable(L, 0, 4);
+	lua_pushstring(L, h->state_dir);
+	lua_setfield(L, -2, "state_dir");
+	if (h->playbooks) {
+		lua_pushstring(L, h->playbooks);
+		lua_setfield(L, -2, "playbooks_dir");
+	}
+	lua_pushnumber(L, h->timeout);
+	lua_setfield(L, -2, "timeout");
+	lua_pushliteral(L, HYPD_VERSION);
+	lua_setfield(L, -2, "version");
+	lua_setfield(L, -2, "hypd.config");
+	lua_pop(L, 1);
+}
+
+hypd *hypd_open(const hypd_options *opts, char **err)
+{
+	hypd_options none = { 0 };
+	const char *level, *clock_mode;
+	char msg[256] = "";
+	hypd *h;
+
+	if (err)
+		*err = NULL;
+	if (!opts)
+		opts = &none;
+	level = opts->log_level ? opts->log_level : getenv("HYPD_LOG_LEVEL");
+	if (level && *level) {
+		if (log_parse_level(level) < 0) {
+			if (err)
+				*err = errorf("log level '%s' is not one of debug, info, warn, error, off%s",
+					      level, "");
+			return NULL;
+		}
+		log_set_level((enum log_level)log_parse_level(level));
+	}
+	clock_mode = getenv("HYPD_CLOCK");
+	if (clock_mode && *clock_mode && strcmp(clock_mode, "virtual") &&
+	    strcmp(clock_mode, "real")) {
+		if (err)
+			*err = errorf("HYPD_CLOCK '%s' must be 'virtual' or 'real'%s",
+				      clock_mode, "");
+		return NULL;
+	}
+	if (opts->virtual_clock || (clock_mode && !strcmp(clock_mode, "virtual")))
+		hclock_set_virtual(1);
+
+	h = calloc(1, sizeof *h);
+	if (!h)
+		goto oom;
+	h->timeout = opts->timeout;
+	h->state_dir = opts->state_dir ? strdup(opts->state_dir) : default_state_dir();
+	h->playbooks = dup_or_null(opts->playbooks_dir ? opts->playbooks_dir
+						      : getenv("HYPD_PLAYBOOKS"));
+	if (!h->state_dir)
+		goto oom;
+	if (store_open(h->state_dir, &h->db, msg, sizeof msg) != 0) {
+		if (err)
+			*err = errorf("cannot open the store in %s: %s", h->state_dir, msg);
+		hypd_close(h);
+		return NULL;
+	}
+	h->http = httpc_new(0);
+	h->L = lstate_new(opts->memory_limit);
+	if (!h->http || !h->L)
+		goto oom;
+	lua_store_set(h->L, h->db);
+	lua_store_set_clock(hclock_now);
+	lua_engine_set_http(h->L, h->http);
+	publish_config(h);
+	lua_pushnil(h->L);
+	if (hypd_call_module(h, "hypd.runner", "init") != 0) {
+		if (err)
+			*err = errorf("%s%s", hx_tostring_error(h->L, -1), "");
+		hypd_close(h);
+		return NULL;
+	}
+	lua_settop(h->L, 0);
+	return h;
+oom:
+	if (err)
+		*err = strdup("out of memory");
+	hypd_close(h);
+	return NULL;
+}
+
+lua_State *hypd_lua(hypd *h) { return h->L; }
+
+int hypd_call_module(hypd *h, const char *module, const char *fn)
+{
+	lua_State *L = h->L;
+
+	lua_getglobal(L, "require");
+	lua_pushstring(L, module);
+	if (hx_pcall(L, 1, 1) != LUA_OK) {
+		lua_remove(L, -2); /* the argument */
+		return -1;
+	}
+	lua_getfield(L, -1, fn);
+	lua_remove(L, -2);
+	lua_insert(L, -2);
+	return hx_pcall(L, 1, 1) == LUA_OK ? 0 : -1;
+}
+
+void hypd_interrupt(hypd *h)
+{
+	lua_engine_interrupt();
+	if (h && h->http)
+		httpc_wakeup(h->http);
+}
+
+/* Encodes the value on top (popped) as a malloc'd JSON string. */
+static char *encode_top(lua_State *L, int redact)
+{
+	char err[256], *s = hj_encode(L, -1, 0, err, sizeof err), *r;
+
+	lua_pop(L, 1);
+	if (!s) {
+		size_t n = strlen(err) + 64;
+
+		s = malloc(n);
+		if (s)
+			snprintf(s, n, "{\"code\":\"JSON\",\"message\":\"result is not JSON: %s\"}",
+				 err);
+		return s;
+	}
+	if (!redact)
+		return s;
+	r = log_redact(s, strlen(s), NULL);
+	free(s);
+	return r;
+}
+
+int hypd_call(hypd *h, const char *name, const char *args_json, char **out)
+{
+	lua_State *L = h->L;
+	char err[256];
+	int rc;
+
+	*out = NULL;
+	lua_settop(L, 0);
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, name);
+	lua_setfield(L, -2, "name");
+	if (args_json && hj_decode(L, args_json, strlen(args_json), err, sizeof err) != 0) {
+		hx_newerror(L, "VALIDATION", "arguments are not valid JSON: %s", err);
+		lua_remove(L, -2);
+		*out = encode_top(L, 1);
+		return -1;
+	}
+	if (args_json)
+		lua_setfield(L, -2, "args");
+	if (h->timeout > 0) {
+		lua_pushnumber(L, h->timeout);
+		lua_setfield(L, -2, "timeout");
+	}
+	rc = hypd_call_module(h, "hypd.runner", "call");
+	if (rc != 0) {
+		/* the traceback is for the log, not for callers */
+		lua_getfield(L, -1, "traceback");
+		log_msg(LOG_DEBUG, "host", "%s failed: %s", name,
+			lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+		lua_pop(L, 1);
+		lua_pushnil(L);
+		lua_setfield(L, -2, "traceback");
+	}
+	*out = encode_top(L, rc != 0);
+	lua_settop(L, 0);
+	if (!*out)
+		return -1;
+	return rc;
+}
+
+void hypd_free(void *p) { free(p); }
+
+void hypd_close(hypd *h)
+{
+	if (!h)
+		return;
+	lstate_close(h->L);
+	httpc_free(h->http);
+	store_close(h->db);
+	free(h->state_dir);
+	free(h->playbooks);
+	free(h);
+}

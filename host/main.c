@@ -1,0 +1,258 @@
+/* main: the hypd command line. */
+#include <cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "host.h"
+#include "hypd.h"
+#include "json.h"
+#include "luax.h"
+
+static const char usage[] =
+	"usage: hypd [--state DIR] [--playbooks DIR] [--log-level LEVEL] COMMAND [ARGS]\n"
+	"\n"
+	"commands:\n"
+	"  run PLAYBOOK [key=value | key:=json ...]   run a playbook's main and print its JSON result\n"
+	"  version                                    print the version\n"
+	"  help                                       this text\n"
+	"\n"
+	"PLAYBOOK is a file ending in .lua, or the name of a playbook in the playbook\n"
+	"directory or compiled into hypd (try: hypd run hello).\n"
+	"\n"
+	"environment: HYPD_STATE (default ~/.hypd), HYPD_PLAYBOOKS, HYPD_LOG_LEVEL,\n"
+	"HYPD_CLOCK=virtual (simulated time).\n";
+
+static const char run_usage[] =
+	"usage: hypd run [--timeout SECONDS] [--args JSON] PLAYBOOK [key=value | key:=json ...]\n"
+	"\n"
+	"Runs the playbook's main(args) and prints its result as JSON.\n"
+	"key=value passes a string; key:=json passes any JSON value (numbers,\n"
+	"booleans, arrays, objects). --args gives all arguments as one JSON object.\n"
+	"Exits 1 with the error on stderr when the playbook fails.\n";
+
+static hypd *running;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	hypd_interrupt(running);
+}
+
+static int fail(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "hypd: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	return 2;
+}
+
+static int wants_help(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+	return 0;
+}
+
+/* Builds the argument object from --args and key=value words. */
+static char *build_args(const char *base, int argc, char **argv)
+{
+	cJSON *obj = base ? cJSON_Parse(base) : cJSON_CreateObject();
+	char *out = NULL;
+
+	if (!obj || !cJSON_IsObject(obj)) {
+		fail("--args must be a JSON object: %s", base ? base : "");
+		goto done;
+	}
+	for (int i = 0; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+		cJSON *v;
+
+		if (!eq || eq == argv[i] || (eq == argv[i] + 1 && argv[i][0] == ':')) {
+			fail("argument '%s' is not key=value or key:=json", argv[i]);
+			goto done;
+		}
+		if (eq[-1] == ':') {
+			v = cJSON_Parse(eq + 1);
+			if (!v) {
+				fail("argument '%s' has a value that is not JSON", argv[i]);
+				goto done;
+			}
+			eq[-1] = 0;
+		} else {
+			v = cJSON_CreateString(eq + 1);
+			*eq = 0;
+		}
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, argv[i]);
+		cJSON_AddItemToObject(obj, argv[i], v);
+	}
+	out = cJSON_PrintUnformatted(obj);
+done:
+	cJSON_Delete(obj);
+	return out;
+}
+
+/* Prints a JSON error object as "hypd: CODE: message" (and fields). */
+static void print_error(const char *json)
+{
+	cJSON *e = cJSON_Parse(json), *code, *msg;
+
+	code = cJSON_GetObjectItemCaseSensitive(e, "code");
+	msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+	if (cJSON_IsString(code) && cJSON_IsString(msg))
+		fprintf(stderr, "hypd: %s: %s\n", code->valuestring, msg->valuestring);
+	else
+		fprintf(stderr, "hypd: %s\n", json);
+	cJSON_Delete(e);
+}
+
+static int cmd_run(hypd_options *o, int argc, char **argv)
+{
+	const char *args_json = NULL;
+	char *args, *out, *err, *pretty;
+	hypd *h;
+	int i = 0, rc;
+
+	if (wants_help(argc, argv)) {
+		fputs(run_usage, stdout);
+		return 0;
+	}
+	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
+		if (i + 1 >= argc)
+			return fail("%s needs a value", argv[i]);
+		if (!strcmp(argv[i], "--timeout")) {
+			char *end;
+
+			o->timeout = strtod(argv[i + 1], &end);
+			if (*end || o->timeout <= 0)
+				return fail("--timeout must be a positive number of seconds, not '%s'",
+					    argv[i + 1]);
+		} else if (!strcmp(argv[i], "--args")) {
+			args_json = argv[i + 1];
+		} else {
+			return fail("unknown option '%s' for run (see hypd run --help)", argv[i]);
+		}
+	}
+	if (i >= argc)
+		return fail("%s", "run needs a PLAYBOOK (see hypd run --help)");
+	args = build_args(args_json, argc - i - 1, argv + i + 1);
+	if (!args)
+		return 2;
+	h = hypd_open(o, &err);
+	if (!h) {
+		fail("%s", err ? err : "cannot start");
+		hypd_free(err);
+		free(args);
+		return 1;
+	}
+	running = h;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	rc = hypd_call(h, argv[i], args, &out);
+	running = NULL;
+	if (rc == 0) {
+		lua_State *L = hypd_lua(h);
+		char jerr[128];
+
+		pretty = NULL;
+		if (hj_decode(L, out, strlen(out), jerr, sizeof jerr) == 0)
+			pretty = hj_encode(L, -1, 1, jerr, sizeof jerr);
+		lua_settop(L, 0);
+		puts(pretty ? pretty : out);
+		free(pretty);
+	} else {
+		print_error(out ? out : "{}");
+	}
+	hypd_free(out);
+	free(args);
+	hypd_close(h);
+	return rc == 0 ? 0 : 1;
+}
+
+/* hypd test FILE...: runs Lua test files inside the host (TAP output). */
+static int cmd_test(hypd_options *o, int argc, char **argv)
+{
+	char *err;
+	hypd *h;
+	int failed = 0;
+
+	if (argc < 1 || wants_help(argc, argv)) {
+		fputs("usage: hypd test FILE.lua...   (runs Lua tests inside the host; TAP output)\n",
+		      argc < 1 ? stderr : stdout);
+		return argc < 1 ? 2 : 0;
+	}
+	h = hypd_open(o, &err);
+	if (!h) {
+		fail("%s", err ? err : "cannot start");
+		hypd_free(err);
+		return 1;
+	}
+	lua_State *L = hypd_lua(h);
+	lua_createtable(L, argc, 0);
+	for (int i = 0; i < argc; i++) {
+		lua_pushstring(L, argv[i]);
+		lua_seti(L, -2, i + 1);
+	}
+	if (hypd_call_module(h, "hypd.tap", "run_files") != 0) {
+		fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -1));
+		lua_getfield(L, -2, "traceback");
+		fprintf(stderr, "%s\n", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+		failed = 1;
+	} else {
+		failed = lua_toboolean(L, -1) ? 0 : 1;
+	}
+	hypd_close(h);
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	hypd_options o = { 0 };
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i += 2) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--version")) {
+			puts("hypd " HYPD_VERSION);
+			return 0;
+		}
+		if (i + 1 >= argc)
+			return fail("%s needs a value", argv[i]);
+		if (!strcmp(argv[i], "--state"))
+			o.state_dir = argv[i + 1];
+		else if (!strcmp(argv[i], "--playbooks"))
+			o.playbooks_dir = argv[i + 1];
+		else if (!strcmp(argv[i], "--log-level"))
+			o.log_level = argv[i + 1];
+		else
+			return fail("unknown option '%s' (see hypd --help)", argv[i]);
+	}
+	if (i >= argc) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!strcmp(argv[i], "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[i], "version")) {
+		if (wants_help(argc - i - 1, argv + i + 1)) {
+			puts("usage: hypd version   (prints the version)");
+			return 0;
+		}
+		puts("hypd " HYPD_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[i], "run"))
+		return cmd_run(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "test"))
+		return cmd_test(&o, argc - i - 1, argv + i + 1);
+	return fail("unknown command '%s' (see hypd help)", argv[i]);
+}
