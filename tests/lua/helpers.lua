@@ -1,0 +1,61 @@
+-- helpers for the Lua tests (loaded with dofile; tests run trusted).
+local M = {}
+
+M.build = os.getenv("HYPD_BUILD") or "build"
+M.hypd = M.build .. "/hypd"
+
+-- a fresh temporary directory
+function M.tmpdir()
+  local p = io.popen("mktemp -d /tmp/hypd-t.XXXXXX")
+  local dir = p:read("l")
+  p:close()
+  return dir
+end
+
+function M.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+function M.read(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+M.quote = quote
+
+-- sh(cmd) -> exit status, stdout, stderr (runs through /bin/sh)
+function M.sh(cmd)
+  local dir = M.tmpdir()
+  local ok, _, code = os.execute(cmd .. " >" .. dir .. "/out 2>" .. dir .. "/err </dev/null")
+  local out, err = M.read(dir .. "/out"), M.read(dir .. "/err")
+  os.execute("rm -rf " .. quote(dir))
+  return ok and 0 or code, out, err
+end
+
+-- hypd(args...) -> status, stdout, stderr; args are quoted
+function M.run_hypd(env, ...)
+  local parts = {}
+  for k, v in pairs(env or {}) do parts[#parts + 1] = k .. "=" .. quote(v) end
+  parts[#parts + 1] = M.hypd
+  for _, a in ipairs { ... } do parts[#parts + 1] = quote(a) end
+  return M.sh(table.concat(parts, " "))
+end
+
+-- start the loopback echo server; returns its base URL and a stop function
+function M.echo_server()
+  local p = assert(io.popen(M.build .. "/tests/echo_server 120 2>/dev/null &", "r"))
+  local line = p:read("l")
+  local port, pid = line:match("PORT (%d+) PID (%d+)")
+  p:close()
+  assert(port, "echo server did not start: " .. tostring(line))
+  return "http://127.0.0.1:" .. port, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+end
+
+return M
