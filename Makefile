@@ -33,7 +33,7 @@ LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed
 
-.PHONY: all run test asan deps lint clean
+.PHONY: all run test bench asan deps lint clean
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -77,12 +77,18 @@ run: $(BUILD)/hypd
 test: $(BUILD)/hypd $(TESTBINS)
 	@BUILD=$(BUILD) tests/run
 
+# Throughput and memory numbers (never pass/fail on speed).
+bench: $(BUILD)/hypd $(BUILD)/tests/echo_server
+	@state=$$(mktemp -d /tmp/hypd-bench.XXXXXX); \
+	HYPD_STATE=$$state HYPD_BUILD=$(BUILD) $(BUILD)/hypd test tests/bench/*.lua >$$state/out; \
+	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; exit $$rc
+
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 lint:
-	luacheck --no-color -q lua tests/lua examples
+	luacheck --no-color -q lua tests examples
 
 deps:
 	mk/deps.sh

@@ -169,22 +169,24 @@ void hypd_interrupt(hypd *h)
 		httpc_wakeup(h->http);
 }
 
-/* Encodes the value on top (popped) as a malloc'd JSON string. */
-static char *encode_top(lua_State *L, int redact)
+/*
+ * Encodes the value on top (popped) as a malloc'd JSON string; error values
+ * are redacted. A value JSON cannot hold becomes a JSON error and *failed
+ * is set.
+ */
+static char *encode_top(lua_State *L, int is_error, int *failed)
 {
 	char err[256], *s = hj_encode(L, -1, 0, err, sizeof err), *r;
 
 	lua_pop(L, 1);
 	if (!s) {
-		size_t n = strlen(err) + 64;
-
-		s = malloc(n);
-		if (s)
-			snprintf(s, n, "{\"code\":\"JSON\",\"message\":\"result is not JSON: %s\"}",
-				 err);
-		return s;
+		*failed = 1;
+		hx_newerror(L, "JSON", "the result cannot be encoded as JSON: %s", err);
+		s = hj_encode(L, -1, 0, err, sizeof err);
+		lua_pop(L, 1);
+		is_error = 1;
 	}
-	if (!redact)
+	if (!s || !is_error)
 		return s;
 	r = log_redact(s, strlen(s), NULL);
 	free(s);
@@ -195,7 +197,7 @@ int hypd_call(hypd *h, const char *name, const char *args_json, char **out)
 {
 	lua_State *L = h->L;
 	char err[256];
-	int rc;
+	int rc = 0, failed;
 
 	*out = NULL;
 	lua_settop(L, 0);
@@ -205,7 +207,7 @@ int hypd_call(hypd *h, const char *name, const char *args_json, char **out)
 	if (args_json && hj_decode(L, args_json, strlen(args_json), err, sizeof err) != 0) {
 		hx_newerror(L, "VALIDATION", "arguments are not valid JSON: %s", err);
 		lua_remove(L, -2);
-		*out = encode_top(L, 1);
+		*out = encode_top(L, 1, &rc);
 		return -1;
 	}
 	if (args_json)
@@ -224,11 +226,10 @@ int hypd_call(hypd *h, const char *name, const char *args_json, char **out)
 		lua_pushnil(L);
 		lua_setfield(L, -2, "traceback");
 	}
-	*out = encode_top(L, rc != 0);
+	failed = rc != 0;
+	*out = encode_top(L, failed, &failed);
 	lua_settop(L, 0);
-	if (!*out)
-		return -1;
-	return rc;
+	return *out && !failed ? 0 : -1;
 }
 
 void hypd_free(void *p) { free(p); }

@@ -103,6 +103,16 @@ local function clear_wait(t)
   end
 end
 
+-- A finished task leaves its parent's set of children once it has no live
+-- descendants, so long-lived parents do not accumulate finished children.
+local function prune(t)
+  while t and not live[t] and next(t.children) == nil and t.parent do
+    local p = t.parent
+    p.children[t] = nil
+    t = p
+  end
+end
+
 local function finish(t, err, results)
   t.status = err and "failed" or "done"
   t.err, t.result = err, results
@@ -114,6 +124,7 @@ local function finish(t, err, results)
   end
   for _, w in ipairs(t.waiters) do wake(w, true) end
   t.waiters = {}
+  prune(t)
 end
 
 -- request handlers: each either wakes the task now or records its wait
@@ -248,7 +259,7 @@ function M.spawn(fn, opts, ...)
   next_id = next_id + 1
   local t = setmetatable({
     id = next_id, name = opts.name or ("task " .. next_id), status = "pending",
-    waiters = {}, children = {}, parent = current, started = false,
+    waiters = {}, children = {}, parent = current, started = false, -- children: a set
   }, Task)
   t.co = coroutine.create(fn)
   core.guard(t.co)
@@ -258,7 +269,7 @@ function M.spawn(fn, opts, ...)
     t.deadline_entry = add_timer(t.deadline, t, "deadline")
   end
   if current then
-    current.children[#current.children + 1] = t
+    current.children[t] = true
     if current.deadline and (not t.deadline or current.deadline < t.deadline) then
       t.deadline = current.deadline
     end
@@ -296,8 +307,13 @@ end
 
 -- M.cancel_tree(t): cancels t and every task it started, recursively.
 function M.cancel_tree(t, err)
-  for _, c in ipairs(t.children) do M.cancel_tree(c, err) end
+  for c in pairs(t.children) do M.cancel_tree(c, err) end
   M.cancel(t, err)
+end
+
+-- M.settled(t) -> true when t and every task it started have finished
+function M.settled(t)
+  return not live[t] and next(t.children) == nil
 end
 
 function M.current() return current end

@@ -13,18 +13,12 @@ function M.init()
   return true
 end
 
--- Runs the loop until t and every task it started have finished.
+-- Runs the loop until t has finished, then cancels and reaps every task it
+-- started that is still running.
 local function drain(t)
   sched.run(function() return t:finished() end)
   sched.cancel_tree(t)
-  local function alive(x)
-    if not x:finished() then return true end
-    for _, c in ipairs(x.children) do
-      if alive(c) then return true end
-    end
-    return false
-  end
-  sched.run(function() return not alive(t) end)
+  sched.run(function() return sched.settled(t) end)
 end
 
 function M.call(req)

@@ -1,8 +1,9 @@
 /*
  * echo_server: a loopback HTTP server for the engine tests.
  *
- *   echo_server [SECONDS]   listens on 127.0.0.1 on a free port, prints
- *                           "PORT <n> PID <pid>", exits after SECONDS (60)
+ *   echo_server [SECONDS [CERT.pem KEY.pem]]
+ *       listens on 127.0.0.1 on a free port (HTTPS with the given certificate
+ *       and key), prints "PORT <n> PID <pid>", exits after SECONDS (60)
  *
  * GET/POST /echo/...      -> 200, body "<METHOD> <path> <request body>"
  * GET /delay/<ms>         -> 200 after ms milliseconds
@@ -122,24 +123,56 @@ static void done(void *cls, struct MHD_Connection *c, void **req_cls,
 	*req_cls = NULL;
 }
 
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = calloc(1, (size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
 int main(int argc, char **argv)
 {
 	struct MHD_Daemon *d;
 	const union MHD_DaemonInfo *info;
 	struct sockaddr_in addr;
 	unsigned life = argc > 1 ? (unsigned)atoi(argv[1]) : 60;
+	unsigned int flags;
+	char *cert, *key;
 
 	memset(&addr, 0, sizeof addr);
 	addr.sin_family = AF_INET;
 	addr.sin_addr.s_addr = htonl(0x7f000001);
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-			     MHD_USE_POLL,
-			     0, NULL, NULL, handle, NULL,
-			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     MHD_OPTION_NOTIFY_COMPLETED, done, NULL,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
-			     MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-			     MHD_OPTION_END);
+	cert = argc > 3 ? slurp(argv[2]) : NULL;
+	key = argc > 3 ? slurp(argv[3]) : NULL;
+	if (argc > 3 && (!cert || !key)) {
+		fprintf(stderr, "echo_server: cannot read %s or %s\n", argv[2], argv[3]);
+		return 1;
+	}
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+	if (cert)
+		d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handle, NULL,
+				     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+				     MHD_OPTION_NOTIFY_COMPLETED, done, NULL,
+				     MHD_OPTION_HTTPS_MEM_CERT, cert,
+				     MHD_OPTION_HTTPS_MEM_KEY, key,
+				     MHD_OPTION_END);
+	else
+		d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
+				     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+				     MHD_OPTION_NOTIFY_COMPLETED, done, NULL,
+				     MHD_OPTION_CONNECTION_LIMIT, (unsigned)2000,
+				     MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+				     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "echo_server: cannot start\n");
 		return 1;
@@ -149,5 +182,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	sleep(life);
 	MHD_stop_daemon(d);
+	free(cert);
+	free(key);
 	return 0;
 }

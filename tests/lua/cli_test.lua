@@ -71,6 +71,13 @@ t.test("a failing playbook exits 1 with the error code and message on stderr", f
   t.eq(err, "hypd: NOT_FOUND: cluster demo does not exist\n")
 end)
 
+t.test("a result that JSON cannot hold is an error, not a success", function()
+  local pb = H.write(dir .. "/fn.lua", "return { main = function() return { f = print } end }")
+  local rc, out, err = H.run_hypd(env, "run", pb)
+  t.eq({ rc, out }, { 1, "" })
+  t.eq(err, "hypd: JSON: the result cannot be encoded as JSON: cannot encode a function value (at $.f)\n")
+end)
+
 t.test("a missing playbook names where hypd looked", function()
   local rc, _, err = H.run_hypd(env, "run", "nosuch")
   t.eq(rc, 1)

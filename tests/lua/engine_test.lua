@@ -115,6 +115,21 @@ t.test("cancelling a task that never started finishes it without running it", fu
   t.eq({ ok, err.code, ran }, { false, "CANCELLED", false })
 end)
 
+t.test("a long-lived task does not keep the finished tasks it started", function()
+  local sched = require "hypd._sched"
+  local me = sched.current()
+  local kids = {}
+  for i = 1, 500 do kids[i] = task.spawn(function() task.sleep(0) end) end
+  local slow = task.spawn(function() task.sleep(3600) end)
+  for _, k in ipairs(kids) do k:wait() end
+  local n = 0
+  for _ in pairs(me.children) do n = n + 1 end
+  t.eq(n, 1, "only the running child is still tracked")
+  slow:cancel()
+  slow:wait()
+  t.eq(next(me.children), nil)
+end)
+
 t.test("an HTTP request yields and resumes with the response", function()
   local resp, err = http.request { method = "POST", url = base .. "/echo/x", body = "payload",
     headers = { ["content-type"] = "text/plain" } }
@@ -190,6 +205,21 @@ t.test("cancelling a task waiting on HTTP aborts the transfer", function()
   local deadline = core.mono() + 2
   while task.stats().http > 0 and core.mono() < deadline do task.sleep(0.01) end
   t.eq(task.stats().http, 0)
+end)
+
+t.test("HTTPS works with an inline CA certificate and fails TLS without it", function()
+  local dir = H.tmpdir()
+  local cert, key, pem = H.self_signed(dir)
+  local url, stop = H.echo_server(cert, key)
+  local resp, err = http.request { url = url .. "/echo/tls", ca_pem = pem }
+  local bad, bad_err = http.request { url = url .. "/echo/tls", ca_file = "/etc/ssl/certs/ca-certificates.crt" }
+  local file_resp = http.request { url = url .. "/echo/tls", ca_file = cert }
+  stop()
+  os.execute("rm -rf " .. H.quote(dir))
+  t.eq(err, nil)
+  t.eq({ resp.status, resp.body }, { 200, "GET /echo/tls " })
+  t.fails(bad, bad_err, "TLS")
+  t.eq(file_resp.status, 200, "a CA bundle file works too")
 end)
 
 t.test("the echo server stops", function()

@@ -48,14 +48,27 @@ function M.run_hypd(env, ...)
   return M.sh(table.concat(parts, " "))
 end
 
--- start the loopback echo server; returns its base URL and a stop function
-function M.echo_server()
-  local p = assert(io.popen(M.build .. "/tests/echo_server 120 2>/dev/null &", "r"))
+-- a self-signed certificate for 127.0.0.1: returns cert path, key path, PEM text
+function M.self_signed(dir)
+  local cert, key = dir .. "/cert.pem", dir .. "/key.pem"
+  local rc = M.sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes" ..
+    " -keyout " .. key .. " -out " .. cert .. " -days 2 -subj /CN=127.0.0.1" ..
+    " -addext subjectAltName=IP:127.0.0.1")
+  assert(rc == 0, "openssl could not make a certificate")
+  return cert, key, M.read(cert)
+end
+
+-- start the loopback echo server (HTTPS when given a certificate and key);
+-- returns its base URL and a stop function
+function M.echo_server(cert, key)
+  local tls = cert and (" " .. M.quote(cert) .. " " .. M.quote(key)) or ""
+  local p = assert(io.popen(M.build .. "/tests/echo_server 120" .. tls .. " 2>/dev/null &", "r"))
   local line = p:read("l")
-  local port, pid = line:match("PORT (%d+) PID (%d+)")
+  local port, pid = (line or ""):match("PORT (%d+) PID (%d+)")
   p:close()
   assert(port, "echo server did not start: " .. tostring(line))
-  return "http://127.0.0.1:" .. port, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+  local scheme = cert and "https" or "http"
+  return scheme .. "://127.0.0.1:" .. port, function() os.execute("kill " .. pid .. " 2>/dev/null") end
 end
 
 return M
