@@ -1,0 +1,75 @@
+-- hypd.aws.protocol.rest_xml: restXml (S3): the HTTP binding of
+-- hypd.aws._rest, XML bodies for configurations, raw payloads (PutObject
+-- Body, GetObject Body) as Lua strings, errors as <Error><Code>. Path style
+-- only: req.bucket names the bucket so the caller can move it to the host.
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local xml = require "hypd.xml"
+local Q = require "hypd.aws.protocol.query"
+local R = require "hypd.aws._rest"
+local S = require "hypd.aws._shape"
+local X = require "hypd.aws._xml"
+
+local M = {}
+
+local function payload(model, shape)
+  local m = shape.payload and S.index(shape)[shape.payload]
+  if not m then return nil end
+  local typ = S.kind(model, m[2])
+  return m, typ == "blob" or typ == "string"
+end
+
+function M.build(model, op, _, params)
+  local req, body_members = R.build(model, op, params)
+  if not req then return nil, body_members end
+  local shape = op.input and model.shapes[op.input]
+  if not shape then return req end
+  local pm, raw = payload(model, shape)
+  if pm then
+    local v = params[pm[1]]
+    if S.present(v) then
+      req.body = raw and v or X.encode(model, pm[2], pm, v, pm.name or pm[1])
+    end
+  elseif next(body_members) then
+    local name = op.input_name or op.input
+    req.body = X.encode(model, op.input, { xmlns = op.input_xmlns }, params, name)
+  end
+  return req
+end
+
+local function decode(resp)
+  if not resp.body or resp.body == "" then return nil end
+  return xml.decode(resp.body)
+end
+
+function M.parse(model, op, _, resp)
+  local rid = R.request_id(resp)
+  if resp.status >= 300 then return nil, Q.xml_error(resp, decode(resp), rid) end
+  local out = json.object()
+  local shape = op.output and model.shapes[op.output]
+  if shape then
+    R.parse_headers(model, shape, resp, out)
+    local pm, raw = payload(model, shape)
+    if pm and raw then
+      out[pm[1]] = resp.body or ""
+    else
+      local root, err = decode(resp)
+      if err then
+        return nil, errors.new("XML", "the service answered with XML hypd cannot read: " .. err.message,
+          { status = resp.status, request_id = rid })
+      end
+      if root and root.name == "Error" and (pm and pm.name or op.output) ~= "Error" then
+        return nil, Q.xml_error(resp, root, rid) -- S3 can fail with status 200
+      end
+      if root and pm then
+        out[pm[1]] = X.parse(model, pm[2], pm, root)
+      elseif root then
+        for k, v in pairs(X.parse(model, op.output, {}, root)) do out[k] = v end
+      end
+    end
+  end
+  if rid then out.ResponseMetadata = { RequestId = rid } end
+  return out
+end
+
+return M

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Generates lua/hypd/aws/models/<service>.lua from the machine's botocore.
+
+    python3 tests/tools/aws_models.py [--out lua/hypd/aws/models] [service...]
+
+Each model keeps only what serialization, parsing, retries and pagination
+need (no documentation, enums, errors or validation limits except
+`required`). A model file is `return { metadata, operations, shapes }`:
+
+  metadata   = { protocol, apiVersion, endpointPrefix, signingName, ... }
+  operations = { Name = { method, uri, input, output, result_wrapper,
+                 readonly, idempotency_token, paginator, checksum_required,
+                 host_prefix, auth, input_name, input_xmlns, status } }
+  shapes     = { Name = { "structure", { member... }, required = {...},
+                          payload = "Body", union = true }
+               | { "list", member } | { "map", key, value } }
+
+A member (or a list member, map key or value) is a reference: a string, or
+a table { ref, <traits> } when it has traits. A reference names a shape of
+`shapes`, or is a scalar type: string, integer, long, boolean, timestamp,
+blob, double, float, document (scalar shapes are inlined). In a structure,
+members are { "Name", ref, <traits> } in model order. Traits, merged from
+the target shape and the member as botocore does:
+  loc       uri | querystring | header | headers | statusCode
+  name      locationName       qname     queryName
+  flat      flattened          xmlns     xmlNamespace uri
+  attr      xmlAttribute       ts        timestampFormat
+  jsonvalue true               idem      idempotencyToken
+  host      hostLabel
+"""
+import argparse
+import os
+import re
+import sys
+
+import botocore
+import botocore.session
+
+SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
+            "cloudformation", "ssm", "logs"]
+SCALARS = {"string", "integer", "long", "boolean", "timestamp", "blob",
+           "double", "float", "document"}
+READ_PREFIXES = ("Describe", "List", "Get", "Head", "Search", "BatchGet",
+                 "BatchDescribe")
+META_KEYS = ["protocol", "apiVersion", "endpointPrefix", "signingName",
+             "targetPrefix", "jsonVersion", "globalEndpoint", "xmlNamespace",
+             "serviceId", "signatureVersion", "checksumFormat"]
+# (model key, Lua key): traits a shape or member reference can carry
+TRAITS = [("location", "loc"), ("locationName", "name"),
+          ("queryName", "qname"), ("flattened", "flat"),
+          ("xmlNamespace", "xmlns"), ("xmlAttribute", "attr"),
+          ("timestampFormat", "ts"), ("jsonvalue", "jsonvalue"),
+          ("idempotencyToken", "idem"), ("hostLabel", "host")]
+SHAPE_TRAITS = {"locationName", "queryName", "flattened", "xmlNamespace",
+                "timestampFormat", "xmlAttribute"}
+LUA_KEYWORDS = set("""and break do else elseif end false for function goto if
+in local nil not or repeat return then true until while""".split())
+MAX_LINE = 120
+
+
+def lua_str(s):
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif o < 32 or o == 127:
+            out.append("\\%d" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out).encode("utf-8").decode("utf-8")
+
+
+def lua_key(k):
+    if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) and k not in LUA_KEYWORDS:
+        return k
+    return "[" + lua_str(k) + "]"
+
+
+class Raw:
+    """A Lua expression written as is."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def render(v, indent=0, col=None):
+    """Lua source for v at column col (indent by default): inline when it
+    fits, else one item per line indented by indent + 2."""
+    one = render_inline(v)
+    if len(one) + (indent if col is None else col) <= MAX_LINE or not isinstance(v, (list, dict)):
+        return one
+    pad = " " * (indent + 2)
+    items = []
+    if isinstance(v, list):
+        for x in v:
+            items.append(pad + render(x, indent + 2))
+    else:
+        for k, x in v.items():
+            if isinstance(k, int):
+                items.append(pad + render(x, indent + 2))
+            else:
+                head = pad + lua_key(k) + " = "
+                items.append(head + render(x, indent + 2, len(head)))
+    return "{\n" + ",\n".join(items) + ",\n" + " " * indent + "}"
+
+
+def render_inline(v):
+    if isinstance(v, Raw):
+        return v.text
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return lua_str(v)
+    if isinstance(v, list):
+        return "{ " + ", ".join(render_inline(x) for x in v) + " }" if v else "{}"
+    if isinstance(v, dict):
+        parts = []
+        for k, x in v.items():
+            if isinstance(k, int):
+                parts.append(render_inline(x))
+            else:
+                parts.append(lua_key(k) + " = " + render_inline(x))
+        return "{ " + ", ".join(parts) + " }" if parts else "{}"
+    raise TypeError(repr(v))
+
+
+class Builder:
+    def __init__(self, model, paginators):
+        self.model = model
+        self.shapes = model["shapes"]
+        self.paginators = paginators
+        self.out_shapes = {}
+        for name in self.shapes:
+            if name in SCALARS:
+                sys.exit("shape %s collides with a scalar type name" % name)
+
+    def traits_of(self, ref):
+        """Effective traits of a reference: the shape's, then the ref's."""
+        target = self.shapes[ref["shape"]]
+        t = {}
+        for k in SHAPE_TRAITS:
+            if k in target:
+                t[k] = target[k]
+        for k, _ in TRAITS:
+            if k in ref:
+                t[k] = ref[k]
+        out = {}
+        for k, lk in TRAITS:
+            if k not in t:
+                continue
+            v = t[k]
+            if k == "xmlNamespace":
+                v = v.get("uri", "") if isinstance(v, dict) else v
+                prefix = t[k].get("prefix") if isinstance(t[k], dict) else None
+                if prefix:
+                    out["xmlns_prefix"] = prefix
+            if k == "timestampFormat":
+                v = v.lower()
+            out[lk] = v
+        return out
+
+    def ref(self, ref):
+        """A reference: the scalar type or shape name, with traits."""
+        name = ref["shape"]
+        target = self.shapes[name]
+        typ = target["type"]
+        if typ in SCALARS:
+            head = typ
+        else:
+            head = name
+            self.visit(name)
+        traits = self.traits_of(ref)
+        if not traits:
+            return head
+        d = {1: head}
+        d.update(traits)
+        return d
+
+    def visit(self, name):
+        if name in self.out_shapes:
+            return
+        shape = self.shapes[name]
+        self.out_shapes[name] = None  # cycles
+        typ = shape["type"]
+        if typ == "structure":
+            members = []
+            for mname, mref in shape.get("members", {}).items():
+                r = self.ref(mref)
+                if isinstance(r, dict):
+                    m = {1: mname}
+                    m[2] = r.pop(1)
+                    m.update(r)
+                else:
+                    m = [mname, r]
+                members.append(m)
+            out = {1: "structure", 2: members}
+            if shape.get("required"):
+                out["required"] = list(shape["required"])
+            if shape.get("payload"):
+                out["payload"] = shape["payload"]
+            if shape.get("union"):
+                out["union"] = True
+        elif typ == "list":
+            out = {1: "list", 2: self.ref(shape["member"])}
+        elif typ == "map":
+            out = {1: "map", 2: self.ref(shape["key"]), 3: self.ref(shape["value"])}
+        else:
+            sys.exit("unexpected shape type %s for %s" % (typ, name))
+        self.out_shapes[name] = out
+
+    def operation(self, name, op):
+        http = op.get("http", {})
+        out = {"method": http.get("method", "POST"), "uri": http.get("requestUri", "/")}
+        if http.get("responseCode"):
+            out["status"] = http["responseCode"]
+        inp = op.get("input")
+        if inp:
+            out["input"] = inp["shape"]
+            self.visit(inp["shape"])
+            if inp.get("locationName"):
+                out["input_name"] = inp["locationName"]
+            if inp.get("xmlNamespace"):
+                out["input_xmlns"] = inp["xmlNamespace"].get("uri")
+            for mname, mref in self.shapes[inp["shape"]].get("members", {}).items():
+                if mref.get("idempotencyToken"):
+                    out["idempotency_token"] = mname
+        outp = op.get("output")
+        if outp:
+            out["output"] = outp["shape"]
+            self.visit(outp["shape"])
+            if outp.get("resultWrapper"):
+                out["result_wrapper"] = outp["resultWrapper"]
+        if out["method"] in ("GET", "HEAD") or name.startswith(READ_PREFIXES):
+            out["readonly"] = True
+        checksum = op.get("httpChecksum", {})
+        if op.get("httpChecksumRequired") or checksum.get("requestChecksumRequired"):
+            out["checksum_required"] = True
+        if op.get("endpoint", {}).get("hostPrefix"):
+            out["host_prefix"] = op["endpoint"]["hostPrefix"]
+        if op.get("authtype") == "none" or "smithy.api#noAuth" in op.get("auth", []):
+            out["auth"] = "none"
+        elif op.get("authtype") == "v4-unsigned-body" or op.get("unsignedPayload"):
+            out["auth"] = "v4-unsigned-body"
+        pag = self.paginators.get(name)
+        if pag:
+            p = {}
+            for k in ("input_token", "output_token", "result_key", "limit_key", "more_results"):
+                if k in pag:
+                    p[k] = pag[k]
+            out["paginator"] = p
+        return out
+
+
+def generate(session, service, version):
+    loader = session.get_component("data_loader")
+    model = loader.load_service_model(service, "service-2")
+    try:
+        paginators = loader.load_service_model(service, "paginators-1")["pagination"]
+    except Exception:  # noqa: BLE001 (a service may have none)
+        paginators = {}
+    b = Builder(model, paginators)
+    meta = {k: model["metadata"][k] for k in META_KEYS if k in model["metadata"]}
+    ops = {name: b.operation(name, op) for name, op in sorted(model["operations"].items())}
+    lines = [
+        "-- Generated by tests/tools/aws_models.py from botocore %s (%s %s). Do not edit."
+        % (version, service, model["metadata"]["apiVersion"]),
+        "-- luacheck: ignore",
+        "return {",
+        "metadata = " + render(meta) + ",",
+        "operations = {",
+    ]
+    for name, op in ops.items():
+        head = lua_key(name) + " = "
+        lines.append(head + render(op, 0, len(head)) + ",")
+    lines.append("},")
+    lines.append("shapes = {")
+    for name in sorted(b.out_shapes):
+        head = lua_key(name) + " = "
+        lines.append(head + render(b.out_shapes[name], 0, len(head)) + ",")
+    lines.append("},")
+    lines.append("}")
+    return "\n".join(lines) + "\n", len(ops), len(b.out_shapes)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="lua/hypd/aws/models")
+    ap.add_argument("services", nargs="*", default=SERVICES)
+    args = ap.parse_args()
+    session = botocore.session.get_session()
+    os.makedirs(args.out, exist_ok=True)
+    total = 0
+    for svc in args.services:
+        text, nops, nshapes = generate(session, svc, botocore.__version__)
+        path = os.path.join(args.out, svc + ".lua")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        total += len(text.encode())
+        print("%-16s %4d operations %5d shapes %8d bytes" % (svc, nops, nshapes, len(text.encode())))
+    print("total %d bytes" % total)
+
+
+if __name__ == "__main__":
+    main()
