@@ -31,9 +31,10 @@ HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
-TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed
+FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml
+TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
-.PHONY: all run test bench asan deps lint clean
+.PHONY: all run test bench asan deps lint clean fuzz-smoke
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -74,14 +75,38 @@ $(BUILD)/embed: examples/embed/embed.c host/hypd.h $(BUILD)/libhypd.a
 run: $(BUILD)/hypd
 	$(BUILD)/hypd run hello
 
-test: $(BUILD)/hypd $(TESTBINS)
-	@BUILD=$(BUILD) tests/run
+test: $(BUILD)/hypd $(TESTBINS) $(if $(SAN),,$(FUZZERS))
+	@BUILD=$(BUILD) SAN="$(SAN)" tests/run
+
+$(BUILD)/tests/sigv4_bench: tests/bench/sigv4_bench.c $(BUILD)/libhypd.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhypd.a $(PKG_LIBS)
 
 # Throughput and memory numbers (never pass/fail on speed).
-bench: $(BUILD)/hypd $(BUILD)/tests/echo_server
+bench: $(BUILD)/hypd $(BUILD)/tests/echo_server $(BUILD)/tests/sigv4_bench
 	@state=$$(mktemp -d /tmp/hypd-bench.XXXXXX); \
 	HYPD_STATE=$$state HYPD_BUILD=$(BUILD) $(BUILD)/hypd test tests/bench/*.lua >$$state/out; \
-	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; exit $$rc
+	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; \
+	HYPD_BUILD=$(BUILD) tests/bench/sigv4_compare.sh || rc=1; exit $$rc
+
+# libFuzzer targets (clang): the SigV4 canonicalizer and the XML decoder.
+# make fuzz-smoke runs each for FUZZ_TIME seconds; make test runs a short pass.
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 20
+FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_POSIX_C_SOURCE=200809L -Ihost $(PKG_CFLAGS)
+$(BUILD)/fuzz/fuzz_sigv4: tests/fuzz/fuzz_sigv4.c host/sigv4.c host/sigv4.h
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_sigv4.c host/sigv4.c $(PKG_LIBS)
+
+$(BUILD)/fuzz/fuzz_xml: tests/fuzz/fuzz_xml.c host/xml.c host/xml.h host/luax.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_xml.c host/xml.c host/luax.c $(PKG_LIBS)
+
+fuzz-smoke: $(FUZZERS)
+	@FUZZ_TIME=$(FUZZ_TIME) BUILD=$(BUILD) tests/fuzz_smoke.sh
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \

@@ -188,6 +188,7 @@ static int setup_easy(struct xfer *x, const httpc_request *req, char *err,
 	if (!x->headers)
 		goto oom;
 	curl_easy_setopt(e, CURLOPT_URL, req->url);
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* send the path that was signed */
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -201,6 +202,8 @@ static int setup_easy(struct xfer *x, const httpc_request *req, char *err,
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+	if (req->fresh_connection)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	if (req->ca_file)
 		curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
 	if (req->ca_pem) {
@@ -295,9 +298,14 @@ static void classify(struct xfer *x, CURLcode rc)
 		r->error_code = "TIMEOUT";
 		snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
 	} else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-		   rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_GOT_NOTHING ||
-		   rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR) {
+		   rc == CURLE_COULDNT_RESOLVE_PROXY) {
+		/* nothing was sent */
 		r->error_code = "CONNECT";
+		snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
+	} else if (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR ||
+		   rc == CURLE_RECV_ERROR || rc == CURLE_PARTIAL_FILE) {
+		/* the connection broke: the request may have reached the server */
+		r->error_code = "RESET";
 		snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
 	} else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
 		   rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM) {

@@ -31,6 +31,9 @@ typedef struct {
 	const char *ca_file;         /* CA bundle file for TLS, or NULL */
 	const char *ca_pem;          /* inline CA certificate(s) in PEM, or NULL */
 	size_t max_body;             /* response body cap; 0 = 64 MiB */
+	int fresh_connection;        /* 1: never reuse a connection, so libcurl
+					cannot silently resend the request when
+					a reused one turns out dead (unsafe calls) */
 } httpc_request;
 
 typedef struct {
@@ -45,8 +48,10 @@ typedef struct {
 	size_t nheaders;          /* entries in headers */
 	char *body;               /* response body, NUL-terminated */
 	size_t body_len;          /* bytes of body */
-	const char *error_code;   /* NULL, or TIMEOUT, CONNECT, TLS, TOO_LARGE,
-				     CANCELLED, HTTP (other transport failures) */
+	const char *error_code;   /* NULL, or TIMEOUT, CONNECT (nothing sent),
+				     RESET (connection broke; the request may
+				     have arrived), TLS, TOO_LARGE, CANCELLED,
+				     HTTP (other transport failures) */
 	char error[256];          /* what failed, for people */
 	double seconds;           /* total time of the transfer */
 } httpc_response;

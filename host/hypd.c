@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "host.h"
 #include "http.h"
+#include "jobs.h"
 #include "json.h"
 #include "log.h"
 #include "lstate.h"
@@ -20,8 +21,11 @@ struct hypd {
 	lua_State *L;      /* the one Lua state, owned */
 	store *db;         /* the store, owned */
 	httpc *http;       /* the HTTP client, owned */
+	jobs *workers;     /* the worker pool for blocking work, owned */
 	char *state_dir;   /* resolved state directory */
 	char *playbooks;   /* resolved playbook directory or NULL */
+	char *region;      /* --region or NULL */
+	char *profile;     /* --profile or NULL */
 	double timeout;    /* seconds per call, 0 = none */
 };
 
@@ -67,11 +71,21 @@ static void publish_config(hypd *h)
 	}
 	lua_pushnumber(L, h->timeout);
 	lua_setfield(L, -2, "timeout");
+	if (h->region) {
+		lua_pushstring(L, h->region);
+		lua_setfield(L, -2, "region");
+	}
+	if (h->profile) {
+		lua_pushstring(L, h->profile);
+		lua_setfield(L, -2, "profile");
+	}
 	lua_pushliteral(L, HYPD_VERSION);
 	lua_setfield(L, -2, "version");
 	lua_setfield(L, -2, "hypd.config");
 	lua_pop(L, 1);
 }
+
+static void wake_engine(void *http) { httpc_wakeup(http); }
 
 hypd *hypd_open(const hypd_options *opts, char **err)
 {
@@ -112,7 +126,9 @@ hypd *hypd_open(const hypd_options *opts, char **err)
 	h->state_dir = opts->state_dir ? strdup(opts->state_dir) : default_state_dir();
 	h->playbooks = dup_or_null(opts->playbooks_dir ? opts->playbooks_dir
 						      : getenv("HYPD_PLAYBOOKS"));
-	if (!h->state_dir)
+	h->region = dup_or_null(opts->region);
+	h->profile = dup_or_null(opts->profile);
+	if (!h->state_dir || (opts->region && !h->region) || (opts->profile && !h->profile))
 		goto oom;
 	if (store_open(h->state_dir, &h->db, msg, sizeof msg) != 0) {
 		if (err)
@@ -121,12 +137,14 @@ hypd *hypd_open(const hypd_options *opts, char **err)
 		return NULL;
 	}
 	h->http = httpc_new(0);
+	h->workers = h->http ? jobs_new(4, wake_engine, h->http) : NULL;
 	h->L = lstate_new(opts->memory_limit);
-	if (!h->http || !h->L)
+	if (!h->http || !h->workers || !h->L)
 		goto oom;
 	lua_store_set(h->L, h->db);
 	lua_store_set_clock(hclock_now);
 	lua_engine_set_http(h->L, h->http);
+	lua_engine_set_jobs(h->L, h->workers);
 	publish_config(h);
 	lua_pushnil(h->L);
 	if (hypd_call_module(h, "hypd.runner", "init") != 0) {
@@ -238,10 +256,13 @@ void hypd_close(hypd *h)
 {
 	if (!h)
 		return;
+	jobs_free(h->workers); /* before the state: done jobs are destroyed, not pushed */
 	lstate_close(h->L);
 	httpc_free(h->http);
 	store_close(h->db);
 	free(h->state_dir);
 	free(h->playbooks);
+	free(h->region);
+	free(h->profile);
 	free(h);
 }

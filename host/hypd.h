@@ -29,6 +29,8 @@ typedef struct {
 	const char *log_level;     /* NULL: $HYPD_LOG_LEVEL, else "info" */
 	double timeout;            /* seconds a call may take; 0 = no limit */
 	size_t memory_limit;       /* bytes for the Lua state; 0 = 1 GiB */
+	const char *region;        /* AWS region; NULL: AWS_REGION, the profile, ... */
+	const char *profile;       /* AWS profile; NULL: AWS_PROFILE or default */
 } hypd_options;
 
 /*

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "creds.h"
 #include "embedded.h"
 #include "json.h"
 #include "lua_engine.h"
 #include "log.h"
 #include "luax.h"
 #include "store.h"
+#include "xml.h"
 
 struct mem {
 	size_t used;   /* bytes allocated now */
@@ -72,6 +74,8 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd._log", luaopen_hypd_log },
 	{ "hypd.json", luaopen_hypd_json },
 	{ "hypd.store", luaopen_hypd_store },
+	{ "hypd.xml", luaopen_hypd_xml },
+	{ "hypd._aws", luaopen_hypd__aws },
 	{ NULL, NULL },
 };
 

@@ -6,12 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "awssign.h"
 #include "clock.h"
 #include "embedded.h"
+#include "jobs.h"
 #include "log.h"
 #include "luax.h"
 
 #define HTTP_KEY "hypd.httpc"
+#define JOBS_KEY "hypd.jobs"
 #define HOOK_EVERY 1000
 
 /* The guard of the task that runs now (one engine thread, so one at a time). */
@@ -26,6 +33,24 @@ void lua_engine_set_http(lua_State *L, httpc *h)
 {
 	lua_pushlightuserdata(L, h);
 	lua_setfield(L, LUA_REGISTRYINDEX, HTTP_KEY);
+}
+
+void lua_engine_set_jobs(lua_State *L, jobs *q)
+{
+	lua_pushlightuserdata(L, q);
+	lua_setfield(L, LUA_REGISTRYINDEX, JOBS_KEY);
+}
+
+jobs *lua_engine_jobs(lua_State *L)
+{
+	jobs *q;
+
+	lua_getfield(L, LUA_REGISTRYINDEX, JOBS_KEY);
+	q = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	if (!q)
+		hx_raise(L, "STATE", "the engine has no worker pool");
+	return q;
 }
 
 void lua_engine_interrupt(void) { interrupted = 1; }
@@ -143,6 +168,7 @@ static int l_error(lua_State *L)
 struct req_build {
 	httpc_request req;   /* the request */
 	const char **hdrs;   /* header lines (Lua-owned strings), NULL-terminated */
+	size_t nhdrs;        /* lines in hdrs */
 };
 
 /* Reads req table at idx; header strings are pushed on the stack (kept alive). */
@@ -167,7 +193,9 @@ static void read_request(lua_State *L, int idx, struct req_build *b)
 	b->req.connect_timeout_ms = (long)(luaL_optnumber(L, -1, 0) * 1000);
 	lua_getfield(L, idx, "max_body");
 	b->req.max_body = (size_t)luaL_optinteger(L, -1, 0);
-	lua_pop(L, 8);
+	lua_getfield(L, idx, "fresh_connection");
+	b->req.fresh_connection = lua_toboolean(L, -1);
+	lua_pop(L, 9);
 
 	lua_getfield(L, idx, "headers");
 	if (lua_istable(L, -1)) {
@@ -175,7 +203,7 @@ static void read_request(lua_State *L, int idx, struct req_build *b)
 		while (lua_next(L, -2))
 			lua_pop(L, 1), n++;
 	}
-	b->hdrs = lua_newuserdatauv(L, (n + 1) * sizeof *b->hdrs, 0);
+	b->hdrs = lua_newuserdatauv(L, (n + 1 + AWSSIGN_MAX_LINES) * sizeof *b->hdrs, 0);
 	lua_insert(L, -2);
 	n = 0;
 	if (lua_istable(L, -1)) {
@@ -194,6 +222,53 @@ static void read_request(lua_State *L, int idx, struct req_build *b)
 	b->hdrs[n] = NULL;
 	lua_pop(L, 1);
 	b->req.headers = b->hdrs;
+	b->nhdrs = n;
+}
+
+/*
+ * Signs the request when req.aws is set: the signature headers are computed
+ * in C from the cached credentials and appended to b->hdrs (as Lua strings
+ * kept on the stack). Returns 0, or pushes nil, err and returns 2.
+ */
+static int sign_request(lua_State *L, int idx, struct req_build *b)
+{
+	awssign_params p;
+	char *lines[AWSSIGN_MAX_LINES], err[256];
+	const char *code;
+	int n;
+
+	if (lua_getfield(L, idx, "aws") != LUA_TTABLE) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	memset(&p, 0, sizeof p);
+	lua_getfield(L, -1, "service");
+	p.service = luaL_checkstring(L, -1);
+	lua_getfield(L, -2, "region");
+	p.region = luaL_checkstring(L, -1);
+	lua_getfield(L, -3, "profile");
+	p.profile = luaL_optstring(L, -1, NULL);
+	lua_getfield(L, -4, "sign_body");
+	p.sign_body = lua_toboolean(L, -1);
+	lua_getfield(L, -5, "unsigned_payload");
+	p.unsigned_payload = lua_toboolean(L, -1);
+	lua_getfield(L, -6, "s3_path");
+	p.s3_path = lua_toboolean(L, -1);
+	if (awssign_headers(&b->req, &p, (time_t)hclock_now(), lines, &n, &code, err,
+			    sizeof err) != 0)
+		return hx_fail(L, code, "%s", err);
+	/* copy into Lua strings first, then free: nothing raises while C holds them */
+	luaL_checkstack(L, n, "signing");
+	for (int i = 0; i < n; i++) {
+		lua_pushstring(L, lines[i]);
+		b->hdrs[b->nhdrs++] = lua_tostring(L, -1);
+	}
+	b->hdrs[b->nhdrs] = NULL;
+	for (int i = 0; i < n; i++) {
+		OPENSSL_cleanse(lines[i], strlen(lines[i]));
+		free(lines[i]);
+	}
+	return 0;
 }
 
 /* core.http_start(req) -> id | nil, err */
@@ -206,6 +281,8 @@ static int l_http_start(lua_State *L)
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	read_request(L, 1, &b);
+	if (sign_request(L, 1, &b) != 0)
+		return 2;
 	if (httpc_start(h, &b.req, &id, err, sizeof err) != 0)
 		return hx_fail(L, "VALIDATION", "%s", err);
 	lua_pushinteger(L, (lua_Integer)id);
@@ -220,9 +297,10 @@ static int l_http_cancel(lua_State *L)
 	return 1;
 }
 
+/* core.inflight() -> HTTP transfers and jobs the engine still waits for */
 static int l_inflight(lua_State *L)
 {
-	lua_pushinteger(L, httpc_inflight(get_http(L)));
+	lua_pushinteger(L, httpc_inflight(get_http(L)) + jobs_pending(lua_engine_jobs(L)));
 	return 1;
 }
 
@@ -269,12 +347,31 @@ static int l_poll(lua_State *L)
 	double t = luaL_optnumber(L, 1, -1);
 	int ms = t < 0 ? -1 : t > 3600 ? 3600000 : (int)(t * 1000 + 0.5);
 
+	jobs *q = lua_engine_jobs(L);
+	job *j;
+
 	lua_settop(L, 1);
 	lua_newtable(L);
 	/* the callback pushes Lua values: a Lua memory error inside it would
 	 * leak that one transfer's buffers (only at the state's memory cap) */
-	if (httpc_poll(h, ms, on_done, L) < 0)
+	if ((j = jobs_take_done(q)) != NULL)
+		ms = 0; /* a job already finished: do not sleep */
+	if (httpc_poll(h, ms, on_done, L) < 0) {
+		if (j)
+			j->destroy(j);
 		return hx_raise(L, "INTERNAL", "curl multi poll failed");
+	}
+	for (; j; j = jobs_take_done(q)) {
+		lua_createtable(L, 0, 4);
+		lua_pushinteger(L, (lua_Integer)j->id);
+		lua_setfield(L, -2, "id");
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "job");
+		j->push(j, L);
+		lua_setfield(L, -2, "result");
+		j->destroy(j);
+		lua_seti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+	}
 	return 1;
 }
 
@@ -330,7 +427,99 @@ static int l_add_secret(lua_State *L)
 	return 0;
 }
 
+/* --- bytes: base64, digests, randomness --- */
+
+/* core.b64encode(s [, url]) -> base64 (url: base64url without padding) */
+static int l_b64encode(lua_State *L)
+{
+	size_t len;
+	const char *s = luaL_checklstring(L, 1, &len);
+	int url = lua_toboolean(L, 2);
+	luaL_Buffer b;
+	size_t n = 4 * ((len + 2) / 3);
+	char *out = luaL_buffinitsize(L, &b, n + 1);
+	int w = EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)len);
+
+	if (url) {
+		for (int i = 0; i < w; i++)
+			out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+		while (w > 0 && out[w - 1] == '=')
+			w--;
+	}
+	luaL_pushresultsize(&b, (size_t)w);
+	return 1;
+}
+
+/* core.b64decode(s) -> bytes, or nil when s is not base64 */
+static int l_b64decode(lua_State *L)
+{
+	size_t len;
+	const char *s = luaL_checklstring(L, 1, &len);
+	luaL_Buffer b;
+	char *out;
+	int w, pad = 0;
+
+	if (len % 4 != 0)
+		return 0;
+	out = luaL_buffinitsize(L, &b, len / 4 * 3 + 1);
+	w = len ? EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)len) : 0;
+	if (w < 0)
+		return 0;
+	while (pad < 2 && len > (size_t)pad && s[len - 1 - pad] == '=')
+		pad++;
+	luaL_pushresultsize(&b, (size_t)(w - pad));
+	return 1;
+}
+
+/* core.digest("sha256"|"md5", data, "hex"|"base64"|"raw") */
+static int l_digest(lua_State *L)
+{
+	static const char *const algs[] = { "sha256", "md5", NULL };
+	static const char *const encs[] = { "hex", "base64", "raw", NULL };
+	int alg = luaL_checkoption(L, 1, NULL, algs);
+	size_t len;
+	const char *data = luaL_checklstring(L, 2, &len);
+	int enc = luaL_checkoption(L, 3, "hex", encs);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+
+	if (!EVP_Digest(data, len, md, &mdlen, alg == 0 ? EVP_sha256() : EVP_md5(), NULL))
+		return hx_raise(L, "INTERNAL", "digest failed");
+	if (enc == 2) {
+		lua_pushlstring(L, (const char *)md, mdlen);
+	} else if (enc == 1) {
+		char b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+
+		lua_pushlstring(L, b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, md, (int)mdlen));
+	} else {
+		for (unsigned int i = 0; i < mdlen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		lua_pushlstring(L, hex, 2 * mdlen);
+	}
+	return 1;
+}
+
+/* core.random_bytes(n) -> n cryptographically random bytes */
+static int l_random_bytes(lua_State *L)
+{
+	lua_Integer n = luaL_checkinteger(L, 1);
+	luaL_Buffer b;
+	unsigned char *out;
+
+	luaL_argcheck(L, n >= 0 && n <= 4096, 1, "0 to 4096 bytes");
+	out = (unsigned char *)luaL_buffinitsize(L, &b, (size_t)n);
+	if (n > 0 && RAND_bytes(out, (int)n) != 1)
+		return hx_raise(L, "INTERNAL", "no randomness available");
+	luaL_pushresultsize(&b, (size_t)n);
+	return 1;
+}
+
 static const luaL_Reg core_funcs[] = {
+	{ "b64encode", l_b64encode },
+	{ "b64decode", l_b64decode },
+	{ "digest", l_digest },
+	{ "random_bytes", l_random_bytes },
 	{ "now", l_now },
 	{ "mono", l_mono },
 	{ "virtual", l_virtual },

@@ -9,9 +9,16 @@
 #include <lua.h>
 
 #include "http.h"
+#include "jobs.h"
 
 /* Hands the host's HTTP client to the binding (not owned). */
 void lua_engine_set_http(lua_State *L, httpc *h);
+
+/* Hands the host's worker pool to the binding (not owned). */
+void lua_engine_set_jobs(lua_State *L, jobs *q);
+
+/* The worker pool; raises STATE when there is none. */
+jobs *lua_engine_jobs(lua_State *L);
 
 /* Asks the task running on the engine thread to stop at its next hook
  * check (safe from any thread). */

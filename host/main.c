@@ -4,19 +4,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 
+#include "ekstoken.h"
 #include "host.h"
 #include "hypd.h"
 #include "json.h"
 #include "luax.h"
 
 static const char usage[] =
-	"usage: hypd [--state DIR] [--playbooks DIR] [--log-level LEVEL] COMMAND [ARGS]\n"
+	"usage: hypd [--state DIR] [--playbooks DIR] [--log-level LEVEL]\n"
+	"            [--region REGION] [--profile PROFILE] COMMAND [ARGS]\n"
 	"\n"
 	"commands:\n"
 	"  run PLAYBOOK [key=value | key:=json ...]   run a playbook's main and print its JSON result\n"
+	"  eks-token --cluster NAME                   print an EKS ExecCredential (kubectl exec plugin)\n"
+	"  doctor [--json]                            check the region, credentials, identity, endpoints\n"
 	"  version                                    print the version\n"
 	"  help                                       this text\n"
 	"\n"
@@ -24,7 +29,22 @@ static const char usage[] =
 	"directory or compiled into hypd (try: hypd run hello).\n"
 	"\n"
 	"environment: HYPD_STATE (default ~/.hypd), HYPD_PLAYBOOKS, HYPD_LOG_LEVEL,\n"
-	"HYPD_CLOCK=virtual (simulated time).\n";
+	"HYPD_CLOCK=virtual (simulated time), and the AWS SDK variables (AWS_REGION,\n"
+	"AWS_PROFILE, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, ...).\n";
+
+static const char eks_token_usage[] =
+	"usage: hypd eks-token --cluster NAME [--region REGION] [--profile PROFILE]\n"
+	"\n"
+	"Prints a client.authentication.k8s.io/v1beta1 ExecCredential with an EKS\n"
+	"bearer token, like `aws eks get-token`, so kubectl can use hypd as its\n"
+	"exec plugin (see hypd kubeconfig in a later release).\n";
+
+static const char doctor_usage[] =
+	"usage: hypd doctor [--json] [--region REGION] [--profile PROFILE]\n"
+	"\n"
+	"Reports the AWS region and where it came from, the credential source (never\n"
+	"a secret), the caller identity from STS GetCallerIdentity, and the endpoint\n"
+	"of every service hypd uses. Exits 1 when something is missing or fails.\n";
 
 static const char run_usage[] =
 	"usage: hypd run [--timeout SECONDS] [--args JSON] PLAYBOOK [key=value | key:=json ...]\n"
@@ -173,6 +193,169 @@ static int cmd_run(hypd_options *o, int argc, char **argv)
 	return rc == 0 ? 0 : 1;
 }
 
+/*
+ * Parses "--name value" options of a subcommand into the slots of names[]
+ * (values[] parallel); flags (no value) are listed in flags[]. Returns 0, or
+ * 2 after printing a one-line error.
+ */
+static int sub_options(int argc, char **argv, const char *const *names,
+		       const char **values, const char *const *flags, int *set,
+		       const char *cmd)
+{
+	for (int i = 0; i < argc; i++) {
+		int found = 0;
+
+		for (int k = 0; flags && flags[k]; k++)
+			if (!strcmp(argv[i], flags[k]))
+				set[k] = found = 1;
+		for (int k = 0; !found && names[k]; k++)
+			if (!strcmp(argv[i], names[k])) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "hypd: %s needs a value\n", argv[i]);
+					return 2;
+				}
+				values[k] = argv[++i];
+				found = 1;
+			}
+		if (!found) {
+			fprintf(stderr, "hypd: unknown argument '%s' for %s (see hypd %s --help)\n",
+				argv[i], cmd, cmd);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* Runs module.fn(args table on top of L) as a task; 0 and the result on top, or -1 and the error */
+static int invoke(hypd *h, const char *module, const char *fn)
+{
+	lua_State *L = hypd_lua(h);
+
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, module);
+	lua_setfield(L, -2, "module");
+	lua_pushstring(L, fn);
+	lua_setfield(L, -2, "fn");
+	lua_insert(L, -2);
+	lua_setfield(L, -2, "args");
+	return hypd_call_module(h, "hypd.runner", "invoke");
+}
+
+static hypd *open_or_say(hypd_options *o)
+{
+	char *err = NULL;
+	hypd *h = hypd_open(o, &err);
+
+	if (!h) {
+		fail("%s", err ? err : "cannot start");
+		hypd_free(err);
+	}
+	return h;
+}
+
+static int cmd_eks_token(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--cluster", "--region", "--profile", NULL };
+	const char *v[3] = { NULL, NULL, NULL };
+	char err[256], *token = NULL, stamp[32];
+	time_t expires;
+	struct tm tm;
+	lua_State *L;
+	hypd *h;
+	int rc;
+
+	if (wants_help(argc, argv)) {
+		fputs(eks_token_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, NULL, NULL, "eks-token")) != 0)
+		return rc;
+	if (!v[0])
+		return fail("%s", "eks-token needs --cluster NAME (see hypd eks-token --help)");
+	if (v[1])
+		o->region = v[1];
+	if (v[2])
+		o->profile = v[2];
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 1);
+	lua_pushstring(L, v[0]);
+	lua_setfield(L, -2, "cluster");
+	if (invoke(h, "hypd.aws.eks", "prepare") != 0) {
+		fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -1));
+		hypd_close(h);
+		return 1;
+	}
+	lua_getfield(L, -1, "sts_url");
+	lua_getfield(L, -2, "region");
+	lua_getfield(L, -3, "profile");
+	rc = eks_token(lua_tostring(L, -3), v[0], lua_tostring(L, -2), lua_tostring(L, -1),
+		       time(NULL), &token, &expires, err, sizeof err);
+	if (rc == 0) {
+		/* kubectl refreshes a minute early; `aws eks get-token` says 14 minutes */
+		expires -= 60;
+		gmtime_r(&expires, &tm);
+		strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("{\"kind\": \"ExecCredential\", "
+		       "\"apiVersion\": \"client.authentication.k8s.io/v1beta1\", "
+		       "\"spec\": {}, \"status\": {\"expirationTimestamp\": \"%s\", "
+		       "\"token\": \"%s\"}}\n", stamp, token);
+		free(token);
+	} else {
+		fprintf(stderr, "hypd: CREDENTIALS: %s\n", err);
+	}
+	hypd_close(h);
+	return rc == 0 ? 0 : 1;
+}
+
+static int cmd_doctor(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--region", "--profile", NULL };
+	static const char *const flags[] = { "--json", NULL };
+	const char *v[2] = { NULL, NULL };
+	int json_out[1] = { 0 }, rc, ok;
+	char jerr[128], *text;
+	lua_State *L;
+	hypd *h;
+
+	if (wants_help(argc, argv)) {
+		fputs(doctor_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, flags, json_out, "doctor")) != 0)
+		return rc;
+	if (v[0])
+		o->region = v[0];
+	if (v[1])
+		o->profile = v[1];
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_newtable(L);
+	if (invoke(h, "hypd.aws.doctor", "run") != 0) {
+		fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -1));
+		hypd_close(h);
+		return 1;
+	}
+	lua_getfield(L, -1, "ok");
+	ok = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	if (json_out[0]) {
+		text = hj_encode(L, -1, 1, jerr, sizeof jerr);
+		puts(text ? text : jerr);
+		free(text);
+	} else {
+		lua_pushvalue(L, -1);
+		if (invoke(h, "hypd.aws.doctor", "format") == 0)
+			puts(lua_tostring(L, -1));
+		else
+			fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -1));
+	}
+	hypd_close(h);
+	return ok ? 0 : 1;
+}
+
 /* hypd test FILE...: runs Lua test files inside the host (TAP output). */
 static int cmd_test(hypd_options *o, int argc, char **argv)
 {
@@ -231,6 +414,10 @@ int main(int argc, char **argv)
 			o.playbooks_dir = argv[i + 1];
 		else if (!strcmp(argv[i], "--log-level"))
 			o.log_level = argv[i + 1];
+		else if (!strcmp(argv[i], "--region"))
+			o.region = argv[i + 1];
+		else if (!strcmp(argv[i], "--profile"))
+			o.profile = argv[i + 1];
 		else
 			return fail("unknown option '%s' (see hypd --help)", argv[i]);
 	}
@@ -254,5 +441,9 @@ int main(int argc, char **argv)
 		return cmd_run(&o, argc - i - 1, argv + i + 1);
 	if (!strcmp(argv[i], "test"))
 		return cmd_test(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "eks-token"))
+		return cmd_eks_token(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "doctor"))
+		return cmd_doctor(&o, argc - i - 1, argv + i + 1);
 	return fail("unknown command '%s' (see hypd help)", argv[i]);
 }

@@ -24,6 +24,7 @@ Task.__index = Task
 local queue, qhead, qtail = {}, 1, 0   -- ready tasks, FIFO
 local heap, heap_n, tseq = {}, 0, 0    -- timers: {at, seq, task, kind, dead}
 local http_waiting = {}                -- transfer id -> task
+local job_waiting = {}                 -- worker job id -> task
 local live, nlive = {}, 0              -- unfinished tasks
 local current                          -- the task running now
 local next_id = 0
@@ -95,6 +96,8 @@ local function clear_wait(t)
   elseif w.kind == "http" then
     http_waiting[w.id] = nil
     core.http_cancel(w.id)
+  elseif w.kind == "job" then
+    job_waiting[w.id] = nil -- the job runs on; its result is dropped
   elseif w.kind == "join" then
     local ws = w.target.waiters
     for i = #ws, 1, -1 do
@@ -146,6 +149,12 @@ function handlers.http(t, req)
   if not id then return wake(t, true, nil, err) end
   http_waiting[id] = t
   t.waiting_on = { kind = "http", id = id }
+end
+
+-- a job submitted to the worker pool by a binding (e.g. credentials)
+function handlers.job(t, id)
+  job_waiting[id] = t
+  t.waiting_on = { kind = "job", id = id }
 end
 
 function handlers.join(t, other)
@@ -219,11 +228,18 @@ end
 
 local function deliver(done)
   for _, r in ipairs(done) do
-    local t = http_waiting[r.id]
-    http_waiting[r.id] = nil
+    local waiting = r.job and job_waiting or http_waiting
+    local t = waiting[r.id]
+    waiting[r.id] = nil
     if t then
       t.waiting_on = nil
-      if r.err then wake(t, true, nil, r.err) else wake(t, true, r) end
+      if r.job then
+        wake(t, true, r.result)
+      elseif r.err then
+        wake(t, true, nil, r.err)
+      else
+        wake(t, true, r)
+      end
     end
   end
 end

@@ -5,9 +5,14 @@
 --     timeout = 30, connect_timeout = 5, ca_pem = "...", ca_file = "...",
 --     max_body = 1 << 20 }
 --
+-- fresh_connection = true: a new connection, never a reused one, so the
+-- transport cannot resend the request on its own (for unsafe calls).
+-- aws = { service, region, profile, sign_body, unsigned_payload, s3_path }
+-- signs the request in C with the profile's cached credentials (hypd.aws).
+--
 -- resp = { status = 200, headers = { ["content-type"] = ... } (lower-case
 -- names), body = "...", seconds = 0.01 }. Any HTTP status is a response;
--- only transport failures return nil, err (TIMEOUT, CONNECT, TLS,
+-- only transport failures return nil, err (TIMEOUT, CONNECT, RESET, TLS,
 -- TOO_LARGE, CANCELLED, HTTP, VALIDATION).
 local errors = require "hypd.errors"
 local sched = require "hypd._sched"
@@ -17,7 +22,7 @@ local M = {}
 local fields = {
   method = "string", url = "string", headers = "table", body = "string",
   timeout = "number", connect_timeout = "number", ca_pem = "string",
-  ca_file = "string", max_body = "number",
+  ca_file = "string", max_body = "number", aws = "table", fresh_connection = "boolean",
 }
 
 function M.request(req)

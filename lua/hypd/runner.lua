@@ -38,4 +38,17 @@ function M.call(req)
   errors.raise("DEADLOCK", req.name .. " waits for something that can never happen")
 end
 
+-- invoke{module, fn, args, timeout}: runs a library function as a task
+-- (for the CLI's own commands: eks-token, doctor). Not reachable from
+-- playbooks or front ends.
+function M.invoke(req)
+  local t = sched.spawn(function()
+    return require(req.module)[req.fn](req.args or {})
+  end, { name = req.module .. "." .. req.fn, timeout = req.timeout })
+  drain(t)
+  if t.status == "done" then return t.result[1] end
+  if t.status == "failed" then error(t.err, 0) end
+  errors.raise("DEADLOCK", req.module .. "." .. req.fn .. " waits for something that can never happen")
+end
+
 return M

@@ -58,17 +58,21 @@ function M.self_signed(dir)
   return cert, key, M.read(cert)
 end
 
--- start the loopback echo server (HTTPS when given a certificate and key);
--- returns its base URL and a stop function
-function M.echo_server(cert, key)
-  local tls = cert and (" " .. M.quote(cert) .. " " .. M.quote(key)) or ""
-  local p = assert(io.popen(M.build .. "/tests/echo_server 120" .. tls .. " 2>/dev/null &", "r"))
+-- spawn_server(cmd, scheme) starts a loopback test server in the background
+-- (it prints "PORT <n> PID <pid>" first); returns its base URL and a stop function
+function M.spawn_server(cmd, scheme)
+  local p = assert(io.popen(cmd .. " 2>/dev/null &", "r"))
   local line = p:read("l")
   local port, pid = (line or ""):match("PORT (%d+) PID (%d+)")
   p:close()
-  assert(port, "echo server did not start: " .. tostring(line))
-  local scheme = cert and "https" or "http"
-  return scheme .. "://127.0.0.1:" .. port, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+  assert(port, "test server did not start: " .. cmd .. ": " .. tostring(line))
+  return (scheme or "http") .. "://127.0.0.1:" .. port, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+end
+
+-- start the loopback echo server (HTTPS when given a certificate and key)
+function M.echo_server(cert, key)
+  local tls = cert and (" " .. M.quote(cert) .. " " .. M.quote(key)) or ""
+  return M.spawn_server(M.build .. "/tests/echo_server 120" .. tls, cert and "https" or "http")
 end
 
 return M
