@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define DEFAULT_MAX_BODY (64u << 20)
 
@@ -170,6 +171,16 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud)
 	return len;
 }
 
+static int has_header(const char *const *headers, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *const *hp = headers; hp && *hp; hp++)
+		if (strncasecmp(*hp, name, n) == 0 && (*hp)[n] == ':')
+			return 1;
+	return 0;
+}
+
 static int setup_easy(struct xfer *x, const httpc_request *req, char *err,
 		      size_t errlen)
 {
@@ -185,6 +196,8 @@ static int setup_easy(struct xfer *x, const httpc_request *req, char *err,
 	}
 	/* libcurl adds these unless told not to; AWS signs exact headers */
 	x->headers = curl_slist_append(x->headers, "Expect:");
+	if (x->headers && req->body && !has_header(req->headers, "content-type"))
+		x->headers = curl_slist_append(x->headers, "Content-Type:");
 	if (!x->headers)
 		goto oom;
 	curl_easy_setopt(e, CURLOPT_URL, req->url);

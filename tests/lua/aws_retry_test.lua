@@ -152,6 +152,16 @@ t.test("read-only services refuse mutating operations", function()
   t.like(err.message, "read%-only")
 end)
 
+t.test("an S3 object goes out with its exact bytes, a body hash and no invented content type", virtual(function()
+  script { { status = 200, headers = { etag = '"abc"' }, body = "" } }
+  aws.call("s3", "PutObject", { Bucket = "b", Key = "a b/c.txt", Body = "hello\0world" }, OPTS)
+  local req = requests()[1]
+  t.eq({ req.method, req.path }, { "PUT", "/b/a%20b/c.txt" })
+  t.eq(req.headers["content-type"], nil)
+  t.eq(req.headers["x-amz-content-sha256"], core.digest("sha256", "hello\0world", "hex"))
+  t.like(req.headers.authorization, "/us%-west%-2/s3/aws4_request")
+end))
+
 t.test("the fake endpoint stops", function()
   stop_fake()
   t.ok(true)
