@@ -256,6 +256,8 @@ void hypd_close(hypd *h)
 {
 	if (!h)
 		return;
+	if (h->L)
+		lua_engine_close(h->L); /* no new requests while the pool drains */
 	jobs_free(h->workers); /* before the state: done jobs are destroyed, not pushed */
 	lstate_close(h->L);
 	httpc_free(h->http);

@@ -107,6 +107,20 @@ uint64_t jobs_submit(jobs *q, job *j)
 	return id;
 }
 
+uint64_t jobs_post_done(jobs *q, job *j)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&q->lock);
+	id = j->id = ++q->next_id;
+	q->pending++;
+	append(&q->done, &q->done_tail, j);
+	if (q->notify)
+		q->notify(q->ud);
+	pthread_mutex_unlock(&q->lock);
+	return id;
+}
+
 job *jobs_take_done(jobs *q)
 {
 	job *j;

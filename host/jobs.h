@@ -31,6 +31,11 @@ jobs *jobs_new(int nthreads, void (*notify)(void *ud), void *ud);
 /* Queues a job; returns its id (never 0), or 0 when no thread can start. */
 uint64_t jobs_submit(jobs *q, job *j);
 
+/* Hands the engine a job that finished elsewhere (e.g. an HTTP request
+ * that arrived on a server thread): it joins the done list at once and
+ * notify runs. Any thread. Returns its id. */
+uint64_t jobs_post_done(jobs *q, job *j);
+
 /* The next finished job, or NULL. Engine thread only. */
 job *jobs_take_done(jobs *q);
 

@@ -16,9 +16,11 @@
 #include "jobs.h"
 #include "log.h"
 #include "luax.h"
+#include "server.h"
 
 #define HTTP_KEY "hypd.httpc"
 #define JOBS_KEY "hypd.jobs"
+#define SERVER_KEY "hypd.server"
 #define HOOK_EVERY 1000
 
 /* The guard of the task that runs now (one engine thread, so one at a time). */
@@ -427,6 +429,101 @@ static int l_add_secret(lua_State *L)
 	return 0;
 }
 
+/* --- the HTTP server --- */
+
+static hserver *get_server(lua_State *L)
+{
+	hserver *s;
+
+	lua_getfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
+	s = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	return s;
+}
+
+/* core.server_start(addr, port [, max_body]) -> port | nil, err */
+static int l_server_start(lua_State *L)
+{
+	const char *addr = luaL_checkstring(L, 1);
+	lua_Integer port = luaL_checkinteger(L, 2);
+	lua_Integer max_body = luaL_optinteger(L, 3, 0);
+	char err[256];
+	hserver *s;
+
+	luaL_argcheck(L, port >= 0 && port <= 65535, 2, "a port from 0 to 65535");
+	if (get_server(L))
+		return hx_fail(L, "STATE", "a server is already running");
+	s = hserver_start(addr, (int)port, lua_engine_jobs(L), (size_t)max_body, err, sizeof err);
+	if (!s)
+		return hx_fail(L, "LISTEN", "%s", err);
+	lua_pushlightuserdata(L, s);
+	lua_setfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
+	lua_pushinteger(L, hserver_port(s));
+	return 1;
+}
+
+/* core.server_respond(id, status, headers, body) -> true | false (client gone) */
+static int l_server_respond(lua_State *L)
+{
+	lua_Integer id = luaL_checkinteger(L, 1);
+	int status = (int)luaL_checkinteger(L, 2);
+	size_t len, n = 0;
+	const char *body;
+	const char **lines;
+	hserver *s = get_server(L);
+
+	luaL_checktype(L, 3, LUA_TTABLE);
+	body = luaL_optlstring(L, 4, "", &len);
+	if (!s)
+		return hx_raise(L, "STATE", "no server is running");
+	lua_pushnil(L);
+	while (lua_next(L, 3))
+		lua_pop(L, 1), n++;
+	lines = lua_newuserdatauv(L, (n + 1) * sizeof *lines, 0);
+	n = 0;
+	lua_pushnil(L);
+	while (lua_next(L, 3)) {
+		luaL_checkstack(L, 4, "headers");
+		if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+			return luaL_error(L, "headers must map names to strings");
+		lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), lua_tostring(L, -1));
+		lines[n++] = lua_tostring(L, -1);
+		lua_insert(L, -3);
+		lua_pop(L, 1);
+	}
+	lines[n] = NULL;
+	lua_pushboolean(L, hserver_respond(s, (uint64_t)id, status, lines, body, len) == 0);
+	return 1;
+}
+
+/* core.listening() -> port | nil */
+static int l_listening(lua_State *L)
+{
+	hserver *s = get_server(L);
+
+	if (!s)
+		return 0;
+	lua_pushinteger(L, hserver_port(s));
+	return 1;
+}
+
+void lua_engine_close(lua_State *L)
+{
+	hserver *s = get_server(L);
+
+	if (s) {
+		hserver_stop(s);
+		lua_pushnil(L);
+		lua_setfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
+	}
+}
+
+static int l_server_stop(lua_State *L)
+{
+	lua_engine_close(L);
+	return 0;
+}
+
 /* --- bytes: base64, digests, randomness --- */
 
 /* core.b64encode(s [, url]) -> base64 (url: base64url without padding) */
@@ -516,6 +613,10 @@ static int l_random_bytes(lua_State *L)
 }
 
 static const luaL_Reg core_funcs[] = {
+	{ "server_start", l_server_start },
+	{ "server_respond", l_server_respond },
+	{ "server_stop", l_server_stop },
+	{ "listening", l_listening },
 	{ "b64encode", l_b64encode },
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },

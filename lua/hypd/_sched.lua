@@ -231,7 +231,9 @@ local function deliver(done)
     local waiting = r.job and job_waiting or http_waiting
     local t = waiting[r.id]
     waiting[r.id] = nil
-    if t then
+    if r.job and r.result and r.result.server then
+      M.serve_request(r.result)
+    elseif t then
       t.waiting_on = nil
       if r.job then
         wake(t, true, r.result)
@@ -242,6 +244,12 @@ local function deliver(done)
       end
     end
   end
+end
+
+-- M.serve_request(req): what the engine does with a request that arrived on
+-- the HTTP server; hypd.server replaces it. Until then: 503.
+function M.serve_request(req)
+  core.server_respond(req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
 end
 
 -- M.run([until_fn]) runs the loop until until_fn() is true (returns true) or
@@ -255,7 +263,7 @@ function M.run(until_fn)
     else
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
-      if not e and inflight == 0 then return false end
+      if not e and inflight == 0 and not core.listening() then return false end
       if inflight == 0 and core.virtual() then
         core.advance_to(e.at)
       else
