@@ -69,6 +69,8 @@ static int search_embedded(lua_State *L)
 	return 1;
 }
 
+int luaopen_hypd_sigv4(lua_State *L); /* lua_sigv4.c */
+
 static const luaL_Reg c_modules[] = {
 	{ "hypd.core", luaopen_hypd_core },
 	{ "hypd._log", luaopen_hypd_log },
@@ -76,6 +78,7 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd.store", luaopen_hypd_store },
 	{ "hypd.xml", luaopen_hypd_xml },
 	{ "hypd._aws", luaopen_hypd__aws },
+	{ "hypd.sigv4", luaopen_hypd_sigv4 },
 	{ NULL, NULL },
 };
 

@@ -22,6 +22,8 @@ static const char usage[] =
 	"  run PLAYBOOK [key=value | key:=json ...]   run a playbook's main and print its JSON result\n"
 	"  eks-token --cluster NAME                   print an EKS ExecCredential (kubectl exec plugin)\n"
 	"  doctor [--json]                            check the region, credentials, identity, endpoints\n"
+	"  sandbox [--listen ADDR:PORT] [--speed N | --virtual-clock] [--faults FILE]\n"
+	"                                             serve a simulated AWS account on loopback\n"
 	"  version                                    print the version\n"
 	"  help                                       this text\n"
 	"\n"
@@ -38,6 +40,18 @@ static const char eks_token_usage[] =
 	"Prints a client.authentication.k8s.io/v1beta1 ExecCredential with an EKS\n"
 	"bearer token, like `aws eks get-token`, so kubectl can use hypd as its\n"
 	"exec plugin (see hypd kubeconfig in a later release).\n";
+
+static const char sandbox_usage[] =
+	"usage: hypd [--state DIR] sandbox [--listen ADDR:PORT] [--speed N | --virtual-clock]\n"
+	"                                  [--faults FILE]\n"
+	"\n"
+	"Serves a simulated AWS account (STS, IAM, EC2, S3, EKS, SageMaker HyperPod,\n"
+	"FSx) on loopback, default 127.0.0.1:4566, plain HTTP like LocalStack. Prints\n"
+	"the environment to use it. Every request must be signed with the printed\n"
+	"keys. State survives restarts (in --state DIR). --speed N runs simulated\n"
+	"durations N times faster; --virtual-clock makes them instant. --faults FILE\n"
+	"is JSON: throttling, 5xx and latency per service, capacity shortages,\n"
+	"failing nodes, with a seed. Ctrl-C stops it.\n";
 
 static const char doctor_usage[] =
 	"usage: hypd doctor [--json] [--region REGION] [--profile PROFILE]\n"
@@ -356,6 +370,74 @@ static int cmd_doctor(hypd_options *o, int argc, char **argv)
 	return ok ? 0 : 1;
 }
 
+static int cmd_sandbox(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--listen", "--speed", "--faults", NULL };
+	static const char *const flags[] = { "--virtual-clock", NULL };
+	const char *v[3] = { NULL, NULL, NULL };
+	int virt[1] = { 0 }, rc;
+	char jerr[256];
+	lua_State *L;
+	hypd *h;
+
+	if (wants_help(argc, argv)) {
+		fputs(sandbox_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, flags, virt, "sandbox")) != 0)
+		return rc;
+	if (virt[0] && v[1])
+		return fail("%s", "--speed and --virtual-clock cannot be combined");
+	if (virt[0])
+		o->virtual_clock = 1;
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, v[0] ? v[0] : "127.0.0.1:4566");
+	lua_setfield(L, -2, "listen");
+	if (v[1]) {
+		char *end;
+		double speed = strtod(v[1], &end);
+
+		if (*end || speed <= 0) {
+			hypd_close(h);
+			return fail("--speed must be a positive number, not '%s'", v[1]);
+		}
+		lua_pushnumber(L, speed);
+		lua_setfield(L, -2, "speed");
+	}
+	if (v[2]) {
+		FILE *f = fopen(v[2], "rb");
+		char buf[65536];
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		if (!f || hj_decode(L, buf, n, jerr, sizeof jerr) != 0) {
+			hypd_close(h);
+			return fail("--faults: cannot read a JSON object from %s", v[2]);
+		}
+		lua_setfield(L, -2, "faults");
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	running = h;
+	rc = invoke(h, "sandbox", "serve");
+	running = NULL;
+	if (rc != 0) {
+		lua_getfield(L, -1, "code");
+		if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "CANCELLED") != 0) {
+			fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -2));
+			hypd_close(h);
+			return 1;
+		}
+	}
+	hypd_close(h);
+	return 0;
+}
+
 /* hypd test FILE...: runs Lua test files inside the host (TAP output). */
 static int cmd_test(hypd_options *o, int argc, char **argv)
 {
@@ -445,5 +527,7 @@ int main(int argc, char **argv)
 		return cmd_eks_token(&o, argc - i - 1, argv + i + 1);
 	if (!strcmp(argv[i], "doctor"))
 		return cmd_doctor(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "sandbox"))
+		return cmd_sandbox(&o, argc - i - 1, argv + i + 1);
 	return fail("unknown command '%s' (see hypd help)", argv[i]);
 }

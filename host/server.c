@@ -192,13 +192,35 @@ static struct req_job *make_job(struct req *q, struct MHD_Connection *c, const c
 	return r;
 }
 
+/* the Content-Length an answer declares, or -1 */
+static long long declared_length(const struct answer *a)
+{
+	for (size_t i = 0; i < a->nheaders; i++)
+		if (strncasecmp(a->headers[i], "content-length:", 15) == 0)
+			return atoll(a->headers[i] + 15);
+	return -1;
+}
+
+static ssize_t never_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct answer *a,
-				   const char *text)
+				   const char *text, int head)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
+	long long declared;
 
-	if (a)
+	if (a && head && (declared = declared_length(a)) > 0)
+		/* HEAD: libmicrohttpd announces the size of a body it never reads */
+		resp = MHD_create_response_from_callback((uint64_t)declared, 4096, never_read, NULL, NULL);
+	else if (a)
 		resp = MHD_create_response_from_buffer(a->len, a->body, MHD_RESPMEM_MUST_COPY);
 	else
 		resp = MHD_create_response_from_buffer(strlen(text), (void *)text,
@@ -211,7 +233,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 		if (!colon)
 			continue;
 		*colon = 0;
-		MHD_add_response_header(resp, a->headers[i], colon + 1 + strspn(colon + 1, " "));
+		if (strcasecmp(a->headers[i], "content-length") != 0)
+			MHD_add_response_header(resp, a->headers[i], colon + 1 + strspn(colon + 1, " "));
 		*colon = ':';
 	}
 	ret = MHD_queue_response(c, (unsigned)status, resp);
@@ -273,17 +296,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (q->answered) {
-		ret = send_answer(c, q->ans.status, &q->ans, NULL);
+		ret = send_answer(c, q->ans.status, &q->ans, NULL, strcmp(method, "HEAD") == 0);
 		free_answer(&q->ans);
 		return ret;
 	}
 	if (q->posted)
 		return MHD_YES; /* woken without an answer: keep waiting */
 	if (q->too_large)
-		return send_answer(c, 413, NULL, "request body too large");
+		return send_answer(c, 413, NULL, "request body too large", 0);
 	r = make_job(q, c, method);
 	if (!r)
-		return send_answer(c, 503, NULL, "server out of memory");
+		return send_answer(c, 503, NULL, "server out of memory", 0);
 	q->posted = 1;
 	pthread_mutex_lock(&s->lock);
 	s->nopen++;

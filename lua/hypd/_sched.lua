@@ -151,6 +151,11 @@ function handlers.http(t, req)
   t.waiting_on = { kind = "http", id = id }
 end
 
+-- waits until cancelled (a server's main task)
+function handlers.forever(t)
+  t.waiting_on = { kind = "forever" }
+end
+
 -- a job submitted to the worker pool by a binding (e.g. credentials)
 function handlers.job(t, id)
   job_waiting[id] = t
@@ -276,7 +281,9 @@ function M.run(until_fn)
   end
 end
 
--- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds).
+-- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
+-- (background work of a server: not counted by stats(), so tests do not
+-- take it for a leak).
 -- A task started inside another keeps the earlier of the two deadlines.
 function M.spawn(fn, opts, ...)
   opts = opts or {}
@@ -298,6 +305,7 @@ function M.spawn(fn, opts, ...)
       t.deadline = current.deadline
     end
   end
+  t.daemon = opts.daemon
   live[t], nlive = true, nlive + 1
   wake(t, ...)
   return t
@@ -344,11 +352,15 @@ function M.current() return current end
 
 -- M.stats() -> {tasks, timers, http}: what is alive now (leak checks).
 function M.stats()
-  local timers = 0
+  local timers, tasks = 0, 0
   for i = 1, heap_n do
-    if not heap[i].dead and heap[i].kind ~= "deadline" then timers = timers + 1 end
+    local e = heap[i]
+    if not e.dead and e.kind ~= "deadline" and not e.task.daemon then timers = timers + 1 end
   end
-  return { tasks = nlive, timers = timers, http = core.inflight() }
+  for t in pairs(live) do
+    if not t.daemon then tasks = tasks + 1 end
+  end
+  return { tasks = tasks, timers = timers, http = core.inflight() }
 end
 
 -- task methods

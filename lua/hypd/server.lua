@@ -42,7 +42,7 @@ function M.start(opts)
                  body = "internal error: " .. tostring(e.code) .. "\n" }
       end
       answer(req, resp)
-    end, { name = "request " .. req.method .. " " .. req.path })
+    end, { name = "request " .. req.method .. " " .. req.path, daemon = true })
   end
   return bound
 end

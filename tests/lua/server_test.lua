@@ -58,6 +58,16 @@ t.test("a body over the cap gets 413 without reaching the handler", function()
   t.eq(reached, false)
 end)
 
+t.test("a HEAD answer declares the length of the body it does not send", function()
+  with_server(function(req)
+    if req.method == "HEAD" then return { headers = { ["content-length"] = "12345" } } end
+    return { body = "x" }
+  end, function(base)
+    local r = http.request { method = "HEAD", url = base .. "/obj" }
+    t.eq({ r.status, r.headers["content-length"], r.body }, { 200, "12345", "" })
+  end)
+end)
+
 t.test("a second server in the same host is refused", function()
   with_server(function() return {} end, function()
     local port, err = server.start { listen = "127.0.0.1:0", handler = function() end }

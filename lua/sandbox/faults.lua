@@ -1,0 +1,70 @@
+-- sandbox.faults: injected failures, reproducible from a seed.
+--   { seed = 42,
+--     services = { ec2 = { throttle = 0.2, error5xx = 0.05, latency = 0.3 } },
+--     insufficient_capacity = { { instance_type = "ml.p5.48xlarge", zone = "usw2-az2" } },
+--     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } } }
+-- The same seed gives the same faults for the same sequence of requests.
+local errors = require "hypd.errors"
+local task = require "hypd.task"
+
+local M = {}
+local spec = { services = {} }
+local rng_state = 1
+
+-- xorshift32: deterministic across runs and machines
+local function rand()
+  local x = rng_state
+  x = x ~ ((x << 13) & 0xffffffff)
+  x = x ~ (x >> 17)
+  x = x ~ ((x << 5) & 0xffffffff)
+  rng_state = x & 0xffffffff
+  return rng_state / 4294967296
+end
+
+local THROTTLE = { json = "ThrottlingException", ["rest-json"] = "ThrottlingException", query = "Throttling",
+  ec2 = "RequestLimitExceeded", ["rest-xml"] = "SlowDown" }
+
+function M.configure(s)
+  if type(s) ~= "table" then return errors.fail("VALIDATION", "faults must be a JSON object") end
+  for name, f in pairs(s.services or {}) do
+    for k, v in pairs(f) do
+      if (k ~= "throttle" and k ~= "error5xx" and k ~= "latency") or type(v) ~= "number" or v < 0 then
+        return errors.fail("VALIDATION", "faults.services." .. name .. "." .. tostring(k) ..
+          ": expected throttle, error5xx (rates 0..1) or latency (seconds)", { field = "faults" })
+      end
+    end
+  end
+  spec = s
+  spec.services = spec.services or {}
+  rng_state = math.tointeger(s.seed) or 1
+  if rng_state == 0 then rng_state = 1 end
+  return true
+end
+
+-- on_request(service, protocol) -> an AWS error to answer instead, or nil
+function M.on_request(service, protocol)
+  local f = spec.services[service]
+  if not f then return nil end
+  if f.latency and f.latency > 0 then task.sleep(f.latency) end
+  if f.throttle and rand() < f.throttle then
+    return { code = THROTTLE[protocol] or "Throttling", message = "Rate exceeded",
+             status = protocol == "rest-xml" and 503 or 400 }
+  end
+  if f.error5xx and rand() < f.error5xx then
+    return { code = "InternalFailure", message = "We encountered an internal error. Please try again.", status = 500 }
+  end
+end
+
+-- applies(kind, args, ctx) -> true when a configured fault matches
+function M.applies(kind, args)
+  for _, f in ipairs(spec[kind] or {}) do
+    local match = true
+    for k, v in pairs(f) do
+      if k ~= "count" and args[k] ~= nil and args[k] ~= v then match = false end
+    end
+    if match then return true, f end
+  end
+  return false
+end
+
+return M

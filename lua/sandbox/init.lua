@@ -1,0 +1,290 @@
+-- sandbox: a simulated AWS account on loopback that real AWS clients accept.
+--
+-- Every request: faults (if configured) -> SigV4 verification -> the
+-- protocol codec -> the service's operation -> the audit log (mutations)
+-- -> the protocol's answer. State lives in the store; long operations are
+-- scheduled work (ctx.later) that survives restarts and takes simulated
+-- time (instant under the virtual clock).
+--
+-- A service is lua/sandbox/services/<name>.lua returning
+--   { scope = "regional" | "global",
+--     operations = { OpName = function(ctx, input) return output end },
+--     transitions = { name = function(ctx, args) ... end } }
+-- ctx (one per request, and one per transition):
+--   ctx.account, ctx.region, ctx.service, ctx.operation, ctx.principal
+--   ctx.now()                         the engine clock (epoch seconds)
+--   ctx.error(code, message [, status [, fields]])  raises an AWS error
+--   ctx.state                         this service's records: get/put/delete/list(kind[, id])
+--   ctx.view(service)                 another service's records (its own scope)
+--   ctx.id(prefix)                    "vpc-0123456789abcdef0"-style id
+--   ctx.hex(n)                        n random hex characters
+--   ctx.arn(resource [, service])     "arn:aws:<service>:<region>:<account>:<resource>"
+--   ctx.later(seconds, transition, args)  runs transitions[transition](ctx, args)
+--                                     after seconds / speed (persisted)
+--   ctx.fault(kind, args) -> true     an injected fault applies (e.g.
+--                                     "insufficient_capacity" {instance_type, zone})
+--   ctx.target = "..."                what the audit log names (default: a guess)
+local auth = require "sandbox.auth"
+local codec = require "sandbox.codec"
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local faults = require "sandbox.faults"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local server = require "hypd.server"
+local state = require "sandbox.state"
+local store = require "hypd.store"
+local task = require "hypd.task"
+
+local M = {}
+
+M.SERVICES = { "sts", "iam", "ec2", "s3", "eks", "sagemaker", "fsx" }
+M.speed = 1
+M.default_region = "us-west-2"
+local services = {}
+
+local function service(name)
+  local s = services[name]
+  if s == nil then
+    local ok, mod = pcall(require, "sandbox.services." .. name)
+    s = ok and mod or false
+    if not ok then log.warn("sandbox", "service %s is not available: %s", name, tostring(mod)) end
+    services[name] = s
+  end
+  return s or nil
+end
+
+local function model(name)
+  return require("hypd.aws.models." .. name)
+end
+
+local function hex(n)
+  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+end
+
+local AWS_ERROR = {}
+
+local Ctx = {}
+Ctx.__index = Ctx
+
+function Ctx.now() return core.now() end
+function Ctx.hex(n) return hex(n) end
+function Ctx.id(prefix) return prefix .. "-0" .. hex(16) end
+
+function Ctx.error(code, message, status, fields)
+  error(setmetatable({ code = code, message = message, status = status or 400, fields = fields }, AWS_ERROR), 0)
+end
+
+function Ctx:arn(resource, svc)
+  svc = svc or self.service
+  local global = service(svc) and service(svc).scope == "global"
+  return string.format("arn:aws:%s:%s:%s:%s", svc, global and "" or self.region, auth.ACCOUNT, resource)
+end
+
+function Ctx:view(name)
+  local s = service(name)
+  return state.view(s and s.scope == "global" and "global" or self.region, name)
+end
+
+function Ctx:fault(kind, args)
+  return faults.applies(kind, args, self)
+end
+
+local function new_ctx(svc, region, operation, principal)
+  local s = service(svc)
+  return setmetatable({
+    account = auth.ACCOUNT, region = region, service = svc, operation = operation,
+    principal = principal or { arn = auth.USER, user_id = auth.USER_ID, account = auth.ACCOUNT },
+    state = state.view(s and s.scope == "global" and "global" or region, svc),
+  }, Ctx)
+end
+
+-- scheduled work: persisted, so a restart resumes it
+local function run_later(job)
+  task.spawn(function()
+    local wait = job.at - core.now()
+    if wait > 0 then task.sleep(wait) end
+    local s = service(job.service)
+    local fn = s and s.transitions and s.transitions[job.transition]
+    local ctx = new_ctx(job.service, job.region, "(transition " .. job.transition .. ")")
+    store.delete(job.key)
+    if not fn then
+      log.error("sandbox", "no transition %s in %s", job.transition, job.service)
+      return
+    end
+    local ok, err = pcall(fn, ctx, job.args or {})
+    if not ok then log.error("sandbox", "transition %s.%s failed: %s", job.service, job.transition, tostring(err)) end
+  end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true })
+end
+
+function Ctx:later(seconds, transition, args)
+  local at = core.now() + seconds / M.speed
+  local key = string.format("sandbox/later/%020.6f-%s", at, hex(8))
+  local job = { key = key, at = at, service = self.service, region = self.region,
+                transition = transition, args = args or json.object() }
+  assert(store.put(key, job))
+  run_later(job)
+end
+
+local function resume_scheduled()
+  local jobs = assert(store.list("sandbox/later/"))
+  local n = 0
+  for _, job in pairs(jobs) do
+    run_later(job)
+    n = n + 1
+  end
+  return n
+end
+
+-- the guess at what a mutation targets, for the audit log
+local TARGET_KEYS = { "name", "Name", "ClusterName", "RoleName", "PolicyArn", "PolicyName", "Bucket", "VpcId",
+  "SubnetId", "GroupId", "clusterName", "addonName", "FileSystemId", "InstanceGroupName", "TrackingServerName" }
+local function guess_target(input)
+  for _, k in ipairs(TARGET_KEYS) do
+    if type(input[k]) == "string" then return input[k] end
+  end
+end
+
+local function audit(ctx, call, output)
+  store.event("sandbox.audit", nil, {
+    service = ctx.service, operation = call.operation, region = ctx.region,
+    target = ctx.target or guess_target(call.input) or (type(output) == "table" and guess_target(output)) or "",
+    at = core.now(),
+  })
+end
+
+local function answer(resp) return resp end
+
+local function service_of(req)
+  local auth_h = req.headers.authorization or ""
+  local svc = auth_h:match("Credential=[^/]+/%d+/[^/]+/([^/]+)/")
+  if not svc then
+    local cred = (req.query or ""):match("X%-Amz%-Credential=([^&]+)")
+    if cred then svc = cred:gsub("%%2F", "/"):match("^[^/]+/%d+/[^/]+/([^/]+)/") end
+  end
+  if svc == "sagemaker" or svc == "api.sagemaker" then return "sagemaker" end
+  if not svc and (req.body or ""):find("Action=AssumeRoleWith", 1, true) then
+    return "sts" -- the unsigned STS calls (web identity, SAML)
+  end
+  return svc
+end
+
+-- unsigned(service, req) -> true for operations AWS takes without a signature
+local function unsigned(svc, req)
+  if req.headers.authorization or (req.query or ""):find("X-Amz-Signature=", 1, true) then return false end
+  local call = codec.decode(svc, req)
+  local op = call and model(svc).operations[call.operation]
+  return op ~= nil and op.auth == "none"
+end
+
+-- handle(req) -> { status, headers, body }: one AWS request
+function M.handle(req)
+  local request_id = string.format("%s-%s-%s-%s-%s", hex(8), hex(4), hex(4), hex(4), hex(12))
+  local rctx = { request_id = request_id, method = req.method }
+  local svc = service_of(req)
+  if not svc or not service(svc) then
+    return answer { status = 400, headers = { ["content-type"] = "text/plain" },
+      body = "hypd sandbox: no simulated service for this request (signed for '" .. tostring(svc) .. "')\n" }
+  end
+  local proto = model(svc).metadata.protocol
+  local injected = faults.on_request(svc, proto)
+  if injected then return codec.encode_error(svc, nil, injected, rctx) end
+  local principal, aerr
+  if unsigned(svc, req) then
+    principal = { arn = "anonymous", user_id = "anonymous", region = M.default_region }
+  else
+    principal, aerr = auth.verify(req, proto)
+    if not principal then return codec.encode_error(svc, nil, aerr, rctx) end
+  end
+  local call, derr = codec.decode(svc, req)
+  if not call then return codec.encode_error(svc, nil, derr, rctx) end
+  local s = service(svc)
+  local fn = s.operations[call.operation]
+  if not fn then
+    return codec.encode_error(svc, call.operation, { code = proto == "ec2" and "InvalidAction" or
+      "UnsupportedOperation", message = "The hypd sandbox does not simulate " .. svc .. " " .. call.operation,
+      status = 400 }, rctx)
+  end
+  local ctx = new_ctx(svc, principal.region, call.operation, principal)
+  ctx.request_id, ctx.bucket = request_id, call.bucket
+  local ok, out = pcall(fn, ctx, call.input)
+  if not ok then
+    if getmetatable(out) == AWS_ERROR then return codec.encode_error(svc, call.operation, out, rctx) end
+    local e = errors.is(out) and out or errors.new("INTERNAL", tostring(out))
+    log.error("sandbox", "%s %s failed: %s", svc, call.operation, tostring(e))
+    return codec.encode_error(svc, call.operation,
+      { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
+  end
+  if not model(svc).operations[call.operation].readonly then audit(ctx, call, out) end
+  return codec.encode(svc, call.operation, out or {}, rctx)
+end
+
+-- the sandbox's own endpoints (unsigned, loopback): /_sandbox/...
+local function admin(req)
+  if req.path == "/_sandbox/audit" then
+    local evs = store.events(0, 100000) or {}
+    local out = json.array()
+    for _, e in ipairs(evs) do
+      if e.kind == "sandbox.audit" then out[#out + 1] = e.data end
+    end
+    return { status = 200, headers = { ["content-type"] = "application/json" }, body = json.encode(out) }
+  elseif req.path == "/_sandbox/faults" and req.method == "POST" then
+    local spec, err = json.decode(req.body)
+    if spec then spec, err = faults.configure(spec) end
+    if not spec then return { status = 400, body = tostring(err) .. "\n" } end
+    return { status = 200, body = "ok" }
+  elseif req.path == "/_sandbox/health" then
+    return { status = 200, headers = { ["content-type"] = "application/json" },
+             body = json.encode { ok = true, account = auth.ACCOUNT, speed = M.speed } }
+  end
+  return { status = 404, body = "unknown sandbox endpoint\n" }
+end
+
+-- start{listen, speed, faults, credentials = {[access_key] = secret}} -> port | nil, err
+function M.start(opts)
+  opts = opts or {}
+  auth.extra = opts.credentials or {}
+  M.speed = tonumber(opts.speed) or 1
+  if M.speed <= 0 then return errors.fail("VALIDATION", "speed must be a positive number", { field = "speed" }) end
+  if opts.faults then
+    local ok, err = faults.configure(opts.faults)
+    if not ok then return nil, err end
+  end
+  local port, err = server.start { listen = opts.listen or "127.0.0.1:4566", max_body = 64 << 20,
+    handler = function(req)
+      if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
+      return M.handle(req)
+    end }
+  if not port then return nil, err end
+  local resumed = resume_scheduled()
+  if resumed > 0 then log.info("sandbox", "resumed %d scheduled changes", resumed) end
+  return port
+end
+
+M.env = function(port)
+  return {
+    AWS_ENDPOINT_URL = "http://127.0.0.1:" .. port,
+    AWS_REGION = M.default_region,
+    AWS_DEFAULT_REGION = M.default_region,
+    AWS_ACCESS_KEY_ID = auth.ACCESS_KEY,
+    AWS_SECRET_ACCESS_KEY = auth.SECRET_KEY,
+  }
+end
+
+-- serve{listen, speed, faults}: the `hypd sandbox` command; runs until interrupted
+function M.serve(opts)
+  local port, err = M.start(opts)
+  if not port then error(err, 0) end
+  local env = M.env(port)
+  for _, k in ipairs { "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+                       "AWS_SECRET_ACCESS_KEY" } do
+    io.stdout:write("export ", k, "=", env[k], "\n")
+  end
+  io.stdout:write("# hypd sandbox: account ", auth.ACCOUNT, ", listening on 127.0.0.1:", port,
+    ", speed ", M.speed, core.virtual() and " (virtual clock)" or "", "; Ctrl-C stops it\n")
+  io.stdout:flush()
+  require("hypd._sched").await("forever")
+end
+
+M.AWS_ERROR = AWS_ERROR
+return M

@@ -1,0 +1,13 @@
+-- The simulated Amazon EKS control plane (regional): clusters, add-ons,
+-- access entries and pod identity associations. Each resource family lives
+-- in lua/sandbox/services/eks/*.lua; this module merges their operations
+-- and transitions.
+local M = { scope = "regional", operations = {}, transitions = {} }
+
+for _, part in ipairs { "clusters", "addons", "access" } do
+  local mod = require("sandbox.services.eks." .. part)
+  for k, v in pairs(mod.operations) do M.operations[k] = v end
+  for k, v in pairs(mod.transitions) do M.transitions[k] = v end
+end
+
+return M
