@@ -1,0 +1,70 @@
+-- Injected faults: throttling and server errors per service at a seeded
+-- rate, so the same seed gives the same faults; hypd's client retries them
+-- as the standard retry mode says.
+local t = require "hypd.tap"
+local aws = require "hypd.aws"
+local core = require "hypd.core"
+local http = require "hypd.http"
+local json = require "hypd.json"
+local sandbox = require "sandbox"
+local server = require "hypd.server"
+
+local port = assert(sandbox.start { listen = "127.0.0.1:0",
+  credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
+local base = "http://127.0.0.1:" .. port
+local OPTS = { endpoint_url = base, region = "us-west-2", max_attempts = 1 }
+
+local function faults(spec)
+  local r = http.request { method = "POST", url = base .. "/_sandbox/faults", body = json.encode(spec) }
+  return r.status, r.body
+end
+
+-- the outcome of n calls as a string like "ok T ok E"
+local function pattern(n)
+  local out = {}
+  for i = 1, n do
+    local r, err = aws.try("sts", "GetCallerIdentity", {}, OPTS)
+    out[i] = r and "ok" or (err.code == "Throttling" and "T" or err.code == "InternalFailure" and "E" or err.code)
+  end
+  return table.concat(out, " ")
+end
+
+t.test("a throttling rate of 1 throttles every call with the protocol's code", function()
+  t.eq(faults { seed = 1, services = { sts = { throttle = 1 } } }, 200)
+  local _, err = aws.try("sts", "GetCallerIdentity", {}, OPTS)
+  t.eq({ err.code, err.status }, { "Throttling", 400 })
+end)
+
+t.test("the same seed gives the same faults", function()
+  faults { seed = 42, services = { sts = { throttle = 0.3, error5xx = 0.2 } } }
+  local first = pattern(20)
+  faults { seed = 42, services = { sts = { throttle = 0.3, error5xx = 0.2 } } }
+  t.eq(pattern(20), first)
+  t.ok(first:find("T") and first:find("ok"), "a mix of faults and answers: " .. first)
+end)
+
+t.test("hypd's client retries throttling through to success", function()
+  core.virtual(true)
+  faults { seed = 7, services = { sts = { throttle = 0.5 } } }
+  local ok = 0
+  for _ = 1, 10 do
+    if aws.try("sts", "GetCallerIdentity", {}, { endpoint_url = base, region = "us-west-2", max_attempts = 8 }) then
+      ok = ok + 1
+    end
+  end
+  core.virtual(false)
+  t.eq(ok, 10)
+end)
+
+t.test("a bad fault spec is refused and changes nothing", function()
+  faults { seed = 1, services = {} }
+  local status, body = faults { services = { sts = { throttle = "often" } } }
+  t.eq(status, 400)
+  t.like(body, "faults%.services%.sts%.throttle")
+  t.eq(pattern(3), "ok ok ok")
+end)
+
+t.test("the sandbox stops", function()
+  server.stop()
+  t.ok(true)
+end)
