@@ -7,13 +7,14 @@
 # has a timeout, so a hung sandbox or client shows up as "not ok", never as a
 # hang.
 #
-# Env: BUILD (default build); SANDBOX_CLOCK=virtual runs the sandbox with
-# --virtual-clock instead of --speed 1000 (its clock then runs ahead of the
-# clients' wall clock, which SigV4 notices after 15 simulated minutes);
-# CONFORMANCE_TRACE=1 prints the failed requests and responses on stderr.
+# Env: BUILD (default $HYPD_BUILD, else build); SANDBOX_CLOCK=virtual runs
+# the sandbox with --virtual-clock instead of --speed 1000 (its clock then
+# runs ahead of the clients' wall clock, which SigV4 notices after 15
+# simulated minutes); CONFORMANCE_TRACE=1 prints the failed requests and
+# responses on stderr.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-BUILD=${BUILD:-build}
+BUILD=${BUILD:-${HYPD_BUILD:-build}}
 hypd=$BUILD/hypd
 tmp=$(mktemp -d /tmp/hypd-conformance.XXXXXX)
 sandbox_pid=

@@ -106,6 +106,19 @@ t.test("a HyperPod cluster reaches InService with its nodes running", virtual(fu
   for _, n in ipairs(nodes) do t.eq(n.InstanceStatus.Status, "Running") end
 end))
 
+t.test("tags on the EKS and HyperPod clusters are added, listed and removed", virtual(function()
+  call("eks", "TagResource", { resourceArn = ctx.eks_arn, tags = { team = "ml", env = "dev" } })
+  call("eks", "UntagResource", { resourceArn = ctx.eks_arn, tagKeys = { "env" } })
+  t.eq(call("eks", "ListTagsForResource", { resourceArn = ctx.eks_arn }).tags.team, "ml")
+  t.eq(call("eks", "DescribeCluster", { name = "prov" }).cluster.tags.env, nil)
+  local hp = call("sagemaker", "DescribeCluster", { ClusterName = "prov-hp" }).ClusterArn
+  call("sagemaker", "AddTags", { ResourceArn = hp, Tags = { { Key = "team", Value = "ml" } } })
+  t.eq(call("sagemaker", "ListTags", { ResourceArn = hp }).Tags[1].Key, "team")
+  local _, err = aws.try("eks", "TagResource", { resourceArn = "arn:aws:eks:us-west-2:123456789012:cluster/none",
+    tags = { a = "b" } }, OPTS)
+  t.eq(err.code, "NotFoundException")
+end))
+
 t.test("the audit log shows every mutation exactly once", function()
   local counts, total = {}, 0
   for _, e in ipairs(store.events(0, 100000) or {}) do

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The sandbox judged by boto3: a shorter provisioning run than the
 JavaScript harness (network, role, bucket, EKS to ACTIVE with an add-on and an
-access entry, HyperPod to InService with its nodes, MLflow, a training plan
-offering, FSx), then modelled errors asserted by their code and, where the
+access entry, HyperPod to InService with its nodes, MLflow, training plans,
+FSx), then modelled errors asserted by their code and, where the
 model declares them, by boto3's exception class.
 
 Env: AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY

@@ -10,4 +10,14 @@ for _, part in ipairs { "clusters", "addons", "access" } do
   for k, v in pairs(mod.transitions) do M.transitions[k] = v end
 end
 
+local tags = require("sandbox.services._tags").operations {
+  kinds = { { kind = "cluster", arn = "arn", tags = "tags", id = "name" } },
+  style = "map", names = { "TagResource", "UntagResource", "ListTagsForResource" },
+  arn_param = "resourceArn", tags_param = "tags", keys_param = "tagKeys",
+  not_found = function(ctx, arn)
+    ctx.error("NotFoundException", "Resource not found: " .. tostring(arn), 404)
+  end,
+}
+for k, v in pairs(tags) do M.operations[k] = v end
+
 return M

@@ -175,4 +175,14 @@ function tr.filesystem_deleted(ctx, args)
   ctx.state:delete("filesystem", args.id)
 end
 
+local tags = require("sandbox.services._tags").operations {
+  kinds = { { kind = "filesystem", arn = "ResourceARN", tags = "Tags", id = "FileSystemId" } },
+  style = "list", names = { "TagResource", "UntagResource", "ListTagsForResource" },
+  arn_param = "ResourceARN", tags_param = "Tags", keys_param = "TagKeys",
+  not_found = function(ctx, arn)
+    ctx.error("ResourceNotFound", "The resource ARN " .. tostring(arn) .. " does not exist.", 400)
+  end,
+}
+for k, v in pairs(tags) do M.operations[k] = v end
+
 return M

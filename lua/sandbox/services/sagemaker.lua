@@ -10,4 +10,15 @@ for _, part in ipairs { "clusters", "nodes", "plans" } do
   for k, v in pairs(mod.transitions) do M.transitions[k] = v end
 end
 
+local tags = require("sandbox.services._tags").operations {
+  kinds = { { kind = "cluster", arn = "ClusterArn", tags = "Tags", id = "ClusterName" },
+            { kind = "mlflow", arn = "TrackingServerArn", tags = "Tags", id = "TrackingServerName" } },
+  style = "list", names = { "AddTags", "DeleteTags", "ListTags" },
+  arn_param = "ResourceArn", tags_param = "Tags", keys_param = "TagKeys",
+  not_found = function(ctx, arn)
+    ctx.error("ValidationException", "Resource " .. tostring(arn) .. " does not exist.", 400)
+  end,
+}
+for k, v in pairs(tags) do M.operations[k] = v end
+
 return M
