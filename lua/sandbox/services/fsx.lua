@@ -175,6 +175,82 @@ function tr.filesystem_deleted(ctx, args)
   ctx.state:delete("filesystem", args.id)
 end
 
+-- data repository associations: an S3 prefix linked to a path of a
+-- PERSISTENT_2 file system (CREATING -> AVAILABLE)
+function M.operations.CreateDataRepositoryAssociation(ctx, input)
+  local fs = ctx.state:get("filesystem", tostring(input.FileSystemId))
+  if not fs then
+    ctx.error("FileSystemNotFound", "File system '" .. tostring(input.FileSystemId) .. "' does not exist.")
+  end
+  local repo = tostring(input.DataRepositoryPath)
+  local bucket = repo:match("^s3://([^/]+)")
+  if not bucket then ctx.error("BadRequest", "DataRepositoryPath must be an s3:// URI.") end
+  if not ctx:view("s3"):get("bucket", bucket) then
+    ctx.error("BadRequest", "The S3 bucket " .. bucket .. " does not exist or is not accessible.")
+  end
+  local path = input.FileSystemPath or "/"
+  for _, a in ipairs(ctx.state:list("dra")) do
+    if a.FileSystemId == fs.FileSystemId and a.FileSystemPath == path then
+      ctx.error("BadRequest", "FileSystemPath " .. path .. " already has a data repository association.")
+    end
+  end
+  local id = "dra-0" .. ctx.hex(16)
+  local a = {
+    AssociationId = id, ResourceARN = ctx:arn("association/" .. fs.FileSystemId .. "/" .. id),
+    FileSystemId = fs.FileSystemId, Lifecycle = "CREATING", FileSystemPath = path, DataRepositoryPath = repo,
+    BatchImportMetaDataOnCreate = input.BatchImportMetaDataOnCreate == true,
+    ImportedFileChunkSize = input.ImportedFileChunkSize or 1024, S3 = input.S3,
+    Tags = input.Tags or json.array(), CreationTime = ctx.now(),
+  }
+  ctx.state:put("dra", id, a)
+  ctx.target = id
+  ctx:later(120, "dra_available", { id = id })
+  return { Association = a }
+end
+
+function M.transitions.dra_available(ctx, args)
+  local a = ctx.state:get("dra", args.id)
+  if a and a.Lifecycle == "CREATING" then
+    a.Lifecycle = "AVAILABLE"
+    ctx.state:put("dra", a.AssociationId, a)
+  end
+end
+
+function M.operations.DescribeDataRepositoryAssociations(ctx, input)
+  local out = json.array()
+  local want = {}
+  for _, id in ipairs(input.AssociationIds or {}) do want[id] = true end
+  for _, a in ipairs(ctx.state:list("dra")) do
+    local keep = next(want) == nil or want[a.AssociationId]
+    for _, f in ipairs(input.Filters or {}) do
+      if f.Name == "file-system-id" then
+        local hit = false
+        for _, v in ipairs(f.Values or {}) do hit = hit or v == a.FileSystemId end
+        keep = keep and hit
+      end
+    end
+    if keep then out[#out + 1] = a end
+  end
+  for id in pairs(want) do
+    if not ctx.state:get("dra", id) then
+      ctx.error("DataRepositoryAssociationNotFound", "Data repository association '" .. id .. "' does not exist.")
+    end
+  end
+  return { Associations = out }
+end
+
+function M.operations.DeleteDataRepositoryAssociation(ctx, input)
+  local a = ctx.state:get("dra", tostring(input.AssociationId))
+  if not a then
+    ctx.error("DataRepositoryAssociationNotFound",
+      "Data repository association '" .. tostring(input.AssociationId) .. "' does not exist.")
+  end
+  ctx.state:delete("dra", a.AssociationId)
+  ctx.target = a.AssociationId
+  return { AssociationId = a.AssociationId, Lifecycle = "DELETING",
+           DeleteDataInFileSystem = input.DeleteDataInFileSystem == true }
+end
+
 local tags = require("sandbox.services._tags").operations {
   kinds = { { kind = "filesystem", arn = "ResourceARN", tags = "Tags", id = "FileSystemId" } },
   style = "list", names = { "TagResource", "UntagResource", "ListTagsForResource" },

@@ -197,4 +197,68 @@ function tr.mlflow_deleted(ctx, args)
   ctx.state:delete("mlflow", args.name)
 end
 
+-- SearchTrainingPlanOfferings: offerings for the asked type and count, in
+-- the region's first zone, starting a day from now
+function ops.SearchTrainingPlanOfferings(ctx, input)
+  local itype = input.InstanceType
+  if itype and not require("sandbox.data.instance_types")[itype] then
+    ctx.error("ValidationException", "InstanceType " .. tostring(itype) .. " is not a valid instance type.")
+  end
+  local hours = tonumber(input.DurationHours) or 24
+  if hours < 1 then ctx.error("ValidationException", "DurationHours must be at least 1.") end
+  local count = tonumber(input.InstanceCount) or 1
+  local start = math.floor(ctx.now()) + DAY
+  local offerings = json.array()
+  for i, zone in ipairs { "a", "b" } do
+    local id = "tpo-" .. ctx.hex(20)
+    local offer = {
+      TrainingPlanOfferingId = id, TargetResources = input.TargetResources or json.array { "hyperpod-cluster" },
+      DurationHours = hours, DurationMinutes = 0, UpfrontFee = string.format("%.2f", 32.77 * hours * count * i),
+      CurrencyCode = "USD",
+      ReservedCapacityOfferings = json.array { { ReservedCapacityType = "Instance", InstanceType = itype or "ml.p5.48xlarge",
+        InstanceCount = count, AvailabilityZone = ctx.region .. zone, DurationHours = hours, DurationMinutes = 0,
+        StartTime = start, EndTime = start + hours * 3600 } },
+    }
+    ctx.state:put("offering", id, offer)
+    offerings[#offerings + 1] = offer
+  end
+  return { TrainingPlanOfferings = offerings, TrainingPlanExtensionOfferings = json.array() }
+end
+
+-- CreateTrainingPlan: buys an offering; the plan is Scheduled until it starts
+function ops.CreateTrainingPlan(ctx, input)
+  M.seed(ctx)
+  local name = input.TrainingPlanName
+  if ctx.state:get("training_plan", name) then
+    ctx.error("ResourceInUse", "Training plan " .. name .. " already exists.")
+  end
+  local offer = ctx.state:get("offering", input.TrainingPlanOfferingId)
+  if not offer then
+    ctx.error("ResourceNotFound", "Training plan offering " .. tostring(input.TrainingPlanOfferingId) .. " not found.")
+  end
+  local rco = offer.ReservedCapacityOfferings[1]
+  local arn = ctx:arn("training-plan/" .. name, "sagemaker")
+  ctx.state:put("training_plan", name, {
+    TrainingPlanArn = arn, TrainingPlanName = name, Status = "Scheduled", StatusMessage = "",
+    DurationHours = offer.DurationHours, DurationMinutes = 0, StartTime = rco.StartTime, EndTime = rco.EndTime,
+    UpfrontFee = offer.UpfrontFee, CurrencyCode = "USD", TotalInstanceCount = rco.InstanceCount,
+    TotalUltraServerCount = 0, TargetResources = offer.TargetResources,
+    ReservedCapacitySummaries = json.array { {
+      ReservedCapacityArn = ctx:arn("reserved-capacity/" .. name .. "-rc-" .. ctx.hex(8), "sagemaker"),
+      ReservedCapacityType = "Instance", InstanceType = rco.InstanceType, TotalInstanceCount = rco.InstanceCount,
+      Status = "Scheduled", AvailabilityZone = rco.AvailabilityZone, DurationHours = rco.DurationHours,
+      DurationMinutes = 0, StartTime = rco.StartTime, EndTime = rco.EndTime } },
+  })
+  ctx.state:delete("offering", input.TrainingPlanOfferingId)
+  return { TrainingPlanArn = arn }
+end
+
+-- CreatePresignedMlflowTrackingServerUrl: a short-lived sign-in URL
+function ops.CreatePresignedMlflowTrackingServerUrl(ctx, input)
+  local s = server(ctx, input.TrackingServerName)
+  local expires = tonumber(input.ExpiresInSeconds) or 300
+  if expires < 5 or expires > 300 then ctx.error("ValidationException", "ExpiresInSeconds must be 5 to 300.") end
+  return { AuthorizedUrl = s.TrackingServerUrl .. "/auth?authToken=" .. ctx.hex(64) }
+end
+
 return M
