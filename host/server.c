@@ -295,6 +295,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*data_size = 0;
 		return MHD_YES;
 	}
+	if (q->answered && q->ans.status == 0) {
+		free_answer(&q->ans);
+		return MHD_NO; /* the engine asked to drop the connection (a reset) */
+	}
 	if (q->answered) {
 		ret = send_answer(c, q->ans.status, &q->ans, NULL, strcmp(method, "HEAD") == 0);
 		free_answer(&q->ans);

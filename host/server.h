@@ -28,7 +28,8 @@ int hserver_port(const hserver *s);
 
 /*
  * Answers request id (from the request table) with status, "Name: value"
- * header lines (NULL-terminated, may be NULL) and a body (copied).
+ * header lines (NULL-terminated, may be NULL) and a body (copied). Status 0
+ * closes the connection without an answer (a simulated reset).
  * Engine thread. Returns -1 when the request is gone (client left).
  */
 int hserver_respond(hserver *s, uint64_t id, int status, const char *const *headers,

@@ -1,6 +1,6 @@
 -- sandbox.faults: injected failures, reproducible from a seed.
 --   { seed = 42,
---     services = { ec2 = { throttle = 0.2, error5xx = 0.05, latency = 0.3 } },
+--     services = { ec2 = { throttle = 0.2, error5xx = 0.05, reset = 0.01, latency = 0.3 } },
 --     insufficient_capacity = { { instance_type = "ml.p5.48xlarge", zone = "usw2-az2" } },
 --     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } } }
 -- The same seed gives the same faults for the same sequence of requests.
@@ -28,9 +28,10 @@ function M.configure(s)
   if type(s) ~= "table" then return errors.fail("VALIDATION", "faults must be a JSON object") end
   for name, f in pairs(s.services or {}) do
     for k, v in pairs(f) do
-      if (k ~= "throttle" and k ~= "error5xx" and k ~= "latency") or type(v) ~= "number" or v < 0 then
+      if (k ~= "throttle" and k ~= "error5xx" and k ~= "reset" and k ~= "latency") or type(v) ~= "number"
+          or v < 0 then
         return errors.fail("VALIDATION", "faults.services." .. name .. "." .. tostring(k) ..
-          ": expected throttle, error5xx (rates 0..1) or latency (seconds)", { field = "faults" })
+          ": expected throttle, error5xx, reset (rates 0..1) or latency (seconds)", { field = "faults" })
       end
     end
   end
@@ -49,6 +50,9 @@ function M.on_request(service, protocol)
   if f.throttle and rand() < f.throttle then
     return { code = THROTTLE[protocol] or "Throttling", message = "Rate exceeded",
              status = protocol == "rest-xml" and 503 or 400 }
+  end
+  if f.reset and rand() < f.reset then
+    return { reset = true }
   end
   if f.error5xx and rand() < f.error5xx then
     return { code = "InternalFailure", message = "We encountered an internal error. Please try again.", status = 500 }

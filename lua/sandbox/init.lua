@@ -188,6 +188,7 @@ function M.handle(req)
   end
   local proto = model(svc).metadata.protocol
   local injected = faults.on_request(svc, proto)
+  if injected and injected.reset then return { status = 0 } end
   if injected then return codec.encode_error(svc, nil, injected, rctx) end
   local principal, aerr
   if unsigned(svc, req) then

@@ -56,6 +56,13 @@ t.test("hypd's client retries throttling through to success", function()
   t.eq(ok, 10)
 end)
 
+t.test("a reset rate of 1 drops every connection without an answer", function()
+  faults { seed = 3, services = { sts = { reset = 1 } } }
+  local _, err = aws.try("sts", "GetCallerIdentity", {}, OPTS)
+  t.eq(err.code, "RESET")
+  faults { seed = 3, services = {} }
+end)
+
 t.test("a bad fault spec is refused and changes nothing", function()
   faults { seed = 1, services = {} }
   local status, body = faults { services = { sts = { throttle = "often" } } }
