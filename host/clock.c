@@ -20,6 +20,7 @@ double hclock_now(void)
 }
 
 double hclock_mono(void) { return read_clock(CLOCK_MONOTONIC); }
+double hclock_wall(void) { return read_clock(CLOCK_REALTIME); }
 
 void hclock_set_virtual(int on)
 {

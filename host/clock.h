@@ -14,6 +14,9 @@
 /* Seconds since the Unix epoch, real or virtual. */
 double hclock_now(void);
 
+/* Seconds since the Unix epoch from the wall clock, even in virtual mode. */
+double hclock_wall(void);
+
 /* Real monotonic seconds. */
 double hclock_mono(void);
 

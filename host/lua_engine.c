@@ -73,6 +73,7 @@ static httpc *get_http(lua_State *L)
 
 static int l_now(lua_State *L) { lua_pushnumber(L, hclock_now()); return 1; }
 static int l_mono(lua_State *L) { lua_pushnumber(L, hclock_mono()); return 1; }
+static int l_wall(lua_State *L) { lua_pushnumber(L, hclock_wall()); return 1; }
 
 static int l_virtual(lua_State *L)
 {
@@ -623,6 +624,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "random_bytes", l_random_bytes },
 	{ "now", l_now },
 	{ "mono", l_mono },
+	{ "wall", l_wall },
 	{ "virtual", l_virtual },
 	{ "advance_to", l_advance_to },
 	{ "guard", l_guard },

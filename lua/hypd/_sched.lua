@@ -269,7 +269,7 @@ function M.run(until_fn)
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
       if not e and inflight == 0 and not core.listening() then return false end
-      if inflight == 0 and core.virtual() then
+      if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
       else
         local timeout

@@ -116,6 +116,9 @@ function M.verify(req, protocol)
     return fail(MISMATCH[protocol] or "SignatureDoesNotMatch", "Invalid X-Amz-Date")
   end
   local now = core.now()
+  -- under the virtual clock, clients in other processes sign with the wall
+  -- clock while this one jumps ahead: a date near either clock is current
+  if core.virtual() and math.abs(core.wall() - when) < math.abs(now - when) then now = core.wall() end
   if presigned then
     local expires = tonumber(presigned["X-Amz-Expires"]) or 0
     if now > when + math.max(expires, 0) + M.SKEW or when > now + M.SKEW then
