@@ -9,6 +9,7 @@
 #include <time.h>
 
 #define MASK "[REDACTED]"
+#define MAX_SECRETS 1024 /* registered secrets kept; refreshes add more */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static enum log_level min_level = LOG_INFO;
@@ -41,6 +42,12 @@ int log_add_secret(const char *value)
 		if (strcmp(secrets[i], value) == 0)
 			goto done;
 	copy = strdup(value);
+	if (copy && nsecrets == MAX_SECRETS) {
+		/* the oldest go first: by now they are expired credentials */
+		free(secrets[0]);
+		memmove(secrets, secrets + 1, (nsecrets - 1) * sizeof *secrets);
+		secrets[--nsecrets] = NULL;
+	}
 	grown = copy ? realloc(secrets, (nsecrets + 1) * sizeof *secrets) : NULL;
 	if (!grown) {
 		free(copy);

@@ -34,8 +34,9 @@ void log_write(enum log_level level, const char *component, const char *msg);
 
 /*
  * Registers a secret value (copied) that must never be printed. Values
- * shorter than 6 bytes are ignored (they would mask ordinary words).
- * Returns 0, or -1 when out of memory.
+ * shorter than 6 bytes are ignored (they would mask ordinary words). The
+ * newest 1024 are kept (credential refreshes keep adding). Returns 0, or -1
+ * when out of memory.
  */
 int log_add_secret(const char *value);
 

@@ -59,6 +59,19 @@ int main(void)
 	   "values under 6 bytes are not treated as secrets");
 	log_clear_secrets();
 	ok(redacts("s3cr3t-value", "s3cr3t-value"), "cleared secrets are forgotten");
+	{
+		char v[32];
+		int all_ok = 1;
+
+		for (int i = 0; i < 1100; i++) {
+			snprintf(v, sizeof v, "secret-number-%04d", i);
+			all_ok &= log_add_secret(v) == 0;
+		}
+		ok(all_ok && redacts("secret-number-1099", "[REDACTED]") &&
+		   redacts("secret-number-0000", "secret-number-0000"),
+		   "the newest 1024 secrets are kept, the oldest dropped");
+		log_clear_secrets();
+	}
 
 	log_set_level(LOG_INFO);
 	line_of(LOG_INFO, "two\nlines", buf, sizeof buf);

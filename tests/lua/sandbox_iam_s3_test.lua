@@ -72,12 +72,10 @@ local function send(service, op, params, creds, opts)
   return protocol.parse(aws.model(service), op, send_raw(service, op, params, creds, opts))
 end
 
--- S3 answers GetBucketLocation with a bare <LocationConstraint> root, which
--- hypd's client does not read yet; look at the XML itself
+-- S3 answers GetBucketLocation with a bare <LocationConstraint> root
 local function location(bucket, region)
-  local resp = send_raw("s3", "GetBucketLocation", { Bucket = bucket }, STATIC, { region = region })
-  t.eq(resp.status, 200)
-  return resp.body:match("<LocationConstraint[^>]*>([^<]*)</LocationConstraint>")
+  local out = assert(send("s3", "GetBucketLocation", { Bucket = bucket }, STATIC, { region = region }))
+  return out.LocationConstraint
 end
 
 -- --- IAM roles --------------------------------------------------------------

@@ -61,8 +61,13 @@ function M.parse(model, op, _, resp)
       if root and root.name == "Error" and (pm and pm.name or op.output) ~= "Error" then
         return nil, Q.xml_error(resp, root, rid) -- S3 can fail with status 200
       end
+      local leaf = root and root[1] == nil and S.index(shape)[root.name]
       if root and pm then
         out[pm[1]] = X.parse(model, pm[2], pm, root)
+      elseif leaf and S.kind(model, leaf[2]) == "string" then
+        -- a bare element for a one-member output: GetBucketLocation's
+        -- <LocationConstraint>us-west-2</LocationConstraint>
+        out[root.name] = root.text or ""
       elseif root then
         for k, v in pairs(X.parse(model, op.output, {}, root)) do out[k] = v end
       end
