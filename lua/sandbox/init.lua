@@ -247,11 +247,16 @@ function M.start(opts)
   auth.extra = opts.credentials or {}
   M.speed = tonumber(opts.speed) or 1
   if M.speed <= 0 then return errors.fail("VALIDATION", "speed must be a positive number", { field = "speed" }) end
+  local listen = opts.listen or "127.0.0.1:4566"
+  if not tostring(listen):match("^127%.%d+%.%d+%.%d+:%d+$") then
+    return errors.fail("VALIDATION", "listen: the sandbox serves plain HTTP on loopback only " ..
+      "(127.0.0.0/8), e.g. 127.0.0.1:4566; got '" .. tostring(listen) .. "'", { field = "listen" })
+  end
   if opts.faults then
     local ok, err = faults.configure(opts.faults)
     if not ok then return nil, err end
   end
-  local port, err = server.start { listen = opts.listen or "127.0.0.1:4566", max_body = 64 << 20,
+  local port, err = server.start { listen = listen, max_body = 64 << 20,
     handler = function(req)
       if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
       return M.handle(req)

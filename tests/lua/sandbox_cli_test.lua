@@ -40,6 +40,22 @@ end
 
 local function have_boto3() return H.sh("python3 -c 'import boto3'") == 0 end
 
+t.test("bad sandbox options are one clear line and change nothing", function()
+  local state = H.quote(dir .. "/bad")
+  local rc, _, err = H.sh(H.hypd .. " --state " .. state .. " sandbox --listen 0.0.0.0:4566")
+  t.eq(rc, 1)
+  t.like(err, "^hypd: VALIDATION: listen: the sandbox serves plain HTTP on loopback only")
+  rc, _, err = H.sh(H.hypd .. " --state " .. state .. " sandbox --speed fast")
+  t.eq(rc, 2)
+  t.like(err, "%-%-speed must be a positive number, not 'fast'")
+  rc, _, err = H.sh(H.hypd .. " --state " .. state .. " sandbox --speed 2 --virtual-clock")
+  t.eq(rc, 2)
+  t.like(err, "cannot be combined")
+  rc, _, err = H.sh(H.hypd .. " --state " .. state .. " sandbox --faults /nonexistent.json")
+  t.eq(rc, 2)
+  t.like(err, "%-%-faults: cannot read a JSON object from /nonexistent.json")
+end)
+
 t.test("hypd sandbox prints the environment to use it", function()
   t.ok(start(), "the sandbox started: " .. tostring(H.read(dir .. "/sandbox.err")))
   t.like(env.AWS_ENDPOINT_URL, "^http://127%.0%.0%.1:%d+$")
