@@ -1,10 +1,12 @@
 /* main: the hypd command line. */
 #include <cJSON.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
@@ -21,6 +23,7 @@ static const char usage[] =
 	"commands:\n"
 	"  run PLAYBOOK [key=value | key:=json ...]   run a playbook's main and print its JSON result\n"
 	"  eks-token --cluster NAME                   print an EKS ExecCredential (kubectl exec plugin)\n"
+	"  kubeconfig --cluster NAME [--write FILE]   a kubeconfig that uses hypd eks-token\n"
 	"  doctor [--json]                            check the region, credentials, identity, endpoints\n"
 	"  sandbox [--listen ADDR:PORT] [--speed N | --virtual-clock] [--faults FILE]\n"
 	"                                             serve a simulated AWS account on loopback\n"
@@ -52,6 +55,13 @@ static const char sandbox_usage[] =
 	"durations N times faster; --virtual-clock makes them instant. --faults FILE\n"
 	"is JSON: throttling, 5xx and latency per service, capacity shortages,\n"
 	"failing nodes, with a seed. Ctrl-C stops it.\n";
+
+static const char kubeconfig_usage[] =
+	"usage: hypd kubeconfig --cluster NAME [--region REGION] [--profile PROFILE] [--write FILE]\n"
+	"\n"
+	"Prints (or writes to FILE, mode 0600) a kubeconfig for the EKS cluster that\n"
+	"runs `hypd eks-token` as its exec credential plugin, like\n"
+	"`aws eks update-kubeconfig`. The cluster must be ACTIVE.\n";
 
 static const char doctor_usage[] =
 	"usage: hypd doctor [--json] [--region REGION] [--profile PROFILE]\n"
@@ -438,6 +448,80 @@ static int cmd_sandbox(hypd_options *o, int argc, char **argv)
 	return 0;
 }
 
+/* Writes text to path through a temporary file and rename, mode 0600. */
+static int write_private(const char *path, const char *text)
+{
+	size_t n = strlen(path) + 8;
+	char *tmp = malloc(n);
+	FILE *f;
+	int fd, ok;
+
+	if (!tmp)
+		return -1;
+	snprintf(tmp, n, "%s.tmpXX", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	ok = f && fputs(text, f) >= 0;
+	if (f)
+		ok = fclose(f) == 0 && ok;
+	else if (fd >= 0)
+		close(fd);
+	ok = ok && rename(tmp, path) == 0;
+	if (!ok)
+		unlink(tmp);
+	free(tmp);
+	return ok ? 0 : -1;
+}
+
+static int cmd_kubeconfig(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--cluster", "--region", "--profile", "--write", NULL };
+	const char *v[4] = { NULL, NULL, NULL, NULL };
+	char self[4096];
+	ssize_t len;
+	lua_State *L;
+	hypd *h;
+	int rc;
+
+	if (wants_help(argc, argv)) {
+		fputs(kubeconfig_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, NULL, NULL, "kubeconfig")) != 0)
+		return rc;
+	if (!v[0])
+		return fail("%s", "kubeconfig needs --cluster NAME (see hypd kubeconfig --help)");
+	if (v[1])
+		o->region = v[1];
+	if (v[2])
+		o->profile = v[2];
+	len = readlink("/proc/self/exe", self, sizeof self - 1);
+	self[len > 0 ? len : 0] = 0;
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 2);
+	lua_pushstring(L, v[0]);
+	lua_setfield(L, -2, "cluster");
+	lua_pushstring(L, len > 0 ? self : "hypd");
+	lua_setfield(L, -2, "command");
+	if (invoke(h, "hypd.aws.kubeconfig", "build") != 0) {
+		fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -1));
+		hypd_close(h);
+		return 1;
+	}
+	if (!v[3]) {
+		fputs(lua_tostring(L, -1), stdout);
+		rc = 0;
+	} else if ((rc = write_private(v[3], lua_tostring(L, -1))) != 0) {
+		fprintf(stderr, "hypd: cannot write %s\n", v[3]);
+	} else {
+		fprintf(stderr, "hypd: wrote %s for cluster %s\n", v[3], v[0]);
+	}
+	hypd_close(h);
+	return rc == 0 ? 0 : 1;
+}
+
 /* hypd test FILE...: runs Lua test files inside the host (TAP output). */
 static int cmd_test(hypd_options *o, int argc, char **argv)
 {
@@ -527,6 +611,8 @@ int main(int argc, char **argv)
 		return cmd_eks_token(&o, argc - i - 1, argv + i + 1);
 	if (!strcmp(argv[i], "doctor"))
 		return cmd_doctor(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "kubeconfig"))
+		return cmd_kubeconfig(&o, argc - i - 1, argv + i + 1);
 	if (!strcmp(argv[i], "sandbox"))
 		return cmd_sandbox(&o, argc - i - 1, argv + i + 1);
 	return fail("unknown command '%s' (see hypd help)", argv[i]);

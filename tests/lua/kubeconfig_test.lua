@@ -1,0 +1,84 @@
+-- hypd kubeconfig against a `hypd sandbox --virtual-clock` process: the
+-- kubeconfig names the cluster's endpoint and CA from DescribeCluster and
+-- runs `hypd eks-token` as its exec plugin; kubectl reads it.
+local t = require "hypd.tap"
+local json = require "hypd.json"
+local H = dofile("tests/lua/helpers.lua")
+
+local dir = H.tmpdir()
+local env, pid = {}, nil
+
+local function with_env(cmd)
+  local parts = { "env -u AWS_SESSION_TOKEN -u AWS_PROFILE" }
+  for k, v in pairs(env) do parts[#parts + 1] = k .. "=" .. H.quote(v) end
+  parts[#parts + 1] = "HYPD_STATE=" .. H.quote(dir .. "/client")
+  return H.sh(table.concat(parts, " ") .. " " .. cmd)
+end
+
+t.test("a sandbox with an ACTIVE EKS cluster", function()
+  local out = dir .. "/sandbox.out"
+  local p = io.popen(string.format("%s --state %s sandbox --listen 127.0.0.1:0 --virtual-clock >%s 2>/dev/null & echo $!",
+    H.hypd, H.quote(dir .. "/state"), H.quote(out)))
+  pid = p:read("l")
+  p:close()
+  for _ = 1, 300 do
+    for k, v in (H.read(out) or ""):gmatch("export ([%w_]+)=(%S+)") do env[k] = v end
+    if env.AWS_SECRET_ACCESS_KEY then break end
+    os.execute("sleep 0.02")
+  end
+  t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
+  if H.sh("python3 -c 'import boto3'") ~= 0 then return t.ok(true, "# SKIP boto3 is absent") end
+  local rc, said, err = with_env([==[python3 -c '
+import boto3, json
+iam, ec2, eks = boto3.client("iam"), boto3.client("ec2"), boto3.client("eks")
+trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+  "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+role = iam.create_role(RoleName="kc-eks", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]][:2]
+subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.%d.0/24" % i, AvailabilityZone=z)["Subnet"]["SubnetId"]
+           for i, z in enumerate(zones)]
+eks.create_cluster(name="kc", roleArn=role, resourcesVpcConfig={"subnetIds": subnets},
+                   accessConfig={"authenticationMode": "API"})
+eks.get_waiter("cluster_active").wait(name="kc", WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+print(eks.describe_cluster(name="kc")["cluster"]["endpoint"])
+']==])
+  t.eq(rc, 0, err)
+  env.ENDPOINT = said:match("%S+")
+end)
+
+t.test("hypd kubeconfig writes a private file kubectl reads, with hypd eks-token as the plugin", function()
+  if not env.ENDPOINT then return t.ok(true, "# SKIP no cluster (boto3 is absent)") end
+  local file = dir .. "/kubeconfig"
+  local rc, _, err = with_env(H.hypd .. " kubeconfig --cluster kc --write " .. H.quote(file))
+  t.eq(rc, 0, err)
+  t.like(err, "wrote .* for cluster kc")
+  local _, mode = H.sh("stat -c %a " .. H.quote(file))
+  t.eq(mode, "600\n")
+  if H.sh("command -v kubectl") ~= 0 then return t.ok(true, "# SKIP no kubectl") end
+  local krc, out, kerr = H.sh("kubectl config view --raw -o json --kubeconfig " .. H.quote(file))
+  t.eq(krc, 0, kerr)
+  local cfg = json.decode(out)
+  t.eq(cfg.clusters[1].cluster.server, env.ENDPOINT)
+  t.like(cfg["current-context"], "^arn:aws:eks:us%-west%-2:123456789012:cluster/kc$")
+  local exec = cfg.users[1].user.exec
+  t.eq(exec.args, json.array { "eks-token", "--cluster", "kc", "--region", "us-west-2" })
+  t.like(exec.command, "hypd$")
+  -- the plugin command works as kubectl would call it
+  local trc, tout = with_env(H.quote(exec.command) .. " eks-token --cluster kc --region us-west-2")
+  t.eq(trc, 0)
+  t.like(json.decode(tout).status.token, "^k8s%-aws%-v1%.")
+end)
+
+t.test("hypd kubeconfig for a missing cluster fails with the EKS error", function()
+  if not env.ENDPOINT then return t.ok(true, "# SKIP no cluster (boto3 is absent)") end
+  local rc, out, err = with_env(H.hypd .. " kubeconfig --cluster nope")
+  t.eq({ rc, out }, { 1, "" })
+  t.like(err, "^hypd: ResourceNotFoundException: No cluster found for name: nope%.")
+end)
+
+t.test("the sandbox stops", function()
+  os.execute("kill " .. tostring(pid) .. " 2>/dev/null")
+  os.execute("rm -rf " .. H.quote(dir))
+  t.ok(true)
+end)
