@@ -75,4 +75,31 @@ function M.echo_server(cert, key)
   return M.spawn_server(M.build .. "/tests/echo_server 120" .. tls, cert and "https" or "http")
 end
 
+-- sandbox_process(dir, args) starts `hypd sandbox` (state in dir/state)
+-- and reads the environment it prints; returns env (nil on failure), pid
+function M.sandbox_process(dir, args)
+  local out = dir .. "/sandbox.out"
+  os.remove(out)
+  local p = io.popen(string.format("%s --state %s sandbox --listen 127.0.0.1:0 %s >%s 2>%s/sandbox.err & echo $!",
+    M.hypd, M.quote(dir .. "/state"), args or "", M.quote(out), M.quote(dir)))
+  local pid = p:read("l")
+  p:close()
+  for _ = 1, 300 do
+    local env = {}
+    for k, v in (M.read(out) or ""):gmatch("export ([%w_]+)=(%S+)") do env[k] = v end
+    if env.AWS_SECRET_ACCESS_KEY then return env, pid end
+    os.execute("sleep 0.02")
+  end
+  return nil, pid
+end
+
+-- with_env(env, dir, cmd) runs cmd with the sandbox's AWS environment (and
+-- no other AWS session or profile); client state in dir/client
+function M.with_env(env, dir, cmd)
+  local parts = { "env -u AWS_SESSION_TOKEN -u AWS_PROFILE" }
+  for k, v in pairs(env) do parts[#parts + 1] = k .. "=" .. M.quote(v) end
+  parts[#parts + 1] = "HYPD_STATE=" .. M.quote(dir .. "/client")
+  return M.sh(table.concat(parts, " ") .. " " .. cmd)
+end
+
 return M

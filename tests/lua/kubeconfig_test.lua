@@ -8,24 +8,11 @@ local H = dofile("tests/lua/helpers.lua")
 local dir = H.tmpdir()
 local env, pid = {}, nil
 
-local function with_env(cmd)
-  local parts = { "env -u AWS_SESSION_TOKEN -u AWS_PROFILE" }
-  for k, v in pairs(env) do parts[#parts + 1] = k .. "=" .. H.quote(v) end
-  parts[#parts + 1] = "HYPD_STATE=" .. H.quote(dir .. "/client")
-  return H.sh(table.concat(parts, " ") .. " " .. cmd)
-end
+local function with_env(cmd) return H.with_env(env, dir, cmd) end
 
 t.test("a sandbox with an ACTIVE EKS cluster", function()
-  local out = dir .. "/sandbox.out"
-  local p = io.popen(string.format("%s --state %s sandbox --listen 127.0.0.1:0 --virtual-clock >%s 2>/dev/null & echo $!",
-    H.hypd, H.quote(dir .. "/state"), H.quote(out)))
-  pid = p:read("l")
-  p:close()
-  for _ = 1, 300 do
-    for k, v in (H.read(out) or ""):gmatch("export ([%w_]+)=(%S+)") do env[k] = v end
-    if env.AWS_SECRET_ACCESS_KEY then break end
-    os.execute("sleep 0.02")
-  end
+  env, pid = H.sandbox_process(dir, "--virtual-clock")
+  env = env or {}
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   if H.sh("python3 -c 'import boto3'") ~= 0 then return t.ok(true, "# SKIP boto3 is absent") end
   local rc, said, err = with_env([==[python3 -c '

@@ -10,33 +10,15 @@ local dir = H.tmpdir()
 local env, pid
 
 local function start()
-  local out = dir .. "/sandbox.out"
-  os.remove(out)
-  local p = io.popen(string.format("%s --state %s sandbox --listen 127.0.0.1:0 >%s 2>%s/sandbox.err & echo $!",
-    H.hypd, H.quote(dir .. "/state"), H.quote(out), H.quote(dir)))
-  pid = p:read("l")
-  p:close()
-  env = {}
-  for _ = 1, 300 do
-    local text = H.read(out) or ""
-    for k, v in text:gmatch("export ([%w_]+)=(%S+)") do env[k] = v end
-    if env.AWS_SECRET_ACCESS_KEY then return true end
-    os.execute("sleep 0.02")
-  end
-  return false
+  env, pid = H.sandbox_process(dir)
+  return env ~= nil
 end
 
 local function stop(signal)
   os.execute("kill -" .. (signal or "TERM") .. " " .. pid .. " 2>/dev/null; sleep 0.2")
 end
 
--- runs a shell command with the sandbox's environment (and nothing else of AWS)
-local function with_env(cmd)
-  local parts = { "env -u AWS_SESSION_TOKEN -u AWS_PROFILE" }
-  for k, v in pairs(env) do parts[#parts + 1] = k .. "=" .. H.quote(v) end
-  parts[#parts + 1] = "HYPD_STATE=" .. H.quote(dir .. "/client")
-  return H.sh(table.concat(parts, " ") .. " " .. cmd)
-end
+local function with_env(cmd) return H.with_env(env, dir, cmd) end
 
 local function have_boto3() return H.sh("python3 -c 'import boto3'") == 0 end
 
