@@ -22,18 +22,9 @@ local function attr_esc(s) return (V.utf8_clean(tostring(s)):gsub('[&<>"\n\r\t]'
 -- leaf(name, text) -> "<name>text</name>"
 function M.leaf(name, text) return "<" .. name .. ">" .. M.esc(text) .. "</" .. name .. ">" end
 
--- the element name a structure member is written as (flattened lists use
--- their member's name, as the client reads them)
-local function member_key(model, m)
-  if m.flat then
-    local typ, shape = S.kind(model, m[2])
-    if typ == "list" then
-      local _, t = S.ref(shape[2])
-      if t.name then return t.name end
-    end
-  end
-  return m.name or m[1]
-end
+-- the element name a structure member is written as: the one the client
+-- reads it from (flattened lists use their member's name)
+local member_key = X0.member_key
 
 local function open(buf, name, traits, attrs)
   buf[#buf + 1] = "<" .. name

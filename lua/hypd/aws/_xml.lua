@@ -31,7 +31,7 @@ local function all(x) return x.multi and x or { x } end
 local parse
 
 -- the element name a structure member is read from
-local function member_key(model, m)
+function M.member_key(model, m)
   if m.flat then
     local typ, shape = S.kind(model, m[2])
     if typ == "list" then
@@ -48,7 +48,7 @@ local function parse_structure(model, shape, x)
   local out = json.object()
   for _, m in ipairs(shape[2]) do
     if not m.loc then
-      local child = d[member_key(model, m)]
+      local child = d[M.member_key(model, m)]
       if child then
         out[m[1]] = parse(model, m[2], m, child)
       elseif m.attr and node.attrs then
