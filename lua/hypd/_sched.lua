@@ -98,6 +98,9 @@ local function clear_wait(t)
     core.http_cancel(w.id)
   elseif w.kind == "job" then
     job_waiting[w.id] = nil -- the job runs on; its result is dropped
+  elseif w.kind == "signal" then
+    w.target.waiters[t] = nil
+    if w.entry then w.entry.dead = true end
   elseif w.kind == "join" then
     local ws = w.target.waiters
     for i = #ws, 1, -1 do
@@ -168,6 +171,14 @@ function handlers.join(t, other)
   t.waiting_on = { kind = "join", target = other }
 end
 
+-- waits until the signal fires (true) or timeout seconds pass (false)
+function handlers.signal(t, sig, timeout)
+  sig.waiters[t] = true
+  local w = { kind = "signal", target = sig }
+  if timeout then w.entry = add_timer(core.now() + timeout, t, "signal") end
+  t.waiting_on = w
+end
+
 local function resume(t, ...)
   current, t.status = t, "running"
   core.arm(t.deadline, M.slice)
@@ -225,8 +236,10 @@ local function fire_timers()
       M.cancel(e.task, errors.new("TIMEOUT", string.format(
         "%s: deadline of %gs exceeded", e.task.name, e.task.timeout)))
     elseif live[e.task] then
+      local w = e.task.waiting_on
+      if w and w.kind == "signal" then w.target.waiters[e.task] = nil end
       e.task.waiting_on = nil
-      wake(e.task, true)
+      wake(e.task, true, e.kind ~= "signal")
     end
   end
 end
@@ -320,6 +333,28 @@ function M.await(kind, ...)
   if r[1] then return table.unpack(r, 2, r.n) end
   error(r[2], 0)
 end
+
+-- M.signal() -> a condition tasks wait on: sig:wait([timeout]) -> true when
+-- fired, false on timeout; sig:fire() wakes every task waiting now.
+local Signal = {}
+Signal.__index = Signal
+
+function Signal:wait(timeout)
+  return M.await("signal", self, timeout)
+end
+
+function Signal:fire()
+  local ws = self.waiters
+  self.waiters = {}
+  for t in pairs(ws) do
+    local w = t.waiting_on
+    if w and w.entry then w.entry.dead = true end
+    t.waiting_on = nil
+    wake(t, true, true)
+  end
+end
+
+function M.signal() return setmetatable({ waiters = {} }, Signal) end
 
 -- M.cancel(t [, err]) -> true if the task was still running.
 function M.cancel(t, err)

@@ -5,6 +5,8 @@
 --   t:wait()                   -> true, results... | false, err
 --   t:cancel([reason])         stops t at its next wait (CANCELLED)
 --   task.checkpoint()          lets other tasks run (for long loops)
+--   task.signal()              a condition: sig:wait([timeout]) -> true when
+--                              fired, false on timeout; sig:fire() wakes all
 local core = require "hypd.core"
 local sched = require "hypd._sched"
 
@@ -23,5 +25,6 @@ M.now = core.now
 M.spawn = sched.spawn
 M.current = sched.current
 M.stats = sched.stats
+M.signal = sched.signal
 
 return M
