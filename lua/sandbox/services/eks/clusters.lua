@@ -14,12 +14,6 @@ local PLATFORM = { ["1.28"] = "eks.45", ["1.29"] = "eks.38", ["1.30"] = "eks.31"
 local MODES = { CONFIG_MAP = 1, API_AND_CONFIG_MAP = 2, API = 3 }
 local LOG_TYPES = { "api", "audit", "authenticator", "controllerManager", "scheduler" }
 
--- a placeholder CA bundle (base64 PEM); a later issue serves a real API
-local CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMvakNDQWVhZ0F3SUJBZ0lCQURBTkJna3Foa2lHOXcwQkFRc0ZBREFW" ..
-  "TVJNd0VRWURWUVFERXdwcmRXSmwKY201bGRHVnpNQjRYRFRJMk1URXlPVEF3TURBd01Gb1hEVE0yTVRFeU56QXdNREF3TUZvd0ZURVRN" ..
-  "QkVHQTFVRQpBeE1LYTNWaVpYSnVaWFJsY3pBTkJna3Foa2lHOXcwQkFRRUZBQU9DQVE4QU1JSUJDZ0tDQVFFQWh5cGRzYW5kYm94Ci0t" ..
-  "LS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"
-
 function M.not_found(ctx, name)
   ctx.error("ResourceNotFoundException", "No cluster found for name: " .. tostring(name) .. ".", 404)
 end
@@ -106,10 +100,8 @@ function ops.CreateCluster(ctx, input)
   local logging = json.array()
   if #enabled > 0 then logging[#logging + 1] = { types = enabled, enabled = true } end
   if #disabled > 0 then logging[#logging + 1] = { types = disabled, enabled = false } end
-  local hex = ctx.hex(32):upper()
   local c = {
     name = name, arn = ctx:arn("cluster/" .. name), createdAt = ctx.now(), version = version,
-    endpoint = string.format("https://%s.gr7.%s.eks.amazonaws.com", hex, ctx.region),
     roleArn = input.roleArn,
     resourcesVpcConfig = {
       subnetIds = D.list(subnets),
@@ -125,7 +117,7 @@ function ops.CreateCluster(ctx, input)
     identity = { oidc = { issuer = string.format("https://oidc.eks.%s.amazonaws.com/id/%s", ctx.region,
       ctx.hex(32):upper()) } },
     status = "CREATING",
-    certificateAuthority = { data = CA },
+    certificateAuthority = json.object(), -- the endpoint and the CA come when it is ACTIVE
     clientRequestToken = input.clientRequestToken,
     platformVersion = PLATFORM[version],
     tags = input.tags or json.object(),
@@ -147,6 +139,8 @@ end
 function tr.cluster_active(ctx, args)
   local c = ctx.state:get("cluster", args.name)
   if c and c.status == "CREATING" then
+    -- its Kubernetes API starts serving (sandbox.k8s)
+    c.endpoint, c.certificateAuthority.data = require("sandbox.k8s").serve(ctx.region, c)
     c.status = "ACTIVE"
     ctx.state:put("cluster", c.name, c)
   end
@@ -190,6 +184,7 @@ function tr.cluster_deleted(ctx, args)
     end
   end
   ctx.state:delete("cluster", name)
+  require("sandbox.k8s").stop(ctx.region, name, true)
 end
 
 -- new_update(ctx, cluster, type, params [, addon]) -> the stored update

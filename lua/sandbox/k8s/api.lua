@@ -1,0 +1,449 @@
+-- sandbox.k8s.api: the Kubernetes REST API of one simulated cluster:
+-- discovery, OpenAPI v3, get/list/watch, create, update, the four patch
+-- types, delete (with garbage collection), status subresources and pod
+-- logs. handle(cl, req, user) -> {status, headers, body} | {status,
+-- headers, stream = fn(w)}; authentication happens before (sandbox.k8s).
+local discovery = require "sandbox.k8s.discovery"
+local json = require "hypd.json"
+local merge = require "sandbox.k8s.merge"
+local objects = require "sandbox.k8s.objects"
+local pods = require "sandbox.k8s.logs"
+local select = require "sandbox.k8s.select"
+local tbl = require "sandbox.k8s.table"
+local core = require "hypd.core"
+
+local M = {}
+
+local JSON = { ["content-type"] = "application/json" }
+
+local function reply(code, obj) return { status = code, headers = JSON, body = json.encode(obj) } end
+local function failure(st) return reply(st.code, st) end
+local function fail(code, reason, message, details)
+  return failure(objects.status(code, reason, message, details))
+end
+
+local function unescape(s)
+  return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local function parse_query(q)
+  local out = {}
+  for pair in (q or ""):gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    out[unescape(k)] = unescape(v)
+  end
+  return out
+end
+
+local function truthy(v) return v == "true" or v == "1" end
+
+-- route(path) -> {group, version, ns, resource, name, sub} | {discovery = ...}
+local function route(path)
+  local segs = {}
+  for s in path:gmatch("[^/]+") do segs[#segs + 1] = unescape(s) end
+  local group, version, i
+  if segs[1] == "api" then
+    if #segs == 1 then return { discovery = "api" } end
+    group, version, i = "", segs[2], 3
+  elseif segs[1] == "apis" then
+    if #segs == 1 then return { discovery = "apis" } end
+    if #segs == 2 then return { discovery = "group", group = segs[2] } end
+    group, version, i = segs[2], segs[3], 4
+  else
+    return nil
+  end
+  if not segs[i] then return { discovery = "resources", group = group, version = version } end
+  local rt = { group = group, version = version }
+  if segs[i] == "namespaces" and (segs[i + 2] == "status" or segs[i + 2] == "finalize") and not segs[i + 3] then
+    rt.resource, rt.name, rt.sub = "namespaces", segs[i + 1], segs[i + 2]
+    return rt
+  end
+  if segs[i] == "namespaces" and segs[i + 2] then
+    rt.ns, i = segs[i + 1], i + 2
+  end
+  rt.resource, rt.name, rt.sub = segs[i], segs[i + 1], segs[i + 2]
+  if segs[i + 3] then return nil end
+  return rt
+end
+
+local function decode_body(req)
+  local obj, err = json.decode(req.body or "")
+  if type(obj) ~= "table" then
+    return nil, objects.status(400, "BadRequest", "the body of the request was in an unknown format - accepted " ..
+      "media types include: application/json, application/yaml (" .. tostring(err and err.message or err) .. ")")
+  end
+  return obj
+end
+
+local function manager(req, q)
+  if q.fieldManager and q.fieldManager ~= "" then return q.fieldManager end
+  local ua = req.headers["user-agent"] or "unknown"
+  return ua:match("^([^/]+)") or ua
+end
+
+local function list_kind(r) return r.kind .. "List" end
+
+-- the objects a list or watch selects
+local function selector(r, q)
+  local ls, lerr = select.labels(q.labelSelector)
+  if not ls then return nil, objects.status(400, "BadRequest", "unable to parse requirement: " .. lerr) end
+  local fs, ferr = select.fields(q.fieldSelector, r.kind)
+  if not fs then return nil, objects.status(400, "BadRequest", ferr) end
+  return function(obj)
+    return select.match_labels(ls, obj.metadata.labels) and select.match_fields(fs, obj)
+  end
+end
+
+local function list(cl, r, rt, q, req)
+  local match, err = selector(r, q)
+  if not match then return failure(err) end
+  local all = cl:list(r, rt.ns)
+  local start = 1
+  if q.continue and q.continue ~= "" then
+    local tok = json.decode(core.b64decode(q.continue) or "")
+    if type(tok) ~= "table" or type(tok.after) ~= "string" then
+      return fail(400, "BadRequest", "continue key is not valid: invalid continue token")
+    end
+    start = #all + 1
+    for i, o in ipairs(all) do
+      if (o.metadata.namespace or "") .. "/" .. o.metadata.name > tok.after then start = i break end
+    end
+  end
+  local limit = tonumber(q.limit) or 0
+  local items, cont, remaining = json.array(), nil, 0
+  local i = start
+  while i <= #all do
+    local o = all[i]
+    if match(o) then
+      if limit > 0 and #items >= limit then
+        local last = items[#items]
+        cont = core.b64encode(json.encode { rv = cl.rv, after = (last.metadata.namespace or "") .. "/" .. last.metadata.name })
+        for j = i, #all do if match(all[j]) then remaining = remaining + 1 end end
+        break
+      end
+      items[#items + 1] = o
+    end
+    i = i + 1
+  end
+  if tbl.wants_table(req.headers.accept) then
+    return reply(200, tbl.table(r, items, tostring(cl.rv), cont))
+  end
+  return reply(200, { kind = list_kind(r), apiVersion = r.group == "" and r.version or r.group .. "/" .. r.version,
+    metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil },
+    items = items })
+end
+
+local function watch_line(etype, text)
+  return '{"type":"' .. etype .. '","object":' .. text .. "}\n"
+end
+
+local function watch(cl, r, rt, q)
+  local match, err = selector(r, q)
+  if not match then return failure(err) end
+  local from = tonumber(q.resourceVersion)
+  local gr = r.group .. "/" .. r.resource
+  local deadline = tonumber(q.timeoutSeconds) and core.now() + tonumber(q.timeoutSeconds)
+  return { status = 200, headers = { ["content-type"] = "application/json", ["transfer-encoding"] = "chunked" },
+    stream = function(w)
+      local cursor = cl.rv
+      if not from or from == 0 then
+        -- no resourceVersion: the current state first, as ADDED events
+        for _, o in ipairs(cl:list(r, rt.ns)) do
+          if match(o) and not w:write(watch_line("ADDED", json.encode(o))) then return end
+        end
+      else
+        cursor = from
+      end
+      while not cl.gone do
+        local it = cl:events_after(cursor)
+        if not it then
+          local st = objects.status(410, "Expired", string.format("too old resource version: %d (%d)", cursor, cl.ring_floor))
+          w:write(watch_line("ERROR", json.encode(st)))
+          return
+        end
+        for e in it do
+          cursor = e.rv
+          if e.gr == gr and (not rt.ns or e.ns == rt.ns) and match(e.obj) then
+            if not w:write(watch_line(e.type, e.text)) then return end
+          end
+        end
+        if deadline and core.now() >= deadline then return end
+        -- wait for the next change; on the real clock wake now and then to
+        -- notice a client that left (under the virtual clock a timer would
+        -- run the clock forward for ever)
+        local wait = core.virtual() and nil or 5
+        if deadline then wait = math.max(0.01, math.min(wait or 1e9, deadline - core.now())) end
+        if not cl.sig:wait(wait) then
+          if truthy(q.allowWatchBookmarks) then
+            if not w:write(watch_line("BOOKMARK", json.encode { kind = r.kind, apiVersion = r.group == "" and
+              r.version or r.group .. "/" .. r.version, metadata = { resourceVersion = tostring(cursor) } })) then
+              return
+            end
+          elseif not w:write("") then
+            return
+          end
+        end
+      end
+    end }
+end
+
+local function get(cl, r, rt, req)
+  local obj = cl:get(r, rt.ns, rt.name)
+  if not obj then
+    return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name),
+      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+  end
+  if tbl.wants_table(req.headers.accept) then
+    return reply(200, tbl.table(r, { obj }, obj.metadata.resourceVersion))
+  end
+  return reply(200, obj)
+end
+
+local function check_identity(r, rt, obj)
+  local gv = r.group == "" and r.version or r.group .. "/" .. r.version
+  if obj.apiVersion and obj.apiVersion ~= gv or obj.kind and obj.kind ~= r.kind then
+    return objects.status(400, "BadRequest", string.format("the API version in the data (%s) does not match the " ..
+      "expected API version (%s)", tostring(obj.apiVersion), gv))
+  end
+  obj.metadata = obj.metadata or json.object()
+  if r.namespaced and obj.metadata.namespace and rt.ns and obj.metadata.namespace ~= rt.ns then
+    return objects.status(400, "BadRequest", "the namespace of the provided object does not match the namespace " ..
+      "sent on the request")
+  end
+  if rt.name and obj.metadata.name and obj.metadata.name ~= rt.name then
+    return objects.status(400, "BadRequest", "the name of the object (" .. obj.metadata.name ..
+      ") does not match the name on the URL (" .. rt.name .. ")")
+  end
+  obj.metadata.namespace = r.namespaced and (rt.ns or obj.metadata.namespace) or nil
+  obj.metadata.name = obj.metadata.name or rt.name
+  return nil
+end
+
+local function create(cl, r, rt, req, q)
+  local obj, err = decode_body(req)
+  if not obj then return failure(err) end
+  err = check_identity(r, rt, obj)
+  if err then return failure(err) end
+  if q.dryRun == "All" then
+    local existing = obj.metadata.name and cl:get(r, obj.metadata.namespace, obj.metadata.name)
+    if existing then
+      return fail(409, "AlreadyExists", string.format("%s %q already exists", objects.qualified(r), obj.metadata.name))
+    end
+    return reply(201, obj)
+  end
+  local out, st = cl:create(r, obj, manager(req, q))
+  if not out then return failure(st) end
+  return reply(201, out)
+end
+
+local function replace(cl, r, rt, req, q)
+  local obj, err = decode_body(req)
+  if not obj then return failure(err) end
+  err = check_identity(r, rt, obj)
+  if err then return failure(err) end
+  local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true })
+  if not out then return failure(st) end
+  return reply(200, out)
+end
+
+-- RFC 6902 JSON patch, on paths like /metadata/labels/app
+local function json_patch(doc, ops)
+  local function walk(path)
+    local parts = {}
+    for p in path:gmatch("/([^/]*)") do parts[#parts + 1] = p:gsub("~1", "/"):gsub("~0", "~") end
+    local parent = doc
+    for i = 1, #parts - 1 do
+      local k = parts[i]
+      parent = parent[merge.is_list(parent) and tonumber(k) + 1 or k]
+      if type(parent) ~= "table" then return nil end
+    end
+    local last = parts[#parts]
+    if merge.is_list(parent) then last = last == "-" and #parent + 1 or tonumber(last) + 1 end
+    return parent, last
+  end
+  for _, op in ipairs(ops) do
+    local parent, key = walk(op.path or "")
+    if not parent then return nil, "path " .. tostring(op.path) .. " does not exist" end
+    if op.op == "add" and merge.is_list(parent) then
+      table.insert(parent, key, op.value)
+    elseif op.op == "add" or op.op == "replace" then
+      if op.op == "replace" and parent[key] == nil then return nil, "replace of a missing path " .. op.path end
+      parent[key] = op.value
+    elseif op.op == "remove" then
+      if parent[key] == nil then return nil, "remove of a missing path " .. op.path end
+      if merge.is_list(parent) then table.remove(parent, key) else parent[key] = nil end
+    elseif op.op == "test" then
+      if not merge.equal(parent[key], op.value) then return nil, "test failed at " .. op.path end
+    else
+      return nil, "unsupported JSON patch operation " .. tostring(op.op)
+    end
+  end
+  return doc
+end
+
+local function patch(cl, r, rt, req, q)
+  local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local live = cl:get(r, rt.ns, rt.name)
+  local mgr = manager(req, q)
+  if ctype == "application/apply-patch+yaml" or ctype == "application/apply-patch+json" then
+    if not q.fieldManager or q.fieldManager == "" then
+      return fail(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is " ..
+        "required for apply patch")
+    end
+    err = check_identity(r, rt, body)
+    if err then return failure(err) end
+    if rt.sub == "status" and not live then
+      return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name))
+    end
+    local out, conflicts = merge.apply(live, body, mgr, truthy(q.force), cl:now())
+    if not out then
+      local causes, names = json.array(), {}
+      for _, c in ipairs(conflicts) do
+        causes[#causes + 1] = { reason = "FieldManagerConflict", message = "conflict with \"" .. c.manager .. "\"",
+          field = "." .. c.field }
+        names[#names + 1] = "- " .. c.manager .. ": ." .. c.field
+      end
+      return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
+        ": " .. table.concat(names, "\n"), { name = rt.name, group = r.group ~= "" and r.group or nil,
+        kind = r.resource, causes = causes })
+    end
+    if not live then
+      local created, st = cl:create(r, out)
+      if not created then return failure(st) end
+      return reply(201, created)
+    end
+    local updated, st = cl:update(r, out, { subresource = rt.sub })
+    if not updated then return failure(st) end
+    return reply(200, updated)
+  end
+  if not live then
+    return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name),
+      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+  end
+  local out
+  if ctype == "application/merge-patch+json" then
+    out = merge.merge_patch(live, body)
+  elseif ctype == "application/strategic-merge-patch+json" then
+    if r.crd then
+      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
+        "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+    end
+    out = merge.strategic(live, body)
+  elseif ctype == "application/json-patch+json" then
+    local perr
+    out, perr = json_patch(merge.copy(live), body)
+    if not out then return fail(422, "Invalid", "the server rejected our request due to an error in our request: " .. perr) end
+  else
+    return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
+      "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+  end
+  out.metadata.resourceVersion = live.metadata.resourceVersion
+  local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub })
+  if not updated then return failure(st) end
+  return reply(200, updated)
+end
+
+local function propagation(req, q)
+  local p = q.propagationPolicy
+  if not p and req.body and req.body ~= "" then
+    local opts = json.decode(req.body)
+    p = type(opts) == "table" and opts.propagationPolicy or nil
+  end
+  return p or "Background"
+end
+
+local function delete(cl, r, rt, req, q)
+  local out, st = cl:delete(r, rt.ns, rt.name, propagation(req, q))
+  if not out then return failure(st) end
+  return reply(200, out)
+end
+
+local function delete_collection(cl, r, rt, req, q)
+  local match, err = selector(r, q)
+  if not match then return failure(err) end
+  local items = json.array()
+  for _, o in ipairs(cl:list(r, rt.ns)) do
+    if match(o) then items[#items + 1] = cl:delete(r, o.metadata.namespace, o.metadata.name, propagation(req, q)) end
+  end
+  return reply(200, { kind = list_kind(r), apiVersion = r.group == "" and r.version or r.group .. "/" .. r.version,
+    metadata = { resourceVersion = tostring(cl.rv) }, items = items })
+end
+
+local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
+
+local function serve_discovery(cl, rt, version)
+  if rt.discovery == "api" then return reply(200, discovery.api()) end
+  if rt.discovery == "apis" then return reply(200, discovery.apis(cl.reg)) end
+  if rt.discovery == "group" then
+    local g = discovery.group(cl.reg, rt.group)
+    if g then return reply(200, g) end
+  else
+    local l = discovery.resource_list(cl.reg, rt.group, rt.version)
+    if l then return reply(200, l) end
+  end
+  return fail(404, "NotFound", "the server could not find the requested resource")
+end
+
+-- handle(cl, req, user) where user = {name, can(verb, r, ns) -> bool}
+function M.handle(cl, req, user)
+  local path = req.path
+  if path == "/version" or path == "/version/" then return reply(200, discovery.version(cl.version)) end
+  if path == "/healthz" or path == "/livez" or path == "/readyz" then
+    return { status = 200, headers = { ["content-type"] = "text/plain" }, body = "ok" }
+  end
+  if path == "/openapi/v3" then return reply(200, discovery.openapi_index(cl.reg)) end
+  local gvp = path:match("^/openapi/v3/(.+)$")
+  if gvp then
+    local doc = discovery.openapi_gv(cl.reg, gvp)
+    if doc then return reply(200, doc) end
+    return fail(404, "NotFound", "the server could not find the requested resource")
+  end
+  local rt = route(path)
+  if not rt then return fail(404, "NotFound", "the server could not find the requested resource") end
+  if rt.discovery then
+    if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
+    return serve_discovery(cl, rt)
+  end
+  local r = cl.reg:find(rt.group, rt.version, rt.resource)
+  if not r or (rt.ns and not r.namespaced) then
+    return fail(404, "NotFound", "the server could not find the requested resource")
+  end
+  if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)) then
+    return fail(404, "NotFound", "the server could not find the requested resource")
+  end
+  local q = parse_query(req.query)
+  local verb = VERB[req.method]
+  if not verb then return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource") end
+  if not rt.name then
+    if verb == "get" then verb = truthy(q.watch) and "watch" or "list" end
+    if verb == "delete" then verb = "deletecollection" end
+  end
+  if not user.can(verb, r, rt.ns) then
+    local where = rt.ns and (" in the namespace \"" .. rt.ns .. "\"") or " at the cluster scope"
+    return fail(403, "Forbidden", string.format("%s%s is forbidden: User %q cannot %s resource %q in API group %q%s",
+      objects.qualified(r), rt.name and (" \"" .. rt.name .. "\"") or "", user.name, verb,
+      r.resource .. (rt.sub and "/" .. rt.sub or ""), r.group, where),
+      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+  end
+  if rt.sub == "log" then
+    if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
+    return pods.serve(cl, r, rt, q)
+  end
+  if verb == "list" then return list(cl, r, rt, q, req) end
+  if verb == "watch" then return watch(cl, r, rt, q) end
+  if verb == "get" then return get(cl, r, rt, req) end
+  if verb == "create" then
+    if rt.name then return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource") end
+    return create(cl, r, rt, req, q)
+  end
+  if verb == "update" then return replace(cl, r, rt, req, q) end
+  if verb == "patch" then return patch(cl, r, rt, req, q) end
+  if verb == "delete" then return delete(cl, r, rt, req, q) end
+  if verb == "deletecollection" then return delete_collection(cl, r, rt, req, q) end
+  return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+end
+
+M.route = route
+return M

@@ -1,0 +1,130 @@
+-- sandbox.k8s.discovery: what clients read before they touch an object:
+-- /version, /api, /apis, the per-group-version resource lists and the
+-- OpenAPI v3 documents kubectl needs for server-side field validation.
+local core = require "hypd.core"
+local json = require "hypd.json"
+local resources = require "sandbox.k8s.resources"
+
+local M = {}
+
+local PATCH = { ["1.28"] = 15, ["1.29"] = 14, ["1.30"] = 12, ["1.31"] = 9, ["1.32"] = 5, ["1.33"] = 3, ["1.34"] = 1 }
+
+function M.version(k8s_version)
+  local major, minor = tostring(k8s_version or "1.34"):match("^(%d+)%.(%d+)")
+  local git = string.format("v%s.%s.%d-eks-%s", major, minor, PATCH[k8s_version] or 0,
+    core.digest("sha1", k8s_version or "", "hex"):sub(1, 7))
+  return { major = major, minor = minor .. "+", gitVersion = git, emulationMajor = major, emulationMinor = minor,
+    gitCommit = core.digest("sha1", git, "hex"), gitTreeState = "clean", buildDate = "2026-10-01T00:00:00Z",
+    goVersion = "go1.24.9", compiler = "gc", platform = "linux/amd64" }
+end
+
+function M.api()
+  return { kind = "APIVersions", versions = { "v1" },
+    serverAddressByClientCIDRs = { { clientCIDR = "0.0.0.0/0", serverAddress = "127.0.0.1:443" } } }
+end
+
+function M.apis(reg)
+  local groups = json.array()
+  for _, g in ipairs(reg:groups()) do
+    if g.name ~= "" then
+      local versions = json.array()
+      for _, v in ipairs(g.versions) do versions[#versions + 1] = { groupVersion = g.name .. "/" .. v, version = v } end
+      groups[#groups + 1] = { name = g.name, versions = versions, preferredVersion = versions[1] }
+    end
+  end
+  return { kind = "APIGroupList", apiVersion = "v1", groups = groups }
+end
+
+function M.group(reg, name)
+  for _, g in ipairs(reg:groups()) do
+    if g.name == name and name ~= "" then
+      local versions = json.array()
+      for _, v in ipairs(g.versions) do versions[#versions + 1] = { groupVersion = name .. "/" .. v, version = v } end
+      return { kind = "APIGroup", apiVersion = "v1", name = name, versions = versions, preferredVersion = versions[1] }
+    end
+  end
+end
+
+-- resource_list(reg, group, version) -> APIResourceList | nil
+function M.resource_list(reg, group, version)
+  local out = json.array()
+  for _, r in ipairs(reg.list) do
+    if r.group == group and r.version == version then
+      local short = json.array()
+      for i, s in ipairs(r.short) do short[i] = s end
+      out[#out + 1] = { name = r.resource, singularName = r.singular, namespaced = r.namespaced, kind = r.kind,
+        verbs = r.verbs, shortNames = #short > 0 and short or nil,
+        categories = (r.group == "" or r.group == "apps" or r.group == "batch") and { "all" } or nil,
+        storageVersionHash = core.b64encode(core.digest("sha256", r.group .. r.resource, "raw"):sub(1, 8)) }
+      if r.status then
+        out[#out + 1] = { name = r.resource .. "/status", singularName = "", namespaced = r.namespaced,
+          kind = r.kind, verbs = { "get", "patch", "update" } }
+      end
+      if r.log then
+        out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",
+          verbs = { "get" } }
+      end
+    end
+  end
+  if #out == 0 then return nil end
+  return { kind = "APIResourceList", apiVersion = "v1", groupVersion = group == "" and version or group .. "/" .. version,
+    resources = out }
+end
+
+local function gv_path(group, version)
+  return group == "" and "api/" .. version or "apis/" .. group .. "/" .. version
+end
+
+-- openapi_index(reg) -> the /openapi/v3 document
+function M.openapi_index(reg)
+  local paths = json.object()
+  local seen = {}
+  for _, r in ipairs(reg.list) do
+    local p = gv_path(r.group, r.version)
+    if not seen[p] then
+      seen[p] = true
+      local hash = core.digest("sha256", p .. #reg.list, "hex"):sub(1, 16):upper()
+      paths[p] = { serverRelativeURL = "/" .. p .. "?hash=" .. hash }
+      paths[p].serverRelativeURL = "/openapi/v3/" .. p .. "?hash=" .. hash
+    end
+  end
+  return { paths = paths }
+end
+
+local FIELD_VALIDATION = { name = "fieldValidation", ["in"] = "query", uniqueItems = true,
+  description = "fieldValidation instructs the server on how to handle objects in the request containing " ..
+    "unknown or duplicate fields.", schema = { type = "string" } }
+
+-- openapi_gv(reg, "api/v1" | "apis/<g>/<v>") -> an OpenAPI 3 document | nil
+function M.openapi_gv(reg, path)
+  local group, version
+  if path:match("^api/[^/]+$") then
+    group, version = "", path:match("^api/([^/]+)$")
+  else
+    group, version = path:match("^apis/([^/]+)/([^/]+)$")
+  end
+  if not version then return nil end
+  local paths, schemas, any = json.object(), json.object(), false
+  for _, r in ipairs(reg.list) do
+    if r.group == group and r.version == version then
+      any = true
+      local gvk = { group = group, version = version, kind = r.kind }
+      local base = "/" .. path .. (r.namespaced and "/namespaces/{namespace}/" or "/") .. r.resource
+      local op = function(verb)
+        return { operationId = verb .. r.kind, ["x-kubernetes-action"] = verb,
+          ["x-kubernetes-group-version-kind"] = gvk, parameters = { FIELD_VALIDATION },
+          responses = { ["200"] = { description = "OK" } } }
+      end
+      paths[base] = { post = op("post"), get = op("list") }
+      paths[base .. "/{name}"] = { get = op("get"), put = op("put"), patch = op("patch"), delete = op("delete") }
+      local name = (group == "" and "io.k8s.api.core" or group) .. "." .. version .. "." .. r.kind
+      schemas[name] = { type = "object", ["x-kubernetes-group-version-kind"] = { gvk },
+        ["x-kubernetes-preserve-unknown-fields"] = true }
+    end
+  end
+  if not any then return nil end
+  return { openapi = "3.0.0", info = { title = "Kubernetes", version = "unversioned" }, paths = paths,
+    components = { schemas = schemas } }
+end
+
+return M

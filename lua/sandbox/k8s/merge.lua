@@ -1,0 +1,268 @@
+-- sandbox.k8s.merge: the three ways the API server changes an object from a
+-- patch: JSON merge patch (RFC 7386), strategic merge patch (lists of
+-- named items merge by name) and server-side apply (field ownership per
+-- manager, recorded as managedFields in the FieldsV1 format).
+local json = require "hypd.json"
+
+local M = {}
+
+-- decoded JSON is marked; tables built in Lua count as lists when they have [1]
+local function is_list(v)
+  return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and v[1] ~= nil))
+end
+local function is_map(v) return type(v) == "table" and not is_list(v) end
+M.is_list, M.is_map = is_list, is_map
+
+function M.copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.copy(x) end
+  return setmetatable(out, getmetatable(v))
+end
+
+function M.equal(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) ~= "table" then return a == b end
+  if is_list(a) ~= is_list(b) then return false end
+  for k, v in pairs(a) do
+    if not M.equal(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+-- RFC 7386: maps merge, null deletes, everything else replaces
+function M.merge_patch(target, patch)
+  if not is_map(patch) then return M.copy(patch) end
+  local out = is_map(target) and M.copy(target) or json.object()
+  for k, v in pairs(patch) do
+    if v == json.null then
+      out[k] = nil
+    else
+      out[k] = M.merge_patch(out[k], v)
+    end
+  end
+  return out
+end
+
+-- a list merges by name when every item is a map with a name
+local function keyed(list)
+  if not is_list(list) or #list == 0 then return false end
+  for _, x in ipairs(list) do
+    if not is_map(x) or type(x.name) ~= "string" then return false end
+  end
+  return true
+end
+
+local function strategic(target, patch)
+  if not is_map(patch) then return M.copy(patch) end
+  if patch["$patch"] == "replace" then
+    local out = M.copy(patch)
+    out["$patch"] = nil
+    return out
+  end
+  local out = is_map(target) and M.copy(target) or json.object()
+  for k, v in pairs(patch) do
+    if type(k) == "string" and k:sub(1, 1) == "$" then
+      -- directives ($setElementOrder/..., $retainKeys, $deleteFromPrimitiveList/...) change order only
+      local field = k:match("^%$deleteFromPrimitiveList/(.+)$")
+      if field and is_list(out[field]) then
+        local drop, kept = {}, json.array()
+        for _, x in ipairs(v) do drop[x] = true end
+        for _, x in ipairs(out[field]) do if not drop[x] then kept[#kept + 1] = x end end
+        out[field] = kept
+      end
+    elseif v == json.null then
+      out[k] = nil
+    elseif is_list(v) and (keyed(v) or keyed(out[k])) and is_list(out[k]) then
+      local merged, index = json.array(), {}
+      for i, x in ipairs(out[k]) do merged[i] = M.copy(x); index[x.name] = i end
+      for _, x in ipairs(v) do
+        local i = index[x.name]
+        if x["$patch"] == "delete" then
+          if i then merged[i] = false end
+        elseif i then
+          merged[i] = strategic(merged[i], x)
+        else
+          merged[#merged + 1] = strategic(nil, x)
+          index[x.name] = #merged
+        end
+      end
+      local kept = json.array()
+      for _, x in ipairs(merged) do if x then kept[#kept + 1] = x end end
+      out[k] = kept
+    else
+      out[k] = strategic(out[k], v)
+    end
+  end
+  return out
+end
+M.strategic = strategic
+
+-- server-side apply --------------------------------------------------------
+
+local SKIP_TOP = { apiVersion = true, kind = true, status = true }
+local SKIP_META = { name = true, namespace = true, managedFields = true, resourceVersion = true, uid = true,
+  creationTimestamp = true, generation = true, deletionTimestamp = true }
+
+-- fieldset(obj) -> FieldsV1 tree of what obj sets
+local function fieldset(v, top, meta)
+  local out = json.object()
+  for k, x in pairs(v) do
+    if not (top and SKIP_TOP[k]) and not (meta and SKIP_META[k]) then
+      local key = "f:" .. k
+      if is_map(x) and next(x) ~= nil then
+        out[key] = fieldset(x, false, top and k == "metadata")
+      elseif keyed(x) then
+        local items = json.object()
+        for _, item in ipairs(x) do
+          local sub = fieldset(item, false, false)
+          sub["."] = json.object()
+          items["k:" .. json.encode { name = item.name }] = sub
+        end
+        out[key] = items
+      else
+        out[key] = json.object()
+      end
+    end
+  end
+  return out
+end
+M.fieldset = function(obj) return fieldset(obj, true, false) end
+
+-- leaves(tree) -> set of "/"-joined paths of owned leaves
+local function leaves(tree, prefix, out)
+  out = out or {}
+  for k, sub in pairs(tree or {}) do
+    if k ~= "." then
+      local p = prefix and (prefix .. "\0" .. k) or k
+      local n = 0
+      for kk in pairs(sub) do if kk ~= "." then n = n + 1 end end
+      if n == 0 then out[p] = true else leaves(sub, p, out) end
+    end
+  end
+  return out
+end
+
+local function get_path(obj, path)
+  local v = obj
+  for seg in (path .. "\0"):gmatch("(.-)%z") do
+    if type(v) ~= "table" then return nil end
+    local f = seg:match("^f:(.*)$")
+    if f then
+      v = v[f]
+    else
+      local name = json.decode(seg:sub(3)).name
+      local found
+      for _, x in ipairs(v) do if type(x) == "table" and x.name == name then found = x end end
+      v = found
+    end
+  end
+  return v
+end
+
+-- removes the leaf at path (and the list item, for a keyed item's leaf)
+local function remove_path(obj, path)
+  local segs = {}
+  for seg in (path .. "\0"):gmatch("(.-)%z") do segs[#segs + 1] = seg end
+  local v = obj
+  for i = 1, #segs - 1 do
+    v = get_path(v, segs[i])
+    if type(v) ~= "table" then return end
+  end
+  local last = segs[#segs]
+  local f = last:match("^f:(.*)$")
+  if f then
+    v[f] = nil
+  elseif is_list(v) then
+    local name = json.decode(last:sub(3)).name
+    for i, x in ipairs(v) do
+      if type(x) == "table" and x.name == name then table.remove(v, i) break end
+    end
+  end
+end
+
+local function managers(obj)
+  return (obj and obj.metadata and obj.metadata.managedFields) or json.array()
+end
+
+-- apply(live|nil, applied, manager, force, now_text) -> new object | nil, conflicts
+-- (the result carries updated managedFields; callers compare it with live)
+function M.apply(live, applied, manager, force, now_text)
+  local mine = M.fieldset(applied)
+  local new_leaves = leaves(mine)
+  local prev, others = nil, {}
+  for _, m in ipairs(managers(live)) do
+    if m.manager == manager and m.operation == "Apply" then
+      prev = m
+    else
+      others[#others + 1] = m
+    end
+  end
+  local conflicts = {}
+  if live and not force then
+    for _, m in ipairs(others) do
+      for p in pairs(leaves(m.fieldsV1)) do
+        if new_leaves[p] and not M.equal(get_path(live, p), get_path(applied, p)) then
+          conflicts[#conflicts + 1] = { manager = m.manager, field = p:gsub("%z", "."):gsub("f:", "") }
+        end
+      end
+    end
+    if #conflicts > 0 then return nil, conflicts end
+  end
+  local out = strategic(live or json.object(), applied)
+  -- fields this manager set before and no longer sets go, unless another owns them
+  if prev then
+    local owned = {}
+    for _, m in ipairs(others) do for p in pairs(leaves(m.fieldsV1)) do owned[p] = true end end
+    for p in pairs(leaves(prev.fieldsV1)) do
+      if not new_leaves[p] and not owned[p] then remove_path(out, p) end
+    end
+  end
+  -- with force, the fields taken over leave their earlier owners
+  local kept = json.array()
+  for _, m in ipairs(others) do
+    if force then
+      for p in pairs(leaves(m.fieldsV1)) do
+        if new_leaves[p] then remove_path(m.fieldsV1, p) end
+      end
+    end
+    kept[#kept + 1] = m
+  end
+  local entry = { manager = manager, operation = "Apply", apiVersion = applied.apiVersion,
+    time = now_text, fieldsType = "FieldsV1", fieldsV1 = mine }
+  if prev and M.equal(prev.fieldsV1, mine) then entry.time = prev.time end
+  kept[#kept + 1] = entry
+  out.metadata = out.metadata or json.object()
+  out.metadata.managedFields = kept
+  return out
+end
+
+-- track(old|nil, new, manager, operation, now_text): records an Update
+-- manager's fields on new (the API server does this for create, update
+-- and patch)
+function M.track(old, new, manager, operation, now_text)
+  new.metadata = new.metadata or json.object()
+  local list = json.array()
+  local mine = M.fieldset(new)
+  local found = false
+  for _, m in ipairs(managers(old)) do
+    if m.manager == manager and m.operation == operation then
+      found = true
+      local fields = M.merge_patch(m.fieldsV1, mine)
+      list[#list + 1] = { manager = manager, operation = operation, apiVersion = new.apiVersion,
+        time = M.equal(fields, m.fieldsV1) and m.time or now_text, fieldsType = "FieldsV1", fieldsV1 = fields }
+    else
+      list[#list + 1] = m
+    end
+  end
+  if not found then
+    list[#list + 1] = { manager = manager, operation = operation, apiVersion = new.apiVersion, time = now_text,
+      fieldsType = "FieldsV1", fieldsV1 = mine }
+  end
+  new.metadata.managedFields = list
+end
+
+return M

@@ -1,0 +1,160 @@
+-- sandbox.k8s.resources: the API resources a simulated EKS cluster serves.
+-- The built-in kinds are listed here; custom resources come from
+-- CustomResourceDefinition objects (the CRDs of the HyperPod add-ons are
+-- installed with every cluster, as the add-ons would install them).
+--
+-- A resource: { group, version, resource (plural), singular, kind,
+-- namespaced, short = {...}, verbs = "all" | "read", status (has a status
+-- subresource), log (pods), columns (for kubectl's Table) }
+local M = {}
+
+local ALL = { "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch" }
+local READ = { "get", "list", "watch" }
+
+local BUILTIN = {
+  { "", "v1", "namespaces", "Namespace", false, { "ns" }, status = true },
+  { "", "v1", "nodes", "Node", false, { "no" }, status = true },
+  { "", "v1", "pods", "Pod", true, { "po" }, status = true, log = true },
+  { "", "v1", "services", "Service", true, { "svc" }, status = true },
+  { "", "v1", "endpoints", "Endpoints", true, { "ep" } },
+  { "", "v1", "configmaps", "ConfigMap", true, { "cm" } },
+  { "", "v1", "secrets", "Secret", true, {} },
+  { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" } },
+  { "", "v1", "events", "Event", true, { "ev" } },
+  { "", "v1", "persistentvolumes", "PersistentVolume", false, { "pv" }, status = true },
+  { "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, { "pvc" }, status = true },
+  { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true },
+  { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true },
+  { "apps", "v1", "daemonsets", "DaemonSet", true, { "ds" }, status = true },
+  { "batch", "v1", "jobs", "Job", true, {}, status = true },
+  { "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,
+    { "crd", "crds" }, status = true },
+}
+
+-- the CRDs hypd uses: `always` ones come with every cluster; the others
+-- arrive with the EKS add-on that owns them (training and inference operators)
+M.CRDS = {
+  { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
+    columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
+  { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" } },
+  { "ray.io", "v1", "rayjobs", "RayJob", true, {}, always = true },
+  { "ray.io", "v1", "rayclusters", "RayCluster", true, {}, always = true },
+  { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
+  { "karpenter.sh", "v1", "nodepools", "NodePool", false, {}, always = true },
+  { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {},
+    always = true },
+}
+
+local function make(row, verbs)
+  return {
+    group = row[1], version = row[2], resource = row[3], kind = row[4], namespaced = row[5],
+    short = row[6] or {}, singular = row[4]:lower(), verbs = verbs, status = row.status ~= false,
+    log = row.log, scale = row.scale, columns = row.columns,
+  }
+end
+
+function M.gv(r) return r.group == "" and r.version or r.group .. "/" .. r.version end
+
+-- the registry of one cluster: r = reg:find(group, version, resource)
+local Registry = {}
+Registry.__index = Registry
+
+function M.registry()
+  local reg = setmetatable({ list = {}, by = {} }, Registry)
+  for _, row in ipairs(BUILTIN) do reg:add(make(row, ALL)) end
+  return reg
+end
+
+function Registry:add(r)
+  local key = r.group .. "/" .. r.version .. "/" .. r.resource
+  if not self.by[key] then self.list[#self.list + 1] = r end
+  self.by[key] = r
+  return r
+end
+
+function Registry:remove(group, version, resource)
+  local key = group .. "/" .. version .. "/" .. resource
+  local r = self.by[key]
+  if not r then return end
+  self.by[key] = nil
+  for i, x in ipairs(self.list) do
+    if x == r then table.remove(self.list, i) break end
+  end
+end
+
+function Registry:find(group, version, resource)
+  return self.by[group .. "/" .. version .. "/" .. resource]
+end
+
+function Registry:by_kind(api_version, kind)
+  for _, r in ipairs(self.list) do
+    if M.gv(r) == api_version and r.kind == kind then return r end
+  end
+end
+
+-- groups() -> { {name, versions = {...}} } in a stable order, core first
+function Registry:groups()
+  local out, seen = {}, {}
+  for _, r in ipairs(self.list) do
+    local g = seen[r.group]
+    if not g then
+      g = { name = r.group, versions = {}, vseen = {} }
+      seen[r.group] = g
+      out[#out + 1] = g
+    end
+    if not g.vseen[r.version] then
+      g.vseen[r.version] = true
+      g.versions[#g.versions + 1] = r.version
+    end
+  end
+  return out
+end
+
+-- resource(crd_object) -> the resources a CustomResourceDefinition serves
+function M.from_crd(crd)
+  local spec = crd.spec or {}
+  local names = spec.names or {}
+  local out = {}
+  for _, v in ipairs(spec.versions or {}) do
+    if v.served ~= false then
+      local cols
+      for _, c in ipairs(v.additionalPrinterColumns or {}) do
+        cols = cols or {}
+        cols[#cols + 1] = { c.name:upper(), c.jsonPath }
+      end
+      local subs = v.subresources or {}
+      out[#out + 1] = {
+        group = spec.group, version = v.name, resource = names.plural, kind = names.kind,
+        singular = names.singular or (names.kind or ""):lower(), namespaced = spec.scope ~= "Cluster",
+        short = names.shortNames or {}, verbs = ALL, status = subs.status ~= nil, columns = cols,
+        schema = v.schema and v.schema.openAPIV3Schema, crd = crd.metadata.name,
+      }
+    end
+  end
+  return out
+end
+
+-- crd(row) -> a CustomResourceDefinition object for one of M.CRDS
+function M.crd(row)
+  local group, version, plural, kind, namespaced, short = row[1], row[2], row[3], row[4], row[5], row[6]
+  local cols = {}
+  for _, c in ipairs(row.columns or {}) do
+    cols[#cols + 1] = { name = c[1]:sub(1, 1) .. c[1]:sub(2):lower(), type = "string", jsonPath = c[2] }
+  end
+  return {
+    apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
+    metadata = { name = plural .. "." .. group },
+    spec = {
+      group = group, scope = namespaced and "Namespaced" or "Cluster",
+      names = { plural = plural, singular = kind:lower(), kind = kind, listKind = kind .. "List",
+        shortNames = short },
+      versions = { { name = version, served = true, storage = true,
+        subresources = { status = {} },
+        additionalPrinterColumns = #cols > 0 and cols or nil,
+        schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } },
+    },
+  }
+end
+
+M.ALL_VERBS, M.READ_VERBS = ALL, READ
+return M

@@ -1,0 +1,231 @@
+-- sandbox.k8s.table: the server-side printing kubectl asks for with
+-- `Accept: application/json;as=Table;g=meta.k8s.io;v=v1`. The columns are
+-- those the real API server prints for each kind.
+local core = require "hypd.core"
+local json = require "hypd.json"
+
+local M = {}
+
+local function epoch(ts)
+  local y, mo, d, h, mi, s = tostring(ts or ""):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then return nil end
+  return require("sandbox.auth").parse_date(string.format("%04d%02d%02dT%02d%02d%02dZ", y, mo, d, h, mi, s))
+end
+M.epoch = epoch
+
+-- age(ts) -> "5s", "3m2s", "4h", "2d3h", "40d" as kubectl prints durations
+function M.age(ts)
+  local t = epoch(ts)
+  if not t then return "<unknown>" end
+  local s = math.max(0, math.floor(core.now() - t))
+  if s < 120 then return s .. "s" end
+  local m = s // 60
+  if m < 10 then return string.format("%dm%ds", m, s % 60) end
+  if m < 180 then return m .. "m" end
+  local h = m // 60
+  if h < 8 then return string.format("%dh%dm", h, m % 60) end
+  if h < 48 then return h .. "h" end
+  if h < 192 then return string.format("%dd%dh", h // 24, h % 24) end
+  return (h // 24) .. "d"
+end
+
+local function pod_ready(p)
+  local total, ready = 0, 0
+  local st = p.status or {}
+  for _ in ipairs((p.spec or {}).containers or {}) do total = total + 1 end
+  for _, c in ipairs(st.containerStatuses or {}) do if c.ready then ready = ready + 1 end end
+  return ready .. "/" .. total
+end
+
+local function pod_status(p)
+  local st = p.status or {}
+  if p.metadata.deletionTimestamp then return "Terminating" end
+  if st.reason then return st.reason end
+  for _, c in ipairs(st.containerStatuses or {}) do
+    local w = c.state and (c.state.waiting or c.state.terminated)
+    if w and w.reason and w.reason ~= "Completed" then return w.reason end
+  end
+  if st.phase == "Succeeded" then return "Completed" end
+  if st.phase == "Failed" then return "Error" end
+  return st.phase or "Pending"
+end
+
+local function restarts(p)
+  local n = 0
+  for _, c in ipairs((p.status or {}).containerStatuses or {}) do n = n + (c.restartCount or 0) end
+  return n
+end
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t or {}) do n = n + 1 end
+  return n
+end
+
+local function node_status(n)
+  for _, c in ipairs((n.status or {}).conditions or {}) do
+    if c.type == "Ready" then
+      local s = c.status == "True" and "Ready" or "NotReady"
+      if (n.spec or {}).unschedulable then s = s .. ",SchedulingDisabled" end
+      return s
+    end
+  end
+  return "Unknown"
+end
+
+local function roles(n)
+  local out = {}
+  for k in pairs(n.metadata.labels or {}) do
+    local r = k:match("^node%-role%.kubernetes%.io/(.+)$")
+    if r then out[#out + 1] = r end
+  end
+  table.sort(out)
+  return #out > 0 and table.concat(out, ",") or "<none>"
+end
+
+local function ports(svc)
+  local out = {}
+  for _, p in ipairs((svc.spec or {}).ports or {}) do
+    out[#out + 1] = tostring(p.port) .. (p.nodePort and (":" .. p.nodePort) or "") .. "/" .. (p.protocol or "TCP")
+  end
+  return #out > 0 and table.concat(out, ",") or "<none>"
+end
+
+local function job_status(j)
+  for _, c in ipairs((j.status or {}).conditions or {}) do
+    if c.status == "True" and (c.type == "Complete" or c.type == "Failed") then return c.type end
+  end
+  if (j.spec or {}).suspend then return "Suspended" end
+  return "Running"
+end
+
+local function duration(j)
+  local st = j.status or {}
+  local a, b = epoch(st.startTime), epoch(st.completionTime) or core.now()
+  if not a then return "" end
+  local s = math.floor(b - a)
+  if s < 120 then return s .. "s" end
+  return (s // 60) .. "m"
+end
+
+local NAME = { "Name", "string", function(o) return o.metadata.name end, format = "name" }
+local AGE = { "Age", "string", function(o) return M.age(o.metadata.creationTimestamp) end }
+
+local COLUMNS = {
+  Pod = { NAME, { "Ready", "string", pod_ready }, { "Status", "string", pod_status },
+    { "Restarts", "string", restarts }, AGE,
+    { "IP", "string", function(p) return (p.status or {}).podIP or "<none>" end, priority = 1 },
+    { "Node", "string", function(p) return (p.spec or {}).nodeName or "<none>" end, priority = 1 },
+    { "Nominated Node", "string", function(p) return (p.status or {}).nominatedNodeName or "<none>" end, priority = 1 },
+    { "Readiness Gates", "string", function() return "<none>" end, priority = 1 } },
+  Node = { NAME, { "Status", "string", node_status }, { "Roles", "string", roles }, AGE,
+    { "Version", "string", function(n) return ((n.status or {}).nodeInfo or {}).kubeletVersion or "" end },
+    { "Internal-IP", "string", function(n)
+      for _, a in ipairs((n.status or {}).addresses or {}) do if a.type == "InternalIP" then return a.address end end
+      return "<none>" end, priority = 1 },
+    { "External-IP", "string", function() return "<none>" end, priority = 1 },
+    { "OS-Image", "string", function(n) return ((n.status or {}).nodeInfo or {}).osImage or "" end, priority = 1 },
+    { "Kernel-Version", "string", function(n) return ((n.status or {}).nodeInfo or {}).kernelVersion or "" end,
+      priority = 1 },
+    { "Container-Runtime", "string", function(n)
+      return ((n.status or {}).nodeInfo or {}).containerRuntimeVersion or "" end, priority = 1 } },
+  Namespace = { NAME, { "Status", "string", function(n) return (n.status or {}).phase or "Active" end }, AGE },
+  Deployment = { NAME,
+    { "Ready", "string", function(d)
+      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end },
+    { "Up-to-date", "integer", function(d) return (d.status or {}).updatedReplicas or 0 end },
+    { "Available", "integer", function(d) return (d.status or {}).availableReplicas or 0 end }, AGE },
+  ReplicaSet = { NAME,
+    { "Desired", "integer", function(d) return (d.spec or {}).replicas or 1 end },
+    { "Current", "integer", function(d) return (d.status or {}).replicas or 0 end },
+    { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE },
+  DaemonSet = { NAME,
+    { "Desired", "integer", function(d) return (d.status or {}).desiredNumberScheduled or 0 end },
+    { "Current", "integer", function(d) return (d.status or {}).currentNumberScheduled or 0 end },
+    { "Ready", "integer", function(d) return (d.status or {}).numberReady or 0 end },
+    { "Up-to-date", "integer", function(d) return (d.status or {}).updatedNumberScheduled or 0 end },
+    { "Available", "integer", function(d) return (d.status or {}).numberAvailable or 0 end },
+    { "Node Selector", "string", function(d)
+      local sel = ((((d.spec or {}).template or {}).spec or {}).nodeSelector) or {}
+      local out = {}
+      for k, v in pairs(sel) do out[#out + 1] = k .. "=" .. v end
+      table.sort(out)
+      return #out > 0 and table.concat(out, ",") or "<none>" end }, AGE },
+  Job = { NAME, { "Status", "string", job_status },
+    { "Completions", "string", function(j)
+      return string.format("%d/%d", (j.status or {}).succeeded or 0, (j.spec or {}).completions or 1) end },
+    { "Duration", "string", duration }, AGE },
+  Service = { NAME, { "Type", "string", function(s) return (s.spec or {}).type or "ClusterIP" end },
+    { "Cluster-IP", "string", function(s) return (s.spec or {}).clusterIP or "<none>" end },
+    { "External-IP", "string", function() return "<none>" end }, { "Port(s)", "string", ports }, AGE },
+  ConfigMap = { NAME, { "Data", "integer", function(c) return count(c.data) + count(c.binaryData) end }, AGE },
+  Secret = { NAME, { "Type", "string", function(s) return s.type or "Opaque" end },
+    { "Data", "integer", function(s) return count(s.data) end }, AGE },
+  ServiceAccount = { NAME, { "Secrets", "integer", function(s) return #(s.secrets or {}) end }, AGE },
+  PersistentVolumeClaim = { NAME, { "Status", "string", function(p) return (p.status or {}).phase or "Pending" end },
+    { "Volume", "string", function(p) return (p.spec or {}).volumeName or "" end },
+    { "Capacity", "string", function(p) return ((p.status or {}).capacity or {}).storage or "" end },
+    { "Access Modes", "string", function(p)
+      local m = { ReadWriteOnce = "RWO", ReadOnlyMany = "ROX", ReadWriteMany = "RWX" }
+      local out = {}
+      for _, x in ipairs((p.spec or {}).accessModes or {}) do out[#out + 1] = m[x] or x end
+      return table.concat(out, ",") end },
+    { "StorageClass", "string", function(p) return (p.spec or {}).storageClassName or "<unset>" end }, AGE },
+  CustomResourceDefinition = { NAME, { "Created At", "date", function(c) return c.metadata.creationTimestamp end } },
+}
+
+-- a JSONPath like .status.conditions[-1].type, as CRDs' printer columns use
+local function jsonpath(obj, path)
+  local v = obj
+  for part in path:gmatch("[^.]+") do
+    local name, idx = part:match("^([^%[]+)%[(%-?%d+)%]$")
+    if name then
+      v = type(v) == "table" and v[name] or nil
+      idx = tonumber(idx)
+      if type(v) == "table" then v = v[idx < 0 and #v + idx + 1 or idx + 1] end
+    else
+      v = type(v) == "table" and v[part] or nil
+    end
+  end
+  return v
+end
+
+local function columns_for(r)
+  if COLUMNS[r.kind] then return COLUMNS[r.kind] end
+  local cols = { NAME }
+  for _, c in ipairs(r.columns or {}) do
+    if c[1] == "AGE" then
+      cols[#cols + 1] = AGE
+    else
+      cols[#cols + 1] = { c[1]:sub(1, 1) .. c[1]:sub(2):lower(), "string", function(o)
+        local v = jsonpath(o, c[2])
+        return v == nil and "" or tostring(v) end }
+    end
+  end
+  if not r.columns then cols[#cols + 1] = AGE end
+  return cols
+end
+
+-- table(r, objects, rv [, continue]) -> a meta.k8s.io/v1 Table
+function M.table(r, objects, rv, cont)
+  local cols = columns_for(r)
+  local defs = json.array()
+  for i, c in ipairs(cols) do
+    defs[i] = { name = c[1], type = c[2], format = c.format or "", description = c[1], priority = c.priority or 0 }
+  end
+  local rows = json.array()
+  for i, o in ipairs(objects) do
+    local cells = json.array()
+    for j, c in ipairs(cols) do cells[j] = c[3](o) end
+    rows[i] = { cells = cells, object = { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1",
+      metadata = o.metadata } }
+  end
+  return { kind = "Table", apiVersion = "meta.k8s.io/v1",
+    metadata = { resourceVersion = rv, continue = cont }, columnDefinitions = defs, rows = rows }
+end
+
+function M.wants_table(accept)
+  return (accept or ""):find("as=Table", 1, true) ~= nil
+end
+
+return M
