@@ -1,0 +1,460 @@
+-- hypd.k8s: the Kubernetes client hypd uses on EKS.
+--
+--   local k8s = require "hypd.k8s"
+--   local c = k8s.connect { cluster = "demo", region = "us-west-2" }  -- from EKS itself
+--   local c = k8s.from_kubeconfig { path = "~/.kube/config", context = "x" }
+--   c:get("v1", "Pod", "web-0", { namespace = "default" })        -> obj | nil, err
+--   c:list("v1", "Pod", { namespace, labels = "app=web" | {app = "web"},
+--          fields = "status.phase=Running", limit = 500 })        -> items, {resourceVersion}
+--   c:create(obj [, {operation}])                                  -> obj
+--   c:apply(obj [, {force, operation, field_manager}])            -> obj (server-side apply)
+--   c:patch(api_version, kind, name, patch [, {namespace, type = "merge"|"strategic"|"json"}])
+--   c:delete(api_version, kind, name [, {namespace, propagation, wait, timeout}]) -> true
+--   c:wait(api_version, kind, name, predicate [, {namespace, timeout}]) -> obj
+--   c:watch(api_version, kind, {namespace, labels, fields, resource_version}, fn(event)) -> rv
+--   c:logs(pod [, {namespace, container, tail, since, follow, on_line}]) -> text
+--
+-- Failures are hypd errors whose code is the Kubernetes reason (NotFound,
+-- AlreadyExists, Conflict, Forbidden, Invalid with `fields`, Unauthorized,
+-- Expired, ...) and whose `status` is the HTTP status. Objects hypd creates
+-- carry app.kubernetes.io/managed-by=hypd and, when an operation is given,
+-- hypd.io/operation=<id>. The EKS token is made and attached in C (req.eks);
+-- it never reaches Lua.
+local aws = require "hypd.aws"
+local config = require "hypd.config"
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local http = require "hypd.http"
+local json = require "hypd.json"
+local kubeconfig = require "hypd.k8s.kubeconfig"
+local log = require "hypd.log"
+local task = require "hypd.task"
+
+local M = {}
+M.FIELD_MANAGER = "hypd"
+M.MANAGED_BY = "app.kubernetes.io/managed-by"
+M.OPERATION = "hypd.io/operation"
+
+local Conn = {}
+Conn.__index = Conn
+
+local function new(access)
+  return setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
+    token = access.token, eks = access.eks, namespace = access.namespace or "default", kinds = {},
+    timeout = access.timeout or 60 }, Conn)
+end
+
+-- connect{cluster, region, profile} -> a connection to an EKS cluster
+function M.connect(args)
+  if type(args) ~= "table" or type(args.cluster) ~= "string" or args.cluster == "" then
+    errors.raise("VALIDATION", "cluster: the EKS cluster name is required", { field = "cluster" })
+  end
+  local profile = args.profile or config.profile
+  local region = aws.region { region = args.region, profile = profile }
+  local c = aws.call("eks", "DescribeCluster", { name = args.cluster }, { region = region, profile = profile }).cluster
+  local ca = c.certificateAuthority and c.certificateAuthority.data
+  if not c.endpoint or not ca then
+    errors.raise("STATE", string.format("cluster %s is %s and has no Kubernetes endpoint yet", args.cluster,
+      tostring(c.status)))
+  end
+  local prep = require("hypd.aws.eks").prepare { cluster = args.cluster, region = region, profile = profile }
+  return new { server = c.endpoint, ca_pem = core.b64decode(ca),
+    eks = { cluster = args.cluster, region = prep.region, profile = profile, sts_url = prep.sts_url } }
+end
+
+-- from_kubeconfig{path, context} -> a connection
+function M.from_kubeconfig(args)
+  local path = args.path or os.getenv("KUBECONFIG") or ((os.getenv("HOME") or "") .. "/.kube/config")
+  path = path:gsub("^~", os.getenv("HOME") or "~")
+  local access = kubeconfig.load(path, args.context)
+  if access.eks then
+    local e = access.eks
+    local prep = require("hypd.aws.eks").prepare { cluster = e.cluster, region = e.region, profile = e.profile }
+    e.region, e.sts_url = prep.region, prep.sts_url
+  end
+  return new(access)
+end
+
+-- errors ---------------------------------------------------------------------
+
+local REASON_BY_STATUS = { [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
+  [405] = "MethodNotAllowed", [409] = "Conflict", [410] = "Expired", [415] = "UnsupportedMediaType",
+  [422] = "Invalid", [429] = "TooManyRequests", [500] = "InternalError", [503] = "ServiceUnavailable",
+  [504] = "Timeout" }
+
+-- status_error(resp) -> the hypd error for a failed Kubernetes response
+function M.status_error(status, body)
+  local st = json.decode(body or "")
+  local reason, message, fields = REASON_BY_STATUS[status] or "HTTP" .. status, nil, nil
+  if type(st) == "table" and st.kind == "Status" then
+    reason = st.reason ~= nil and st.reason ~= "" and st.reason or reason
+    message = st.message
+    local causes = st.details and st.details.causes
+    if causes then
+      fields = {}
+      for _, c in ipairs(causes) do
+        fields[#fields + 1] = { field = c.field, reason = c.reason, message = c.message }
+      end
+    end
+  end
+  message = message or (body ~= "" and body) or ("HTTP " .. status)
+  return errors.new(reason, message, { status = status, fields = fields, retryable = status == 429 or status >= 500 })
+end
+
+-- transport -----------------------------------------------------------------
+
+function Conn:request(method, path, opts)
+  opts = opts or {}
+  local headers = { accept = "application/json", ["user-agent"] = "hypd/k8s" }
+  for k, v in pairs(opts.headers or {}) do headers[k] = v end
+  if self.token then headers.authorization = "Bearer " .. self.token end
+  local req = { method = method, url = self.server .. path, headers = headers, body = opts.body,
+    timeout = opts.timeout or self.timeout, ca_pem = self.ca_pem, ca_file = self.ca_file }
+  if self.eks then
+    aws.credentials(self.eks.profile) -- resolved (and cached) before C signs the token
+    req.eks = self.eks
+  end
+  local safe = method == "GET"
+  for attempt = 1, safe and 4 or 1 do
+    local resp, err = http.request(req)
+    if resp and (resp.status < 500 and resp.status ~= 429 or attempt == 4 or not safe) then return resp end
+    if not resp and (attempt == 4 or not (safe or err.code == "CONNECT")) then return nil, err end
+    if not resp and err.code == "CONNECT" and not safe then
+      -- nothing was sent: one retry is as safe as the first try
+      resp, err = http.request(req)
+      return resp, err
+    end
+    task.sleep(math.min(2, 0.1 * 2 ^ attempt) * (0.5 + math.random() / 2))
+  end
+end
+
+-- call(method, path, opts) -> decoded body | nil, err
+function Conn:call(method, path, opts)
+  local resp, err = self:request(method, path, opts)
+  if not resp then return nil, err end
+  if resp.status >= 400 then return nil, M.status_error(resp.status, resp.body) end
+  local obj, derr = json.decode(resp.body)
+  if obj == nil then return nil, errors.new("PROTOCOL", "the API server answered with bad JSON: " .. tostring(derr)) end
+  return obj
+end
+
+-- discovery -------------------------------------------------------------------
+
+local function gv_path(api_version)
+  if api_version:find("/", 1, true) then return "/apis/" .. api_version end
+  return "/api/" .. api_version
+end
+
+-- kind(api_version, kind) -> {resource, namespaced} | nil, err (cached; one
+-- refresh on a miss, since a CRD may have arrived since)
+function Conn:kind(api_version, kind)
+  local key = api_version .. "/" .. kind
+  if self.kinds[key] then return self.kinds[key] end
+  local list, err = self:call("GET", gv_path(api_version))
+  if not list then
+    if err.code == "NotFound" then
+      return nil, errors.new("NotFound", string.format("the server has no API %s (no %s)", api_version, kind),
+        { status = 404 })
+    end
+    return nil, err
+  end
+  for _, r in ipairs(list.resources or {}) do
+    if not r.name:find("/", 1, true) then
+      self.kinds[api_version .. "/" .. r.kind] = { resource = r.name, namespaced = r.namespaced }
+    end
+  end
+  if not self.kinds[key] then
+    return nil, errors.new("NotFound", string.format("the server doesn't have a resource type for %s in %s", kind,
+      api_version), { status = 404 })
+  end
+  return self.kinds[key]
+end
+
+local function escape(s)
+  return (tostring(s):gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+local function selector(v)
+  if type(v) ~= "table" then return v end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local out = {}
+  for _, k in ipairs(keys) do out[#out + 1] = k .. "=" .. v[k] end
+  return table.concat(out, ",")
+end
+
+-- path(api_version, kind, name, ns, sub, query) -> url path | nil, err
+function Conn:path(api_version, kind, name, ns, sub, query)
+  local k, err = self:kind(api_version, kind)
+  if not k then return nil, err end
+  local p = gv_path(api_version)
+  if k.namespaced then p = p .. "/namespaces/" .. escape(ns or self.namespace) end
+  p = p .. "/" .. k.resource
+  if name then p = p .. "/" .. escape(name) end
+  if sub then p = p .. "/" .. sub end
+  local q = {}
+  for key, v in pairs(query or {}) do
+    if v ~= nil and v ~= "" then q[#q + 1] = key .. "=" .. escape(v) end
+  end
+  table.sort(q)
+  if #q > 0 then p = p .. "?" .. table.concat(q, "&") end
+  return p
+end
+
+local function raise_or(v, err) if v == nil then error(err, 2) end return v end
+
+-- reads -------------------------------------------------------------------------
+
+function Conn:get(api_version, kind, name, opts)
+  opts = opts or {}
+  local p, err = self:path(api_version, kind, name, opts.namespace)
+  if not p then return nil, err end
+  return self:call("GET", p)
+end
+
+-- list(...) -> items, {resourceVersion} | nil, err: every page unless opts.limit
+-- is given with opts.page (then one page and its continue token)
+function Conn:list(api_version, kind, opts)
+  opts = opts or {}
+  local items, meta, cont = json.array(), nil, opts.continue
+  repeat
+    local p, err = self:path(api_version, kind, nil, opts.namespace, nil, { labelSelector = selector(opts.labels),
+      fieldSelector = selector(opts.fields), limit = opts.limit or 500, continue = cont })
+    if not p then return nil, err end
+    if opts.all_namespaces then p = p:gsub("/namespaces/[^/]+/", "/", 1) end
+    local l, lerr = self:call("GET", p)
+    if not l then return nil, lerr end
+    for _, o in ipairs(l.items or {}) do items[#items + 1] = o end
+    meta = l.metadata or {}
+    cont = meta.continue
+    if cont == "" then cont = nil end
+  until not cont or opts.page
+  return items, { resourceVersion = meta.resourceVersion, continue = cont }
+end
+
+-- writes ------------------------------------------------------------------------
+
+local function mark(obj, operation)
+  obj.metadata = obj.metadata or json.object()
+  local labels = obj.metadata.labels or json.object()
+  labels[M.MANAGED_BY] = "hypd"
+  if operation then labels[M.OPERATION] = tostring(operation) end
+  obj.metadata.labels = labels
+  return obj
+end
+M.mark = mark
+
+local function identity(obj)
+  if type(obj) ~= "table" or type(obj.apiVersion) ~= "string" or type(obj.kind) ~= "string" then
+    return nil, errors.new("VALIDATION", "an object needs apiVersion and kind", { field = "apiVersion" })
+  end
+  if type(obj.metadata) ~= "table" or type(obj.metadata.name) ~= "string" then
+    return nil, errors.new("VALIDATION", "an object needs metadata.name", { field = "metadata.name" })
+  end
+  return true
+end
+
+function Conn:create(obj, opts)
+  opts = opts or {}
+  if type(obj) ~= "table" or not obj.apiVersion or not obj.kind then
+    return nil, errors.new("VALIDATION", "an object needs apiVersion and kind", { field = "apiVersion" })
+  end
+  mark(obj, opts.operation)
+  local p, err = self:path(obj.apiVersion, obj.kind, nil, obj.metadata.namespace, nil,
+    { fieldManager = opts.field_manager or M.FIELD_MANAGER })
+  if not p then return nil, err end
+  return self:call("POST", p, { body = json.encode(obj), headers = { ["content-type"] = "application/json" } })
+end
+
+-- apply(obj, opts) -> obj: server-side apply as field manager "hypd"; applying
+-- the same object again changes nothing (same resourceVersion)
+function Conn:apply(obj, opts)
+  opts = opts or {}
+  local ok, err = identity(obj)
+  if not ok then return nil, err end
+  mark(obj, opts.operation)
+  local p, perr = self:path(obj.apiVersion, obj.kind, obj.metadata.name, obj.metadata.namespace, opts.subresource,
+    { fieldManager = opts.field_manager or M.FIELD_MANAGER, force = opts.force and "true" or nil })
+  if not p then return nil, perr end
+  return self:call("PATCH", p, { body = json.encode(obj),
+    headers = { ["content-type"] = "application/apply-patch+yaml" } })
+end
+
+local PATCH_TYPES = { merge = "application/merge-patch+json", strategic = "application/strategic-merge-patch+json",
+  json = "application/json-patch+json" }
+
+function Conn:patch(api_version, kind, name, patch, opts)
+  opts = opts or {}
+  local ctype = PATCH_TYPES[opts.type or "merge"]
+  if not ctype then
+    return nil, errors.new("VALIDATION", "type: one of merge, strategic, json", { field = "type" })
+  end
+  local p, err = self:path(api_version, kind, name, opts.namespace, opts.subresource,
+    { fieldManager = opts.field_manager or M.FIELD_MANAGER })
+  if not p then return nil, err end
+  return self:call("PATCH", p, { body = json.encode(patch), headers = { ["content-type"] = ctype } })
+end
+
+-- delete(...) -> true | nil, err. opts.propagation: Background (default),
+-- Foreground, Orphan; opts.wait: until the object is gone (opts.timeout s).
+-- Deleting what is already gone succeeds (deletes are retried by callers).
+function Conn:delete(api_version, kind, name, opts)
+  opts = opts or {}
+  local p, err = self:path(api_version, kind, name, opts.namespace)
+  if not p then return nil, err end
+  local _, derr = self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions", apiVersion = "v1",
+    propagationPolicy = opts.propagation or "Background" }, headers = { ["content-type"] = "application/json" } })
+  if derr and derr.code ~= "NotFound" then return nil, derr end
+  if opts.wait then
+    local gone, werr = self:wait(api_version, kind, name, function(obj) return obj == nil end,
+      { namespace = opts.namespace, timeout = opts.timeout })
+    if not gone then return nil, werr end
+  end
+  return true
+end
+
+-- wait(api_version, kind, name, predicate(obj|nil) -> truthy, opts) ->
+-- predicate's value | nil, TIMEOUT. Watches the one object (by
+-- metadata.name) so it wakes on the change, not on a poll.
+function Conn:wait(api_version, kind, name, predicate, opts)
+  opts = opts or {}
+  local timeout = opts.timeout or 300
+  local deadline = core.now() + timeout
+  local obj, err = self:get(api_version, kind, name, opts)
+  if err and err.code ~= "NotFound" then return nil, err end
+  local hit = predicate(obj)
+  if hit then return hit end
+  local rv
+  local ok, werr = pcall(function()
+    local items, meta = self:list(api_version, kind, { namespace = opts.namespace,
+      fields = "metadata.name=" .. name })
+    if not items then error(meta, 0) end
+    hit = predicate(items[1])
+    if hit then return end
+    rv = meta.resourceVersion
+    self:watch(api_version, kind, { namespace = opts.namespace, fields = "metadata.name=" .. name,
+      resource_version = rv, deadline = deadline }, function(ev)
+        hit = predicate(ev.type ~= "DELETED" and ev.object or nil)
+        return not hit
+      end)
+  end)
+  if not ok then return nil, werr end
+  if hit then return hit end
+  return nil, errors.new("TIMEOUT", string.format("%s %s did not reach the condition within %gs", kind, name, timeout))
+end
+
+-- watch(api_version, kind, opts, fn) -> last resourceVersion. Calls fn(event)
+-- for ADDED/MODIFIED/DELETED events until fn returns false or opts.deadline
+-- passes. Dropped connections and server timeouts resume from the last
+-- resourceVersion seen; 410 Gone relists and replays the current objects as
+-- ADDED events (as an informer resyncs). Without opts.resource_version the
+-- watch starts with the current objects as ADDED events.
+function Conn:watch(api_version, kind, opts, fn)
+  opts = opts or {}
+  local rv = opts.resource_version
+  local failures = 0
+  local function relist()
+    local items, meta = self:list(api_version, kind, { namespace = opts.namespace, labels = opts.labels,
+      fields = opts.fields })
+    if not items then error(meta, 0) end
+    for _, o in ipairs(items) do
+      if fn { type = "ADDED", object = o } == false then return false end
+    end
+    rv = meta.resourceVersion
+    return true
+  end
+  if not rv and not relist() then return rv end
+  while true do
+    local left = opts.deadline and opts.deadline - core.now()
+    if left and left <= 0 then return rv end
+    local p = assert(self:path(api_version, kind, nil, opts.namespace, nil, {
+      watch = "true", resourceVersion = rv, allowWatchBookmarks = "true", labelSelector = selector(opts.labels),
+      fieldSelector = selector(opts.fields),
+      timeoutSeconds = tostring(math.max(1, math.floor(math.min(left or 300, 300)))) }))
+    if opts.all_namespaces then p = p:gsub("/namespaces/[^/]+/", "/", 1) end
+    local req = { url = self.server .. p, headers = { accept = "application/json", ["user-agent"] = "hypd/k8s" },
+      ca_pem = self.ca_pem, ca_file = self.ca_file, idle_timeout = 330 }
+    if self.token then req.headers.authorization = "Bearer " .. self.token end
+    if self.eks then aws.credentials(self.eks.profile); req.eks = self.eks end
+    local s, serr = http.stream(req)
+    local status, gone, stop = nil, false, false
+    if s then
+      local st, herr = s:headers()
+      status = st
+      if not st then
+        serr = herr
+      elseif st >= 400 then
+        local body = {}
+        for chunk in function() return s:read() end do body[#body + 1] = chunk end
+        s:close()
+        local e = M.status_error(st, table.concat(body))
+        if st == 410 then gone = true else error(e, 0) end
+      else
+        failures = 0
+        for line in s:lines() do
+          local ev = json.decode(line)
+          if type(ev) == "table" and ev.type == "ERROR" then
+            if type(ev.object) == "table" and ev.object.code == 410 then gone = true break end
+            error(M.status_error(ev.object and ev.object.code or 500, json.encode(ev.object)), 0)
+          elseif type(ev) == "table" and ev.object and ev.object.metadata then
+            rv = ev.object.metadata.resourceVersion or rv
+            if ev.type ~= "BOOKMARK" and fn(ev) == false then stop = true break end
+          end
+        end
+        s:close()
+      end
+    end
+    if stop then return rv end
+    if gone then
+      log.debug("k8s", "watch %s %s: resourceVersion %s is gone; relisting", api_version, kind, tostring(rv))
+      if not relist() then return rv end
+    elseif not status then
+      failures = failures + 1
+      log.debug("k8s", "watch %s %s dropped (%s); resuming from %s", api_version, kind, tostring(serr), tostring(rv))
+      if failures > 8 then error(serr, 0) end
+      task.sleep(math.min(5, 0.2 * 2 ^ failures))
+    end
+  end
+end
+
+-- logs(pod, opts) -> text (or, with follow, the lines go to opts.on_line
+-- until the container stops, on_line returns false or opts.deadline passes)
+function Conn:logs(pod, opts)
+  opts = opts or {}
+  local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
+    tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
+    timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
+  if not p then return nil, err end
+  if not opts.follow then
+    local resp, rerr = self:request("GET", p, { headers = { accept = "text/plain" } })
+    if not resp then return nil, rerr end
+    if resp.status >= 400 then return nil, M.status_error(resp.status, resp.body) end
+    return resp.body
+  end
+  local req = { url = self.server .. p, headers = { accept = "text/plain", ["user-agent"] = "hypd/k8s" },
+    ca_pem = self.ca_pem, ca_file = self.ca_file }
+  if self.token then req.headers.authorization = "Bearer " .. self.token end
+  if self.eks then aws.credentials(self.eks.profile); req.eks = self.eks end
+  local s, serr = http.stream(req)
+  if not s then return nil, serr end
+  local st, herr = s:headers()
+  if not st then return nil, herr end
+  if st >= 400 then
+    local body = {}
+    for chunk in function() return s:read() end do body[#body + 1] = chunk end
+    s:close()
+    return nil, M.status_error(st, table.concat(body))
+  end
+  local n = 0
+  for line in s:lines() do
+    n = n + 1
+    if opts.on_line and opts.on_line(line) == false then break end
+    if opts.deadline and core.now() >= opts.deadline then break end
+  end
+  s:close()
+  return n
+end
+
+M.raise_or = raise_or
+return M
