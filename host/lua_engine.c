@@ -2,6 +2,7 @@
 #include "lua_engine.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +13,18 @@
 
 #include "awssign.h"
 #include "clock.h"
+#include "ekstoken.h"
 #include "embedded.h"
 #include "jobs.h"
 #include "log.h"
 #include "luax.h"
 #include "server.h"
+#include "tlsgen.h"
 
 #define HTTP_KEY "hypd.httpc"
 #define JOBS_KEY "hypd.jobs"
-#define SERVER_KEY "hypd.server"
+#define SERVERS_KEY "hypd.servers"        /* handle -> hserver */
+#define SERVER_SEQ_KEY "hypd.server_seq"  /* the last handle given */
 #define HOOK_EVERY 1000
 
 /* The guard of the task that runs now (one engine thread, so one at a time). */
@@ -178,6 +182,7 @@ struct req_build {
 static void read_request(lua_State *L, int idx, struct req_build *b)
 {
 	size_t n = 0;
+	double idle;
 
 	memset(&b->req, 0, sizeof b->req);
 	lua_getfield(L, idx, "url");
@@ -198,7 +203,13 @@ static void read_request(lua_State *L, int idx, struct req_build *b)
 	b->req.max_body = (size_t)luaL_optinteger(L, -1, 0);
 	lua_getfield(L, idx, "fresh_connection");
 	b->req.fresh_connection = lua_toboolean(L, -1);
-	lua_pop(L, 9);
+	lua_getfield(L, idx, "stream");
+	b->req.stream = lua_toboolean(L, -1);
+	lua_getfield(L, idx, "idle_timeout");
+	idle = luaL_optnumber(L, -1, 0);
+	/* whole seconds for libcurl; a fraction rounds up; at most a day */
+	b->req.idle_timeout = idle > 0 ? (long)ceil(idle < 86400 ? idle : 86400) : 0;
+	lua_pop(L, 11);
 
 	lua_getfield(L, idx, "headers");
 	if (lua_istable(L, -1)) {
@@ -274,6 +285,45 @@ static int sign_request(lua_State *L, int idx, struct req_build *b)
 	return 0;
 }
 
+/*
+ * Adds "Authorization: Bearer <EKS token>" when req.eks = {cluster, region,
+ * profile, sts_url} is set (and req.aws is not): the token is made in C
+ * from the cached credentials (resolve them first) and only the header
+ * string, kept on the stack, exists on the Lua side, as for req.aws.
+ * Returns 0, or pushes nil, err and returns 2.
+ */
+static int eks_request(lua_State *L, int idx, struct req_build *b)
+{
+	const char *cluster, *region, *profile, *sts_url;
+	char err[256], *token = NULL;
+	time_t expires;
+
+	if (lua_getfield(L, idx, "eks") != LUA_TTABLE) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	if (lua_getfield(L, idx, "aws") != LUA_TNIL)
+		return hx_fail(L, "VALIDATION", "a request is either AWS-signed (aws) or EKS (eks), not both");
+	lua_pop(L, 1);
+	lua_getfield(L, -1, "cluster");
+	cluster = luaL_checkstring(L, -1);
+	lua_getfield(L, -2, "region");
+	region = luaL_checkstring(L, -1);
+	lua_getfield(L, -3, "profile");
+	profile = luaL_optstring(L, -1, NULL);
+	lua_getfield(L, -4, "sts_url");
+	sts_url = luaL_checkstring(L, -1);
+	if (eks_token(sts_url, cluster, region, profile, (time_t)hclock_now(), &token, &expires, err,
+		      sizeof err) != 0)
+		return hx_fail(L, "CREDENTIALS", "EKS token for cluster %s: %s", cluster, err);
+	lua_pushfstring(L, "Authorization: Bearer %s", token);
+	OPENSSL_cleanse(token, strlen(token));
+	free(token);
+	b->hdrs[b->nhdrs++] = lua_tostring(L, -1);
+	b->hdrs[b->nhdrs] = NULL;
+	return 0;
+}
+
 /* core.http_start(req) -> id | nil, err */
 static int l_http_start(lua_State *L)
 {
@@ -285,6 +335,8 @@ static int l_http_start(lua_State *L)
 	luaL_checktype(L, 1, LUA_TTABLE);
 	read_request(L, 1, &b);
 	if (sign_request(L, 1, &b) != 0)
+		return 2;
+	if (eks_request(L, 1, &b) != 0)
 		return 2;
 	if (httpc_start(h, &b.req, &id, err, sizeof err) != 0)
 		return hx_fail(L, "VALIDATION", "%s", err);
@@ -300,11 +352,39 @@ static int l_http_cancel(lua_State *L)
 	return 1;
 }
 
+/* core.http_pause(id, paused) -> true | false (no such stream): while
+ * paused a stream takes no more bytes, so the sender waits */
+static int l_http_pause(lua_State *L)
+{
+	lua_Integer id = luaL_checkinteger(L, 1);
+
+	luaL_checkany(L, 2);
+	lua_pushboolean(L, httpc_pause(get_http(L), (uint64_t)id, lua_toboolean(L, 2)) == 0);
+	return 1;
+}
+
 /* core.inflight() -> HTTP transfers and jobs the engine still waits for */
 static int l_inflight(lua_State *L)
 {
 	lua_pushinteger(L, httpc_inflight(get_http(L)) + jobs_pending(lua_engine_jobs(L)));
 	return 1;
+}
+
+/* Pushes a table of response headers (lower-case names). */
+static void push_headers(lua_State *L, const httpc_header *h, size_t n)
+{
+	lua_createtable(L, 0, (int)n);
+	for (size_t i = 0; i < n; i++) {
+		/* repeated headers join with ", " as RFC 9110 allows */
+		if (lua_getfield(L, -1, h[i].name) == LUA_TSTRING) {
+			lua_pushfstring(L, "%s, %s", lua_tostring(L, -1), h[i].value);
+			lua_remove(L, -2);
+		} else {
+			lua_pop(L, 1);
+			lua_pushstring(L, h[i].value);
+		}
+		lua_setfield(L, -2, h[i].name);
+	}
 }
 
 /* Appends one finished transfer to the result array on top of the stack. */
@@ -321,19 +401,7 @@ static void on_done(void *ud, httpc_response *r)
 	} else {
 		lua_pushinteger(L, r->status);
 		lua_setfield(L, -2, "status");
-		lua_createtable(L, 0, (int)r->nheaders);
-		for (size_t i = 0; i < r->nheaders; i++) {
-			/* repeated headers join with ", " as RFC 9110 allows */
-			if (lua_getfield(L, -1, r->headers[i].name) == LUA_TSTRING) {
-				lua_pushfstring(L, "%s, %s", lua_tostring(L, -1),
-						r->headers[i].value);
-				lua_remove(L, -2);
-			} else {
-				lua_pop(L, 1);
-				lua_pushstring(L, r->headers[i].value);
-			}
-			lua_setfield(L, -2, r->headers[i].name);
-		}
+		push_headers(L, r->headers, r->nheaders);
 		lua_setfield(L, -2, "headers");
 		lua_pushlstring(L, r->body, r->body_len);
 		lua_setfield(L, -2, "body");
@@ -343,7 +411,31 @@ static void on_done(void *ud, httpc_response *r)
 	lua_seti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
 }
 
-/* core.poll(timeout_seconds|nil) -> array of finished transfers */
+/* Appends {id, status, data [, headers]} for new bytes of a stream. */
+static void on_data(void *ud, const httpc_chunk *c)
+{
+	lua_State *L = ud;
+
+	lua_createtable(L, 0, 4);
+	lua_pushinteger(L, (lua_Integer)c->id);
+	lua_setfield(L, -2, "id");
+	lua_pushinteger(L, c->status);
+	lua_setfield(L, -2, "status");
+	if (c->headers) {
+		push_headers(L, c->headers, c->nheaders);
+		lua_setfield(L, -2, "headers");
+	}
+	lua_pushlstring(L, c->data, c->len);
+	lua_setfield(L, -2, "data");
+	lua_seti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+/*
+ * core.poll(timeout_seconds|nil) -> array of events: finished transfers
+ * {id, status, headers, body, seconds} | {id, err, seconds}; new bytes of a
+ * stream {id, status, data, headers (first time only)}; finished jobs
+ * {id, job = true, result}.
+ */
 static int l_poll(lua_State *L)
 {
 	httpc *h = get_http(L);
@@ -359,7 +451,7 @@ static int l_poll(lua_State *L)
 	 * leak that one transfer's buffers (only at the state's memory cap) */
 	if ((j = jobs_take_done(q)) != NULL)
 		ms = 0; /* a job already finished: do not sleep */
-	if (httpc_poll(h, ms, on_done, L) < 0) {
+	if (httpc_poll(h, ms, on_done, on_data, L) < 0) {
 		if (j)
 			j->destroy(j);
 		return hx_raise(L, "INTERNAL", "curl multi poll failed");
@@ -430,99 +522,225 @@ static int l_add_secret(lua_State *L)
 	return 0;
 }
 
-/* --- the HTTP server --- */
+/* --- the HTTP servers --- */
 
-static hserver *get_server(lua_State *L)
+/* The registry table handle -> hserver (light userdata), pushed. */
+static int push_servers(lua_State *L)
+{
+	if (lua_getfield(L, LUA_REGISTRYINDEX, SERVERS_KEY) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_setfield(L, LUA_REGISTRYINDEX, SERVERS_KEY);
+	}
+	return lua_gettop(L);
+}
+
+/* The running server with handle h, or NULL (never started, or stopped). */
+static hserver *find_server(lua_State *L, lua_Integer h)
 {
 	hserver *s;
 
-	lua_getfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
-	s = lua_touserdata(L, -1);
-	lua_pop(L, 1);
+	push_servers(L);
+	lua_geti(L, -1, h);
+	s = lua_islightuserdata(L, -1) ? lua_touserdata(L, -1) : NULL;
+	lua_pop(L, 2);
 	return s;
 }
 
-/* core.server_start(addr, port [, max_body]) -> port | nil, err */
-static int l_server_start(lua_State *L)
+/*
+ * The headers table at idx as "Name: value" lines, NULL-terminated, in a
+ * userdata pushed on the stack; the strings stay on the stack below it.
+ */
+static const char **header_lines(lua_State *L, int idx)
 {
-	const char *addr = luaL_checkstring(L, 1);
-	lua_Integer port = luaL_checkinteger(L, 2);
-	lua_Integer max_body = luaL_optinteger(L, 3, 0);
-	char err[256];
-	hserver *s;
-
-	luaL_argcheck(L, port >= 0 && port <= 65535, 2, "a port from 0 to 65535");
-	if (get_server(L))
-		return hx_fail(L, "STATE", "a server is already running");
-	s = hserver_start(addr, (int)port, lua_engine_jobs(L), (size_t)max_body, err, sizeof err);
-	if (!s)
-		return hx_fail(L, "LISTEN", "%s", err);
-	lua_pushlightuserdata(L, s);
-	lua_setfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
-	lua_pushinteger(L, hserver_port(s));
-	return 1;
-}
-
-/* core.server_respond(id, status, headers, body) -> true | false (client gone) */
-static int l_server_respond(lua_State *L)
-{
-	lua_Integer id = luaL_checkinteger(L, 1);
-	int status = (int)luaL_checkinteger(L, 2);
-	size_t len, n = 0;
-	const char *body;
 	const char **lines;
-	hserver *s = get_server(L);
+	size_t n = 0;
 
-	luaL_checktype(L, 3, LUA_TTABLE);
-	body = luaL_optlstring(L, 4, "", &len);
-	if (!s)
-		return hx_raise(L, "STATE", "no server is running");
+	luaL_checktype(L, idx, LUA_TTABLE);
 	lua_pushnil(L);
-	while (lua_next(L, 3))
+	while (lua_next(L, idx))
 		lua_pop(L, 1), n++;
 	lines = lua_newuserdatauv(L, (n + 1) * sizeof *lines, 0);
 	n = 0;
 	lua_pushnil(L);
-	while (lua_next(L, 3)) {
+	while (lua_next(L, idx)) {
 		luaL_checkstack(L, 4, "headers");
 		if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
-			return luaL_error(L, "headers must map names to strings");
+			luaL_error(L, "headers must map names to strings");
 		lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), lua_tostring(L, -1));
 		lines[n++] = lua_tostring(L, -1);
-		lua_insert(L, -3);
+		lua_insert(L, -3); /* keep the string below the key */
 		lua_pop(L, 1);
 	}
 	lines[n] = NULL;
-	lua_pushboolean(L, hserver_respond(s, (uint64_t)id, status, lines, body, len) == 0);
+	return lines;
+}
+
+/* core.server_start(addr, port [, max_body [, tls]]) -> handle, port | nil, err
+ * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS. */
+static int l_server_start(lua_State *L)
+{
+	struct hserver_opts o;
+	lua_Integer port = luaL_checkinteger(L, 2);
+	lua_Integer max_body = luaL_optinteger(L, 3, 0);
+	lua_Integer h;
+	char err[256];
+	hserver *s;
+	jobs *q;
+	int t;
+
+	memset(&o, 0, sizeof o);
+	o.addr = luaL_checkstring(L, 1);
+	luaL_argcheck(L, port >= 0 && port <= 65535, 2, "a port from 0 to 65535");
+	luaL_argcheck(L, max_body >= 0, 3, "a size in bytes");
+	if (!lua_isnoneornil(L, 4)) {
+		luaL_checktype(L, 4, LUA_TTABLE);
+		lua_getfield(L, 4, "cert_pem");
+		lua_getfield(L, 4, "key_pem");
+		luaL_argcheck(L, lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING,
+			      4, "tls needs cert_pem and key_pem strings");
+		o.cert_pem = lua_tostring(L, -2);
+		o.key_pem = lua_tostring(L, -1);
+	}
+	o.port = (int)port;
+	o.max_body = (size_t)max_body;
+	q = lua_engine_jobs(L);
+	/* the next handle, never reused: a late request of a stopped server
+	 * must not reach a newer one */
+	lua_getfield(L, LUA_REGISTRYINDEX, SERVER_SEQ_KEY);
+	h = lua_tointeger(L, -1) + 1;
+	lua_pop(L, 1);
+	lua_pushinteger(L, h);
+	lua_setfield(L, LUA_REGISTRYINDEX, SERVER_SEQ_KEY);
+	o.tag = h;
+	/* reserve the slot first: storing the server must not raise */
+	t = push_servers(L);
+	lua_pushboolean(L, 0);
+	lua_seti(L, t, h);
+	s = hserver_start(&o, q, err, sizeof err);
+	if (s)
+		lua_pushlightuserdata(L, s);
+	else
+		lua_pushnil(L);
+	lua_seti(L, t, h);
+	if (!s)
+		return hx_fail(L, "LISTEN", "%s", err);
+	lua_pushinteger(L, h);
+	lua_pushinteger(L, hserver_port(s));
+	return 2;
+}
+
+/* core.server_respond(handle, id, status, headers, body) -> true | false
+ * (client gone, or server stopped). Status 0 drops the connection. */
+static int l_server_respond(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	lua_Integer status = luaL_checkinteger(L, 3);
+	const char **lines;
+	const char *body;
+	size_t len;
+	hserver *s;
+
+	luaL_argcheck(L, status == 0 || (status >= 100 && status <= 999), 3, "an HTTP status or 0");
+	body = luaL_optlstring(L, 5, "", &len);
+	lines = header_lines(L, 4);
+	s = find_server(L, h);
+	lua_pushboolean(L, s && hserver_respond(s, (uint64_t)id, (int)status, lines, body, len) == 0);
 	return 1;
 }
 
-/* core.listening() -> port | nil */
+/* core.server_stream_start(handle, id, status, headers) -> true | false */
+static int l_server_stream_start(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	lua_Integer status = luaL_checkinteger(L, 3);
+	const char **lines;
+	hserver *s;
+
+	luaL_argcheck(L, status >= 100 && status <= 999, 3, "an HTTP status");
+	lines = header_lines(L, 4);
+	s = find_server(L, h);
+	lua_pushboolean(L, s && hserver_stream_start(s, (uint64_t)id, (int)status, lines) == 0);
+	return 1;
+}
+
+/* core.server_stream_write(handle, id, data) -> true | false (client gone,
+ * or too slow); an empty write only asks whether the client is there */
+static int l_server_stream_write(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	size_t len;
+	const char *data = luaL_checklstring(L, 3, &len);
+	hserver *s = find_server(L, h);
+
+	lua_pushboolean(L, s && hserver_stream_write(s, (uint64_t)id, data, len) == 0);
+	return 1;
+}
+
+/* core.server_stream_end(handle, id [, failed]) -> true | false; failed
+ * cuts the connection so the client sees a truncated body */
+static int l_server_stream_end(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	int failed = lua_toboolean(L, 3);
+	hserver *s = find_server(L, h);
+
+	lua_pushboolean(L, s && hserver_stream_end(s, (uint64_t)id, failed) == 0);
+	return 1;
+}
+
+/* core.listening() -> number of running servers | nil when none */
 static int l_listening(lua_State *L)
 {
-	hserver *s = get_server(L);
+	lua_Integer n = 0;
+	int t = push_servers(L);
 
-	if (!s)
+	lua_pushnil(L);
+	while (lua_next(L, t)) {
+		n += lua_islightuserdata(L, -1);
+		lua_pop(L, 1);
+	}
+	if (n == 0)
 		return 0;
-	lua_pushinteger(L, hserver_port(s));
+	lua_pushinteger(L, n);
+	return 1;
+}
+
+/* core.server_stop(handle) -> true | false (was not running) */
+static int l_server_stop(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	hserver *s = find_server(L, h);
+	int t;
+
+	if (s) {
+		t = push_servers(L);
+		lua_pushnil(L);
+		lua_seti(L, t, h); /* clearing a field never allocates */
+		hserver_stop(s);
+	}
+	lua_pushboolean(L, s != NULL);
 	return 1;
 }
 
 void lua_engine_close(lua_State *L)
 {
-	hserver *s = get_server(L);
-
-	if (s) {
-		hserver_stop(s);
+	if (lua_getfield(L, LUA_REGISTRYINDEX, SERVERS_KEY) == LUA_TTABLE) {
 		lua_pushnil(L);
-		lua_setfield(L, LUA_REGISTRYINDEX, SERVER_KEY);
+		while (lua_next(L, -2)) {
+			if (lua_islightuserdata(L, -1))
+				hserver_stop(lua_touserdata(L, -1));
+			lua_pop(L, 1);
+		}
+		lua_pushnil(L);
+		lua_setfield(L, LUA_REGISTRYINDEX, SERVERS_KEY);
 	}
-}
-
-static int l_server_stop(lua_State *L)
-{
-	lua_engine_close(L);
-	return 0;
+	lua_pop(L, 1);
 }
 
 /* --- bytes: base64, digests, randomness --- */
@@ -613,15 +831,139 @@ static int l_random_bytes(lua_State *L)
 	return 1;
 }
 
+/* --- certificates --- */
+
+/* Pushes nil, err(VALIDATION) with err.field; returns 2. */
+static int fail_field(lua_State *L, const char *field, const char *msg)
+{
+	hx_fail(L, "VALIDATION", "tls_cert: %s", msg);
+	lua_pushstring(L, field);
+	lua_setfield(L, -2, "field");
+	return 2;
+}
+
+/* Checks opts[name] has Lua type want (or is absent); 0, or pushes nil, err. */
+static int check_field(lua_State *L, const char *name, int want)
+{
+	int t = lua_getfield(L, 1, name);
+
+	lua_pop(L, 1);
+	if (t == LUA_TNIL || t == want)
+		return 0;
+	lua_pushfstring(L, "field '%s' must be a %s", name, lua_typename(L, want));
+	return fail_field(L, name, lua_tostring(L, -1));
+}
+
+/*
+ * Reads the array opts[name] of strings into a NULL-terminated vector in a
+ * userdata left on the stack (the strings stay alive in opts). Returns 0,
+ * or pushes nil, err and returns 2.
+ */
+static int read_strings(lua_State *L, const char *name, const char *const **out)
+{
+	const char **v;
+	lua_Integer n;
+
+	*out = NULL;
+	if (lua_getfield(L, 1, name) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	n = luaL_len(L, -1);
+	if (n < 0 || n > 1000)
+		return fail_field(L, name, "too many entries");
+	v = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *v, 0);
+	for (lua_Integer i = 1; i <= n; i++) {
+		if (lua_geti(L, -2, i) != LUA_TSTRING) {
+			lua_pushfstring(L, "field '%s' must be an array of strings", name);
+			return fail_field(L, name, lua_tostring(L, -1));
+		}
+		v[i - 1] = lua_tostring(L, -1);
+		lua_pop(L, 1);
+	}
+	v[n] = NULL;
+	lua_remove(L, -2); /* the table stays referenced by opts */
+	*out = v;
+	return 0;
+}
+
+/*
+ * core.tls_cert{cn, ca, issuer_cert_pem, issuer_key_pem, ips, dns, days}
+ *   -> cert_pem, key_pem | nil, err (VALIDATION naming err.field)
+ */
+static int l_tls_cert(lua_State *L)
+{
+	static const char *const names[] = { "cn", "ca", "issuer_cert_pem",
+		"issuer_key_pem", "ips", "dns", "days", NULL };
+	static const int types[] = { LUA_TSTRING, LUA_TBOOLEAN, LUA_TSTRING,
+		LUA_TSTRING, LUA_TTABLE, LUA_TTABLE, LUA_TNUMBER };
+	tlsgen_opts o = { 0 };
+	char *cert, *key, err[256];
+	const char *field;
+	int rc;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_settop(L, 1);
+	for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+		int i = 0;
+
+		while (names[i] && (lua_type(L, -2) != LUA_TSTRING ||
+				    strcmp(names[i], lua_tostring(L, -2)) != 0))
+			i++;
+		if (!names[i]) {
+			const char *key = luaL_tolstring(L, -2, NULL);
+
+			lua_pushfstring(L, "unknown field '%s'", key);
+			return fail_field(L, key, lua_tostring(L, -1));
+		}
+	}
+	for (int i = 0; names[i]; i++)
+		if (check_field(L, names[i], types[i]))
+			return 2;
+	lua_getfield(L, 1, "days");
+	if (!lua_isnil(L, -1) && !lua_isinteger(L, -1))
+		return fail_field(L, "days", "field 'days' must be an integer");
+	o.days = (int)luaL_optinteger(L, -1, 0);
+	if (lua_tointeger(L, -1) < 0 || lua_tointeger(L, -1) > 100000)
+		return fail_field(L, "days", "field 'days' is out of range");
+	lua_getfield(L, 1, "cn");
+	o.cn = lua_tostring(L, -1);
+	lua_getfield(L, 1, "ca");
+	o.ca = lua_toboolean(L, -1);
+	lua_getfield(L, 1, "issuer_cert_pem");
+	o.issuer_cert_pem = lua_tostring(L, -1);
+	lua_getfield(L, 1, "issuer_key_pem");
+	o.issuer_key_pem = lua_tostring(L, -1);
+	if (read_strings(L, "ips", &o.ips) || read_strings(L, "dns", &o.dns))
+		return 2;
+	/* only a Lua memory error in the two pushes below could leak them */
+	rc = tlsgen_cert(&o, &cert, &key, &field, err, sizeof err);
+	if (rc != 0) {
+		if (field)
+			return fail_field(L, field, err);
+		return hx_fail(L, "INTERNAL", "tls_cert: %s", err);
+	}
+	lua_pushstring(L, cert);
+	lua_pushstring(L, key);
+	free(cert);
+	OPENSSL_cleanse(key, strlen(key));
+	free(key);
+	return 2;
+}
+
 static const luaL_Reg core_funcs[] = {
 	{ "server_start", l_server_start },
 	{ "server_respond", l_server_respond },
+	{ "server_stream_start", l_server_stream_start },
+	{ "server_stream_write", l_server_stream_write },
+	{ "server_stream_end", l_server_stream_end },
 	{ "server_stop", l_server_stop },
 	{ "listening", l_listening },
 	{ "b64encode", l_b64encode },
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },
 	{ "random_bytes", l_random_bytes },
+	{ "tls_cert", l_tls_cert },
 	{ "now", l_now },
 	{ "mono", l_mono },
 	{ "wall", l_wall },
@@ -634,6 +976,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "error", l_error },
 	{ "http_start", l_http_start },
 	{ "http_cancel", l_http_cancel },
+	{ "http_pause", l_http_pause },
 	{ "inflight", l_inflight },
 	{ "poll", l_poll },
 	{ "embedded", l_embedded },

@@ -20,7 +20,7 @@ void lua_engine_set_jobs(lua_State *L, jobs *q);
 /* The worker pool; raises STATE when there is none. */
 jobs *lua_engine_jobs(lua_State *L);
 
-/* Stops the HTTP server if one runs (before the worker pool goes). */
+/* Stops every HTTP server still running (before the worker pool goes). */
 void lua_engine_close(lua_State *L);
 
 /* Asks the task running on the engine thread to stop at its next hook

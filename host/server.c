@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <microhttpd.h>
@@ -11,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+
+#include <openssl/crypto.h>
 
 struct answer {
 	int status;            /* HTTP status */
@@ -20,24 +24,43 @@ struct answer {
 	size_t len;            /* bytes of body */
 };
 
-/* One request: owned by the server until MHD completes the connection. */
+/* Stream bytes the engine queued and libmicrohttpd has not taken yet. */
+struct outq {
+	char *buf;             /* unsent bytes start at buf + off */
+	size_t off, len, cap;  /* offset, unsent bytes, allocated */
+	int ended;             /* the engine finished: end once drained */
+	int failed;            /* cut the connection (client too slow, stream error) */
+};
+
+/*
+ * One request. The connection holds a reference until libmicrohttpd
+ * completes it (on_done); a stream response holds another until the
+ * response is destroyed, which may come later. Fields the engine thread
+ * reads or writes are guarded by hserver.lock.
+ */
 struct req {
 	uint64_t id;                 /* handed to the engine */
-	struct MHD_Connection *conn; /* the suspended connection */
+	hserver *srv;                /* the server (its lock, for callbacks) */
+	struct MHD_Connection *conn; /* the connection */
 	char *uri;                   /* the raw request target (path?query) */
 	char *body;                  /* upload so far */
 	size_t len, cap;             /* body bytes, allocated */
 	int too_large;               /* body exceeded max_body */
 	int started;                 /* the first (header) call was seen */
-	int posted;                  /* handed to the engine */
-	int answered;                /* answer is ready */
-	struct answer ans;           /* the engine's answer */
-	struct req *next;            /* in hserver.open */
+	int posted;                  /* handed to the engine (lock) */
+	int answered;                /* answer is ready (lock) */
+	int streaming;               /* the answer is a stream (lock) */
+	int suspended;               /* we suspended conn and not yet resumed it (lock) */
+	int refs;                    /* connection + stream response (lock) */
+	struct answer ans;           /* the engine's answer (status, headers, body) */
+	struct outq out;             /* stream bytes (lock) */
+	struct req *next;            /* in hserver.open (lock) */
 };
 
 /* What the engine gets: a copy of the request, freed by the job. */
 struct req_job {
 	job j;                       /* the job (first member) */
+	long long server;            /* the server's tag */
 	uint64_t id;                 /* request id */
 	char *method, *path, *query; /* owned */
 	char **hnames, **hvalues;    /* headers, owned */
@@ -51,10 +74,13 @@ struct hserver {
 	struct MHD_Daemon *d;  /* the daemon */
 	jobs *q;               /* the engine's job queue */
 	size_t max_body;       /* request body cap */
-	pthread_mutex_t lock;  /* guards open and next_id */
+	long long tag;         /* req.server in Lua */
+	char *cert, *key;      /* PEM copies (TLS), or NULL */
+	pthread_mutex_t lock;  /* guards open, nopen, next_id, stopping, and req fields */
 	struct req *open;      /* requests not yet completed */
 	int nopen;             /* posted and unanswered */
 	uint64_t next_id;      /* last id */
+	int stopping;          /* hserver_stop began: suspend nothing more */
 	int port;              /* bound port */
 };
 
@@ -86,14 +112,14 @@ static void job_free(job *j)
 
 static void job_run(job *j) { (void)j; }
 
-/* Pushes {server = true, id, method, path, query, headers, body, peer}. */
+/* Pushes {server = tag, id, method, path, query, headers, body, peer}. */
 static void job_push(job *j, void *ls)
 {
 	struct req_job *r = (struct req_job *)j;
 	lua_State *L = ls;
 
 	lua_createtable(L, 0, 8);
-	lua_pushboolean(L, 1);
+	lua_pushinteger(L, (lua_Integer)r->server);
 	lua_setfield(L, -2, "server");
 	lua_pushinteger(L, (lua_Integer)r->id);
 	lua_setfield(L, -2, "id");
@@ -159,7 +185,8 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
-static struct req_job *make_job(struct req *q, struct MHD_Connection *c, const char *method)
+static struct req_job *make_job(hserver *s, struct req *q, struct MHD_Connection *c,
+				const char *method)
 {
 	struct req_job *r = calloc(1, sizeof *r);
 	struct hdr_collect hc = { r, 0 };
@@ -171,6 +198,7 @@ static struct req_job *make_job(struct req *q, struct MHD_Connection *c, const c
 	r->j.run = job_run;
 	r->j.push = job_push;
 	r->j.destroy = job_free;
+	r->server = s->tag;
 	r->id = q->id;
 	qm = strchr(q->uri, '?');
 	r->method = strdup(method);
@@ -210,6 +238,21 @@ static ssize_t never_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* Adds the answer's header lines; libmicrohttpd sets Content-Length itself. */
+static void add_headers(struct MHD_Response *resp, struct answer *a)
+{
+	for (size_t i = 0; i < a->nheaders; i++) {
+		char *colon = strchr(a->headers[i], ':');
+
+		if (!colon)
+			continue;
+		*colon = 0;
+		if (strcasecmp(a->headers[i], "content-length") != 0)
+			MHD_add_response_header(resp, a->headers[i], colon + 1 + strspn(colon + 1, " "));
+		*colon = ':';
+	}
+}
+
 static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct answer *a,
 				   const char *text, int head)
 {
@@ -227,20 +270,189 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 						       MHD_RESPMEM_PERSISTENT);
 	if (!resp)
 		return MHD_NO;
-	for (size_t i = 0; a && i < a->nheaders; i++) {
-		char *colon = strchr(a->headers[i], ':');
-
-		if (!colon)
-			continue;
-		*colon = 0;
-		if (strcasecmp(a->headers[i], "content-length") != 0)
-			MHD_add_response_header(resp, a->headers[i], colon + 1 + strspn(colon + 1, " "));
-		*colon = ':';
-	}
+	if (a)
+		add_headers(resp, a);
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
+
+/* --- request lifetime --- */
+
+static void req_free(struct req *q)
+{
+	free_answer(&q->ans);
+	free(q->uri);
+	free(q->body);
+	free(q->out.buf);
+	free(q);
+}
+
+/* Drops one reference; the last one frees q. Server thread. */
+static void req_unref(struct req *q)
+{
+	hserver *s = q->srv;
+	int left;
+
+	pthread_mutex_lock(&s->lock);
+	left = --q->refs;
+	pthread_mutex_unlock(&s->lock);
+	if (left == 0)
+		req_free(q);
+}
+
+/*
+ * Suspends q's connection until wake(). Lock held; server thread, and only
+ * from the access handler or the content reader (libmicrohttpd's rule).
+ * The flag exists because resuming a connection that is not suspended is
+ * undefined in libmicrohttpd.
+ */
+static void park(struct req *q)
+{
+	q->suspended = 1;
+	MHD_suspend_connection(q->conn);
+}
+
+/* Resumes q's connection if it is parked. Lock held; any thread. */
+static void wake(struct req *q)
+{
+	if (q->suspended) {
+		q->suspended = 0;
+		MHD_resume_connection(q->conn);
+	}
+}
+
+/* The open request id, or NULL. Lock held. */
+static struct req *find(hserver *s, uint64_t id)
+{
+	for (struct req *q = s->open; q; q = q->next)
+		if (q->id == id)
+			return q;
+	return NULL;
+}
+
+/* --- streams --- */
+
+/* Queues len bytes; -1 when out of memory. Lock held. */
+static int outq_append(struct outq *o, const char *data, size_t len)
+{
+	if (len == 0)
+		return 0;
+	if (o->off + o->len + len > o->cap && o->off) {
+		memmove(o->buf, o->buf + o->off, o->len);
+		o->off = 0;
+	}
+	if (o->len + len > o->cap) {
+		size_t cap = o->cap ? o->cap : 4096;
+		char *b;
+
+		while (cap < o->len + len)
+			cap *= 2;
+		b = realloc(o->buf, cap);
+		if (!b)
+			return -1;
+		o->buf = b;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->off + o->len, data, len);
+	o->len += len;
+	return 0;
+}
+
+/* Cuts the stream: the reader ends with an error and the connection closes. */
+static void fail_stream(struct req *q)
+{
+	q->out.failed = 1;
+	free(q->out.buf);
+	q->out.buf = NULL;
+	q->out.off = q->out.len = q->out.cap = 0;
+	wake(q);
+}
+
+/*
+ * Has the client closed its end? Asked only of a parked connection, whose
+ * socket no server thread reads or writes then: a peek that sees EOF or an
+ * error means gone. A sending connection finds out by itself (the send
+ * fails and libmicrohttpd closes it). Lock held.
+ */
+static int peer_closed(struct req *q)
+{
+	const union MHD_ConnectionInfo *ci;
+	ssize_t n;
+	char b;
+
+	if (!q->suspended)
+		return 0;
+	ci = MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return 0;
+	n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/*
+ * The content reader of a stream (server thread). With nothing queued it
+ * parks the connection and returns 0, the documented way to wait without
+ * spinning; the next write or the end wakes it.
+ */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct req *q = cls;
+	hserver *s = q->srv;
+	ssize_t n;
+
+	(void)pos;
+	pthread_mutex_lock(&s->lock);
+	if (q->out.failed || s->stopping) {
+		n = MHD_CONTENT_READER_END_WITH_ERROR;
+	} else if (q->out.len) {
+		size_t k = q->out.len < max ? q->out.len : max;
+
+		memcpy(buf, q->out.buf + q->out.off, k);
+		q->out.off += k;
+		q->out.len -= k;
+		if (q->out.len == 0)
+			q->out.off = 0;
+		n = (ssize_t)k;
+	} else if (q->out.ended) {
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	} else {
+		park(q);
+		n = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* The stream response is destroyed (it may outlive the request's on_done). */
+static void stream_release(void *cls)
+{
+	req_unref(cls);
+}
+
+/* Queues a stream response: no Content-Length, the body comes from stream_read. */
+static enum MHD_Result queue_stream(struct req *q, struct MHD_Connection *c)
+{
+	hserver *s = q->srv;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	pthread_mutex_lock(&s->lock);
+	q->refs++; /* the response's, dropped by stream_release */
+	pthread_mutex_unlock(&s->lock);
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, q,
+						 stream_release);
+	if (!resp) {
+		req_unref(q);
+		return MHD_NO;
+	}
+	add_headers(resp, &q->ans);
+	ret = MHD_queue_response(c, (unsigned)q->ans.status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* --- libmicrohttpd callbacks --- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -251,12 +463,31 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 		return NULL;
 	q->uri = strdup(uri ? uri : "/");
 	q->conn = c;
+	q->srv = s;
+	q->refs = 1; /* the connection's, dropped by on_done */
 	pthread_mutex_lock(&s->lock);
 	q->id = ++s->next_id;
 	q->next = s->open;
 	s->open = q;
 	pthread_mutex_unlock(&s->lock);
 	return q;
+}
+
+/* Sends what the engine answered. Once answered is set the engine no
+ * longer touches q->ans, so the server thread reads it unlocked. */
+static enum MHD_Result send_engine_answer(struct req *q, struct MHD_Connection *c,
+					  const char *method)
+{
+	enum MHD_Result ret;
+
+	if (q->ans.status == 0)
+		ret = MHD_NO; /* the engine asked to drop the connection (a reset) */
+	else if (q->streaming)
+		ret = queue_stream(q, c);
+	else
+		ret = send_answer(c, q->ans.status, &q->ans, NULL, strcmp(method, "HEAD") == 0);
+	free_answer(&q->ans);
+	return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -266,7 +497,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	hserver *s = cls;
 	struct req *q = *req_cls;
 	struct req_job *r;
-	enum MHD_Result ret;
+	int answered, posted;
 
 	(void)url;
 	(void)version;
@@ -295,27 +526,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*data_size = 0;
 		return MHD_YES;
 	}
-	if (q->answered && q->ans.status == 0) {
-		free_answer(&q->ans);
-		return MHD_NO; /* the engine asked to drop the connection (a reset) */
-	}
-	if (q->answered) {
-		ret = send_answer(c, q->ans.status, &q->ans, NULL, strcmp(method, "HEAD") == 0);
-		free_answer(&q->ans);
-		return ret;
-	}
-	if (q->posted)
+	pthread_mutex_lock(&s->lock);
+	answered = q->answered;
+	posted = q->posted;
+	pthread_mutex_unlock(&s->lock);
+	if (answered)
+		return send_engine_answer(q, c, method);
+	if (posted)
 		return MHD_YES; /* woken without an answer: keep waiting */
 	if (q->too_large)
 		return send_answer(c, 413, NULL, "request body too large", 0);
-	r = make_job(q, c, method);
+	r = make_job(s, q, c, method);
 	if (!r)
 		return send_answer(c, 503, NULL, "server out of memory", 0);
-	q->posted = 1;
 	pthread_mutex_lock(&s->lock);
+	if (s->stopping) {
+		/* hserver_stop resumes only what it saw parked: park nothing new */
+		pthread_mutex_unlock(&s->lock);
+		job_free(&r->j);
+		return send_answer(c, 503, NULL, "server stopping", 0);
+	}
+	q->posted = 1;
 	s->nopen++;
+	park(q); /* before the post, so the engine always finds it parked */
 	pthread_mutex_unlock(&s->lock);
-	MHD_suspend_connection(c);
 	jobs_post_done(s->q, &r->j);
 	return MHD_YES;
 }
@@ -331,6 +565,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
 	if (!q)
 		return;
 	pthread_mutex_lock(&s->lock);
+	/* unlinked, the request is gone for the engine: answers and writes fail */
 	for (struct req **p = &s->open; *p; p = &(*p)->next)
 		if (*p == q) {
 			*p = q->next;
@@ -338,12 +573,10 @@ static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
 		}
 	if (q->posted && !q->answered)
 		s->nopen--;
+	q->suspended = 0;
 	pthread_mutex_unlock(&s->lock);
-	free_answer(&q->ans);
-	free(q->uri);
-	free(q->body);
-	free(q);
 	*req_cls = NULL;
+	req_unref(q);
 }
 
 /* keep the path exactly as sent: SigV4 signs the encoded form */
@@ -354,47 +587,84 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-hserver *hserver_start(const char *addr, int port, jobs *q, size_t max_body,
-		       char *err, size_t errlen)
+/* --- the API --- */
+
+static void free_server(hserver *s)
+{
+	if (s->key)
+		OPENSSL_cleanse(s->key, strlen(s->key));
+	free(s->key);
+	free(s->cert);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t errlen)
 {
 	hserver *s = calloc(1, sizeof *s);
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME;
+	struct MHD_OptionItem tls[3];
 
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	pthread_mutex_init(&s->lock, NULL);
 	memset(&sa, 0, sizeof sa);
 	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-		snprintf(err, errlen, "listen address '%s' is not an IPv4 address", addr);
-		free(s);
-		return NULL;
+	sa.sin_port = htons((uint16_t)o->port);
+	if (inet_pton(AF_INET, o->addr, &sa.sin_addr) != 1) {
+		snprintf(err, errlen, "listen address '%s' is not an IPv4 address", o->addr);
+		goto fail;
 	}
-	pthread_mutex_init(&s->lock, NULL);
+	memset(tls, 0, sizeof tls);
+	tls[0].option = MHD_OPTION_END;
+	if (o->cert_pem || o->key_pem) {
+		if (!o->cert_pem || !o->key_pem) {
+			snprintf(err, errlen, "TLS needs both a certificate and a key");
+			goto fail;
+		}
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+			goto fail;
+		}
+		/* copies: libmicrohttpd keeps the pointers for the daemon's life */
+		s->cert = strdup(o->cert_pem);
+		s->key = strdup(o->key_pem);
+		if (!s->cert || !s->key) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		flags |= MHD_USE_TLS;
+		tls[0] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert };
+		tls[1] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->key };
+		tls[2].option = MHD_OPTION_END;
+	}
 	s->q = q;
-	s->max_body = max_body ? max_body : (size_t)64 << 20;
-	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-				MHD_ALLOW_SUSPEND_RESUME,
-				0, NULL, NULL, on_request, s,
+	s->tag = o->tag;
+	s->max_body = o->max_body ? o->max_body : (size_t)64 << 20;
+	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
 				MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				MHD_OPTION_ARRAY, tls,
 				MHD_OPTION_END);
 	if (!s->d) {
-		snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed)", addr, port);
-		pthread_mutex_destroy(&s->lock);
-		free(s);
-		return NULL;
+		snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed%s)", o->addr,
+			 o->port, s->cert ? ", or the certificate and key are not valid PEM" : "");
+		goto fail;
 	}
 	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-	s->port = info ? info->port : port;
+	s->port = info ? info->port : o->port;
 	return s;
+fail:
+	free_server(s);
+	return NULL;
 }
 
 int hserver_port(const hserver *s) { return s->port; }
@@ -409,41 +679,119 @@ int hserver_open_requests(hserver *s)
 	return n;
 }
 
+/* Copies status, header lines and body into a; -1 when out of memory. */
+static int make_answer(struct answer *a, int status, const char *const *headers,
+		       const char *body, size_t len)
+{
+	size_t n = 0;
+
+	memset(a, 0, sizeof *a);
+	for (const char *const *h = headers; h && *h; h++)
+		n++;
+	a->status = status;
+	a->headers = calloc(n + 1, sizeof *a->headers);
+	a->body = malloc(len ? len : 1);
+	if (!a->headers || !a->body)
+		return -1;
+	for (a->nheaders = 0; a->nheaders < n; a->nheaders++)
+		if (!(a->headers[a->nheaders] = strdup(headers[a->nheaders])))
+			return -1;
+	if (len)
+		memcpy(a->body, body, len);
+	a->len = len;
+	return 0;
+}
+
+/* Gives a to the unanswered request id and wakes it; -1 when there is none. */
+static int hand_over(hserver *s, uint64_t id, struct answer *a, int streaming)
+{
+	struct req *q;
+	int rc = -1;
+
+	pthread_mutex_lock(&s->lock);
+	q = find(s, id);
+	if (q && q->posted && !q->answered) {
+		q->ans = *a;
+		memset(a, 0, sizeof *a);
+		q->answered = 1;
+		q->streaming = streaming;
+		s->nopen--;
+		wake(q);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int hserver_respond(hserver *s, uint64_t id, int status, const char *const *headers,
 		    const char *body, size_t len)
 {
 	struct answer a;
-	size_t n = 0;
 	int rc = -1;
 
-	memset(&a, 0, sizeof a);
-	for (const char *const *h = headers; h && *h; h++)
-		n++;
-	a.status = status;
-	a.headers = calloc(n + 1, sizeof *a.headers);
-	a.body = malloc(len ? len : 1);
-	if (!a.headers || !a.body)
-		goto done;
-	for (a.nheaders = 0; a.nheaders < n; a.nheaders++)
-		if (!(a.headers[a.nheaders] = strdup(headers[a.nheaders])))
-			goto done;
-	if (len)
-		memcpy(a.body, body, len);
-	a.len = len;
-	pthread_mutex_lock(&s->lock);
-	for (struct req *q = s->open; q; q = q->next)
-		if (q->id == id && q->posted && !q->answered) {
-			q->ans = a;
-			q->answered = 1;
-			s->nopen--;
-			memset(&a, 0, sizeof a);
-			MHD_resume_connection(q->conn);
-			rc = 0;
-			break;
-		}
-	pthread_mutex_unlock(&s->lock);
-done:
+	if (make_answer(&a, status, headers, body, len) == 0)
+		rc = hand_over(s, id, &a, 0);
 	free_answer(&a);
+	return rc;
+}
+
+int hserver_stream_start(hserver *s, uint64_t id, int status, const char *const *headers)
+{
+	struct answer a;
+	int rc = -1;
+
+	if (make_answer(&a, status, headers, NULL, 0) == 0)
+		rc = hand_over(s, id, &a, 1);
+	free_answer(&a);
+	return rc;
+}
+
+/* The stream id while it takes bytes, or NULL. Lock held. */
+static struct req *find_stream(hserver *s, uint64_t id)
+{
+	struct req *q = find(s, id);
+
+	return q && q->streaming && !q->out.ended && !q->out.failed ? q : NULL;
+}
+
+int hserver_stream_write(hserver *s, uint64_t id, const char *data, size_t len)
+{
+	struct req *q;
+	int rc = -1;
+
+	pthread_mutex_lock(&s->lock);
+	q = find_stream(s, id);
+	if (!q)
+		goto out;
+	if (peer_closed(q) || len > HSERVER_STREAM_MAX - q->out.len ||
+	    outq_append(&q->out, data, len) != 0) {
+		fail_stream(q);
+		goto out;
+	}
+	if (len)
+		wake(q);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int hserver_stream_end(hserver *s, uint64_t id, int failed)
+{
+	struct req *q;
+	int rc = -1;
+
+	pthread_mutex_lock(&s->lock);
+	q = find_stream(s, id);
+	if (q && failed) {
+		fail_stream(q);
+		rc = 0;
+	} else if (q) {
+		q->out.ended = 1;
+		wake(q);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
@@ -451,15 +799,19 @@ void hserver_stop(hserver *s)
 {
 	if (!s)
 		return;
+	/* libmicrohttpd must not stop with parked connections: wake them all,
+	 * and with stopping set nothing parks again */
 	pthread_mutex_lock(&s->lock);
-	for (struct req *q = s->open; q; q = q->next)
+	s->stopping = 1;
+	for (struct req *q = s->open; q; q = q->next) {
 		if (q->posted && !q->answered) {
 			q->ans.status = 503;
 			q->answered = 1;
-			MHD_resume_connection(q->conn);
+			s->nopen--;
 		}
+		wake(q);
+	}
 	pthread_mutex_unlock(&s->lock);
 	MHD_stop_daemon(s->d);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	free_server(s);
 }

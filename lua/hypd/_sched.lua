@@ -24,6 +24,7 @@ Task.__index = Task
 local queue, qhead, qtail = {}, 1, 0   -- ready tasks, FIFO
 local heap, heap_n, tseq = {}, 0, 0    -- timers: {at, seq, task, kind, dead}
 local http_waiting = {}                -- transfer id -> task
+local http_streams = {}                -- streaming transfer id -> {stream, owner task}
 local job_waiting = {}                 -- worker job id -> task
 local live, nlive = {}, 0              -- unfinished tasks
 local current                          -- the task running now
@@ -119,9 +120,24 @@ local function prune(t)
   end
 end
 
+-- Forgets stream id and hands it the final event r; cancel: the transfer
+-- still runs and must stop. stream:_done never yields.
+local function end_stream(id, r, cancel)
+  local reg = http_streams[id]
+  if not reg then return end
+  http_streams[id] = nil
+  reg.owner.streams[id] = nil
+  if cancel then core.http_cancel(id) end
+  reg.stream:_done(r)
+end
+
 local function finish(t, err, results)
   t.status = err and "failed" or "done"
   t.err, t.result = err, results
+  -- a stream lives no longer than the task that opened it
+  for id in pairs(t.streams or {}) do
+    end_stream(id, { id = id, err = errors.new("CANCELLED", t.name .. " ended; its stream was closed") }, true)
+  end
   if live[t] then live[t], nlive = nil, nlive - 1 end
   if t.deadline_entry then t.deadline_entry.dead = true end
   if coroutine.status(t.co) ~= "running" then coroutine.close(t.co) end
@@ -152,6 +168,24 @@ function handlers.http(t, req)
   if not id then return wake(t, true, nil, err) end
   http_waiting[id] = t
   t.waiting_on = { kind = "http", id = id }
+end
+
+-- starts a streaming transfer and wakes the task at once with its id (or
+-- nil, err); from then on deliver() hands stream:_data(event) the bytes as
+-- they arrive and stream:_done(event) the end. The task owns the stream.
+function handlers.http_stream(t, req, stream)
+  local id, err = core.http_start(req)
+  if not id then return wake(t, true, nil, err) end
+  http_streams[id] = { stream = stream, owner = t }
+  t.streams = t.streams or {}
+  t.streams[id] = true
+  wake(t, true, id)
+end
+
+-- M.close_stream(id): cancels a stream's transfer and forgets it; the
+-- stream hears _done with CANCELLED. Does nothing once it has ended.
+function M.close_stream(id)
+  end_stream(id, { id = id, err = errors.new("CANCELLED", "the stream was closed") }, true)
 end
 
 -- waits until cancelled (a server's main task)
@@ -244,22 +278,35 @@ local function fire_timers()
   end
 end
 
+-- a finished transfer or job wakes the task waiting on it
+local function deliver_one(r)
+  local waiting = r.job and job_waiting or http_waiting
+  local t = waiting[r.id]
+  waiting[r.id] = nil
+  if r.job and r.result and r.result.server then
+    M.serve_request(r.result)
+  elseif t then
+    t.waiting_on = nil
+    if r.job then
+      wake(t, true, r.result)
+    elseif r.err then
+      wake(t, true, nil, r.err)
+    else
+      wake(t, true, r)
+    end
+  end
+end
+
+-- events from core.poll; a stream's go to the stream, not to a waiting task
 local function deliver(done)
   for _, r in ipairs(done) do
-    local waiting = r.job and job_waiting or http_waiting
-    local t = waiting[r.id]
-    waiting[r.id] = nil
-    if r.job and r.result and r.result.server then
-      M.serve_request(r.result)
-    elseif t then
-      t.waiting_on = nil
-      if r.job then
-        wake(t, true, r.result)
-      elseif r.err then
-        wake(t, true, nil, r.err)
-      else
-        wake(t, true, r)
-      end
+    local reg = not r.job and http_streams[r.id]
+    if not reg then
+      deliver_one(r)
+    elseif r.data then
+      reg.stream:_data(r)
+    else
+      end_stream(r.id, r)
     end
   end
 end
@@ -267,7 +314,7 @@ end
 -- M.serve_request(req): what the engine does with a request that arrived on
 -- the HTTP server; hypd.server replaces it. Until then: 503.
 function M.serve_request(req)
-  core.server_respond(req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
+  core.server_respond(req.server, req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
 end
 
 -- M.run([until_fn]) runs the loop until until_fn() is true (returns true) or

@@ -241,7 +241,8 @@ local function admin(req)
   return { status = 404, body = "unknown sandbox endpoint\n" }
 end
 
--- start{listen, speed, faults, credentials = {[access_key] = secret}} -> port | nil, err
+-- start{listen, speed, faults, credentials = {[access_key] = secret}} -> srv | nil, err
+-- (a hypd.server: srv.port, srv:stop())
 function M.start(opts)
   opts = opts or {}
   auth.extra = opts.credentials or {}
@@ -256,15 +257,19 @@ function M.start(opts)
     local ok, err = faults.configure(opts.faults)
     if not ok then return nil, err end
   end
-  local port, err = server.start { listen = listen, max_body = 64 << 20,
+  local srv, err = server.start { listen = listen, max_body = 64 << 20,
     handler = function(req)
       if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
       return M.handle(req)
     end }
-  if not port then return nil, err end
+  if not srv then return nil, err end
   local resumed = resume_scheduled()
   if resumed > 0 then log.info("sandbox", "resumed %d scheduled changes", resumed) end
-  return port
+  -- EKS tokens name this endpoint as their STS host
+  require("sandbox.k8s.auth").sts_hosts["127.0.0.1:" .. srv.port] = true
+  local served = require("sandbox.k8s").resume()
+  if served > 0 then log.info("sandbox", "serving the Kubernetes API of %d clusters", served) end
+  return srv
 end
 
 M.env = function(port)
@@ -279,8 +284,9 @@ end
 
 -- serve{listen, speed, faults}: the `hypd sandbox` command; runs until interrupted
 function M.serve(opts)
-  local port, err = M.start(opts)
-  if not port then error(err, 0) end
+  local srv, err = M.start(opts)
+  if not srv then error(err, 0) end
+  local port = srv.port
   local env = M.env(port)
   for _, k in ipairs { "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
                        "AWS_SECRET_ACCESS_KEY" } do

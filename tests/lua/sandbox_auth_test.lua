@@ -7,11 +7,11 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local sandbox = require "sandbox"
-local server = require "hypd.server"
 local sigv4 = require "hypd.sigv4"
 local xml = require "hypd.xml"
 
-local port = assert(sandbox.start { listen = "127.0.0.1:0" })
+local srv = assert(sandbox.start { listen = "127.0.0.1:0" })
+local port = srv.port
 local host = "127.0.0.1:" .. port
 local BODY = "Action=GetCallerIdentity&Version=2011-06-15"
 
@@ -109,6 +109,6 @@ t.test("an unsigned request for a signed operation is refused", function()
 end)
 
 t.test("the sandbox stops", function()
-  server.stop()
+  srv:stop()
   t.ok(true)
 end)

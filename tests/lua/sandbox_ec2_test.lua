@@ -8,11 +8,11 @@ local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local core = require "hypd.core"
 local sandbox = require "sandbox"
-local server = require "hypd.server"
 local task = require "hypd.task"
 
-local port = assert(sandbox.start { listen = "127.0.0.1:0",
+local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
+local port = srv.port
 local OPTS = { endpoint_url = "http://127.0.0.1:" .. port, region = "us-west-2" }
 
 local function call(op, params, region)
@@ -651,6 +651,6 @@ t.test("the audit log names the resource each mutation touched", function()
 end)
 
 t.test("the sandbox stops", function()
-  server.stop()
+  srv:stop()
   t.ok(true)
 end)

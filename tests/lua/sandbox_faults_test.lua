@@ -7,10 +7,10 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local sandbox = require "sandbox"
-local server = require "hypd.server"
 
-local port = assert(sandbox.start { listen = "127.0.0.1:0",
+local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
+local port = srv.port
 local base = "http://127.0.0.1:" .. port
 local OPTS = { endpoint_url = base, region = "us-west-2", max_attempts = 1 }
 
@@ -72,6 +72,6 @@ t.test("a bad fault spec is refused and changes nothing", function()
 end)
 
 t.test("the sandbox stops", function()
-  server.stop()
+  srv:stop()
   t.ok(true)
 end)

@@ -13,8 +13,9 @@ local sandbox = require "sandbox"
 local sigv4 = require "hypd.sigv4"
 local task = require "hypd.task"
 
-local port = assert(sandbox.start { listen = "127.0.0.1:0",
+local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
+local port = srv.port
 local OPTS = { endpoint_url = "http://127.0.0.1:" .. port, region = "us-west-2" }
 core.virtual(true)
 
@@ -679,6 +680,6 @@ end)
 
 t.test("the sandbox stops", function()
   core.virtual(false)
-  require("hypd.server").stop()
+  srv:stop()
   t.ok(true)
 end)

@@ -9,12 +9,12 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local sandbox = require "sandbox"
-local server = require "hypd.server"
 local store = require "hypd.store"
 local task = require "hypd.task"
 
-local port = assert(sandbox.start { listen = "127.0.0.1:0",
+local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
+local port = srv.port
 local OPTS = { endpoint_url = "http://127.0.0.1:" .. port, region = "us-west-2" }
 local ctx = {}
 
@@ -163,6 +163,6 @@ t.test("garbage requests get protocol errors and never crash the sandbox", funct
 end)
 
 t.test("the sandbox stops", function()
-  server.stop()
+  srv:stop()
   t.ok(true)
 end)
