@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #define DEFAULT_MAX_BODY (64u << 20)
+#define DEFAULT_TIMEOUT_MS 60000L
 
 struct xfer {
 	CURL *easy;                  /* the transfer */
@@ -16,8 +17,13 @@ struct xfer {
 	char *body;                  /* request body copy, owned */
 	uint64_t id;                 /* handed to the caller */
 	int cancelled;               /* httpc_cancel was called */
-	size_t max_body;             /* response body cap */
+	size_t max_body;             /* response body cap (a stream: pending bytes) */
 	int too_large;               /* the cap was hit */
+	int stream;                  /* resp.body holds only undelivered bytes */
+	int head_done;               /* the final response's headers are complete */
+	int head_sent;               /* the headers went to the data callback */
+	int paused;                  /* on_body returned CURL_WRITEFUNC_PAUSE */
+	int held;                    /* httpc_pause: the consumer is full */
 	httpc_response resp;         /* filled as data arrives */
 	size_t body_cap;             /* allocated bytes of resp.body */
 	struct xfer *next;           /* in httpc.list */
@@ -28,6 +34,7 @@ struct httpc {
 	struct xfer *list;   /* transfers in flight */
 	struct xfer *dead;   /* cancelled transfers, reported on next poll */
 	int inflight;        /* length of list */
+	int nstreams;        /* streams in list (no scan for data without one) */
 	uint64_t next_id;    /* last id handed out */
 };
 
@@ -102,7 +109,15 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 	struct xfer *x = ud;
 	size_t len = size * n, need = x->resp.body_len + len + 1;
 
-	if (x->resp.body_len + len > x->max_body) {
+	if (x->stream) {
+		/* libcurl keeps the refused bytes and offers them again after
+		 * curl_easy_pause(CONT); an empty buffer takes any write so a
+		 * small cap cannot stall the stream */
+		if (x->held || (x->resp.body_len && x->resp.body_len + len > x->max_body)) {
+			x->paused = 1;
+			return CURL_WRITEFUNC_PAUSE;
+		}
+	} else if (x->resp.body_len + len > x->max_body) {
 		x->too_large = 1;
 		return 0;
 	}
@@ -144,8 +159,17 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud)
 		clear_headers(&x->resp); /* a new response (redirect, 100) */
 		return len;
 	}
-	if (!colon)
+	if (!colon) {
+		long code = 0;
+
+		/* the blank line ends a header block; 1xx blocks are interim */
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+		if ((data[0] == '\r' || data[0] == '\n') && code >= 200)
+			x->head_done = 1;
 		return len;
+	}
+	if (x->stream && x->head_done)
+		return len; /* trailers: the stream has reported its headers */
 	nl = (size_t)(colon - data);
 	v = colon + 1;
 	vl = len - nl - 1;
@@ -205,16 +229,23 @@ static int setup_easy(struct xfer *x, const httpc_request *req, char *err,
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-			 req->timeout_ms > 0 ? req->timeout_ms : 60000L);
+	/* a watch or a followed log runs as long as the server keeps it open */
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms :
+			 req->stream ? 0L : DEFAULT_TIMEOUT_MS);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 			 req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
+	if (req->idle_timeout > 0) {
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, req->idle_timeout);
+	}
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+	/* a proxy's CONNECT answer is not the response (head_done) */
+	curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
 	if (req->fresh_connection)
 		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	if (req->ca_file)
@@ -263,6 +294,7 @@ int httpc_start(httpc *h, const httpc_request *req, uint64_t *id, char *err,
 		return -1;
 	}
 	x->max_body = req->max_body ? req->max_body : DEFAULT_MAX_BODY;
+	x->stream = req->stream != 0;
 	if (setup_easy(x, req, err, errlen) != 0)
 		goto fail;
 	if (curl_multi_add_handle(h->multi, x->easy) != CURLM_OK) {
@@ -273,6 +305,7 @@ int httpc_start(httpc *h, const httpc_request *req, uint64_t *id, char *err,
 	x->next = h->list;
 	h->list = x;
 	h->inflight++;
+	h->nstreams += x->stream;
 	*id = x->id;
 	return 0;
 fail:
@@ -292,6 +325,7 @@ static void unlink_xfer(httpc *h, struct xfer *x)
 		if (*p == x) {
 			*p = x->next;
 			h->inflight--;
+			h->nstreams -= x->stream;
 			return;
 		}
 }
@@ -332,7 +366,58 @@ static void classify(struct xfer *x, CURLcode rc)
 		r->status = 0;
 }
 
-static int drain(httpc *h, httpc_done_fn done, void *ud)
+/*
+ * Hands a stream's undelivered bytes to data, with the status and, the
+ * first time, the headers (alone when no body byte has come yet).
+ * Returns 1 when data was called.
+ */
+static int flush_stream(struct xfer *x, httpc_data_fn data, void *ud)
+{
+	httpc_chunk c = { .id = x->id, .data = x->resp.body, .len = x->resp.body_len };
+
+	if (!x->resp.body_len && (x->head_sent || !x->head_done))
+		return 0;
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &c.status);
+	if (!x->head_sent) {
+		c.headers = x->resp.headers;
+		c.nheaders = x->resp.nheaders;
+		x->head_sent = 1;
+	}
+	if (!c.data)
+		c.data = "";
+	data(ud, &c);
+	x->resp.body_len = 0;
+	if (x->resp.body)
+		x->resp.body[0] = 0;
+	return 1;
+}
+
+/* Lets a paused stream run again; libcurl may write into it right away. */
+static void resume(struct xfer *x)
+{
+	x->paused = 0;
+	curl_easy_pause(x->easy, CURLPAUSE_CONT);
+}
+
+/* Delivers what every running stream received; resumes those whose
+ * buffer was full and whose consumer does not hold them. */
+static int flush_streams(httpc *h, httpc_data_fn data, void *ud)
+{
+	int n = 0;
+
+	if (!h->nstreams || !data)
+		return 0;
+	for (struct xfer *x = h->list; x; x = x->next) {
+		if (!x->stream)
+			continue;
+		n += flush_stream(x, data, ud);
+		if (x->paused && !x->held)
+			resume(x);
+	}
+	return n;
+}
+
+static int drain(httpc *h, httpc_done_fn done, httpc_data_fn data, void *ud)
 {
 	CURLMsg *m;
 	int left, n = 0;
@@ -349,6 +434,9 @@ static int drain(httpc *h, httpc_done_fn done, void *ud)
 		x->resp.seconds = secs;
 		x->resp.id = x->id;
 		classify(x, m->data.result);
+		/* a stream's last bytes (even before a failure) come first */
+		if (x->stream && data)
+			n += flush_stream(x, data, ud);
 		if (!x->resp.body) {
 			x->resp.body = calloc(1, 1);
 			x->resp.body_len = 0;
@@ -368,10 +456,26 @@ int httpc_cancel(httpc *h, uint64_t id)
 			struct xfer *x = *p;
 
 			*p = x->next;
+			h->nstreams -= x->stream;
 			curl_multi_remove_handle(h->multi, x->easy);
 			x->cancelled = 1;
 			x->next = h->dead;
 			h->dead = x;
+			return 0;
+		}
+	return -1;
+}
+
+int httpc_pause(httpc *h, uint64_t id, int paused)
+{
+	for (struct xfer *x = h->list; x; x = x->next)
+		if (x->id == id) {
+			if (!x->stream)
+				return -1;
+			x->held = paused != 0;
+			/* with bytes still pending, the next flush resumes it */
+			if (!x->held && x->paused && !x->resp.body_len)
+				resume(x);
 			return 0;
 		}
 	return -1;
@@ -396,16 +500,18 @@ static int drain_dead(httpc *h, httpc_done_fn done, void *ud)
 	return n;
 }
 
-int httpc_poll(httpc *h, int timeout_ms, httpc_done_fn done, void *ud)
+int httpc_poll(httpc *h, int timeout_ms, httpc_done_fn done, httpc_data_fn data,
+	       void *ud)
 {
 	int running, n;
 
-	n = drain_dead(h, done, ud) + drain(h, done, ud);
+	n = drain_dead(h, done, ud) + drain(h, done, data, ud) +
+	    flush_streams(h, data, ud);
 	if (n)
 		return n;
 	if (curl_multi_perform(h->multi, &running) != CURLM_OK)
 		return -1;
-	n = drain(h, done, ud);
+	n = drain(h, done, data, ud) + flush_streams(h, data, ud);
 	if (n)
 		return n;
 	if (curl_multi_poll(h->multi, NULL, 0, timeout_ms < 0 ? 3600 * 1000 : timeout_ms,
@@ -413,7 +519,7 @@ int httpc_poll(httpc *h, int timeout_ms, httpc_done_fn done, void *ud)
 		return -1;
 	if (curl_multi_perform(h->multi, &running) != CURLM_OK)
 		return -1;
-	return drain(h, done, ud);
+	return drain(h, done, data, ud) + flush_streams(h, data, ud);
 }
 
 void httpc_wakeup(httpc *h) { curl_multi_wakeup(h->multi); }

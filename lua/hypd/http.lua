@@ -8,38 +8,92 @@
 -- fresh_connection = true: a new connection, never a reused one, so the
 -- transport cannot resend the request on its own (for unsafe calls).
 -- aws = { service, region, profile, sign_body, unsigned_payload, s3_path }
+-- eks = { cluster, region, profile, sts_url } adds the EKS bearer token for
+-- that cluster, made in C from the cached credentials (hypd.k8s)
 -- signs the request in C with the profile's cached credentials (hypd.aws).
+-- idle_timeout = seconds: fail with TIMEOUT when the server sends nothing
+-- for about that long (libcurl measures below 1 byte/s over a few seconds).
 --
 -- resp = { status = 200, headers = { ["content-type"] = ... } (lower-case
 -- names), body = "...", seconds = 0.01 }. Any HTTP status is a response;
 -- only transport failures return nil, err (TIMEOUT, CONNECT, RESET, TLS,
 -- TOO_LARGE, CANCELLED, HTTP, VALIDATION).
+--
+-- Streaming (Kubernetes watches, followed logs): the body as it arrives.
+--
+--   local s, err = http.stream{ url = ".../pods/x/log?follow=true", idle_timeout = 60 }
+--   local status, headers = s:headers()   -- waits for them; nil, err on failure
+--   for line in s:lines() do ... end      -- complete lines, without "\n"
+--   if s.err then ... end                 -- why the lines stopped (nil: clean end)
+--   s:close()
+--
+-- http.stream takes the fields of http.request; it returns as soon as the
+-- transfer has started (nil, err only for a request that cannot start).
+-- There is no whole-transfer timeout unless `timeout` is given. max_body
+-- (default 1 MiB) bounds the bytes received and not yet read: past it the
+-- transfer pauses, so the server waits for a slow reader.
+--
+--   s:read([timeout]) -> chunk          the next bytes, in arrival order
+--                     -> nil, nil       the response ended cleanly
+--                     -> nil, err       the transfer failed (RESET, TIMEOUT,
+--                                       HTTP, TLS, CONNECT, CANCELLED...);
+--                                       every later read says the same
+--                     -> nil, err       with err.code = "TIMEOUT" and
+--                                       err.again = true: nothing came within
+--                                       timeout seconds; the stream is still
+--                                       open, read again
+--   s:headers() -> status, headers | nil, err   (s.status, s.headers once known)
+--   s:lines()   -> iterator over complete lines; a last line without "\n" is
+--                  returned at a clean end; it stops on failure (see s.err)
+--   s:close()   cancels the transfer and drops unread bytes (idempotent;
+--               `local s <close> = ...` works). Reads after close return
+--               nil, err(CANCELLED) unless the response had already ended.
+--
+-- A stream belongs to the task that opened it: when that task ends (returns,
+-- fails or is cancelled) the transfer is cancelled, so nothing leaks. An
+-- HTTP error status is a response here too: check s:headers() first.
+local core = require "hypd.core"
 local errors = require "hypd.errors"
 local sched = require "hypd._sched"
 
 local M = {}
 
+local STREAM_BUFFER = 1 << 20 -- default max_body of a stream
+
 local fields = {
   method = "string", url = "string", headers = "table", body = "string",
   timeout = "number", connect_timeout = "number", ca_pem = "string",
   ca_file = "string", max_body = "number", aws = "table", fresh_connection = "boolean",
+  idle_timeout = "number", eks = "table",
 }
 
-function M.request(req)
+-- check(req, what) -> true | nil, err (VALIDATION naming the field)
+local function check(req, what)
   if type(req) ~= "table" then
-    return errors.fail("VALIDATION", "http.request needs a table")
+    return errors.fail("VALIDATION", what .. " needs a table")
   end
   for k, v in pairs(req) do
     if not fields[k] then
-      return errors.fail("VALIDATION", "http.request: unknown field '" .. tostring(k) .. "'", { field = k })
+      return errors.fail("VALIDATION", what .. ": unknown field '" .. tostring(k) .. "'", { field = k })
     end
     if type(v) ~= fields[k] then
-      return errors.fail("VALIDATION", "http.request: field '" .. k .. "' must be a " .. fields[k], { field = k })
+      return errors.fail("VALIDATION", what .. ": field '" .. k .. "' must be a " .. fields[k], { field = k })
     end
   end
   if not req.url then
-    return errors.fail("VALIDATION", "http.request: field 'url' is required", { field = "url" })
+    return errors.fail("VALIDATION", what .. ": field 'url' is required", { field = "url" })
   end
+  local idle = req.idle_timeout
+  if idle and not (idle >= 0 and idle <= 86400) then
+    return errors.fail("VALIDATION", what .. ": field 'idle_timeout' must be 0 to 86400 seconds",
+      { field = "idle_timeout" })
+  end
+  return true
+end
+
+function M.request(req)
+  local ok, err = check(req, "http.request")
+  if not ok then return nil, err end
   return sched.await("http", req)
 end
 
@@ -47,6 +101,124 @@ function M.get(url, opts)
   local req = { url = url }
   for k, v in pairs(opts or {}) do req[k] = v end
   return M.request(req)
+end
+
+-- streams
+
+local Stream = {}
+Stream.__index = Stream
+
+-- called by the scheduler (never yields): new bytes, and the first time the
+-- status and headers
+function Stream:_data(ev)
+  if ev.headers then self.status, self.headers = ev.status, ev.headers end
+  if #ev.data > 0 then
+    self._tail = self._tail + 1
+    self._chunks[self._tail] = ev.data
+    self._buffered = self._buffered + #ev.data
+    if self._buffered > self._limit and not self._held then
+      self._held = true
+      core.http_pause(self._id, true)
+    end
+  end
+  self._sig:fire()
+end
+
+-- called by the scheduler: the transfer ended (ev.err, or a clean end)
+function Stream:_done(ev)
+  self._ended = true
+  if ev.err then
+    self.err = ev.err
+  elseif not self.status then
+    self.status, self.headers = ev.status, ev.headers
+  end
+  self._sig:fire()
+end
+
+-- pops the oldest unread chunk; lets a held transfer run once half is read
+local function pop(self)
+  local chunk = self._chunks[self._head]
+  self._chunks[self._head] = nil
+  self._head = self._head + 1
+  self._buffered = self._buffered - #chunk
+  if self._held and self._buffered <= self._limit // 2 then
+    self._held = false
+    core.http_pause(self._id, false)
+  end
+  return chunk
+end
+
+function Stream:read(timeout)
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+    error("stream:read: timeout must be a non-negative number", 2)
+  end
+  local deadline = timeout and core.now() + timeout
+  while true do
+    if self._head <= self._tail then return pop(self) end
+    if self._ended then return nil, self.err end
+    local left = deadline and deadline - core.now()
+    if left and left <= 0 then
+      return errors.fail("TIMEOUT", string.format("no data within %gs", timeout), { again = true })
+    end
+    self._sig:wait(left)
+  end
+end
+
+function Stream:headers()
+  while not self.status do
+    if self._ended then return nil, self.err end
+    self._sig:wait()
+  end
+  return self.status, self.headers
+end
+
+function Stream:lines()
+  local buf, pos = "", 1
+  return function()
+    while true do
+      local nl = buf:find("\n", pos, true)
+      if nl then
+        local line = buf:sub(pos, nl - 1)
+        pos = nl + 1
+        return line
+      end
+      local chunk = self:read()
+      if not chunk then
+        local rest = buf:sub(pos)
+        buf, pos = "", 1
+        if rest ~= "" and not self.err then return rest end
+        return nil
+      end
+      -- keep only the unconsumed tail, so a long stream does not grow buf
+      buf, pos = buf:sub(pos) .. chunk, 1
+    end
+  end
+end
+
+function Stream:close()
+  if self._closed then return end
+  self._closed = true
+  sched.close_stream(self._id) -- calls _done with CANCELLED unless it ended
+  self._chunks, self._head, self._tail, self._buffered = {}, 1, 0, 0
+end
+
+Stream.__close = Stream.close
+
+function M.stream(req)
+  local ok, err = check(req, "http.stream")
+  if not ok then return nil, err end
+  local r = {}
+  for k, v in pairs(req) do r[k] = v end
+  r.stream = true
+  r.max_body = r.max_body or STREAM_BUFFER
+  local s = setmetatable({
+    _chunks = {}, _head = 1, _tail = 0, _buffered = 0, _limit = r.max_body,
+    _sig = sched.signal(), _ended = false, _held = false, _closed = false,
+  }, Stream)
+  local id, start_err = sched.await("http_stream", r, s)
+  if not id then return nil, start_err end
+  s._id = id
+  return s
 end
 
 return M
