@@ -82,15 +82,20 @@ t.test("unsupported YAML is refused with its line number", function()
 end)
 
 t.test("hypd's own kubeconfig, a JSON one with a static token, and a named context", function()
-  local hypd_cfg = AWS_CLI:gsub("command: aws", "command: /usr/local/bin/hypd"):gsub(
-    "      %- %-%-region\n      %- us%-west%-2\n      %- eks\n      %- get%-token\n      %- %-%-cluster%-name\n      %- demo\n      %- %-%-output\n      %- json\n",
-    "      - eks-token\n      - --cluster\n      - other\n      - --region\n      - eu-west-1\n")
+  local old_args = table.concat({ "--region", "us-west-2", "eks", "get-token", "--cluster-name", "demo", "--output",
+    "json" }, "\n      - ")
+  local new_args = table.concat({ "eks-token", "--cluster", "other", "--region", "eu-west-1" }, "\n      - ")
+  local at = AWS_CLI:find(old_args, 1, true)
+  local hypd_cfg = (AWS_CLI:sub(1, at - 1) .. new_args .. AWS_CLI:sub(at + #old_args)):gsub("command: aws",
+    "command: /usr/local/bin/hypd")
   local a = kubeconfig.parse(hypd_cfg, "config")
   t.eq(a.eks.cluster, "other")
   t.eq(a.eks.region, "eu-west-1")
   local j = kubeconfig.parse([[{"apiVersion":"v1","kind":"Config","current-context":"a",
-    "clusters":[{"name":"c1","cluster":{"server":"https://10.0.0.1:6443/"}},{"name":"c2","cluster":{"server":"https://10.0.0.2"}}],
-    "contexts":[{"name":"a","context":{"cluster":"c1","user":"u"}},{"name":"b","context":{"cluster":"c2","user":"u","namespace":"ml"}}],
+    "clusters":[{"name":"c1","cluster":{"server":"https://10.0.0.1:6443/"}},
+                {"name":"c2","cluster":{"server":"https://10.0.0.2"}}],
+    "contexts":[{"name":"a","context":{"cluster":"c1","user":"u"}},
+                {"name":"b","context":{"cluster":"c2","user":"u","namespace":"ml"}}],
     "users":[{"name":"u","user":{"token":"sekret-token-123"}}]}]], "j")
   t.eq(a.token, nil)
   t.eq(j.server, "https://10.0.0.1:6443")
@@ -111,11 +116,13 @@ t.test("refusals name the field: unknown plugin, client certificates, insecure T
     t.like(err.message, pattern)
   end
   refused(AWS_CLI:gsub("command: aws", "command: gke-gcloud-auth-plugin"), "exec", "not one hypd understands")
-  refused([[{"current-context":"a","clusters":[{"name":"c","cluster":{"server":"https://h","insecure-skip-tls-verify":true}}],
+  refused([[{"current-context":"a",
+    "clusters":[{"name":"c","cluster":{"server":"https://h","insecure-skip-tls-verify":true}}],
     "contexts":[{"name":"a","context":{"cluster":"c","user":"u"}}],"users":[{"name":"u","user":{}}]}]],
     "insecure-skip-tls-verify", "not supported")
   refused([[{"current-context":"a","clusters":[{"name":"c","cluster":{"server":"https://h"}}],
-    "contexts":[{"name":"a","context":{"cluster":"c","user":"u"}}],"users":[{"name":"u","user":{"client-certificate-data":"x"}}]}]],
+    "contexts":[{"name":"a","context":{"cluster":"c","user":"u"}}],
+    "users":[{"name":"u","user":{"client-certificate-data":"x"}}]}]],
     "client-certificate", "client certificates")
   refused(AWS_CLI, "context", "no context named 'nope'", "nope")
 end)

@@ -217,7 +217,8 @@ end
 -- is given with opts.page (then one page and its continue token)
 function Conn:list(api_version, kind, opts)
   opts = opts or {}
-  local items, meta, cont = json.array(), nil, opts.continue
+  local items, cont = json.array(), opts.continue
+  local meta
   repeat
     local p, err = self:path(api_version, kind, nil, opts.namespace, nil, { labelSelector = selector(opts.labels),
       fieldSelector = selector(opts.fields), limit = opts.limit or 500, continue = cont })

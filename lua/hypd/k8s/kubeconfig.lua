@@ -75,7 +75,8 @@ function M.parse(text, file, context)
   if cluster["certificate-authority-data"] then
     out.ca_pem = core.b64decode(cluster["certificate-authority-data"])
     if not out.ca_pem then
-      errors.raise("VALIDATION", file .. ": certificate-authority-data is not base64", { field = "certificate-authority-data" })
+      errors.raise("VALIDATION", file .. ": certificate-authority-data is not base64",
+        { field = "certificate-authority-data" })
     end
   elseif cluster["certificate-authority"] then
     out.ca_file = cluster["certificate-authority"]
@@ -105,7 +106,9 @@ end
 -- load(path [, context]) -> access (see parse)
 function M.load(path, context)
   local f, err = io.open(path, "rb")
-  if not f then errors.raise("NOT_FOUND", "cannot read kubeconfig " .. path .. ": " .. tostring(err), { field = "kubeconfig" }) end
+  if not f then
+    errors.raise("NOT_FOUND", "cannot read kubeconfig " .. path .. ": " .. tostring(err), { field = "kubeconfig" })
+  end
   local text = f:read("a")
   f:close()
   return M.parse(text, path, context)

@@ -373,7 +373,7 @@ end
 
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
 
-local function serve_discovery(cl, rt, version)
+local function serve_discovery(cl, rt)
   if rt.discovery == "api" then return reply(200, discovery.api()) end
   if rt.discovery == "apis" then return reply(200, discovery.apis(cl.reg)) end
   if rt.discovery == "group" then

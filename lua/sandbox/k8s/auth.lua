@@ -24,8 +24,8 @@ end
 
 local function reject(why) return nil, why end
 
--- token(bearer, cluster, region) -> principal {arn, user_id} | nil, why
-function M.token(bearer, cluster, region)
+-- token(bearer, cluster) -> principal {arn, user_id} | nil, why
+function M.token(bearer, cluster)
   local tok = (bearer or ""):match("^[Bb]earer%s+(%S+)$")
   if not tok then return reject("no bearer token") end
   if tok:sub(1, 11) ~= "k8s-aws-v1." then return reject("not an EKS token") end

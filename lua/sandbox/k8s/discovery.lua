@@ -3,7 +3,6 @@
 -- OpenAPI v3 documents kubectl needs for server-side field validation.
 local core = require "hypd.core"
 local json = require "hypd.json"
-local resources = require "sandbox.k8s.resources"
 
 local M = {}
 

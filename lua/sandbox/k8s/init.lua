@@ -39,7 +39,7 @@ local UNAUTHORIZED = json.encode(objects.status(401, "Unauthorized", "Unauthoriz
 local function handler(region, name)
   return function(req)
     local cl = objects.cluster(region, name)
-    local principal, why = kauth.token(req.headers.authorization, name, region)
+    local principal, why = kauth.token(req.headers.authorization, name)
     local user = principal and kauth.user(name, region, principal)
     if not user then
       log.debug("sandbox", "k8s %s: 401 for %s %s: %s", name, req.method, req.path,

@@ -115,7 +115,7 @@ function Cluster:each(fn)
   end
 end
 
-function Cluster:now() return rfc3339(core.now()) end
+function Cluster.now() return rfc3339(core.now()) end
 
 -- the one place a change happens: persists, bumps resourceVersion, records
 -- the event and wakes watchers and controllers
