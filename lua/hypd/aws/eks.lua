@@ -1,5 +1,5 @@
 -- hypd.aws.eks: what the C host needs to make an EKS bearer token.
--- prepare{cluster, region, profile} resolves the region, the STS endpoint
+-- prepare{cluster, region, profile, sts_endpoint_url} resolves the region, the STS endpoint
 -- (with the usual overrides) and fresh credentials; the token itself is made
 -- in C so it never passes through Lua.
 local aws = require "hypd.aws"
@@ -17,7 +17,7 @@ function M.prepare(args)
   local profile = args.profile or config.profile
   local region = aws.region { region = args.region, profile = profile }
   local model = aws.model("sts")
-  local ep, err = endpoints.resolve(model.metadata, region, profile)
+  local ep, err = endpoints.resolve(model.metadata, region, profile, { endpoint_url = args.sts_endpoint_url })
   if not ep then errors.raise("VALIDATION", err, { field = "endpoint_url" }) end
   aws.credentials(profile)
   return { sts_url = ep.url, region = ep.signing_region, profile = profile, cluster = args.cluster }

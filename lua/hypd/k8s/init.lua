@@ -44,20 +44,23 @@ local function new(access)
     timeout = access.timeout or 60 }, Conn)
 end
 
--- connect{cluster, region, profile} -> a connection to an EKS cluster
+-- connect{cluster, region, profile, endpoint_url} -> a connection to an EKS
+-- cluster (endpoint_url: the AWS endpoint for EKS and STS, as for aws.call)
 function M.connect(args)
   if type(args) ~= "table" or type(args.cluster) ~= "string" or args.cluster == "" then
     errors.raise("VALIDATION", "cluster: the EKS cluster name is required", { field = "cluster" })
   end
   local profile = args.profile or config.profile
   local region = aws.region { region = args.region, profile = profile }
-  local c = aws.call("eks", "DescribeCluster", { name = args.cluster }, { region = region, profile = profile }).cluster
+  local c = aws.call("eks", "DescribeCluster", { name = args.cluster },
+    { region = region, profile = profile, endpoint_url = args.endpoint_url }).cluster
   local ca = c.certificateAuthority and c.certificateAuthority.data
   if not c.endpoint or not ca then
     errors.raise("STATE", string.format("cluster %s is %s and has no Kubernetes endpoint yet", args.cluster,
       tostring(c.status)))
   end
-  local prep = require("hypd.aws.eks").prepare { cluster = args.cluster, region = region, profile = profile }
+  local prep = require("hypd.aws.eks").prepare { cluster = args.cluster, region = region, profile = profile,
+    sts_endpoint_url = args.endpoint_url }
   return new { server = c.endpoint, ca_pem = core.b64decode(ca),
     eks = { cluster = args.cluster, region = prep.region, profile = profile, sts_url = prep.sts_url } }
 end

@@ -11,9 +11,9 @@ local PATCH = { ["1.28"] = 15, ["1.29"] = 14, ["1.30"] = 12, ["1.31"] = 9, ["1.3
 function M.version(k8s_version)
   local major, minor = tostring(k8s_version or "1.34"):match("^(%d+)%.(%d+)")
   local git = string.format("v%s.%s.%d-eks-%s", major, minor, PATCH[k8s_version] or 0,
-    core.digest("sha1", k8s_version or "", "hex"):sub(1, 7))
+    core.digest("sha256", k8s_version or "", "hex"):sub(1, 7))
   return { major = major, minor = minor .. "+", gitVersion = git, emulationMajor = major, emulationMinor = minor,
-    gitCommit = core.digest("sha1", git, "hex"), gitTreeState = "clean", buildDate = "2026-10-01T00:00:00Z",
+    gitCommit = core.digest("sha256", git, "hex"):sub(1, 40), gitTreeState = "clean", buildDate = "2026-10-01T00:00:00Z",
     goVersion = "go1.24.9", compiler = "gc", platform = "linux/amd64" }
 end
 
