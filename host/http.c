@@ -456,6 +456,7 @@ int httpc_cancel(httpc *h, uint64_t id)
 			struct xfer *x = *p;
 
 			*p = x->next;
+			h->inflight--; /* nobody waits for it any more */
 			h->nstreams -= x->stream;
 			curl_multi_remove_handle(h->multi, x->easy);
 			x->cancelled = 1;
@@ -481,7 +482,7 @@ int httpc_pause(httpc *h, uint64_t id, int paused)
 	return -1;
 }
 
-/* Reports cancelled transfers (still counted in flight until reported). */
+/* Reports cancelled transfers (no longer counted in flight). */
 static int drain_dead(httpc *h, httpc_done_fn done, void *ud)
 {
 	int n = 0;
@@ -490,7 +491,6 @@ static int drain_dead(httpc *h, httpc_done_fn done, void *ud)
 		struct xfer *x = h->dead;
 
 		h->dead = x->next;
-		h->inflight--;
 		x->resp.id = x->id;
 		classify(x, CURLE_OK);
 		done(ud, &x->resp);

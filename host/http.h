@@ -105,7 +105,7 @@ int httpc_cancel(httpc *h, uint64_t id);
  * Returns -1 if id is unknown or not a stream. */
 int httpc_pause(httpc *h, uint64_t id, int paused);
 
-/* Transfers started and not yet handed to a done callback. */
+/* Transfers started, not cancelled and not yet handed to a done callback. */
 int httpc_inflight(const httpc *h);
 
 /*

@@ -329,8 +329,18 @@ function M.run(until_fn)
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
       if not e and inflight == 0 and not core.listening() then return false end
+      -- open streams (watches, log follows) may stay open for ever: under the
+      -- virtual clock they must not hold time still, so they get a moment
+      -- to deliver what is on the wire, then time moves on
+      local streams = 0
+      if e and inflight > 0 and core.virtual() then
+        for _ in pairs(http_streams) do streams = streams + 1 end
+      end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
+      elseif e and streams > 0 and inflight <= streams then
+        local done = core.poll(0.002)
+        if #done > 0 then deliver(done) else core.advance_to(e.at) end
       else
         local timeout
         if e and not core.virtual() then timeout = math.max(0, e.at - core.now()) end

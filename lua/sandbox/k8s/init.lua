@@ -129,4 +129,7 @@ end
 
 function M.cluster(region, name) return objects.cluster(region, name) end
 
+-- the simulated controllers: nodes, scheduler, kubelet, workloads, operators, add-ons
+M.controllers[#M.controllers + 1] = require("sandbox.k8s.controllers").start
+
 return M

@@ -3,6 +3,7 @@
 local C = require "sandbox.services.eks.clusters"
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
+local log = require "hypd.log"
 
 local M = { operations = {}, transitions = {} }
 local ops, tr = M.operations, M.transitions
@@ -59,6 +60,13 @@ function M.default_version(name, kv)
 end
 
 local function key(cluster, addon) return cluster .. "/" .. addon end
+
+-- k8s(ctx, cluster): the add-ons' workloads in the cluster follow the
+-- records (sandbox.k8s.controllers.addons); never fails the AWS side
+local function k8s(ctx, cluster)
+  local ok, err = pcall(function() require("sandbox.k8s.controllers.addons").sync(ctx.region, cluster) end)
+  if not ok then log.warn("sandbox", "EKS add-ons: Kubernetes sync failed: %s", tostring(err)) end
+end
 
 local function view(a)
   local out = D.copy(a)
@@ -158,6 +166,7 @@ function tr.addon_active(ctx, args)
   end
   a.modifiedAt = ctx.now()
   ctx.state:put("addon", a.key, a)
+  k8s(ctx, a.clusterName)
   if args.update then
     local u = ctx.state:get("update", args.update)
     if u then
@@ -243,6 +252,7 @@ function tr.addon_deleted(ctx, args)
     if p.ownerArn == a.addonArn then ctx.state:delete("pod_identity", p.key) end
   end
   ctx.state:delete("addon", a.key)
+  k8s(ctx, a.clusterName)
 end
 
 local function filter_set(list)

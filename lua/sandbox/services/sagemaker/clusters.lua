@@ -172,6 +172,7 @@ function tr.node_recovered(ctx, args)
   for _, n in ipairs(C.nodes(ctx, c.ClusterName, g.InstanceGroupName)) do degraded = degraded or n.Status == "Failure" end
   if g.Status == "Degraded" and not degraded then g.Status = "InService" end
   ctx.state:put("cluster", c.ClusterName, c)
+  C.k8s(ctx)
 end
 
 local function pending(ctx, c, g)
@@ -196,6 +197,7 @@ function tr.cluster_created(ctx, args)
     c.ClusterStatus = "InService"
   end
   ctx.state:put("cluster", c.ClusterName, c)
+  C.k8s(ctx)
 end
 
 function ops.DescribeCluster(ctx, input)
@@ -245,6 +247,7 @@ function ops.DeleteCluster(ctx, input)
       ctx.state:put("node", n.InstanceId, n)
     end
     ctx:later(D.between(240, 480), "cluster_deleted", { name = c.ClusterName })
+    C.k8s(ctx)
   end
   return { ClusterArn = c.ClusterArn }
 end
@@ -252,6 +255,7 @@ end
 function tr.cluster_deleted(ctx, args)
   for _, n in ipairs(C.nodes(ctx, args.name)) do ctx.state:delete("node", n.InstanceId) end
   ctx.state:delete("cluster", args.name)
+  C.k8s(ctx)
 end
 
 -- fields fixed for the life of an instance group
@@ -346,6 +350,7 @@ function ops.UpdateCluster(ctx, input)
   c.ClusterStatus, c.FailureMessage = "Updating", nil
   ctx.state:put("cluster", c.ClusterName, c)
   ctx:later(D.between(300, 600), "cluster_updated", { name = c.ClusterName, prev = prev })
+  C.k8s(ctx)
   return { ClusterArn = c.ClusterArn }
 end
 
@@ -371,6 +376,7 @@ function tr.cluster_updated(ctx, args)
   c.groups = kept
   c.ClusterStatus = "InService"
   ctx.state:put("cluster", c.ClusterName, c)
+  C.k8s(ctx)
 end
 
 return M

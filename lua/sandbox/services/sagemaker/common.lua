@@ -4,6 +4,7 @@
 -- "node" (id InstanceId).
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
+local log = require "hypd.log"
 local types = require "sandbox.data.instance_types"
 
 local M = {}
@@ -47,6 +48,13 @@ function M.nodes(ctx, cluster, group)
     return a.InstanceId < b.InstanceId
   end)
   return out
+end
+
+-- k8s(ctx): after node records change, the Node objects of the EKS
+-- clusters follow (sandbox.k8s.controllers.nodes); never fails the AWS side
+function M.k8s(ctx)
+  local ok, err = pcall(function() require("sandbox.k8s.controllers.nodes").sync(ctx.region) end)
+  if not ok then log.warn("sandbox", "HyperPod nodes: Kubernetes sync failed: %s", tostring(err)) end
 end
 
 -- plan(ctx, arn) -> the training plan record (seeding the catalogue first)

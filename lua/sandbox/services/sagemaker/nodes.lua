@@ -103,6 +103,7 @@ local function batch(ctx, input, codes, field, act)
   for _, id in ipairs(ids) do one(id, false) end
   for _, id in ipairs(logical) do one(id, true) end
   ctx.state:put("cluster", c.ClusterName, c)
+  C.k8s(ctx)
   return out
 end
 
@@ -129,6 +130,7 @@ end
 
 function tr.node_gone(ctx, args)
   ctx.state:delete("node", args.id)
+  C.k8s(ctx)
 end
 
 function ops.BatchRebootClusterNodes(ctx, input)
@@ -146,6 +148,7 @@ function tr.node_rebooted(ctx, args)
   if not n then return end
   n.Status, n.Message, n.busy = "Running", "", nil
   ctx.state:put("node", n.InstanceId, n)
+  C.k8s(ctx)
 end
 
 function ops.BatchReplaceClusterNodes(ctx, input)
@@ -164,6 +167,7 @@ end
 
 function tr.node_replaced(ctx, args)
   ctx.state:delete("node", args.old)
+  C.k8s(ctx)
   local n = ctx.state:get("node", args.new)
   if not n then return end
   n.Status, n.Message, n.busy = "Running", "", nil
@@ -200,6 +204,7 @@ function ops.UpdateClusterSoftware(ctx, input)
   c.ClusterStatus = "Updating"
   ctx.state:put("cluster", c.ClusterName, c)
   ctx:later(D.between(600, 1200), "software_updated", { name = c.ClusterName })
+  C.k8s(ctx)
   return { ClusterArn = c.ClusterArn }
 end
 
@@ -219,6 +224,7 @@ function tr.software_updated(ctx, args)
   end
   if c.ClusterStatus == "Updating" then c.ClusterStatus = "InService" end
   ctx.state:put("cluster", c.ClusterName, c)
+  C.k8s(ctx)
 end
 
 return M

@@ -1,0 +1,218 @@
+-- sandbox.k8s.controllers.hyperpod_jobs: the HyperPod training operator's
+-- HyperPodPyTorchJob (sagemaker.amazonaws.com/v1), once its CRD is served.
+-- Every replicaSpecs[i] gives `replicas` pods <job>-pod-<rank> (label
+-- HPJob=<job>, owned by the job). Conditions go Created -> Running (every
+-- pod Running) -> Completed, the newest True condition last as `hyp list`
+-- reads them. While running, each pod prints one training line per step
+-- (sandbox.hypd.io/steps steps, STEP_SECONDS of simulated time each):
+--   [rank 0] step 10/20 loss=1.2345 throughput=181.2 samples/s
+-- When a pod fails (its node failed or went), the job restarts all its pods
+-- (restartCount + 1, condition Restarting, then Running again) while
+-- runPolicy.jobMaxRetryCount (or restartPolicy.maxFullJobRestarts) allows,
+-- and fails (condition Failed) after that. Every restart is a full job
+-- restart from step 0; pod-level restarts are not simulated.
+local core = require "hypd.core"
+local ctl_ = require "sandbox.k8s.controllers._ctl"
+local kubelet = require "sandbox.k8s.controllers.kubelet"
+local logs = require "sandbox.k8s.logs"
+local sched = require "sandbox.k8s.controllers.scheduler"
+
+local M = {}
+M.STEPS = 20          -- steps unless annotated
+M.STEP_SECONDS = 1    -- simulated seconds per step
+M.STEPS_ANN = "sandbox.hypd.io/steps"
+M.GROUP, M.VERSION, M.PLURAL = "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"
+
+local function key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
+
+-- wanted(job) -> { {name, rank, spec} } the pods the job runs
+local function wanted(job)
+  local out, rank = {}, 0
+  for _, rs in ipairs((job.spec or {}).replicaSpecs or {}) do
+    for _ = 1, tonumber(rs.replicas) or 1 do
+      out[#out + 1] = { name = job.metadata.name .. "-pod-" .. rank, rank = rank, spec = rs }
+      rank = rank + 1
+    end
+  end
+  return out
+end
+
+local function retries(job)
+  local rp = (job.spec or {}).runPolicy or {}
+  return tonumber(rp.jobMaxRetryCount) or tonumber((rp.restartPolicy or {}).maxFullJobRestarts) or 0
+end
+
+local function build(job, w)
+  local labels = { HPJob = job.metadata.name, ["sagemaker.amazonaws.com/job-name"] = job.metadata.name }
+  local p = ctl_.pod(job, w.spec.template or {}, w.name, labels)
+  p.spec.hostname = w.name
+  return p
+end
+
+local function noise(a, b)
+  local x = math.sin(a * 12.9898 + b * 78.233) * 43758.5453
+  return x - math.floor(x)
+end
+
+local function gpus(pod)
+  local n = sched.requests(pod)["nvidia.com/gpu"] or 0
+  return n > 0 and n or 0
+end
+
+local function say(ctl, pod, text)
+  local c = (pod.spec.containers or {})[1]
+  if c then logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, text) end
+end
+
+-- train(ctl, job, m, pods, k) -> true when the last step is done: prints
+-- the steps that are due and comes back for the next one
+local function train(ctl, job, m, pods, k)
+  local steps = math.max(1, tonumber((job.metadata.annotations or {})[M.STEPS_ANN]) or M.STEPS)
+  local dt = M.STEP_SECONDS / ctl_.speed()
+  local now = core.now()
+  if not m.next_at then
+    m.next_at = now + dt
+    for rank, p in ipairs(pods) do
+      say(ctl, p, string.format("[rank %d] Experiment configuration: job=%s world_size=%d nproc_per_node=%s " ..
+        "steps=%d master=%s:23456", rank - 1, job.metadata.name, #pods, tostring(job.spec.nprocPerNode or "auto"),
+        steps, pods[1].metadata.name))
+    end
+  end
+  while m.step < steps and now >= m.next_at do
+    m.step = m.step + 1
+    for rank, p in ipairs(pods) do
+      local loss = 0.35 + 2.2 * math.exp(-3 * m.step / steps) + 0.04 * (noise(m.step, rank) - 0.5)
+      local g = gpus(p)
+      local tput = (g > 0 and 180 * g or 12.5) * (1 + 0.05 * (noise(rank, m.step) - 0.5))
+      m.loss = loss
+      say(ctl, p, string.format("[rank %d] step %d/%d loss=%.4f throughput=%.1f samples/s", rank - 1, m.step, steps,
+        loss, tput))
+    end
+    m.next_at = m.next_at + dt
+  end
+  if m.step >= steps then
+    say(ctl, pods[1], string.format("[rank 0] Training completed: %d steps, final loss=%.4f", steps, m.loss or 0))
+    return true
+  end
+  ctl:at(m.next_at, "hpj", k)
+end
+
+local function clean(ctl, job, pods, all)
+  local policy = ((job.spec or {}).runPolicy or {}).cleanPodPolicy or "None"
+  local pr = ctl:r("", "v1", "pods")
+  for _, p in pairs(pods) do
+    if policy == "All" or (policy == "Running" and not ctl_.finished(p)) or all then
+      ctl.cl:delete(pr, p.metadata.namespace, p.metadata.name)
+    end
+  end
+end
+
+ctl_.handlers.hpj = function(ctl, k)
+  local r = ctl:r(M.GROUP, M.VERSION, M.PLURAL)
+  if not r then return end
+  local cl = ctl.cl
+  local ns, name = k:match("^([^/]*)/(.*)$")
+  local mem = ctl:memo("hpj")
+  local job = cl:get(r, ns, name)
+  if not job then mem[k] = nil return end
+  local m = mem[k]
+  if not m or m.uid ~= job.metadata.uid then
+    m = { uid = job.metadata.uid, step = 0 }
+    mem[k] = m
+  end
+  local st = ctl_.copy(job.status or {})
+  if ctl_.is_true(st.conditions, "Completed") or ctl_.is_true(st.conditions, "Failed") then return end
+  local last = { last = true }
+  st.restartCount = st.restartCount or 0
+  if not ctl_.condition(st.conditions, "Created") then
+    st.conditions = ctl_.set_condition(st.conditions, "Created", "True", "JobCreated",
+      string.format("HyperPodPyTorchJob %s is created.", name), last)
+    st.startTime = st.startTime or ctl_.stamp()
+  end
+  local pr = ctl:r("", "v1", "pods")
+  local want = wanted(job)
+  local pods, failed = {}, nil
+  for i, w in ipairs(want) do
+    local p = cl:get(pr, ns, w.name)
+    if p and ctl_.owned_by(p, job.metadata.uid) then
+      pods[i] = p
+      if ctl_.phase(p) == "Failed" then failed = failed or p end
+    end
+  end
+  if failed then
+    local why = string.format("pod %s on node %s failed (%s)", failed.metadata.name,
+      tostring(failed.spec.nodeName), tostring((failed.status or {}).reason or "Error"))
+    st.latestFaultyPodInstanceList = { restartType = "JLR", faultyPodList = { failed.metadata.name },
+      faultyInstanceIdList = { (tostring(failed.spec.nodeName):gsub("^hyperpod%-", "")) },
+      faultyRankList = { (failed.metadata.name:match("(%d+)$")) } }
+    if st.restartCount < retries(job) then
+      clean(ctl, job, pods, true)
+      pods = {}
+      st.restartCount = st.restartCount + 1
+      m.step, m.next_at = 0, nil
+      st.conditions = ctl_.set_condition(st.conditions, "Running", "False", "JobRestarting", "The job is restarting.")
+      st.conditions = ctl_.set_condition(st.conditions, "Restarting", "True", "JobRestarting",
+        string.format("HyperPodPyTorchJob %s is restarting (%d of %d): %s.", name, st.restartCount, retries(job), why),
+        last)
+      ctl_.event(ctl, job, "Warning", "JobRestarting", "Restarting the job: " .. why, "hp-training-operator")
+    else
+      st.conditions = ctl_.set_condition(st.conditions, "Running", "False", "JobFailed", "The job failed.")
+      st.conditions = ctl_.set_condition(st.conditions, "Failed", "True", "JobFailed",
+        string.format("HyperPodPyTorchJob %s failed: %s; the %d retries allowed are used up.", name, why,
+          retries(job)), last)
+      ctl_.event(ctl, job, "Warning", "JobFailed", "The job failed: " .. why, "hp-training-operator")
+      clean(ctl, job, pods)
+      ctl_.put_status(ctl, r, job, st)
+      return
+    end
+  end
+  for i, w in ipairs(want) do
+    if not pods[i] and not cl:get(pr, ns, w.name) then pods[i] = cl:create(pr, build(job, w)) end
+  end
+  local refs, running = {}, #want > 0
+  for i = 1, #want do
+    local p = pods[i]
+    if p then refs[#refs + 1] = { apiVersion = "v1", kind = "Pod", name = p.metadata.name, namespace = ns,
+      uid = p.metadata.uid } end
+    if not p or ctl_.phase(p) ~= "Running" then running = false end
+  end
+  st.jobPods = refs
+  st.masterAddr, st.masterPort = #want > 0 and want[1].name or nil, "23456"
+  if running then
+    if not ctl_.is_true(st.conditions, "Running") then
+      if ctl_.condition(st.conditions, "Restarting") then
+        st.conditions = ctl_.set_condition(st.conditions, "Restarting", "False", "JobRestarted",
+          "The job restarted.")
+      end
+      st.conditions = ctl_.set_condition(st.conditions, "Running", "True", "JobRunning",
+        string.format("HyperPodPyTorchJob %s is running.", name), last)
+    end
+    if train(ctl, job, m, pods, k) then
+      for _, p in ipairs(pods) do kubelet.stop(ctl, pr, p, "Succeeded", 0, "Completed") end
+      st.conditions = ctl_.set_condition(st.conditions, "Running", "False", "JobSucceeded", "The job finished.")
+      st.conditions = ctl_.set_condition(st.conditions, "Completed", "True", "JobSucceeded",
+        string.format("HyperPodPyTorchJob %s is successfully completed.", name), last)
+      st.completionTime = ctl_.stamp()
+      ctl_.event(ctl, job, "Normal", "JobSucceeded", "The job completed.", "hp-training-operator")
+      clean(ctl, job, pods)
+    end
+  end
+  ctl_.put_status(ctl, r, job, st)
+end
+
+function M.watch(ctl, _, r, obj)
+  if r.group == M.GROUP and r.kind == "HyperPodPyTorchJob" then
+    ctl:enqueue("hpj", key(obj))
+  elseif r.group == "" and r.kind == "Pod" then
+    local o = ctl_.owner(obj, "HyperPodPyTorchJob")
+    if o then ctl:enqueue("hpj", obj.metadata.namespace .. "/" .. o.name) end
+  end
+end
+
+function M.start(ctl)
+  local r = ctl:r(M.GROUP, M.VERSION, M.PLURAL)
+  if not r then return end
+  for _, j in ipairs(ctl.cl:list(r)) do ctl:enqueue("hpj", key(j)) end
+end
+
+return M

@@ -1,0 +1,48 @@
+-- sandbox.k8s.controllers: what makes a simulated EKS cluster act like one.
+-- start(cl, region, eks_cluster_record) is called once per served cluster
+-- (sandbox.k8s M.controllers): it installs one store hook that tells every
+-- controller about each change, and the cluster's one daemon task that
+-- reconciles (controllers/_ctl.lua). Calling it again does nothing.
+--
+--   nodes          HyperPod instances as Node objects; node failures
+--   scheduler      Pending pods to nodes (GPU, EFA, selectors, taints)
+--   kubelet        bound pods run, print, finish, fail with their node
+--   deployments    Deployments and ReplicaSets
+--   jobs           batch/v1 Jobs
+--   daemonsets     DaemonSets
+--   hyperpod_jobs  HyperPodPyTorchJob (training operator)
+--   addons         EKS add-ons as their workloads and CRDs
+local ctl_ = require "sandbox.k8s.controllers._ctl"
+local log = require "hypd.log"
+
+local M = {}
+
+M.MODULES = { "nodes", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs", "addons" }
+
+local mods = {}
+for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end
+
+-- start(cl, region, eks_cluster_record) -> the cluster's Ctl
+function M.start(cl, region, c)
+  if cl.controllers then return cl.controllers end
+  local ctl = ctl_.new(cl, region, c)
+  cl.controllers = ctl
+  cl:hook(function(etype, r, obj)
+    for i, m in ipairs(mods) do
+      if m.watch then
+        local ok, err = pcall(m.watch, ctl, etype, r, obj)
+        if not ok then log.error("sandbox", "k8s controller %s: hook failed: %s", M.MODULES[i], tostring(err)) end
+      end
+    end
+  end)
+  for _, m in ipairs(mods) do
+    if m.start then m.start(ctl) end
+  end
+  ctl:start()
+  return ctl
+end
+
+-- find(region, eks_cluster_name) -> the live Ctl of a cluster, or nil
+M.find = ctl_.find
+
+return M

@@ -1,0 +1,245 @@
+-- sandbox.k8s.controllers.kubelet: the kubelets of every node. A pod bound
+-- to a Ready node starts after START seconds of simulated time (phase
+-- Running, IPs, container statuses, the usual conditions, a few lines of
+-- output derived from its image and command). Pods that run to completion
+-- finish after their run time: Job pods (default JOB_SECONDS) and pods with
+-- restartPolicy Never/OnFailure carrying the annotation
+-- sandbox.hypd.io/run-seconds; sandbox.hypd.io/exit-code sets how they end.
+-- A running pod whose node goes NotReady or away fails (NodeLost); a
+-- finished pod of a ReplicaSet or DaemonSet on a node that is gone is
+-- deleted (the pod garbage collector). HyperPodPyTorchJob pods are started
+-- here but finished by their job (hyperpod_jobs.lua).
+local core = require "hypd.core"
+local ctl_ = require "sandbox.k8s.controllers._ctl"
+local logs = require "sandbox.k8s.logs"
+local sched = require "sandbox.k8s.controllers.scheduler"
+
+local M = {}
+M.START = 2          -- simulated seconds from binding to Running
+M.JOB_SECONDS = 5    -- how long a Job's pod runs unless annotated
+M.RUN = "sandbox.hypd.io/run-seconds"
+M.EXIT = "sandbox.hypd.io/exit-code"
+
+local function key(pod) return pod.metadata.namespace .. "/" .. pod.metadata.name end
+
+-- run_seconds(pod) -> how long the pod runs before its containers exit, or
+-- nil when it runs until deleted
+function M.run_seconds(pod)
+  if ctl_.owner(pod, "HyperPodPyTorchJob") then return nil end
+  local ann = (pod.metadata.annotations or {})[M.RUN]
+  local rp = pod.spec.restartPolicy or "Always"
+  if rp == "Always" then return nil end
+  if ann and tonumber(ann) then return tonumber(ann) end
+  if ctl_.owner(pod, "Job") then return M.JOB_SECONDS end
+end
+
+local function words(c)
+  local out = {}
+  for _, list in ipairs { c.command or {}, c.args or {} } do
+    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
+  end
+  return out
+end
+
+-- lines(container) -> what the container prints when it starts
+function M.lines(c)
+  local image = c.image or ""
+  local cmd = table.concat(words(c), " ")
+  local out = {}
+  for text in cmd:gmatch("echo%s+([^;&|]+)") do
+    out[#out + 1] = (text:gsub("%s+$", ""):gsub("^[\"'](.*)[\"']$", "%1"))
+  end
+  if #out > 0 then return out end
+  local name = image:match("([^/:@]+)[:@]?[^/]*$") or image
+  if name == "nginx" then
+    return { "/docker-entrypoint.sh: Configuration complete; ready for start up",
+      "2025/01/01 00:00:00 [notice] 1#1: start worker processes" }
+  elseif name == "coredns" then
+    return { ".:53", "[INFO] plugin/reload: Running configuration SHA512 = " .. ctl_.hash(image, 16),
+      "CoreDNS-1.12.1", "linux/amd64, go1.23.6" }
+  elseif name:find("vllm") or cmd:find("vllm") then
+    return { "INFO: Started server process [1]", "INFO: Waiting for application startup.",
+      "INFO: Application startup complete.", "INFO: Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)" }
+  elseif name:find("sglang") or cmd:find("sglang") then
+    return { "[INFO] server_args: host=0.0.0.0 port=30000", "[INFO] The server is fired up and ready to roll!" }
+  elseif cmd:find("python") or name:find("pytorch") or name:find("python") then
+    return { "Python 3.12.8 (main) [GCC 12.2.0] on linux", "running: " .. (cmd ~= "" and cmd or image) }
+  end
+  return { string.format("[%s] started from %s", c.name or "main", image),
+    cmd ~= "" and "[" .. (c.name or "main") .. "] command: " .. cmd or nil }
+end
+
+local function pod_ip(node_ip)
+  local a, b, c = tostring(node_ip):match("^(%d+)%.(%d+)%.(%d+)%.%d+$")
+  if not a then a, b, c = 10, 0, math.random(0, 255) end
+  return string.format("%s.%s.%s.%d", a, b, c, math.random(4, 254))
+end
+
+local function internal_ip(node)
+  for _, a in ipairs((node.status or {}).addresses or {}) do
+    if a.type == "InternalIP" then return a.address end
+  end
+  return "10.0.0.1"
+end
+
+local function qos(pod)
+  local any, guaranteed = false, true
+  for _, c in ipairs(pod.spec.containers or {}) do
+    local r = c.resources or {}
+    if next(r.requests or {}) or next(r.limits or {}) then any = true end
+    local lim = r.limits or {}
+    if not lim.cpu or not lim.memory then guaranteed = false end
+  end
+  if not any then return "BestEffort" end
+  return guaranteed and "Guaranteed" or "Burstable"
+end
+
+local function image_id(image)
+  local repo = image:gsub("[:@].*$", "")
+  if not repo:find("/") then repo = "docker.io/library/" .. repo end
+  return repo .. "@sha256:" .. (ctl_.hash(image .. "1", 16) .. ctl_.hash(image .. "2", 16)):gsub(".", function(ch)
+    return string.format("%02x", ch:byte()) end):sub(1, 64)
+end
+
+local function conditions(list, ready, reason)
+  list = ctl_.set_condition(list, "PodReadyToStartContainers", ready == nil and "False" or "True")
+  list = ctl_.set_condition(list, "Initialized", "True")
+  list = ctl_.set_condition(list, "Ready", ready and "True" or "False", not ready and reason or nil)
+  list = ctl_.set_condition(list, "ContainersReady", ready and "True" or "False", not ready and reason or nil)
+  return ctl_.set_condition(list, "PodScheduled", "True")
+end
+
+local function start(ctl, pr, pod, node)
+  local now = ctl_.stamp()
+  local host = internal_ip(node)
+  local st = ctl_.copy(pod.status or {})
+  st.phase = "Running"
+  st.hostIP, st.hostIPs = host, { { ip = host } }
+  st.podIP = pod.spec.hostNetwork and host or pod_ip(host)
+  st.podIPs = { { ip = st.podIP } }
+  st.startTime = st.startTime or now
+  st.qosClass = qos(pod)
+  st.conditions = conditions(st.conditions, true)
+  local cs = {}
+  for i, c in ipairs(pod.spec.containers or {}) do
+    cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = true, started = true,
+      restartCount = 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
+      lastState = {} }
+  end
+  st.containerStatuses = cs
+  if pod.spec.initContainers then
+    local ics = {}
+    for i, c in ipairs(pod.spec.initContainers) do
+      ics[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = true, started = false,
+        restartCount = 0, containerID = "containerd://" .. ctl_.hex(64),
+        state = { terminated = { exitCode = 0, reason = "Completed", startedAt = now, finishedAt = now } } }
+    end
+    st.initContainerStatuses = ics
+  end
+  local cur = ctl_.put_status(ctl, pr, pod, st)
+  for _, c in ipairs(pod.spec.containers or {}) do
+    ctl_.event(ctl, cur, "Normal", "Pulled", string.format('Container image "%s" already present on machine',
+      c.image or ""), "kubelet")
+    ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
+    for _, line in ipairs(M.lines(c)) do logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line) end
+  end
+  return cur
+end
+
+-- stop(ctl, pr, pod, phase, code, reason [, status_reason, message]) -> the
+-- stored pod with its containers terminated
+function M.stop(ctl, pr, pod, phase, code, reason, pod_reason, message)
+  local now = ctl_.stamp()
+  local st = ctl_.copy(pod.status or {})
+  st.phase = phase
+  st.reason, st.message = pod_reason, message
+  st.conditions = conditions(st.conditions, false, phase == "Succeeded" and "PodCompleted" or "PodFailed")
+  for _, s in ipairs(st.containerStatuses or {}) do
+    local started = s.state and s.state.running and s.state.running.startedAt or now
+    s.ready, s.started = false, false
+    s.state = { terminated = { exitCode = code, reason = reason, startedAt = started, finishedAt = now,
+      containerID = s.containerID } }
+  end
+  local cur = ctl_.put_status(ctl, pr, pod, st)
+  logs.ended(ctl.cl, pod.metadata.namespace, pod.metadata.name)
+  return cur
+end
+
+local function gc_owner(pod)
+  local o = ctl_.owner(pod)
+  return o and (o.kind == "ReplicaSet" or o.kind == "DaemonSet")
+end
+
+ctl_.handlers.pod = function(ctl, k)
+  local cl = ctl.cl
+  local ns, name = k:match("^([^/]*)/(.*)$")
+  local pr, nr = ctl:r("", "v1", "pods"), ctl:r("", "v1", "nodes")
+  local mem = ctl:memo("kubelet")
+  local pod = cl:get(pr, ns, name)
+  local m = mem[k]
+  if not pod or (m and m.uid ~= pod.metadata.uid) then
+    -- a deleted pod's output goes with it (a new pod of the same name starts clean)
+    logs.forget(cl, ns, name)
+    mem[k], m = nil, nil
+  end
+  if not pod then return end
+  if not m then
+    m = { uid = pod.metadata.uid }
+    mem[k] = m
+  end
+  local node_name = pod.spec.nodeName
+  if not node_name or node_name == "" then return end
+  local node = cl:get(nr, nil, node_name)
+  local phase = ctl_.phase(pod)
+  if phase == "Succeeded" or phase == "Failed" then
+    if not node and gc_owner(pod) then cl:delete(pr, ns, name) end
+    return
+  end
+  local ready = node and sched.node_ready(node)
+  -- a pod this kubelet started or the scheduler placed fails with its node;
+  -- one bound by hand to a node that does not exist is left alone
+  local ours = (pod.status or {}).hostIP or ctl_.is_true((pod.status or {}).conditions, "PodScheduled")
+  if not node and not ours then return end
+  if not node or (not ready and phase == "Running") then
+    M.stop(ctl, pr, pod, "Failed", 137, "ContainerStatusUnknown", "NodeLost",
+      string.format("Node %s which was running pod %s is unresponsive", node_name, name))
+    return
+  end
+  if not ready then return end -- a pending pod waits for its node
+  local now = core.now()
+  if phase == "Pending" then
+    if not m.start_at then
+      m.start_at = now + M.START / ctl_.speed()
+      return ctl:at(m.start_at, "pod", k)
+    end
+    if now < m.start_at then return ctl:at(m.start_at, "pod", k) end
+    pod = start(ctl, pr, pod, node)
+  end
+  local run = M.run_seconds(pod)
+  if not run then return end
+  if not m.finish_at then
+    m.finish_at = now + run / ctl_.speed()
+    return ctl:at(m.finish_at, "pod", k)
+  end
+  if now < m.finish_at then return ctl:at(m.finish_at, "pod", k) end
+  local code = tonumber((pod.metadata.annotations or {})[M.EXIT]) or 0
+  M.stop(ctl, pr, pod, code == 0 and "Succeeded" or "Failed", code, code == 0 and "Completed" or "Error")
+end
+
+function M.watch(ctl, _, r, obj)
+  if r.group ~= "" then return end
+  if r.kind == "Pod" then
+    ctl:enqueue("pod", key(obj))
+  elseif r.kind == "Node" then
+    local pr = ctl:r("", "v1", "pods")
+    for _, p in ipairs(ctl.cl:list(pr)) do
+      if p.spec and p.spec.nodeName == obj.metadata.name then ctl:enqueue("pod", key(p)) end
+    end
+  end
+end
+
+function M.start(ctl)
+  for _, p in ipairs(ctl.cl:list(ctl:r("", "v1", "pods"))) do ctl:enqueue("pod", key(p)) end
+end
+
+return M
