@@ -26,7 +26,7 @@ t.test("a sandbox with a HyperPod-ready EKS cluster and a kubeconfig from hypd k
   t.eq(rc, 0, err)
   t.like(out, "^https://127%.0%.0%.1:%d+")
   rc, out, err = with_env(H.hypd .. " kubeconfig --cluster kc-demo --write " .. H.quote(KC))
-  t.eq(rc, 0, err)
+  t.eq({ rc, out }, { 0, "" }, err)
   ready = rc == 0
 end)
 
@@ -161,7 +161,7 @@ t.test("kubectl delete -f waits until the objects are gone", function()
   t.eq(rc, 0, err)
   t.eq(out, 'deployment.apps "web" deleted\n')
   rc, out, err = kubectl("get deployment web")
-  t.eq(rc, 1)
+  t.eq({ rc, out }, { 1, "" })
   t.like(err, 'Error from server %(NotFound%): deployments.apps "web" not found')
   local _, pods = kubectl("get pods -l app=web -o json")
   t.eq(#json.decode(pods).items, 0, "garbage collection took the ReplicaSet's pods")
