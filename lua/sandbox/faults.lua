@@ -2,7 +2,9 @@
 --   { seed = 42,
 --     services = { ec2 = { throttle = 0.2, error5xx = 0.05, reset = 0.01, latency = 0.3 } },
 --     insufficient_capacity = { { instance_type = "ml.p5.48xlarge", zone = "usw2-az2" } },
---     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } } }
+--     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } },   -- at launch
+--     node_failures = { { cluster = "hp1", instance_group = "workers", after = 300, count = 1 } } }
+--     (a Running node fails `after` simulated seconds once it has joined Kubernetes)
 -- The same seed gives the same faults for the same sequence of requests.
 local errors = require "hypd.errors"
 local task = require "hypd.task"
@@ -64,7 +66,7 @@ function M.applies(kind, args)
   for _, f in ipairs(spec[kind] or {}) do
     local match = true
     for k, v in pairs(f) do
-      if k ~= "count" and args[k] ~= nil and args[k] ~= v then match = false end
+      if k ~= "count" and k ~= "after" and args[k] ~= nil and args[k] ~= v then match = false end
     end
     if match then return true, f end
   end

@@ -234,6 +234,16 @@ local function admin(req)
     if spec then spec, err = faults.configure(spec) end
     if not spec then return { status = 400, body = tostring(err) .. "\n" } end
     return { status = 200, body = "ok" }
+  elseif req.path == "/_sandbox/nodes/fail" and req.method == "POST" then
+    -- {cluster, node_id [, region, message]}: a HyperPod node fails now
+    local a = json.decode(req.body)
+    if type(a) ~= "table" or type(a.cluster) ~= "string" or type(a.node_id) ~= "string" then
+      return { status = 400, body = "expected {\"cluster\": HYPERPOD_CLUSTER, \"node_id\": NODE_ID}\n" }
+    end
+    local ok, err = require("sandbox.k8s.controllers.nodes").fail(a.region or M.default_region, a.cluster,
+      a.node_id, a.message)
+    if not ok then return { status = 404, body = tostring(err) .. "\n" } end
+    return { status = 200, body = "ok" }
   elseif req.path == "/_sandbox/health" then
     return { status = 200, headers = { ["content-type"] = "application/json" },
              body = json.encode { ok = true, account = auth.ACCOUNT, speed = M.speed } }

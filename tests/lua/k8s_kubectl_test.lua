@@ -167,6 +167,26 @@ t.test("kubectl delete -f waits until the objects are gone", function()
   t.eq(#json.decode(pods).items, 0, "garbage collection took the ReplicaSet's pods")
 end)
 
+t.test("a node failed through the sandbox's admin call is replaced (NodeRecovery Automatic)", function()
+  if not ready then return skip() end
+  local _, out = kubectl("get nodes -o json")
+  local name = json.decode(out).items[1].metadata.name
+  local rc, said = H.sh("curl -s -X POST -d " .. H.quote(json.encode { cluster = "hp-demo",
+    node_id = name:match("^hyperpod%-(.+)$") }) .. " " .. env.AWS_ENDPOINT_URL .. "/_sandbox/nodes/fail")
+  t.eq({ rc, said }, { 0, "ok" })
+  -- under the sandbox's virtual clock the 10 to 15 minutes of recovery pass at once
+  local names = {}
+  for _ = 1, 50 do
+    local _, now = kubectl("get nodes -o json")
+    names = {}
+    for _, n in ipairs(json.decode(now).items) do names[#names + 1] = n.metadata.name end
+    if #names == 2 and names[1] ~= name and names[2] ~= name then break end
+    os.execute("sleep 0.1")
+  end
+  t.eq(#names, 2)
+  t.ok(names[1] ~= name and names[2] ~= name, "the failed node " .. name .. " was replaced")
+end)
+
 t.test("kubectl with a token for another cluster is Unauthorized", function()
   if not ready then return skip() end
   local other = H.read(KC):gsub("%- kc%-demo\n", "- kc-other\n")

@@ -429,3 +429,26 @@ t.test("a node failing under a job restarts the job; automatic recovery brings a
     .message, "retries allowed are used up")
   cl:delete(r, "default", "resilient")
 end)
+
+t.test("a node_failures fault from the fault file fails a node some time after it joined", function()
+  local faults = require "sandbox.faults"
+  assert(faults.configure { node_failures = { { cluster = HP, instance_group = "extra", after = 120 } } })
+  call("sagemaker", "UpdateCluster", { ClusterName = HP, InstanceGroups = { { InstanceGroupName = "extra",
+    InstanceType = "ml.g5.12xlarge", InstanceCount = 1, ExecutionRole = ROLE } } })
+  local function mine()
+    for _, n in ipairs(hp_nodes()) do
+      if n.metadata.labels["sagemaker.amazonaws.com/instance-group-name"] == "extra" then return n end
+    end
+  end
+  wait(function() return mine() ~= nil end, 900, "the node to join")
+  local joined = core.now()
+  t.eq(mine().metadata.labels["sagemaker.amazonaws.com/node-health-status"], "Schedulable")
+  wait(function()
+    local n = mine()
+    return n and n.metadata.labels["sagemaker.amazonaws.com/node-health-status"] == "UnschedulablePendingReplacement"
+  end, 300, "the injected failure")
+  t.ok(core.now() - joined >= 120, "failed " .. (core.now() - joined) .. " s after joining")
+  local id = mine().metadata.name:match("^hyperpod%-(.+)$")
+  t.eq(state.view(REGION, "sagemaker"):get("node", id).Status, "Failure")
+  assert(faults.configure {})
+end)

@@ -19,8 +19,10 @@ local D = require "sandbox.services.eks.deps"
 local aws = require "sandbox.k8s.controllers._aws"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local errors = require "hypd.errors"
+local faults = require "sandbox.faults"
 local log = require "hypd.log"
 local state = require "sandbox.state"
+local task = require "hypd.task"
 local types = require "sandbox.data.instance_types"
 
 local M = {}
@@ -76,6 +78,23 @@ function M.fail(region, hp, id, message)
   end
   M.sync(region)
   return true
+end
+
+-- schedule_fault(region, cluster, node): a node_failures fault from the fault
+-- file ({cluster, instance_group, after = seconds, count}) fails a node that
+-- has joined, `after` simulated seconds later
+local consumed = {}
+function M.schedule_fault(region, c, n)
+  local hit, f = faults.applies("node_failures", { cluster = c.ClusterName, instance_group = n.group })
+  if not hit then return end
+  consumed[f] = (consumed[f] or 0) + 1
+  if consumed[f] > (f.count or 1) then return end
+  local id, hp = n.InstanceId, c.ClusterName
+  task.spawn(function()
+    task.sleep((tonumber(f.after) or 60) / require("sandbox").speed)
+    local ok, err = M.fail(region, hp, id, "Node failed health checks: injected node_failures fault.")
+    if not ok then log.warn("sandbox", "node_failures fault for %s: %s", id, tostring(err)) end
+  end, { name = "sandbox node failure " .. id, daemon = true })
 end
 
 local function reserved_cpu_m(vcpus)
@@ -250,6 +269,7 @@ local function reconcile(ctl, r, n, c)
   if not old then
     node.status = status
     cl:create(r, node)
+    M.schedule_fault(ctl.region, c, n)
     return
   end
   local cur = cl:update(r, node) or old
