@@ -1,0 +1,249 @@
+-- hypd.op: operations, the record of every mutating call. A staged tool's
+-- call creates the record first and returns at once with
+-- {operation_id, status, status_tool, poll_after_seconds}; a task then runs
+-- the steps. Each step is idempotent; the record names the step running and
+-- its phase, and ctx.state (the step's scratch: ids found or created) is
+-- persisted, so after a crash or restart resume() continues every running
+-- operation from its last step. A second call for the same tool and target
+-- while one runs returns that one (agents retry; people double-click).
+-- Cancellation stops at the next wait or step boundary and is recorded.
+--
+-- Step context: ctx.params, ctx.op_id, ctx.region, ctx.state, ctx:save(),
+-- ctx:phase(text), ctx:progress(text), ctx:call/try(service, op, params),
+-- ctx:sleep(s), ctx:check_cancel().
+local aws = require "hypd.aws"
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local store = require "hypd.store"
+local task = require "hypd.task"
+
+local M = {}
+M.aws_opts = {}          -- extra options for every AWS call of a step (tests: endpoint_url)
+M.POLL_AFTER = 30        -- what callers are told to wait between status calls
+local running = {}       -- op id -> task
+local subscribers = {}   -- id -> fn(event)
+local next_sub = 0
+
+local function state_key(id) return "op/" .. id .. "/state" end
+local function cancel_key(id) return "op/" .. id .. "/cancel" end
+
+-- subscribe(fn(event)) -> unsubscribe function. Events: {kind =
+-- "operation.started"|"operation.phase"|"operation.progress"|"operation.finished"|
+-- "operation.failed"|"operation.cancelled", operation_id, tool, target, phase, status, message, at}
+function M.subscribe(fn)
+  next_sub = next_sub + 1
+  local id = next_sub
+  subscribers[id] = fn
+  return function() subscribers[id] = nil end
+end
+
+local function emit(kind, rec, extra, persist)
+  local ev = { kind = kind, operation_id = rec.id, tool = rec.tool, target = rec.target, phase = rec.phase,
+    status = rec.status, at = core.now() }
+  for k, v in pairs(extra or {}) do ev[k] = v end
+  if persist ~= false then store.event(kind, rec.id, ev) end
+  for _, fn in pairs(subscribers) do
+    local ok, err = pcall(fn, ev)
+    if not ok then log.warn("op", "an event subscriber failed: %s", tostring(err)) end
+  end
+end
+
+-- view(record) -> what callers see of an operation
+function M.view(rec)
+  if not rec then return nil end
+  local def = require("hypd.tool").get(rec.tool)
+  return { operation_id = rec.id, tool = rec.tool, target = rec.target, status = rec.status, phase = rec.phase,
+    params = rec.params, caller = rec.caller, frontend = rec.frontend, steps = rec.steps, result = rec.result,
+    error = rec.error, created_at = rec.created_at, updated_at = rec.updated_at, finished_at = rec.finished_at,
+    seconds = (rec.finished_at or core.now()) - rec.created_at, status_tool = def and def.status_tool }
+end
+
+function M.get(id) return store.op_get(id) end
+
+-- list{status, tool, target, limit} -> records, newest first
+function M.list(filter)
+  return store.op_list(filter) or {}
+end
+
+local Ctx = {}
+Ctx.__index = Ctx
+
+function Ctx:save() assert(store.put(state_key(self.op_id), self.state)) end
+
+function Ctx:phase(text)
+  self.rec.phase = text
+  assert(store.op_update(self.op_id, { phase = text }))
+  emit("operation.phase", self.rec)
+  log.info("op", "%s %s: %s", self.rec.tool, self.op_id, text)
+end
+
+function Ctx:progress(text)
+  emit("operation.progress", self.rec, { message = text }, false)
+end
+
+function Ctx:check_cancel()
+  if store.get(cancel_key(self.op_id)) then errors.raise("CANCELLED", "operation " .. self.op_id .. " was cancelled") end
+end
+
+function Ctx:sleep(s)
+  self:check_cancel()
+  task.sleep(s)
+  self:check_cancel()
+end
+
+local function aws_opts(self)
+  local o = { region = self.region }
+  for k, v in pairs(M.aws_opts) do o[k] = v end
+  return o
+end
+
+function Ctx:call(service, op, params) return aws.call(service, op, params or {}, aws_opts(self)) end
+function Ctx:try(service, op, params) return aws.try(service, op, params or {}, aws_opts(self)) end
+
+local function error_view(e)
+  if not errors.is(e) and type(e) == "table" and e.code then setmetatable(e, errors.mt) end
+  if not errors.is(e) then e = errors.new("INTERNAL", tostring(e)) end
+  return { code = e.code, message = e.message, status = e.status, fields = e.fields }
+end
+
+-- run(rec, params): the operation's task body; continues from the first step
+-- not done
+local function run(rec, def, params)
+  local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def,
+    state = store.get(state_key(rec.id)) or json.object() }, Ctx)
+  ctx.region = params.region or ctx.state.region or aws.region { region = params.region }
+  ctx.state.region = ctx.region
+  local steps = rec.steps
+  local ok, err = pcall(function()
+    for i, step in ipairs(def.steps) do
+      local s = steps[i]
+      if s.status ~= "done" then
+        ctx:check_cancel()
+        s.status, s.started_at = "running", s.started_at or core.now()
+        rec.phase = step.name
+        assert(store.op_update(rec.id, { steps = steps, phase = step.name }))
+        emit("operation.phase", rec)
+        local out = step.run(ctx)
+        if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
+        ctx:save()
+        s.status, s.finished_at = "done", core.now()
+        s.seconds = s.finished_at - s.started_at
+        assert(store.op_update(rec.id, { steps = steps }))
+      end
+    end
+  end)
+  running[rec.id] = nil
+  if ok then
+    rec.status, rec.phase = "succeeded", "done"
+    store.op_update(rec.id, { status = "succeeded", phase = "done", result = ctx.state.result or json.object(),
+      finished_at = true })
+    emit("operation.finished", rec)
+    return
+  end
+  local e = error_view(err)
+  local cancelled = e.code == "CANCELLED" or store.get(cancel_key(rec.id)) ~= nil
+  for _, s in ipairs(steps) do
+    if s.status == "running" then s.status = cancelled and "cancelled" or "failed"; s.error = e.message end
+  end
+  rec.status = cancelled and "cancelled" or "failed"
+  store.op_update(rec.id, { status = rec.status, steps = steps, error = e, finished_at = true,
+    phase = cancelled and ("cancelled during " .. tostring(rec.phase)) or rec.phase })
+  emit(cancelled and "operation.cancelled" or "operation.failed", rec, { message = e.message })
+  log.warn("op", "%s %s %s: %s", rec.tool, rec.id, rec.status, e.message)
+end
+
+local function launch(rec, def, params)
+  running[rec.id] = task.spawn(run, { name = "operation " .. rec.id .. " " .. rec.tool, daemon = true },
+    rec, def, params)
+end
+
+local function new_id()
+  return "op-" .. (core.random_bytes(8):gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+local function accepted(rec, def, existing)
+  return { operation_id = rec.id, status = rec.status, status_tool = def.status_tool,
+    poll_after_seconds = M.POLL_AFTER, existing = existing or nil }
+end
+
+-- start(def, params, caller) -> accepted: the record first, then the task
+function M.start(def, params, caller)
+  local target = def.target(params)
+  local same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
+  if same and same[1] then return accepted(same[1], def, true) end
+  local steps = json.array()
+  for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end
+  local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",
+    params = require("hypd.tool").public(def, params), caller = caller and caller.name or "local",
+    frontend = caller and caller.front or "lua", steps = steps }
+  assert(store.op_create(rec))
+  rec = store.op_get(rec.id)
+  store.event("audit", rec.id, { tool = def.name, caller = rec.caller, front = rec.frontend, target = target,
+    params = rec.params })
+  emit("operation.started", rec)
+  launch(rec, def, params)
+  return accepted(rec, def)
+end
+
+-- resume() -> n: every operation still running in the store continues
+-- (after a restart); one whose tool is gone fails with a clear record
+function M.resume()
+  local n = 0
+  for _, rec in ipairs(M.list { status = "running" }) do
+    if not running[rec.id] then
+      local def = require("hypd.tool").get(rec.tool)
+      if not def or not def.steps then
+        store.op_update(rec.id, { status = "failed", finished_at = true,
+          error = { code = "STATE", message = "tool " .. rec.tool .. " is not registered in this hypd" } })
+      else
+        local params = rec.params or {}
+        for k, spec in pairs(def.params) do
+          if spec.secret then params[k] = nil end
+        end
+        log.info("op", "resuming %s %s at %s", rec.tool, rec.id, tostring(rec.phase))
+        launch(rec, def, params)
+        n = n + 1
+      end
+    end
+  end
+  return n
+end
+
+-- cancel(id, caller) -> view | nil, err
+function M.cancel(id, caller)
+  local rec = store.op_get(id)
+  if not rec then return errors.fail("NOT_FOUND", "no operation " .. tostring(id), { field = "operation_id" }) end
+  if rec.status ~= "running" then
+    return errors.fail("CONFLICT", "operation " .. id .. " is already " .. rec.status, { field = "operation_id" })
+  end
+  assert(store.put(cancel_key(id), { by = caller and caller.name or "local", at = core.now() }))
+  store.event("audit", id, { tool = "operation_cancel", caller = caller and caller.name, front = caller and caller.front })
+  local t = running[id]
+  if t then
+    t:cancel("operation " .. id .. " was cancelled by " .. tostring(caller and caller.name or "local"))
+    t:wait()
+  end
+  return M.view(store.op_get(id))
+end
+
+-- wait(id [, timeout]) -> view once the operation is no longer running
+function M.wait(id, timeout)
+  local deadline = timeout and core.now() + timeout
+  while true do
+    local rec = store.op_get(id)
+    if not rec or rec.status ~= "running" then return M.view(rec) end
+    local t = running[id]
+    if t and not deadline then
+      t:wait()
+    else
+      if deadline and core.now() >= deadline then return M.view(rec) end
+      task.sleep(0.5)
+    end
+  end
+end
+
+function M.active() return running end
+
+return M

@@ -1,0 +1,235 @@
+-- hypd.regex: the subset of ECMAScript regular expressions that JSON Schema
+-- `pattern`s use, so a tool's pattern means the same to hypd's validation
+-- and to every client that reads its schema.
+--
+--   local re = regex.compile("^[a-z][a-z0-9-]{1,30}$")   -> re | nil, err
+--   re:test(s) -> boolean   (unanchored search, as JSON Schema specifies)
+--
+-- Supported: literals, `.`, classes `[a-z0-9-]` and `[^...]`, escapes \d \w
+-- \s \D \W \S and escaped punctuation, groups `( )` and `(?: )` with `|`,
+-- quantifiers ? * + {m} {m,} {m,n} (greedy), anchors ^ $. Backreferences,
+-- lookaround and flags are refused at compile time.
+local M = {}
+
+local CLASSES = {
+  d = function(c) return c:match("%d") ~= nil end,
+  w = function(c) return c:match("[%w_]") ~= nil end,
+  s = function(c) return c:match("%s") ~= nil end,
+}
+
+local function class_escape(ch)
+  local f = CLASSES[ch:lower()]
+  if not f then return nil end
+  if ch:match("%u") then return function(c) return not f(c) end end
+  return f
+end
+
+-- parser: produces nodes {t = "char"|"any"|"set"|"group"|"bol"|"eol", ...}
+local Parser = {}
+Parser.__index = Parser
+
+local function perr(p, msg) error({ regex = true, message = string.format("%s at %d in /%s/", msg, p.i, p.src) }, 0) end
+
+function Parser:peek() return self.src:sub(self.i, self.i) end
+function Parser:next() local c = self:peek(); self.i = self.i + 1; return c end
+
+function Parser:set()
+  local negate = false
+  if self:peek() == "^" then negate, self.i = true, self.i + 1 end
+  local items = {}
+  local first = true
+  while true do
+    local c = self:next()
+    if c == "" then perr(self, "unterminated character class") end
+    if c == "]" and not first then break end
+    first = false
+    local lo
+    if c == "\\" then
+      local e = self:next()
+      local f = class_escape(e)
+      if f then
+        items[#items + 1] = f
+      else
+        lo = e
+      end
+    else
+      lo = c
+    end
+    if lo then
+      if self:peek() == "-" and self.src:sub(self.i + 1, self.i + 1) ~= "]" and self.src:sub(self.i + 1, self.i + 1) ~= "" then
+        self.i = self.i + 1
+        local hi = self:next()
+        if hi == "\\" then hi = self:next() end
+        if hi < lo then perr(self, "bad range") end
+        items[#items + 1] = function(x) return x >= lo and x <= hi end
+      else
+        items[#items + 1] = function(x) return x == lo end
+      end
+    end
+  end
+  return { t = "set", negate = negate, items = items }
+end
+
+function Parser:atom()
+  local c = self:next()
+  if c == "(" then
+    if self.src:sub(self.i, self.i + 1) == "?:" then
+      self.i = self.i + 2
+    elseif self:peek() == "?" then
+      perr(self, "lookaround is not supported")
+    end
+    local alts = self:alternation()
+    if self:next() ~= ")" then perr(self, "missing )") end
+    return { t = "group", alts = alts }
+  elseif c == "[" then
+    return self:set()
+  elseif c == "." then
+    return { t = "any" }
+  elseif c == "^" then
+    return { t = "bol" }
+  elseif c == "$" then
+    return { t = "eol" }
+  elseif c == "\\" then
+    local e = self:next()
+    if e == "" then perr(self, "trailing backslash") end
+    if e:match("%d") then perr(self, "backreferences are not supported") end
+    local f = class_escape(e)
+    if f then return { t = "set", items = { f } } end
+    if e == "n" then return { t = "char", c = "\n" } end
+    if e == "t" then return { t = "char", c = "\t" } end
+    return { t = "char", c = e }
+  elseif c == "*" or c == "+" or c == "?" or c == "{" then
+    perr(self, "nothing to repeat")
+  end
+  return { t = "char", c = c }
+end
+
+function Parser:quantified()
+  local a = self:atom()
+  local c = self:peek()
+  local min, max
+  if c == "*" then min, max = 0, math.huge
+  elseif c == "+" then min, max = 1, math.huge
+  elseif c == "?" then min, max = 0, 1
+  elseif c == "{" then
+    local m, rest = self.src:match("^{(%d+)(.-)}", self.i)
+    if not m then return a end -- a literal "{"
+    min = tonumber(m)
+    if rest == "" then max = min
+    elseif rest == "," then max = math.huge
+    else
+      local n = rest:match("^,(%d+)$")
+      if not n then perr(self, "bad {m,n}") end
+      max = tonumber(n)
+    end
+    if max < min then perr(self, "{m,n} with n < m") end
+    self.i = self.i + #("{" .. m .. rest .. "}") - 1
+  else
+    return a
+  end
+  self.i = self.i + 1
+  if self:peek() == "?" then perr(self, "lazy quantifiers are not supported") end
+  return { t = "rep", node = a, min = min, max = max }
+end
+
+function Parser:sequence()
+  local seq = {}
+  while self.i <= #self.src and self:peek() ~= "|" and self:peek() ~= ")" do
+    seq[#seq + 1] = self:quantified()
+  end
+  return seq
+end
+
+function Parser:alternation()
+  local alts = { self:sequence() }
+  while self:peek() == "|" do
+    self.i = self.i + 1
+    alts[#alts + 1] = self:sequence()
+  end
+  return alts
+end
+
+-- matcher: continuation passing with backtracking
+local match_seq
+
+local function match_node(n, s, i, k)
+  local t = n.t
+  if t == "char" then
+    return s:sub(i, i) == n.c and k(i + 1)
+  elseif t == "any" then
+    local c = s:sub(i, i)
+    return c ~= "" and c ~= "\n" and k(i + 1)
+  elseif t == "set" then
+    local c = s:sub(i, i)
+    if c == "" then return false end
+    local hit = false
+    for _, f in ipairs(n.items) do
+      if f(c) then hit = true break end
+    end
+    if n.negate then hit = not hit end
+    return hit and k(i + 1)
+  elseif t == "bol" then
+    return i == 1 and k(i)
+  elseif t == "eol" then
+    return i == #s + 1 and k(i)
+  elseif t == "group" then
+    for _, alt in ipairs(n.alts) do
+      if match_seq(alt, 1, s, i, k) then return true end
+    end
+    return false
+  elseif t == "rep" then
+    local function try(count, j)
+      if count < n.max then
+        local ok = match_node(n.node, s, j, function(j2)
+          if j2 == j then return false end -- an empty match cannot loop
+          return try(count + 1, j2)
+        end)
+        if ok then return true end
+      end
+      return count >= n.min and k(j)
+    end
+    return try(0, i)
+  end
+  return false
+end
+
+match_seq = function(seq, idx, s, i, k)
+  local n = seq[idx]
+  if not n then return k(i) end
+  return match_node(n, s, i, function(j) return match_seq(seq, idx + 1, s, j, k) end)
+end
+
+local Re = {}
+Re.__index = Re
+
+function Re:test(s)
+  s = tostring(s)
+  local function done() return true end
+  for start = 1, #s + 1 do
+    for _, alt in ipairs(self.alts) do
+      if match_seq(alt, 1, s, start, done) then return true end
+    end
+  end
+  return false
+end
+
+local cache = {}
+
+function M.compile(src)
+  if cache[src] then return cache[src] end
+  local p = setmetatable({ src = src, i = 1 }, Parser)
+  local ok, alts = pcall(function()
+    local a = p:alternation()
+    if p.i <= #src then perr(p, "unmatched )") end
+    return a
+  end)
+  if not ok then
+    if type(alts) == "table" and alts.regex then return nil, alts.message end
+    error(alts, 0)
+  end
+  local re = setmetatable({ src = src, alts = alts }, Re)
+  cache[src] = re
+  return re
+end
+
+return M

@@ -1,0 +1,289 @@
+-- hypd.tool: the tool registry, the one backend the web UI, REST, MCP and
+-- the command line share. A tool is one table:
+--
+--   tool.define {
+--     name = "cluster_create_eks",             -- snake_case, grouped by prefix
+--     summary = "one line", description = "written for an agent",
+--     kind = "read" | "mutating" | "destructive",
+--     params = { cluster_tag = { type = "string", required = true, pattern = "^[a-z]...$",
+--                                decision = true, fixed = true, description = "..." }, ... },
+--     result = { JSON Schema of the result } (optional),
+--     status_tool = "cluster_get_creation_status",  -- mutating and destructive tools
+--     target = function(params) return "eks/..." end, -- what one operation works on
+--     run = function(ctx, params) return result end  -- read tools (and quick mutations)
+--     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
+--   }
+--
+-- Param specs: type (string, integer, number, boolean, array, object), required,
+-- default, enum, pattern (an ECMAScript regex, as JSON Schema has it),
+-- minimum, maximum, min_length, max_length, items (a spec), description,
+-- decision (a person must make it), secret (never stored or logged), fixed
+-- (cannot change once created).
+--
+-- tool.call(name, args, caller) validates before any work: unknown fields,
+-- missing required ones, wrong types, out-of-range values and bad patterns
+-- all fail with VALIDATION and err.fields = { {field, rule, message}, ... }.
+-- caller = { name, scope = "read"|"operate"|"admin", front = "rest"|"mcp"|"cli"|... }.
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local regex = require "hypd.regex"
+
+local M = {}
+
+M.PREFIXES = { "cluster_", "hyperpod_", "storage_", "model_", "training_", "job_", "inference_", "monitor_",
+  "diagnose_", "operation_", "aws_" }
+M.KINDS = { read = "read", mutating = "operate", destructive = "admin" }
+local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
+local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
+local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
+  maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
+  secret = true, fixed = true, properties = true }
+
+local registry, order = {}, {}
+M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
+
+local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 3) end
+
+local function check_spec(tname, pname, spec)
+  if type(spec) ~= "table" then bad_def(tname, "param " .. pname .. " needs a table") end
+  for k in pairs(spec) do
+    if not SPEC_KEYS[k] then bad_def(tname, "param " .. pname .. ": unknown key " .. tostring(k)) end
+  end
+  if not TYPES[spec.type] then bad_def(tname, "param " .. pname .. ": type must be one of string, integer, " ..
+    "number, boolean, array, object") end
+  if spec.pattern and not regex.compile(spec.pattern) then
+    bad_def(tname, "param " .. pname .. ": " .. select(2, regex.compile(spec.pattern)))
+  end
+  if spec.items then check_spec(tname, pname .. "[]", spec.items) end
+end
+
+-- define(def) -> def; a bad definition is a programming error and raises
+function M.define(def)
+  local name = def.name
+  if type(name) ~= "string" or not name:match("^[a-z][a-z0-9_]*[a-z0-9]$") then
+    bad_def(name, "name must be snake_case")
+  end
+  local prefixed = false
+  for _, p in ipairs(M.PREFIXES) do prefixed = prefixed or name:sub(1, #p) == p end
+  if not prefixed then bad_def(name, "name must start with one of " .. table.concat(M.PREFIXES, " ")) end
+  if not M.KINDS[def.kind] then bad_def(name, "kind must be read, mutating or destructive") end
+  if type(def.summary) ~= "string" or type(def.description) ~= "string" then
+    bad_def(name, "summary and description are required")
+  end
+  if (def.run == nil) == (def.steps == nil) then bad_def(name, "give either run or steps") end
+  if def.kind ~= "read" and def.steps and (type(def.status_tool) ~= "string" or type(def.target) ~= "function") then
+    bad_def(name, "a staged tool needs status_tool and target")
+  end
+  for pname, spec in pairs(def.params or {}) do
+    if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(name, "param names are snake_case") end
+    check_spec(name, pname, spec)
+  end
+  def.params = def.params or {}
+  if not registry[name] then order[#order + 1] = name end
+  registry[name] = def
+  if M.changed then M.changed() end
+  return def
+end
+
+function M.get(name) return registry[name] end
+
+-- list() -> definitions in the order they were defined
+function M.list()
+  local out = {}
+  for _, n in ipairs(order) do out[#out + 1] = registry[n] end
+  return out
+end
+
+-- schemas -----------------------------------------------------------------------
+
+local function spec_schema(spec)
+  local s = { type = spec.type, description = spec.description, default = spec.default, pattern = spec.pattern,
+    minimum = spec.minimum, maximum = spec.maximum, minLength = spec.min_length, maxLength = spec.max_length }
+  if spec.enum then s.enum = json.array(); for i, v in ipairs(spec.enum) do s.enum[i] = v end end
+  if spec.items then s.items = spec_schema(spec.items) end
+  if spec.type == "object" then
+    s.properties = json.object()
+    for k, v in pairs(spec.properties or {}) do s.properties[k] = spec_schema(v) end
+  end
+  if spec.secret then s.writeOnly = true end
+  if spec.decision then s["x-hypd-decision"] = true end
+  if spec.fixed then s["x-hypd-fixed"] = true end
+  return s
+end
+
+-- input_schema(def) -> a JSON Schema 2020-12 object for the params
+function M.input_schema(def)
+  local props, required = json.object(), json.array()
+  local names = {}
+  for k in pairs(def.params) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    props[k] = spec_schema(def.params[k])
+    if def.params[k].required then required[#required + 1] = k end
+  end
+  return { ["$schema"] = "https://json-schema.org/draft/2020-12/schema", type = "object", properties = props,
+    required = #required > 0 and required or nil, additionalProperties = false }
+end
+
+M.ACCEPTED = { type = "object", required = { "operation_id", "status", "status_tool", "poll_after_seconds" },
+  properties = { operation_id = { type = "string" }, status = { type = "string" },
+    status_tool = { type = "string" }, poll_after_seconds = { type = "integer" }, existing = { type = "boolean" } } }
+
+-- output_schema(def) -> the JSON Schema of what a call returns
+function M.output_schema(def)
+  if def.steps then return M.ACCEPTED end
+  return def.result or { type = "object" }
+end
+
+-- validation ----------------------------------------------------------------------
+
+local function type_ok(spec, v)
+  local t = spec.type
+  if t == "string" then return type(v) == "string" end
+  if t == "boolean" then return type(v) == "boolean" end
+  if t == "integer" then return math.type(v) == "integer" or (math.type(v) == "float" and v == math.floor(v)) end
+  if t == "number" then return type(v) == "number" end
+  if t == "array" then return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil))) end
+  if t == "object" then return type(v) == "table" and not json.is_array(v) end
+  return false
+end
+
+local function describe(v)
+  if v == json.null then return "null" end
+  if type(v) == "table" then return json.is_array(v) and "an array" or "an object" end
+  return type(v) == "string" and "a string" or type(v) == "boolean" and "a boolean" or "a number"
+end
+
+local function check_value(spec, v, field, fields)
+  local function add(rule, msg) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " .. msg } end
+  if not type_ok(spec, v) then
+    add("type", "must be " .. (spec.type == "integer" and "an integer" or spec.type == "array" and "an array" or
+      spec.type == "object" and "an object" or "a " .. spec.type) .. ", got " .. describe(v))
+    return
+  end
+  if spec.type == "integer" then v = math.tointeger(v) end
+  if spec.enum then
+    local hit = false
+    for _, e in ipairs(spec.enum) do hit = hit or e == v end
+    if not hit then
+      local shown = {}
+      for i, e in ipairs(spec.enum) do shown[i] = tostring(e) end
+      add("enum", "must be one of " .. table.concat(shown, ", ") .. "; got " .. tostring(v))
+    end
+  end
+  if type(v) == "string" then
+    if spec.min_length and utf8.len(v) and utf8.len(v) < spec.min_length then
+      add("min_length", "must be at least " .. spec.min_length .. " characters")
+    end
+    if spec.max_length and (utf8.len(v) or #v) > spec.max_length then
+      add("max_length", "must be at most " .. spec.max_length .. " characters")
+    end
+    if spec.pattern and not regex.compile(spec.pattern):test(v) then
+      add("pattern", "must match " .. spec.pattern .. (spec.secret and "" or "; got '" .. v .. "'"))
+    end
+  elseif type(v) == "number" then
+    if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
+    if spec.maximum and v > spec.maximum then add("maximum", "must be at most " .. spec.maximum .. "; got " .. v) end
+  elseif spec.type == "array" and spec.items then
+    for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
+  end
+  return v
+end
+
+-- validate(def, args) -> params (defaults filled, integers normalised) | nil, VALIDATION err
+function M.validate(def, args)
+  if args == nil or args == json.null then args = {} end
+  if type(args) ~= "table" or json.is_array(args) then
+    return errors.fail("VALIDATION", def.name .. ": arguments must be a JSON object",
+      { fields = { { field = "", rule = "type", message = "arguments must be a JSON object" } } })
+  end
+  local fields, out = {}, {}
+  local names = {}
+  for k in pairs(args) do names[#names + 1] = tostring(k) end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    if not def.params[k] then
+      fields[#fields + 1] = { field = k, rule = "unknown", message = k .. ": unknown field (" .. def.name ..
+        " takes " .. (next(def.params) and table.concat((function()
+          local ps = {}
+          for p in pairs(def.params) do ps[#ps + 1] = p end
+          table.sort(ps)
+          return ps
+        end)(), ", ") or "no arguments") .. ")" }
+    end
+  end
+  local pnames = {}
+  for k in pairs(def.params) do pnames[#pnames + 1] = k end
+  table.sort(pnames)
+  for _, k in ipairs(pnames) do
+    local spec, v = def.params[k], args[k]
+    if v == nil or v == json.null then
+      if spec.required then
+        fields[#fields + 1] = { field = k, rule = "required", message = k .. ": required" ..
+          (spec.decision and " (a decision for the person you work for: ask them)" or "") }
+      elseif spec.default ~= nil then
+        out[k] = spec.default
+      end
+    else
+      local nv = check_value(spec, v, k, fields)
+      if nv ~= nil then out[k] = nv end
+      if spec.secret and type(v) == "string" then core.add_secret(v) end
+    end
+  end
+  if #fields > 0 then
+    local msgs = {}
+    for i, f in ipairs(fields) do msgs[i] = f.message end
+    return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
+  end
+  return out
+end
+
+-- public(params, def) -> a copy of params without secrets (for records and logs)
+function M.public(def, params)
+  local out = json.object()
+  for k, v in pairs(params or {}) do
+    out[k] = (def.params[k] and def.params[k].secret) and "[REDACTED]" or v
+  end
+  return out
+end
+
+-- calling -------------------------------------------------------------------------
+
+-- allowed(def, caller) -> true | nil, FORBIDDEN err
+function M.allowed(def, caller)
+  local need = M.KINDS[def.kind]
+  local have = caller and caller.scope or "read"
+  if (SCOPE_RANK[have] or 0) < SCOPE_RANK[need] then
+    return errors.fail("FORBIDDEN", string.format("%s is a %s tool and needs a token with scope %s; this one " ..
+      "has %s", def.name, def.kind, need, tostring(have)))
+  end
+  return true
+end
+
+-- call(name, args, caller) -> result | nil, err
+function M.call(name, args, caller)
+  local def = registry[name]
+  if not def then
+    return errors.fail("NOT_FOUND", "no tool named '" .. tostring(name) .. "' (tool list: hypd tools)",
+      { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
+  end
+  local ok, err = M.allowed(def, caller)
+  if not ok then return nil, err end
+  local params, verr = M.validate(def, args)
+  if not params then return nil, verr end
+  if def.steps then return require("hypd.op").start(def, params, caller) end
+  local okr, result = pcall(def.run, { caller = caller, tool = def }, params)
+  if not okr then
+    if errors.is(result) then return nil, result end
+    if type(result) == "table" and result.code then return nil, setmetatable(result, errors.mt) end
+    return nil, errors.new("INTERNAL", tostring(result))
+  end
+  if def.kind ~= "read" then
+    require("hypd.store").event("audit", nil, { tool = name, caller = caller and caller.name,
+      front = caller and caller.front, params = M.public(def, params) })
+  end
+  return result
+end
+
+return M
