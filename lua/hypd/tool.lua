@@ -144,7 +144,9 @@ local function type_ok(spec, v)
   if t == "boolean" then return type(v) == "boolean" end
   if t == "integer" then return math.type(v) == "integer" or (math.type(v) == "float" and v == math.floor(v)) end
   if t == "number" then return type(v) == "number" end
-  if t == "array" then return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil))) end
+  if t == "array" then
+    return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil)))
+  end
   if t == "object" then return type(v) == "table" and not json.is_array(v) end
   return false
 end
