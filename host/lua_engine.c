@@ -1,6 +1,8 @@
 /* lua_engine: module "hypd.core" (see lua_engine.h). */
 #include "lua_engine.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
 #include <signal.h>
@@ -817,6 +819,32 @@ static int l_digest(lua_State *L)
 }
 
 /* core.random_bytes(n) -> n cryptographically random bytes */
+/* core.listdir(path) -> sorted array of entry names (no . or ..) | nil, err */
+static int l_listdir(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return hx_fail(L, errno == ENOENT ? "NOT_FOUND" : "IO", "%s: %s", path, strerror(errno));
+	lua_newtable(L);
+	while ((e = readdir(d)) != NULL) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		lua_pushstring(L, e->d_name);
+		lua_rawseti(L, -2, ++n);
+	}
+	closedir(d);
+	lua_getglobal(L, "table");
+	lua_getfield(L, -1, "sort");
+	lua_pushvalue(L, -3);
+	lua_call(L, 1, 0);
+	lua_pop(L, 1);
+	return 1;
+}
+
 static int l_random_bytes(lua_State *L)
 {
 	lua_Integer n = luaL_checkinteger(L, 1);
@@ -963,6 +991,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },
 	{ "random_bytes", l_random_bytes },
+	{ "listdir", l_listdir },
 	{ "tls_cert", l_tls_cert },
 	{ "now", l_now },
 	{ "mono", l_mono },
