@@ -18,7 +18,7 @@
 -- default, enum, pattern (an ECMAScript regex, as JSON Schema has it),
 -- minimum, maximum, min_length, max_length, items (a spec), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
--- (cannot change once created).
+-- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
 --
 -- tool.call(name, args, caller) validates before any work: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
@@ -38,7 +38,7 @@ local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
 local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
-  secret = true, fixed = true, properties = true }
+  secret = true, fixed = true, fixed_at_create = true, properties = true }
 
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
@@ -108,7 +108,7 @@ local function spec_schema(spec)
   end
   if spec.secret then s.writeOnly = true end
   if spec.decision then s["x-hypd-decision"] = true end
-  if spec.fixed then s["x-hypd-fixed"] = true end
+  if spec.fixed or spec.fixed_at_create then s["x-hypd-fixed"] = true end
   return s
 end
 
