@@ -1,0 +1,85 @@
+-- Operations in-process, on cluster_create_eks against the sandbox: two
+-- concurrent calls run one operation; cancel stops it with a clear record;
+-- calling again afterwards reuses what exists and completes; events reach
+-- subscribers.
+local t = require "hypd.tap"
+local op = require "hypd.op"
+local sandbox = require "sandbox"
+local store = require "hypd.store"
+local task = require "hypd.task"
+local tool = require "hypd.tool"
+local core = require "hypd.core"
+require("hypd.tools").load()
+
+local AKID, SECRET = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
+local srv = assert(sandbox.start { listen = "127.0.0.1:0", credentials = { [AKID] = SECRET } })
+op.aws_opts = { endpoint_url = "http://127.0.0.1:" .. srv.port }
+core.virtual(true)
+local WHO = { name = "alice", scope = "operate", front = "test" }
+
+local function count(operation)
+  local n = 0
+  for _, e in ipairs(store.events(0, 100000) or {}) do
+    if e.kind == "sandbox.audit" and e.data.operation == operation then n = n + 1 end
+  end
+  return n
+end
+
+local events = {}
+op.subscribe(function(ev) events[#events + 1] = ev end)
+
+t.test("two concurrent calls for the same tag run one operation", function()
+  local a, b
+  local ta = task.spawn(function() a = assert(tool.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
+  local tb = task.spawn(function() b = assert(tool.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
+  ta:wait(); tb:wait()
+  t.eq(a.operation_id, b.operation_id)
+  t.eq(a.status_tool, "cluster_get_creation_status")
+  t.eq(b.existing, true)
+  t.eq(#op.list { tool = "cluster_create_eks", status = "running" }, 1)
+  local v = op.wait(a.operation_id)
+  t.eq(v.status, "succeeded")
+  t.eq(v.result.cluster_name, "hypd-twin")
+  for _, s in ipairs(v.steps) do t.ok(s.status == "done" and s.seconds ~= nil, s.name .. " done with timings") end
+  local st = assert(tool.call("cluster_get_creation_status", { cluster_tag = "twin" }, { scope = "read" }))
+  t.eq(st.aws.eks_status, "ACTIVE")
+end)
+
+t.test("cancel stops at the next wait and leaves a clear record; a new call reuses what exists", function()
+  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
+  while (op.get(acc.operation_id).phase or ""):find("waiting", 1, true) == nil do task.sleep(1) end
+  local v = assert(tool.call("operation_cancel", { operation_id = acc.operation_id }, WHO))
+  t.eq(v.status, "cancelled")
+  t.like(v.phase, "^cancelled during ")
+  t.eq(v.error.code, "CANCELLED")
+  t.like(v.error.message, "cancelled by alice")
+  local _, again = tool.call("operation_cancel", { operation_id = acc.operation_id }, WHO)
+  t.eq(again.code, "CONFLICT")
+  local acc2 = assert(tool.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
+  t.ok(acc2.operation_id ~= acc.operation_id, "a new operation")
+  t.eq(op.wait(acc2.operation_id).status, "succeeded")
+  -- two tags, each made once: the second call reused what the cancelled one made
+  for _, k in ipairs { "CreateVpc", "CreateInternetGateway", "CreateNatGateway", "AllocateAddress",
+                       "CreateSecurityGroup", "CreateRole", "CreateCluster" } do
+    t.eq(count(k), 2, k)
+  end
+  t.eq(count("CreateSubnet"), 8)
+end)
+
+t.test("subscribers saw started, phase and finished events; the audit log names the caller and front end", function()
+  local kinds = {}
+  for _, e in ipairs(events) do kinds[e.kind] = (kinds[e.kind] or 0) + 1 end
+  t.ok(kinds["operation.started"] >= 3 and kinds["operation.phase"] > 10 and kinds["operation.finished"] >= 2 and
+    kinds["operation.cancelled"] == 1, "event kinds")
+  local audited = 0
+  for _, e in ipairs(store.events(0, 100000) or {}) do
+    if e.kind == "audit" and e.data.caller == "alice" and e.data.front == "test" then audited = audited + 1 end
+  end
+  t.ok(audited >= 3, audited .. " audit events")
+end)
+
+t.test("the sandbox stops", function()
+  require("sandbox.k8s").stop_all()
+  srv:stop()
+  t.ok(true)
+end)
