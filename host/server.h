@@ -6,6 +6,13 @@
  * hserver_stream_start() resumes it with the answer the engine produced.
  * A process may run any number of servers; each has its own thread.
  *
+ * WebSockets (RFC 6455): the engine answers a request with
+ * hserver_ws_accept(); libmicrohttpd sends the 101 and hands over the
+ * socket, and one I/O thread per websocket (websocket.h) reads and writes
+ * its frames. Its messages and its end reach the engine as jobs, pushed as
+ * {server = tag, ws = id, data = "...", binary = bool} and, last of all,
+ * {server = tag, ws = id, closed = code, reason = "..."}.
+ *
  * Ownership: every function copies what it is given (headers, bodies,
  * stream bytes, PEM text); the caller keeps its buffers. The server owns
  * its requests until libmicrohttpd completes their connections.
@@ -30,6 +37,9 @@ struct hserver_opts {
 	const char *cert_pem;  /* certificate chain (PEM); NULL: plain HTTP */
 	const char *key_pem;   /* its private key (PEM, EC or RSA); with cert_pem */
 	long long tag;         /* pushed to Lua as req.server */
+	size_t ws_max_message; /* largest websocket message from a client; 0: 1 MiB */
+	double ws_ping;        /* seconds between pings to websocket clients; 0: 30 */
+	double ws_idle;        /* drop a websocket silent this long; 0: 90 */
 };
 
 /*
@@ -66,13 +76,42 @@ int hserver_stream_start(hserver *s, uint64_t id, int status, const char *const 
 int hserver_stream_write(hserver *s, uint64_t id, const char *data, size_t len);
 int hserver_stream_end(hserver *s, uint64_t id, int failed);
 
+/*
+ * Upgrades request id to a websocket whose id is the request id. A
+ * request that is not a valid opening handshake (GET, HTTP/1.1, Upgrade:
+ * websocket, Connection: Upgrade, a Sec-WebSocket-Key, version 13) is
+ * answered 400, or 426 with Sec-WebSocket-Version: 13 when only the
+ * version is wrong, and that status is returned. Else the 101 carries
+ * Sec-WebSocket-Accept and the header lines given (e.g. the chosen
+ * Sec-WebSocket-Protocol) and 0 is returned; from then on exactly one
+ * closed event for id reaches the engine. -1 when the request is gone.
+ * The job pushed for the request says websocket = true when it is a valid
+ * handshake. Engine thread.
+ */
+int hserver_ws_accept(hserver *s, uint64_t id, const char *const *headers);
+
+/*
+ * Queues a frame (WS_TEXT, WS_BINARY or WS_PING from websocket.h; text
+ * must be UTF-8, control payloads at most 125 bytes) on websocket id;
+ * frames sent before the upgrade completes wait for it. Never blocks on
+ * the client: past 8 MiB unsent the websocket is dropped. -1 when it is
+ * gone or closing. Engine thread; costs one copy.
+ */
+int hserver_ws_send(hserver *s, uint64_t id, int opcode, const char *data, size_t len);
+
+/* Starts the close handshake on websocket id (code as RFC 6455 7.4,
+ * reason at most 123 bytes); -1 when it is gone or already closing. */
+int hserver_ws_close(hserver *s, uint64_t id, int code, const char *reason, size_t len);
+
 /* Requests received and not yet answered (started streams do not count). */
 int hserver_open_requests(hserver *s);
 
 /* Stops listening and frees s; connections still open (unanswered
- * requests, streams) are closed. Request jobs already posted still reach
- * the engine, carrying only the tag: the caller must not answer them
- * through s. */
+ * requests, streams) are closed, websockets with 1001 (each client gets
+ * up to a second to answer; their threads are done before this returns,
+ * and their closed events follow). Request jobs already posted still
+ * reach the engine, carrying only the tag: the caller must not answer
+ * them through s. */
 void hserver_stop(hserver *s);
 
 #endif

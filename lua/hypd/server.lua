@@ -11,7 +11,8 @@
 -- key) serves HTTPS.
 --
 -- req = { server (the handle), id, method, path (raw, percent-encoded),
--- query (raw, no '?'), headers (lower-case names), body, peer }.
+-- query (raw, no '?'), headers (lower-case names), body, peer, websocket
+-- (true when the request is a valid WebSocket opening handshake) }.
 --
 -- A handler returns { status, headers, body }, or streams a body of unknown
 -- length (chunked for HTTP/1.1 clients, no Content-Length):
@@ -30,6 +31,38 @@
 -- body ends when stream returns; if it raises, the error goes to the log
 -- and the connection is cut so the client sees a truncated body.
 --
+-- Or it takes the connection over as a WebSocket (RFC 6455):
+--
+--   return { headers = { ["sec-websocket-protocol"] = "chat" }, websocket = function(ws)
+--     while true do
+--       local msg, kind = ws:recv()       -- kind: "text" or "binary"
+--       if not msg then return end        -- kind is the error: CLOSED, TIMEOUT
+--       ws:send("echo " .. msg)
+--     end
+--   end }
+--
+-- The server answers 101 (with the handler's headers), or 400 when the
+-- request is no WebSocket handshake, 426 when its version is not 13; then
+-- websocket(ws) does not run. It runs in the request's task:
+--   ws:recv([timeout]) -> data, "text" | "binary" | nil, err: err.code
+--     CLOSED (err.status the close code: the client's, 1005 when it sent
+--     none, the server's own, 1001 when the server stops, 1006 when the
+--     connection dropped) or TIMEOUT (err.again = true: the websocket is
+--     still open). Messages that arrived before the close are read first.
+--   ws:send(text) -> true | false (closed or gone); text must be UTF-8
+--   ws:send_binary(bytes), ws:ping([data]) -> true | false
+--   ws:close([code [, reason]]) -> true | false (already closed); 1000 by
+--     default; recv then answers CLOSED.
+--   ws.req (the request), ws.protocol (the Sec-WebSocket-Protocol chosen)
+-- When websocket returns the server closes with 1000 (1011 if it raised).
+-- Sends never wait: frames queue in C (more than 8 MiB unsent drops the
+-- client). The client's frames are checked in C: unmasked or malformed
+-- -> close 1002, a message over websocket.max_message -> 1009, text that
+-- is not UTF-8 -> 1007; pings are answered, fragments reassembled. The
+-- server pings every websocket.ping seconds (30) and drops a client silent
+-- for websocket.idle seconds (90). More than 16 MiB of messages left
+-- unread closes the websocket with 1008.
+--
 -- A handler that raises answers 500 with the error code (never a
 -- traceback); the error goes to the log.
 local core = require "hypd.core"
@@ -40,6 +73,8 @@ local sched = require "hypd._sched"
 local M = {}
 
 local servers = {} -- handle -> srv (running servers)
+local sockets = {} -- "handle:id" -> ws, from the 101 until C's closed event
+local nsockets = {} -- handle -> websockets in sockets
 
 local Server = {}
 Server.__index = Server
@@ -50,6 +85,12 @@ function Server:stop()
   if servers[self.handle] ~= self then return end
   servers[self.handle] = nil
   core.server_stop(self.handle)
+end
+
+-- srv:websockets() -> websockets not yet fully closed (their last event,
+-- CLOSED, has not reached the engine; after srv:stop() it is on its way)
+function Server:websockets()
+  return nsockets[self.handle] or 0
 end
 
 local function as_error(e)
@@ -82,6 +123,116 @@ local function answer(req, resp)
   if not ok then log.debug("server", "%s %s: the client left before the answer", req.method, req.path) end
 end
 
+-- websockets
+
+local UNREAD_MAX = 16 << 20
+
+local WebSocket = {}
+WebSocket.__index = WebSocket
+
+local function closed_error(ws)
+  return errors.new("CLOSED", "the websocket is closed (" .. ws.closed .. ")",
+    { status = ws.closed, reason = ws.reason })
+end
+
+function WebSocket:recv(timeout)
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+    error("ws:recv: timeout must be a non-negative number of seconds", 2)
+  end
+  local deadline = timeout and core.now() + timeout
+  while true do
+    if self.head <= self.tail then
+      local m = self.queue[self.head]
+      self.queue[self.head] = nil
+      self.head = self.head + 1
+      self.unread = self.unread - #m.data
+      return m.data, m.binary and "binary" or "text"
+    end
+    if self.closed then return nil, closed_error(self) end
+    if deadline then
+      local left = deadline - core.now()
+      if left <= 0 or not self.signal:wait(left) and self.head > self.tail and not self.closed then
+        return nil, errors.new("TIMEOUT", string.format("no websocket message within %gs", timeout),
+          { again = true })
+      end
+    else
+      self.signal:wait() -- no timer: an idle websocket does not hold the virtual clock
+    end
+  end
+end
+
+function WebSocket:send(text)
+  if self.closed then return false end
+  return core.server_ws_send(self.server, self.id, text, "text")
+end
+
+function WebSocket:send_binary(bytes)
+  if self.closed then return false end
+  return core.server_ws_send(self.server, self.id, bytes, "binary")
+end
+
+function WebSocket:ping(data)
+  if self.closed then return false end
+  return core.server_ws_send(self.server, self.id, data or "", "ping")
+end
+
+function WebSocket:close(code, reason)
+  if self.closed then return false end
+  local ok = core.server_ws_close(self.server, self.id, code or 1000, reason or "")
+  self.closed = code or 1000
+  self.signal:fire()
+  return ok
+end
+
+-- a websocket event from C: a message, or the end (always last)
+local function ws_event(ev)
+  local key = ev.server .. ":" .. ev.ws
+  local ws = sockets[key]
+  if not ws then return end
+  if ev.closed then
+    sockets[key] = nil
+    nsockets[ev.server] = nsockets[ev.server] - 1
+    if not ws.closed then ws.closed, ws.reason = ev.closed, ev.reason end
+  elseif not ws.closed then
+    ws.tail = ws.tail + 1
+    ws.queue[ws.tail] = ev
+    ws.unread = ws.unread + #ev.data
+    if ws.unread > UNREAD_MAX then
+      log.warn("server", "websocket %s: more than %d bytes unread; closing it", ws.req.path, UNREAD_MAX)
+      ws:close(1008, "too many unread messages")
+    end
+  end
+  ws.signal:fire()
+end
+
+local function header(headers, name)
+  for k, v in pairs(headers) do
+    if type(k) == "string" and k:lower() == name then return v end
+  end
+end
+
+local function websocket(req, resp)
+  local ok, status = core.server_ws_accept(req.server, req.id, resp.headers or {})
+  if not ok then
+    if status then
+      return log.debug("server", "%s %s: not a websocket handshake (%d)", req.method, req.path, status)
+    end
+    return log.debug("server", "%s %s: the client left before the upgrade", req.method, req.path)
+  end
+  local ws = setmetatable({ server = req.server, id = req.id, req = req,
+    protocol = header(resp.headers or {}, "sec-websocket-protocol"),
+    queue = {}, head = 1, tail = 0, unread = 0, signal = sched.signal() }, WebSocket)
+  sockets[req.server .. ":" .. req.id] = ws
+  nsockets[req.server] = (nsockets[req.server] or 0) + 1
+  local fine, err = pcall(resp.websocket, ws)
+  if not fine then
+    log.error("server", "%s %s: the websocket failed: %s", req.method, req.path, tostring(as_error(err)))
+    ws:close(1011, "internal error")
+  else
+    ws:close(1000)
+  end
+end
+
 local function serve(srv, req)
   local ok, resp = pcall(srv.handler, req)
   if ok and type(resp) ~= "table" then
@@ -94,11 +245,14 @@ local function serve(srv, req)
              body = "internal error: " .. tostring(e.code) .. "\n" }
   end
   if resp.stream then return stream(req, resp) end
+  if type(resp.websocket) == "function" then return websocket(req, resp) end
   answer(req, resp)
 end
 
--- every request of every server arrives here (from the scheduler)
+-- every request and websocket event of every server arrives here (from the
+-- scheduler)
 sched.serve_request = function(req)
+  if req.ws then return ws_event(req) end
   local srv = servers[req.server]
   if not srv then -- stopped while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
@@ -114,7 +268,22 @@ local function check_tls(tls)
   return true
 end
 
--- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem}}
+local function check_ws(ws)
+  if ws == nil then return true end
+  if type(ws) ~= "table" then
+    return errors.fail("VALIDATION", "websocket must be { max_message, ping, idle }", { field = "websocket" })
+  end
+  for _, k in ipairs { "max_message", "ping", "idle" } do
+    local v = ws[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v <= 0 or (k == "max_message" and math.type(v) ~= "integer")) then
+      return errors.fail("VALIDATION", "websocket." .. k .. " must be a positive number", { field = "websocket." .. k })
+    end
+  end
+  return true
+end
+
+-- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem},
+-- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)}}
 -- -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
@@ -126,7 +295,9 @@ function M.start(opts)
   end
   local ok, err = check_tls(opts.tls)
   if not ok then return nil, err end
-  local handle, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls)
+  ok, err = check_ws(opts.websocket)
+  if not ok then return nil, err end
+  local handle, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket)
   if not handle then return nil, bound end
   local srv = setmetatable({ handle = handle, port = bound, handler = opts.handler }, Server)
   servers[handle] = srv
