@@ -72,8 +72,13 @@ $(BUILD)/embed: examples/embed/embed.c host/hypd.h $(BUILD)/libhypd.a
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhypd.a $(PKG_LIBS)
 
+# The REST API, MCP and metrics on 127.0.0.1:3099 (RUN_LISTEN) with the
+# simulated AWS account in the same process; state in RUN_STATE. Prints the
+# URL and a fresh admin token; Ctrl-C stops it.
+RUN_STATE  ?= /tmp/hypd-run
+RUN_LISTEN ?= 127.0.0.1:3099
 run: $(BUILD)/hypd
-	$(BUILD)/hypd run hello
+	$(BUILD)/hypd serve --sandbox --state $(RUN_STATE) --listen $(RUN_LISTEN)
 
 test: $(BUILD)/hypd $(TESTBINS) $(if $(SAN),,$(FUZZERS))
 	@BUILD=$(BUILD) SAN="$(SAN)" tests/run

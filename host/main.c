@@ -27,6 +27,12 @@ static const char usage[] =
 	"  doctor [--json]                            check the region, credentials, identity, endpoints\n"
 	"  sandbox [--listen ADDR:PORT] [--speed N | --virtual-clock] [--faults FILE]\n"
 	"                                             serve a simulated AWS account on loopback\n"
+	"  serve [--listen ADDR:PORT] [--sandbox]     REST, MCP, /ws and metrics on one port\n"
+	"  tools [--json]                             list the tools (--json: with their schemas)\n"
+	"  call TOOL [key=value ...] [--api URL] [--wait | --detach]\n"
+	"                                             call a tool, in this process or on a server\n"
+	"  token create|list|revoke                   bearer tokens for serve (see hypd token --help)\n"
+	"  mcp [--api URL]                            MCP over stdio, in-process or through a server\n"
 	"  version                                    print the version\n"
 	"  help                                       this text\n"
 	"\n"
@@ -34,6 +40,7 @@ static const char usage[] =
 	"directory or compiled into hypd (try: hypd run hello).\n"
 	"\n"
 	"environment: HYPD_STATE (default ~/.hypd), HYPD_PLAYBOOKS, HYPD_LOG_LEVEL,\n"
+	"HYPD_TOKEN (for --api),\n"
 	"HYPD_CLOCK=virtual (simulated time), and the AWS SDK variables (AWS_REGION,\n"
 	"AWS_PROFILE, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, ...).\n";
 
@@ -77,6 +84,57 @@ static const char run_usage[] =
 	"key=value passes a string; key:=json passes any JSON value (numbers,\n"
 	"booleans, arrays, objects). --args gives all arguments as one JSON object.\n"
 	"Exits 1 with the error on stderr when the playbook fails.\n";
+
+static const char serve_usage[] =
+	"usage: hypd serve [--listen ADDR:PORT] [--state DIR] [--playbooks DIR] [--sandbox [--speed N]]\n"
+	"\n"
+	"Serves the REST API (/api/v1), MCP (/mcp), WebSocket events (/ws) and\n"
+	"Prometheus metrics (/metrics) on one port, default 127.0.0.1:3099 (port 0\n"
+	"picks a free one). Every request but GET /api/v1/health needs a bearer\n"
+	"token. The first start with no token creates an admin token and prints it\n"
+	"once; a non-loopback address is refused until a token exists (hypd token\n"
+	"create). Operations left running resume. --sandbox also runs the simulated\n"
+	"AWS account in this process, points the AWS layer at it and prints a fresh\n"
+	"admin token (--speed N: simulated durations N times faster). SIGTERM or\n"
+	"Ctrl-C stops it: no new requests, running operations get a few seconds to\n"
+	"reach their next phase, and resume at the next start.\n";
+
+static const char tools_usage[] =
+	"usage: hypd tools [--json] [--state DIR] [--playbooks DIR]\n"
+	"\n"
+	"Lists the tools: name, kind (read, mutating, destructive) and summary.\n"
+	"--json prints the whole registry with input and output JSON Schemas.\n";
+
+static const char call_usage[] =
+	"usage: hypd call TOOL [key=value | key:=json ...] [--json ARGS] [--api URL]\n"
+	"                 [--wait | --detach] [--state DIR] [--playbooks DIR]\n"
+	"\n"
+	"Calls a tool and prints its result as JSON. key=value is read by the tool's\n"
+	"schema (integers, numbers, booleans; arrays and objects as JSON); key:=json\n"
+	"is always JSON; --json gives all arguments as one object. In this process\n"
+	"by default (the configured AWS account), or with --api URL on a running\n"
+	"hypd serve with the token in HYPD_TOKEN. A staged tool answers with an\n"
+	"operation: --wait follows it, printing each phase on stderr, then prints\n"
+	"the operation; in-process the command does not exit before the operation\n"
+	"ends unless --detach, which leaves it to the next hypd serve on this state.\n"
+	"Exits 1 with the error on stderr when the call fails, 2 on a usage error.\n";
+
+static const char token_usage[] =
+	"usage: hypd token create --scope read|operate|admin --name NAME\n"
+	"       hypd token list [--json]\n"
+	"       hypd token revoke NAME|ID\n"
+	"       (each also takes --state DIR)\n"
+	"\n"
+	"Bearer tokens for hypd serve. create prints the token once; only its\n"
+	"SHA-256 is stored. read may call read tools, operate also mutating ones,\n"
+	"admin also destructive ones. list shows names, scopes, dates and ids,\n"
+	"never a token.\n";
+
+static const char mcp_usage[] =
+	"usage: hypd mcp [--api URL] [--state DIR] [--playbooks DIR]\n"
+	"\n"
+	"Speaks MCP over stdin and stdout: the tools run in this process, or with\n"
+	"--api URL on a running hypd serve (token in HYPD_TOKEN).\n";
 
 static hypd *running;
 
@@ -522,6 +580,275 @@ static int cmd_kubeconfig(hypd_options *o, int argc, char **argv)
 	return rc == 0 ? 0 : 1;
 }
 
+/* Takes --state DIR and --playbooks DIR given after a command. */
+static void common_options(hypd_options *o, const char *state, const char *playbooks)
+{
+	if (state)
+		o->state_dir = state;
+	if (playbooks)
+		o->playbooks_dir = playbooks;
+}
+
+/* Quiet by default: a command's output is its result, not the log. */
+static void quiet_log(hypd_options *o)
+{
+	const char *env = getenv("HYPD_LOG_LEVEL");
+
+	if (!o->log_level && !(env && *env))
+		o->log_level = "warn";
+}
+
+/*
+ * Calls hypd.cli.fn (or module.fn) with the table on top of L (popped) and
+ * returns the exit status it returned; 1 after printing the error when it
+ * raised.
+ */
+static int run_cli(hypd *h, const char *module, const char *fn)
+{
+	lua_State *L = hypd_lua(h);
+	int rc;
+
+	running = h;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	rc = hypd_call_module(h, module, fn);
+	running = NULL;
+	if (rc != 0) {
+		lua_getfield(L, -1, "code");
+		if (lua_isstring(L, -1) && !strcmp(lua_tostring(L, -1), "CANCELLED")) {
+			lua_settop(L, 0);
+			return 0;
+		}
+		fprintf(stderr, "hypd: %s\n", hx_tostring_error(L, -2));
+		lua_settop(L, 0);
+		return 1;
+	}
+	rc = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+	lua_settop(L, 0);
+	return rc;
+}
+
+static int cmd_serve(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--listen", "--state", "--playbooks", "--speed", NULL };
+	static const char *const flags[] = { "--sandbox", NULL };
+	const char *v[4] = { NULL, NULL, NULL, NULL };
+	int sandbox[1] = { 0 }, rc;
+	double speed = 0;
+	lua_State *L;
+	hypd *h;
+
+	if (wants_help(argc, argv)) {
+		fputs(serve_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, flags, sandbox, "serve")) != 0)
+		return rc;
+	common_options(o, v[1], v[2]);
+	if (v[3]) {
+		char *end;
+
+		speed = strtod(v[3], &end);
+		if (*end || speed <= 0)
+			return fail("--speed must be a positive number, not '%s'", v[3]);
+		if (!sandbox[0])
+			return fail("%s", "--speed is for the sandbox: give --sandbox too");
+	}
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, v[0] ? v[0] : "127.0.0.1:3099");
+	lua_setfield(L, -2, "listen");
+	lua_pushboolean(L, sandbox[0]);
+	lua_setfield(L, -2, "sandbox");
+	if (speed > 0) {
+		lua_pushnumber(L, speed);
+		lua_setfield(L, -2, "speed");
+	}
+	rc = run_cli(h, "hypd.serve", "main");
+	hypd_close(h);
+	return rc;
+}
+
+static int cmd_tools(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--state", "--playbooks", NULL };
+	static const char *const flags[] = { "--json", NULL };
+	const char *v[2] = { NULL, NULL };
+	int json_out[1] = { 0 }, rc;
+	lua_State *L;
+	hypd *h;
+
+	if (wants_help(argc, argv)) {
+		fputs(tools_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, flags, json_out, "tools")) != 0)
+		return rc;
+	common_options(o, v[0], v[1]);
+	quiet_log(o);
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 1);
+	lua_pushboolean(L, json_out[0]);
+	lua_setfield(L, -2, "json");
+	rc = run_cli(h, "hypd.cli", "tools");
+	hypd_close(h);
+	return rc;
+}
+
+static int cmd_call(hypd_options *o, int argc, char **argv)
+{
+	const char *tool = NULL, *args = NULL, *api = NULL, *state = NULL, *playbooks = NULL;
+	int wait = 0, detach = 0, nwords = 0, rc;
+	lua_State *L;
+	hypd *h;
+
+	if (wants_help(argc, argv)) {
+		fputs(call_usage, stdout);
+		return 0;
+	}
+	for (int i = 0; i < argc; i++) {
+		const char **slot = !strcmp(argv[i], "--json") ? &args
+			: !strcmp(argv[i], "--api") ? &api
+			: !strcmp(argv[i], "--state") ? &state
+			: !strcmp(argv[i], "--playbooks") ? &playbooks : NULL;
+
+		if (slot) {
+			if (i + 1 >= argc)
+				return fail("%s needs a value", argv[i]);
+			*slot = argv[++i];
+		} else if (!strcmp(argv[i], "--wait")) {
+			wait = 1;
+		} else if (!strcmp(argv[i], "--detach")) {
+			detach = 1;
+		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
+			return fail("unknown option '%s' for call (see hypd call --help)", argv[i]);
+		} else if (!tool) {
+			tool = argv[i];
+		} else {
+			argv[nwords++] = argv[i]; /* key=value words, compacted in place */
+		}
+	}
+	if (!tool)
+		return fail("%s", "call needs a TOOL (see hypd tools)");
+	if (wait && detach)
+		return fail("%s", "--wait and --detach cannot be combined");
+	common_options(o, state, playbooks);
+	quiet_log(o);
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 6);
+	lua_pushstring(L, tool);
+	lua_setfield(L, -2, "tool");
+	lua_createtable(L, nwords, 0);
+	for (int i = 0; i < nwords; i++) {
+		lua_pushstring(L, argv[i]);
+		lua_seti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "words");
+	if (args) {
+		lua_pushstring(L, args);
+		lua_setfield(L, -2, "json");
+	}
+	if (api) {
+		lua_pushstring(L, api);
+		lua_setfield(L, -2, "api");
+	}
+	lua_pushboolean(L, wait);
+	lua_setfield(L, -2, "wait");
+	lua_pushboolean(L, detach);
+	lua_setfield(L, -2, "detach");
+	rc = run_cli(h, "hypd.cli", "call");
+	hypd_close(h);
+	return rc;
+}
+
+static int cmd_token(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--scope", "--name", "--state", NULL };
+	static const char *const flags[] = { "--json", NULL };
+	const char *v[3] = { NULL, NULL, NULL }, *which = NULL;
+	int json_out[1] = { 0 }, rc, first;
+	lua_State *L;
+	hypd *h;
+
+	if (argc < 1 || wants_help(argc, argv)) {
+		fputs(token_usage, argc < 1 ? stderr : stdout);
+		return argc < 1 ? 2 : 0;
+	}
+	if (strcmp(argv[0], "create") && strcmp(argv[0], "list") && strcmp(argv[0], "revoke"))
+		return fail("unknown token command '%s' (create, list or revoke)", argv[0]);
+	first = 1;
+	if (!strcmp(argv[0], "revoke") && argc > 1 && strncmp(argv[1], "--", 2)) {
+		which = argv[1];
+		first = 2;
+	}
+	if ((rc = sub_options(argc - first, argv + first, names, v, flags, json_out, "token")) != 0)
+		return rc;
+	common_options(o, v[2], NULL);
+	quiet_log(o);
+	if (!strcmp(argv[0], "create") && (!v[0] || !v[1]))
+		return fail("%s", "token create needs --scope read|operate|admin and --name NAME");
+	if (!strcmp(argv[0], "revoke") && !which)
+		return fail("%s", "token revoke needs a NAME or ID (see hypd token list)");
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 5);
+	lua_pushstring(L, argv[0]);
+	lua_setfield(L, -2, "action");
+	if (v[0]) {
+		lua_pushstring(L, v[0]);
+		lua_setfield(L, -2, "scope");
+	}
+	if (v[1]) {
+		lua_pushstring(L, v[1]);
+		lua_setfield(L, -2, "name");
+	}
+	if (which) {
+		lua_pushstring(L, which);
+		lua_setfield(L, -2, "which");
+	}
+	lua_pushboolean(L, json_out[0]);
+	lua_setfield(L, -2, "json");
+	rc = run_cli(h, "hypd.cli", "token");
+	hypd_close(h);
+	return rc;
+}
+
+static int cmd_mcp(hypd_options *o, int argc, char **argv)
+{
+	static const char *const names[] = { "--api", "--state", "--playbooks", NULL };
+	const char *v[3] = { NULL, NULL, NULL };
+	lua_State *L;
+	hypd *h;
+	int rc;
+
+	if (wants_help(argc, argv)) {
+		fputs(mcp_usage, stdout);
+		return 0;
+	}
+	if ((rc = sub_options(argc, argv, names, v, NULL, NULL, "mcp")) != 0)
+		return rc;
+	common_options(o, v[1], v[2]);
+	quiet_log(o); /* stdout carries the protocol; the log goes to stderr */
+	if (!(h = open_or_say(o)))
+		return 1;
+	L = hypd_lua(h);
+	lua_createtable(L, 0, 1);
+	if (v[0]) {
+		lua_pushstring(L, v[0]);
+		lua_setfield(L, -2, "api");
+	}
+	rc = run_cli(h, "hypd.cli", "mcp");
+	hypd_close(h);
+	return rc;
+}
+
 /* hypd test FILE...: runs Lua test files inside the host (TAP output). */
 static int cmd_test(hypd_options *o, int argc, char **argv)
 {
@@ -615,5 +942,15 @@ int main(int argc, char **argv)
 		return cmd_kubeconfig(&o, argc - i - 1, argv + i + 1);
 	if (!strcmp(argv[i], "sandbox"))
 		return cmd_sandbox(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "serve"))
+		return cmd_serve(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "tools"))
+		return cmd_tools(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "call"))
+		return cmd_call(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "token"))
+		return cmd_token(&o, argc - i - 1, argv + i + 1);
+	if (!strcmp(argv[i], "mcp"))
+		return cmd_mcp(&o, argc - i - 1, argv + i + 1);
 	return fail("unknown command '%s' (see hypd help)", argv[i]);
 }

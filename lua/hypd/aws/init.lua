@@ -76,6 +76,12 @@ end
 
 local clients = {} -- retry quota per service and region
 
+M.on_call = nil -- fn(service, operation, outcome, attempts): after every AWS request ("ok" or the error code)
+
+local function called(service, operation, outcome, attempts)
+  if M.on_call then pcall(M.on_call, service, operation, outcome, attempts) end
+end
+
 local function url_for(ep, req, opts, service)
   local host, path = ep.host, req.path
   if service == "s3" and req.bucket and endpoints.s3_virtual_host(ep, req.bucket, opts.s3_path_style) then
@@ -145,15 +151,20 @@ function M.try(service, operation, params, opts)
     end
     if result then
       client:success(spent)
+      called(service, operation, "ok", attempt)
       return result
     end
     aerr.service, aerr.operation, aerr.attempts = service, operation, attempt
     local kind = retry.classify(aerr)
     aerr.retryable = kind ~= nil
-    if not retry.safe_to_retry(kind, safe) or attempt == max then return nil, aerr end
+    if not retry.safe_to_retry(kind, safe) or attempt == max then
+      called(service, operation, tostring(aerr.code), attempt)
+      return nil, aerr
+    end
     local cost = client:acquire(kind)
     if not cost then
       aerr.message = (aerr.message or "") .. " (not retried: the retry quota is spent)"
+      called(service, operation, tostring(aerr.code), attempt)
       return nil, aerr
     end
     spent = spent + cost

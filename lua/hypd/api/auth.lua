@@ -1,0 +1,197 @@
+-- hypd.api.auth: bearer tokens for the HTTP front ends (REST, MCP, /ws,
+-- /metrics). A token is "hypd_" and 32 random bytes in base64url; it is
+-- shown once, when created. The store keeps only its SHA-256:
+--
+--   auth/tokens/<sha256 hex> = { name, scope, created_at, last_used_at }
+--
+-- Scopes are ranked read < operate < admin (hypd.tool.KINDS says which
+-- scope each kind of tool needs). Every token this process sees is
+-- registered with the log's redaction (core.add_secret).
+--
+--   auth.create{name, scope} -> token, info | nil, err (VALIDATION, CONFLICT)
+--   auth.list() -> { {id, name, scope, created_at, last_used_at}, ... }
+--   auth.revoke(name_or_id) -> info | nil, err (NOT_FOUND)
+--   auth.check(authorization_header [, peer]) -> {name, scope, id} | nil, err
+--     err.code: UNAUTHORIZED, or THROTTLED with err.retry_after (seconds)
+--     once a peer has failed M.MAX_FAILURES times within M.WINDOW seconds
+--   auth.count() -> number of tokens
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local store = require "hypd.store"
+
+local M = {}
+
+M.PREFIX = "auth/tokens/"
+M.SCOPES = { read = 1, operate = 2, admin = 3 }
+M.MAX_FAILURES = 10   -- failed authentications per peer ...
+M.WINDOW = 60         -- ... within this many seconds, then 429
+M.TOUCH_EVERY = 60    -- last_used_at is written at most this often per token
+
+local NAME = "^[A-Za-z0-9][A-Za-z0-9_.@:-]*$"
+local failures = {}   -- peer -> { mono timestamps of recent failures }
+local known = {}      -- hash -> true: registered with the redaction
+local touched = {}    -- hash -> mono time last_used_at was written
+
+local function hash(token) return core.digest("sha256", token, "hex") end
+
+local function info(h, rec)
+  return { id = h:sub(1, 8), name = rec.name, scope = rec.scope, created_at = rec.created_at,
+    last_used_at = rec.last_used_at or json.null }
+end
+
+-- every token record: hash -> record
+local function all()
+  local out = {}
+  for key, rec in pairs(assert(store.list(M.PREFIX))) do out[key:sub(#M.PREFIX + 1)] = rec end
+  return out
+end
+
+-- rank(scope) -> 1..3 | nil
+function M.rank(scope) return M.SCOPES[scope] end
+
+-- allows(have, need) -> true when scope `have` covers scope `need`
+function M.allows(have, need) return (M.SCOPES[have] or 0) >= (M.SCOPES[need] or math.huge) end
+
+function M.count()
+  local n = 0
+  for _ in pairs(all()) do n = n + 1 end
+  return n
+end
+
+function M.create(opts)
+  opts = opts or {}
+  local name, scope = opts.name, opts.scope
+  local fields = {}
+  if type(name) ~= "string" or #name > 64 or not name:match(NAME) then
+    fields[#fields + 1] = { field = "name", rule = "pattern",
+      message = "name: 1 to 64 letters, digits or _ . @ : - (starting with a letter or digit)" }
+  end
+  if not M.SCOPES[scope] then
+    fields[#fields + 1] = { field = "scope", rule = "enum", message = "scope: must be one of read, operate, admin" }
+  end
+  if #fields > 0 then
+    local msgs = {}
+    for i, f in ipairs(fields) do msgs[i] = f.message end
+    return errors.fail("VALIDATION", table.concat(msgs, "; "), { fields = fields })
+  end
+  for _, rec in pairs(all()) do
+    if rec.name == name then
+      return errors.fail("CONFLICT", "a token named '" .. name .. "' exists; revoke it first (hypd token revoke " ..
+        name .. ")", { field = "name" })
+    end
+  end
+  local token = "hypd_" .. core.b64encode(core.random_bytes(32), true)
+  core.add_secret(token)
+  local h = hash(token)
+  known[h] = true
+  local rec = { name = name, scope = scope, created_at = core.wall(), last_used_at = json.null }
+  assert(store.put(M.PREFIX .. h, rec))
+  store.event("audit", nil, { action = "token.create", token = name, scope = scope, id = h:sub(1, 8) })
+  log.info("auth", "token %s (scope %s, id %s) created", name, scope, h:sub(1, 8))
+  return token, info(h, rec)
+end
+
+function M.list()
+  local out = {}
+  for h, rec in pairs(all()) do out[#out + 1] = info(h, rec) end
+  table.sort(out, function(a, b)
+    if a.created_at ~= b.created_at then return (a.created_at or 0) < (b.created_at or 0) end
+    return a.name < b.name
+  end)
+  return out
+end
+
+function M.revoke(which)
+  if type(which) ~= "string" or which == "" then
+    return errors.fail("VALIDATION", "revoke needs a token name or id", { field = "name" })
+  end
+  local tokens = all()
+  local hit
+  for h, rec in pairs(tokens) do
+    if rec.name == which then hit = h end
+  end
+  if not hit and which:match("^[0-9a-f]+$") and #which >= 8 then
+    for h in pairs(tokens) do
+      if h:sub(1, #which) == which then
+        if hit then return errors.fail("CONFLICT", "id " .. which .. " is ambiguous; give more digits") end
+        hit = h
+      end
+    end
+  end
+  if not hit then
+    return errors.fail("NOT_FOUND", "no token named or with id '" .. which .. "' (see hypd token list)",
+      { field = "name" })
+  end
+  local rec = tokens[hit]
+  store.delete(M.PREFIX .. hit)
+  store.event("audit", nil, { action = "token.revoke", token = rec.name, scope = rec.scope, id = hit:sub(1, 8) })
+  log.info("auth", "token %s (id %s) revoked", rec.name, hit:sub(1, 8))
+  return info(hit, rec)
+end
+
+-- rate limit of failed authentications --------------------------------------------
+
+local function recent(peer)
+  local now, list, keep = core.mono(), failures[peer], {}
+  if not list then return keep end
+  for _, at in ipairs(list) do
+    if now - at < M.WINDOW then keep[#keep + 1] = at end
+  end
+  failures[peer] = #keep > 0 and keep or nil
+  return keep
+end
+
+-- blocked(peer) -> nil | seconds until the peer may try again
+function M.blocked(peer)
+  local list = recent(peer or "?")
+  if #list < M.MAX_FAILURES then return nil end
+  return math.max(1, math.ceil(M.WINDOW - (core.mono() - list[#list - M.MAX_FAILURES + 1])))
+end
+
+local sweeps = 0
+local function failed(peer, message)
+  peer = peer or "?"
+  sweeps = sweeps + 1
+  if sweeps % 256 == 0 then -- forget peers whose failures are all old
+    for p in pairs(failures) do recent(p) end
+  end
+  local list = recent(peer)
+  list[#list + 1] = core.mono()
+  failures[peer] = list
+  return errors.fail("UNAUTHORIZED", message)
+end
+
+-- reset() forgets the failures (tests)
+function M.reset() failures = {} end
+
+function M.check(header, peer)
+  local wait = M.blocked(peer)
+  if wait then
+    return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
+      "; try again in " .. wait .. " s", { retry_after = wait })
+  end
+  if type(header) ~= "string" or header == "" then
+    return errors.fail("UNAUTHORIZED", "a token is required: send it in the Authorization header with the " ..
+      "scheme 'Bearer' (create one with hypd token create)")
+  end
+  local token = header:match("^[Bb][Ee][Aa][Rr][Ee][Rr]%s+(%S+)%s*$")
+  if not token then return failed(peer, "the Authorization header must use the scheme 'Bearer' and one token") end
+  local h = hash(token)
+  local rec = store.get(M.PREFIX .. h)
+  if not rec or not M.SCOPES[rec.scope] then return failed(peer, "the bearer token is not valid (revoked?)") end
+  if not known[h] then
+    core.add_secret(token)
+    known[h] = true
+  end
+  local now = core.mono()
+  if not touched[h] or now - touched[h] >= M.TOUCH_EVERY then
+    touched[h] = now
+    rec.last_used_at = core.wall()
+    store.put(M.PREFIX .. h, rec)
+  end
+  return { name = rec.name, scope = rec.scope, id = h:sub(1, 8) }
+end
+
+return M

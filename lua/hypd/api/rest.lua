@@ -1,0 +1,354 @@
+-- hypd.api.rest: the REST front end, /api/v1 on the server of `hypd serve`.
+-- Every route but GET /api/v1/health needs a bearer token (hypd.api.auth);
+-- tools run through hypd.tool.call with the caller {name = token name,
+-- scope, front = "rest"}, so validation, scopes and the audit log are the
+-- registry's own.
+--
+--   GET  /api/v1/health                  {ok, version, tools, operations_running} (no token)
+--   GET  /api/v1/tools                   {tools = [{name, kind, scope, summary, description,
+--                                          status_tool, staged, input_schema, output_schema}]}
+--   GET  /api/v1/tools/{name}            one of those
+--   POST /api/v1/tools/{name}            JSON params -> 200 result | 202 accepted operation
+--   GET  /api/v1/operations              ?status=&tool=&limit= (operation_list)
+--   GET  /api/v1/operations/{id}         operation_get
+--   POST /api/v1/operations/{id}/cancel  operation_cancel (scope operate)
+--   GET  /api/v1/openapi.json            OpenAPI 3.1 (hypd.api.openapi)
+--
+-- Errors are {error = {code, message, fields}} with 400 (VALIDATION, bad
+-- JSON, not an object), 401 (UNAUTHORIZED, with WWW-Authenticate), 403
+-- (FORBIDDEN), 404 (NOT_FOUND), 405, 409 (CONFLICT), 413 (TOO_LARGE), 415,
+-- 429 (THROTTLED, with Retry-After), 500 (the code only; the message goes
+-- to the log), 502/504 (AWS or the network failed; an AWS 4xx keeps its
+-- status).
+local auth = require "hypd.api.auth"
+local config = require "hypd.config"
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local op = require "hypd.op"
+local tool = require "hypd.tool"
+
+local M = {}
+
+M.BASE = "/api/v1"
+M.MAX_BODY = 1 << 20 -- bytes of a request body
+
+local STATUS = {
+  VALIDATION = 400, UNAUTHORIZED = 401, FORBIDDEN = 403, NOT_FOUND = 404, METHOD_NOT_ALLOWED = 405,
+  CONFLICT = 409, EXISTS = 409, TOO_LARGE = 413, UNSUPPORTED_MEDIA_TYPE = 415, THROTTLED = 429,
+  CONNECT = 502, TLS = 502, RESET = 502, HTTP = 502, TIMEOUT = 504,
+}
+M.STATUS = STATUS
+
+local HEADERS = { ["content-type"] = "application/json", ["cache-control"] = "no-store",
+  ["x-content-type-options"] = "nosniff" }
+
+-- responses ------------------------------------------------------------------------
+
+-- json_response(status, value [, headers]) -> response
+function M.json_response(status, value, extra)
+  local ok, body = pcall(json.encode, value)
+  if not ok then
+    log.error("rest", "a response cannot be encoded as JSON: %s", tostring(body))
+    status, body = 500, '{"error":{"code":"JSON","message":"the result cannot be encoded as JSON"}}'
+  end
+  local headers = {}
+  for k, v in pairs(HEADERS) do headers[k] = v end
+  for k, v in pairs(extra or {}) do headers[k] = v end
+  return { status = status, headers = headers, body = body .. "\n" }
+end
+
+-- status_for(err) -> the HTTP status of an error
+function M.status_for(err)
+  local s = STATUS[err.code]
+  if s then return s end
+  local st = math.tointeger(tonumber(err.status))
+  -- an upstream (AWS, Kubernetes) answer: its 4xx, except 401/407, which
+  -- would read as hypd's own authentication
+  if st and st >= 400 and st < 500 and st ~= 401 and st ~= 407 then return st end
+  if st or err.service then return 502 end
+  return 500
+end
+
+-- error_body(err, status) -> {error = {code, message, fields, ...}}
+function M.error_body(err, status)
+  local e = errors.public(err)
+  local out = { code = tostring(e.code or "INTERNAL") }
+  if status >= 500 and status < 502 then
+    out.message = "internal error " .. out.code .. " (details are in the server log)"
+  else
+    out.message = type(e.message) == "string" and e.message or out.code
+  end
+  if type(e.fields) == "table" then
+    out.fields = json.array()
+    for i, f in ipairs(e.fields) do
+      out.fields[i] = { field = tostring(f.field or ""), rule = tostring(f.rule or ""),
+        message = tostring(f.message or "") }
+    end
+  elseif type(e.field) == "string" then
+    out.fields = { { field = e.field, rule = out.code:lower(), message = out.message } }
+  end
+  if status >= 400 and status ~= 401 and (e.service or e.request_id) then
+    out.service, out.operation, out.request_id = e.service, e.operation, e.request_id
+    out.status = math.tointeger(tonumber(e.status))
+  end
+  if e.retry_after then out.retry_after = e.retry_after end
+  return { error = out }
+end
+
+-- error_response(err [, status]) -> response
+function M.error_response(err, status)
+  if not errors.is(err) then
+    err = type(err) == "table" and err.code and setmetatable(err, errors.mt) or errors.new("INTERNAL", tostring(err))
+  end
+  status = status or M.status_for(err)
+  if status == 500 then
+    log.error("rest", "%s: %s", tostring(err.code), tostring(err.message))
+  elseif status > 500 then
+    log.warn("rest", "%s: %s", tostring(err.code), tostring(err.message))
+  end
+  local headers = {}
+  if status == 401 then headers["www-authenticate"] = 'Bearer realm="hypd"' end
+  if status == 405 and err.allow then headers["allow"] = err.allow end
+  if status == 429 then headers["retry-after"] = tostring(math.tointeger(err.retry_after) or 5) end
+  return M.json_response(status, M.error_body(err, status), headers)
+end
+
+local function fail(status, code, message, extra)
+  return M.error_response(errors.new(code, message, extra), status)
+end
+
+-- request parsing --------------------------------------------------------------------
+
+local function unescape(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- query(raw) -> {name = value} (the last of repeated names wins)
+function M.query(raw)
+  local out = {}
+  for pair in (raw or ""):gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    k, v = unescape(k:gsub("+", " ")), unescape(v:gsub("+", " "))
+    if k ~= "" then out[k] = v end
+  end
+  return out
+end
+
+-- coerce(def, name, text) -> the value for a text given for param `name`
+-- of tool def, read by its schema: integers, numbers and booleans from
+-- their text, arrays and objects from JSON (an array of strings also from
+-- "a,b,c"); anything that does not parse stays text, for validation to name
+function M.coerce(def, name, text)
+  local spec = def and def.params[name]
+  if not spec or type(text) ~= "string" then return text end
+  local t = spec.type
+  if t == "integer" then
+    local n = math.tointeger(tonumber(text))
+    if n then return n end
+  elseif t == "number" then
+    local n = tonumber(text)
+    if n then return n end
+  elseif t == "boolean" then
+    local l = text:lower()
+    if l == "true" or l == "yes" or l == "1" then return true end
+    if l == "false" or l == "no" or l == "0" then return false end
+  elseif t == "array" or t == "object" then
+    local v = json.decode(text)
+    if type(v) == "table" then return v end
+    if t == "array" and (not spec.items or spec.items.type == "string") then
+      local out = json.array()
+      for item in text:gmatch("[^,]+") do out[#out + 1] = item end
+      return out
+    end
+  end
+  return text
+end
+
+-- shape(value, schema) -> value with its empty tables marked as the schema
+-- says (so an empty list goes out as [] and not {})
+function M.shape(v, schema)
+  if type(v) ~= "table" or type(schema) ~= "table" or v == json.null then return v end
+  if schema.type == "array" then
+    if next(v) == nil and not json.is_object(v) then return json.array() end
+    if schema.items then for i, x in ipairs(v) do v[i] = M.shape(x, schema.items) end end
+  elseif schema.type == "object" or schema.properties then
+    if next(v) == nil and not json.is_array(v) then return json.object() end
+    for k, s in pairs(schema.properties or {}) do
+      if v[k] ~= nil then v[k] = M.shape(v[k], s) end
+    end
+  end
+  return v
+end
+
+-- body(req) -> the JSON object of a request body | nil, response
+function M.body(req)
+  local body = req.body or ""
+  if #body > M.MAX_BODY then
+    return nil, fail(413, "TOO_LARGE", "the request body is over " .. M.MAX_BODY .. " bytes")
+  end
+  if not body:find("%S") then return json.object() end
+  local ctype = (req.headers["content-type"] or ""):lower():match("^%s*([^;%s]+)")
+  if ctype ~= "application/json" then
+    return nil, fail(415, "UNSUPPORTED_MEDIA_TYPE", "the request body must be JSON (Content-Type: " ..
+      "application/json), not " .. tostring(ctype or "untyped"))
+  end
+  local v, err = json.decode(body)
+  if v == nil then
+    return nil, fail(400, "VALIDATION", "the request body is not valid JSON: " .. tostring(err and err.message),
+      { fields = { { field = "", rule = "json", message = "not valid JSON" } } })
+  end
+  if type(v) ~= "table" or json.is_array(v) then
+    return nil, fail(400, "VALIDATION", "the request body must be a JSON object of parameters",
+      { fields = { { field = "", rule = "type", message = "must be a JSON object" } } })
+  end
+  return v
+end
+
+-- authenticate(req, front) -> caller | nil, error response (401 or 429)
+function M.authenticate(req, front)
+  local who, err = auth.check(req.headers.authorization, req.peer)
+  if not who then return nil, M.error_response(err) end
+  return { name = who.name, scope = who.scope, token_id = who.id, front = front or "rest" }
+end
+
+-- the registry -----------------------------------------------------------------------
+
+-- describe(def) -> what GET /tools says about one tool
+function M.describe(def)
+  local input = tool.input_schema(def)
+  input["$schema"] = nil
+  return { name = def.name, kind = def.kind, scope = tool.KINDS[def.kind], summary = def.summary,
+    description = def.description, status_tool = def.status_tool, staged = def.steps ~= nil,
+    input_schema = input, output_schema = tool.output_schema(def) }
+end
+
+function M.registry()
+  local out = json.array()
+  for i, def in ipairs(tool.list()) do out[i] = M.describe(def) end
+  return out
+end
+
+local function running_count()
+  return #op.list { status = "running" }
+end
+
+-- routes -------------------------------------------------------------------------------
+
+local function call(name, args, caller)
+  local def = tool.get(name)
+  local result, err = tool.call(name, args, caller)
+  if result == nil and err then return M.error_response(err) end
+  if result == nil then result = json.object() end
+  if def and def.steps and type(result) == "table" and result.operation_id then
+    return M.json_response(202, M.shape(result, tool.ACCEPTED),
+      { location = M.BASE .. "/operations/" .. result.operation_id })
+  end
+  return M.json_response(200, M.shape(result, def and tool.output_schema(def)))
+end
+
+local handlers = {}
+
+function handlers.health()
+  return M.json_response(200, { ok = true, version = config.version, tools = #tool.list(),
+    operations_running = running_count() })
+end
+
+function handlers.tools()
+  return M.json_response(200, { tools = M.registry() })
+end
+
+function handlers.tool_get(_, _, name)
+  local def = tool.get(name)
+  if not def then return fail(404, "NOT_FOUND", "no tool named '" .. name .. "' (GET /api/v1/tools lists them)") end
+  return M.json_response(200, M.describe(def))
+end
+
+function handlers.tool_call(req, caller, name)
+  if not tool.get(name) then
+    return fail(404, "NOT_FOUND", "no tool named '" .. name .. "' (GET /api/v1/tools lists them)")
+  end
+  local args, resp = M.body(req)
+  if not args then return resp end
+  return call(name, args, caller)
+end
+
+function handlers.operations(req, caller)
+  local def = tool.get("operation_list")
+  local args = json.object()
+  for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
+  return call("operation_list", args, caller)
+end
+
+local function op_id(id)
+  if not id:match("^op%-[0-9a-f]+$") then
+    return nil, fail(404, "NOT_FOUND", "no operation " .. id, { field = "operation_id" })
+  end
+  return id
+end
+
+function handlers.operation(_, caller, id)
+  local ok, resp = op_id(id)
+  if not ok then return resp end
+  return call("operation_get", { operation_id = id }, caller)
+end
+
+function handlers.cancel(_, caller, id)
+  local ok, resp = op_id(id)
+  if not ok then return resp end
+  return call("operation_cancel", { operation_id = id }, caller)
+end
+
+function handlers.openapi()
+  return M.json_response(200, require("hypd.api.openapi").document())
+end
+
+local ROUTES = {
+  { "^/health$", "/health", GET = handlers.health, public = true },
+  { "^/tools$", "/tools", GET = handlers.tools },
+  { "^/tools/([^/]+)$", "/tools/{name}", GET = handlers.tool_get, POST = handlers.tool_call },
+  { "^/operations$", "/operations", GET = handlers.operations },
+  { "^/operations/([^/]+)$", "/operations/{id}", GET = handlers.operation },
+  { "^/operations/([^/]+)/cancel$", "/operations/{id}/cancel", POST = handlers.cancel },
+  { "^/openapi%.json$", "/openapi.json", GET = handlers.openapi },
+}
+
+local function match(path)
+  for _, r in ipairs(ROUTES) do
+    local caps = table.pack(path:match(r[1]))
+    if caps[1] ~= nil then
+      if r[1]:find("%(") == nil then caps = { n = 0 } end
+      for i = 1, caps.n do caps[i] = unescape(caps[i]) end
+      return r, caps
+    end
+  end
+end
+
+-- handle(req) -> response, route (the route's template for metrics, e.g.
+-- "/api/v1/tools/{name}"; "unmatched" when none matched)
+function M.handle(req)
+  local path = req.path:sub(#M.BASE + 1)
+  if #path > 1 then path = path:gsub("/+$", "") end
+  local r, caps = match(path)
+  local route = r and M.BASE .. r[2] or "unmatched"
+  local caller
+  if not (r and r.public) then
+    local resp
+    caller, resp = M.authenticate(req, "rest")
+    if not caller then return resp, route end
+  end
+  if not r then
+    return fail(404, "NOT_FOUND", "no route " .. req.method .. " " .. req.path .. " (see " .. M.BASE ..
+      "/openapi.json)"), route
+  end
+  local fn = r[req.method]
+  if not fn then
+    local allow = {}
+    for _, m in ipairs { "GET", "POST" } do if r[m] then allow[#allow + 1] = m end end
+    return fail(405, "METHOD_NOT_ALLOWED", req.method .. " is not allowed on " .. M.BASE .. r[2] .. " (allowed: " ..
+      table.concat(allow, ", ") .. ")", { allow = table.concat(allow, ", ") }), route
+  end
+  return fn(req, caller, table.unpack(caps, 1, caps.n)), route
+end
+
+return M

@@ -1,0 +1,234 @@
+-- hypd.serve: `hypd serve`, the one HTTP port of the front ends.
+--
+--   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
+--   /mcp         hypd.api.mcp.http(req, caller), when that module is present
+--   /ws          hypd.api.ws.handler(req), when that module is present (it
+--                authenticates itself: the Authorization header of the
+--                upgrade, or a first message, since browsers cannot set
+--                headers on a WebSocket)
+--   anything else: 404 JSON
+--
+-- Every route but GET /api/v1/health needs a bearer token. On the first
+-- start with no token, an admin token named "admin" is created and printed
+-- once; a non-loopback address is refused until a token exists.
+--
+--   serve.handle(req) -> response        the router (a hypd.server handler)
+--   serve.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
+--   serve.main{listen, sandbox, speed}   the command: start, serve until
+--                                        SIGTERM/SIGINT, stop gracefully
+--
+-- --sandbox starts the simulated AWS account in this process on
+-- 127.0.0.1:0 and points the AWS layer at it the standard way: the
+-- AWS_ENDPOINT_URL, AWS_REGION and key variables of the process.
+local auth = require "hypd.api.auth"
+local config = require "hypd.config"
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local log = require "hypd.log"
+local metrics = require "hypd.api.metrics"
+local op = require "hypd.op"
+local rest = require "hypd.api.rest"
+local sched = require "hypd._sched"
+local server = require "hypd.server"
+local task = require "hypd.task"
+
+local M = {}
+
+M.DEFAULT_LISTEN = "127.0.0.1:3099"
+M.GRACE = 10 -- seconds running operations get to reach their next phase at shutdown
+
+local optional = {} -- module name -> module | false (absent or broken)
+
+-- optional_module(name) -> module | nil: a front end another part of hypd
+-- provides; absent is normal, broken is logged
+local function optional_module(name)
+  local m = optional[name]
+  if m == nil then
+    local ok, mod = pcall(require, name)
+    if ok then
+      m = mod
+    else
+      local msg = tostring(type(mod) == "table" and mod.message or mod)
+      if not msg:find("module '" .. name .. "' not found", 1, true) then
+        log.error("serve", "%s does not load: %s", name, msg)
+      end
+      m = false
+    end
+    optional[name] = m
+  end
+  return m or nil
+end
+
+local function front(req, module, name)
+  local caller, resp = rest.authenticate(req, name)
+  if not caller then return resp end
+  local mod = optional_module(module)
+  local fn = mod and (mod.http or mod.handle)
+  if type(fn) ~= "function" then
+    return rest.error_response(errors.new("NOT_FOUND", "/" .. name .. " is not part of this hypd"), 404)
+  end
+  return fn(req, caller)
+end
+
+local function under(path, prefix)
+  return path == prefix or path:sub(1, #prefix + 1) == prefix .. "/"
+end
+
+local function route(req)
+  local path = req.path
+  if under(path, rest.BASE) then return rest.handle(req) end
+  if path == "/metrics" then return metrics.handle(req), "/metrics" end
+  if under(path, "/mcp") then return front(req, "hypd.api.mcp", "mcp"), "/mcp" end
+  if under(path, "/ws") then
+    local ws = optional_module("hypd.api.ws")
+    if ws and type(ws.handler) == "function" then return ws.handler(req), "/ws" end
+    return front(req, "hypd.api.ws", "ws"), "/ws"
+  end
+  return rest.error_response(errors.new("NOT_FOUND", "no route " .. path .. " (the API is under " .. rest.BASE ..
+    ")"), 404), "unmatched"
+end
+
+function M.handle(req)
+  local ok, resp, name = pcall(route, req)
+  if not ok then
+    local e = resp
+    if not errors.is(e) then
+      e = type(e) == "table" and e.code and setmetatable(e, errors.mt) or errors.new("INTERNAL", tostring(e))
+    end
+    log.error("serve", "%s %s failed: %s", req.method, req.path, tostring(e))
+    resp, name = rest.error_response(e, 500), "error"
+  end
+  metrics.request(name or "unmatched", resp.status or 200)
+  return resp
+end
+
+-- the tools; a module that fails to load is logged, the others still load
+local function load_tools()
+  local tools = require "hypd.tools"
+  local ok, err = pcall(tools.load)
+  if ok then return end
+  log.error("serve", "the tools did not all load: %s", tostring(type(err) == "table" and err.message or err))
+  for _, name in ipairs(tools.MODULES or {}) do
+    local okm, errm = pcall(require, name)
+    if not okm then log.error("serve", "%s: %s", name, tostring(errm)) end
+  end
+end
+
+local function sandbox_env(port)
+  local sandbox = require "sandbox"
+  local env = sandbox.env(port)
+  -- nothing may take precedence over the sandbox's endpoint and keys
+  core.setenv("AWS_PROFILE")
+  core.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  for k, v in pairs(env) do core.setenv(k, v) end
+  return env
+end
+
+function M.start(opts)
+  opts = opts or {}
+  local out = opts.out or io.stdout
+  local listen = opts.listen or M.DEFAULT_LISTEN
+  local addr = tostring(listen):match("^(%d+%.%d+%.%d+%.%d+):%d+$")
+  if not addr then
+    return errors.fail("VALIDATION", "--listen must be IPv4-ADDRESS:PORT, e.g. 127.0.0.1:3099; got '" ..
+      tostring(listen) .. "'", { field = "listen" })
+  end
+  local loopback = addr:match("^127%.") ~= nil
+  local had_tokens = auth.count() > 0
+  if not loopback and not had_tokens then
+    return errors.fail("VALIDATION", "refusing to listen on " .. listen .. " before a token exists: anyone " ..
+      "reaching it would get the first admin token. Create one first, then start again:\n  hypd --state " ..
+      config.state_dir .. " token create --scope admin --name admin", { field = "listen" })
+  end
+  local info = {}
+  if opts.sandbox then
+    local sandbox = require "sandbox"
+    local ssrv, err = sandbox.start { listen = "127.0.0.1:0", speed = opts.speed }
+    if not ssrv then return nil, err end
+    info.sandbox = ssrv
+    local env = sandbox_env(ssrv.port)
+    info.sandbox_url = env.AWS_ENDPOINT_URL
+  end
+  load_tools()
+  metrics.install()
+  local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY }
+  if not srv then
+    if info.sandbox then info.sandbox:stop() end
+    return nil, err
+  end
+  info.srv = srv
+  info.url = "http://" .. (addr == "0.0.0.0" and "127.0.0.1" or addr) .. ":" .. srv.port
+  local label
+  if opts.sandbox then
+    -- a loopback demo: a fresh admin token at every start, printed
+    for _, t in ipairs(auth.list()) do
+      if t.name == "sandbox" then auth.revoke(t.id) end
+    end
+    info.token = assert(auth.create { name = "sandbox", scope = "admin" })
+    label = "sandbox token (new at every start, scope admin): "
+  elseif not had_tokens then
+    info.token = assert(auth.create { name = "admin", scope = "admin" })
+    label = "admin token (shown once): "
+  end
+  local resumed = op.resume()
+  if resumed > 0 then log.info("serve", "resumed %d running operations", resumed) end
+  out:write("hypd serve: listening on ", info.url, "\n",
+    "  REST    ", info.url, rest.BASE, "  (OpenAPI: ", info.url, rest.BASE, "/openapi.json)\n",
+    "  MCP     ", info.url, "/mcp\n",
+    "  metrics ", info.url, "/metrics\n")
+  if info.sandbox_url then
+    out:write("  sandbox AWS endpoint ", info.sandbox_url, " (account ", require("sandbox.auth").ACCOUNT,
+      ", region ", os.getenv("AWS_REGION") or "?", ")\n")
+  end
+  if info.token then out:write(label, info.token, "\n") end
+  out:write("  SIGTERM or Ctrl-C stops it\n")
+  out:flush()
+  return info
+end
+
+-- stop(info, grace): stops accepting, then gives the operations running in
+-- this process up to grace seconds to persist their next phase (they
+-- resume from their last persisted phase at the next start in any case).
+-- Runs on the engine loop (not in a task); a second interrupt ends it.
+local function stop(info, grace)
+  info.srv:stop()
+  local pending, n = {}, 0
+  for id in pairs(op.active()) do pending[id], n = true, n + 1 end
+  if n > 0 then
+    log.info("serve", "stopping: %d operations get up to %g s to reach their next phase", n, grace)
+    local unsubscribe = op.subscribe(function(ev)
+      if ev.kind ~= "operation.progress" then pending[ev.operation_id] = nil end
+    end)
+    local timer = sched.spawn(task.sleep, { name = "serve grace", daemon = true }, grace)
+    sched.run(function() return next(pending) == nil or timer:finished() or core.interrupted() end)
+    unsubscribe()
+    timer:cancel()
+  end
+  if info.sandbox then info.sandbox:stop() end
+  log.info("serve", "stopped")
+end
+
+-- main{listen, sandbox, speed, grace} -> 0: the `hypd serve` command (an
+-- entry point from C, not a task: it drives the engine itself so that a
+-- shutdown leaves operations as they were persisted instead of cancelling
+-- them)
+function M.main(opts)
+  opts = opts or {}
+  local t = sched.spawn(function()
+    local info, err = M.start(opts)
+    if not info then error(err, 0) end
+    return info
+  end, { name = "hypd serve" })
+  sched.run(function() return t:finished() or core.interrupted() end)
+  if not t:finished() then return 0 end
+  if t.status ~= "done" then error(t.err, 0) end
+  local info = t.result[1]
+  sched.run(function() return core.interrupted() end)
+  core.interrupted(true)
+  stop(info, tonumber(opts.grace) or M.GRACE)
+  core.interrupted(true)
+  return 0
+end
+
+return M
