@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -15,6 +17,7 @@
 
 #include "awssign.h"
 #include "clock.h"
+#include "creds.h"
 #include "ekstoken.h"
 #include "embedded.h"
 #include "jobs.h"
@@ -22,6 +25,7 @@
 #include "luax.h"
 #include "server.h"
 #include "tlsgen.h"
+#include "websocket.h"
 
 #define HTTP_KEY "hypd.httpc"
 #define JOBS_KEY "hypd.jobs"
@@ -524,6 +528,186 @@ static int l_add_secret(lua_State *L)
 	return 0;
 }
 
+/*
+ * core.setenv(name [, value]): sets (or, without value, unsets) an
+ * environment variable of the process. Changing an AWS_* variable also
+ * forgets the cached credentials, so the provider chain reads the new
+ * environment. Only for start-up (hypd serve --sandbox), before any
+ * credential resolution runs on a worker.
+ */
+static int l_setenv(lua_State *L)
+{
+	const char *name = luaL_checkstring(L, 1);
+	const char *value = luaL_optstring(L, 2, NULL);
+	int rc = value ? setenv(name, value, 1) : unsetenv(name);
+
+	if (rc != 0)
+		return luaL_error(L, "setenv %s: %s", name, strerror(errno));
+	if (!strncmp(name, "AWS_", 4))
+		creds_reset();
+	return 0;
+}
+
+/*
+ * Standard input, one line at a time, read on a worker so the engine keeps
+ * running (MCP over stdio). One read at a time; bytes past the line stay in
+ * `in` for the next read. A read waits at most a second, then answers
+ * {again = true}, so a blocked read never holds up the worker pool's
+ * shutdown for long.
+ */
+#define STDIN_LINE_MAX ((size_t)16 << 20) /* longest line accepted */
+
+static struct {
+	char *buf;     /* bytes read and not yet returned (engine-owned between jobs) */
+	size_t len;    /* bytes in buf */
+	size_t cap;    /* allocated */
+	int eof;       /* read(2) returned 0 */
+	int skipping;  /* dropping the rest of a line that was too long */
+	int busy;      /* a job is reading (engine thread only) */
+} in;
+
+struct stdin_job {
+	job base;      /* first: the pool sees a job */
+	char *line;    /* the line without its newline (malloc'd), or NULL */
+	size_t len;    /* bytes in line */
+	int status;    /* 0 line, 1 end of input, 2 nothing yet, 3 too long, 4 error */
+	char err[160]; /* the failure (status 4) */
+};
+
+/* takes the first line out of in.buf; 1 when there was one */
+static int stdin_take(struct stdin_job *s)
+{
+	char *nl = in.len ? memchr(in.buf, '\n', in.len) : NULL;
+	size_t n;
+
+	if (!nl)
+		return 0;
+	n = (size_t)(nl - in.buf);
+	if (in.skipping) {
+		in.skipping = 0;
+		s->status = 3;
+	} else if (!(s->line = malloc(n + 1))) {
+		s->status = 4;
+		snprintf(s->err, sizeof s->err, "out of memory");
+	} else {
+		memcpy(s->line, in.buf, n);
+		s->line[n] = '\0';
+		s->len = n > 0 && s->line[n - 1] == '\r' ? n - 1 : n;
+		s->status = 0;
+	}
+	memmove(in.buf, nl + 1, in.len - n - 1);
+	in.len -= n + 1;
+	return 1;
+}
+
+static void stdin_run(job *j)
+{
+	struct stdin_job *s = (struct stdin_job *)j;
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	ssize_t got;
+	int ready;
+
+	for (;;) {
+		if (stdin_take(s))
+			return;
+		if (in.eof) {
+			s->status = 1;
+			if (in.len && !in.skipping && (s->line = malloc(in.len + 1))) {
+				memcpy(s->line, in.buf, in.len);
+				s->line[in.len] = '\0';
+				s->len = in.len;
+				s->status = 0;
+			}
+			in.len = 0;
+			return;
+		}
+		if (in.len >= STDIN_LINE_MAX) {
+			in.len = 0;
+			in.skipping = 1;
+		}
+		if (in.cap - in.len < 65536) {
+			size_t cap = in.cap ? in.cap * 2 : 65536 * 2;
+			char *b = realloc(in.buf, cap);
+
+			if (!b) {
+				s->status = 4;
+				snprintf(s->err, sizeof s->err, "out of memory");
+				return;
+			}
+			in.buf = b;
+			in.cap = cap;
+		}
+		ready = poll(&pfd, 1, 1000);
+		got = ready > 0 ? read(0, in.buf + in.len, in.cap - in.len) : -1;
+		if (ready == 0 || (got < 0 && (errno == EINTR || errno == EAGAIN))) {
+			s->status = 2;
+			return;
+		}
+		if (got < 0) {
+			s->status = 4;
+			snprintf(s->err, sizeof s->err, "reading standard input: %s", strerror(errno));
+			return;
+		}
+		if (got == 0)
+			in.eof = 1;
+		in.len += (size_t)got;
+	}
+}
+
+static void stdin_push(job *j, void *lua_state)
+{
+	static const char *const flags[] = { NULL, "eof", "again", "too_long" };
+	struct stdin_job *s = (struct stdin_job *)j;
+	lua_State *L = lua_state;
+
+	in.busy = 0;
+	lua_createtable(L, 0, 1);
+	if (s->status == 0) {
+		lua_pushlstring(L, s->line, s->len);
+		lua_setfield(L, -2, "line");
+	} else if (s->status == 4) {
+		hx_newerror(L, "IO", "%s", s->err);
+		lua_setfield(L, -2, "err");
+	} else {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, flags[s->status]);
+	}
+}
+
+static void stdin_destroy(job *j)
+{
+	struct stdin_job *s = (struct stdin_job *)j;
+
+	free(s->line);
+	free(s);
+}
+
+/* core.stdin_line() -> job id (await it with _sched.await("job", id));
+ * the result is {line = text (no newline)} | {eof = true} | {again = true}
+ * (nothing within a second: ask again) | {too_long = true} (a line over
+ * 16 MiB was dropped) | {err = IO error} */
+static int l_stdin_line(lua_State *L)
+{
+	jobs *q = lua_engine_jobs(L);
+	struct stdin_job *s;
+	uint64_t id;
+
+	if (in.busy)
+		return hx_raise(L, "STATE", "standard input is already being read");
+	if (!(s = calloc(1, sizeof *s)))
+		return luaL_error(L, "out of memory");
+	s->base.run = stdin_run;
+	s->base.push = stdin_push;
+	s->base.destroy = stdin_destroy;
+	if (!(id = jobs_submit(q, &s->base))) {
+		stdin_destroy(&s->base);
+		return hx_fail(L, "STATE", "no worker thread could start");
+	}
+	in.busy = 1;
+	lua_pushinteger(L, (lua_Integer)id);
+	return 1;
+}
+
 /* --- the HTTP servers --- */
 
 /* The registry table handle -> hserver (light userdata), pushed. */
@@ -579,8 +763,9 @@ static const char **header_lines(lua_State *L, int idx)
 	return lines;
 }
 
-/* core.server_start(addr, port [, max_body [, tls]]) -> handle, port | nil, err
- * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS. */
+/* core.server_start(addr, port [, max_body [, tls [, ws]]]) -> handle, port | nil, err
+ * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS; ws = {max_message
+ * = bytes, ping = seconds, idle = seconds} sets the websocket limits. */
 static int l_server_start(lua_State *L)
 {
 	struct hserver_opts o;
@@ -604,6 +789,17 @@ static int l_server_start(lua_State *L)
 			      4, "tls needs cert_pem and key_pem strings");
 		o.cert_pem = lua_tostring(L, -2);
 		o.key_pem = lua_tostring(L, -1);
+	}
+	if (!lua_isnoneornil(L, 5)) {
+		luaL_checktype(L, 5, LUA_TTABLE);
+		lua_getfield(L, 5, "max_message");
+		lua_getfield(L, 5, "ping");
+		lua_getfield(L, 5, "idle");
+		luaL_argcheck(L, luaL_optinteger(L, -3, 0) >= 0 && luaL_optnumber(L, -2, 0) >= 0 &&
+			      luaL_optnumber(L, -1, 0) >= 0, 5, "websocket limits must not be negative");
+		o.ws_max_message = (size_t)luaL_optinteger(L, -3, 0);
+		o.ws_ping = luaL_optnumber(L, -2, 0);
+		o.ws_idle = luaL_optnumber(L, -1, 0);
 	}
 	o.port = (int)port;
 	o.max_body = (size_t)max_body;
@@ -693,6 +889,65 @@ static int l_server_stream_end(lua_State *L)
 	hserver *s = find_server(L, h);
 
 	lua_pushboolean(L, s && hserver_stream_end(s, (uint64_t)id, failed) == 0);
+	return 1;
+}
+
+/* core.server_ws_accept(handle, id, headers) -> true | false, status (the
+ * request was no valid handshake: answered 400 or 426) | false (gone) */
+static int l_server_ws_accept(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	const char **lines = header_lines(L, 3);
+	hserver *s = find_server(L, h);
+	int rc = s ? hserver_ws_accept(s, (uint64_t)id, lines) : -1;
+
+	lua_pushboolean(L, rc == 0);
+	if (rc <= 0)
+		return 1;
+	lua_pushinteger(L, rc);
+	return 2;
+}
+
+/* core.server_ws_send(handle, id, data [, kind]) -> true | false (gone,
+ * closing, or too slow); kind "text" (the default: data must be UTF-8),
+ * "binary" or "ping" (at most 125 bytes) */
+static int l_server_ws_send(lua_State *L)
+{
+	static const char *const kinds[] = { "text", "binary", "ping", NULL };
+	static const int opcodes[] = { WS_TEXT, WS_BINARY, WS_PING };
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	size_t len;
+	const char *data = luaL_checklstring(L, 3, &len);
+	int kind = luaL_checkoption(L, 4, "text", kinds);
+	hserver *s;
+
+	if (kind == 0 && !ws_utf8_valid((const unsigned char *)data, len))
+		return hx_raise(L, "VALIDATION", "a websocket text message must be UTF-8 (send binary instead)");
+	luaL_argcheck(L, kind != 2 || len <= WS_CONTROL_MAX, 3, "a ping carries at most 125 bytes");
+	s = find_server(L, h);
+	lua_pushboolean(L, s && hserver_ws_send(s, (uint64_t)id, opcodes[kind], data, len) == 0);
+	return 1;
+}
+
+/* core.server_ws_close(handle, id [, code [, reason]]) -> true | false
+ * (gone or already closing); code 1000 by default */
+static int l_server_ws_close(lua_State *L)
+{
+	lua_Integer h = luaL_checkinteger(L, 1);
+	lua_Integer id = luaL_checkinteger(L, 2);
+	lua_Integer code = luaL_optinteger(L, 3, 1000);
+	size_t len;
+	const char *reason = luaL_optlstring(L, 4, "", &len);
+	hserver *s;
+
+	luaL_argcheck(L, code >= 0 && code < 5000 && ws_close_code_valid((int)code), 3,
+		      "a close code: 1000-1003, 1007-1014 or 3000-4999");
+	luaL_argcheck(L, len <= WS_REASON_MAX && ws_utf8_valid((const unsigned char *)reason, len), 4,
+		      "a close reason is UTF-8 of at most 123 bytes");
+	s = find_server(L, h);
+	lua_pushboolean(L, s && hserver_ws_close(s, (uint64_t)id, (int)code, reason, len) == 0);
 	return 1;
 }
 
@@ -985,6 +1240,9 @@ static const luaL_Reg core_funcs[] = {
 	{ "server_stream_start", l_server_stream_start },
 	{ "server_stream_write", l_server_stream_write },
 	{ "server_stream_end", l_server_stream_end },
+	{ "server_ws_accept", l_server_ws_accept },
+	{ "server_ws_send", l_server_ws_send },
+	{ "server_ws_close", l_server_ws_close },
 	{ "server_stop", l_server_stop },
 	{ "listening", l_listening },
 	{ "b64encode", l_b64encode },
@@ -1012,6 +1270,8 @@ static const luaL_Reg core_funcs[] = {
 	{ "embedded_list", l_embedded_list },
 	{ "redact", l_redact },
 	{ "add_secret", l_add_secret },
+	{ "stdin_line", l_stdin_line },
+	{ "setenv", l_setenv },
 	{ NULL, NULL },
 };
 

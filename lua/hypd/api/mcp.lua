@@ -1,0 +1,589 @@
+-- hypd.api.mcp: the Model Context Protocol front end. One JSON-RPC 2.0
+-- message handler shared by two transports:
+--
+--   mcp.http(req, caller) -> response     Streamable HTTP at /mcp (hypd.api.mcp_http);
+--                                         caller = the authenticated {name, scope, ...}
+--   mcp.stdio_main{api = URL|nil} -> 0    newline-delimited JSON-RPC on stdin/stdout
+--                                         (hypd.api.mcp_stdio); `hypd mcp [--api URL]`
+--   mcp.handle(session, message [, opts]) -> reply | nil
+--                                         one message (a JSON text or a decoded table);
+--                                         nil for notifications and responses.
+--                                         opts.send(msg): where notifications for this
+--                                         request go; opts.caller: who asks (else
+--                                         session.caller)
+--   mcp.session{caller, backend, send} -> session
+--   mcp.local_backend() -> backend         the tool registry in this process
+--
+-- Protocol versions 2025-11-25 and 2025-06-18 are negotiated (the client's
+-- when supported, else 2025-11-25). Tools are hypd.tool's registry: a tool
+-- failure is a result with isError (never a protocol error); an unknown
+-- tool is -32602. Prompts are the skills (skills/*/SKILL.md); resources are
+-- the active cluster and the recent operations.
+--
+-- A backend answers for the registry (local, or hypd.api.mcp_remote for
+-- `hypd mcp --api URL`):
+--   tools() -> { {name, kind, summary, description, status_tool, staged,
+--                 input_schema, output_schema}, ... } | nil, err
+--   has_tool(name) -> bool
+--   call(name, args, caller) -> result | nil, err
+--   operation(id, caller) -> operation view | nil, err (NOT_FOUND)
+--   operations(limit, caller) -> { view, ... } | nil, err
+local core = require "hypd.core"
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local log = require "hypd.log"
+local op = require "hypd.op"
+local tool = require "hypd.tool"
+
+local M = {}
+
+M.LATEST = "2025-11-25"
+M.VERSIONS = { ["2025-11-25"] = true, ["2025-06-18"] = true }   -- negotiated at initialize
+-- accepted in the MCP-Protocol-Version header: the negotiated ones, and the
+-- version the spec says to assume when the header is absent
+M.HEADER_VERSIONS = { ["2025-11-25"] = true, ["2025-06-18"] = true, ["2025-03-26"] = true }
+M.RECENT_OPERATIONS = 20   -- operations listed as resources
+M.ACTIVE_CLUSTER = "hypd://cluster/active"
+M.OPERATION_URI = "hypd://operations/"
+
+-- JSON-RPC error codes
+M.PARSE_ERROR = -32700
+M.INVALID_REQUEST = -32600
+M.METHOD_NOT_FOUND = -32601
+M.INVALID_PARAMS = -32602
+M.INTERNAL_ERROR = -32603
+M.RESOURCE_NOT_FOUND = -32002
+
+-- MCP log levels (RFC 5424 order)
+M.LEVELS = { debug = 1, info = 2, notice = 3, warning = 4, error = 5, critical = 6, alert = 7, emergency = 8 }
+
+M.INSTRUCTIONS = table.concat({
+  "hypd provisions and operates Amazon SageMaker HyperPod clusters on EKS.",
+  "Read tools (readOnlyHint) are safe to call at any time.",
+  "Mutating tools return an operation_id at once: follow it with the tool's status tool (named in its " ..
+    "description) or operation_get until status is succeeded or failed; calling the same tool again for " ..
+    "the same target joins the running operation instead of starting a second one.",
+  "A result with isError names the problem; a VALIDATION error lists each field and rule to fix.",
+  "Parameters marked x-hypd-decision are the person's decision: ask them, never invent a value.",
+  "The prompts are hypd's skills, step-by-step guides for whole tasks; the resources are the active " ..
+    "cluster (" .. M.ACTIVE_CLUSTER .. ") and recent operations (" .. M.OPERATION_URI .. "{id}).",
+}, " ")
+
+local function version()
+  local ok, config = pcall(require, "hypd.config")
+  return ok and type(config) == "table" and config.version or "0"
+end
+
+-- rpc errors ------------------------------------------------------------------------
+
+local function rpc_fail(code, message, data)
+  return nil, { code = code, message = message, data = data }
+end
+
+-- error_reply(id, code, message [, data]) -> a JSON-RPC error response
+function M.error_reply(id, code, message, data)
+  if id == nil then id = json.null end
+  return { jsonrpc = "2.0", id = id, error = { code = code, message = message, data = data } }
+end
+
+-- results ---------------------------------------------------------------------------
+
+-- shape(value, schema) -> value with empty tables marked as the schema says
+-- (an empty list goes out as [], not {}), so results match outputSchema
+function M.shape(v, schema)
+  if type(v) ~= "table" or type(schema) ~= "table" or v == json.null then return v end
+  if schema.type == "array" then
+    if next(v) == nil and not json.is_object(v) then return json.array() end
+    if schema.items then for i, x in ipairs(v) do v[i] = M.shape(x, schema.items) end end
+  elseif schema.type == "object" or schema.properties then
+    if next(v) == nil and not json.is_array(v) then return json.object() end
+    for k, s in pairs(schema.properties or {}) do
+      if v[k] ~= nil then v[k] = M.shape(v[k], s) end
+    end
+  end
+  return v
+end
+
+local function is_object(v)
+  if type(v) ~= "table" or v == json.null or json.is_array(v) then return false end
+  return json.is_object(v) or next(v) == nil or type(next(v)) == "string"
+end
+
+-- tool_result(result, output_schema) -> CallToolResult
+function M.tool_result(result, schema)
+  if result == nil or result == json.null then result = json.object() end
+  result = M.shape(result, schema)
+  local ok, text = pcall(json.encode, result)
+  if not ok then
+    return M.tool_error(errors.new("JSON", "the result cannot be encoded as JSON: " .. tostring(text)))
+  end
+  local out = { content = { { type = "text", text = text } } }
+  if is_object(result) then
+    out.structuredContent = next(result) == nil and json.object() or result
+  end
+  return out
+end
+
+-- tool_error(err) -> CallToolResult with isError: the message for the
+-- model, {error = {code, message, fields}} for programs
+function M.tool_error(err)
+  if type(err) ~= "table" then err = errors.new("INTERNAL", tostring(err)) end
+  local e = errors.public(setmetatable(err, getmetatable(err) or errors.mt))
+  local code = tostring(e.code or "INTERNAL")
+  local message = type(e.message) == "string" and e.message or code
+  if code == "INTERNAL" then
+    log.error("mcp", "a tool failed: %s", message)
+    message = "internal error (details are in the hypd log)"
+  end
+  local out = { code = code, message = message }
+  if type(e.fields) == "table" then
+    out.fields = json.array()
+    for i, f in ipairs(e.fields) do
+      out.fields[i] = { field = tostring(f.field or ""), rule = tostring(f.rule or ""),
+        message = tostring(f.message or "") }
+    end
+  elseif type(e.field) == "string" then
+    out.fields = { { field = e.field, rule = code:lower(), message = message } }
+  end
+  if e.retry_after then out.retry_after = e.retry_after end
+  return { isError = true, content = { { type = "text", text = message } }, structuredContent = { error = out } }
+end
+
+-- the local backend ------------------------------------------------------------------
+
+-- describe(def) -> the backend's description of a registered tool
+function M.describe(def)
+  return { name = def.name, kind = def.kind, summary = def.summary, description = def.description,
+    status_tool = def.status_tool, staged = def.steps ~= nil, input_schema = tool.input_schema(def),
+    output_schema = tool.output_schema(def) }
+end
+
+function M.local_backend()
+  local b = {}
+  function b.tools()
+    local out = {}
+    for i, def in ipairs(tool.list()) do out[i] = M.describe(def) end
+    return out
+  end
+  function b.has_tool(name) return tool.get(name) ~= nil end
+  function b.call(name, args, caller)
+    local result, err = tool.call(name, args, caller)
+    if result == nil and err then return nil, err end
+    local def = tool.get(name)
+    return M.shape(result, def and tool.output_schema(def))
+  end
+  function b.operation(id)
+    local rec = type(id) == "string" and op.get(id)
+    if not rec then return errors.fail("NOT_FOUND", "no operation " .. tostring(id)) end
+    return op.view(rec)
+  end
+  function b.operations(limit)
+    local out = {}
+    for i, rec in ipairs(op.list { limit = limit }) do out[i] = op.view(rec) end
+    return out
+  end
+  return b
+end
+
+-- sessions ---------------------------------------------------------------------------
+
+-- session{caller, backend, send} -> session: what one client negotiated
+-- (protocol, log_level, client info) and how to reach it
+function M.session(opts)
+  opts = opts or {}
+  return { caller = opts.caller, backend = opts.backend or M.local_backend(), send = opts.send,
+    protocol = nil, log_level = nil, initialized = false, client = nil }
+end
+
+-- notify(send, method, params): one notification, when there is a channel
+local function notify(send, method, params)
+  if send then return send { jsonrpc = "2.0", method = method, params = params } end
+  return false
+end
+
+-- log_to(session, send, level, logger, data): notifications/message when
+-- the client asked for this level (logging/setLevel)
+function M.log_to(session, send, level, logger, data)
+  local min = session.log_level and M.LEVELS[session.log_level]
+  if not min or (M.LEVELS[level] or 0) < min then return false end
+  return notify(send, "notifications/message", { level = level, logger = logger, data = data })
+end
+
+local OP_LEVEL = { ["operation.failed"] = "error", ["operation.cancelled"] = "warning" }
+local LOG_LEVEL = { debug = "debug", info = "info", warn = "warning", error = "error" }
+
+-- watch(session, send, opts) -> stop: forwards operation events (and with
+-- opts.log_lines, hypd's own log lines) as notifications/message at the
+-- session's level
+function M.watch(session, send, opts)
+  local stops = {}
+  stops[1] = op.subscribe(function(ev)
+    if ev.kind == "operation.progress" and not ev.message then return end
+    M.log_to(session, send, OP_LEVEL[ev.kind] or "info", "hypd.operations", { event = ev.kind,
+      operation_id = ev.operation_id, tool = ev.tool, target = ev.target, status = ev.status, phase = ev.phase,
+      message = ev.message })
+  end)
+  if opts and opts.log_lines and log.subscribe then
+    local busy = false -- a log line written while sending one is not sent again
+    stops[2] = log.subscribe(function(level, component, message)
+      if busy then return end
+      busy = true
+      pcall(M.log_to, session, send, LOG_LEVEL[level] or "info", "hypd." .. tostring(component), message)
+      busy = false
+    end, "debug")
+  end
+  return function() for _, stop in ipairs(stops) do stop() end end
+end
+
+-- progress_fn(token, send) -> fn(progress, total, message) | nil: sends
+-- notifications/progress for the request that carried this token; the
+-- progress always increases
+local function progress_fn(token, send)
+  if token == nil or token == json.null or not send then return nil end
+  local last = 0
+  return function(progress, total, message)
+    progress = tonumber(progress)
+    if not progress or progress <= last then progress = last + 1 end
+    last = progress
+    local params = { progressToken = token, progress = progress, total = tonumber(total) }
+    if message ~= nil then params.message = tostring(message) end
+    return notify(send, "notifications/progress", params)
+  end
+end
+
+-- methods ------------------------------------------------------------------------------
+
+local methods = {}
+local notifications = {}
+
+methods.initialize = function(req, p)
+  local asked = p.protocolVersion
+  local chosen = (type(asked) == "string" and M.VERSIONS[asked]) and asked or M.LATEST
+  local s = req.session
+  s.protocol, s.client, s.client_capabilities = chosen, p.clientInfo, p.capabilities
+  return { protocolVersion = chosen,
+    capabilities = { tools = { listChanged = true }, prompts = { listChanged = false },
+      resources = { subscribe = false, listChanged = false }, logging = json.object() },
+    serverInfo = { name = "hypd", title = "hypd", version = version() },
+    instructions = M.INSTRUCTIONS }
+end
+
+methods.ping = function() return json.object() end
+
+-- mcp_tool(d) -> the MCP Tool for a backend description
+function M.mcp_tool(d)
+  local desc = d.description or d.summary or d.name
+  if d.staged and d.status_tool then
+    desc = desc .. "\n\nMutating: returns an operation_id at once; call " .. d.status_tool .. " every " ..
+      op.POLL_AFTER .. " s until status is succeeded/failed."
+  end
+  local out = { name = d.name, title = d.summary, description = desc, inputSchema = d.input_schema,
+    annotations = { title = d.summary, readOnlyHint = d.kind == "read", destructiveHint = d.kind == "destructive",
+      idempotentHint = d.kind == "read" or d.staged == true, openWorldHint = true } }
+  if type(out.inputSchema) ~= "table" then out.inputSchema = { type = "object", properties = json.object() } end
+  -- MCP requires an object schema for results; anything else is left out
+  if type(d.output_schema) == "table" and d.output_schema.type == "object" then out.outputSchema = d.output_schema end
+  return out
+end
+
+methods["tools/list"] = function(req)
+  local list, err = req.session.backend.tools()
+  if not list then return rpc_fail(M.INTERNAL_ERROR, "the tool list is not available: " .. tostring(err and err.message)) end
+  local out = json.array()
+  for i, d in ipairs(list) do out[i] = M.mcp_tool(d) end
+  return { tools = out }
+end
+
+-- caller_for(req, progress) -> the caller of a tool call: front "mcp", and
+-- caller.progress(p, total, message) when the client asked for progress
+local function caller_for(req, progress)
+  local c = {}
+  for k, v in pairs(req.caller or { name = "anonymous", scope = "read" }) do c[k] = v end
+  c.front = c.front or "mcp"
+  c.progress = progress
+  return c
+end
+
+methods["tools/call"] = function(req, p)
+  local name = p.name
+  if type(name) ~= "string" or name == "" then
+    return rpc_fail(M.INVALID_PARAMS, "Invalid params: tools/call needs params.name, the name of a tool")
+  end
+  local backend = req.session.backend
+  if not backend.has_tool(name) then return rpc_fail(M.INVALID_PARAMS, "Unknown tool: " .. name) end
+  local args = p.arguments
+  if args == nil or args == json.null then args = json.object() end
+  local progress = progress_fn(req.progress_token, req.send)
+  local stop
+  if progress then
+    -- the operation this call starts (or joins) reports its phases as progress
+    stop = op.subscribe(function(ev)
+      if ev.tool == name and ev.kind ~= "operation.progress" then
+        progress(nil, nil, ev.operation_id .. " " .. tostring(ev.status) .. ": " .. tostring(ev.phase))
+      elseif ev.tool == name and ev.message then
+        progress(nil, nil, ev.operation_id .. ": " .. tostring(ev.message))
+      end
+    end)
+  end
+  local ok, result, err = pcall(backend.call, name, args, caller_for(req, progress))
+  if stop then stop() end
+  if not ok then return M.tool_error(result) end
+  if result == nil then return M.tool_error(err or errors.new("INTERNAL", name .. " returned nothing")) end
+  return M.tool_result(result)
+end
+
+-- skills as prompts -----------------------------------------------------------------------
+
+M.skills_dir = nil -- where skills/<name>/SKILL.md live (default: $HYPD_SKILLS, ./skills, <state>/skills)
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function list_dir(dir)
+  if core.listdir then
+    local names = core.listdir(dir)
+    return names or {}
+  end
+  local out = {}
+  local f = io.popen("ls -1 '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  if not f then return out end
+  for line in f:lines() do out[#out + 1] = line end
+  f:close()
+  table.sort(out)
+  return out
+end
+
+local function skills_dirs()
+  local dirs = {}
+  if M.skills_dir then dirs[#dirs + 1] = M.skills_dir end
+  if os.getenv("HYPD_SKILLS") then dirs[#dirs + 1] = os.getenv("HYPD_SKILLS") end
+  dirs[#dirs + 1] = "skills"
+  local ok, config = pcall(require, "hypd.config")
+  if ok and type(config) == "table" and config.state_dir then dirs[#dirs + 1] = config.state_dir .. "/skills" end
+  return dirs
+end
+
+-- parse_skill(text) -> {name, description, body} | nil: YAML-style front
+-- matter (`key: value` lines between --- lines), then the Markdown body
+function M.parse_skill(text)
+  local head, body = text:match("^%-%-%-\r?\n(.-)\r?\n%-%-%-\r?\n(.*)$")
+  if not head then return nil end
+  local meta = {}
+  for line in head:gmatch("[^\r\n]+") do
+    local k, v = line:match("^([%w_-]+):%s*(.-)%s*$")
+    if k then
+      local q = v:match('^"(.*)"$') or v:match("^'(.*)'$")
+      meta[k] = q or v
+    end
+  end
+  if type(meta.name) ~= "string" or meta.name == "" then return nil end
+  return { name = meta.name, description = meta.description or "", body = (body:gsub("^%s+", "")) }
+end
+
+-- skills() -> { {name, description, body, path}, ... } from the first skills
+-- directory that exists, by name
+function M.skills()
+  for _, dir in ipairs(skills_dirs()) do
+    local names = list_dir(dir)
+    if #names > 0 then
+      local out = {}
+      for _, n in ipairs(names) do
+        local path = dir .. "/" .. n .. "/SKILL.md"
+        local text = read_file(path)
+        local s = text and M.parse_skill(text)
+        if s then
+          s.path = path
+          out[#out + 1] = s
+        elseif text then
+          log.warn("mcp", "%s has no front matter with a name; it is not offered as a prompt", path)
+        end
+      end
+      table.sort(out, function(a, b) return a.name < b.name end)
+      return out
+    end
+  end
+  return {}
+end
+
+methods["prompts/list"] = function()
+  local out = json.array()
+  for i, s in ipairs(M.skills()) do out[i] = { name = s.name, description = s.description } end
+  return { prompts = out }
+end
+
+methods["prompts/get"] = function(_, p)
+  if type(p.name) ~= "string" then return rpc_fail(M.INVALID_PARAMS, "Invalid params: prompts/get needs params.name") end
+  for _, s in ipairs(M.skills()) do
+    if s.name == p.name then
+      return { description = s.description,
+        messages = { { role = "user", content = { type = "text", text = s.body } } } }
+    end
+  end
+  return rpc_fail(M.INVALID_PARAMS, "Unknown prompt: " .. p.name .. " (prompts/list names them)")
+end
+
+-- resources ---------------------------------------------------------------------------------
+
+local OP_TEMPLATE = { uriTemplate = M.OPERATION_URI .. "{id}", name = "operation", title = "An operation",
+  description = "One hypd operation (a mutating tool call): status, phase, steps with timings, result or error.",
+  mimeType = "application/json" }
+
+methods["resources/list"] = function(req)
+  local backend, out = req.session.backend, json.array()
+  if backend.has_tool("cluster_get_status") then
+    out[#out + 1] = { uri = M.ACTIVE_CLUSTER, name = "active-cluster", title = "The active cluster",
+      description = "cluster_get_status of the active cluster (see cluster_switch): EKS status, version, " ..
+        "add-ons, HyperPod instance groups, running operations.", mimeType = "application/json" }
+  end
+  local ops, err = backend.operations(M.RECENT_OPERATIONS, req.caller)
+  if not ops then log.warn("mcp", "resources/list: no operations: %s", tostring(err and err.message)) end
+  for _, v in ipairs(ops or {}) do
+    out[#out + 1] = { uri = M.OPERATION_URI .. v.operation_id, name = v.operation_id,
+      title = tostring(v.tool) .. " " .. tostring(v.target or "") .. " (" .. tostring(v.status) .. ")",
+      description = "operation " .. v.operation_id .. ": " .. tostring(v.tool) .. ", " .. tostring(v.status) ..
+        ", phase " .. tostring(v.phase), mimeType = "application/json" }
+  end
+  return { resources = out }
+end
+
+methods["resources/templates/list"] = function()
+  return { resourceTemplates = { OP_TEMPLATE } }
+end
+
+local function read_failed(uri, err)
+  local code = err and err.code
+  if code == "NOT_FOUND" or code == "STATE" then
+    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. uri .. (err.message and " (" .. err.message .. ")" or ""),
+      { uri = uri })
+  end
+  local msg = err and errors.public(setmetatable(err, getmetatable(err) or errors.mt)).message or "failed"
+  return rpc_fail(M.INTERNAL_ERROR, "reading " .. uri .. " failed: " .. tostring(msg), { uri = uri, code = code })
+end
+
+methods["resources/read"] = function(req, p)
+  local uri = p.uri
+  if type(uri) ~= "string" then return rpc_fail(M.INVALID_PARAMS, "Invalid params: resources/read needs params.uri") end
+  local backend = req.session.backend
+  local value, err
+  if uri == M.ACTIVE_CLUSTER and backend.has_tool("cluster_get_status") then
+    local ok
+    ok, value, err = pcall(backend.call, "cluster_get_status", json.object(), caller_for(req))
+    if not ok then value, err = nil, value end
+  elseif uri:sub(1, #M.OPERATION_URI) == M.OPERATION_URI then
+    local id = uri:sub(#M.OPERATION_URI + 1)
+    if not id:match("^op%-[0-9a-f]+$") then return read_failed(uri, errors.new("NOT_FOUND", "no operation " .. id)) end
+    value, err = backend.operation(id, req.caller)
+  else
+    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. uri .. " (resources/list names them)", { uri = uri })
+  end
+  if value == nil then return read_failed(uri, err) end
+  return { contents = { { uri = uri, mimeType = "application/json", text = json.encode(value) } } }
+end
+
+methods["logging/setLevel"] = function(req, p)
+  if not M.LEVELS[p.level] then
+    return rpc_fail(M.INVALID_PARAMS, "Invalid params: level must be one of debug, info, notice, warning, error, " ..
+      "critical, alert, emergency")
+  end
+  req.session.log_level = p.level
+  return json.object()
+end
+
+notifications["notifications/initialized"] = function(session) session.initialized = true end
+
+-- handling one message ------------------------------------------------------------------------
+
+local function valid_id(id)
+  return type(id) == "string" or math.type(id) == "integer" or (type(id) == "number" and id == id)
+end
+
+-- handle(session, message [, opts]) -> reply | nil
+function M.handle(session, msg, opts)
+  opts = opts or {}
+  if type(msg) == "string" then
+    local v, err = json.decode(msg)
+    if v == nil then return M.error_reply(nil, M.PARSE_ERROR, "Parse error: " .. tostring(err and err.message)) end
+    msg = v
+  end
+  if type(msg) ~= "table" or msg == json.null then
+    return M.error_reply(nil, M.INVALID_REQUEST, "Invalid Request: a message is a JSON-RPC object")
+  end
+  if json.is_array(msg) then
+    return M.error_reply(nil, M.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported (MCP " ..
+      "2025-06-18 removed them); send one message per request")
+  end
+  local id = msg.id
+  if id ~= nil and not valid_id(id) then
+    return M.error_reply(nil, M.INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+  end
+  if msg.jsonrpc ~= "2.0" then
+    return M.error_reply(id, M.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
+  end
+  local method = msg.method
+  if method == nil then
+    if id ~= nil and (msg.result ~= nil or msg.error ~= nil) then return nil end -- a response: hypd asks nothing
+    return M.error_reply(id, M.INVALID_REQUEST, "Invalid Request: no method")
+  end
+  if type(method) ~= "string" then return M.error_reply(id, M.INVALID_REQUEST, "Invalid Request: method must be a string") end
+  local params = msg.params
+  if params == nil or params == json.null then params = json.object() end
+  if type(params) ~= "table" or json.is_array(params) then
+    if id == nil then return nil end
+    return M.error_reply(id, M.INVALID_PARAMS, "Invalid params: params must be an object")
+  end
+  if id == nil then
+    local fn = notifications[method]
+    if fn then
+      local ok, err = pcall(fn, session, params)
+      if not ok then log.warn("mcp", "%s: %s", method, tostring(err)) end
+    end
+    return nil
+  end
+  local fn = methods[method]
+  if not fn then return M.error_reply(id, M.METHOD_NOT_FOUND, "Method not found: " .. method) end
+  local meta = type(params._meta) == "table" and params._meta or {}
+  local req = { session = session, id = id, send = opts.send or session.send, caller = opts.caller or session.caller,
+    progress_token = meta.progressToken }
+  local ok, result, err = pcall(fn, req, params)
+  if not ok then
+    local e = result
+    if type(e) == "table" and e.code == "CANCELLED" then error(e, 0) end
+    log.error("mcp", "%s failed: %s", method, tostring(type(e) == "table" and (e.message or e.code) or e))
+    return M.error_reply(id, M.INTERNAL_ERROR, "Internal error (details are in the hypd log)")
+  end
+  if result == nil then return M.error_reply(id, err.code, err.message, err.data) end
+  return { jsonrpc = "2.0", id = id, result = result }
+end
+
+-- notify_all(method, params): tools/list_changed and such to every session
+-- that has a channel (registered by the transports)
+M.channels = setmetatable({}, { __mode = "k" }) -- session -> send
+function M.notify_all(method, params)
+  for _, send in pairs(M.channels) do pcall(notify, send, method, params) end
+end
+
+local hooked = false
+-- hook_registry(): the registry's change hook sends tools/list_changed
+-- (chained with any hook already set)
+function M.hook_registry()
+  if hooked then return end
+  hooked = true
+  local prev = tool.changed
+  tool.changed = function(...)
+    if prev then prev(...) end
+    M.notify_all("notifications/tools/list_changed")
+  end
+end
+
+-- transports --------------------------------------------------------------------------------------
+
+function M.http(req, caller) return require("hypd.api.mcp_http").handle(req, caller) end
+
+function M.stdio_main(opts) return require("hypd.api.mcp_stdio").main(opts) end
+
+return M

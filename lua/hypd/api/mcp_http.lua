@@ -1,0 +1,227 @@
+-- hypd.api.mcp_http: MCP's Streamable HTTP transport at /mcp (use it
+-- through hypd.api.mcp.http(req, caller); the router authenticates).
+--
+--   POST   one JSON-RPC message. A request gets 200 application/json; a
+--          tools/call that carries a progressToken (or in a session with a
+--          log level set) from a client that accepts text/event-stream gets
+--          an SSE stream: its notifications, then the response. A
+--          notification or response gets 202 without a body.
+--   GET    405 (no standalone SSE stream)
+--   DELETE ends the session: 204
+--
+-- Sessions: initialize issues Mcp-Session-Id; every later request must
+-- carry it (400 without, 404 when unknown, expired, or another caller's).
+-- Sessions idle for M.IDLE seconds expire; at most M.MAX_SESSIONS live.
+--
+-- DNS rebinding: a request whose Origin is not loopback (localhost,
+-- 127.0.0.1, [::1], any port) or listed in M.allowed_origins gets 403. So
+-- does one whose Host is not loopback or in M.allowed_hosts, unless it
+-- carries an Authorization header (an explicit credential, which a
+-- rebinding page cannot send). MCP-Protocol-Version, when present, must be
+-- a version hypd knows (400).
+local core = require "hypd.core"
+local json = require "hypd.json"
+local mcp = require "hypd.api.mcp"
+
+local M = {}
+
+M.IDLE = 3600           -- seconds a session lives without a request
+M.MAX_SESSIONS = 1000   -- the least recently used goes first beyond this
+M.MAX_BODY = 4 << 20    -- bytes of one POST
+M.allowed_origins = {}  -- origin ("https://ui.example.com") or host name -> true
+M.allowed_hosts = {}    -- Host names (no port) accepted besides loopback -> true
+M.backend = nil         -- the backend of new sessions (nil: mcp.local_backend())
+
+local LOOPBACK = { localhost = true, ["127.0.0.1"] = true, ["[::1]"] = true, ["::1"] = true }
+
+local sessions = {}     -- id -> {session, owner, used}
+local nsessions = 0
+
+local function now() return core.mono and core.mono() or core.now() end
+
+-- host_of("http://Host:1234/x") -> "host" (lower case, without the port)
+local function host_of(s)
+  s = s:lower():gsub("^%a[%w+.-]*://", ""):gsub("[/?#].*$", ""):gsub("^.*@", "")
+  if s:sub(1, 1) == "[" then return s:match("^(%[[^%]]*%])") or s end
+  return (s:gsub(":%d*$", ""))
+end
+
+local BASE = { ["content-type"] = "application/json", ["cache-control"] = "no-store" }
+
+local function respond(status, body, extra)
+  local headers = {}
+  for k, v in pairs(BASE) do headers[k] = v end
+  for k, v in pairs(extra or {}) do headers[k] = v end
+  if body == nil then headers["content-type"] = nil end
+  return { status = status, headers = headers, body = body and (json.encode(body) .. "\n") or "" }
+end
+
+-- an HTTP error with a JSON-RPC error body without id
+local function refuse(status, message, code, extra)
+  return respond(status, mcp.error_reply(nil, code or -32000, message), extra)
+end
+
+local function origin_allowed(origin)
+  if M.allowed_origins[origin] or M.allowed_origins[origin:lower()] then return true end
+  local h = host_of(origin)
+  return LOOPBACK[h] or M.allowed_origins[h] or false
+end
+
+local function check_headers(req)
+  local h = req.headers
+  if h.origin and not origin_allowed(h.origin) then
+    return refuse(403, "Forbidden: Origin " .. h.origin .. " is not allowed (DNS rebinding protection)")
+  end
+  if h.host and not h.authorization then
+    local host = host_of(h.host)
+    if not (LOOPBACK[host] or M.allowed_hosts[host]) then
+      return refuse(403, "Forbidden: Host " .. h.host .. " is not allowed (DNS rebinding protection)")
+    end
+  end
+  local v = h["mcp-protocol-version"]
+  if v and not mcp.HEADER_VERSIONS[v] then
+    return refuse(400, "Bad Request: unsupported MCP-Protocol-Version " .. v .. " (supported: 2025-11-25, " ..
+      "2025-06-18)")
+  end
+end
+
+-- sessions -------------------------------------------------------------------------------
+
+local function drop(id)
+  if sessions[id] then
+    mcp.channels[sessions[id].session] = nil
+    sessions[id], nsessions = nil, nsessions - 1
+  end
+end
+
+local function expire()
+  local t = now()
+  for id, s in pairs(sessions) do
+    if t - s.used > M.IDLE then drop(id) end
+  end
+  while nsessions >= M.MAX_SESSIONS do
+    local oldest, at
+    for id, s in pairs(sessions) do
+      if not at or s.used < at then oldest, at = id, s.used end
+    end
+    drop(oldest)
+  end
+end
+
+local function owner(caller) return caller and (caller.token_id or caller.name) or "anonymous" end
+
+local function new_session(caller)
+  expire()
+  local id = core.random_bytes(16):gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  local s = { session = mcp.session { caller = caller, backend = M.backend }, owner = owner(caller), used = now() }
+  sessions[id], nsessions = s, nsessions + 1
+  return id, s
+end
+
+-- find(req, caller) -> id, entry | nil, response
+local function find(req, caller)
+  local id = req.headers["mcp-session-id"]
+  if not id or id == "" then
+    return nil, refuse(400, "Bad Request: Mcp-Session-Id header is required (initialize first)")
+  end
+  local s = sessions[id]
+  if s and now() - s.used > M.IDLE then drop(id); s = nil end
+  if not s or s.owner ~= owner(caller) then
+    return nil, refuse(404, "Session not found: initialize again", -32001)
+  end
+  s.used = now()
+  return id, s
+end
+
+-- sessions_count() -> number of live sessions (tests, metrics)
+function M.sessions_count() return nsessions end
+
+-- the transport ----------------------------------------------------------------------------
+
+local function accepts(req, what)
+  local a = (req.headers.accept or ""):lower()
+  return a:find(what, 1, true) ~= nil
+end
+
+local function sse(sid, session, msg, caller)
+  return { status = 200, headers = { ["content-type"] = "text/event-stream", ["cache-control"] = "no-cache",
+    ["mcp-session-id"] = sid }, stream = function(w)
+    local open = true
+    local function send(m)
+      if not open then return false end
+      local ok, text = pcall(json.encode, m)
+      if not ok then return false end
+      open = w:write("event: message\ndata: " .. text .. "\n\n")
+      return open
+    end
+    local stop = mcp.watch(session, send)
+    local ok, reply = pcall(mcp.handle, session, msg, { send = send, caller = caller })
+    stop()
+    if not ok then error(reply, 0) end
+    if reply then send(reply) end
+  end }
+end
+
+local function post(req, caller)
+  local ctype = (req.headers["content-type"] or "application/json"):lower():match("^%s*([^;%s]+)")
+  if ctype ~= "application/json" then
+    return refuse(415, "Unsupported Media Type: the body must be application/json")
+  end
+  if req.headers.accept and not (accepts(req, "application/json") or accepts(req, "text/event-stream") or
+      accepts(req, "*/*") or accepts(req, "application/*")) then
+    return refuse(406, "Not Acceptable: the client must accept application/json or text/event-stream")
+  end
+  local body = req.body or ""
+  if #body > M.MAX_BODY then return refuse(413, "Payload Too Large: at most " .. M.MAX_BODY .. " bytes") end
+  local msg, err = json.decode(body)
+  if msg == nil then
+    return respond(400, mcp.error_reply(nil, mcp.PARSE_ERROR, "Parse error: " .. tostring(err and err.message)))
+  end
+  if type(msg) ~= "table" or msg == json.null or json.is_array(msg) then
+    return respond(400, mcp.handle(mcp.session { caller = caller }, msg))
+  end
+  if msg.method == "initialize" and msg.id ~= nil then
+    local sid, s = new_session(caller)
+    local reply = mcp.handle(s.session, msg, { caller = caller })
+    if not (reply and reply.result) then
+      drop(sid)
+      return respond(400, reply)
+    end
+    return respond(200, reply, { ["mcp-session-id"] = sid })
+  end
+  local sid, s = find(req, caller)
+  if not sid then return s end
+  local session = s.session
+  if msg.id == nil or msg.method == nil then
+    local reply = mcp.handle(session, msg, { caller = caller })
+    if reply then return respond(400, reply, { ["mcp-session-id"] = sid }) end
+    return respond(202, nil, { ["mcp-session-id"] = sid })
+  end
+  local params = type(msg.params) == "table" and msg.params or {}
+  local token = type(params._meta) == "table" and params._meta.progressToken or nil
+  if msg.method == "tools/call" and accepts(req, "text/event-stream") and (token ~= nil or session.log_level) then
+    return sse(sid, session, msg, caller)
+  end
+  local reply = mcp.handle(session, msg, { caller = caller })
+  return respond(200, reply, { ["mcp-session-id"] = sid })
+end
+
+-- handle(req, caller) -> response
+function M.handle(req, caller)
+  local refused = check_headers(req)
+  if refused then return refused end
+  local c = {}
+  for k, v in pairs(caller or { name = "anonymous", scope = "read" }) do c[k] = v end
+  c.front = "mcp"
+  if req.method == "POST" then return post(req, c) end
+  if req.method == "DELETE" then
+    local sid, s = find(req, c)
+    if not sid then return s end
+    drop(sid)
+    return respond(204, nil)
+  end
+  return refuse(405, "Method Not Allowed: POST JSON-RPC messages to this endpoint (no SSE stream on GET)", nil,
+    { allow = "POST, DELETE" })
+end
+
+return M
