@@ -143,7 +143,15 @@ local function run(rec, def, params)
     return
   end
   local e = error_view(err)
-  local cancelled = e.code == "CANCELLED" or store.get(cancel_key(rec.id)) ~= nil
+  local asked = store.get(cancel_key(rec.id)) ~= nil
+  if e.code == "CANCELLED" and not asked then
+    -- the host is stopping (SIGTERM, Ctrl-C), not a person cancelling: the
+    -- record stays running and resume() continues it on the next start
+    log.info("op", "%s %s interrupted at %s; it resumes when a host opens this state again", rec.tool, rec.id,
+      tostring(rec.phase))
+    return
+  end
+  local cancelled = e.code == "CANCELLED" or asked
   for _, s in ipairs(steps) do
     if s.status == "running" then s.status = cancelled and "cancelled" or "failed"; s.error = e.message end
   end

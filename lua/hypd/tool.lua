@@ -275,13 +275,14 @@ function M.call(name, args, caller)
   local params, verr = M.validate(def, args)
   if not params then return nil, verr end
   if def.steps then return require("hypd.op").start(def, params, caller) end
-  local okr, result = pcall(def.run, { caller = caller, tool = def }, params)
+  local ctx = { caller = caller, tool = def, progress = caller and caller.progress or function() end }
+  local okr, result = pcall(def.run, ctx, params)
   if not okr then
     if errors.is(result) then return nil, result end
     if type(result) == "table" and result.code then return nil, setmetatable(result, errors.mt) end
     return nil, errors.new("INTERNAL", tostring(result))
   end
-  if def.kind ~= "read" then
+  if def.kind ~= "read" and def.audit ~= false then
     require("hypd.store").event("audit", nil, { tool = name, caller = caller and caller.name,
       front = caller and caller.front, params = M.public(def, params) })
   end

@@ -51,6 +51,7 @@ tool.define {
   description = "Asks a running operation to stop. It stops at its next wait or step boundary, keeps what it " ..
     "made (a later call of the same tool reuses it) and records status cancelled with the phase it stopped in.",
   kind = "mutating",
+  audit = false, -- op.cancel records it, whichever front end asks
   params = { operation_id = { type = "string", required = true, pattern = "^op-[0-9a-f]{16}$",
     description = "the operation to cancel" } },
   result = VIEW,
