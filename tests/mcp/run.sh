@@ -101,16 +101,18 @@ export NODE_NO_WARNINGS=1
 mkdir -p "$tmp/stdio"
 HYPD_STATE=$tmp/stdio tap "the stdio client" timeout -k 2 60 node $DIR/sdk_client.mjs stdio stdio "$HYPD" mcp
 
-# 1b. stdio through a hypd server's REST API
+# 1b. stdio through a hypd server's REST API; the server has the sandbox
+# behind it (virtual clock), so a mutating tool runs to the end
 mkdir -p "$tmp/serve"
-HYPD_STATE=$tmp/serve "$HYPD" serve --listen 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+HYPD_CLOCK=virtual HYPD_STATE=$tmp/serve "$HYPD" serve --sandbox --listen 127.0.0.1:0 \
+	>"$tmp/serve.out" 2>"$tmp/serve.err" &
 pids+=($!)
 if url=$(wait_line "$tmp/serve.out" 'listening on' "${pids[-1]}") &&
 	token=$(wait_line "$tmp/serve.out" 'token' "${pids[-1]}"); then
 	url=${url##* }
 	token=${token##* }
 	mkdir -p "$tmp/stdio-api"
-	HYPD_STATE=$tmp/stdio-api HYPD_TOKEN=$token tap "the stdio --api client" \
+	MUTATING=1 HYPD_STATE=$tmp/stdio-api HYPD_TOKEN=$token tap "the stdio --api client" \
 		timeout -k 2 60 node $DIR/sdk_client.mjs stdio stdio-api "$HYPD" mcp --api "$url"
 else
 	result "not ok" "hypd serve starts and prints its URL and token"

@@ -155,5 +155,27 @@ await check("logging/setLevel answers {}", async () => {
   return Object.keys(r).length === 0 || JSON.stringify(r);
 });
 
+// with MUTATING=1 (a server with the sandbox behind it): a staged tool answers
+// with an operation at once, and its status tool reports it to the end
+if (process.env.MUTATING === "1") {
+  await check("a mutating tool returns an operation; its status tool follows it to succeeded", async () => {
+    const r = await client.callTool({ name: "cluster_create_eks", arguments: { cluster_tag: "sdk" } });
+    if (r.isError) return `isError: ${r.content?.[0]?.text}`;
+    const acc = r.structuredContent;
+    if (!acc?.operation_id || acc.status_tool !== "cluster_get_creation_status") return JSON.stringify(acc);
+    for (let i = 0; i < 600; i++) {
+      const s = await client.callTool({ name: acc.status_tool, arguments: { operation_id: acc.operation_id } });
+      if (s.isError) return `status isError: ${s.content?.[0]?.text}`;
+      const st = s.structuredContent;
+      if (st.status === "succeeded") {
+        return (st.result?.cluster_name === "hypd-sdk" && st.aws?.eks_status === "ACTIVE") || JSON.stringify(st);
+      }
+      if (st.status !== "running") return `ended ${st.status}: ${JSON.stringify(st.error)}`;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    return "still running after 60 s";
+  });
+}
+
 await check("the client closes cleanly", async () => { await client.close(); return true; });
 process.exit(0);
