@@ -60,5 +60,33 @@ function M.public(err)
   return setmetatable(out, mt)
 end
 
+-- view(err) -> {code, message, fields, retry_after, service, operation,
+-- request_id, status}: what every front end (REST, MCP, the CLI) shows of
+-- an error, the same everywhere. An INTERNAL error shows its code only
+-- (the details go to the log).
+function M.view(err)
+  if type(err) ~= "table" then err = M.new("INTERNAL", tostring(err)) end
+  local e = M.public(err)
+  local out = { code = tostring(e.code or "INTERNAL") }
+  out.message = out.code == "INTERNAL" and "internal error (details are in the hypd log)" or
+    (type(e.message) == "string" and e.message or out.code)
+  if type(e.fields) == "table" then
+    out.fields = {}
+    for i, f in ipairs(e.fields) do
+      out.fields[i] = { field = tostring(f.field or ""), rule = tostring(f.rule or ""),
+        message = tostring(f.message or "") }
+    end
+  elseif type(e.field) == "string" then
+    out.fields = { { field = e.field, rule = out.code:lower(), message = out.message } }
+  end
+  if e.service or e.request_id then
+    -- an AWS error: which call, and the request id AWS support asks for
+    out.service, out.operation, out.request_id = e.service, e.operation, e.request_id
+    out.status = math.tointeger(tonumber(e.status))
+  end
+  out.retry_after = e.retry_after
+  return out
+end
+
 M.mt = mt
 return M

@@ -128,25 +128,10 @@ end
 -- model, {error = {code, message, fields}} for programs
 function M.tool_error(err)
   if type(err) ~= "table" then err = errors.new("INTERNAL", tostring(err)) end
-  local e = errors.public(setmetatable(err, getmetatable(err) or errors.mt))
-  local code = tostring(e.code or "INTERNAL")
-  local message = type(e.message) == "string" and e.message or code
-  if code == "INTERNAL" then
-    log.error("mcp", "a tool failed: %s", message)
-    message = "internal error (details are in the hypd log)"
-  end
-  local out = { code = code, message = message }
-  if type(e.fields) == "table" then
-    out.fields = json.array()
-    for i, f in ipairs(e.fields) do
-      out.fields[i] = { field = tostring(f.field or ""), rule = tostring(f.rule or ""),
-        message = tostring(f.message or "") }
-    end
-  elseif type(e.field) == "string" then
-    out.fields = { { field = e.field, rule = code:lower(), message = message } }
-  end
-  if e.retry_after then out.retry_after = e.retry_after end
-  return { isError = true, content = { { type = "text", text = message } }, structuredContent = { error = out } }
+  if err.code == "INTERNAL" or err.code == nil then log.error("mcp", "a tool failed: %s", tostring(err.message)) end
+  local out = errors.view(err)
+  if out.fields then out.fields = json.array(out.fields) end
+  return { isError = true, content = { { type = "text", text = out.message } }, structuredContent = { error = out } }
 end
 
 -- the local backend ------------------------------------------------------------------

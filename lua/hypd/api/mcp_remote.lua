@@ -46,8 +46,10 @@ function M.new(url, token)
       local e = type(v) == "table" and type(v.error) == "table" and v.error or {}
       local msg = type(e.message) == "string" and e.message or ("hypd answered HTTP " .. resp.status)
       if resp.status == 401 then msg = msg .. " (set HYPD_TOKEN to a token of the server at " .. base .. ")" end
+      -- the server's error view, whole (an AWS error keeps service, operation, request id and status)
       return errors.fail(type(e.code) == "string" and e.code or "HTTP", msg, { fields = e.fields,
-        status = resp.status, retry_after = e.retry_after })
+        status = e.status or (not e.service and resp.status or nil), retry_after = e.retry_after,
+        service = e.service, operation = e.operation, request_id = e.request_id })
     end
     if v == nil then return errors.fail("JSON", "hypd at " .. base .. " answered with something that is not JSON") end
     return v

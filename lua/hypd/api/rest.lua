@@ -72,27 +72,11 @@ end
 
 -- error_body(err, status) -> {error = {code, message, fields, ...}}
 function M.error_body(err, status)
-  local e = errors.public(err)
-  local out = { code = tostring(e.code or "INTERNAL") }
+  local out = errors.view(err)
   if status >= 500 and status < 502 then
     out.message = "internal error " .. out.code .. " (details are in the server log)"
-  else
-    out.message = type(e.message) == "string" and e.message or out.code
   end
-  if type(e.fields) == "table" then
-    out.fields = json.array()
-    for i, f in ipairs(e.fields) do
-      out.fields[i] = { field = tostring(f.field or ""), rule = tostring(f.rule or ""),
-        message = tostring(f.message or "") }
-    end
-  elseif type(e.field) == "string" then
-    out.fields = { { field = e.field, rule = out.code:lower(), message = out.message } }
-  end
-  if status >= 400 and status ~= 401 and (e.service or e.request_id) then
-    out.service, out.operation, out.request_id = e.service, e.operation, e.request_id
-    out.status = math.tointeger(tonumber(e.status))
-  end
-  if e.retry_after then out.retry_after = e.retry_after end
+  if out.fields then out.fields = json.array(out.fields) end
   return { error = out }
 end
 
