@@ -330,17 +330,7 @@ local function read_file(path)
 end
 
 local function list_dir(dir)
-  if core.listdir then
-    local names = core.listdir(dir)
-    return names or {}
-  end
-  local out = {}
-  local f = io.popen("ls -1 '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
-  if not f then return out end
-  for line in f:lines() do out[#out + 1] = line end
-  f:close()
-  table.sort(out)
-  return out
+  return core.listdir(dir) or {}
 end
 
 local function skills_dirs()
@@ -370,8 +360,22 @@ function M.parse_skill(text)
   return { name = meta.name, description = meta.description or "", body = (body:gsub("^%s+", "")) }
 end
 
+-- the skills compiled into hypd (skills/*/SKILL.md of the source tree)
+local function embedded_skills()
+  local out = {}
+  for _, mod in ipairs(core.embedded_list("skills.")) do
+    local s = M.parse_skill(core.embedded(mod) or "")
+    if s then
+      s.path = mod:gsub("%.", "/"):gsub("/md$", ".md")
+      out[#out + 1] = s
+    end
+  end
+  table.sort(out, function(a, b) return a.name < b.name end)
+  return out
+end
+
 -- skills() -> { {name, description, body, path}, ... } from the first skills
--- directory that exists, by name
+-- directory that exists, else the ones built into hypd, by name
 function M.skills()
   for _, dir in ipairs(skills_dirs()) do
     local names = list_dir(dir)
@@ -392,7 +396,7 @@ function M.skills()
       return out
     end
   end
-  return {}
+  return embedded_skills()
 end
 
 methods["prompts/list"] = function()
