@@ -94,7 +94,7 @@ bench: $(BUILD)/hypd $(BUILD)/tests/echo_server $(BUILD)/tests/sigv4_bench
 	env $$(env | sed -n 's/^\(AWS_[A-Z0-9_]*\)=.*/-u \1/p') AWS_ACCESS_KEY_ID=AKIDEXAMPLE \
 	  AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-west-2 \
 	  AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true \
-	  HYPD_STATE=$$state HYPD_BUILD=$(BUILD) $(BUILD)/hypd test tests/bench/*.lua >$$state/out; \
+	  HYPD_STATE=$$state HYPD_BUILD=$(BUILD) $(BUILD)/hypd --log-level warn test tests/bench/*.lua >$$state/out; \
 	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; \
 	HYPD_BUILD=$(BUILD) tests/bench/sigv4_compare.sh || rc=1; exit $$rc
 
