@@ -50,6 +50,19 @@ local function emit(kind, rec, extra, persist)
   end
 end
 
+-- changed(resource, data): a state change that is not an operation's
+-- (e.g. the active cluster), as a "resource.changed" event to subscribers
+-- and the event log
+function M.changed(resource, data)
+  local ev = { kind = "resource.changed", resource = resource, at = core.now() }
+  for k, v in pairs(data or {}) do ev[k] = v end
+  store.event("resource.changed", nil, ev)
+  for _, fn in pairs(subscribers) do
+    local ok, err = pcall(fn, ev)
+    if not ok then log.warn("op", "an event subscriber failed: %s", tostring(err)) end
+  end
+end
+
 -- view(record) -> what callers see of an operation
 function M.view(rec)
   if not rec then return nil end

@@ -85,8 +85,13 @@ t.test("cluster_list marks the clusters hypd manages; cluster_switch and cluster
   t.like(none.message, "cluster_switch")
   local _, forbidden = call("cluster_switch", { cluster = "hypd-demo" }, READ)
   t.eq(forbidden.code, "FORBIDDEN")
+  local seen
+  local unsub = op.subscribe(function(ev) if ev.kind == "resource.changed" then seen = ev end end)
   local sw = assert(call("cluster_switch", { cluster = "hypd-demo" }))
+  unsub()
   t.eq(sw.active.name, "hypd-demo")
+  t.eq({ seen.resource, seen.name, seen.region }, { "active_cluster", "hypd-demo", "us-west-2" },
+    "a resource.changed event")
   local _, missing = call("cluster_switch", { cluster = "nope" })
   t.eq(missing.code, "ResourceNotFoundException")
   local st = assert(call("cluster_get_status", {}, READ))

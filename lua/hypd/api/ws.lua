@@ -8,6 +8,7 @@
 --   client -> {"type": "ping"}                             -> {"type": "pong"}
 --   server -> {"type": "ready", "user": name, "scope": s}
 --   server -> {"type": "event", "topic": "operations", "event": {kind, operation_id, phase, status, ...}}
+--   server -> {"type": "event", "topic": "state", "event": {kind = "resource.changed", resource, ...}}
 --   server -> {"type": "log", "level", "component", "message"}   (topic "logs"; scope operate or admin)
 --   server -> {"type": "error", "message": "..."}
 --
@@ -22,7 +23,7 @@ local op = require "hypd.op"
 local M = {}
 M.IDLE = 300
 M.AUTH_WAIT = 10
-local TOPICS = { operations = true, logs = true }
+local TOPICS = { operations = true, state = true, logs = true }
 
 local function send(ws, msg) return ws:send(json.encode(msg)) end
 
@@ -43,10 +44,13 @@ end
 local function session(ws, user)
   local topics = {}
   local function wants(ev)
+    if ev.kind == "resource.changed" then return topics.state end
     return topics.operations or topics["operation:" .. tostring(ev.operation_id)]
   end
   local unsub_op = op.subscribe(function(ev)
-    if wants(ev) then send(ws, { type = "event", topic = "operations", event = ev }) end
+    if wants(ev) then
+      send(ws, { type = "event", topic = ev.kind == "resource.changed" and "state" or "operations", event = ev })
+    end
   end)
   local unsub_log
   local ok, err = pcall(function()
@@ -68,7 +72,7 @@ local function session(ws, user)
           topic = tostring(topic)
           if not TOPICS[topic] and not topic:match("^operation:op%-%x+$") then
             send(ws, { type = "error", message = "unknown topic " .. topic ..
-              " (operations, operation:<id>, logs)" })
+              " (operations, operation:<id>, state, logs)" })
           elseif topic == "logs" and on and not auth.allows(user.scope, "operate") then
             send(ws, { type = "error", message = "the logs topic needs a token with scope operate" })
           else

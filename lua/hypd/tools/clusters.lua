@@ -141,6 +141,7 @@ tool.define {
     local prev = active()
     local now = { name = c.name, region = o.region, arn = c.arn }
     assert(store.put(ACTIVE_KEY, now))
+    op.changed("active_cluster", { name = now.name, region = now.region, previous = prev and prev.name or nil })
     return { active = now, previous = prev or json.null }
   end,
 }
