@@ -1,5 +1,6 @@
-/* server: libmicrohttpd front door feeding the engine (see server.h). */
-#include "server.h"
+/* server: libmicrohttpd front door feeding the engine (see server.h); the
+ * websocket half is server_ws.c. */
+#include "server_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,54 +17,6 @@
 
 #include <openssl/crypto.h>
 
-#include "websocket.h"
-
-struct answer {
-	int status;            /* HTTP status */
-	char **headers;        /* "Name: value" lines, owned */
-	size_t nheaders;       /* lines in headers */
-	char *body;            /* owned */
-	size_t len;            /* bytes of body */
-};
-
-/* Stream bytes the engine queued and libmicrohttpd has not taken yet. */
-struct outq {
-	char *buf;             /* unsent bytes start at buf + off */
-	size_t off, len, cap;  /* offset, unsent bytes, allocated */
-	int ended;             /* the engine finished: end once drained */
-	int failed;            /* cut the connection (client too slow, stream error) */
-};
-
-/*
- * One request. The connection holds a reference until libmicrohttpd
- * completes it (on_done); a stream response holds another until the
- * response is destroyed, which may come later. Fields the engine thread
- * reads or writes are guarded by hserver.lock.
- */
-struct req {
-	uint64_t id;                 /* handed to the engine */
-	hserver *srv;                /* the server (its lock, for callbacks) */
-	struct MHD_Connection *conn; /* the connection */
-	char *uri;                   /* the raw request target (path?query) */
-	char *body;                  /* upload so far */
-	size_t len, cap;             /* body bytes, allocated */
-	int too_large;               /* body exceeded max_body */
-	int started;                 /* the first (header) call was seen */
-	int posted;                  /* handed to the engine (lock) */
-	int answered;                /* answer is ready (lock) */
-	int streaming;               /* the answer is a stream (lock) */
-	int suspended;               /* we suspended conn and not yet resumed it (lock) */
-	int refs;                    /* connection + stream response (lock) */
-	int ws_status;               /* WebSocket handshake: 0 valid, else 400 or 426 */
-	char ws_accept[WS_ACCEPT_LEN + 1]; /* its Sec-WebSocket-Accept, when valid */
-	int upgrading;               /* the answer is a 101 to a websocket (lock) */
-	int upgraded;                /* the socket went to an I/O thread; unlinked */
-	struct wslink *ws_link;      /* its websocket, until upgraded (lock) */
-	struct answer ans;           /* the engine's answer (status, headers, body) */
-	struct outq out;             /* stream bytes (lock) */
-	struct req *next;            /* in hserver.open (lock) */
-};
-
 /* What the engine gets: a copy of the request, freed by the job. */
 struct req_job {
 	job j;                       /* the job (first member) */
@@ -78,54 +31,7 @@ struct req_job {
 	int websocket;               /* a valid WebSocket opening handshake */
 };
 
-/* A websocket event for the engine: a message, or the end (closed != 0). */
-struct ws_job {
-	job j;                       /* the job (first member) */
-	long long server;            /* the server's tag */
-	uint64_t id;                 /* the websocket (its request id) */
-	char *data;                  /* the message, owned */
-	size_t len;                  /* its bytes */
-	int binary;                  /* a binary message (else text) */
-	int closed;                  /* the close code; 0: a message */
-	wsconn *w;                   /* the ended connection, freed with the job */
-};
-
-/*
- * A websocket in hserver.ws, from the engine's 101 until its I/O thread
- * ends (or the upgrade never happens). The engine queues frames on it
- * before the thread runs; the thread reports through it.
- */
-struct wslink {
-	uint64_t id;                           /* the websocket (its request id) */
-	wsconn *w;                             /* the connection */
-	struct MHD_UpgradeResponseHandle *urh; /* gives the socket back */
-	hserver *srv;                          /* for its lock, until unlinked */
-	jobs *q;                               /* the engine's job queue */
-	long long tag;                         /* the server's tag */
-	struct ws_job *end;                    /* the closed event, prepared */
-	struct req *req;                       /* the request, until upgraded (lock) */
-	int started;                           /* its I/O thread runs (lock) */
-	struct wslink *next;                   /* in hserver.ws (lock) */
-};
-
-struct hserver {
-	struct MHD_Daemon *d;  /* the daemon */
-	jobs *q;               /* the engine's job queue */
-	size_t max_body;       /* request body cap */
-	long long tag;         /* req.server in Lua */
-	char *cert, *key;      /* PEM copies (TLS), or NULL */
-	pthread_mutex_t lock;  /* guards open, nopen, next_id, stopping, and req fields */
-	struct req *open;      /* requests not yet completed */
-	int nopen;             /* posted and unanswered */
-	uint64_t next_id;      /* last id */
-	int stopping;          /* hserver_stop began: suspend nothing more */
-	int port;              /* bound port */
-	struct ws_conf wsc;    /* websocket limits and timers */
-	struct wslink *ws;     /* open websockets (lock) */
-	pthread_cond_t ws_gone; /* a websocket left ws */
-};
-
-static void free_answer(struct answer *a)
+void hs_free_answer(struct answer *a)
 {
 	for (size_t i = 0; i < a->nheaders; i++)
 		free(a->headers[i]);
@@ -151,7 +57,7 @@ static void job_free(job *j)
 	free(r);
 }
 
-static void job_run(job *j) { (void)j; }
+void hs_job_run(job *j) { (void)j; }
 
 /* Pushes {server = tag, id, method, path, query, headers, body, peer}. */
 static void job_push(job *j, void *ls)
@@ -191,113 +97,6 @@ static void job_push(job *j, void *ls)
 		lua_pushboolean(L, 1);
 		lua_setfield(L, -2, "websocket");
 	}
-}
-
-/* --- websocket events --- */
-
-static void ws_job_free(job *j)
-{
-	struct ws_job *r = (struct ws_job *)j;
-
-	free(r->data);
-	ws_free(r->w); /* joins its finished thread */
-	free(r);
-}
-
-/* Pushes {server, ws, data, binary} or {server, ws, closed, reason}. */
-static void ws_job_push(job *j, void *ls)
-{
-	struct ws_job *r = (struct ws_job *)j;
-	lua_State *L = ls;
-
-	lua_createtable(L, 0, 4);
-	lua_pushinteger(L, (lua_Integer)r->server);
-	lua_setfield(L, -2, "server");
-	lua_pushinteger(L, (lua_Integer)r->id);
-	lua_setfield(L, -2, "ws");
-	if (r->closed) {
-		lua_pushinteger(L, r->closed);
-		lua_setfield(L, -2, "closed");
-		lua_pushstring(L, r->w ? ws_reason(r->w) : "");
-		lua_setfield(L, -2, "reason");
-	} else {
-		lua_pushlstring(L, r->data, r->len);
-		lua_setfield(L, -2, "data");
-		lua_pushboolean(L, r->binary);
-		lua_setfield(L, -2, "binary");
-	}
-}
-
-static struct ws_job *ws_job_new(long long server, uint64_t id)
-{
-	struct ws_job *r = calloc(1, sizeof *r);
-
-	if (r) {
-		r->j.run = job_run;
-		r->j.push = ws_job_push;
-		r->j.destroy = ws_job_free;
-		r->server = server;
-		r->id = id;
-	}
-	return r;
-}
-
-/* A message from an I/O thread becomes a job. */
-static int ws_on_message(void *cls, int binary, char *data, size_t len)
-{
-	struct wslink *l = cls;
-	struct ws_job *r = ws_job_new(l->tag, l->id);
-
-	if (!r) {
-		free(data);
-		return -1;
-	}
-	r->data = data;
-	r->len = len;
-	r->binary = binary;
-	jobs_post_done(l->q, &r->j);
-	return 0;
-}
-
-/* Takes l out of the registry (hserver_stop waits for it to empty). Lock held. */
-static void ws_unlink(hserver *s, struct wslink *l)
-{
-	for (struct wslink **p = &s->ws; *p; p = &(*p)->next)
-		if (*p == l) {
-			*p = l->next;
-			break;
-		}
-	if (l->req)
-		l->req->ws_link = NULL;
-	l->req = NULL;
-	pthread_cond_broadcast(&s->ws_gone);
-}
-
-/* Posts l's closed event, which owns its connection, and frees l. */
-static void ws_end(struct wslink *l, int code)
-{
-	l->end->closed = code;
-	l->end->w = l->w;
-	jobs_post_done(l->q, &l->end->j);
-	free(l);
-}
-
-/*
- * The I/O thread is done: give the socket back to libmicrohttpd, leave the
- * registry, post the end. Nothing here may touch the server after the
- * unlock.
- */
-static void ws_on_closed(void *cls, wsconn *w, int code)
-{
-	struct wslink *l = cls;
-	hserver *s = l->srv;
-
-	(void)w;
-	MHD_upgrade_action(l->urh, MHD_UPGRADE_ACTION_CLOSE);
-	pthread_mutex_lock(&s->lock);
-	ws_unlink(s, l);
-	pthread_mutex_unlock(&s->lock);
-	ws_end(l, code);
 }
 
 struct hdr_collect {
@@ -347,7 +146,7 @@ static struct req_job *make_job(hserver *s, struct req *q, struct MHD_Connection
 
 	if (!r)
 		return NULL;
-	r->j.run = job_run;
+	r->j.run = hs_job_run;
 	r->j.push = job_push;
 	r->j.destroy = job_free;
 	r->server = s->tag;
@@ -392,7 +191,7 @@ static ssize_t never_read(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 /* Adds the answer's header lines; libmicrohttpd sets Content-Length itself. */
-static void add_headers(struct MHD_Response *resp, struct answer *a)
+void hs_add_headers(struct MHD_Response *resp, struct answer *a)
 {
 	for (size_t i = 0; i < a->nheaders; i++) {
 		char *colon = strchr(a->headers[i], ':');
@@ -424,7 +223,7 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 	if (!resp)
 		return MHD_NO;
 	if (a)
-		add_headers(resp, a);
+		hs_add_headers(resp, a);
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -434,7 +233,7 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 
 static void req_free(struct req *q)
 {
-	free_answer(&q->ans);
+	hs_free_answer(&q->ans);
 	free(q->uri);
 	free(q->body);
 	free(q->out.buf);
@@ -455,8 +254,8 @@ static void req_unref(struct req *q)
 }
 
 /*
- * Suspends q's connection until wake(). Lock held; server thread, and only
- * from the access handler or the content reader (libmicrohttpd's rule).
+ * Suspends q's connection until hs_wake(). Lock held; server thread, and
+ * only from the access handler or the content reader (libmicrohttpd's rule).
  * The flag exists because resuming a connection that is not suspended is
  * undefined in libmicrohttpd.
  */
@@ -467,7 +266,7 @@ static void park(struct req *q)
 }
 
 /* Resumes q's connection if it is parked. Lock held; any thread. */
-static void wake(struct req *q)
+void hs_wake(struct req *q)
 {
 	if (q->suspended) {
 		q->suspended = 0;
@@ -476,7 +275,7 @@ static void wake(struct req *q)
 }
 
 /* The open request id, or NULL. Lock held. */
-static struct req *find(hserver *s, uint64_t id)
+struct req *hs_find(hserver *s, uint64_t id)
 {
 	for (struct req *q = s->open; q; q = q->next)
 		if (q->id == id)
@@ -519,7 +318,7 @@ static void fail_stream(struct req *q)
 	free(q->out.buf);
 	q->out.buf = NULL;
 	q->out.off = q->out.len = q->out.cap = 0;
-	wake(q);
+	hs_wake(q);
 }
 
 /*
@@ -599,112 +398,8 @@ static enum MHD_Result queue_stream(struct req *q, struct MHD_Connection *c)
 		req_unref(q);
 		return MHD_NO;
 	}
-	add_headers(resp, &q->ans);
+	hs_add_headers(resp, &q->ans);
 	ret = MHD_queue_response(c, (unsigned)q->ans.status, resp);
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-/* --- websockets --- */
-
-/* Does the comma-separated list hold token (any case)? */
-static int has_token(const char *list, const char *token)
-{
-	size_t n = strlen(token);
-
-	while (list && *list) {
-		list += strspn(list, " \t,");
-		if (strncasecmp(list, token, n) == 0 && strchr(" \t,", list[n]))
-			return 1;
-		list = strchr(list, ',');
-	}
-	return 0;
-}
-
-/*
- * Sets q->ws_status for the WebSocket opening handshake (RFC 6455 4.2.1):
- * 0 and the accept value when valid; 426 for an upgrade to websocket of
- * another version; else 400. Server thread.
- */
-static void check_upgrade(struct req *q, struct MHD_Connection *c, const char *method,
-			  const char *version)
-{
-	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Upgrade");
-	const char *conn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection");
-	const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
-	const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
-
-	q->ws_status = 400;
-	if (!up || !has_token(up, "websocket"))
-		return;
-	if (!ver || strcmp(ver, "13") != 0)
-		q->ws_status = 426;
-	else if (conn && has_token(conn, "upgrade") && key && ws_key_valid(key) &&
-		 strcmp(method, "GET") == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
-		 ws_accept_key(key, q->ws_accept) == 0)
-		q->ws_status = 0;
-}
-
-/*
- * libmicrohttpd sent the 101 and hands over the socket (server thread,
- * not under its locks): the websocket's I/O thread starts. The request
- * leaves the open list here, so its on_done (which for upgraded
- * connections runs under libmicrohttpd's cleanup lock) frees it without
- * taking ours.
- */
-static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra,
-		       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
-{
-	struct req *q = cls;
-	hserver *s = q->srv;
-	struct wslink *l;
-	int started = 0;
-
-	(void)c;
-	(void)req_cls;
-	pthread_mutex_lock(&s->lock);
-	for (struct req **p = &s->open; *p; p = &(*p)->next)
-		if (*p == q) {
-			*p = q->next;
-			break;
-		}
-	q->upgraded = 1;
-	l = q->ws_link; /* NULL when hserver_stop already ended it */
-	q->ws_link = NULL;
-	if (l) {
-		l->req = NULL;
-		l->urh = urh;
-		/* under the lock, so the thread's end cannot overtake this */
-		started = l->started = ws_run(l->w, sock, extra, extra_len) == 0;
-		if (!started)
-			ws_unlink(s, l);
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (started)
-		return;
-	{
-		/* stopping (1001 going away) or out of threads (1011): close now */
-		unsigned char f[4] = { 0x88, 2, 0x03, l ? 0xF3 : 0xE9 };
-
-		if (send(sock, f, sizeof f, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-			/* the client is gone too */
-		}
-	}
-	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-	if (l)
-		ws_end(l, 1011);
-}
-
-/* Queues the 101 whose headers the engine chose; on_upgrade takes over. */
-static enum MHD_Result queue_upgrade(struct req *q, struct MHD_Connection *c)
-{
-	struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, q);
-	enum MHD_Result ret;
-
-	if (!resp)
-		return MHD_NO;
-	add_headers(resp, &q->ans);
-	ret = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
@@ -742,10 +437,10 @@ static enum MHD_Result send_engine_answer(struct req *q, struct MHD_Connection *
 	else if (q->streaming)
 		ret = queue_stream(q, c);
 	else if (q->upgrading)
-		ret = queue_upgrade(q, c);
+		ret = hs_queue_upgrade(q, c);
 	else
 		ret = send_answer(c, q->ans.status, &q->ans, NULL, strcmp(method, "HEAD") == 0);
-	free_answer(&q->ans);
+	hs_free_answer(&q->ans);
 	return ret;
 }
 
@@ -794,7 +489,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES; /* woken without an answer: keep waiting */
 	if (q->too_large)
 		return send_answer(c, 413, NULL, "request body too large", 0);
-	check_upgrade(q, c, method, version);
+	hs_check_upgrade(q, c, method, version);
 	r = make_job(s, q, c, method);
 	if (!r)
 		return send_answer(c, 503, NULL, "server out of memory", 0);
@@ -842,10 +537,10 @@ static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
 	q->suspended = 0;
 	l = q->ws_link; /* answered with a 101 that never happened */
 	if (l)
-		ws_unlink(s, l);
+		hs_ws_unlink(s, l);
 	pthread_mutex_unlock(&s->lock);
 	if (l)
-		ws_end(l, 1006);
+		hs_ws_end(l, 1006);
 	req_unref(q);
 }
 
@@ -954,8 +649,8 @@ int hserver_open_requests(hserver *s)
 }
 
 /* Copies status, header lines and body into a; -1 when out of memory. */
-static int make_answer(struct answer *a, int status, const char *const *headers,
-		       const char *body, size_t len)
+int hs_make_answer(struct answer *a, int status, const char *const *headers,
+		   const char *body, size_t len)
 {
 	size_t n = 0;
 
@@ -983,14 +678,14 @@ static int hand_over(hserver *s, uint64_t id, struct answer *a, int streaming)
 	int rc = -1;
 
 	pthread_mutex_lock(&s->lock);
-	q = find(s, id);
+	q = hs_find(s, id);
 	if (q && q->posted && !q->answered) {
 		q->ans = *a;
 		memset(a, 0, sizeof *a);
 		q->answered = 1;
 		q->streaming = streaming;
 		s->nopen--;
-		wake(q);
+		hs_wake(q);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -1003,9 +698,9 @@ int hserver_respond(hserver *s, uint64_t id, int status, const char *const *head
 	struct answer a;
 	int rc = -1;
 
-	if (make_answer(&a, status, headers, body, len) == 0)
+	if (hs_make_answer(&a, status, headers, body, len) == 0)
 		rc = hand_over(s, id, &a, 0);
-	free_answer(&a);
+	hs_free_answer(&a);
 	return rc;
 }
 
@@ -1014,16 +709,16 @@ int hserver_stream_start(hserver *s, uint64_t id, int status, const char *const 
 	struct answer a;
 	int rc = -1;
 
-	if (make_answer(&a, status, headers, NULL, 0) == 0)
+	if (hs_make_answer(&a, status, headers, NULL, 0) == 0)
 		rc = hand_over(s, id, &a, 1);
-	free_answer(&a);
+	hs_free_answer(&a);
 	return rc;
 }
 
 /* The stream id while it takes bytes, or NULL. Lock held. */
 static struct req *find_stream(hserver *s, uint64_t id)
 {
-	struct req *q = find(s, id);
+	struct req *q = hs_find(s, id);
 
 	return q && q->streaming && !q->out.ended && !q->out.failed ? q : NULL;
 }
@@ -1043,7 +738,7 @@ int hserver_stream_write(hserver *s, uint64_t id, const char *data, size_t len)
 		goto out;
 	}
 	if (len)
-		wake(q);
+		hs_wake(q);
 	rc = 0;
 out:
 	pthread_mutex_unlock(&s->lock);
@@ -1062,192 +757,29 @@ int hserver_stream_end(hserver *s, uint64_t id, int failed)
 		rc = 0;
 	} else if (q) {
 		q->out.ended = 1;
-		wake(q);
+		hs_wake(q);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Header names the 101 sets itself (a handler's copies are dropped). */
-static int ws_own_header(const char *line)
-{
-	static const char *const own[] = { "upgrade:", "connection:", "sec-websocket-accept:",
-					   "sec-websocket-version:", NULL };
-
-	for (const char *const *o = own; *o; o++)
-		if (strncasecmp(line, *o, strlen(*o)) == 0)
-			return 1;
-	return 0;
-}
-
-/* A websocket link for request id, its connection not yet running. */
-static struct wslink *ws_link_new(hserver *s, uint64_t id)
-{
-	struct wslink *l = calloc(1, sizeof *l);
-	struct ws_events ev;
-
-	if (!l)
-		return NULL;
-	*l = (struct wslink){ .id = id, .srv = s, .q = s->q, .tag = s->tag };
-	ev = (struct ws_events){ ws_on_message, ws_on_closed, l };
-	l->end = ws_job_new(s->tag, id);
-	l->w = l->end ? ws_new(&s->wsc, &ev) : NULL;
-	if (!l->w) {
-		free(l->end);
-		free(l);
-		return NULL;
-	}
-	return l;
-}
-
-int hserver_ws_accept(hserver *s, uint64_t id, const char *const *headers)
-{
-	static const char *const h400[] = { "Content-Type: text/plain", NULL };
-	static const char *const h426[] = { "Content-Type: text/plain", "Sec-WebSocket-Version: 13", NULL };
-	const char **lines = NULL;
-	struct wslink *l = NULL;
-	struct answer a;
-	struct req *q;
-	char accept[64];
-	size_t n = 0;
-	int status, rc = -1;
-
-	memset(&a, 0, sizeof a);
-	pthread_mutex_lock(&s->lock);
-	q = find(s, id);
-	status = q && q->posted && !q->answered ? q->ws_status : -1;
-	if (status == 0)
-		snprintf(accept, sizeof accept, "Sec-WebSocket-Accept: %s", q->ws_accept);
-	pthread_mutex_unlock(&s->lock);
-	if (status == 400)
-		return hserver_respond(s, id, 400, h400, "a WebSocket handshake was expected\n", 35) ? -1 : 400;
-	if (status == 426)
-		return hserver_respond(s, id, 426, h426, "WebSocket version 13 is required\n", 33) ? -1 : 426;
-	if (status != 0)
-		return -1;
-	for (const char *const *h = headers; h && *h; h++)
-		n++;
-	lines = calloc(n + 4, sizeof *lines);
-	if (!lines)
-		goto out;
-	n = 0;
-	for (const char *const *h = headers; h && *h; h++)
-		if (!ws_own_header(*h))
-			lines[n++] = *h;
-	lines[n++] = "Upgrade: websocket";
-	lines[n++] = "Connection: Upgrade";
-	lines[n++] = accept;
-	if (make_answer(&a, 101, lines, NULL, 0) != 0 || !(l = ws_link_new(s, id)))
-		goto out;
-	pthread_mutex_lock(&s->lock);
-	q = find(s, id);
-	if (q && q->posted && !q->answered && !s->stopping) {
-		q->ans = a;
-		memset(&a, 0, sizeof a);
-		q->answered = 1;
-		q->upgrading = 1;
-		q->ws_link = l;
-		l->req = q;
-		l->next = s->ws;
-		s->ws = l;
-		l = NULL;
-		s->nopen--;
-		wake(q);
-		rc = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-out:
-	free_answer(&a);
-	free(lines);
-	if (l) {
-		ws_free(l->w);
-		free(l->end);
-		free(l);
-	}
-	return rc;
-}
-
-/* The open websocket id, or NULL. Lock held. */
-static struct wslink *ws_find(hserver *s, uint64_t id)
-{
-	for (struct wslink *l = s->ws; l; l = l->next)
-		if (l->id == id)
-			return l;
-	return NULL;
-}
-
-int hserver_ws_send(hserver *s, uint64_t id, int opcode, const char *data, size_t len)
-{
-	struct wslink *l;
-	int rc = -1;
-
-	pthread_mutex_lock(&s->lock);
-	l = ws_find(s, id);
-	if (l)
-		rc = ws_send(l->w, opcode, data, len);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int hserver_ws_close(hserver *s, uint64_t id, int code, const char *reason, size_t len)
-{
-	struct wslink *l;
-	int rc = -1;
-
-	pthread_mutex_lock(&s->lock);
-	l = ws_find(s, id);
-	if (l)
-		rc = ws_close(l->w, code, reason, len);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
 void hserver_stop(hserver *s)
 {
-	wsconn **ended;
-	size_t nws = 0;
-
 	if (!s)
 		return;
 	/* libmicrohttpd must not stop with parked connections: wake them all,
 	 * and with stopping set nothing parks again */
 	pthread_mutex_lock(&s->lock);
 	s->stopping = 1;
-	/* running websockets close with 1001: each thread gives its socket
-	 * back to libmicrohttpd and leaves the list within about a second;
-	 * those still waiting for their upgrade end here */
-	for (struct wslink *l = s->ws; l; l = l->next)
-		nws++;
-	ended = calloc(nws ? nws : 1, sizeof *ended);
-	nws = 0;
-	for (struct wslink **p = &s->ws; *p;) {
-		struct wslink *l = *p;
-
-		if (l->started) {
-			ws_shutdown(l->w);
-			if (ended)
-				ended[nws++] = l->w;
-			p = &l->next;
-		} else {
-			ws_unlink(s, l);
-			ws_end(l, 1001);
-		}
-	}
-	while (s->ws)
-		pthread_cond_wait(&s->ws_gone, &s->lock);
-	/* their closed events own them, but are not destroyed before this
-	 * engine thread returns: join the threads now */
-	for (size_t i = 0; i < nws; i++)
-		ws_join(ended[i]);
-	free(ended);
+	hs_ws_stop(s);
 	for (struct req *q = s->open; q; q = q->next) {
 		if (q->posted && !q->answered) {
 			q->ans.status = 503;
 			q->answered = 1;
 			s->nopen--;
 		}
-		wake(q);
+		hs_wake(q);
 	}
 	pthread_mutex_unlock(&s->lock);
 	MHD_stop_daemon(s->d);
