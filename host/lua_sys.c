@@ -205,6 +205,16 @@ static int l_stdin_line(lua_State *L)
 /* --- files --- */
 
 /* core.listdir(path) -> sorted array of entry names (no . or ..) | nil, err */
+/* core.isatty(fd) -> true when fd (0, 1, 2) is a terminal */
+static int l_isatty(lua_State *L)
+{
+	lua_Integer fd = luaL_checkinteger(L, 1);
+
+	luaL_argcheck(L, fd >= 0 && fd <= 2, 1, "0, 1 or 2");
+	lua_pushboolean(L, isatty((int)fd) == 1);
+	return 1;
+}
+
 static int l_listdir(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
@@ -442,6 +452,7 @@ static const luaL_Reg sys_funcs[] = {
 	{ "setenv", l_setenv },
 	{ "stdin_line", l_stdin_line },
 	{ "listdir", l_listdir },
+	{ "isatty", l_isatty },
 	{ "b64encode", l_b64encode },
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },

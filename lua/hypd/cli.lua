@@ -14,6 +14,7 @@ local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local op = require "hypd.op"
+local progress = require "hypd.cli_progress"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
 local task = require "hypd.task"
@@ -104,8 +105,6 @@ local function is_accepted(r)
   return type(r) == "table" and type(r.operation_id) == "string" and r.status_tool ~= nil
 end
 
-local function stamp() return os.date("%H:%M:%S") end
-
 local function finished(view)
   if view.status == "succeeded" then return 0 end
   local e = type(view.error) == "table" and view.error or {}
@@ -116,18 +115,17 @@ end
 
 -- follows an operation started in this process until it ends
 local function follow_local(id, show_phases)
-  local unsubscribe
+  local unsubscribe, p
   if show_phases then
-    local last
+    p = progress.new(io.stderr, id, core.isatty(2))
     unsubscribe = op.subscribe(function(ev)
-      if ev.operation_id == id and ev.phase and ev.phase ~= last then
-        last = ev.phase
-        warn(stamp(), " ", id, ": ", tostring(ev.phase), "\n")
-      end
+      if ev.operation_id ~= id then return end
+      if ev.kind == "operation.progress" then p:note(ev.message) elseif ev.phase then p:phase(ev.phase) end
     end)
   end
   local view, err = run(op.wait, id)
   if unsubscribe then unsubscribe() end
+  if p then p:finish(view and view.status or "interrupted") end
   return view, err
 end
 
@@ -187,14 +185,11 @@ local function api_request(base, token, method, path, body)
 end
 
 local function follow_remote(base, token, id)
-  local last
+  local p = progress.new(io.stderr, id, core.isatty(2))
   while true do
     local view, err = api_request(base, token, "GET", "/operations/" .. id)
     if not view then return nil, err end
-    if view.phase ~= last then
-      last = view.phase
-      warn(stamp(), " ", id, ": ", tostring(view.phase), "\n")
-    end
+    if view.status == "running" then p:phase(view.phase) else p:phase(view.phase); p:finish(view.status) end
     if view.status ~= "running" then return view end
     task.sleep(M.POLL)
   end

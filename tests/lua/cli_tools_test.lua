@@ -135,6 +135,17 @@ t.test("--wait follows an in-process operation with phase lines, then prints it"
   t.like(err, "op%-%x+: ")
 end)
 
+t.test("on a terminal, --wait redraws the current phase in place and keeps finished ones with durations", function()
+  if H.sh("command -v script") ~= 0 then return t.ok(true, "# SKIP no script(1) to make a terminal") end
+  local cmd = string.format("HYPD_CLOCK=virtual HYPD_STATE=%s %s --playbooks %s call diagnose_nap seconds=30 --wait",
+    H.quote(os.getenv("HYPD_STATE")), H.hypd, H.quote(playbooks))
+  local rc, out = H.sh("script -qec " .. H.quote(cmd) .. " /dev/null")
+  t.eq(rc, 0)
+  t.like(out, "\r\27%[K", "the current phase is redrawn in place")
+  t.like(out, "✓ [^\n]-  %d+:%d%d\r?\n", "a finished phase keeps its duration")
+  t.like(out, "op%-%x+ succeeded in %d+:%d%d")
+end)
+
 t.test("without --detach, an in-process call stays until its operation ends", function()
   local rc, out, err = hypd({ HYPD_CLOCK = "virtual" }, "--playbooks", playbooks, "call", "diagnose_nap",
     "seconds=60")
