@@ -3,11 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -205,6 +207,55 @@ static int l_stdin_line(lua_State *L)
 /* --- files --- */
 
 /* core.listdir(path) -> sorted array of entry names (no . or ..) | nil, err */
+/*
+ * core.write_private(path, data) -> true | nil, err: writes a file only its
+ * owner can read (0600, in a 0700 directory it creates if missing),
+ * durably (fsync, then rename over the old one). core.remove(path) -> true.
+ * For the secrets a running operation needs after a restart.
+ */
+static int l_write_private(lua_State *L)
+{
+	size_t len;
+	const char *path = luaL_checkstring(L, 1);
+	const char *data = luaL_checklstring(L, 2, &len);
+	char tmp[4096], dir[4096], *slash;
+	int fd, ok;
+
+	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+		return hx_fail(L, "VALIDATION", "path too long");
+	snprintf(dir, sizeof dir, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+			return hx_fail(L, "IO", "%s: %s", dir, strerror(errno));
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return hx_fail(L, "IO", "%s: %s", tmp, strerror(errno));
+	ok = fchmod(fd, 0600) == 0 && write(fd, data, len) == (ssize_t)len && fsync(fd) == 0;
+	if (close(fd) != 0)
+		ok = 0;
+	if (!ok || rename(tmp, path) != 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return hx_fail(L, "IO", "%s: %s", path, strerror(e));
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_remove(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+
+	if (unlink(path) != 0 && errno != ENOENT)
+		return hx_fail(L, "IO", "%s: %s", path, strerror(errno));
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* core.isatty(fd) -> true when fd (0, 1, 2) is a terminal */
 static int l_isatty(lua_State *L)
 {
@@ -453,6 +504,8 @@ static const luaL_Reg sys_funcs[] = {
 	{ "stdin_line", l_stdin_line },
 	{ "listdir", l_listdir },
 	{ "isatty", l_isatty },
+	{ "write_private", l_write_private },
+	{ "remove", l_remove },
 	{ "b64encode", l_b64encode },
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },

@@ -16,6 +16,7 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
+local secrets = require "hypd.secrets"
 local store = require "hypd.store"
 local task = require "hypd.task"
 
@@ -148,6 +149,10 @@ local function run(rec, def, params)
     end
   end)
   running[rec.id] = nil
+  local e0 = not ok and error_view(err)
+  if ok or not (e0.code == "CANCELLED" and not store.get(cancel_key(rec.id))) then
+    secrets.drop(rec.id) -- the operation has ended: its secrets go
+  end
   if ok then
     rec.status, rec.phase = "succeeded", "done"
     store.op_update(rec.id, { status = "succeeded", phase = "done", result = ctx.state.result or json.object(),
@@ -199,7 +204,17 @@ function M.start(def, params, caller)
   local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",
     params = require("hypd.tool").public(def, params), caller = caller and caller.name or "local",
     frontend = caller and caller.front or "lua", steps = steps }
+  local hidden = {}
+  for k, spec in pairs(def.params) do
+    if spec.secret and params[k] ~= nil then hidden[k] = params[k] end
+  end
   assert(store.op_create(rec))
+  local kept, serr = secrets.put(rec.id, hidden)
+  if not kept then
+    store.op_update(rec.id, { status = "failed", finished_at = true, error = { code = serr.code, message =
+      "cannot keep the secret parameters for this operation: " .. tostring(serr.message) } })
+    return nil, serr
+  end
   rec = store.op_get(rec.id)
   store.event("audit", rec.id, { tool = def.name, caller = rec.caller, front = rec.frontend, target = target,
     params = rec.params })
@@ -220,12 +235,23 @@ function M.resume()
           error = { code = "STATE", message = "tool " .. rec.tool .. " is not registered in this hypd" } })
       else
         local params = rec.params or {}
+        local kept = secrets.get(rec.id) or {}
+        local missing
         for k, spec in pairs(def.params) do
-          if spec.secret then params[k] = nil end
+          if spec.secret then
+            params[k] = kept[k]
+            if params[k] == nil and spec.required then missing = k end
+          end
         end
-        log.info("op", "resuming %s %s at %s", rec.tool, rec.id, tostring(rec.phase))
-        launch(rec, def, params)
-        n = n + 1
+        if missing then
+          store.op_update(rec.id, { status = "failed", finished_at = true, error = { code = "STATE",
+            message = "the secret parameter " .. missing .. " is gone (its file under secrets/ was removed); " ..
+              "call " .. rec.tool .. " again" } })
+        else
+          log.info("op", "resuming %s %s at %s", rec.tool, rec.id, tostring(rec.phase))
+          launch(rec, def, params)
+          n = n + 1
+        end
       end
     end
   end

@@ -1,0 +1,38 @@
+-- hypd.secrets: the secret parameters of running operations (tokens,
+-- passwords). They never enter the store (operation records, events) or the
+-- log; they are kept in <state>/secrets/<operation id>.json, readable only by
+-- hypd's user (0600 in a 0700 directory), for as long as the operation runs,
+-- so a restarted host can resume it, and removed when it ends.
+local config = require "hypd.config"
+local core = require "hypd.core"
+local json = require "hypd.json"
+
+local M = {}
+
+local function path(id)
+  assert(tostring(id):match("^op%-%x+$"), "an operation id")
+  return (config.state_dir or ".") .. "/secrets/" .. id .. ".json"
+end
+
+-- put(id, values): values = {param = secret}; nothing to keep -> no file
+function M.put(id, values)
+  if next(values) == nil then return true end
+  for _, v in pairs(values) do if type(v) == "string" then core.add_secret(v) end end
+  return core.write_private(path(id), json.encode(values))
+end
+
+-- get(id) -> values | nil
+function M.get(id)
+  local f = io.open(path(id), "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  local values = json.decode(text)
+  if type(values) ~= "table" then return nil end
+  for _, v in pairs(values) do if type(v) == "string" then core.add_secret(v) end end
+  return values
+end
+
+function M.drop(id) return core.remove(path(id)) end
+
+return M
