@@ -126,6 +126,23 @@ function M.input_schema(def)
     required = #required > 0 and required or nil, additionalProperties = false }
 end
 
+-- shape(value, schema) -> value with its empty tables marked as the schema
+-- says (an empty list goes out as [], not {}), so every front end's JSON
+-- matches the tool's output schema
+function M.shape(v, schema)
+  if type(v) ~= "table" or type(schema) ~= "table" or v == json.null then return v end
+  if schema.type == "array" then
+    if next(v) == nil and not json.is_object(v) then return json.array() end
+    if schema.items then for i, x in ipairs(v) do v[i] = M.shape(x, schema.items) end end
+  elseif schema.type == "object" or schema.properties then
+    if next(v) == nil and not json.is_array(v) then return json.object() end
+    for k, s in pairs(schema.properties or {}) do
+      if v[k] ~= nil then v[k] = M.shape(v[k], s) end
+    end
+  end
+  return v
+end
+
 M.ACCEPTED = { type = "object", required = { "operation_id", "status", "status_tool", "poll_after_seconds" },
   properties = { operation_id = { type = "string" }, status = { type = "string" },
     status_tool = { type = "string" }, poll_after_seconds = { type = "integer" }, existing = { type = "boolean" } } }

@@ -149,21 +149,8 @@ function M.coerce(def, name, text)
   return text
 end
 
--- shape(value, schema) -> value with its empty tables marked as the schema
--- says (so an empty list goes out as [] and not {})
-function M.shape(v, schema)
-  if type(v) ~= "table" or type(schema) ~= "table" or v == json.null then return v end
-  if schema.type == "array" then
-    if next(v) == nil and not json.is_object(v) then return json.array() end
-    if schema.items then for i, x in ipairs(v) do v[i] = M.shape(x, schema.items) end end
-  elseif schema.type == "object" or schema.properties then
-    if next(v) == nil and not json.is_array(v) then return json.object() end
-    for k, s in pairs(schema.properties or {}) do
-      if v[k] ~= nil then v[k] = M.shape(v[k], s) end
-    end
-  end
-  return v
-end
+-- shape(value, schema): see hypd.tool.shape
+M.shape = require("hypd.tool").shape
 
 -- body(req) -> the JSON object of a request body | nil, response
 function M.body(req)

@@ -1,18 +1,13 @@
 -- aws_get_availability_zones, aws_get_instance_types: the facts a person
 -- needs to place a HyperPod cluster, read from the AWS APIs of the region.
 local aws = require "hypd.aws"
+local common = require "hypd.tools.common"
 local hp_types = require "hypd.aws.hyperpod_types"
-local op = require "hypd.op"
 local tool = require "hypd.tool"
 
-local REGION = { type = "string", pattern = "^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\\d$",
-  description = "AWS region, e.g. us-west-2 (default: the configured region)" }
+local REGION = common.REGION
 
-local function opts(region)
-  local o = { region = aws.region { region = region } }
-  for k, v in pairs(op.aws_opts) do o[k] = v end
-  return o
-end
+local opts = common.aws_opts
 
 tool.define {
   name = "aws_get_availability_zones",

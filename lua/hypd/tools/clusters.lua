@@ -1,6 +1,7 @@
 -- cluster_list, cluster_get_status, cluster_switch, cluster_create_eks and
 -- its status tool cluster_get_creation_status.
 local aws = require "hypd.aws"
+local common = require "hypd.tools.common"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local op = require "hypd.op"
@@ -10,16 +11,11 @@ local tool = require "hypd.tool"
 local ACTIVE_KEY = "hypd/active_cluster"
 local TAG = "hypd:cluster-tag"
 
-local REGION = { type = "string", pattern = "^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\\d$",
-  description = "AWS region, e.g. us-west-2 (default: the configured region)" }
+local REGION = common.REGION
 local CLUSTER = { type = "string", pattern = "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
   description = "EKS cluster name (default: the active cluster; see cluster_switch)" }
 
-local function opts(region)
-  local o = { region = aws.region { region = region } }
-  for k, v in pairs(op.aws_opts) do o[k] = v end
-  return o
-end
+local opts = common.aws_opts
 
 local function active() return store.get(ACTIVE_KEY) end
 
