@@ -93,6 +93,19 @@ function M.sandbox_process(dir, args)
   return nil, pid
 end
 
+-- sandbox_here([opts]) -> srv, OPTS: the sandbox in this process (the
+-- test's AWS key accepted), the operation layer pointed at it, and the
+-- options for aws.call; the virtual clock unless opts.real_clock
+function M.sandbox_here(opts)
+  opts = opts or {}
+  local akid, secret = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
+  local srv = assert(require("sandbox").start { listen = "127.0.0.1:0", credentials = { [akid] = secret } })
+  local url = "http://127.0.0.1:" .. srv.port
+  require("hypd.op").aws_opts = { endpoint_url = url }
+  if not opts.real_clock then require("hypd.core").virtual(true) end
+  return srv, { endpoint_url = url, region = "us-west-2", s3_path_style = true }
+end
+
 -- with_env(env, dir, cmd) runs cmd with the sandbox's AWS environment (and
 -- no other AWS session or profile); client state in dir/client
 function M.with_env(env, dir, cmd)

@@ -4,17 +4,13 @@
 -- subscribers.
 local t = require "hypd.tap"
 local op = require "hypd.op"
-local sandbox = require "sandbox"
 local store = require "hypd.store"
 local task = require "hypd.task"
 local tool = require "hypd.tool"
-local core = require "hypd.core"
+local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
-local AKID, SECRET = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
-local srv = assert(sandbox.start { listen = "127.0.0.1:0", credentials = { [AKID] = SECRET } })
-op.aws_opts = { endpoint_url = "http://127.0.0.1:" .. srv.port }
-core.virtual(true)
+local srv = H.sandbox_here()
 local WHO = { name = "alice", scope = "operate", front = "test" }
 
 local function count(operation)

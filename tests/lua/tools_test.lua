@@ -3,19 +3,14 @@
 -- tools; validation that names each field and rule; scopes.
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
-local core = require "hypd.core"
 local json = require "hypd.json"
 local op = require "hypd.op"
-local sandbox = require "sandbox"
 local task = require "hypd.task"
 local tool = require "hypd.tool"
+local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
-local AKID, SECRET = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
-local srv = assert(sandbox.start { listen = "127.0.0.1:0", credentials = { [AKID] = SECRET } })
-op.aws_opts = { endpoint_url = "http://127.0.0.1:" .. srv.port }
-local OPTS = { endpoint_url = op.aws_opts.endpoint_url, region = "us-west-2" }
-core.virtual(true)
+local srv, OPTS = H.sandbox_here()
 
 local ADMIN = { name = "test", scope = "admin", front = "test" }
 local READ = { name = "reader", scope = "read", front = "test" }
