@@ -205,6 +205,14 @@ void hs_add_headers(struct MHD_Response *resp, struct answer *a)
 	}
 }
 
+/* what the server answers itself, before any handler sees the request */
+static const char TOO_LARGE[] =
+	"{\"error\":{\"code\":\"TOO_LARGE\",\"message\":\"request body too large\"}}\n";
+static const char OUT_OF_MEMORY[] =
+	"{\"error\":{\"code\":\"UNAVAILABLE\",\"message\":\"server out of memory\"}}\n";
+static const char STOPPING[] =
+	"{\"error\":{\"code\":\"UNAVAILABLE\",\"message\":\"server stopping\"}}\n";
+
 static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct answer *a,
 				   const char *text, int head)
 {
@@ -224,6 +232,9 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 		return MHD_NO;
 	if (a)
 		hs_add_headers(resp, a);
+	else if (text[0] == '{')
+		/* the server's own answers (413, 503) are JSON error objects */
+		MHD_add_response_header(resp, "Content-Type", "application/json");
 	ret = MHD_queue_response(c, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -488,17 +499,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (posted)
 		return MHD_YES; /* woken without an answer: keep waiting */
 	if (q->too_large)
-		return send_answer(c, 413, NULL, "request body too large", 0);
+		return send_answer(c, 413, NULL, TOO_LARGE, 0);
 	hs_check_upgrade(q, c, method, version);
 	r = make_job(s, q, c, method);
 	if (!r)
-		return send_answer(c, 503, NULL, "server out of memory", 0);
+		return send_answer(c, 503, NULL, OUT_OF_MEMORY, 0);
 	pthread_mutex_lock(&s->lock);
 	if (s->stopping) {
 		/* hserver_stop resumes only what it saw parked: park nothing new */
 		pthread_mutex_unlock(&s->lock);
 		job_free(&r->j);
-		return send_answer(c, 503, NULL, "server stopping", 0);
+		return send_answer(c, 503, NULL, STOPPING, 0);
 	}
 	q->posted = 1;
 	s->nopen++;

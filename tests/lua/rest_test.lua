@@ -229,9 +229,10 @@ t.test("a body over 1 MiB is 413 and a body that is not JSON is 415; nothing cha
   local status, b = req("POST", "/api/v1/tools/diagnose_rest_staged", { token = OPERATE, body = big })
   t.eq(status, 413)
   t.eq(b.error.code, "TOO_LARGE")
-  status = req("POST", "/api/v1/tools/diagnose_rest_staged", { token = OPERATE,
+  status, b = req("POST", "/api/v1/tools/diagnose_rest_staged", { token = OPERATE,
     body = string.rep("x", 3 * rest.MAX_BODY) })
   t.eq(status, 413, "the server's own cap")
+  t.eq(b.error.code, "TOO_LARGE", "in the same JSON error shape")
   status, b = req("POST", "/api/v1/tools/diagnose_rest_staged", { token = OPERATE, body = "tag=abc",
     ctype = "application/x-www-form-urlencoded" })
   t.eq(status, 415)
