@@ -306,9 +306,42 @@ t.test("HTTP: initialize issues a session that later requests must carry", funct
     local d = assert(http.request { method = "DELETE", url = url, headers = { ["mcp-session-id"] = sid } })
     t.eq(d.status, 204)
     t.eq(post(url, { jsonrpc = "2.0", id = 6, method = "ping" }, { ["mcp-session-id"] = sid }).status, 404)
-    local g = assert(http.request { method = "GET", url = url, headers = { accept = "text/event-stream" } })
-    t.eq(g.status, 405)
+    local g = assert(http.request { method = "GET", url = url, headers = { accept = "application/json" } })
+    t.eq(g.status, 405, "GET without Accept: text/event-stream")
     t.like(g.headers.allow, "POST")
+    local g2 = assert(http.request { method = "GET", url = url, headers = { accept = "text/event-stream" } })
+    t.eq(g2.status, 400, "a GET stream needs a session")
+  end)
+end)
+
+t.test("HTTP: GET opens the session's own SSE stream; operation events arrive on it", function()
+  with_http(function(url)
+    local r = post(url, INIT)
+    local sid = r.headers["mcp-session-id"]
+    local h = { ["mcp-session-id"] = sid, ["mcp-protocol-version"] = "2025-11-25" }
+    post(url, { jsonrpc = "2.0", method = "notifications/initialized" }, h)
+    post(url, { jsonrpc = "2.0", id = 2, method = "logging/setLevel", params = { level = "info" } }, h)
+    local s = assert(http.stream { url = url, headers = { accept = "text/event-stream", ["mcp-session-id"] = sid,
+      ["mcp-protocol-version"] = "2025-11-25" } })
+    local st, hd = s:headers()
+    t.eq(st, 200)
+    t.like(hd["content-type"], "^text/event%-stream")
+    task.sleep(0.05)
+    local c = post(url, { jsonrpc = "2.0", id = 3, method = "tools/call",
+      params = { name = "operation_mcp_demo", arguments = { name = "stream" } } }, h)
+    t.eq(c.status, 200)
+    local seen
+    for line in s:lines() do
+      local data = line:match("^data: (.*)$")
+      local m = data and json.decode(data)
+      if m and m.method == "notifications/message" and m.params.data.event == "operation.finished" then
+        seen = m
+        break
+      end
+    end
+    s:close()
+    t.ok(seen, "the finished operation arrived on the GET stream")
+    task.sleep(0.05)
   end)
 end)
 

@@ -6,7 +6,10 @@
 --          log level set) from a client that accepts text/event-stream gets
 --          an SSE stream: its notifications, then the response. A
 --          notification or response gets 202 without a body.
---   GET    405 (no standalone SSE stream)
+--   GET    with Accept: text/event-stream and the session id: a standalone
+--          SSE stream of the session's notifications (operation events and
+--          log messages at the session's level, tools/list_changed), kept
+--          alive with comments until the client leaves
 --   DELETE ends the session: 204
 --
 -- Sessions: initialize issues Mcp-Session-Id; every later request must
@@ -22,6 +25,8 @@
 local core = require "hypd.core"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
+local task = require "hypd.task"
+local tool = require "hypd.tool"
 
 local M = {}
 
@@ -162,6 +167,48 @@ local function sse(sid, session, msg, caller)
   end }
 end
 
+M.KEEPALIVE = 15 -- seconds between SSE comments on an idle GET stream
+
+-- the open GET streams hear when the registry changes
+local streams = {}
+local chained = tool.changed
+tool.changed = function()
+  for send in pairs(streams) do send { jsonrpc = "2.0", method = "notifications/tools/list_changed" } end
+  if chained then chained() end
+end
+
+-- get(req, caller): the standalone stream of server-to-client messages
+local function get(req, caller)
+  if not accepts(req, "text/event-stream") then
+    return refuse(405, "Method Not Allowed: GET opens an SSE stream; send Accept: text/event-stream", nil,
+      { allow = "GET, POST, DELETE" })
+  end
+  local sid, s = find(req, caller)
+  if not sid then return s end
+  local session = s.session
+  return { status = 200, headers = { ["content-type"] = "text/event-stream", ["cache-control"] = "no-cache",
+    ["mcp-session-id"] = sid }, stream = function(w)
+    local open, wake = true, task.signal()
+    local function send(m)
+      if not open then return false end
+      local ok, text = pcall(json.encode, m)
+      if not ok then return false end
+      open = w:write("event: message\ndata: " .. text .. "\n\n")
+      if not open then wake:fire() end
+      return open
+    end
+    local stop = mcp.watch(session, send)
+    streams[send] = true
+    while open do
+      -- under the virtual clock a timer would run time forward for ever: a
+      -- departed client is then noticed at the next message instead
+      if not wake:wait(not core.virtual() and M.KEEPALIVE or nil) then open = w:write(": keepalive\n\n") end
+    end
+    streams[send] = nil
+    stop()
+  end }
+end
+
 local function post(req, caller)
   local ctype = (req.headers["content-type"] or "application/json"):lower():match("^%s*([^;%s]+)")
   if ctype ~= "application/json" then
@@ -214,14 +261,15 @@ function M.handle(req, caller)
   for k, v in pairs(caller or { name = "anonymous", scope = "read" }) do c[k] = v end
   c.front = "mcp"
   if req.method == "POST" then return post(req, c) end
+  if req.method == "GET" then return get(req, c) end
   if req.method == "DELETE" then
     local sid, s = find(req, c)
     if not sid then return s end
     drop(sid)
     return respond(204, nil)
   end
-  return refuse(405, "Method Not Allowed: POST JSON-RPC messages to this endpoint (no SSE stream on GET)", nil,
-    { allow = "POST, DELETE" })
+  return refuse(405, "Method Not Allowed: POST JSON-RPC messages, GET an SSE stream, DELETE a session", nil,
+    { allow = "GET, POST, DELETE" })
 end
 
 return M
