@@ -117,6 +117,30 @@ t.test("merge, strategic and JSON patches; an unchanged patch keeps resourceVers
   t.eq(d.metadata.uid, again.metadata.uid)
 end)
 
+t.test("lists merge by their Kubernetes patch merge keys: ports, volumeMounts, env; others are atomic", function()
+  local merge = require "sandbox.k8s.merge"
+  local live = { spec = { containers = { { name = "c", image = "a",
+    ports = { { containerPort = 80, name = "http" }, { containerPort = 443 } },
+    volumeMounts = { { name = "data", mountPath = "/a" }, { name = "data", mountPath = "/b" } },
+    env = { { name = "A", value = "1" } }, args = { "x", "y" } } } } }
+  local out = merge.strategic(live, { spec = { containers = { { name = "c",
+    ports = { { containerPort = 443, protocol = "TCP" } },
+    volumeMounts = { { name = "data", mountPath = "/b", readOnly = true } },
+    env = { { name = "B", value = "2" } }, args = { "z" } } } } })
+  local c = out.spec.containers[1]
+  t.eq(#c.ports, 2, "ports merge by containerPort")
+  t.eq(c.ports[2], { containerPort = 443, protocol = "TCP" })
+  t.eq(#c.volumeMounts, 2, "two mounts of one volume stay two (merge key mountPath)")
+  t.eq(c.volumeMounts[2].readOnly, true)
+  t.eq(#c.env, 2)
+  t.eq(c.args, { "z" }, "a list without a merge key is replaced")
+  local svc = merge.strategic({ spec = { ports = { { port = 80, targetPort = 8080 } } } },
+    { spec = { ports = { { port = 443, targetPort = 8443 } } } })
+  t.eq(#svc.spec.ports, 2, "Service ports merge by port")
+  local fs = merge.fieldset { spec = { ports = { { containerPort = 80 } } } }
+  t.ok(fs["f:spec"]["f:ports"]['k:{"containerPort":80}'], "managedFields name the item by its merge key")
+end)
+
 t.test("server-side apply: create, idempotent re-apply, removal of dropped fields, conflicts and force", function()
   local cfg = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "ssa", labels = { a = "1", b = "2" } },
     data = { x = "1", y = "2" } }

@@ -47,14 +47,26 @@ function M.merge_patch(target, patch)
   return out
 end
 
--- a list merges by name when every item is a map with a name
-local function keyed(list)
-  if not is_list(list) or #list == 0 then return false end
+-- the patch merge keys of the Kubernetes types, by field name (lists of
+-- other maps with a `name` merge by name; the rest are atomic)
+local MERGE_KEYS = { ports = "containerPort", volumeMounts = "mountPath", volumeDevices = "devicePath",
+  hostAliases = "ip", conditions = "type", imagePullSecrets = "name", containers = "name",
+  initContainers = "name", ephemeralContainers = "name", volumes = "name", env = "name" }
+M.MERGE_KEYS = MERGE_KEYS
+
+-- key_of(field, list) -> the merge key of a list field, or nil (atomic).
+-- Service ports have no containerPort: they merge by port.
+local function key_of(field, list)
+  if not is_list(list) or #list == 0 then return nil end
+  local key = MERGE_KEYS[field]
+  if key == "containerPort" and is_map(list[1]) and list[1].containerPort == nil then key = "port" end
+  key = key or "name"
   for _, x in ipairs(list) do
-    if not is_map(x) or type(x.name) ~= "string" then return false end
+    if not is_map(x) or x[key] == nil or type(x[key]) == "table" then return nil end
   end
-  return true
+  return key
 end
+M.key_of = key_of
 
 local function strategic(target, patch)
   if not is_map(patch) then return M.copy(patch) end
@@ -76,18 +88,19 @@ local function strategic(target, patch)
       end
     elseif v == json.null then
       out[k] = nil
-    elseif is_list(v) and (keyed(v) or keyed(out[k])) and is_list(out[k]) then
+    elseif is_list(v) and is_list(out[k]) and (key_of(k, v) or key_of(k, out[k])) then
+      local key = key_of(k, v) or key_of(k, out[k])
       local merged, index = json.array(), {}
-      for i, x in ipairs(out[k]) do merged[i] = M.copy(x); index[x.name] = i end
+      for i, x in ipairs(out[k]) do merged[i] = M.copy(x); index[x[key]] = i end
       for _, x in ipairs(v) do
-        local i = index[x.name]
+        local i = index[x[key]]
         if x["$patch"] == "delete" then
           if i then merged[i] = false end
         elseif i then
           merged[i] = strategic(merged[i], x)
         else
           merged[#merged + 1] = strategic(nil, x)
-          index[x.name] = #merged
+          index[x[key]] = #merged
         end
       end
       local kept = json.array()
@@ -115,12 +128,13 @@ local function fieldset(v, top, meta)
       local key = "f:" .. k
       if is_map(x) and next(x) ~= nil then
         out[key] = fieldset(x, false, top and k == "metadata")
-      elseif keyed(x) then
+      elseif key_of(k, x) then
+        local mk = key_of(k, x)
         local items = json.object()
         for _, item in ipairs(x) do
           local sub = fieldset(item, false, false)
           sub["."] = json.object()
-          items["k:" .. json.encode { name = item.name }] = sub
+          items["k:" .. json.encode { [mk] = item[mk] }] = sub
         end
         out[key] = items
       else
@@ -146,6 +160,16 @@ local function leaves(tree, prefix, out)
   return out
 end
 
+-- item_matches(x, seg) -> true when list item x is the one "k:{...}" names
+local function item_matches(x, seg)
+  local want = json.decode(seg:sub(3))
+  if type(x) ~= "table" or type(want) ~= "table" then return false end
+  for k, v in pairs(want) do
+    if x[k] ~= v then return false end
+  end
+  return true
+end
+
 local function get_path(obj, path)
   local v = obj
   for seg in (path .. "\0"):gmatch("(.-)%z") do
@@ -154,9 +178,8 @@ local function get_path(obj, path)
     if f then
       v = v[f]
     else
-      local name = json.decode(seg:sub(3)).name
       local found
-      for _, x in ipairs(v) do if type(x) == "table" and x.name == name then found = x end end
+      for _, x in ipairs(v) do if item_matches(x, seg) then found = x end end
       v = found
     end
   end
@@ -177,9 +200,8 @@ local function remove_path(obj, path)
   if f then
     v[f] = nil
   elseif is_list(v) then
-    local name = json.decode(last:sub(3)).name
     for i, x in ipairs(v) do
-      if type(x) == "table" and x.name == name then table.remove(v, i) break end
+      if item_matches(x, last) then table.remove(v, i) break end
     end
   end
 end
