@@ -50,6 +50,8 @@ t.test("an ACTIVE EKS cluster serves its Kubernetes API over HTTPS", function()
   for _, n in ipairs(nss) do names[#names + 1] = n.metadata.name end
   table.sort(names)
   t.eq(names, { "default", "kube-node-lease", "kube-public", "kube-system" })
+  local rootca = assert(E.conn:get("v1", "ConfigMap", "kube-root-ca.crt", { namespace = "default" }))
+  t.eq(rootca.data["ca.crt"], core.b64decode(E.c.certificateAuthority.data), "kube-root-ca.crt holds the cluster CA")
   E.cl = skube.cluster("us-west-2", NAME)
 end)
 

@@ -15,6 +15,7 @@ local core = require "hypd.core"
 local M = {}
 
 local JSON = { ["content-type"] = "application/json" }
+M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
 
 local function reply(code, obj) return { status = code, headers = JSON, body = json.encode(obj) } end
 local function failure(st) return reply(st.code, st) end
@@ -146,6 +147,7 @@ local function watch(cl, r, rt, q)
   return { status = 200, headers = { ["content-type"] = "application/json", ["transfer-encoding"] = "chunked" },
     stream = function(w)
       local cursor = cl.rv
+      local last_bookmark = core.now()
       if not from or from == 0 then
         -- no resourceVersion: the current state first, as ADDED events
         for _, o in ipairs(cl:list(r, rt.ns)) do
@@ -168,13 +170,18 @@ local function watch(cl, r, rt, q)
           end
         end
         if deadline and core.now() >= deadline then return end
-        -- wait for the next change; on the real clock wake now and then to
-        -- notice a client that left (under the virtual clock a timer would
-        -- run the clock forward for ever)
-        local wait = core.virtual() and nil or 5
-        if deadline then wait = math.max(0.01, math.min(wait or 1e9, deadline - core.now())) end
+        -- wait for the next change; on the real clock wake every few seconds
+        -- to notice a client that left, and end at timeoutSeconds. Under the
+        -- virtual clock no timer at all: one would run the clock forward for
+        -- ever (a departed client is noticed at the next event instead)
+        local wait
+        if not core.virtual() then
+          wait = 5
+          if deadline then wait = math.max(0.01, math.min(wait, deadline - core.now())) end
+        end
         if not cl.sig:wait(wait) then
-          if truthy(q.allowWatchBookmarks) then
+          if truthy(q.allowWatchBookmarks) and core.now() - last_bookmark >= M.BOOKMARK_EVERY then
+            last_bookmark = core.now()
             if not w:write(watch_line("BOOKMARK", json.encode { kind = r.kind, apiVersion = r.group == "" and
               r.version or r.group .. "/" .. r.version, metadata = { resourceVersion = tostring(cursor) } })) then
               return

@@ -56,6 +56,7 @@ local function seed(cl)
   for _, n in ipairs { "default", "kube-system", "kube-public", "kube-node-lease" } do
     if not cl:get(ns, nil, n) then cl:create(ns, { metadata = { name = n } }) end
   end
+  for _, n in ipairs(cl:list(ns)) do cl:root_ca(n.metadata.name) end
   local crd = cl.reg:find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
   for _, row in ipairs(resources.CRDS) do
     if row.always and not cl:get(crd, nil, row[3] .. "." .. row[1]) then cl:create(crd, resources.crd(row)) end
@@ -88,7 +89,7 @@ function M.serve(region, c)
       assert(store.put(tls_key(region, c.name), m))
     end
     local cl = objects.cluster(region, c.name)
-    cl.version = c.version
+    cl.version, cl.ca_pem = c.version, m.ca_cert
     seed(cl)
     for _, ctl in ipairs(M.controllers) do ctl(cl, region, c) end
     log.info("sandbox", "cluster %s: Kubernetes API on https://127.0.0.1:%d", c.name, srv.port)

@@ -224,7 +224,9 @@ function Cluster:create(r, obj, manager)
     obj.spec = obj.spec or { finalizers = { "kubernetes" } }
     obj.status = { phase = "Active" }
   end
-  return self:commit("ADDED", r, obj)
+  self:commit("ADDED", r, obj)
+  if r.kind == "Namespace" then self:root_ca(md.name) end
+  return obj
 end
 
 -- spec_changed(a, b): generation moves only when more than metadata/status changes
@@ -309,6 +311,19 @@ function Cluster:delete(r, ns, name, propagation)
     end
   end
   return obj
+end
+
+-- root_ca(ns): the kube-root-ca.crt ConfigMap the API server publishes in
+-- every namespace (once the cluster's CA is known)
+function Cluster:root_ca(ns)
+  if not self.ca_pem then return end
+  local cms = self.reg:find("", "v1", "configmaps")
+  if not self:get(cms, ns, "kube-root-ca.crt") then
+    self:create(cms, { metadata = { name = "kube-root-ca.crt", namespace = ns,
+      annotations = { ["kubernetes.io/description"] = "Contains a CA bundle that can be used to verify the " ..
+        "kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc." } },
+      data = { ["ca.crt"] = self.ca_pem } })
+  end
 end
 
 -- serve_crd(obj): a CustomResourceDefinition starts serving its resources
