@@ -33,6 +33,12 @@ tool.define {
   },
 }
 
+-- a read tool that takes long, for cancellation
+tool.define { name = "monitor_slow_demo", summary = "Waits a long time", kind = "read",
+  description = "Sleeps for the given seconds so a test can cancel it while it runs.",
+  params = { seconds = { type = "number", required = true } },
+  run = function(_, p) task.sleep(p.seconds); return { slept = p.seconds } end }
+
 local skills = H.tmpdir()
 os.execute("mkdir -p " .. skills .. "/demo-skill " .. skills .. "/broken")
 H.write(skills .. "/demo-skill/SKILL.md", "---\nname: demo-skill\ndescription: \"Do the demo: a test skill.\"\n" ..
@@ -311,6 +317,32 @@ t.test("HTTP: initialize issues a session that later requests must carry", funct
     t.like(g.headers.allow, "POST")
     local g2 = assert(http.request { method = "GET", url = url, headers = { accept = "text/event-stream" } })
     t.eq(g2.status, 400, "a GET stream needs a session")
+  end)
+end)
+
+t.test("HTTP: notifications/cancelled stops a running tool call, which ends at once as CANCELLED", function()
+  with_http(function(url)
+    local r = post(url, INIT)
+    local h = { ["mcp-session-id"] = r.headers["mcp-session-id"], ["mcp-protocol-version"] = "2025-11-25" }
+    post(url, { jsonrpc = "2.0", method = "notifications/initialized" }, h)
+    local started = require("hypd.core").mono()
+    local call = task.spawn(function()
+      return post(url, { jsonrpc = "2.0", id = 77, method = "tools/call",
+        params = { name = "monitor_slow_demo", arguments = { seconds = 30 } } }, h)
+    end)
+    task.sleep(0.2)
+    local n = post(url, { jsonrpc = "2.0", method = "notifications/cancelled",
+      params = { requestId = 77, reason = "the person changed their mind" } }, h)
+    t.eq(n.status, 202)
+    local ok, resp, body = call:wait()
+    t.eq(ok, true)
+    t.eq(resp.status, 200)
+    t.eq(body.id, 77)
+    local e = body.result and body.result.structuredContent.error
+    t.eq(body.result and body.result.isError, true)
+    t.eq(e and e.code, "CANCELLED")
+    t.like(e and e.message, "the person changed their mind")
+    t.ok(require("hypd.core").mono() - started < 10, "answered at once, not after 30 s")
   end)
 end)
 

@@ -148,7 +148,31 @@ local function accepts(req, what)
   return a:find(what, 1, true) ~= nil
 end
 
-local function sse(sid, session, msg, caller)
+-- handle(s, msg, opts) -> reply: one request as a task of its own, which a
+-- notifications/cancelled for its id stops (the reply is then -32800)
+local function handle(s, msg, opts)
+  local k = json.encode(msg.id)
+  s.inflight = s.inflight or {}
+  local child = task.spawn(mcp.handle, { name = "mcp request " .. k }, s.session, msg, opts)
+  s.inflight[k] = child
+  local ok, reply = child:wait()
+  if s.inflight[k] == child then s.inflight[k] = nil end
+  if ok then return reply end
+  if type(reply) == "table" and reply.code == "CANCELLED" then
+    return mcp.error_reply(msg.id, -32800, "Request cancelled")
+  end
+  error(reply, 0)
+end
+
+-- cancel(s, params): notifications/cancelled {requestId, reason}
+local function cancel(s, params)
+  local k = type(params) == "table" and params.requestId ~= nil and json.encode(params.requestId)
+  local child = k and s.inflight and s.inflight[k]
+  if child then child:cancel("the client cancelled request " .. k .. (params.reason and ": " .. params.reason or "")) end
+end
+
+local function sse(sid, s, msg, caller)
+  local session = s.session
   return { status = 200, headers = { ["content-type"] = "text/event-stream", ["cache-control"] = "no-cache",
     ["mcp-session-id"] = sid }, stream = function(w)
     local open = true
@@ -160,7 +184,7 @@ local function sse(sid, session, msg, caller)
       return open
     end
     local stop = mcp.watch(session, send)
-    local ok, reply = pcall(mcp.handle, session, msg, { send = send, caller = caller })
+    local ok, reply = pcall(handle, s, msg, { send = send, caller = caller })
     stop()
     if not ok then error(reply, 0) end
     if reply then send(reply) end
@@ -239,6 +263,7 @@ local function post(req, caller)
   local sid, s = find(req, caller)
   if not sid then return s end
   local session = s.session
+  if msg.method == "notifications/cancelled" then cancel(s, msg.params) end
   if msg.id == nil or msg.method == nil then
     local reply = mcp.handle(session, msg, { caller = caller })
     if reply then return respond(400, reply, { ["mcp-session-id"] = sid }) end
@@ -247,9 +272,9 @@ local function post(req, caller)
   local params = type(msg.params) == "table" and msg.params or {}
   local token = type(params._meta) == "table" and params._meta.progressToken or nil
   if msg.method == "tools/call" and accepts(req, "text/event-stream") and (token ~= nil or session.log_level) then
-    return sse(sid, session, msg, caller)
+    return sse(sid, s, msg, caller)
   end
-  local reply = mcp.handle(session, msg, { caller = caller })
+  local reply = handle(s, msg, { caller = caller })
   return respond(200, reply, { ["mcp-session-id"] = sid })
 end
 
