@@ -1,8 +1,8 @@
 -- hypd.serve: `hypd serve`, the one HTTP port of the front ends.
 --
 --   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
---   /mcp         hypd.api.mcp.http(req, caller), when that module is present
---   /ws          hypd.api.ws.handler(req), when that module is present (it
+--   /mcp         hypd.api.mcp.http(req, caller)
+--   /ws          hypd.api.ws.handler(req) (it
 --                authenticates itself: the Authorization header of the
 --                upgrade, or a first message, since browsers cannot set
 --                headers on a WebSocket)
@@ -25,49 +25,25 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
+local mcp_api = require "hypd.api.mcp"
 local metrics = require "hypd.api.metrics"
 local op = require "hypd.op"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
 local server = require "hypd.server"
 local task = require "hypd.task"
+local ws = require "hypd.api.ws"
 
 local M = {}
 
 M.DEFAULT_LISTEN = "127.0.0.1:3099"
 M.GRACE = 10 -- seconds running operations get to reach their next phase at shutdown
 
-local optional = {} -- module name -> module | false (absent or broken)
-
--- optional_module(name) -> module | nil: a front end another part of hypd
--- provides; absent is normal, broken is logged
-local function optional_module(name)
-  local m = optional[name]
-  if m == nil then
-    local ok, mod = pcall(require, name)
-    if ok then
-      m = mod
-    else
-      local msg = tostring(type(mod) == "table" and mod.message or mod)
-      if not msg:find("module '" .. name .. "' not found", 1, true) then
-        log.error("serve", "%s does not load: %s", name, msg)
-      end
-      m = false
-    end
-    optional[name] = m
-  end
-  return m or nil
-end
-
-local function front(req, module, name)
-  local caller, resp = rest.authenticate(req, name)
+-- /mcp needs a token like the REST API; its handler gets the caller
+local function mcp(req)
+  local caller, resp = rest.authenticate(req, "mcp")
   if not caller then return resp end
-  local mod = optional_module(module)
-  local fn = mod and (mod.http or mod.handle)
-  if type(fn) ~= "function" then
-    return rest.error_response(errors.new("NOT_FOUND", "/" .. name .. " is not part of this hypd"), 404)
-  end
-  return fn(req, caller)
+  return mcp_api.http(req, caller)
 end
 
 local function under(path, prefix)
@@ -78,12 +54,9 @@ local function route(req)
   local path = req.path
   if under(path, rest.BASE) then return rest.handle(req) end
   if path == "/metrics" then return metrics.handle(req), "/metrics" end
-  if under(path, "/mcp") then return front(req, "hypd.api.mcp", "mcp"), "/mcp" end
-  if under(path, "/ws") then
-    local ws = optional_module("hypd.api.ws")
-    if ws and type(ws.handler) == "function" then return ws.handler(req), "/ws" end
-    return front(req, "hypd.api.ws", "ws"), "/ws"
-  end
+  if under(path, "/mcp") then return mcp(req), "/mcp" end
+  -- /ws authenticates itself: browsers cannot set headers on a WebSocket
+  if under(path, "/ws") then return ws.handler(req), "/ws" end
   return rest.error_response(errors.new("NOT_FOUND", "no route " .. path .. " (the API is under " .. rest.BASE ..
     ")"), 404), "unmatched"
 end

@@ -148,6 +148,22 @@ local function accepts(req, what)
   return a:find(what, 1, true) ~= nil
 end
 
+-- sse_sender(w [, gone]) -> send(message) -> bool, is_open(): writes
+-- JSON-RPC messages as SSE events on stream w; fires gone (a task.signal)
+-- when the client has left
+local function sse_sender(w, gone)
+  local open = true
+  local function send(m)
+    if not open then return false end
+    local ok, text = pcall(json.encode, m)
+    if not ok then return false end
+    open = w:write("event: message\ndata: " .. text .. "\n\n")
+    if not open and gone then gone:fire() end
+    return open
+  end
+  return send, function() return open end
+end
+
 -- handle(s, msg, opts) -> reply: one request as a task of its own, which a
 -- notifications/cancelled for its id stops (the reply is then -32800)
 local function handle(s, msg, opts)
@@ -175,14 +191,7 @@ local function sse(sid, s, msg, caller)
   local session = s.session
   return { status = 200, headers = { ["content-type"] = "text/event-stream", ["cache-control"] = "no-cache",
     ["mcp-session-id"] = sid }, stream = function(w)
-    local open = true
-    local function send(m)
-      if not open then return false end
-      local ok, text = pcall(json.encode, m)
-      if not ok then return false end
-      open = w:write("event: message\ndata: " .. text .. "\n\n")
-      return open
-    end
+    local send = sse_sender(w)
     local stop = mcp.watch(session, send)
     local ok, reply = pcall(handle, s, msg, { send = send, caller = caller })
     stop()
@@ -212,21 +221,16 @@ local function get(req, caller)
   local session = s.session
   return { status = 200, headers = { ["content-type"] = "text/event-stream", ["cache-control"] = "no-cache",
     ["mcp-session-id"] = sid }, stream = function(w)
-    local open, wake = true, task.signal()
-    local function send(m)
-      if not open then return false end
-      local ok, text = pcall(json.encode, m)
-      if not ok then return false end
-      open = w:write("event: message\ndata: " .. text .. "\n\n")
-      if not open then wake:fire() end
-      return open
-    end
+    local wake = task.signal()
+    local send, is_open = sse_sender(w, wake)
     local stop = mcp.watch(session, send)
     streams[send] = true
-    while open do
+    while is_open() do
       -- under the virtual clock a timer would run time forward for ever: a
       -- departed client is then noticed at the next message instead
-      if not wake:wait(not core.virtual() and M.KEEPALIVE or nil) then open = w:write(": keepalive\n\n") end
+      if not wake:wait(not core.virtual() and M.KEEPALIVE or nil) and not w:write(": keepalive\n\n") then
+        break
+      end
     end
     streams[send] = nil
     stop()

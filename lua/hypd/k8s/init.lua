@@ -106,29 +106,60 @@ end
 
 -- transport -----------------------------------------------------------------
 
-function Conn:request(method, path, opts)
-  opts = opts or {}
-  local headers = { accept = "application/json", ["user-agent"] = "hypd/k8s" }
-  for k, v in pairs(opts.headers or {}) do headers[k] = v end
-  if self.token then headers.authorization = "Bearer " .. self.token end
-  local req = { method = method, url = self.server .. path, headers = headers, body = opts.body,
-    timeout = opts.timeout or self.timeout, ca_pem = self.ca_pem, ca_file = self.ca_file }
+-- http_req(method, path, headers) -> an hypd.http request to the API server,
+-- with the cluster's CA and its credentials (the EKS token is attached in C)
+function Conn:http_req(method, path, headers)
+  local h = { accept = "application/json", ["user-agent"] = "hypd/k8s" }
+  for k, v in pairs(headers or {}) do h[k] = v end
+  if self.token then h.authorization = "Bearer " .. self.token end
+  local req = { method = method, url = self.server .. path, headers = h, ca_pem = self.ca_pem,
+    ca_file = self.ca_file }
   if self.eks then
     aws.credentials(self.eks.profile) -- resolved (and cached) before C signs the token
     req.eks = self.eks
   end
-  local safe = method == "GET"
-  for attempt = 1, safe and 4 or 1 do
+  return req
+end
+
+-- request(method, path, opts) -> response | nil, err. Reads are retried on
+-- 429, 5xx and transport failures; a write only when its connection was
+-- never made (nothing was sent, so once more is as safe as the first try).
+function Conn:request(method, path, opts)
+  opts = opts or {}
+  local req = self:http_req(method, path, opts.headers)
+  req.body, req.timeout = opts.body, opts.timeout or self.timeout
+  if method ~= "GET" then
     local resp, err = http.request(req)
-    if resp and (resp.status < 500 and resp.status ~= 429 or attempt == 4 or not safe) then return resp end
-    if not resp and (attempt == 4 or not (safe or err.code == "CONNECT")) then return nil, err end
-    if not resp and err.code == "CONNECT" and not safe then
-      -- nothing was sent: one retry is as safe as the first try
-      resp, err = http.request(req)
-      return resp, err
-    end
+    if not resp and err.code == "CONNECT" then resp, err = http.request(req) end
+    return resp, err
+  end
+  for attempt = 1, 4 do
+    local resp, err = http.request(req)
+    if attempt == 4 or (resp and resp.status < 500 and resp.status ~= 429) then return resp, err end
     task.sleep(math.min(2, 0.1 * 2 ^ attempt) * (0.5 + math.random() / 2))
   end
+end
+
+-- open_stream(path, accept [, idle_timeout]) -> stream | nil, err: a
+-- streaming GET (watch, log follow); a failure status comes back as the
+-- Kubernetes error, with err.status
+function Conn:open_stream(path, accept, idle_timeout)
+  local req = self:http_req("GET", path, { accept = accept })
+  req.idle_timeout = idle_timeout
+  local s, err = http.stream(req)
+  if not s then return nil, err end
+  local st, herr = s:headers()
+  if not st then
+    s:close()
+    return nil, herr
+  end
+  if st >= 400 then
+    local body = {}
+    for chunk in function() return s:read() end do body[#body + 1] = chunk end
+    s:close()
+    return nil, M.status_error(st, table.concat(body))
+  end
+  return s
 end
 
 -- call(method, path, opts) -> decoded body | nil, err
@@ -205,7 +236,6 @@ function Conn:path(api_version, kind, name, ns, sub, query)
   return p
 end
 
-local function raise_or(v, err) if v == nil then error(err, 2) end return v end
 
 -- reads -------------------------------------------------------------------------
 
@@ -377,43 +407,31 @@ function Conn:watch(api_version, kind, opts, fn)
       fieldSelector = selector(opts.fields),
       timeoutSeconds = tostring(math.max(1, math.floor(math.min(left or 300, 300)))) }))
     if opts.all_namespaces then p = p:gsub("/namespaces/[^/]+/", "/", 1) end
-    local req = { url = self.server .. p, headers = { accept = "application/json", ["user-agent"] = "hypd/k8s" },
-      ca_pem = self.ca_pem, ca_file = self.ca_file, idle_timeout = 330 }
-    if self.token then req.headers.authorization = "Bearer " .. self.token end
-    if self.eks then aws.credentials(self.eks.profile); req.eks = self.eks end
-    local s, serr = http.stream(req)
-    local status, gone, stop = nil, false, false
+    local s, serr = self:open_stream(p, "application/json", 330)
+    local gone, stop = false, false
     if s then
-      local st, herr = s:headers()
-      status = st
-      if not st then
-        serr = herr
-      elseif st >= 400 then
-        local body = {}
-        for chunk in function() return s:read() end do body[#body + 1] = chunk end
-        s:close()
-        local e = M.status_error(st, table.concat(body))
-        if st == 410 then gone = true else error(e, 0) end
-      else
-        failures = 0
-        for line in s:lines() do
-          local ev = json.decode(line)
-          if type(ev) == "table" and ev.type == "ERROR" then
-            if type(ev.object) == "table" and ev.object.code == 410 then gone = true break end
-            error(M.status_error(ev.object and ev.object.code or 500, json.encode(ev.object)), 0)
-          elseif type(ev) == "table" and ev.object and ev.object.metadata then
-            rv = ev.object.metadata.resourceVersion or rv
-            if ev.type ~= "BOOKMARK" and fn(ev) == false then stop = true break end
-          end
+      failures = 0
+      for line in s:lines() do
+        local ev = json.decode(line)
+        if type(ev) == "table" and ev.type == "ERROR" then
+          if type(ev.object) == "table" and ev.object.code == 410 then gone = true break end
+          error(M.status_error(ev.object and ev.object.code or 500, json.encode(ev.object)), 0)
+        elseif type(ev) == "table" and ev.object and ev.object.metadata then
+          rv = ev.object.metadata.resourceVersion or rv
+          if ev.type ~= "BOOKMARK" and fn(ev) == false then stop = true break end
         end
-        s:close()
       end
+      s:close()
+    elseif serr.status == 410 then
+      gone = true -- the API server no longer has rv
+    elseif serr.status then
+      error(serr, 0) -- the API server refused the watch
     end
     if stop then return rv end
     if gone then
       log.debug("k8s", "watch %s %s: resourceVersion %s is gone; relisting", api_version, kind, tostring(rv))
       if not relist() then return rv end
-    elseif not status then
+    elseif not s then
       failures = failures + 1
       log.debug("k8s", "watch %s %s dropped (%s); resuming from %s", api_version, kind, tostring(serr), tostring(rv))
       if failures > 8 then error(serr, 0) end
@@ -436,20 +454,8 @@ function Conn:logs(pod, opts)
     if resp.status >= 400 then return nil, M.status_error(resp.status, resp.body) end
     return resp.body
   end
-  local req = { url = self.server .. p, headers = { accept = "text/plain", ["user-agent"] = "hypd/k8s" },
-    ca_pem = self.ca_pem, ca_file = self.ca_file }
-  if self.token then req.headers.authorization = "Bearer " .. self.token end
-  if self.eks then aws.credentials(self.eks.profile); req.eks = self.eks end
-  local s, serr = http.stream(req)
+  local s, serr = self:open_stream(p, "text/plain")
   if not s then return nil, serr end
-  local st, herr = s:headers()
-  if not st then return nil, herr end
-  if st >= 400 then
-    local body = {}
-    for chunk in function() return s:read() end do body[#body + 1] = chunk end
-    s:close()
-    return nil, M.status_error(st, table.concat(body))
-  end
   local n = 0
   for line in s:lines() do
     n = n + 1
@@ -460,5 +466,4 @@ function Conn:logs(pod, opts)
   return n
 end
 
-M.raise_or = raise_or
 return M

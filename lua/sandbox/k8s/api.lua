@@ -8,6 +8,7 @@ local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
+local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
 local core = require "hypd.core"
@@ -129,7 +130,7 @@ local function list(cl, r, rt, q, req)
   if tbl.wants_table(req.headers.accept) then
     return reply(200, tbl.table(r, items, tostring(cl.rv), cont))
   end
-  return reply(200, { kind = list_kind(r), apiVersion = r.group == "" and r.version or r.group .. "/" .. r.version,
+  return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
     metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil },
     items = items })
 end
@@ -182,8 +183,9 @@ local function watch(cl, r, rt, q)
         if not cl.sig:wait(wait) then
           if truthy(q.allowWatchBookmarks) and core.now() - last_bookmark >= M.BOOKMARK_EVERY then
             last_bookmark = core.now()
-            if not w:write(watch_line("BOOKMARK", json.encode { kind = r.kind, apiVersion = r.group == "" and
-              r.version or r.group .. "/" .. r.version, metadata = { resourceVersion = tostring(cursor) } })) then
+            local mark = { kind = r.kind, apiVersion = resources.gv(r),
+              metadata = { resourceVersion = tostring(cursor) } }
+            if not w:write(watch_line("BOOKMARK", json.encode(mark))) then
               return
             end
           elseif not w:write("") then
@@ -197,8 +199,7 @@ end
 local function get(cl, r, rt, req)
   local obj = cl:get(r, rt.ns, rt.name)
   if not obj then
-    return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name),
-      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+    return failure(objects.not_found(r, rt.name))
   end
   if tbl.wants_table(req.headers.accept) then
     return reply(200, tbl.table(r, { obj }, obj.metadata.resourceVersion))
@@ -207,7 +208,7 @@ local function get(cl, r, rt, req)
 end
 
 local function check_identity(r, rt, obj)
-  local gv = r.group == "" and r.version or r.group .. "/" .. r.version
+  local gv = resources.gv(r)
   if obj.apiVersion and obj.apiVersion ~= gv or obj.kind and obj.kind ~= r.kind then
     return objects.status(400, "BadRequest", string.format("the API version in the data (%s) does not match the " ..
       "expected API version (%s)", tostring(obj.apiVersion), gv))
@@ -302,7 +303,7 @@ local function patch(cl, r, rt, req, q)
     err = check_identity(r, rt, body)
     if err then return failure(err) end
     if rt.sub == "status" and not live then
-      return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name))
+      return failure(objects.not_found(r, rt.name))
     end
     local out, conflicts = merge.apply(live, body, mgr, truthy(q.force), cl:now())
     if not out then
@@ -312,9 +313,10 @@ local function patch(cl, r, rt, req, q)
           field = "." .. c.field }
         names[#names + 1] = "- " .. c.manager .. ": ." .. c.field
       end
+      local d = objects.details(r, rt.name)
+      d.causes = causes
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
-        ": " .. table.concat(names, "\n"), { name = rt.name, group = r.group ~= "" and r.group or nil,
-        kind = r.resource, causes = causes })
+        ": " .. table.concat(names, "\n"), d)
     end
     if not live then
       local created, st = cl:create(r, out)
@@ -326,8 +328,7 @@ local function patch(cl, r, rt, req, q)
     return reply(200, updated)
   end
   if not live then
-    return fail(404, "NotFound", string.format("%s %q not found", objects.qualified(r), rt.name),
-      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+    return failure(objects.not_found(r, rt.name))
   end
   local out
   if ctype == "application/merge-patch+json" then
@@ -374,7 +375,7 @@ local function delete_collection(cl, r, rt, req, q)
   for _, o in ipairs(cl:list(r, rt.ns)) do
     if match(o) then items[#items + 1] = cl:delete(r, o.metadata.namespace, o.metadata.name, propagation(req, q)) end
   end
-  return reply(200, { kind = list_kind(r), apiVersion = r.group == "" and r.version or r.group .. "/" .. r.version,
+  return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
@@ -432,7 +433,7 @@ function M.handle(cl, req, user)
     return fail(403, "Forbidden", string.format("%s%s is forbidden: User %q cannot %s resource %q in API group %q%s",
       objects.qualified(r), rt.name and (" \"" .. rt.name .. "\"") or "", user.name, verb,
       r.resource .. (rt.sub and "/" .. rt.sub or ""), r.group, where),
-      { name = rt.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+      objects.details(r, rt.name))
   end
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end

@@ -178,6 +178,17 @@ end
 
 local function qualified(r) return r.group == "" and r.resource or r.resource .. "." .. r.group end
 
+-- details(r, name) -> a Status's details naming one object of r
+local function details(r, name)
+  return { name = name, group = r.group ~= "" and r.group or nil, kind = r.resource }
+end
+M.details = details
+
+-- not_found(r, name) -> the 404 Status for one object of r
+function M.not_found(r, name)
+  return M.status(404, "NotFound", string.format("%s %q not found", qualified(r), tostring(name)), details(r, name))
+end
+
 -- create(r, obj [, manager]) -> stored object | nil, Status
 function Cluster:create(r, obj, manager)
   local md = obj.metadata or json.object()
@@ -211,7 +222,7 @@ function Cluster:create(r, obj, manager)
   end
   if self:get(r, md.namespace, md.name) then
     return fail(409, "AlreadyExists", string.format("%s %q already exists", qualified(r), md.name),
-      { name = md.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+      details(r, md.name))
   end
   obj.apiVersion, obj.kind = resources.gv(r), r.kind
   md.uid = uuid()
@@ -248,13 +259,12 @@ function Cluster:update(r, new, opts)
   local md = new.metadata or {}
   local old = self:get(r, md.namespace, md.name)
   if not old then
-    return fail(404, "NotFound", string.format("%s %q not found", qualified(r), tostring(md.name)),
-      { name = md.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+    return nil, M.not_found(r, md.name)
   end
   if opts.check_rv and md.resourceVersion and md.resourceVersion ~= old.metadata.resourceVersion then
     return fail(409, "Conflict", string.format("Operation cannot be fulfilled on %s %q: the object has been " ..
       "modified; please apply your changes to the latest version and try again", qualified(r), md.name),
-      { name = md.name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+      details(r, md.name))
   end
   local out
   if opts.subresource == "status" then
@@ -281,8 +291,7 @@ end
 function Cluster:delete(r, ns, name, propagation)
   local obj = self:get(r, ns, name)
   if not obj then
-    return fail(404, "NotFound", string.format("%s %q not found", qualified(r), name),
-      { name = name, group = r.group ~= "" and r.group or nil, kind = r.resource })
+    return nil, M.not_found(r, name)
   end
   obj = merge.copy(obj)
   obj.metadata.deletionTimestamp = self:now()
