@@ -383,4 +383,10 @@ function M.pod(owner, template, name, labels, generate)
   return { apiVersion = "v1", kind = "Pod", metadata = md, spec = spec, status = { phase = "Pending" } }
 end
 
+-- key(obj) -> "namespace/name", the queue key of a namespaced object
+function M.key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
+
+-- nz(n) -> n, or nil for 0 (status counts the API server leaves out at zero)
+function M.nz(n) return n > 0 and n or nil end
+
 return M

@@ -9,8 +9,8 @@ local sched = require "sandbox.k8s.controllers.scheduler"
 
 local M = {}
 
-local function key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
-local function nz(n) return n > 0 and n or nil end
+local key = ctl_.key
+local nz = ctl_.nz
 
 -- the tolerations the DaemonSet controller adds to every daemon pod
 local IMPLICIT = {

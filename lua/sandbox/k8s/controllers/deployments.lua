@@ -13,9 +13,9 @@ local M = {}
 
 local REV = "deployment.kubernetes.io/revision"
 
-local function key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
+local key = ctl_.key
 local function split(k) return k:match("^([^/]*)/(.*)$") end
-local function nz(n) return n > 0 and n or nil end
+local nz = ctl_.nz
 
 -- template_hash(template) -> the pod-template-hash of a pod template
 function M.template_hash(template)

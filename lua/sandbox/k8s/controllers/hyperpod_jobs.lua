@@ -23,7 +23,7 @@ M.STEP_SECONDS = 1    -- simulated seconds per step
 M.STEPS_ANN = "sandbox.hypd.io/steps"
 M.GROUP, M.VERSION, M.PLURAL = "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"
 
-local function key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
+local key = ctl_.key
 
 -- wanted(job) -> { {name, rank, spec} } the pods the job runs
 local function wanted(job)

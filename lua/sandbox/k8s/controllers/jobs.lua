@@ -11,8 +11,8 @@ local tbl = require "sandbox.k8s.table"
 
 local M = {}
 
-local function key(obj) return obj.metadata.namespace .. "/" .. obj.metadata.name end
-local function nz(n) return n > 0 and n or nil end
+local key = ctl_.key
+local nz = ctl_.nz
 
 local function finished(job)
   local conds = (job.status or {}).conditions
