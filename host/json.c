@@ -132,6 +132,43 @@ static int dec_unicode(struct dec *d, luaL_Buffer *b)
 	return 0;
 }
 
+/*
+ * The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0.
+ */
+static size_t utf8_seq(const unsigned char *p, size_t left)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xbf;
+	size_t n, i;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (left < n)
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;		/* overlong */
+	else if (c == 0xed)
+		hi = 0x9f;		/* surrogates */
+	else if (c == 0xf0)
+		lo = 0x90;		/* overlong */
+	else if (c == 0xf4)
+		hi = 0x8f;		/* above U+10FFFF */
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
 /* Pushes the string at pos (on its opening quote). */
 static int dec_string(struct dec *d)
 {
@@ -139,13 +176,23 @@ static int dec_string(struct dec *d)
 	const char *s = d->s, *p;
 	luaL_Buffer b;
 	int buffered = 0;
-	size_t i;
+	size_t i, n;
 
 	d->pos++;
 	for (;;) {
-		for (i = d->pos; i < d->len; i++)
-			if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < ' ')
+		for (i = d->pos; i < d->len; i++) {
+			unsigned char c = (unsigned char)s[i];
+
+			if (c == '"' || c == '\\' || c < ' ')
 				break;
+			if (c >= 0x80) {
+				if (!(n = utf8_seq((const unsigned char *)s + i, d->len - i))) {
+					d->pos = i;
+					return dec_fail(d, "invalid UTF-8 in string");
+				}
+				i += n - 1;
+			}
+		}
 		if (i < d->len && s[i] == '"' && !buffered) {
 			lua_pushlstring(d->L, s + d->pos, i - d->pos);
 			d->pos = i + 1;

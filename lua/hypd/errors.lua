@@ -88,5 +88,23 @@ function M.view(err)
   return out
 end
 
+-- echo(v [, max]) -> text fit to quote input back in a message: at most
+-- max characters (default 60; longer input is cut with its length said),
+-- control characters and bytes that are not UTF-8 shown as '?', so an answer
+-- never repeats input at length or carries bytes that break its JSON
+function M.echo(v, max)
+  max = max or 60
+  local s = tostring(v)
+  local n = #s
+  if utf8.len(s) == nil then
+    s = s:gsub("[\128-\255]", "?")
+  end
+  s = s:gsub("%c", "?")
+  if utf8.len(s) > max then
+    s = s:sub(1, utf8.offset(s, max + 1) - 1) .. "... (" .. n .. " bytes)"
+  end
+  return s
+end
+
 M.mt = mt
 return M

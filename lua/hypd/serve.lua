@@ -57,7 +57,7 @@ local function route(req)
   if under(path, "/mcp") then return mcp(req), "/mcp" end
   -- /ws authenticates itself: browsers cannot set headers on a WebSocket
   if under(path, "/ws") then return ws.handler(req), "/ws" end
-  return rest.error_response(errors.new("NOT_FOUND", "no route " .. path .. " (the API is under " .. rest.BASE ..
+  return rest.error_response(errors.new("NOT_FOUND", "no route " .. errors.echo(path, 80) .. " (the API is under " .. rest.BASE ..
     ")"), 404), "unmatched"
 end
 

@@ -38,7 +38,7 @@ local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
 local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
-  secret = true, fixed = true, fixed_at_create = true, properties = true }
+  secret = true, fixed = true, fixed_at_create = true, properties = true, pattern_help = true }
 
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
@@ -52,6 +52,9 @@ local function check_spec(tname, pname, spec)
   end
   if not TYPES[spec.type] then bad_def(tname, "param " .. pname .. ": type must be one of string, integer, " ..
     "number, boolean, array, object") end
+  if spec.pattern_help ~= nil and (type(spec.pattern_help) ~= "string" or not spec.pattern) then
+    bad_def(tname, "param " .. pname .. ": pattern_help is the pattern said in words (a string beside pattern)")
+  end
   if spec.pattern and not regex.compile(spec.pattern) then
     bad_def(tname, "param " .. pname .. ": " .. select(2, regex.compile(spec.pattern)))
   end
@@ -74,6 +77,14 @@ function M.define(def)
   if (def.run == nil) == (def.steps == nil) then bad_def(name, "give either run or steps") end
   if def.kind ~= "read" and def.steps and (type(def.status_tool) ~= "string" or type(def.target) ~= "function") then
     bad_def(name, "a staged tool needs status_tool and target")
+  end
+  if def.aws ~= nil then
+    if type(def.aws) ~= "table" or #def.aws == 0 then bad_def(name, "aws lists the AWS actions it calls") end
+    for _, a in ipairs(def.aws) do
+      if type(a) ~= "string" or not a:match("^[a-z0-9-]+:[A-Za-z0-9]+%*?$") then
+        bad_def(name, "aws: '" .. tostring(a) .. "' is not service:Action (e.g. eks:DescribeCluster, ec2:Describe*)")
+      end
+    end
   end
   for pname, spec in pairs(def.params or {}) do
     if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(name, "param names are snake_case") end
@@ -106,6 +117,7 @@ local function spec_schema(spec)
     s.properties = json.object()
     for k, v in pairs(spec.properties or {}) do s.properties[k] = spec_schema(v) end
   end
+  if spec.pattern_help then s["x-hypd-pattern-help"] = spec.pattern_help end
   if spec.secret then s.writeOnly = true end
   if spec.decision then s["x-hypd-decision"] = true end
   if spec.fixed or spec.fixed_at_create then s["x-hypd-fixed"] = true end
@@ -159,8 +171,11 @@ local function type_ok(spec, v)
   local t = spec.type
   if t == "string" then return type(v) == "string" end
   if t == "boolean" then return type(v) == "boolean" end
-  if t == "integer" then return math.type(v) == "integer" or (math.type(v) == "float" and v == math.floor(v)) end
-  if t == "number" then return type(v) == "number" end
+  -- an integer is exactly a 64-bit integer: 1e400, 2^63 or a 30-digit
+  -- number is not one (math.tointeger refuses them), nor is 1.5
+  if t == "integer" then return math.tointeger(v) ~= nil end
+  -- a number is finite: 1e400 reads as infinity
+  if t == "number" then return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
   if t == "array" then
     return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil)))
   end
@@ -171,14 +186,31 @@ end
 local function describe(v)
   if v == json.null then return "null" end
   if type(v) == "table" then return json.is_array(v) and "an array" or "an object" end
+  if type(v) == "number" then return errors.echo(string.format(math.type(v) == "integer" and "%d" or "%.17g", v)) end
   return type(v) == "string" and "a string" or type(v) == "boolean" and "a boolean" or "a number"
+end
+
+local TYPE_RULE = {
+  integer = "an integer (a whole number from -9223372036854775808 to 9223372036854775807)",
+  number = "a finite number", array = "an array", object = "an object",
+}
+
+-- what a decision parameter's absence says, by the tool's area
+local WHO = { cluster = "the cluster", hyperpod = "the HyperPod cluster", storage = "the storage",
+  model = "the model", training = "the training job", job = "the job", inference = "the inference endpoint" }
+
+local function decision_note(tname)
+  return " (a decision: ask the person who wants " .. (WHO[tname:match("^([a-z]+)_")] or "this done") .. ")"
 end
 
 local function check_value(spec, v, field, fields)
   local function add(rule, msg) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " .. msg } end
   if not type_ok(spec, v) then
-    add("type", "must be " .. (spec.type == "integer" and "an integer" or spec.type == "array" and "an array" or
-      spec.type == "object" and "an object" or "a " .. spec.type) .. ", got " .. describe(v))
+    add("type", "must be " .. (TYPE_RULE[spec.type] or "a " .. spec.type) .. "; got " .. describe(v))
+    return
+  end
+  if type(v) == "string" and utf8.len(v) == nil then
+    add("utf8", "must be UTF-8 text (it holds bytes that are not)")
     return
   end
   if spec.type == "integer" then v = math.tointeger(v) end
@@ -188,7 +220,8 @@ local function check_value(spec, v, field, fields)
     if not hit then
       local shown = {}
       for i, e in ipairs(spec.enum) do shown[i] = tostring(e) end
-      add("enum", "must be one of " .. table.concat(shown, ", ") .. "; got " .. tostring(v))
+      add("enum", "must be one of " .. table.concat(shown, ", ") .. "; got " ..
+        (spec.secret and "another value" or errors.echo(v)))
     end
   end
   if type(v) == "string" then
@@ -199,7 +232,9 @@ local function check_value(spec, v, field, fields)
       add("max_length", "must be at most " .. spec.max_length .. " characters")
     end
     if spec.pattern and not regex.compile(spec.pattern):test(v) then
-      add("pattern", "must match " .. spec.pattern .. (spec.secret and "" or "; got '" .. v .. "'"))
+      local rule = spec.pattern_help or (#spec.pattern <= 40 and "text matching " .. spec.pattern) or
+        "text in the format its schema's pattern gives"
+      add("pattern", "must be " .. rule .. (spec.secret and "" or "; got '" .. errors.echo(v) .. "'"))
     end
   elseif type(v) == "number" then
     if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
@@ -223,7 +258,8 @@ function M.validate(def, args)
   table.sort(names)
   for _, k in ipairs(names) do
     if not def.params[k] then
-      fields[#fields + 1] = { field = k, rule = "unknown", message = k .. ": unknown field (" .. def.name ..
+      local shown = errors.echo(k, 40)
+      fields[#fields + 1] = { field = shown, rule = "unknown", message = shown .. ": unknown field (" .. def.name ..
         " takes " .. (next(def.params) and table.concat((function()
           local ps = {}
           for p in pairs(def.params) do ps[#ps + 1] = p end
@@ -240,7 +276,7 @@ function M.validate(def, args)
     if v == nil or v == json.null then
       if spec.required then
         fields[#fields + 1] = { field = k, rule = "required", message = k .. ": required" ..
-          (spec.decision and " (a decision for the person you work for: ask them)" or "") }
+          (spec.decision and decision_note(def.name) or "") }
       elseif spec.default ~= nil then
         out[k] = spec.default
       end

@@ -282,7 +282,7 @@ methods["tools/call"] = function(req, p)
     return rpc_fail(M.INVALID_PARAMS, "Invalid params: tools/call needs params.name, the name of a tool")
   end
   local backend = req.session.backend
-  if not backend.has_tool(name) then return rpc_fail(M.INVALID_PARAMS, "Unknown tool: " .. name) end
+  if not backend.has_tool(name) then return rpc_fail(M.INVALID_PARAMS, "Unknown tool: " .. errors.echo(name, 64)) end
   local args = p.arguments
   if args == nil or args == json.null then args = json.object() end
   local progress = progress_fn(req.progress_token, req.send)
@@ -400,7 +400,7 @@ methods["prompts/get"] = function(_, p)
         messages = { { role = "user", content = { type = "text", text = s.body } } } }
     end
   end
-  return rpc_fail(M.INVALID_PARAMS, "Unknown prompt: " .. p.name .. " (prompts/list names them)")
+  return rpc_fail(M.INVALID_PARAMS, "Unknown prompt: " .. errors.echo(p.name, 64) .. " (prompts/list names them)")
 end
 
 -- resources ---------------------------------------------------------------------------------
@@ -434,11 +434,12 @@ end
 local function read_failed(uri, err)
   local code = err and err.code
   if code == "NOT_FOUND" or code == "STATE" then
-    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. uri .. (err.message and " (" .. err.message .. ")" or ""),
-      { uri = uri })
+    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. errors.echo(uri, 80) ..
+      (err.message and " (" .. err.message .. ")" or ""), { uri = errors.echo(uri, 256) })
   end
   local msg = err and errors.public(setmetatable(err, getmetatable(err) or errors.mt)).message or "failed"
-  return rpc_fail(M.INTERNAL_ERROR, "reading " .. uri .. " failed: " .. tostring(msg), { uri = uri, code = code })
+  return rpc_fail(M.INTERNAL_ERROR, "reading " .. errors.echo(uri, 80) .. " failed: " .. tostring(msg),
+    { uri = errors.echo(uri, 256), code = code })
 end
 
 methods["resources/read"] = function(req, p)
@@ -452,10 +453,13 @@ methods["resources/read"] = function(req, p)
     if not ok then value, err = nil, value end
   elseif uri:sub(1, #M.OPERATION_URI) == M.OPERATION_URI then
     local id = uri:sub(#M.OPERATION_URI + 1)
-    if not id:match("^op%-[0-9a-f]+$") then return read_failed(uri, errors.new("NOT_FOUND", "no operation " .. id)) end
+    if #id ~= 19 or not id:match("^op%-%x+$") then
+      return read_failed(uri, errors.new("NOT_FOUND", "no operation " .. errors.echo(id, 24)))
+    end
     value, err = backend.operation(id, req.caller)
   else
-    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. uri .. " (resources/list names them)", { uri = uri })
+    return rpc_fail(M.RESOURCE_NOT_FOUND, "Resource not found: " .. errors.echo(uri, 80) .. " (resources/list names them)",
+      { uri = errors.echo(uri, 256) })
   end
   if value == nil then return read_failed(uri, err) end
   return { contents = { { uri = uri, mimeType = "application/json", text = json.encode(value) } } }
@@ -474,9 +478,12 @@ notifications["notifications/initialized"] = function(session) session.initializ
 
 -- handling one message ------------------------------------------------------------------------
 
-local function valid_id(id)
-  return type(id) == "string" or math.type(id) == "integer" or (type(id) == "number" and id == id)
+-- a JSON-RPC id hypd answers to: a string or an integer (1e400, 1.5 and
+-- 2^64 are neither; an integral float such as 7.0 is read as 7)
+function M.valid_id(id)
+  return type(id) == "string" or math.tointeger(id) ~= nil
 end
+local valid_id = M.valid_id
 
 -- handle(session, message [, opts]) -> reply | nil
 function M.handle(session, msg, opts)
@@ -497,6 +504,7 @@ function M.handle(session, msg, opts)
   if id ~= nil and not valid_id(id) then
     return M.error_reply(nil, M.INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
   end
+  if type(id) == "number" then id = math.tointeger(id) end
   if msg.jsonrpc ~= "2.0" then
     return M.error_reply(id, M.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
   end
@@ -521,7 +529,7 @@ function M.handle(session, msg, opts)
     return nil
   end
   local fn = methods[method]
-  if not fn then return M.error_reply(id, M.METHOD_NOT_FOUND, "Method not found: " .. method) end
+  if not fn then return M.error_reply(id, M.METHOD_NOT_FOUND, "Method not found: " .. errors.echo(method, 64)) end
   local meta = type(params._meta) == "table" and params._meta or {}
   local req = { session = session, id = id, send = opts.send or session.send, caller = opts.caller or session.caller,
     progress_token = meta.progressToken }

@@ -252,7 +252,7 @@ local function post(req, caller)
   if msg == nil then
     return respond(400, mcp.error_reply(nil, mcp.PARSE_ERROR, "Parse error: " .. tostring(err and err.message)))
   end
-  if type(msg) ~= "table" or msg == json.null or json.is_array(msg) then
+  if type(msg) ~= "table" or msg == json.null or json.is_array(msg) or (msg.id ~= nil and not mcp.valid_id(msg.id)) then
     return respond(400, mcp.handle(mcp.session { caller = caller }, msg))
   end
   if msg.method == "initialize" and msg.id ~= nil then

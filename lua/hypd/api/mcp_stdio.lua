@@ -123,7 +123,8 @@ local function serve(opts)
       local msg, jerr = json.decode(line)
       if msg == nil then
         send(mcp.error_reply(nil, mcp.PARSE_ERROR, "Parse error: " .. tostring(jerr and jerr.message)))
-      elseif type(msg) == "table" and not json.is_array(msg) and msg.method ~= nil and msg.id ~= nil then
+      elseif type(msg) == "table" and not json.is_array(msg) and msg.method ~= nil and msg.id ~= nil and
+          mcp.valid_id(msg.id) then
         request(msg)
       elseif type(msg) == "table" and msg.method == "notifications/cancelled" then
         local p = type(msg.params) == "table" and msg.params or {}

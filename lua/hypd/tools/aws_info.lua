@@ -64,6 +64,7 @@ tool.define {
   params = {
     region = REGION,
     zone = { type = "string", pattern = "^([a-z]{2}-[a-z]+-\\d[a-z]|[a-z]{3,4}\\d-az\\d+)$",
+      pattern_help = "an Availability Zone name like us-west-2a or a zone ID like usw2-az1",
       description = "an Availability Zone name (us-west-2a) or zone ID (usw2-az1)" },
     gpu_only = { type = "boolean", default = false, description = "only types with GPUs or Neuron accelerators" },
   },

@@ -5,6 +5,7 @@ local op = require "hypd.op"
 local M = {}
 
 M.REGION = { type = "string", pattern = "^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\\d$",
+  pattern_help = "an AWS region name like us-west-2",
   description = "AWS region, e.g. us-west-2 (default: the configured region)" }
 
 -- aws_opts(region) -> options for aws.call: the region resolved, plus the

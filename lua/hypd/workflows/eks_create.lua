@@ -29,16 +29,18 @@ M.ROLE_RETRIES, M.ROLE_RETRY_WAIT = 6, 10      -- CreateCluster before a new rol
 M.params = {
   cluster_tag = { type = "string", required = true, decision = true, fixed = true,
     pattern = "^[a-z][a-z0-9-]{1,30}[a-z0-9]$",
+    pattern_help = "a cluster tag: 3 to 32 characters of a-z, 0-9 and '-', starting with a letter",
     description = "Short lowercase name of this cluster (3 to 32 characters: a-z, 0-9, '-'). It names every " ..
       "resource: EKS cluster hypd-<tag>, VPC hypd-<tag>-vpc, subnets hypd-<tag>-public-<az> and " ..
       "hypd-<tag>-private-<az>, NAT gateway hypd-<tag>-nat, security group hypd-<tag>-cluster, IAM role " ..
       "hypd-<tag>-eks-cluster-role; all are tagged hypd:cluster-tag=<tag>. Ask the person; never invent it." },
-  region = { type = "string", pattern = "^[a-z]{2}(-gov)?-[a-z]+-\\d$",
+  region = { type = "string", pattern = "^[a-z]{2}(-gov)?-[a-z]+-\\d$", pattern_help = "an AWS region name like us-west-2",
     description = "AWS region, e.g. us-west-2. Default: the configured region." },
   kubernetes_version = { type = "string", enum = M.VERSIONS, default = "1.34",
     description = "Kubernetes version of the EKS control plane (HyperPod supports 1.28 to 1.34)." },
   vpc_cidr = { type = "string", default = "10.192.0.0/16",
     pattern = "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)/(1[6-9]|2[0-4])$",
+    pattern_help = "an IPv4 CIDR from /16 to /24, like 10.192.0.0/16",
     description = "IPv4 CIDR of the new VPC, /16 to /24. Four subnets of a sixteenth each are carved from it " ..
       "(a /16 gives /20s); the rest stays free for HyperPod compute subnets." },
 }
