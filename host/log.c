@@ -75,17 +75,35 @@ void log_clear_secrets(void)
 static int is_key_char(int c) { return isupper(c) || isdigit(c); }
 static int is_token_char(int c) { return isalnum(c) || c == '_' || c == '-'; }
 
+static int is_b64_char(int c)
+{
+	return isalnum(c) || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=' || c == '-';
+}
+
+/* Bytes up to the end of a header value: a quote, a line end or the end. */
+static size_t value_len(const char *s, size_t left)
+{
+	size_t n = 0;
+
+	while (n < left && s[n] != '"' && s[n] != '\n' && s[n] != '\r')
+		n++;
+	return n;
+}
+
 /*
  * Length of a pattern-shaped secret starting at s (0 if none), and how many
- * leading bytes to keep visible (a prefix such as "Authorization: ").
+ * leading bytes to keep visible (a prefix such as "Authorization: Bearer ").
+ * A Bearer value is a credential only when it looks like one (8 or more
+ * token characters), so prose ("the bearer token is ...") stays readable.
  */
 static size_t pattern_at(const char *s, size_t left, size_t *keep)
 {
 	static const char *const prefixed[] = {
 		"aws_secret_access_key=", "AWS_SECRET_ACCESS_KEY=",
 		"aws_session_token=", "AWS_SESSION_TOKEN=",
-		"Authorization: ", "authorization: ", "Bearer ", "bearer ",
 	};
+	static const char *const auth[] = { "Authorization: ", "authorization: " };
+	static const char *const bearer[] = { "Bearer ", "bearer " };
 	size_t n = 0;
 
 	*keep = 0;
@@ -105,6 +123,34 @@ static size_t pattern_at(const char *s, size_t left, size_t *keep)
 		for (n = 11; n < left && is_token_char((unsigned char)s[n]); n++)
 			;
 		return n;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		size_t p = strlen(auth[i]), scheme = 0;
+
+		if (left <= p || strncmp(s, auth[i], p))
+			continue;
+		/* keep the scheme word (Bearer, AWS4-HMAC-SHA256, Basic) */
+		while (p + scheme < left && (isalnum((unsigned char)s[p + scheme]) || s[p + scheme] == '-'))
+			scheme++;
+		if (p + scheme < left && s[p + scheme] == ' ')
+			p += scheme + 1;
+		n = p + value_len(s + p, left - p);
+		if (n > p) {
+			*keep = p;
+			return n;
+		}
+	}
+	for (size_t i = 0; i < 2; i++) {
+		size_t p = strlen(bearer[i]);
+
+		if (left <= p || strncmp(s, bearer[i], p))
+			continue;
+		for (n = p; n < left && is_b64_char((unsigned char)s[n]); n++)
+			;
+		if (n - p >= 8) {
+			*keep = p;
+			return n;
+		}
 	}
 	for (size_t i = 0; i < sizeof prefixed / sizeof *prefixed; i++) {
 		size_t p = strlen(prefixed[i]);
@@ -131,11 +177,15 @@ static char *redact_locked(const char *s, size_t len, size_t *outlen)
 	while (buf && i < len) {
 		size_t keep = 0, hit = pattern_at(s + i, len - i, &keep);
 
-		for (size_t k = 0; !hit && k < nsecrets; k++) {
+		/* the longest registered secret here: when one secret begins
+		 * another, no fragment of the longer one is left behind */
+		for (size_t k = 0; k < nsecrets; k++) {
 			size_t sl = strlen(secrets[k]);
 
-			if (sl <= len - i && memcmp(s + i, secrets[k], sl) == 0)
+			if (sl > hit && sl <= len - i && memcmp(s + i, secrets[k], sl) == 0) {
 				hit = sl;
+				keep = 0;
+			}
 		}
 		if (n + keep + sizeof MASK + 1 > cap) {
 			cap = cap * 2 + keep + sizeof MASK;

@@ -44,8 +44,15 @@ int main(void)
 	ok(redacts("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY end",
 		   "aws_secret_access_key=[REDACTED] end"),
 	   "a secret access key after its name is redacted");
-	ok(redacts("Authorization: AWS4-HMAC-SHA256 Credential=x", "Authorization: [REDACTED] Credential=x"),
-	   "an Authorization header value is redacted");
+	ok(redacts("Authorization: AWS4-HMAC-SHA256 Credential=AKID/x, SignedHeaders=host, Signature=ab\nnext",
+		   "Authorization: AWS4-HMAC-SHA256 [REDACTED]\nnext"),
+	   "an Authorization header's credentials are redacted to the line end, its scheme kept");
+	ok(redacts("Authorization: Bearer hypd_abc", "Authorization: Bearer [REDACTED]"),
+	   "a short bearer credential in an Authorization header is redacted");
+	ok(redacts("sent Bearer hypd_abcdefgh1234 twice", "sent Bearer [REDACTED] twice"),
+	   "a bearer token is redacted");
+	ok(redacts("the bearer token is not valid", "the bearer token is not valid"),
+	   "prose about a bearer token stays readable");
 	ok(redacts("token k8s-aws-v1.aHR0cHM6Ly9zdHM_x-y", "token [REDACTED]"),
 	   "an EKS bearer token is redacted");
 	ok(redacts("hf_abcdefghijklmnopqrstuvwxyz", "[REDACTED]"),
