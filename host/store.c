@@ -32,6 +32,8 @@ static const char *const migrations[] = {
 	"CREATE TABLE events(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" at REAL NOT NULL, kind TEXT NOT NULL, operation_id TEXT,"
 	" data TEXT NOT NULL);",
+	/* 2: one operation's events, in order (followers of an operation) */
+	"CREATE INDEX events_operation ON events(operation_id, seq);",
 };
 
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -22,7 +22,7 @@ local tool = require "hypd.tool"
 
 local M = {}
 
-M.POLL = 2 -- seconds between status polls of a remote operation
+M.WAIT = 30 -- seconds an event poll is held open for news (wait_seconds)
 
 local function say(...) io.stdout:write(...) io.stdout:flush() end
 local function warn(...) io.stderr:write(...) io.stderr:flush() end
@@ -113,19 +113,34 @@ local function finished(view)
   return 1
 end
 
--- follows an operation started in this process until it ends
-local function follow_local(id, show_phases)
-  local unsubscribe, p
-  if show_phases then
-    p = progress.new(io.stderr, id, core.isatty(2))
-    unsubscribe = op.subscribe(function(ev)
-      if ev.operation_id ~= id then return end
-      if ev.kind == "operation.progress" then p:note(ev.message) elseif ev.phase then p:phase(ev.phase) end
-    end)
+-- follow(p, fetch) -> true | nil, err: shows an operation's events, read
+-- with fetch(after) -> {events, next, status} | nil, err, until it has
+-- ended; the same for an operation in this process and on a server, so
+-- both show the same phases and notes
+local function follow(p, fetch)
+  local after = 0
+  while true do
+    local r, err = fetch(after)
+    if not r then return nil, err end
+    for _, ev in ipairs(r.events or {}) do p:event(ev) end
+    after = math.tointeger(r.next) or after
+    if r.status ~= "running" and #(r.events or {}) == 0 then return true end
   end
-  local view, err = run(op.wait, id)
-  if unsubscribe then unsubscribe() end
-  if p then p:finish(view and view.status or "interrupted") end
+end
+
+-- follows an operation started in this process until it ends (or until
+-- its task here stops without ending it: the host was interrupted)
+local function follow_local(id, show_phases)
+  if not show_phases then return run(op.wait, id) end
+  local p = progress.new(io.stderr, id, core.isatty(2))
+  local ok, err = run(follow, p, function(after)
+    local r, ferr = op.events(id, after, 200, M.WAIT)
+    if r and r.status == "running" and #r.events == 0 and not op.active()[id] then r.status = "interrupted" end
+    return r, ferr
+  end)
+  local view = ok and op.view(op.get(id))
+  if view and view.status == "running" then view, err = nil, errors.new("CANCELLED", "interrupted") end
+  p:finish(view and view.status or "interrupted")
   return view, err
 end
 
@@ -184,15 +199,19 @@ local function api_request(base, token, method, path, body)
   return v, nil, resp.status
 end
 
+-- follows an operation on a server through its events, then fetches its
+-- final view
 local function follow_remote(base, token, id)
   local p = progress.new(io.stderr, id, core.isatty(2))
-  while true do
-    local view, err = api_request(base, token, "GET", "/operations/" .. id)
-    if not view then return nil, err end
-    if view.status == "running" then p:phase(view.phase) else p:phase(view.phase); p:finish(view.status) end
-    if view.status ~= "running" then return view end
-    task.sleep(M.POLL)
-  end
+  local ok, err = follow(p, function(after)
+    return api_request(base, token, "GET", "/operations/" .. id .. "/events?after=" .. after ..
+      "&wait_seconds=" .. M.WAIT)
+  end)
+  if not ok then return nil, err end
+  local view, verr = api_request(base, token, "GET", "/operations/" .. id)
+  if not view then return nil, verr end
+  p:finish(view.status)
+  return view
 end
 
 local function call_remote(opts, base)

@@ -5,7 +5,7 @@
 -- plain line per phase with a time stamp.
 --
 --   local p = progress.new(io.stderr, id, core.isatty(2))
---   p:phase(text) ; p:note(text) ; p:finish(status)
+--   p:phase(text) ; p:note(text) ; p:event(ev) ; p:finish(status)
 local core = require "hypd.core"
 
 local M = {}
@@ -49,14 +49,33 @@ function P:phase(text)
   else
     self.out:write(os.date("%H:%M:%S"), " ", self.id, ": ", text, "\n")
     self.out:flush()
-    self.current = text
+    self.current, self.latest = text, nil
   end
 end
 
 function P:note(text)
-  if not self.tty then return end
-  self.latest = tostring(text)
+  text = tostring(text)
+  if not self.tty then
+    if text ~= self.latest then
+      self.out:write(os.date("%H:%M:%S"), " ", self.id, ":   ", text, "\n")
+      self.out:flush()
+    end
+    self.latest = text
+    return
+  end
+  self.latest = text
   self:draw()
+end
+
+-- event(ev): one operation event (as op.subscribe delivers it in this
+-- process, or as operation_list_events returns it from a server), shown
+-- the same way whichever way it came
+function P:event(ev)
+  if ev.kind == "operation.progress" then
+    if ev.message then self:note(ev.message) end
+  elseif ev.phase and ev.kind ~= "operation.finished" then
+    self:phase(ev.phase)
+  end
 end
 
 function P:finish(status)

@@ -93,8 +93,11 @@ function Ctx:phase(text)
   log.info("op", "%s %s: %s", self.rec.tool, self.op_id, text)
 end
 
+-- progress(text): a note on the current phase, kept with the operation's
+-- events so that every follower (a CLI over --api, a reloaded page) sees
+-- the same notes as one in this process
 function Ctx:progress(text)
-  emit("operation.progress", self.rec, { message = text }, false)
+  emit("operation.progress", self.rec, { message = core.redact(tostring(text)) })
 end
 
 function Ctx:check_cancel()
@@ -116,10 +119,26 @@ end
 function Ctx:call(service, op, params) return aws.call(service, op, params or {}, aws_opts(self)) end
 function Ctx:try(service, op, params) return aws.try(service, op, params or {}, aws_opts(self)) end
 
+-- error_view(e) -> the error as the record keeps it: through the log's
+-- redaction, without the position of the Lua code that raised it (that
+-- goes to the log), so no stored or returned surface carries a secret or a
+-- playbook's path
 local function error_view(e)
   if not errors.is(e) and type(e) == "table" and e.code then setmetatable(e, errors.mt) end
   if not errors.is(e) then e = errors.new("INTERNAL", tostring(e)) end
-  return { code = e.code, message = e.message, status = e.status, fields = e.fields }
+  local msg = tostring(e.message or e.code)
+  repeat
+    local n
+    msg, n = msg:gsub("^[^%s:]*%.lua:%d+: ", "", 1)
+  until n == 0
+  local fields
+  if type(e.fields) == "table" then
+    fields = json.array()
+    for i, f in ipairs(e.fields) do
+      fields[i] = { field = f.field, rule = f.rule, message = f.message and core.redact(tostring(f.message)) }
+    end
+  end
+  return { code = tostring(e.code), message = core.redact(msg), status = e.status, fields = fields }
 end
 
 -- run(rec, params): the operation's task body; continues from the first step
@@ -127,10 +146,14 @@ end
 local function run(rec, def, params)
   local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
-  ctx.region = params.region or ctx.state.region or aws.region { region = params.region }
-  ctx.state.region = ctx.region
   local steps = rec.steps
+  -- everything that can fail is inside: an operation that fails at any
+  -- point, before its first step too, ends recorded as failed
   local ok, err = pcall(function()
+    if def.aws ~= nil or params.region ~= nil or ctx.state.region ~= nil then
+      ctx.region = params.region or ctx.state.region or aws.region { region = params.region }
+      ctx.state.region = ctx.region
+    end
     for i, step in ipairs(def.steps) do
       local s = steps[i]
       if s.status ~= "done" then
@@ -169,6 +192,8 @@ local function run(rec, def, params)
       tostring(rec.phase))
     return
   end
+  if type(err) == "table" and err.traceback then log.debug("op", "%s %s: %s", rec.tool, rec.id, err.traceback) end
+  log.debug("op", "%s %s raised: %s", rec.tool, rec.id, tostring(type(err) == "table" and err.message or err))
   local cancelled = e.code == "CANCELLED" or asked
   for _, s in ipairs(steps) do
     if s.status == "running" then s.status = cancelled and "cancelled" or "failed"; s.error = e.message end
@@ -194,11 +219,85 @@ local function accepted(rec, def, existing)
     poll_after_seconds = M.POLL_AFTER, existing = existing or nil }
 end
 
--- start(def, params, caller) -> accepted: the record first, then the task
+-- same(a, b) -> true when two JSON values are equal
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+
+-- differing(def, rec, params) -> sorted names of the parameters in which a
+-- call differs from the running operation rec (secrets compared with the
+-- ones kept for it, never shown)
+local function differing(def, rec, params)
+  local public, kept = require("hypd.tool").public(def, params), nil
+  local names, seen = {}, {}
+  for k in pairs(public) do seen[k] = true end
+  for k in pairs(rec.params or {}) do seen[k] = true end
+  for k in pairs(seen) do
+    local spec = def.params[k]
+    if spec and spec.secret then
+      kept = kept or secrets.get(rec.id) or {}
+      if not same(kept[k], params[k]) then names[#names + 1] = k end
+    elseif not same((rec.params or {})[k], public[k]) then
+      names[#names + 1] = k
+    end
+  end
+  table.sort(names)
+  return names
+end
+
+-- target_of(def, params) -> the operation's target key, with no secret in it
+-- (a target is shown in records, events and lists)
+local function target_of(def, params)
+  local target = tostring(def.target(params))
+  for k, spec in pairs(def.params) do
+    local v = params[k]
+    if spec.secret and type(v) == "string" and v ~= "" then
+      local i = target:find(v, 1, true)
+      while i do
+        target = target:sub(1, i - 1) .. "[REDACTED]" .. target:sub(i + #v)
+        i = target:find(v, i + 10, true)
+      end
+    end
+  end
+  return core.redact(target)
+end
+
+-- start(def, params, caller) -> accepted | nil, err: the record first, then
+-- the task. A call for a target an operation of the same tool is already
+-- working on joins it when its parameters are the same, and is refused
+-- (CONFLICT, naming the operation and the parameters that differ) when not.
 function M.start(def, params, caller)
-  local target = def.target(params)
-  local same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
-  if same and same[1] then return accepted(same[1], def, true) end
+  if def.aws then
+    -- what can be checked before anything is recorded is checked first, so
+    -- the caller gets the error as the answer, not an operation that fails
+    local region, rerr = errors.try(aws.region, { region = params.region })
+    if not region then return nil, rerr end
+    local creds, cerr = errors.try(aws.credentials)
+    if not creds then
+      return errors.fail("CREDENTIALS", "no AWS credentials: " .. tostring(errors.public(cerr).message) ..
+        " (hypd doctor shows what it found)")
+    end
+  end
+  -- from here to the record nothing yields: two calls cannot both miss
+  -- each other's operation
+  local target = target_of(def, params)
+  local running_same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
+  if running_same and running_same[1] then
+    local rec = running_same[1]
+    local diff = differing(def, rec, params)
+    if #diff == 0 then return accepted(rec, def, true) end
+    local fields = json.array()
+    for i, k in ipairs(diff) do
+      fields[i] = { field = k, rule = "conflict", message = k .. ": differs from the running operation " .. rec.id }
+    end
+    return errors.fail("CONFLICT", string.format("%s is already running for %s as operation %s with other " ..
+      "parameters (%s differ%s); follow it with %s, cancel it with operation_cancel, or call again with its " ..
+      "parameters to join it", def.name, target, rec.id, table.concat(diff, ", "), #diff == 1 and "s" or "",
+      def.status_tool or "operation_get"), { fields = fields, operation_id = rec.id })
+  end
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end
   local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",
@@ -275,7 +374,9 @@ function M.cancel(id, caller)
   return M.view(store.op_get(id))
 end
 
--- wait(id [, timeout]) -> view once the operation is no longer running
+-- wait(id [, timeout]) -> view once the operation is no longer running (or
+-- timeout seconds passed, or its task here ended without finishing it: the
+-- host is stopping). Never spins: it waits on the task or sleeps.
 function M.wait(id, timeout)
   local deadline = timeout and core.now() + timeout
   while true do
@@ -284,11 +385,58 @@ function M.wait(id, timeout)
     local t = running[id]
     if t and not deadline then
       t:wait()
+      if running[id] == nil and (store.op_get(id) or {}).status == "running" then return M.view(store.op_get(id)) end
     else
       if deadline and core.now() >= deadline then return M.view(rec) end
       task.sleep(0.5)
     end
   end
+end
+
+local TERMINAL = { ["operation.finished"] = true, ["operation.failed"] = true, ["operation.cancelled"] = true }
+M.TERMINAL = TERMINAL
+
+local function event_rows(id, after, limit)
+  local rows = store.query("SELECT seq, at, kind, data FROM events WHERE operation_id = ?1 AND seq > ?2 " ..
+    "ORDER BY seq LIMIT ?3", id, after, limit) or {}
+  local out = json.array()
+  for i, r in ipairs(rows) do
+    local d = json.decode(r.data) or {}
+    out[i] = { seq = r.seq, at = r.at, kind = r.kind, phase = d.phase, status = d.status, message = d.message }
+  end
+  return out
+end
+
+-- events(id, after, limit [, wait_seconds]) -> {events, next, status}: the
+-- operation's events after seq `after` (phases, progress notes, the end),
+-- oldest first. With wait_seconds, answers as soon as there is one or the
+-- operation is no longer running, at the latest after that many seconds.
+function M.events(id, after, limit, wait)
+  after, limit = after or 0, limit or 100
+  local deadline = core.now() + (wait or 0)
+  while true do
+    local rec = store.op_get(id)
+    if not rec then return errors.fail("NOT_FOUND", "no operation " .. id, { field = "operation_id" }) end
+    local evs = event_rows(id, after, limit)
+    if #evs > 0 or rec.status ~= "running" or core.now() >= deadline then
+      return { events = evs, next = #evs > 0 and evs[#evs].seq or after, status = rec.status, phase = rec.phase }
+    end
+    task.sleep(math.min(0.25, math.max(0.01, deadline - core.now())))
+  end
+end
+
+-- changed_view(id, wait) -> view: the operation once its phase or status
+-- differs from now, or after wait seconds (status tools' wait_seconds)
+function M.wait_change(id, wait)
+  local rec = store.op_get(id)
+  if not rec then return nil end
+  local deadline = core.now() + (wait or 0)
+  while rec.status == "running" and core.now() < deadline do
+    task.sleep(math.min(0.25, math.max(0.01, deadline - core.now())))
+    local now = store.op_get(id)
+    if not now or now.status ~= rec.status or now.phase ~= rec.phase then return M.view(now) end
+  end
+  return M.view(rec)
 end
 
 function M.active() return running end

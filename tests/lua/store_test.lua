@@ -9,7 +9,7 @@ local function ok(c, name)
   t.test(name, function() t.ok(passed, name) end)
 end
 
-ok(store.schema_version() == 1, "schema version is 1")
+ok(store.schema_version() == 2, "schema version is 2")
 ok(store.put("a", {x = 1, y = {1, 2}}) == true, "put a table")
 local v = store.get("a")
 ok(v.x == 1 and v.y[2] == 2, "get decodes the table")

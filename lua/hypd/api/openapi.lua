@@ -123,7 +123,17 @@ function M.document()
         { name = "tool", ["in"] = "query", schema = { type = "string" } },
         { name = "limit", ["in"] = "query", schema = { type = "integer", minimum = 1, maximum = 500 } } } }) },
     ["/operations/{id}"] = { get = get("One operation: status, phase, steps, result or error (operation_get)",
-      ref("Operation"), { operationId = "operations_get", tags = { "hypd" }, parameters = { ID } }) },
+      ref("Operation"), { operationId = "operations_get", tags = { "hypd" }, parameters = { ID,
+        { name = "wait_seconds", ["in"] = "query", schema = { type = "integer", minimum = 0, maximum = 300 },
+          description = "answer as soon as the phase or status changes, at the latest after this many seconds" } } })
+    },
+    ["/operations/{id}/events"] = { get = get("One operation's events after a cursor (operation_list_events)",
+      tool.output_schema(tool.get("operation_list_events") or { result = { type = "object" } }),
+      { operationId = "operations_events", tags = { "hypd" }, parameters = { ID,
+        { name = "after", ["in"] = "query", schema = { type = "integer", minimum = 0 } },
+        { name = "limit", ["in"] = "query", schema = { type = "integer", minimum = 1, maximum = 1000 } },
+        { name = "wait_seconds", ["in"] = "query", schema = { type = "integer", minimum = 0, maximum = 300 } } } })
+    },
     ["/operations/{id}/cancel"] = { post = { operationId = "operations_cancel", tags = { "hypd" },
       summary = "Cancel a running operation at its next step boundary (operation_cancel; scope operate)",
       parameters = { ID }, responses = (function()

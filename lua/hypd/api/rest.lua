@@ -10,7 +10,8 @@
 --   GET  /api/v1/tools/{name}            one of those
 --   POST /api/v1/tools/{name}            JSON params -> 200 result | 202 accepted operation
 --   GET  /api/v1/operations              ?status=&tool=&limit= (operation_list)
---   GET  /api/v1/operations/{id}         operation_get
+--   GET  /api/v1/operations/{id}         operation_get (?wait_seconds=)
+--   GET  /api/v1/operations/{id}/events  operation_list_events (?after=&wait_seconds=&limit=)
 --   POST /api/v1/operations/{id}/cancel  operation_cancel (scope operate)
 --   GET  /api/v1/openapi.json            OpenAPI 3.1 (hypd.api.openapi)
 --
@@ -220,6 +221,10 @@ end
 
 local handlers = {}
 
+local function no_tool(name)
+  return fail(404, "NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (GET /api/v1/tools lists them)")
+end
+
 function handlers.health()
   return M.json_response(200, { ok = true, version = config.version, tools = #tool.list(),
     operations_running = running_count() })
@@ -231,14 +236,12 @@ end
 
 function handlers.tool_get(_, _, name)
   local def = tool.get(name)
-  if not def then return fail(404, "NOT_FOUND", "no tool named '" .. name .. "' (GET /api/v1/tools lists them)") end
+  if not def then return no_tool(name) end
   return M.json_response(200, M.describe(def))
 end
 
 function handlers.tool_call(req, caller, name)
-  if not tool.get(name) then
-    return fail(404, "NOT_FOUND", "no tool named '" .. name .. "' (GET /api/v1/tools lists them)")
-  end
+  if not tool.get(name) then return no_tool(name) end
   local args, resp = M.body(req)
   if not args then return resp end
   return call(name, args, caller)
@@ -252,16 +255,31 @@ function handlers.operations(req, caller)
 end
 
 local function op_id(id)
-  if not id:match("^op%-[0-9a-f]+$") then
-    return nil, fail(404, "NOT_FOUND", "no operation " .. id, { field = "operation_id" })
+  if #id ~= 19 or not id:match("^op%-%x+$") then
+    return nil, fail(404, "NOT_FOUND", "no operation '" .. errors.echo(id, 24) .. "' (an id is op- and 16 hex " ..
+      "digits)", { field = "operation_id" })
   end
   return id
 end
 
-function handlers.operation(_, caller, id)
+function handlers.operation(req, caller, id)
   local ok, resp = op_id(id)
   if not ok then return resp end
-  return call("operation_get", { operation_id = id }, caller)
+  local def = tool.get("operation_get")
+  local args = json.object()
+  for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
+  args.operation_id = id
+  return call("operation_get", args, caller)
+end
+
+function handlers.events(req, caller, id)
+  local ok, resp = op_id(id)
+  if not ok then return resp end
+  local def = tool.get("operation_list_events")
+  local args = json.object()
+  for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
+  args.operation_id = id
+  return call("operation_list_events", args, caller)
 end
 
 function handlers.cancel(_, caller, id)
@@ -280,6 +298,7 @@ local ROUTES = {
   { "^/tools/([^/]+)$", "/tools/{name}", GET = handlers.tool_get, POST = handlers.tool_call },
   { "^/operations$", "/operations", GET = handlers.operations },
   { "^/operations/([^/]+)$", "/operations/{id}", GET = handlers.operation },
+  { "^/operations/([^/]+)/events$", "/operations/{id}/events", GET = handlers.events },
   { "^/operations/([^/]+)/cancel$", "/operations/{id}/cancel", POST = handlers.cancel },
   { "^/openapi%.json$", "/openapi.json", GET = handlers.openapi },
 }
@@ -309,14 +328,15 @@ function M.handle(req)
     if not caller then return resp, route end
   end
   if not r then
-    return fail(404, "NOT_FOUND", "no route " .. req.method .. " " .. req.path .. " (see " .. M.BASE ..
+    return fail(404, "NOT_FOUND", "no route " .. errors.echo(req.method, 10) .. " " .. errors.echo(req.path, 80) ..
+      " (see " .. M.BASE ..
       "/openapi.json)"), route
   end
   local fn = r[req.method]
   if not fn then
     local allow = {}
     for _, m in ipairs { "GET", "POST" } do if r[m] then allow[#allow + 1] = m end end
-    return fail(405, "METHOD_NOT_ALLOWED", req.method .. " is not allowed on " .. M.BASE .. r[2] .. " (allowed: " ..
+    return fail(405, "METHOD_NOT_ALLOWED", errors.echo(req.method, 10) .. " is not allowed on " .. M.BASE .. r[2] .. " (allowed: " ..
       table.concat(allow, ", ") .. ")", { allow = table.concat(allow, ", ") }), route
   end
   return fn(req, caller, table.unpack(caps, 1, caps.n)), route

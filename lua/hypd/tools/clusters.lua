@@ -13,6 +13,7 @@ local TAG = "hypd:cluster-tag"
 
 local REGION = common.REGION
 local CLUSTER = { type = "string", pattern = "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+  pattern_help = "an EKS cluster name: 1 to 100 letters, digits, '-' or '_', starting with a letter or digit",
   description = "EKS cluster name (default: the active cluster; see cluster_switch)" }
 
 local opts = common.aws_opts
@@ -128,7 +129,8 @@ tool.define {
   description = "Selects the active cluster, recorded in hypd's state, after checking that it exists. Tools " ..
     "that take an optional cluster use it when none is given.",
   kind = "mutating",
-  params = { cluster = { type = "string", required = true, pattern = CLUSTER.pattern, description = "EKS cluster name" },
+  params = { cluster = { type = "string", required = true, pattern = CLUSTER.pattern,
+    pattern_help = CLUSTER.pattern_help, description = "EKS cluster name" },
     region = REGION },
   result = { type = "object", properties = { active = { type = "object" }, previous = { type = "object" } } },
   run = function(_, p)
@@ -156,6 +158,13 @@ tool.define {
     "ACTIVE (8 to 12 minutes on AWS). The only decision is cluster_tag: ask the person for it. Calling it " ..
     "again with the same tag returns the running operation, or changes nothing once done.",
   kind = "mutating",
+  aws = { "ec2:Describe*", "ec2:CreateVpc", "ec2:ModifyVpcAttribute", "ec2:CreateSubnet", "ec2:ModifySubnetAttribute",
+    "ec2:CreateInternetGateway", "ec2:AttachInternetGateway", "ec2:AllocateAddress", "ec2:CreateNatGateway",
+    "ec2:CreateRouteTable", "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:AssociateRouteTable",
+    "ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateTags",
+    "iam:GetRole", "iam:CreateRole", "iam:AttachRolePolicy", "iam:ListAttachedRolePolicies",
+    "eks:DescribeCluster", "eks:CreateCluster", "eks:DescribeAccessEntry", "eks:CreateAccessEntry",
+    "eks:AssociateAccessPolicy", "eks:ListAssociatedAccessPolicies", "sts:GetCallerIdentity" },
   params = flow.params,
   status_tool = "cluster_get_creation_status",
   target = flow.target,
@@ -171,8 +180,10 @@ tool.define {
     "30 to 60 seconds while status is running.",
   kind = "read",
   params = {
-    operation_id = { type = "string", pattern = "^op-[0-9a-f]{16}$", description = "what cluster_create_eks returned" },
+    operation_id = { type = "string", pattern = "^op-[0-9a-f]{16}$",
+      pattern_help = "an operation id: op- and 16 hex digits", description = "what cluster_create_eks returned" },
     cluster_tag = { type = "string", pattern = "^[a-z][a-z0-9-]{1,30}[a-z0-9]$",
+      pattern_help = "a cluster tag: 3 to 32 characters of a-z, 0-9 and '-', starting with a letter",
       description = "find the latest operation for this tag instead" },
   },
   run = function(_, p)
