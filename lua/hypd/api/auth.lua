@@ -13,7 +13,8 @@
 --   auth.revoke(name_or_id) -> info | nil, err (NOT_FOUND)
 --   auth.check(authorization_header [, peer]) -> {name, scope, id} | nil, err
 --     err.code: UNAUTHORIZED, or THROTTLED with err.retry_after (seconds)
---     once a peer has failed M.MAX_FAILURES times within M.WINDOW seconds
+--     for a failed attempt from a peer that failed M.MAX_FAILURES times
+--     within M.WINDOW seconds (a valid token is never throttled)
 --   auth.count() -> number of tokens
 local core = require "hypd.core"
 local errors = require "hypd.errors"
@@ -166,21 +167,26 @@ end
 -- reset() forgets the failures (tests)
 function M.reset() failures = {} end
 
+-- A request that carries a valid token is served whatever else came from
+-- its address (every loopback client, each SSM port forward, shares one):
+-- only further failed attempts from a throttled address are refused.
 function M.check(header, peer)
-  local wait = M.blocked(peer)
-  if wait then
-    return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
-      "; try again in " .. wait .. " s", { retry_after = wait })
-  end
   if type(header) ~= "string" or header == "" then
     return errors.fail("UNAUTHORIZED", "a token is required: send it in the Authorization header with the " ..
       "scheme 'Bearer' (create one with hypd token create)")
   end
   local token = header:match("^[Bb][Ee][Aa][Rr][Ee][Rr]%s+(%S+)%s*$")
-  if not token then return failed(peer, "the Authorization header must use the scheme 'Bearer' and one token") end
-  local h = hash(token)
-  local rec = store.get(M.PREFIX .. h)
-  if not rec or not M.SCOPES[rec.scope] then return failed(peer, "the bearer token is not valid (revoked?)") end
+  local h = token and hash(token)
+  local rec = h and store.get(M.PREFIX .. h)
+  if not rec or not M.SCOPES[rec.scope] then
+    local wait = M.blocked(peer)
+    if wait then
+      return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
+        "; try again in " .. wait .. " s", { retry_after = wait })
+    end
+    if not token then return failed(peer, "the Authorization header must use the scheme 'Bearer' and one token") end
+    return failed(peer, "the bearer token is not valid (revoked?)")
+  end
   if not known[h] then
     core.add_secret(token)
     known[h] = true

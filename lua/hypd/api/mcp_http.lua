@@ -31,7 +31,8 @@ local tool = require "hypd.tool"
 local M = {}
 
 M.IDLE = 3600           -- seconds a session lives without a request
-M.MAX_SESSIONS = 1000   -- the least recently used goes first beyond this
+M.MAX_SESSIONS = 1000   -- live sessions in all; beyond, new ones are refused (503)
+M.MAX_PER_TOKEN = 32    -- sessions per token; beyond, that token's least recently used goes
 M.MAX_BODY = 4 << 20    -- bytes of one POST
 M.allowed_origins = {}  -- origin ("https://ui.example.com") or host name -> true
 M.allowed_hosts = {}    -- Host names (no port) accepted besides loopback -> true
@@ -104,21 +105,31 @@ local function expire()
   for id, s in pairs(sessions) do
     if t - s.used > M.IDLE then drop(id) end
   end
-  while nsessions >= M.MAX_SESSIONS do
-    local oldest, at
-    for id, s in pairs(sessions) do
-      if not at or s.used < at then oldest, at = id, s.used end
-    end
-    drop(oldest)
-  end
 end
 
 local function owner(caller) return caller and (caller.token_id or caller.name) or "anonymous" end
 
+-- new_session(caller) -> id, entry | nil, response: a token holds at most
+-- MAX_PER_TOKEN sessions (beyond that its own least recently used one
+-- goes); another token's sessions are never dropped to make room: a full
+-- table refuses new sessions until some expire
 local function new_session(caller)
   expire()
+  local who, mine, oldest, at = owner(caller), 0, nil, nil
+  for id, s in pairs(sessions) do
+    if s.owner == who then
+      mine = mine + 1
+      if not at or s.used < at then oldest, at = id, s.used end
+    end
+  end
+  if mine >= M.MAX_PER_TOKEN then
+    drop(oldest)
+  elseif nsessions >= M.MAX_SESSIONS then
+    return nil, refuse(503, "Service Unavailable: the server holds " .. M.MAX_SESSIONS .. " MCP sessions; " ..
+      "end unused ones (DELETE /mcp) or retry later", nil, { ["retry-after"] = "60" })
+  end
   local id = core.random_bytes(16):gsub(".", function(c) return string.format("%02x", c:byte()) end)
-  local s = { session = mcp.session { caller = caller, backend = M.backend }, owner = owner(caller), used = now() }
+  local s = { session = mcp.session { caller = caller, backend = M.backend }, owner = who, used = now() }
   sessions[id], nsessions = s, nsessions + 1
   return id, s
 end
@@ -257,6 +268,7 @@ local function post(req, caller)
   end
   if msg.method == "initialize" and msg.id ~= nil then
     local sid, s = new_session(caller)
+    if not sid then return s end
     local reply = mcp.handle(s.session, msg, { caller = caller })
     if not (reply and reply.result) then
       drop(sid)
