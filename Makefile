@@ -73,12 +73,14 @@ $(BUILD)/embed: examples/embed/embed.c host/hypd.h $(BUILD)/libhypd.a
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhypd.a $(PKG_LIBS)
 
 # The REST API, MCP and metrics on 127.0.0.1:3099 (RUN_LISTEN) with the
-# simulated AWS account in the same process; state in RUN_STATE. Prints the
-# URL and a fresh admin token; Ctrl-C stops it.
+# simulated AWS account in the same process, its durations RUN_SPEED times
+# faster (an EKS cluster in well under a minute); state in RUN_STATE. Prints
+# the URL, a fresh admin token and the sandbox's export lines; Ctrl-C stops it.
 RUN_STATE  ?= /tmp/hypd-run
 RUN_LISTEN ?= 127.0.0.1:3099
+RUN_SPEED  ?= 30
 run: $(BUILD)/hypd
-	$(BUILD)/hypd serve --sandbox --state $(RUN_STATE) --listen $(RUN_LISTEN)
+	$(BUILD)/hypd serve --sandbox --speed $(RUN_SPEED) --state $(RUN_STATE) --listen $(RUN_LISTEN)
 
 test: $(BUILD)/hypd $(TESTBINS) $(if $(SAN),,$(FUZZERS))
 	@BUILD=$(BUILD) SAN="$(SAN)" tests/run

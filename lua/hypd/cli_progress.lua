@@ -82,6 +82,9 @@ function P:finish(status)
   if self.tty then
     self:close_phase(status == "succeeded" and "✓" or "✗")
     self.out:write(string.format("%s %s in %s\n", self.id, tostring(status), clock(core.now() - self.started)))
+  else
+    self.out:write(os.date("%H:%M:%S"), " ", self.id, " ", tostring(status), " in ",
+      clock(core.now() - self.started), "\n")
   end
   self.out:flush()
 end

@@ -50,8 +50,35 @@ local function under(path, prefix)
   return path == prefix or path:sub(1, #prefix + 1) == prefix .. "/"
 end
 
+-- GET /: until the web UI exists, a page that says where everything is
+local HOME = [[<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>hypd</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body>
+<h1>hypd</h1>
+<p>A control plane for SageMaker HyperPod clusters on EKS. This server has no web UI yet; it serves:</p>
+<ul>
+<li><b>REST</b> under <a href="/api/v1/health"><code>/api/v1</code></a> (every route but
+<code>/api/v1/health</code> needs <code>Authorization: Bearer &lt;token&gt;</code>);
+the OpenAPI 3.1 document is <code>/api/v1/openapi.json</code>.</li>
+<li><b>MCP</b> (streamable HTTP) at <code>/mcp</code>, with the same bearer token; or over stdio with
+<code>hypd mcp --api http://HOST:PORT</code> and <code>HYPD_TOKEN</code>.</li>
+<li><b>Events</b> over a WebSocket at <code>/ws</code>, and Prometheus <b>metrics</b> at <code>/metrics</code>.</li>
+</ul>
+<p>From a shell: <code>hypd tools</code> lists the tools; <code>hypd call --api URL TOOL key=value</code>
+calls one.</p>
+</body></html>
+]]
+
+local HOME_HEADERS = { ["content-type"] = "text/html; charset=utf-8", ["cache-control"] = "no-store",
+  ["x-content-type-options"] = "nosniff",
+  ["content-security-policy"] = "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'" }
+
 local function route(req)
   local path = req.path
+  if path == "/" and (req.method == "GET" or req.method == "HEAD") then
+    return { status = 200, headers = HOME_HEADERS, body = HOME }, "/"
+  end
   if under(path, rest.BASE) then return rest.handle(req) end
   if path == "/metrics" then return metrics.handle(req), "/metrics" end
   if under(path, "/mcp") then return mcp(req), "/mcp" end
@@ -151,9 +178,16 @@ function M.start(opts)
     "  MCP     ", info.url, "/mcp\n",
     "  metrics ", info.url, "/metrics\n")
   if info.sandbox_url then
-    out:write("  sandbox AWS endpoint ", info.sandbox_url, " (account ", require("sandbox.auth").ACCOUNT,
-      ", region ", os.getenv("AWS_REGION") or "?", ")\n")
+    local speed = tonumber(opts.speed) or 1
+    out:write("  sandbox: a simulated AWS account (", require("sandbox.auth").ACCOUNT, ", ",
+      os.getenv("AWS_REGION") or "?", ") at ", info.sandbox_url,
+      speed ~= 1 and string.format(", speed %g: simulated AWS durations pass %g times faster", speed, speed) or "",
+      "\n",
+      "  to reach it from another shell (aws, boto3, hypd doctor, hypd kubeconfig, kubectl), paste:\n",
+      require("sandbox").exports(info.sandbox.port, "    "))
+    if info.token then out:write("    export HYPD_TOKEN=", info.token, "\n") end
   end
+  out:write("  tokens for this server: hypd --state ", config.state_dir, " token create --scope operate --name NAME\n")
   if info.token then out:write(label, info.token, "\n") end
   out:write("  SIGTERM or Ctrl-C stops it\n")
   out:flush()

@@ -292,16 +292,24 @@ M.env = function(port)
   }
 end
 
+-- exports(port [, indent]) -> the shell lines that point an AWS client
+-- (the AWS CLI, an SDK, hypd doctor and kubeconfig, kubectl's exec plugin)
+-- at the sandbox on port
+function M.exports(port, indent)
+  local env, out = M.env(port), {}
+  for _, k in ipairs { "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+                       "AWS_SECRET_ACCESS_KEY" } do
+    out[#out + 1] = (indent or "") .. "export " .. k .. "=" .. env[k] .. "\n"
+  end
+  return table.concat(out)
+end
+
 -- serve{listen, speed, faults}: the `hypd sandbox` command; runs until interrupted
 function M.serve(opts)
   local srv, err = M.start(opts)
   if not srv then error(err, 0) end
   local port = srv.port
-  local env = M.env(port)
-  for _, k in ipairs { "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
-                       "AWS_SECRET_ACCESS_KEY" } do
-    io.stdout:write("export ", k, "=", env[k], "\n")
-  end
+  io.stdout:write(M.exports(port))
   io.stdout:write("# hypd sandbox: account ", auth.ACCOUNT, ", listening on 127.0.0.1:", port,
     ", speed ", M.speed, core.virtual() and " (virtual clock)" or "", "; Ctrl-C stops it\n")
   io.stdout:flush()

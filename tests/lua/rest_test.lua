@@ -90,6 +90,16 @@ t.test("GET /api/v1/health needs no token and reports version, tools and running
   t.eq(b.operations_running, 0)
 end)
 
+t.test("GET / is a small HTML page naming the API, the OpenAPI document and MCP, with a strict CSP", function()
+  local _, _, r = req("GET", "/")
+  t.eq(r.status, 200)
+  t.like(r.headers["content-type"], "^text/html")
+  t.like(r.headers["content-security-policy"], "default%-src 'none'")
+  t.like(r.headers["content-security-policy"], "frame%-ancestors 'none'")
+  t.eq(r.headers["x-content-type-options"], "nosniff")
+  for _, want in ipairs { "/api/v1", "openapi.json", "/mcp" } do t.ok(r.body:find(want, 1, true), want) end
+end)
+
 t.test("no token or a bad one is 401 with WWW-Authenticate: Bearer and a JSON error", function()
   local status, b, r = req("GET", "/api/v1/tools")
   t.eq(status, 401)
@@ -100,6 +110,7 @@ t.test("no token or a bad one is 401 with WWW-Authenticate: Bearer and a JSON er
   t.eq(status, 401)
   t.like(r.headers["www-authenticate"], "^Bearer")
   t.eq(b.error.code, "UNAUTHORIZED")
+  t.eq(b.error.message, "the bearer token is not valid (revoked?)", "the message reads as written")
   status = req("POST", "/api/v1/tools/operation_list", { token = READ .. "x", json = {} })
   t.eq(status, 401)
   t.eq((req("GET", "/metrics")), 401, "metrics need a token too")

@@ -19,9 +19,12 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local net = require "hypd.workflows.eks_network"
+local op = require "hypd.op"
+local store = require "hypd.store"
 
 local M = {}
 
+M.ACTIVE_KEY = "hypd/active_cluster" -- where cluster_switch records the active cluster
 M.VERSIONS = { "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34" }
 M.ACTIVE_POLL, M.ACTIVE_LIMIT = 30, 45 * 60    -- seconds between EKS checks; give up after
 M.ROLE_RETRIES, M.ROLE_RETRY_WAIT = 6, 10      -- CreateCluster before a new role is visible to EKS
@@ -280,6 +283,16 @@ local function wait_active(ctx)
     security_group_id = st.security_group_id, cluster_role_arn = st.cluster_role_arn,
     region = st.region or ctx.region, cluster_tag = p.cluster_tag,
   }
+  -- the first cluster becomes the active one, so tools that default to
+  -- the active cluster answer for it at once (cluster_switch changes it)
+  if st.made_active == nil then
+    st.made_active = store.get(M.ACTIVE_KEY) == nil
+    if st.made_active then
+      assert(store.put(M.ACTIVE_KEY, { name = c.name, region = st.result.region, arn = c.arn }))
+      op.changed("active_cluster", { name = c.name, region = st.result.region })
+    end
+  end
+  st.result.active = st.made_active or (store.get(M.ACTIVE_KEY) or {}).name == c.name
   ctx:save()
 end
 
