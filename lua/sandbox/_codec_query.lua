@@ -158,7 +158,8 @@ function M.decode(model, req)
   if not action or action == "" then return nil, "unknown", "the request has no Action", "MissingAction" end
   local op = model.operations[action]
   if type(op) ~= "table" then
-    return nil, "unknown", "The action " .. action .. " is not valid for this web service."
+    if ec2 then return nil, "unknown", "The action " .. action .. " is not valid for this web service." end
+    return nil, "unknown", "Could not find operation " .. action .. " for version " .. tostring(params.Version or "")
   end
   local C = V.context(ec2 and "wire" or "coral", ec2 and ec2_name or query_name)
   local Q = { params = params, kids = kids, ec2 = ec2, C = C }

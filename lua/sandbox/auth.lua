@@ -12,19 +12,70 @@ M.ACCESS_KEY = "AKIAHYPDSANDBOX00001"
 M.SECRET_KEY = "hypdSandboxSecretKey/NotForProduction0001"
 M.USER = "arn:aws:iam::123456789012:user/sandbox"
 M.USER_ID = "AIDAHYPDSANDBOX00001"
-M.SKEW = 15 * 60
+M.SKEW = 15 * 60 -- how old a signature may be
+-- how far ahead of the clock a request may be dated: S3 and EC2 take the
+-- same 15 minutes, the other services 5 ("... (T + 5 min.)")
+M.AHEAD = { default = 5 * 60, ["rest-xml"] = 15 * 60, ec2 = 15 * 60 }
+
+-- the refusals, per kind and protocol: { code, status, message } as each
+-- kind of AWS front end answers (STS and IAM share the query one; S3 treats
+-- an unsigned request as anonymous and denies it)
+local SIG = "The request signature we calculated does not match the signature you provided. " ..
+  "Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
+local TOKEN = "The security token included in the request is invalid."
+local EC2_AUTH = "AWS was not able to validate the provided access credentials"
+local REFUSE = {
+  missing = {
+    query = { "MissingAuthenticationToken", 403, "Request is missing Authentication Token" },
+    ec2 = { "MissingAuthenticationToken", 401,
+      "The request must contain either a valid (registered) AWS access key ID or X.509 certificate." },
+    json = { "MissingAuthenticationTokenException", 403, "Missing Authentication Token" },
+    ["rest-json"] = { "MissingAuthenticationTokenException", 403, "Missing Authentication Token" },
+    ["rest-xml"] = { "AccessDenied", 403, "Access Denied" },
+  },
+  unknown_key = {
+    query = { "InvalidClientTokenId", 403, TOKEN },
+    ec2 = { "AuthFailure", 401, EC2_AUTH },
+    json = { "UnrecognizedClientException", 403, TOKEN },
+    ["rest-json"] = { "UnrecognizedClientException", 403, TOKEN },
+    ["rest-xml"] = { "InvalidAccessKeyId", 403, "The AWS Access Key Id you provided does not exist in our records." },
+  },
+  mismatch = {
+    query = { "SignatureDoesNotMatch", 403, SIG },
+    ec2 = { "AuthFailure", 401, EC2_AUTH },
+    json = { "InvalidSignatureException", 403, SIG },
+    ["rest-json"] = { "InvalidSignatureException", 403, SIG },
+    ["rest-xml"] = { "SignatureDoesNotMatch", 403,
+      "The request signature we calculated does not match the signature you provided. Check your key and signing method." },
+  },
+  -- dated too far from the clock; the message says which way (S3 has one
+  -- message for both)
+  skew = {
+    query = { "SignatureDoesNotMatch", 403 },
+    ec2 = { "RequestExpired", 400 },
+    json = { "InvalidSignatureException", 403 },
+    ["rest-json"] = { "InvalidSignatureException", 403 },
+    ["rest-xml"] = { "RequestTimeTooSkewed", 403,
+      "The difference between the request time and the current time is too large." },
+  },
+}
+
+-- refuse(kind, protocol [, message [, fields]]) -> nil, err: the refusal
+-- of that kind in the protocol's words; message replaces the usual one
+-- (but S3's messages do not vary); fields are S3's extra error members
+local function refuse(kind, protocol, message, fields)
+  local r = REFUSE[kind][protocol] or REFUSE[kind].query
+  local s3 = protocol == "rest-xml"
+  return nil, { code = r[1], status = r[2], message = s3 and r[3] or message or r[3], type = "Sender",
+    fields = s3 and fields or nil }
+end
+M.refuse = refuse
 
 local function fail(code, message, status)
   return nil, { code = code, message = message, status = status or 403, type = "Sender" }
 end
 
--- the error code for an expired signature, per protocol
-local EXPIRED = { json = "InvalidSignatureException", ["rest-json"] = "InvalidSignatureException",
-  query = "SignatureDoesNotMatch", ec2 = "RequestExpired", ["rest-xml"] = "RequestTimeTooSkewed" }
-local MISMATCH = { json = "InvalidSignatureException", ["rest-json"] = "InvalidSignatureException",
-  query = "SignatureDoesNotMatch", ec2 = "AuthFailure", ["rest-xml"] = "SignatureDoesNotMatch" }
-local UNKNOWN_KEY = { json = "UnrecognizedClientException", ["rest-json"] = "UnrecognizedClientException",
-  query = "InvalidClientTokenId", ec2 = "AuthFailure", ["rest-xml"] = "InvalidAccessKeyId" }
+local function stamp(t) return os.date("!%Y%m%dT%H%M%SZ", math.floor(t)) end
 
 -- issue(principal, seconds) -> session credentials stored for verification
 function M.issue(principal, seconds)
@@ -102,46 +153,43 @@ function M.verify(req, protocol)
       signed, sig, when_s = unescape(q["X-Amz-SignedHeaders"] or ""), q["X-Amz-Signature"], q["X-Amz-Date"]
     end
   end
-  if not akid then
-    return fail(protocol == "ec2" and "AuthFailure" or "MissingAuthenticationTokenException" ,
-      "Missing Authentication Token", protocol == "ec2" and 401 or 403)
-  end
+  if not akid then return refuse("missing", protocol) end
   local who = lookup(akid)
-  if not who then
-    return fail(UNKNOWN_KEY[protocol] or "InvalidClientTokenId",
-      "The security token included in the request is invalid.")
-  end
+  if not who then return refuse("unknown_key", protocol) end
   local when = parse_date(when_s)
   if not when or when_s:sub(1, 8) ~= date then
-    return fail(MISMATCH[protocol] or "SignatureDoesNotMatch", "Invalid X-Amz-Date")
+    return refuse("mismatch", protocol, "Invalid X-Amz-Date")
   end
   local now = core.now()
   -- under the virtual clock, clients in other processes sign with the wall
   -- clock while this one jumps ahead: a date near either clock is current
   if core.virtual() and math.abs(core.wall() - when) < math.abs(now - when) then now = core.wall() end
+  local ahead = M.AHEAD[protocol] or M.AHEAD.default
+  local skewed = { RequestTime = when_s, ServerTime = os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(now)),
+    MaxAllowedSkewMilliseconds = M.SKEW * 1000 }
+  if when > now + ahead then
+    return refuse("skew", protocol, string.format("Signature not yet current: %s is still later than %s (%s + %d min.)",
+      when_s, stamp(now + ahead), stamp(now), ahead // 60), skewed)
+  end
   if presigned then
     local expires = tonumber(presigned["X-Amz-Expires"]) or 0
-    if now > when + math.max(expires, 0) + M.SKEW or when > now + M.SKEW then
-      return fail(EXPIRED[protocol] or "SignatureDoesNotMatch", "Signature expired")
+    if now > when + math.max(expires, 0) + M.SKEW then
+      if protocol == "rest-xml" then return fail("AccessDenied", "Request has expired") end
+      return refuse("skew", protocol, "Signature expired", skewed)
     end
-  elseif math.abs(now - when) > M.SKEW then
-    return fail(EXPIRED[protocol] or "SignatureDoesNotMatch", string.format(
-      "Signature expired: %s is now earlier than %s (%s - 15 min.)", when_s,
-      os.date("!%Y%m%dT%H%M%SZ", math.floor(now - M.SKEW)), os.date("!%Y%m%dT%H%M%SZ", math.floor(now))))
+  elseif now - when > M.SKEW then
+    return refuse("skew", protocol, string.format("Signature expired: %s is now earlier than %s (%s - 15 min.)",
+      when_s, stamp(now - M.SKEW), stamp(now)), skewed)
   end
   if who.expires and now >= who.expires then
     return fail("ExpiredToken", "The security token included in the request is expired", 400)
   end
   local token = presigned and unescape(presigned["X-Amz-Security-Token"] or "") or h["x-amz-security-token"]
-  if who.token and token ~= who.token then
-    return fail(UNKNOWN_KEY[protocol] or "InvalidClientTokenId", "The security token included in the request is invalid.")
-  end
+  if who.token and token ~= who.token then return refuse("unknown_key", protocol) end
   local headers = {}
   for name in signed:gmatch("[^;]+") do
     local v = h[name]
-    if v == nil then
-      return fail(MISMATCH[protocol] or "SignatureDoesNotMatch", "A signed header is missing: " .. name)
-    end
+    if v == nil then return refuse("mismatch", protocol, "A signed header is missing: " .. name) end
     headers[#headers + 1] = { name, v }
   end
   local body_hash = h["x-amz-content-sha256"]
@@ -169,12 +217,8 @@ function M.verify(req, protocol)
       region = region, service = service, when = when, normalize = service ~= "s3",
     }
   end
-  if not expect then return fail(MISMATCH[protocol] or "SignatureDoesNotMatch", err.message) end
-  if expect.signature ~= sig then
-    return fail(MISMATCH[protocol] or "SignatureDoesNotMatch",
-      "The request signature we calculated does not match the signature you provided. " ..
-      "Check your AWS Secret Access Key and signing method.")
-  end
+  if not expect then return refuse("mismatch", protocol, err.message) end
+  if expect.signature ~= sig then return refuse("mismatch", protocol) end
   return { arn = who.arn, user_id = who.user_id, access_key = akid, region = region, service = service }
 end
 

@@ -31,6 +31,7 @@ local errors = require "hypd.errors"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
 local log = require "hypd.log"
+local route = require "sandbox._route"
 local server = require "hypd.server"
 local state = require "sandbox.state"
 local store = require "hypd.store"
@@ -153,21 +154,11 @@ local function audit(ctx, call, output)
   })
 end
 
-local function answer(resp) return resp end
-
-local function service_of(req)
-  local auth_h = req.headers.authorization or ""
-  local svc = auth_h:match("Credential=[^/]+/%d+/[^/]+/([^/]+)/")
-  if not svc then
-    local cred = (req.query or ""):match("X%-Amz%-Credential=([^&]+)")
-    if cred then svc = cred:gsub("%%2F", "/"):match("^[^/]+/%d+/[^/]+/([^/]+)/") end
-  end
-  if svc == "sagemaker" or svc == "api.sagemaker" then return "sagemaker" end
-  if not svc and (req.body or ""):find("Action=AssumeRoleWith", 1, true) then
-    return "sts" -- the unsigned STS calls (web identity, SAML)
-  end
-  return svc
-end
+-- the answer to a request signed for a service the sandbox does not
+-- simulate, in the protocol of the one it seems to address
+local UNKNOWN_OP = { query = { "InvalidAction", 400 }, ec2 = { "InvalidAction", 400 },
+  json = { "UnknownOperationException", 400 }, ["rest-json"] = { "UnknownOperationException", 404 },
+  ["rest-xml"] = { "NotImplemented", 501 } }
 
 -- unsigned(service, req) -> true for operations AWS takes without a signature
 local function unsigned(svc, req)
@@ -181,12 +172,15 @@ end
 function M.handle(req)
   local request_id = string.format("%s-%s-%s-%s-%s", hex(8), hex(4), hex(4), hex(4), hex(12))
   local rctx = { request_id = request_id, method = req.method }
-  local svc = service_of(req)
-  if not svc or not service(svc) then
-    return answer { status = 400, headers = { ["content-type"] = "text/plain" },
-      body = "hypd sandbox: no simulated service for this request (signed for '" .. tostring(svc) .. "')\n" }
-  end
+  -- even an unsigned request, or one for a service not simulated here, is
+  -- answered in the protocol of the service it addresses
+  local svc, scoped = route.service(req, M.SERVICES)
   local proto = model(svc).metadata.protocol
+  if scoped and scoped ~= svc or not service(svc) then
+    local e = UNKNOWN_OP[proto]
+    return codec.encode_error(svc, nil, { code = e[1], status = e[2], message = "The hypd sandbox does not " ..
+      "simulate the service '" .. tostring(scoped or svc) .. "'" }, rctx)
+  end
   local injected = faults.on_request(svc, proto)
   if injected and injected.reset then return { status = 0 } end
   if injected then return codec.encode_error(svc, nil, injected, rctx) end

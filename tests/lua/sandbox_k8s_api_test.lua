@@ -173,6 +173,33 @@ t.test("server-side apply: create, idempotent re-apply, removal of dropped field
   t.like(nofm.message, "fieldManager: Required value")
 end)
 
+t.test("kubectl apply --server-side takes over what client-side apply applied; other owners still conflict", function()
+  local cms = "/api/v1/namespaces/default/configmaps"
+  local SSA = { ctype = "application/apply-patch+yaml" }
+  local la = json.encode { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "csa", namespace = "default" },
+    data = { k = "v" } }
+  local st = call("POST", cms .. "?fieldManager=kubectl-client-side-apply", { metadata = { name = "csa",
+    annotations = { ["kubectl.kubernetes.io/last-applied-configuration"] = la } }, data = { k = "v" } })
+  t.eq(st, 201)
+  local applied = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "csa" }, data = { k = "v2" } }
+  local o
+  st, o = call("PATCH", cms .. "/csa?fieldManager=other", applied, SSA)
+  t.eq({ st, o.reason }, { 409, "Conflict" }, "only the manager kubectl takes over")
+  st, o = call("PATCH", cms .. "/csa?fieldManager=kubectl", applied, SSA)
+  t.eq({ st, o.data.k }, { 200, "v2" })
+  local owners = {}
+  for _, m in ipairs(o.metadata.managedFields) do
+    if m.fieldsV1["f:data"] then owners[#owners + 1] = m.manager end
+  end
+  t.eq(owners, { "kubectl" }, "data.k moved to kubectl")
+  st = call("PATCH", cms .. "/csa?fieldManager=kubectl-edit", { data = { k = "edited" } },
+    { ctype = "application/merge-patch+json" })
+  t.eq(st, 200)
+  applied.data.k = "v3"
+  st, o = call("PATCH", cms .. "/csa?fieldManager=kubectl", applied, SSA)
+  t.eq({ st, o.reason }, { 409, "Conflict" }, "a field another manager changed since is a conflict")
+end)
+
 t.test("status is a subresource: the main resource ignores status and the status endpoint ignores spec", function()
   local _, p = call("GET", "/api/v1/namespaces/default/pods/p001")
   p.status = { phase = "Running" }

@@ -1,8 +1,9 @@
 -- sandbox.k8s.api: the Kubernetes REST API of one simulated cluster:
 -- discovery, OpenAPI v3, get/list/watch, create, update, the four patch
 -- types, delete (with garbage collection), status subresources and pod
--- logs. handle(cl, req, user) -> {status, headers, body} | {status,
--- headers, stream = fn(w)}; authentication happens before (sandbox.k8s).
+-- logs; every write also as a dry run (dryRun=All). handle(cl, req, user)
+-- -> {status, headers, body} | {status, headers, stream = fn(w)};
+-- authentication happens before (sandbox.k8s).
 local discovery = require "sandbox.k8s.discovery"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
@@ -38,6 +39,39 @@ local function parse_query(q)
 end
 
 local function truthy(v) return v == "true" or v == "1" end
+
+-- values(query, key) -> every value of a repeated query parameter, in order
+local function values(query, key)
+  local out = {}
+  for pair in (query or ""):gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    if unescape(k) == key then out[#out + 1] = unescape(v) end
+  end
+  return out
+end
+
+local function go_quote(s)
+  return '"' .. s:gsub('[\\"]', "\\%0"):gsub("%c", function(c) return string.format("\\x%02x", c:byte()) end) .. '"'
+end
+
+-- dry_run(list, kind) -> true | false | nil, Status: the dryRun option of a
+-- write (CreateOptions, UpdateOptions, PatchOptions, DeleteOptions). "All"
+-- is the only value there is; anything else is refused before the request
+-- touches an object, as the API server's ValidateDryRun does (422 Invalid)
+local function dry_run(list, kind)
+  if #list == 0 then return false end
+  for _, v in ipairs(list) do
+    if v ~= "All" then
+      local quoted = {}
+      for i, x in ipairs(list) do quoted[i] = go_quote(x) end
+      local why = "Unsupported value: []string{" .. table.concat(quoted, ", ") .. "}: supported values: \"All\""
+      return nil, objects.status(422, "Invalid", kind .. '.meta.k8s.io "" is invalid: dryRun: ' .. why,
+        { group = "meta.k8s.io", kind = kind, causes = { { reason = "FieldValueNotSupported", message = why,
+          field = "dryRun" } } })
+    end
+  end
+  return true
+end
 
 -- route(path) -> {group, version, ns, resource, name, sub} | {discovery = ...}
 local function route(path)
@@ -227,29 +261,25 @@ local function check_identity(r, rt, obj)
   return nil
 end
 
-local function create(cl, r, rt, req, q)
+-- create, update, patch and delete take dry: under dryRun=All the answer is
+-- what the API server would answer, and nothing is written (no
+-- resourceVersion, no watch event, no controller, no garbage collection)
+local function create(cl, r, rt, req, q, dry)
   local obj, err = decode_body(req)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
-  if q.dryRun == "All" then
-    local existing = obj.metadata.name and cl:get(r, obj.metadata.namespace, obj.metadata.name)
-    if existing then
-      return fail(409, "AlreadyExists", string.format("%s %q already exists", objects.qualified(r), obj.metadata.name))
-    end
-    return reply(201, obj)
-  end
-  local out, st = cl:create(r, obj, manager(req, q))
+  local out, st = cl:create(r, obj, { manager = manager(req, q), dry = dry })
   if not out then return failure(st) end
   return reply(201, out)
 end
 
-local function replace(cl, r, rt, req, q)
+local function replace(cl, r, rt, req, q, dry)
   local obj, err = decode_body(req)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
-  local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true })
+  local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
   return reply(200, out)
 end
@@ -289,7 +319,7 @@ local function json_patch(doc, ops)
   return doc
 end
 
-local function patch(cl, r, rt, req, q)
+local function patch(cl, r, rt, req, q, dry)
   local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
   local body, err = decode_body(req)
   if not body then return failure(err) end
@@ -319,11 +349,11 @@ local function patch(cl, r, rt, req, q)
         ": " .. table.concat(names, "\n"), d)
     end
     if not live then
-      local created, st = cl:create(r, out)
+      local created, st = cl:create(r, out, { dry = dry })
       if not created then return failure(st) end
       return reply(201, created)
     end
-    local updated, st = cl:update(r, out, { subresource = rt.sub })
+    local updated, st = cl:update(r, out, { subresource = rt.sub, dry = dry })
     if not updated then return failure(st) end
     return reply(200, updated)
   end
@@ -348,38 +378,48 @@ local function patch(cl, r, rt, req, q)
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
   out.metadata.resourceVersion = live.metadata.resourceVersion
-  local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub })
+  local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end
   return reply(200, updated)
 end
 
-local function propagation(req, q)
-  local p = q.propagationPolicy
-  if not p and req.body and req.body ~= "" then
-    local opts = json.decode(req.body)
-    p = type(opts) == "table" and opts.propagationPolicy or nil
+-- delete_options(req, q) -> {propagation, dry} | nil, Status: the
+-- DeleteOptions in the body when there is one (kubectl sends them there),
+-- else in the query, as the API server reads them
+local function delete_options(req, q)
+  local p, dry = q.propagationPolicy, values(req.query, "dryRun")
+  if req.body and req.body:match("%S") then
+    local opts, err = decode_body(req)
+    if not opts then return nil, err end
+    p = opts.propagationPolicy
+    dry = type(opts.dryRun) == "table" and opts.dryRun or {}
   end
-  return p or "Background"
+  local d, st = dry_run(dry, "DeleteOptions")
+  if d == nil then return nil, st end
+  return { propagation = p or "Background", dry = d }
 end
 
-local function delete(cl, r, rt, req, q)
-  local out, st = cl:delete(r, rt.ns, rt.name, propagation(req, q))
+local function delete(cl, r, rt, opts)
+  local out, st = cl:delete(r, rt.ns, rt.name, opts)
   if not out then return failure(st) end
   return reply(200, out)
 end
 
-local function delete_collection(cl, r, rt, req, q)
+local function delete_collection(cl, r, rt, q, opts)
   local match, err = selector(r, q)
   if not match then return failure(err) end
   local items = json.array()
   for _, o in ipairs(cl:list(r, rt.ns)) do
-    if match(o) then items[#items + 1] = cl:delete(r, o.metadata.namespace, o.metadata.name, propagation(req, q)) end
+    if match(o) then items[#items + 1] = cl:delete(r, o.metadata.namespace, o.metadata.name, opts) end
   end
   return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
+-- the writes with a body, and the options kind their query parameters are
+local WRITES = { create = { fn = create, options = "CreateOptions" }, update = { fn = replace, options = "UpdateOptions" },
+  patch = { fn = patch, options = "PatchOptions" } }
 
 local function serve_discovery(cl, rt)
   if rt.discovery == "api" then return reply(200, discovery.api()) end
@@ -442,14 +482,21 @@ function M.handle(cl, req, user)
   if verb == "list" then return list(cl, r, rt, q, req) end
   if verb == "watch" then return watch(cl, r, rt, q) end
   if verb == "get" then return get(cl, r, rt, req) end
-  if verb == "create" then
-    if rt.name then return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource") end
-    return create(cl, r, rt, req, q)
+  if verb == "delete" or verb == "deletecollection" then
+    local opts, st = delete_options(req, q)
+    if not opts then return failure(st) end
+    if verb == "delete" then return delete(cl, r, rt, opts) end
+    return delete_collection(cl, r, rt, q, opts)
   end
-  if verb == "update" then return replace(cl, r, rt, req, q) end
-  if verb == "patch" then return patch(cl, r, rt, req, q) end
-  if verb == "delete" then return delete(cl, r, rt, req, q) end
-  if verb == "deletecollection" then return delete_collection(cl, r, rt, req, q) end
+  if verb == "create" and rt.name then
+    return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+  end
+  local write = WRITES[verb]
+  if write then
+    local dry, st = dry_run(values(req.query, "dryRun"), write.options)
+    if dry == nil then return failure(st) end
+    return write.fn(cl, r, rt, req, q, dry)
+  end
   return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 end
 

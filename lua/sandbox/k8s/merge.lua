@@ -206,8 +206,35 @@ local function remove_path(obj, path)
   end
 end
 
+-- drop_field(tree, path) -> true when tree is left empty: removes a leaf
+-- from a FieldsV1 tree, with the parents it leaves empty
+local function drop_field(tree, path)
+  local seg, rest = path:match("^(.-)%z(.*)$")
+  seg = seg or path
+  local sub = tree[seg]
+  if type(sub) ~= "table" then return next(tree) == nil end
+  if not rest or drop_field(sub, rest) then tree[seg] = nil end
+  return next(tree) == nil
+end
+
 local function managers(obj)
   return (obj and obj.metadata and obj.metadata.managedFields) or json.array()
+end
+
+-- csa_owned(live) -> set of the leaves kubectl's client-side apply last
+-- applied (its annotation) that still hold the applied value: the fields a
+-- switch to `kubectl apply --server-side` takes over without a conflict,
+-- as the API server's lastAppliedManager allows
+local LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+local function csa_owned(live)
+  local text = live.metadata and live.metadata.annotations and live.metadata.annotations[LAST_APPLIED]
+  local last = type(text) == "string" and json.decode(text)
+  if type(last) ~= "table" then return {} end
+  local owned = {}
+  for p in pairs(leaves(M.fieldset(last))) do
+    if M.equal(get_path(last, p), get_path(live, p)) then owned[p] = true end
+  end
+  return owned
 end
 
 -- apply(live|nil, applied, manager, force, now_text) -> new object | nil, conflicts
@@ -223,16 +250,25 @@ function M.apply(live, applied, manager, force, now_text)
       others[#others + 1] = m
     end
   end
+  -- a conflict: a field another manager owns that this apply sets to another value
   local conflicts = {}
-  if live and not force then
-    for _, m in ipairs(others) do
-      for p in pairs(leaves(m.fieldsV1)) do
-        if new_leaves[p] and not M.equal(get_path(live, p), get_path(applied, p)) then
-          conflicts[#conflicts + 1] = { manager = m.manager, field = p:gsub("%z", "."):gsub("f:", "") }
-        end
+  for i, m in ipairs(live and others or {}) do
+    for p in pairs(leaves(m.fieldsV1)) do
+      if new_leaves[p] and not M.equal(get_path(live, p), get_path(applied, p)) then
+        conflicts[#conflicts + 1] = { manager = m.manager, field = p:gsub("%z", "."):gsub("f:", ""), path = p,
+          owner = i }
       end
     end
-    if #conflicts > 0 then return nil, conflicts end
+  end
+  if #conflicts > 0 and not force then
+    -- kubectl taking over from its own client-side apply forces the fields
+    -- it applied before; any other conflict stands
+    local left = {}
+    local owned = manager == "kubectl" and csa_owned(live) or {}
+    for _, c in ipairs(conflicts) do
+      if not owned[c.path] then left[#left + 1] = c end
+    end
+    if #left > 0 then return nil, left end
   end
   local out = strategic(live or json.object(), applied)
   -- fields this manager set before and no longer sets go, unless another owns them
@@ -243,15 +279,20 @@ function M.apply(live, applied, manager, force, now_text)
       if not new_leaves[p] and not owned[p] then remove_path(out, p) end
     end
   end
-  -- with force, the fields taken over leave their earlier owners
+  -- the fields taken over (forced) leave their earlier owners, and an owner
+  -- left with nothing leaves managedFields; live's entries are not touched
+  local taken = {}
+  for _, c in ipairs(conflicts) do
+    taken[c.owner] = taken[c.owner] or { }
+    taken[c.owner][#taken[c.owner] + 1] = c.path
+  end
   local kept = json.array()
-  for _, m in ipairs(others) do
-    if force then
-      for p in pairs(leaves(m.fieldsV1)) do
-        if new_leaves[p] then remove_path(m.fieldsV1, p) end
-      end
+  for i, m in ipairs(others) do
+    if taken[i] then
+      m = M.copy(m)
+      for _, p in ipairs(taken[i]) do drop_field(m.fieldsV1, p) end
     end
-    kept[#kept + 1] = m
+    if next(m.fieldsV1 or {}) ~= nil then kept[#kept + 1] = m end
   end
   local entry = { manager = manager, operation = "Apply", apiVersion = applied.apiVersion,
     time = now_text, fieldsType = "FieldsV1", fieldsV1 = mine }

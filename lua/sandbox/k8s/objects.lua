@@ -189,8 +189,11 @@ function M.not_found(r, name)
   return M.status(404, "NotFound", string.format("%s %q not found", qualified(r), tostring(name)), details(r, name))
 end
 
--- create(r, obj [, manager]) -> stored object | nil, Status
-function Cluster:create(r, obj, manager)
+-- create(r, obj [, opts]) -> stored object | nil, Status. opts: manager
+-- (recorded in managedFields), dry (dryRun=All: validated and filled in as
+-- a create is, then answered without a resourceVersion and never stored)
+function Cluster:create(r, obj, opts)
+  opts = opts or {}
   local md = obj.metadata or json.object()
   obj.metadata = md
   if (md.name == nil or md.name == "") and md.generateName then
@@ -230,11 +233,12 @@ function Cluster:create(r, obj, manager)
   md.generation = 1
   md.resourceVersion = nil
   md.deletionTimestamp = nil
-  if manager then merge.track(nil, obj, manager, "Update", md.creationTimestamp) end
+  if opts.manager then merge.track(nil, obj, opts.manager, "Update", md.creationTimestamp) end
   if r.kind == "Namespace" then
     obj.spec = obj.spec or { finalizers = { "kubernetes" } }
     obj.status = { phase = "Active" }
   end
+  if opts.dry then return obj end
   self:commit("ADDED", r, obj)
   if r.kind == "Namespace" then self:root_ca(md.name) end
   return obj
@@ -253,7 +257,9 @@ end
 
 -- update(r, new [, opts]) -> stored | nil, Status. opts: manager, subresource
 -- ("status": only status changes), check_rv (the caller's resourceVersion
--- must be current). An update that changes nothing keeps resourceVersion.
+-- must be current), dry (dryRun=All: the object as it would be, with the
+-- current resourceVersion, never stored). An update that changes nothing
+-- keeps resourceVersion.
 function Cluster:update(r, new, opts)
   opts = opts or {}
   local md = new.metadata or {}
@@ -284,17 +290,24 @@ function Cluster:update(r, new, opts)
   out.metadata.resourceVersion = old.metadata.resourceVersion
   if opts.manager then merge.track(old, out, opts.manager, "Update", self:now()) end
   if merge.equal(out, old) then return old end
+  if opts.dry then return out end
   return self:commit("MODIFIED", r, out)
 end
 
--- delete(r, ns, name [, propagation]) -> the deleted object | nil, Status
-function Cluster:delete(r, ns, name, propagation)
+-- delete(r, ns, name [, opts]) -> the deleted object | nil, Status. opts:
+-- propagation ("Background" when absent, "Foreground", "Orphan"), dry
+-- (dryRun=All: the object as it would be marked for deletion; nothing is
+-- deleted, no dependent either)
+function Cluster:delete(r, ns, name, opts)
+  opts = opts or {}
+  local propagation = opts.propagation
   local obj = self:get(r, ns, name)
   if not obj then
     return nil, M.not_found(r, name)
   end
   obj = merge.copy(obj)
   obj.metadata.deletionTimestamp = self:now()
+  if opts.dry then return obj end
   self:commit("DELETED", r, obj)
   local uid = obj.metadata.uid
   -- garbage collection: dependents go too (Background, Foreground) or lose
@@ -316,7 +329,7 @@ function Cluster:delete(r, ns, name, propagation)
       c.metadata.ownerReferences = #refs > 0 and refs or nil
       self:update(dr, c)
     elseif self:get(dr, d.metadata.namespace, d.metadata.name) then
-      self:delete(dr, d.metadata.namespace, d.metadata.name, propagation)
+      self:delete(dr, d.metadata.namespace, d.metadata.name, { propagation = propagation })
     end
   end
   return obj

@@ -134,7 +134,7 @@ ctl_.handlers.addons = function(ctl)
     keys[id(r, obj)] = true
     local old = cl:get(r, obj.metadata.namespace, obj.metadata.name)
     if not old then
-      cl:create(r, obj, "eks")
+      cl:create(r, obj, { manager = "eks" })
     elseif ours(old) and r ~= crdr then
       local c = ctl_.copy(old)
       c.spec = obj.spec

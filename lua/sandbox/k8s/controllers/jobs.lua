@@ -47,7 +47,7 @@ ctl_.handlers.job = function(ctl, k)
     local done = tbl.epoch(job.status.completionTime) or tbl.epoch(conds[#conds].lastTransitionTime)
     if ttl and done then
       if core.now() >= done + ttl / ctl_.speed() then
-        cl:delete(jr, ns, name, "Background")
+        cl:delete(jr, ns, name, { propagation = "Background" })
       else
         ctl:at(done + ttl / ctl_.speed(), "job", k)
       end
