@@ -58,6 +58,7 @@ struct dec {
 	size_t pos;		/* offset of the next byte to read */
 	int depth;		/* arrays and objects open at pos */
 	int objmt, arrmt;	/* stack indices of the marker metatables */
+	int bytes;		/* strings may hold any bytes (the store's own text) */
 	size_t where;		/* offset of the error */
 	char *err;		/* the caller's message buffer */
 	size_t errlen;		/* its size */
@@ -185,7 +186,7 @@ static int dec_string(struct dec *d)
 
 			if (c == '"' || c == '\\' || c < ' ')
 				break;
-			if (c >= 0x80) {
+			if (c >= 0x80 && !d->bytes) {
 				if (!(n = utf8_seq((const unsigned char *)s + i, d->len - i))) {
 					d->pos = i;
 					return dec_fail(d, "invalid UTF-8 in string");
@@ -362,10 +363,10 @@ static int dec_value(struct dec *d)
 
 /* hj_decode, also telling where the error is. */
 static int decode(lua_State *L, const char *s, size_t len, char *err,
-		  size_t errlen, size_t *where)
+		  size_t errlen, size_t *where, int bytes)
 {
 	struct dec d = { .L = L, .s = s, .len = len, .err = err,
-			 .errlen = err ? errlen : 0 };
+			 .errlen = err ? errlen : 0, .bytes = bytes };
 	int top = lua_gettop(L);
 
 	luaL_checkstack(L, 8, "JSON");
@@ -391,7 +392,15 @@ int hj_decode(lua_State *L, const char *s, size_t len, char *err,
 {
 	size_t where;
 
-	return decode(L, s, len, err, errlen, &where);
+	return decode(L, s, len, err, errlen, &where, 0);
+}
+
+int hj_decode_bytes(lua_State *L, const char *s, size_t len, char *err,
+		    size_t errlen)
+{
+	size_t where;
+
+	return decode(L, s, len, err, errlen, &where, 1);
 }
 
 /*
@@ -780,8 +789,14 @@ static int l_decode(lua_State *L)
 	char err[160];
 	size_t len, where;
 	const char *s = luaL_checklstring(L, 1, &len);
+	int bytes = 0;
 
-	if (!decode(L, s, len, err, sizeof err, &where))
+	if (lua_istable(L, 2)) {
+		lua_getfield(L, 2, "bytes");
+		bytes = lua_toboolean(L, -1);
+		lua_pop(L, 1);
+	}
+	if (!decode(L, s, len, err, sizeof err, &where, bytes))
 		return 1;
 	hx_fail(L, "JSON", "%s", err);
 	lua_pushinteger(L, (lua_Integer)where);

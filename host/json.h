@@ -55,10 +55,21 @@
  * just bytes). Returns 0, or -1 with nothing pushed and a message in
  * err[0..errlen) that names the byte offset (0-based) and what was wrong.
  * Decoded objects and arrays carry the json.object and json.array
- * metatables. Cost: one pass over s, one Lua table per array or object.
+ * metatables. Strings must be UTF-8 (RFC 8259 8.1: no overlong forms,
+ * surrogates or truncated sequences); one that is not is refused with its
+ * offset, never echoed. Cost: one pass over s, one Lua table per array or
+ * object.
  */
 int hj_decode(lua_State *L, const char *s, size_t len, char *err,
 	      size_t errlen);
+
+/*
+ * hj_decode for text hypd wrote itself (the store's values): strings may
+ * hold any bytes, as hj_encode writes them. Input from outside goes through
+ * hj_decode, which refuses strings that are not UTF-8.
+ */
+int hj_decode_bytes(lua_State *L, const char *s, size_t len, char *err,
+		    size_t errlen);
 
 /*
  * Encodes the value at idx (any index; the stack is left as it was).

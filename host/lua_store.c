@@ -9,7 +9,7 @@
  *   query(sql, ...) -> {row, ...}    exec(sql, ...) -> changes
  *   transaction(fn) -> fn's results  schema_version() -> n
  *
- * Values are stored as JSON text (hj_encode / hj_decode). In an op_update
+ * Values are stored as JSON text (hj_encode / hj_decode_bytes: any bytes). In an op_update
  * patch, json.null clears a field (SQL NULL). Misuse raises; failures of
  * the world return nil, err with err.code "STORE" ("EXISTS" for a taken
  * operation id, "NOT_FOUND" for op_update of an unknown id) and
@@ -136,7 +136,7 @@ static int decode(lua_State *L, const char *json, char *err, size_t errlen)
 {
 	int top = lua_gettop(L);
 
-	if (hj_decode(L, json, strlen(json), err, errlen) == 0)
+	if (hj_decode_bytes(L, json, strlen(json), err, errlen) == 0)
 		return 0;
 	lua_settop(L, top);
 	return -1;

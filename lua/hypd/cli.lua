@@ -17,7 +17,6 @@ local op = require "hypd.op"
 local progress = require "hypd.cli_progress"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
-local task = require "hypd.task"
 local tool = require "hypd.tool"
 
 local M = {}

@@ -401,7 +401,7 @@ local function event_rows(id, after, limit)
     "ORDER BY seq LIMIT ?3", id, after, limit) or {}
   local out = json.array()
   for i, r in ipairs(rows) do
-    local d = json.decode(r.data) or {}
+    local d = json.decode(r.data, { bytes = true }) or {}
     out[i] = { seq = r.seq, at = r.at, kind = r.kind, phase = d.phase, status = d.status, message = d.message }
   end
   return out

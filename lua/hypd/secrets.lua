@@ -27,7 +27,7 @@ function M.get(id)
   if not f then return nil end
   local text = f:read("a")
   f:close()
-  local values = json.decode(text)
+  local values = json.decode(text, { bytes = true })
   if type(values) ~= "table" then return nil end
   for _, v in pairs(values) do if type(v) == "string" then core.add_secret(v) end end
   return values

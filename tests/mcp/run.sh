@@ -108,9 +108,9 @@ HYPD_CLOCK=virtual HYPD_STATE=$tmp/serve "$HYPD" serve --sandbox --listen 127.0.
 	>"$tmp/serve.out" 2>"$tmp/serve.err" &
 pids+=($!)
 if url=$(wait_line "$tmp/serve.out" 'listening on' "${pids[-1]}") &&
-	token=$(wait_line "$tmp/serve.out" 'token' "${pids[-1]}"); then
+	token=$(wait_line "$tmp/serve.out" 'export HYPD_TOKEN=' "${pids[-1]}"); then
 	url=${url##* }
-	token=${token##* }
+	token=${token##*=}
 	mkdir -p "$tmp/stdio-api"
 	MUTATING=1 HYPD_STATE=$tmp/stdio-api HYPD_TOKEN=$token tap "the stdio --api client" \
 		timeout -k 2 60 node $DIR/sdk_client.mjs stdio stdio-api "$HYPD" mcp --api "$url"

@@ -336,8 +336,8 @@ function M.handle(req)
   if not fn then
     local allow = {}
     for _, m in ipairs { "GET", "POST" } do if r[m] then allow[#allow + 1] = m end end
-    return fail(405, "METHOD_NOT_ALLOWED", errors.echo(req.method, 10) .. " is not allowed on " .. M.BASE .. r[2] .. " (allowed: " ..
-      table.concat(allow, ", ") .. ")", { allow = table.concat(allow, ", ") }), route
+    return fail(405, "METHOD_NOT_ALLOWED", errors.echo(req.method, 10) .. " is not allowed on " .. M.BASE .. r[2] ..
+      " (allowed: " .. table.concat(allow, ", ") .. ")", { allow = table.concat(allow, ", ") }), route
   end
   return fn(req, caller, table.unpack(caps, 1, caps.n)), route
 end

@@ -314,9 +314,9 @@ function M.status(rec, opts)
   local o = {}
   for k, v in pairs(opts or {}) do o[k] = v end
   o.region = st.region or p.region or rec.region or o.region
-  local function try(service, op, params)
-    if not opts and type(rec.try) == "function" then return rec:try(service, op, params) end
-    return aws.try(service, op, params, o)
+  local function try(service, operation, params)
+    if not opts and type(rec.try) == "function" then return rec:try(service, operation, params) end
+    return aws.try(service, operation, params, o)
   end
   local tag = p.cluster_tag or st.cluster_tag
   local out = { cluster_tag = tag, region = o.region, cluster_name = st.cluster_name or (tag and net.name(tag)),
