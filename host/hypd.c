@@ -16,6 +16,7 @@
 #include "lua_engine.h"
 #include "luax.h"
 #include "statedir.h"
+#include "statelock.h"
 #include "store.h"
 
 struct hypd {
@@ -274,6 +275,8 @@ void hypd_close(hypd *h)
 	lstate_close(h->L);
 	httpc_free(h->http);
 	store_close(h->db);
+	if (h->state_dir)
+		statelock_release(h->state_dir); /* when this host's directory is the one locked */
 	free(h->state_dir);
 	free(h->playbooks);
 	free(h->region);
