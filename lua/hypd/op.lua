@@ -17,6 +17,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local secrets = require "hypd.secrets"
+local statelock = require "hypd.statelock"
 local store = require "hypd.store"
 local task = require "hypd.task"
 
@@ -195,7 +196,10 @@ local function accepted(rec, def, existing)
 end
 
 -- start(def, params, caller) -> accepted: the record first, then the task
+-- (nil, LOCKED err when another process owns the state directory)
 function M.start(def, params, caller)
+  local held, lerr = statelock.check("starting " .. def.name)
+  if not held then return nil, lerr end
   local target = def.target(params)
   local same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
   if same and same[1] then return accepted(same[1], def, true) end
@@ -224,8 +228,11 @@ function M.start(def, params, caller)
 end
 
 -- resume() -> n: every operation still running in the store continues
--- (after a restart); one whose tool is gone fails with a clear record
+-- (after a restart); one whose tool is gone fails with a clear record.
+-- nil, LOCKED err when another process owns the state directory.
 function M.resume()
+  local held, lerr = statelock.check("resuming operations")
+  if not held then return nil, lerr end
   local n = 0
   for _, rec in ipairs(M.list { status = "running" }) do
     if not running[rec.id] then
