@@ -178,7 +178,9 @@ int statelock_wait(const char *dir, const char *command, double seconds, double 
 		now = hclock_mono();
 		if (rc != STATELOCK_BUSY || (give_up && give_up()))
 			return rc;
-		if (now - start >= (holder->stopping ? seconds : settle))
+		/* no pid: the holder is between taking (or releasing) it and writing the file */
+		if (now - start >= (holder->stopping || holder->pid <= 0 ? (seconds > settle ? seconds : settle)
+									   : settle))
 			return rc;
 		nap(50);
 	}

@@ -47,9 +47,10 @@ int statelock_acquire(const char *dir, const char *command, statelock_info *hold
 
 /*
  * Like statelock_acquire, but tries again every 50 ms (real time, whatever
- * the clock) for up to seconds while the holder is stopping, and for the
- * first settle seconds whatever it is doing (a holder that has just been
- * sent SIGTERM may not have marked itself stopping yet). Ends early when
+ * the clock) for up to seconds while the holder is stopping (or its file
+ * names no one: it is just releasing the lock), and for the first settle
+ * seconds whatever it is doing (a holder that has just been sent SIGTERM
+ * may not have marked itself stopping yet). Ends early when
  * give_up() returns nonzero (give_up may be NULL). Blocks the calling thread.
  */
 int statelock_wait(const char *dir, const char *command, double seconds, double settle,
