@@ -47,7 +47,7 @@ local seen               -- read_only: the holder when the lock was refused
 local function dir() return config.state_dir end
 
 -- the command of this process, for the lock file: "hypd run x.lua" (the
--- command word and its first operand; never key=value arguments)
+-- program, its command word and first operand; never key=value arguments)
 local function process_command()
   local f = io.open("/proc/self/cmdline", "rb")
   local raw = f and f:read(4096) or ""
@@ -56,7 +56,7 @@ local function process_command()
   for a in raw:gmatch("([^%z]*)%z") do argv[#argv + 1] = a end
   local i = 2
   while argv[i] and argv[i]:sub(1, 2) == "--" do i = i + 2 end
-  local words = { "hypd", argv[i] }
+  local words = { (argv[1] or "hypd"):match("[^/]*$"), argv[i] }
   local operand = argv[i + 1]
   if operand and not operand:find("=", 1, true) and operand:sub(1, 1) ~= "-" then words[3] = operand end
   return table.concat(words, " ")
