@@ -15,6 +15,8 @@
 #include "lstate.h"
 #include "lua_engine.h"
 #include "luax.h"
+#include "statedir.h"
+#include "statelock.h"
 #include "store.h"
 
 struct hypd {
@@ -90,8 +92,9 @@ static void wake_engine(void *http) { httpc_wakeup(http); }
 hypd *hypd_open(const hypd_options *opts, char **err)
 {
 	hypd_options none = { 0 };
+	static int warned; /* the state directory's modes were reported */
 	const char *level, *clock_mode;
-	char msg[256] = "";
+	char msg[512] = "", note[512];
 	hypd *h;
 
 	if (err)
@@ -130,6 +133,16 @@ hypd *hypd_open(const hypd_options *opts, char **err)
 	h->profile = dup_or_null(opts->profile);
 	if (!h->state_dir || (opts->region && !h->region) || (opts->profile && !h->profile))
 		goto oom;
+	if (statedir_prepare(h->state_dir, msg, sizeof msg, note, sizeof note) != 0) {
+		if (err)
+			*err = errorf("%s%s", msg, "");
+		hypd_close(h);
+		return NULL;
+	}
+	if (note[0] && !warned) {
+		warned = 1; /* once per process, whatever the number of hosts */
+		log_msg(LOG_WARN, "state", "%s", note);
+	}
 	if (store_open(h->state_dir, &h->db, msg, sizeof msg) != 0) {
 		if (err)
 			*err = errorf("cannot open the store in %s: %s", h->state_dir, msg);
@@ -262,6 +275,8 @@ void hypd_close(hypd *h)
 	lstate_close(h->L);
 	httpc_free(h->http);
 	store_close(h->db);
+	if (h->state_dir)
+		statelock_release(h->state_dir); /* when this host's directory is the one locked */
 	free(h->state_dir);
 	free(h->playbooks);
 	free(h->region);

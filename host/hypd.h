@@ -10,7 +10,10 @@
  *
  * A host owns one Lua state, one store (SQLite under the state directory)
  * and one engine; use it from one thread at a time. The clock and the log
- * are process-wide. Link with build/libhypd.a and
+ * are process-wide, and so is the state directory's lock: only one process
+ * at a time runs or resumes operations on a state directory, and a host
+ * takes the lock when its first mutating call needs it (a call then fails
+ * with code LOCKED, naming the holder, while another process has it). Link with build/libhypd.a and
  * `pkg-config --libs lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat`.
  */
 #ifndef HYPD_H
@@ -34,8 +37,10 @@ typedef struct {
 } hypd_options;
 
 /*
- * Opens a host. Returns NULL on failure and sets *err to a message the
- * caller frees with hypd_free (err may be NULL).
+ * Opens a host. The state directory is created 0700 when missing; one that
+ * users other than its owner can write is refused (a readable one is a
+ * warning on the log). Returns NULL on failure and sets *err to a message
+ * the caller frees with hypd_free (err may be NULL).
  */
 hypd *hypd_open(const hypd_options *opts, char **err);
 
@@ -51,7 +56,10 @@ int hypd_call(hypd *h, const char *name, const char *args_json, char **out);
 /* Frees a string returned by this API. */
 void hypd_free(void *p);
 
-/* Stops the engine and frees everything the host holds. NULL is a no-op. */
+/*
+ * Stops the engine, releases the state directory's lock if this host took
+ * it, and frees everything the host holds. NULL is a no-op.
+ */
 void hypd_close(hypd *h);
 
 #endif

@@ -70,6 +70,7 @@ static int search_embedded(lua_State *L)
 }
 
 int luaopen_hypd_sigv4(lua_State *L); /* lua_sigv4.c */
+int luaopen_hypd__lock(lua_State *L); /* lua_statelock.c */
 
 static const luaL_Reg c_modules[] = {
 	{ "hypd.core", luaopen_hypd_core },
@@ -79,6 +80,7 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd.xml", luaopen_hypd_xml },
 	{ "hypd._aws", luaopen_hypd__aws },
 	{ "hypd.sigv4", luaopen_hypd_sigv4 },
+	{ "hypd._lock", luaopen_hypd__lock },
 	{ NULL, NULL },
 };
 

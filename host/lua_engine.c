@@ -57,6 +57,7 @@ jobs *lua_engine_jobs(lua_State *L)
 }
 
 void lua_engine_interrupt(void) { interrupted = 1; }
+int lua_engine_interrupted(void) { return interrupted != 0; }
 
 static httpc *get_http(lua_State *L)
 {

@@ -27,6 +27,9 @@ void lua_engine_close(lua_State *L);
  * check (safe from any thread). */
 void lua_engine_interrupt(void);
 
+/* Was lua_engine_interrupt called (and not cleared by core.interrupted)? */
+int lua_engine_interrupted(void);
+
 int luaopen_hypd_core(lua_State *L);
 int luaopen_hypd_log(lua_State *L);
 

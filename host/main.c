@@ -61,7 +61,8 @@ static const char sandbox_usage[] =
 	"keys. State survives restarts (in --state DIR). --speed N runs simulated\n"
 	"durations N times faster; --virtual-clock makes them instant. --faults FILE\n"
 	"is JSON: throttling, 5xx and latency per service, capacity shortages,\n"
-	"failing nodes, with a seed. Ctrl-C stops it.\n";
+	"failing nodes, with a seed. Ctrl-C stops it. Like hypd serve, it owns its\n"
+	"state directory: a second process on it is refused.\n";
 
 static const char kubeconfig_usage[] =
 	"usage: hypd kubeconfig --cluster NAME [--region REGION] [--profile PROFILE] [--write FILE]\n"
@@ -86,7 +87,8 @@ static const char run_usage[] =
 	"Exits 1 with the error on stderr when the playbook fails.\n";
 
 static const char serve_usage[] =
-	"usage: hypd serve [--listen ADDR:PORT] [--state DIR] [--playbooks DIR] [--sandbox [--speed N]]\n"
+	"usage: hypd serve [--listen ADDR:PORT] [--state DIR] [--playbooks DIR] [--grace SECONDS]\n"
+	"                  [--sandbox [--speed N]]\n"
 	"\n"
 	"Serves the REST API (/api/v1), MCP (/mcp), WebSocket events (/ws) and\n"
 	"Prometheus metrics (/metrics) on one port, default 127.0.0.1:3099 (port 0\n"
@@ -96,8 +98,12 @@ static const char serve_usage[] =
 	"create). Operations left running resume. --sandbox also runs the simulated\n"
 	"AWS account in this process, points the AWS layer at it and prints a fresh\n"
 	"admin token (--speed N: simulated durations N times faster). SIGTERM or\n"
-	"Ctrl-C stops it: no new requests, running operations get a few seconds to\n"
-	"reach their next phase, and resume at the next start.\n";
+	"Ctrl-C stops it: no new requests, running operations get --grace seconds\n"
+	"(default 10) to reach their next phase, and resume at the next start.\n"
+	"\n"
+	"One process at a time owns a state directory: a second hypd serve on it\n"
+	"exits 1 naming the one that holds it (use --api URL to talk to that one);\n"
+	"started while the holder is stopping, it waits for it (its grace + 5 s).\n";
 
 static const char tools_usage[] =
 	"usage: hypd tools [--json] [--state DIR] [--playbooks DIR]\n"
@@ -117,6 +123,8 @@ static const char call_usage[] =
 	"operation: --wait follows it, printing each phase on stderr, then prints\n"
 	"the operation; in-process the command does not exit before the operation\n"
 	"ends unless --detach, which leaves it to the next hypd serve on this state.\n"
+	"In-process, a mutating or destructive tool needs the state directory: while\n"
+	"another process (a hypd serve) owns it, the call exits 1 naming it; use --api.\n"
 	"Exits 1 with the error on stderr when the call fails, 2 on a usage error.\n";
 
 static const char token_usage[] =
@@ -134,7 +142,9 @@ static const char mcp_usage[] =
 	"usage: hypd mcp [--api URL] [--state DIR] [--playbooks DIR]\n"
 	"\n"
 	"Speaks MCP over stdin and stdout: the tools run in this process, or with\n"
-	"--api URL on a running hypd serve (token in HYPD_TOKEN).\n";
+	"--api URL on a running hypd serve (token in HYPD_TOKEN). In-process while\n"
+	"another process (a hypd serve) owns the state directory, only read tools\n"
+	"work; the others answer LOCKED, naming it.\n";
 
 static hypd *running;
 
@@ -630,11 +640,11 @@ static int run_cli(hypd *h, const char *module, const char *fn)
 
 static int cmd_serve(hypd_options *o, int argc, char **argv)
 {
-	static const char *const names[] = { "--listen", "--state", "--playbooks", "--speed", NULL };
+	static const char *const names[] = { "--listen", "--state", "--playbooks", "--speed", "--grace", NULL };
 	static const char *const flags[] = { "--sandbox", NULL };
-	const char *v[4] = { NULL, NULL, NULL, NULL };
+	const char *v[5] = { NULL, NULL, NULL, NULL, NULL };
 	int sandbox[1] = { 0 }, rc;
-	double speed = 0;
+	double speed = 0, grace = -1;
 	lua_State *L;
 	hypd *h;
 
@@ -654,6 +664,13 @@ static int cmd_serve(hypd_options *o, int argc, char **argv)
 		if (!sandbox[0])
 			return fail("%s", "--speed is for the sandbox: give --sandbox too");
 	}
+	if (v[4]) {
+		char *end;
+
+		grace = strtod(v[4], &end);
+		if (*end || !*v[4] || grace < 0)
+			return fail("--grace must be a number of seconds, 0 or more, not '%s'", v[4]);
+	}
 	if (!(h = open_or_say(o)))
 		return 1;
 	L = hypd_lua(h);
@@ -665,6 +682,10 @@ static int cmd_serve(hypd_options *o, int argc, char **argv)
 	if (speed > 0) {
 		lua_pushnumber(L, speed);
 		lua_setfield(L, -2, "speed");
+	}
+	if (grace >= 0) {
+		lua_pushnumber(L, grace);
+		lua_setfield(L, -2, "grace");
 	}
 	rc = run_cli(h, "hypd.serve", "main");
 	hypd_close(h);

@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "statedir.h"
+
 /*
  * The schema, one step per version: step i takes user_version from i to
  * i + 1. Append new steps; never edit or reorder a released one.
@@ -328,6 +330,11 @@ int store_open(const char *dir, store **out, char *err, size_t errlen)
 		goto fail;
 	}
 	snprintf(path, n, "%s/hypd.db", dir);
+	/* 0600 whatever the umask; SQLite gives the WAL and SHM files its mode */
+	if (statedir_create_private(path, s->err, sizeof(s->err)) != 0) {
+		rc = STORE_ERROR;
+		goto fail;
+	}
 	rc = sqlite3_open_v2(path, &s->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {

@@ -46,7 +46,8 @@ extern const char store_clear[];
 
 /*
  * Creates dir (mode 0700, with parents) when missing, opens dir/hypd.db and
- * migrates it. On failure returns a code, *out = NULL, and a message in err.
+ * migrates it. A new hypd.db is created with mode 0600 whatever the umask
+ * (SQLite gives its WAL and SHM files the database's mode). On failure returns a code, *out = NULL, and a message in err.
  */
 int store_open(const char *dir, store **out, char *err, size_t errlen);
 

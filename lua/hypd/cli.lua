@@ -17,6 +17,7 @@ local op = require "hypd.op"
 local progress = require "hypd.cli_progress"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
+local statelock = require "hypd.statelock"
 local tool = require "hypd.tool"
 
 local M = {}
@@ -149,6 +150,11 @@ local function call_local(opts, base)
   local def = tool.get(opts.tool)
   local args, uerr = args_from(def and def.params, opts.words, base)
   if not args then return usage(uerr) end
+  if def and def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
+    local held, herr = statelock.acquire { command = "hypd call " .. opts.tool, hint = "Call the tool through " ..
+      "it: hypd call --api URL " .. opts.tool .. " ... (token in HYPD_TOKEN)." }
+    if not held then return show_error(herr) end
+  end
   local caller = { name = "cli:" .. (os.getenv("USER") or "local"), scope = "admin", front = "cli" }
   local r, err = run(tool.call, opts.tool, args, caller)
   if r == nil and err then return show_error(err) end
@@ -312,6 +318,16 @@ end
 
 -- mcp{api} -> exit status: MCP over stdio (hypd.api.mcp.stdio_main)
 function M.mcp(opts)
+  if not (opts and opts.api) then -- in-process: mutating tools only with the state directory's lock
+    local held, herr = statelock.acquire { command = "hypd mcp" }
+    if not held and herr.code ~= "LOCKED" then return show_error(herr) end
+    if not held then
+      statelock.read_only("Read tools work in this hypd mcp; for the others run hypd mcp --api URL (token " ..
+        "in HYPD_TOKEN).", herr.holder)
+      warn("hypd: mcp serves read tools only: ", statelock.describe(herr.holder), " owns ", tostring(herr.dir),
+        "; for mutating and destructive tools use hypd mcp --api ", herr.holder.url or "URL", "\n")
+    end
+  end
   local ok, mod = pcall(require, "hypd.api.mcp")
   if not ok or type(mod) ~= "table" or type(mod.stdio_main) ~= "function" then
     local why = not ok and tostring(type(mod) == "table" and mod.message or mod):match("^[^\n]*") or ""

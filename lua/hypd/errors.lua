@@ -8,7 +8,8 @@
 -- Codes in use: VALIDATION (bad input; names the field and the rule),
 -- NOT_FOUND, EXISTS, CONFLICT, TIMEOUT, CANCELLED, THROTTLED, CONNECT, TLS,
 -- TOO_LARGE, HTTP, JSON, STORE, SANDBOX (a playbook broke a sandbox rule),
--- DEADLOCK, STATE (the host is not set up for the call), INTERNAL (a bug).
+-- DEADLOCK, STATE (the host is not set up for the call), LOCKED (another
+-- process owns the state directory: hypd.statelock), INTERNAL (a bug).
 local core = require "hypd.core"
 
 local M = {}

@@ -17,6 +17,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local secrets = require "hypd.secrets"
+local statelock = require "hypd.statelock"
 local store = require "hypd.store"
 local task = require "hypd.task"
 
@@ -268,8 +269,11 @@ end
 -- start(def, params, caller) -> accepted | nil, err: the record first, then
 -- the task. A call for a target an operation of the same tool is already
 -- working on joins it when its parameters are the same, and is refused
--- (CONFLICT, naming the operation and the parameters that differ) when not.
+-- (CONFLICT, naming the operation and the parameters that differ) when not;
+-- nil, LOCKED err when another process owns the state directory.
 function M.start(def, params, caller)
+  local held, lerr = statelock.check("starting " .. def.name)
+  if not held then return nil, lerr end
   if def.aws then
     -- what can be checked before anything is recorded is checked first, so
     -- the caller gets the error as the answer, not an operation that fails
@@ -323,8 +327,11 @@ function M.start(def, params, caller)
 end
 
 -- resume() -> n: every operation still running in the store continues
--- (after a restart); one whose tool is gone fails with a clear record
+-- (after a restart); one whose tool is gone fails with a clear record.
+-- nil, LOCKED err when another process owns the state directory.
 function M.resume()
+  local held, lerr = statelock.check("resuming operations")
+  if not held then return nil, lerr end
   local n = 0
   for _, rec in ipairs(M.list { status = "running" }) do
     if not running[rec.id] then

@@ -31,6 +31,7 @@ local op = require "hypd.op"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
 local server = require "hypd.server"
+local statelock = require "hypd.statelock"
 local task = require "hypd.task"
 local ws = require "hypd.api.ws"
 
@@ -134,6 +135,9 @@ function M.start(opts)
     return errors.fail("VALIDATION", "--listen must be IPv4-ADDRESS:PORT, e.g. 127.0.0.1:3099; got '" ..
       tostring(listen) .. "'", { field = "listen" })
   end
+  local held, lerr = statelock.acquire { command = "hypd serve --listen " .. listen .. (opts.sandbox and
+    " --sandbox" or ""), hint = statelock.HINT_SERVE, wait = true }
+  if not held then return nil, lerr end
   local loopback = addr:match("^127%.") ~= nil
   local had_tokens = auth.count() > 0
   if not loopback and not had_tokens then
@@ -171,7 +175,8 @@ function M.start(opts)
     info.token = assert(auth.create { name = "admin", scope = "admin" })
     label = "admin token (shown once): "
   end
-  local resumed = op.resume()
+  statelock.advertise(info.url)
+  local resumed = assert(op.resume())
   if resumed > 0 then log.info("serve", "resumed %d running operations", resumed) end
   out:write("hypd serve: listening on ", info.url, "\n",
     "  REST    ", info.url, rest.BASE, "  (OpenAPI: ", info.url, rest.BASE, "/openapi.json)\n",
@@ -199,6 +204,7 @@ end
 -- resume from their last persisted phase at the next start in any case).
 -- Runs on the engine loop (not in a task); a second interrupt ends it.
 local function stop(info, grace)
+  statelock.stopping(grace) -- a new hypd serve on this state waits for us
   info.srv:stop()
   local pending, n = {}, 0
   for id in pairs(op.active()) do pending[id], n = true, n + 1 end

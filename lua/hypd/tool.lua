@@ -327,6 +327,10 @@ function M.call(name, args, caller)
   if not ok then return nil, err end
   local params, verr = M.validate(def, args)
   if not params then return nil, verr end
+  if def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
+    local held, lerr = require("hypd.statelock").check(name)
+    if not held then return nil, lerr end
+  end
   if def.steps then return require("hypd.op").start(def, params, caller) end
   local ctx = { caller = caller, tool = def, progress = caller and caller.progress or function() end }
   local okr, result = pcall(def.run, ctx, params)

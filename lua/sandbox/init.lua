@@ -300,6 +300,11 @@ end
 
 -- serve{listen, speed, faults}: the `hypd sandbox` command; runs until interrupted
 function M.serve(opts)
+  -- the simulated account lives in the store and its scheduled changes
+  -- resume at start: one process per state directory, like hypd serve
+  local held, lerr = require("hypd.statelock").acquire { command = "hypd sandbox --listen " ..
+    tostring(opts and opts.listen or "127.0.0.1:4566"), wait = true }
+  if not held then error(lerr, 0) end
   local srv, err = M.start(opts)
   if not srv then error(err, 0) end
   local port = srv.port

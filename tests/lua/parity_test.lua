@@ -11,7 +11,9 @@ local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
-local state = dir .. "/state"
+-- one state directory per process that owns one: the sandbox's is dir/state
+-- (H.sandbox_process), the server's dir/serve, MCP stdio in-process its own
+local state = dir .. "/serve"
 local env, pids = {}, {}
 local url, token
 
@@ -116,7 +118,7 @@ t.test("REST, MCP over HTTP, MCP stdio in-process and MCP stdio --api agree on e
     by_rest[i] = rest(c.tool, c.args)
     by_http[i] = mcp_call(c.tool, c.args)
   end
-  local by_stdio = stdio("", "AWS_REGION=us-west-2")
+  local by_stdio = stdio("", "AWS_REGION=us-west-2 HYPD_STATE=" .. H.quote(dir .. "/stdio"))
   local by_api = stdio("--api " .. url, "HYPD_TOKEN=" .. H.quote(token))
   -- each door makes its own AWS call: only the request id may differ
   for _, set in ipairs { by_rest, by_http, by_stdio, by_api } do
