@@ -101,7 +101,10 @@ t.test("a secret parameter of a failing operation reaches no stored or returned 
   local leaks = {}
   for name, text in pairs(surfaces) do
     if text:find(SECRET, 1, true) then leaks[#leaks + 1] = name end
-    if text:find("op_surfaces_test.lua", 1, true) and not name:find("^log") then leaks[#leaks + 1] = name .. " (path)" end
+    -- (the state directory's lock file names the holding command, this test)
+    if text:find("op_surfaces_test.lua", 1, true) and not name:find("^log") and not name:find("/lock$") then
+      leaks[#leaks + 1] = name .. " (path)"
+    end
   end
   table.sort(leaks)
   t.eq(leaks, {}, "no surface holds the secret or the file's path")

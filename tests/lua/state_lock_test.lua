@@ -247,7 +247,7 @@ t.test("killed with SIGKILL mid-operation, then started twice at once: one serve
     os.execute("sleep 0.02")
   end
   t.eq(view.status, "succeeded", json.encode(view.error or json.null))
-  local sandbox = winner.out():match("sandbox AWS endpoint (http://[%d.:]+)")
+  local sandbox = winner.out():match("export AWS_ENDPOINT_URL=(http://[%d.:]+)")
   local _, audit = H.sh("curl -s " .. tostring(sandbox) .. "/_sandbox/audit")
   local counts = {}
   for _, e in ipairs(json.decode(audit or "") or {}) do counts[e.operation] = (counts[e.operation] or 0) + 1 end
