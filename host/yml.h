@@ -41,9 +41,10 @@
  * DECISIONS, measured against kubectl 1.32 (client-go reads kubeconfigs
  * with sigs.k8s.io/yaml over go-yaml v2, YAML 1.1 rules):
  *   - Booleans are YAML 1.2's: yes/no/on/off/y/n are strings here, where
- *     kubectl makes them booleans. (For kubeconfig string fields both agree
- *     on every file kubectl accepts, since kubectl refuses a boolean there;
- *     hypd.k8s.kubeconfig reads kubectl's spellings for boolean fields.)
+ *     kubectl makes them booleans (and a `yes:` key "true"). For kubeconfig
+ *     string fields both agree on every file kubectl accepts, since kubectl
+ *     refuses a boolean there; hypd.k8s.kubeconfig reads kubectl's
+ *     spellings for the boolean field it looks at.
  *     Numbers are read as kubectl reads them, following go-yaml v3's own
  *     choice of YAML 1.1 octals: 0600 is 384, 1_000 is 1000, 0b11 is 3.
  *     kubectl turns 1.0 into 1 (a Go float64 in JSON); here it stays a float.
