@@ -1,7 +1,7 @@
 # hypd: `make` builds build/hypd, `make run` starts it, `make test` runs every
 # suite, `make asan` runs them all under AddressSanitizer and UBSan.
 
-PKGS    := lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat
+PKGS    := lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat yaml-0.1
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
@@ -31,7 +31,7 @@ HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find skills -name SKILL.md | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
-FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml
+FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml $(BUILD)/fuzz/fuzz_yaml
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
 .PHONY: all run test bench asan deps lint clean fuzz-smoke
@@ -100,7 +100,7 @@ bench: $(BUILD)/hypd $(BUILD)/tests/echo_server $(BUILD)/tests/sigv4_bench
 	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; \
 	HYPD_BUILD=$(BUILD) tests/bench/sigv4_compare.sh || rc=1; exit $$rc
 
-# libFuzzer targets (clang): the SigV4 canonicalizer and the XML decoder.
+# libFuzzer targets (clang): the SigV4 canonicalizer, the XML and YAML decoders.
 # make fuzz-smoke runs each for FUZZ_TIME seconds; make test runs a short pass.
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 20
@@ -114,6 +114,11 @@ $(BUILD)/fuzz/fuzz_xml: tests/fuzz/fuzz_xml.c host/xml.c host/xml.h host/luax.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_xml.c host/xml.c host/luax.c $(PKG_LIBS)
+
+$(BUILD)/fuzz/fuzz_yaml: tests/fuzz/fuzz_yaml.c host/lua_yaml.c host/yml.c host/yml.h host/json.c host/luax.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_yaml.c host/lua_yaml.c host/yml.c host/json.c host/luax.c $(PKG_LIBS)
 
 fuzz-smoke: $(FUZZERS)
 	@FUZZ_TIME=$(FUZZ_TIME) BUILD=$(BUILD) tests/fuzz_smoke.sh

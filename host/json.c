@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OBJECT_MT "json.object"
-#define ARRAY_MT "json.array"
+#define OBJECT_MT HJ_OBJECT_MT
+#define ARRAY_MT HJ_ARRAY_MT
 #define ENCODER_MT "hypd.json.encoder"
 
 enum { UNMARKED, OBJECT, ARRAY };

@@ -50,6 +50,10 @@
 
 #define HJ_MAXDEPTH 256
 
+/* The registry names of the object and array marks (see json.object). */
+#define HJ_OBJECT_MT "json.object"
+#define HJ_ARRAY_MT "json.array"
+
 /*
  * Pushes the Lua value for the JSON text s[0..len) (NUL bytes in it are
  * just bytes). Returns 0, or -1 with nothing pushed and a message in

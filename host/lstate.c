@@ -71,6 +71,7 @@ static int search_embedded(lua_State *L)
 
 int luaopen_hypd_sigv4(lua_State *L); /* lua_sigv4.c */
 int luaopen_hypd__lock(lua_State *L); /* lua_statelock.c */
+int luaopen_hypd_yaml(lua_State *L);  /* lua_yaml.c */
 
 static const luaL_Reg c_modules[] = {
 	{ "hypd.core", luaopen_hypd_core },
@@ -78,6 +79,7 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd.json", luaopen_hypd_json },
 	{ "hypd.store", luaopen_hypd_store },
 	{ "hypd.xml", luaopen_hypd_xml },
+	{ "hypd.yaml", luaopen_hypd_yaml },
 	{ "hypd._aws", luaopen_hypd__aws },
 	{ "hypd.sigv4", luaopen_hypd_sigv4 },
 	{ "hypd._lock", luaopen_hypd__lock },

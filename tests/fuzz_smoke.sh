@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
 secs=${FUZZ_TIME:-5}
 n=0
-for target in sigv4 xml; do
+for target in sigv4 xml yaml; do
 	n=$((n + 1))
 	bin=$build/fuzz/fuzz_$target
 	if [ ! -x "$bin" ]; then

@@ -1,6 +1,7 @@
 -- hypd kubeconfig against a `hypd sandbox --virtual-clock` process: the
 -- kubeconfig names the cluster's endpoint and CA from DescribeCluster and
--- runs `hypd eks-token` as its exec plugin; kubectl reads it.
+-- runs `hypd eks-token` as its exec plugin; kubectl reads it. And the file
+-- `aws eks update-kubeconfig` writes takes hypd's own client to the cluster.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local H = dofile("tests/lua/helpers.lua")
@@ -62,6 +63,28 @@ t.test("hypd kubeconfig for a missing cluster fails with the EKS error", functio
   local rc, out, err = with_env(H.hypd .. " kubeconfig --cluster nope")
   t.eq({ rc, out }, { 1, "" })
   t.like(err, "^hypd: ResourceNotFoundException: No cluster found for name: nope%.")
+end)
+
+t.test("the kubeconfig aws eks update-kubeconfig writes takes hypd's client to the cluster", function()
+  if not env.ENDPOINT then return t.ok(true, "# SKIP no cluster (boto3 is absent)") end
+  if H.sh("command -v aws") ~= 0 then return t.ok(true, "# SKIP no AWS CLI") end
+  local file = dir .. "/aws-cli-kubeconfig"
+  local rc, _, err = with_env("aws eks update-kubeconfig --name kc --kubeconfig " .. H.quote(file))
+  t.eq(rc, 0, err)
+  t.like(H.read(file) or "", "command: aws")
+  local script = H.write(dir .. "/from_kubeconfig_test.lua", [==[
+local t = require "hypd.tap"
+local k8s = require "hypd.k8s"
+t.test("from_kubeconfig, then a get", function()
+  local c = k8s.from_kubeconfig { path = os.getenv("KC_FILE") }
+  t.eq(c.eks.cluster, "kc")
+  t.eq(assert(c:get("v1", "Namespace", "kube-system")).metadata.name, "kube-system")
+end)
+]==])
+  local out
+  rc, out, err = with_env("KC_FILE=" .. H.quote(file) .. " " .. H.hypd .. " test " .. H.quote(script))
+  t.eq(rc, 0, tostring(out) .. tostring(err))
+  t.like(out, "ok 1 %- from_kubeconfig, then a get")
 end)
 
 t.test("the sandbox stops", function()
