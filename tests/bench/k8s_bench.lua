@@ -9,6 +9,7 @@ local k8s = require "hypd.k8s"
 local sandbox = require "sandbox"
 local skube = require "sandbox.k8s"
 local task = require "hypd.task"
+local H = dofile("tests/lua/helpers.lua")
 
 local function report(name, value, unit)
   print(string.format("# bench %-40s %12.1f %s", name .. ":", value, unit))
@@ -22,18 +23,7 @@ local conn, cl
 
 t.test("a sandbox EKS cluster (virtual clock for the setup)", function()
   core.virtual(true)
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = "bench-eks", AssumeRolePolicyDocument = trust }).Role.Arn
-  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10.71.0.0/16" }).Vpc.VpcId
-  local subnets = {}
-  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
-    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10.71." .. i .. ".0/24",
-      AvailabilityZone = az }).Subnet.SubnetId
-  end
-  call("eks", "CreateCluster", { name = "bench", roleArn = role, resourcesVpcConfig = { subnetIds = subnets },
-    accessConfig = { authenticationMode = "API" } })
-  while call("eks", "DescribeCluster", { name = "bench" }).cluster.status ~= "ACTIVE" do task.sleep(30) end
+  H.eks_cluster(call, "bench", 71)
   conn = k8s.connect { cluster = "bench", region = "us-west-2", endpoint_url = OPTS.endpoint_url }
   cl = skube.cluster("us-west-2", "bench")
   local nsr, pods = cl.reg:find("", "v1", "namespaces"), cl.reg:find("", "v1", "pods")

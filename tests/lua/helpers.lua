@@ -115,4 +115,40 @@ function M.with_env(env, dir, cmd)
   return M.sh(table.concat(parts, " ") .. " " .. cmd)
 end
 
+-- eks_cluster(call, name, octet) -> the DescribeCluster of a new ACTIVE
+-- EKS cluster (its role, a 10.<octet>.0.0/16 VPC and two subnets made
+-- first); call(service, op, params) is the test's AWS call against a sandbox
+function M.eks_cluster(call, name, octet)
+  local json = require "hypd.json"
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = call("iam", "CreateRole", { RoleName = name .. "-eks", AssumeRolePolicyDocument = trust }).Role.Arn
+  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10." .. octet .. ".0.0/16" }).Vpc.VpcId
+  local subnets = {}
+  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
+    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10." .. octet .. "." .. i .. ".0/24",
+      AvailabilityZone = az }).Subnet.SubnetId
+  end
+  call("eks", "CreateCluster", { name = name, roleArn = role, resourcesVpcConfig = { subnetIds = subnets },
+    accessConfig = { authenticationMode = "API" } })
+  while call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do
+    require("hypd.task").sleep(30)
+  end
+  return call("eks", "DescribeCluster", { name = name }).cluster
+end
+
+-- kubectl_harness(dir) -> h: kubectl against a sandbox process's cluster.
+-- h.env is the sandbox's AWS environment (the test fills it in), h.kc the
+-- kubeconfig path; h.sh(cmd) runs cmd with that environment and
+-- h.kubectl(args [, prefix]) runs kubectl with the kubeconfig
+function M.kubectl_harness(dir)
+  local h = { env = {}, kc = dir .. "/kubeconfig" }
+  function h.sh(cmd) return M.with_env(h.env, dir, cmd) end
+  function h.kubectl(args, prefix)
+    return h.sh((prefix or "") .. "kubectl --kubeconfig " .. M.quote(h.kc) .. " --cache-dir " ..
+      M.quote(dir .. "/cache") .. " " .. args)
+  end
+  return h
+end
+
 return M

@@ -17,6 +17,7 @@ local sigv4 = require "hypd.sigv4"
 local skube = require "sandbox.k8s"
 local state = require "sandbox.state"
 local task = require "hypd.task"
+local H = dofile("tests/lua/helpers.lua")
 
 local AKID, SECRET = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
 local srv = assert(sandbox.start { listen = "127.0.0.1:0", credentials = { [AKID] = SECRET } })
@@ -30,19 +31,7 @@ local function call(service, op, params) return aws.call(service, op, params or 
 local E = {}
 
 t.test("an ACTIVE EKS cluster serves its Kubernetes API over HTTPS", function()
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = "k8s-client-eks", AssumeRolePolicyDocument = trust }).Role.Arn
-  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10.70.0.0/16" }).Vpc.VpcId
-  local subnets = {}
-  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
-    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10.70." .. i .. ".0/24",
-      AvailabilityZone = az }).Subnet.SubnetId
-  end
-  call("eks", "CreateCluster", { name = NAME, roleArn = role, resourcesVpcConfig = { subnetIds = subnets },
-    accessConfig = { authenticationMode = "API" } })
-  while call("eks", "DescribeCluster", { name = NAME }).cluster.status ~= "ACTIVE" do task.sleep(30) end
-  E.c = call("eks", "DescribeCluster", { name = NAME }).cluster
+  E.c = H.eks_cluster(call, NAME, 70)
   t.like(E.c.endpoint, "^https://127%.0%.0%.1:%d+$")
   E.conn = k8s.connect { cluster = NAME, region = "us-west-2", endpoint_url = EP }
   local nss = assert(E.conn:list("v1", "Namespace"))

@@ -16,15 +16,12 @@ local resources = require "sandbox.k8s.resources"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
+local kc = H.kubectl_harness(dir)
 local env, pid = {}, nil
-local KC = dir .. "/kubeconfig"
+local KC = kc.kc
 local ready = false
 
-local function with_env(cmd) return H.with_env(env, dir, cmd) end
-local function kubectl(args, prefix)
-  return with_env((prefix or "") .. "kubectl --kubeconfig " .. H.quote(KC) .. " --cache-dir " .. H.quote(dir .. "/cache") ..
-    " " .. args)
-end
+local with_env, kubectl = kc.sh, kc.kubectl
 local function skip() return t.ok(true, "# SKIP no kubectl or boto3 on this machine") end
 
 local function file(name, text) return H.quote(H.write(dir .. "/" .. name, text)) end
@@ -83,6 +80,7 @@ t.test("a sandbox cluster with a ConfigMap and a Deployment created by kubectl a
   if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then return skip() end
   env, pid = H.sandbox_process(dir, "--virtual-clock")
   env = env or {}
+  kc.env = env
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, _, err = with_env("python3 tests/tools/hyperpod_cluster.py dry-demo hp-dry ml.g5.12xlarge 1")
   t.eq(rc, 0, err)

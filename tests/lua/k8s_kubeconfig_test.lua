@@ -9,7 +9,6 @@ local core = require "hypd.core"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
 local kubeconfig = require "hypd.k8s.kubeconfig"
-local task = require "hypd.task"
 local yaml = require "hypd.yaml"
 local H = dofile("tests/lua/helpers.lua")
 
@@ -324,19 +323,7 @@ local srv, OPTS = H.sandbox_here()
 local function call(service, op, params) return aws.call(service, op, params or {}, OPTS) end
 
 t.test("a kubeconfig with anchors, a merge, flow style and a literal-block CA reaches a sandbox cluster", function()
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = "kc-yaml-eks", AssumeRolePolicyDocument = trust }).Role.Arn
-  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10.71.0.0/16" }).Vpc.VpcId
-  local subnets = {}
-  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
-    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10.71." .. i .. ".0/24",
-      AvailabilityZone = az }).Subnet.SubnetId
-  end
-  call("eks", "CreateCluster", { name = "kc-yaml", roleArn = role, resourcesVpcConfig = { subnetIds = subnets },
-    accessConfig = { authenticationMode = "API" } })
-  while call("eks", "DescribeCluster", { name = "kc-yaml" }).cluster.status ~= "ACTIVE" do task.sleep(30) end
-  local c = call("eks", "DescribeCluster", { name = "kc-yaml" }).cluster
+  local c = H.eks_cluster(call, "kc-yaml", 71)
   -- the CA as base64 lines in a literal block, the server through a merge
   local ca_lines = {}
   for i = 1, #c.certificateAuthority.data, 64 do

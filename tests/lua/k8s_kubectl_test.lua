@@ -7,20 +7,19 @@ local json = require "hypd.json"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
+local kc = H.kubectl_harness(dir)
 local env, pid = {}, nil
-local KC = dir .. "/kubeconfig"
+local KC = kc.kc
 local ready = false
 
-local function with_env(cmd) return H.with_env(env, dir, cmd) end
-local function kubectl(args)
-  return with_env("kubectl --kubeconfig " .. H.quote(KC) .. " --cache-dir " .. H.quote(dir .. "/cache") .. " " .. args)
-end
+local with_env, kubectl = kc.sh, kc.kubectl
 local function skip() return t.ok(true, "# SKIP no kubectl or boto3 on this machine") end
 
 t.test("a sandbox with a HyperPod-ready EKS cluster and a kubeconfig from hypd kubeconfig", function()
   if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then return skip() end
   env, pid = H.sandbox_process(dir, "--virtual-clock")
   env = env or {}
+  kc.env = env
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, out, err = with_env("python3 tests/tools/hyperpod_cluster.py kc-demo hp-demo ml.g5.12xlarge 2")
   t.eq(rc, 0, err)

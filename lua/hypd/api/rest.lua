@@ -262,25 +262,22 @@ local function op_id(id)
   return id
 end
 
-function handlers.operation(req, caller, id)
-  local ok, resp = op_id(id)
-  if not ok then return resp end
-  local def = tool.get("operation_get")
-  local args = json.object()
-  for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
-  args.operation_id = id
-  return call("operation_get", args, caller)
+-- an operation route: the tool, with the id from the path and the rest
+-- from the query string (wait_seconds, after, limit)
+local function op_tool(name)
+  return function(req, caller, id)
+    local ok, resp = op_id(id)
+    if not ok then return resp end
+    local def = tool.get(name)
+    local args = json.object()
+    for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
+    args.operation_id = id
+    return call(name, args, caller)
+  end
 end
 
-function handlers.events(req, caller, id)
-  local ok, resp = op_id(id)
-  if not ok then return resp end
-  local def = tool.get("operation_list_events")
-  local args = json.object()
-  for k, v in pairs(M.query(req.query)) do args[k] = M.coerce(def, k, v) end
-  args.operation_id = id
-  return call("operation_list_events", args, caller)
-end
+handlers.operation = op_tool("operation_get")
+handlers.events = op_tool("operation_list_events")
 
 function handlers.cancel(_, caller, id)
   local ok, resp = op_id(id)
