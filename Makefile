@@ -110,12 +110,12 @@ $(BUILD)/fuzz/fuzz_sigv4: tests/fuzz/fuzz_sigv4.c host/sigv4.c host/sigv4.h
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_sigv4.c host/sigv4.c $(PKG_LIBS)
 
-$(BUILD)/fuzz/fuzz_xml: tests/fuzz/fuzz_xml.c host/xml.c host/xml.h host/luax.c
+$(BUILD)/fuzz/fuzz_xml: tests/fuzz/fuzz_xml.c tests/fuzz/lua_harness.h host/xml.c host/xml.h host/luax.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_xml.c host/xml.c host/luax.c $(PKG_LIBS)
 
-$(BUILD)/fuzz/fuzz_yaml: tests/fuzz/fuzz_yaml.c host/lua_yaml.c host/yml.c host/yml.h host/json.c host/luax.c
+$(BUILD)/fuzz/fuzz_yaml: tests/fuzz/fuzz_yaml.c tests/fuzz/lua_harness.h host/lua_yaml.c host/yml.c host/yml.h host/json.c host/luax.c
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_yaml.c host/lua_yaml.c host/yml.c host/json.c host/luax.c $(PKG_LIBS)
