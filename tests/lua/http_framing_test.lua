@@ -226,6 +226,74 @@ t.test("over TLS, Content-Length with Transfer-Encoding gets 400 and the connect
   never_smuggled()
 end)
 
+-- bg(cmd) -> exit status, stdout: runs cmd in the background (the engine
+-- keeps serving) and waits for it
+local function bg(cmd)
+  runs = runs + 1
+  local base = string.format("%s/bg-%d", dir, runs)
+  os.execute(string.format("{ (%s) >%s.out 2>&1 </dev/null; echo $? >%s.rc.tmp; mv %s.rc.tmp %s.rc; } &",
+    cmd, base, base, base, base))
+  local deadline = core.mono() + 60
+  while core.mono() < deadline do
+    local rc = H.read(base .. ".rc")
+    if rc then return tonumber(rc), H.read(base .. ".out") end
+    task.sleep(0.02)
+  end
+  error("timed out: " .. cmd)
+end
+
+t.test("curl still gets its answers: keep-alive, a chunked upload, Expect: 100-continue, 413", function()
+  local url = "http://127.0.0.1:" .. srv.port
+  local file = H.write(dir .. "/body", string.rep("x", 600 * 1024))
+  H.write(dir .. "/big", string.rep("x", 2 * MAX_BODY))
+  local rc, out = bg("curl -sS -w ' %{http_code} %{num_connects}\\n' " .. url .. "/a " .. url .. "/b")
+  t.eq(rc, 0, out)
+  t.like(out, '"path":"/a"} 200 1\n.*"path":"/b"} 200 0\n$', "two requests, one connection")
+  rc, out = bg("curl -sS -H 'Transfer-Encoding: chunked' --data-binary @" .. file .. " " .. url .. "/c")
+  t.eq({ rc, out }, { 0, json.encode { length = 600 * 1024, path = "/c" } }, "chunked")
+  rc, out = bg("curl -sS -v -H 'Expect: 100-continue' --data-binary @" .. file .. " " .. url .. "/e")
+  t.eq(rc, 0, out)
+  t.like(out, "< HTTP/1.1 100 Continue", "100 Continue")
+  t.like(out, '"length":614400', "the body after 100 Continue")
+  rc, out = bg("curl -sS -o /dev/null -w '%{http_code}' --data-binary @" .. dir .. "/big " .. url .. "/big")
+  t.eq({ rc, out }, { 0, "413" }, "over the cap (curl sends Expect: 100-continue past 1 MB)")
+end)
+
+t.test("Python's http.client still gets its answers: a GET, a chunked upload, a plain POST", function()
+  local rc, out = bg("python3 -c " .. H.quote([=[
+import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+out = []
+c.request("GET", "/g")
+r = c.getresponse(); out.append([r.status, json.loads(r.read())["path"]])
+c.request("POST", "/chunked", body=iter([b"ab", b"cd"]), encode_chunked=True)
+r = c.getresponse(); out.append([r.status, json.loads(r.read())["length"]])
+c.request("POST", "/p", body=b"hello", headers={"Content-Type": "text/plain"})
+r = c.getresponse(); out.append([r.status, json.loads(r.read())["length"]])
+print(json.dumps(out))
+]=]) .. " " .. srv.port)
+  t.eq(rc, 0, out)
+  t.eq(json.decode(out), { { 200, "/g" }, { 200, 4 }, { 200, 5 } })
+end)
+
+t.test("Node.js fetch still gets its answers: a plain POST and a streamed (chunked) upload", function()
+  if H.sh("command -v node") ~= 0 then return t.ok(true, "# SKIP node is absent") end
+  local rc, out = bg("node -e " .. H.quote([[
+const base = "http://127.0.0.1:" + process.argv[1];
+(async () => {
+  const out = [];
+  let r = await fetch(base + "/p", { method: "POST", body: "hello" });
+  out.push([r.status, (await r.json()).length]);
+  const body = new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode("abc")); c.close(); } });
+  r = await fetch(base + "/s", { method: "POST", body, duplex: "half" });
+  out.push([r.status, (await r.json()).length]);
+  console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+]]) .. " " .. srv.port)
+  t.eq(rc, 0, out)
+  t.eq(json.decode(out), { { 200, 5 }, { 200, 3 } })
+end)
+
 t.test("cleanup", function()
   srv:stop()
   os.execute("rm -rf " .. H.quote(dir))
