@@ -657,8 +657,8 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 	hserver *s = calloc(1, sizeof *s);
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-			 MHD_ALLOW_UPGRADE;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE;
+	int threads = o->threads ? o->threads : HSERVER_THREADS;
 	struct MHD_OptionItem tls[3];
 
 	if (!s) {
@@ -701,7 +701,10 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 	s->tag = o->tag;
 	s->max_body = o->max_body ? o->max_body : (size_t)64 << 20;
 	s->wsc = (struct ws_conf){ o->ws_max_message, o->ws_ping, o->ws_idle };
+	/* one thread: poll(); a pool shares the listening socket with epoll */
+	flags |= threads > 1 ? MHD_USE_EPOLL : MHD_USE_POLL;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 1 ? threads : 0),
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
