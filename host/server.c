@@ -268,8 +268,8 @@ static enum MHD_Result refuse(struct MHD_Connection *c, const struct fr_verdict 
 }
 
 struct field_list {
-	struct fr_field *f; /* room for every header field */
-	size_t n;           /* fields in f */
+	struct fr_field *f; /* room for every header field, owned */
+	size_t n, cap;      /* fields in f, room */
 };
 
 static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -278,6 +278,8 @@ static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char 
 	struct field_list *l = cls;
 
 	(void)kind;
+	if (l->n == l->cap)
+		return MHD_NO;
 	l->f[l->n++] = (struct fr_field){ key, key_size, value ? value : "", value ? value_size : 0 };
 	return MHD_YES;
 }
@@ -285,7 +287,8 @@ static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char 
 /*
  * The first call, with the head in and no body read: the checks
  * libmicrohttpd does not make (framing.h), against its read buffer,
- * where method starts and the head's header_size bytes lie.
+ * where method starts and the head's header_size bytes lie (that size is
+ * known from the first call on). MHD_YES lets the body come.
  */
 static enum MHD_Result check_head(hserver *s, struct req *q, struct MHD_Connection *c,
 				  const char *method, const char *version)
@@ -293,11 +296,11 @@ static enum MHD_Result check_head(hserver *s, struct req *q, struct MHD_Connecti
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
 	int count = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
-	struct field_list l = { NULL, 0 };
+	struct field_list l = { NULL, 0, count > 0 ? (size_t)count : 0 };
 	struct fr_verdict v = q->verdict;
 	enum MHD_Result ret = MHD_YES;
 
-	l.f = calloc(count > 0 ? (size_t)count : 1, sizeof *l.f);
+	l.f = calloc(l.cap ? l.cap : 1, sizeof *l.f);
 	if (!l.f)
 		return send_answer(c, 503, NULL, OUT_OF_MEMORY, 0);
 	MHD_get_connection_values_n(c, MHD_HEADER_KIND, add_field, &l);
