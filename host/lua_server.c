@@ -66,14 +66,16 @@ static const char **header_lines(lua_State *L, int idx)
 	return lines;
 }
 
-/* core.server_start(addr, port [, max_body [, tls [, ws]]]) -> handle, port | nil, err
+/* core.server_start(addr, port [, max_body [, tls [, ws [, threads]]]]) -> handle, port | nil, err
  * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS; ws = {max_message
- * = bytes, ping = seconds, idle = seconds} sets the websocket limits. */
+ * = bytes, ping = seconds, idle = seconds} sets the websocket limits;
+ * threads is hserver_opts.threads (0: the default). */
 static int l_server_start(lua_State *L)
 {
 	struct hserver_opts o;
 	lua_Integer port = luaL_checkinteger(L, 2);
 	lua_Integer max_body = luaL_optinteger(L, 3, 0);
+	lua_Integer threads = luaL_optinteger(L, 6, 0);
 	lua_Integer h;
 	char err[256];
 	hserver *s;
@@ -84,6 +86,7 @@ static int l_server_start(lua_State *L)
 	o.addr = luaL_checkstring(L, 1);
 	luaL_argcheck(L, port >= 0 && port <= 65535, 2, "a port from 0 to 65535");
 	luaL_argcheck(L, max_body >= 0, 3, "a size in bytes");
+	luaL_argcheck(L, threads >= 0 && threads <= 64, 6, "from 1 to 64 threads (0: the default)");
 	if (!lua_isnoneornil(L, 4)) {
 		luaL_checktype(L, 4, LUA_TTABLE);
 		lua_getfield(L, 4, "cert_pem");
@@ -106,6 +109,7 @@ static int l_server_start(lua_State *L)
 	}
 	o.port = (int)port;
 	o.max_body = (size_t)max_body;
+	o.threads = (int)threads;
 	q = lua_engine_jobs(L);
 	/* the next handle, never reused: a late request of a stopped server
 	 * must not reach a newer one */

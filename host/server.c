@@ -240,6 +240,83 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, int status, struct 
 	return ret;
 }
 
+/*
+ * Refuses a request whose head is an error (framing.h): a JSON error like
+ * the 413 above, and Connection: close. Queued from the first call,
+ * before any body byte is read, so libmicrohttpd reads nothing more from
+ * the connection and closes it once the answer is sent.
+ */
+static enum MHD_Result refuse(struct MHD_Connection *c, const struct fr_verdict *v)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char body[256];
+	int len;
+
+	len = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+		       v->code, v->message);
+	if (len < 0 || (size_t)len >= sizeof body)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer((size_t)len, body, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Connection", "close");
+	ret = MHD_queue_response(c, (unsigned)v->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+struct field_list {
+	struct fr_field *f; /* room for every header field, owned */
+	size_t n, cap;      /* fields in f, room */
+};
+
+static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
+				 size_t key_size, const char *value, size_t value_size)
+{
+	struct field_list *l = cls;
+
+	(void)kind;
+	if (l->n == l->cap)
+		return MHD_NO;
+	l->f[l->n++] = (struct fr_field){ key, key_size, value ? value : "", value ? value_size : 0 };
+	return MHD_YES;
+}
+
+/*
+ * The first call, with the head in and no body read: the checks
+ * libmicrohttpd does not make (framing.h), against its read buffer,
+ * where method starts and the head's header_size bytes lie (that size is
+ * known from the first call on). MHD_YES lets the body come.
+ */
+static enum MHD_Result check_head(hserver *s, struct req *q, struct MHD_Connection *c,
+				  const char *method, const char *version)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	int count = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
+	struct field_list l = { NULL, 0, count > 0 ? (size_t)count : 0 };
+	struct fr_verdict v = q->verdict;
+	enum MHD_Result ret = MHD_YES;
+
+	l.f = calloc(l.cap ? l.cap : 1, sizeof *l.f);
+	if (!l.f)
+		return send_answer(c, 503, NULL, OUT_OF_MEMORY, 0);
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, add_field, &l);
+	if (!v.status)
+		fr_check_target(q->target, q->target_len, version, &v);
+	if (!v.status && ci)
+		fr_check_head(version + strlen(version), method + ci->header_size, l.f, l.n, &v);
+	if (!v.status)
+		fr_check_length(l.f, l.n, strcmp(version, MHD_HTTP_VERSION_1_0) == 0, s->max_body, &v);
+	if (v.status)
+		ret = refuse(c, &v);
+	q->target = NULL; /* libmicrohttpd may reuse its buffer from here on */
+	free(l.f);
+	return ret;
+}
+
 /* --- request lifetime --- */
 
 static void req_free(struct req *q)
@@ -425,6 +502,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	if (!q)
 		return NULL;
 	q->uri = strdup(uri ? uri : "/");
+	q->target = uri;
+	q->target_len = uri ? fr_scan_target(uri, &q->verdict) : 0;
 	q->conn = c;
 	q->srv = s;
 	q->refs = 1; /* the connection's, dropped by on_done */
@@ -469,7 +548,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_NO;
 	if (!q->started) {
 		q->started = 1; /* headers only; the body (if any) follows */
-		return MHD_YES;
+		return check_head(s, q, c, method, version);
 	}
 	if (*data_size) {
 		if (q->len + *data_size > s->max_body) {
@@ -581,8 +660,8 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 	hserver *s = calloc(1, sizeof *s);
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-			 MHD_ALLOW_UPGRADE;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE;
+	int threads = o->threads ? o->threads : HSERVER_THREADS;
 	struct MHD_OptionItem tls[3];
 
 	if (!s) {
@@ -625,13 +704,19 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 	s->tag = o->tag;
 	s->max_body = o->max_body ? o->max_body : (size_t)64 << 20;
 	s->wsc = (struct ws_conf){ o->ws_max_message, o->ws_ping, o->ws_idle };
+	/* one thread: poll(); a pool shares the listening socket with epoll */
+	flags |= threads > 1 ? MHD_USE_EPOLL : MHD_USE_POLL;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 1 ? threads : 0),
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
 				MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				/* not strict: its two checks answer badly in 0.9.75;
+				 * framing.h makes them and the rest of RFC 9112's */
+				MHD_OPTION_STRICT_FOR_CLIENT, (int)0,
 				MHD_OPTION_ARRAY, tls,
 				MHD_OPTION_END);
 	if (!s->d) {

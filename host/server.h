@@ -27,6 +27,9 @@
 
 typedef struct hserver hserver;
 
+/* libmicrohttpd threads when hserver_opts.threads is 0. */
+#define HSERVER_THREADS 1
+
 /* Unsent stream bytes a request may hold; a write past it fails the stream. */
 #define HSERVER_STREAM_MAX ((size_t)8 << 20)
 
@@ -40,6 +43,8 @@ struct hserver_opts {
 	size_t ws_max_message; /* largest websocket message from a client; 0: 1 MiB */
 	double ws_ping;        /* seconds between pings to websocket clients; 0: 30 */
 	double ws_idle;        /* drop a websocket silent this long; 0: 90 */
+	int threads;           /* libmicrohttpd threads: 1 polls with poll(), more
+				* share the connections with epoll; 0: the default */
 };
 
 /*

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "framing.h"
 #include "jobs.h"
 #include "server.h"
 #include "websocket.h"
@@ -47,6 +48,10 @@ struct req {
 	hserver *srv;                /* the server (its lock, for callbacks) */
 	struct MHD_Connection *conn; /* the connection */
 	char *uri;                   /* the raw request target (path?query) */
+	const char *target;          /* the same in libmicrohttpd's read buffer, borrowed
+				      * until the first call (framing.h) */
+	size_t target_len;           /* its strlen() */
+	struct fr_verdict verdict;   /* why the request is refused, once known (framing.h) */
 	char *body;                  /* upload so far */
 	size_t len, cap;             /* body bytes, allocated */
 	int too_large;               /* body exceeded max_body */

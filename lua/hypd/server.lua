@@ -10,6 +10,13 @@
 -- tls = { cert_pem = "...", key_pem = "..." } (PEM text; an EC P-256 or RSA
 -- key) serves HTTPS.
 --
+-- Requests whose length or header block is ambiguous (RFC 9112: Content-
+-- Length with Transfer-Encoding, two lengths, a coding other than chunked,
+-- obs-fold, a NUL or control character, no Host) never reach the handler:
+-- the server answers 400 (501 for an unimplemented coding) with a JSON
+-- error and closes the connection; a Content-Length over max_body gets 413
+-- before the body is read (host/framing.h).
+--
 -- req = { server (the handle), id, method, path (raw, percent-encoded),
 -- query (raw, no '?'), headers (lower-case names), body, peer, websocket
 -- (true when the request is a valid WebSocket opening handshake) }.
@@ -283,7 +290,9 @@ local function check_ws(ws)
 end
 
 -- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem},
--- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)}}
+-- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)},
+-- threads = n (libmicrohttpd's: 1 polls with poll(), the default; more share
+-- the connections with epoll; the engine stays one thread either way)}
 -- -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
@@ -297,7 +306,12 @@ function M.start(opts)
   if not ok then return nil, err end
   ok, err = check_ws(opts.websocket)
   if not ok then return nil, err end
-  local handle, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket)
+  local threads = opts.threads
+  if threads ~= nil and (math.type(threads) ~= "integer" or threads < 1 or threads > 64) then
+    return errors.fail("VALIDATION", "threads must be an integer from 1 to 64", { field = "threads" })
+  end
+  local handle, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
+    opts.threads)
   if not handle then return nil, bound end
   local srv = setmetatable({ handle = handle, port = bound, handler = opts.handler }, Server)
   servers[handle] = srv

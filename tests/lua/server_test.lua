@@ -37,6 +37,35 @@ t.test("200 concurrent requests each get their own answer, with the raw path, qu
   end)
 end)
 
+t.test("with epoll and a pool of 3 threads, 200 concurrent requests and streams get their own answers", function()
+  local srv = assert(server.start { threads = 3, handler = function(req)
+    task.sleep(0.01)
+    if req.path:find("^/s") then
+      return { stream = function(w) w:write("s ") task.sleep(0.01) w:write(req.path) end }
+    end
+    return { body = req.path .. " " .. req.body }
+  end })
+  local ok, err = pcall(function()
+    local base = "http://127.0.0.1:" .. srv.port
+    local tasks = {}
+    for i = 1, 200 do
+      tasks[i] = task.spawn(function()
+        if i % 2 == 0 then return http.request { url = base .. "/s" .. i } end
+        return http.request { method = "POST", url = base .. "/r" .. i, body = "b" }
+      end)
+    end
+    local good = 0
+    for i, x in ipairs(tasks) do
+      local _, r = x:wait()
+      local want = i % 2 == 0 and "s /s" .. i or "/r" .. i .. " b"
+      if r and r.status == 200 and r.body == want then good = good + 1 end
+    end
+    t.eq(good, 200)
+  end)
+  srv:stop()
+  if not ok then error(err, 0) end
+end)
+
 t.test("request headers arrive lower-cased", function()
   with_server(function(req) return { body = req.headers["x-custom-thing"] or "none" } end, function(base)
     t.eq(http.request { url = base .. "/", headers = { ["X-Custom-Thing"] = "v 1" } }.body, "v 1")

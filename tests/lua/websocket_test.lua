@@ -37,7 +37,8 @@ local function client(port, scenario, ca) return start_client(port, scenario, ca
 -- an echo server; `seen` collects how each websocket ended
 local function echo_server(seen, opts)
   opts = opts or {}
-  return assert(server.start { websocket = opts.websocket, tls = opts.tls, handler = function(req)
+  return assert(server.start { websocket = opts.websocket, tls = opts.tls, threads = opts.threads,
+    handler = function(req)
     if req.path == "/plain" then return { body = "plain" } end
     return { headers = { ["sec-websocket-protocol"] = req.headers["sec-websocket-protocol"] and "chat" },
       websocket = function(ws)
@@ -272,6 +273,32 @@ t.test("websockets work over TLS too: echo, and a stop still closes with 1001", 
     stop(srv)
     t.eq(wait().close, { 1001, "server stopping" })
     t.eq(seen[#seen].status, 1001)
+  end)
+  stop(srv)
+  if not ok then error(err, 0) end
+end)
+
+t.test("with epoll and a pool of 3 threads, 50 clients echo over plain and TLS, and a stop closes with 1001", function()
+  with_echo(function(port, seen)
+    local r = client(port, "many")
+    t.eq(r.error, nil)
+    local good = 0
+    for _, n in ipairs(r.results) do
+      if n == 20 then good = good + 1 end
+    end
+    t.eq(good, 50, "clients with 20 echoes: " .. json.encode(r.results))
+    eventually(function() return #seen == 50 end, "every handler's end")
+  end, { threads = 3 })
+  local cert, key, pem = H.self_signed(dir)
+  local seen = {}
+  local srv = echo_server(seen, { tls = { cert_pem = pem, key_pem = H.read(key) }, threads = 3 })
+  local ok, err = pcall(function()
+    local r = client(srv.port, "echo", cert)
+    t.eq({ r.error, r.text, r.close }, { nil, { 1, "hello \u{2603}" }, { 1000, "" } })
+    local wait = start_client(srv.port, "hold", cert)
+    eventually(function() return seen.holding == 1 end, "the client holding")
+    stop(srv)
+    t.eq(wait().close, { 1001, "server stopping" })
   end)
   stop(srv)
   if not ok then error(err, 0) end
