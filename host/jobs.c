@@ -9,7 +9,8 @@ struct jobs {
 	pthread_cond_t wake;       /* signals workers: work or stop */
 	job *todo, *todo_tail;     /* queued jobs, FIFO */
 	job *done, *done_tail;     /* finished jobs, FIFO */
-	int pending;               /* submitted and not yet taken */
+	int pending;               /* submitted or posted and not yet taken */
+	int arrivals;              /* of those, posted (jobs_post_done) */
 	int nthreads, maxthreads;  /* workers started, allowed */
 	int idle;                  /* workers waiting for work */
 	int stopping;              /* jobs_free was called */
@@ -100,6 +101,7 @@ uint64_t jobs_submit(jobs *q, job *j)
 		return 0;
 	}
 	id = j->id = ++q->next_id;
+	j->arrival = 0;
 	append(&q->todo, &q->todo_tail, j);
 	q->pending++;
 	pthread_cond_signal(&q->wake);
@@ -113,7 +115,9 @@ uint64_t jobs_post_done(jobs *q, job *j)
 
 	pthread_mutex_lock(&q->lock);
 	id = j->id = ++q->next_id;
+	j->arrival = 1;
 	q->pending++;
+	q->arrivals++;
 	append(&q->done, &q->done_tail, j);
 	if (q->notify)
 		q->notify(q->ud);
@@ -127,8 +131,10 @@ job *jobs_take_done(jobs *q)
 
 	pthread_mutex_lock(&q->lock);
 	j = pop(&q->done, &q->done_tail);
-	if (j)
+	if (j) {
 		q->pending--;
+		q->arrivals -= j->arrival;
+	}
 	pthread_mutex_unlock(&q->lock);
 	return j;
 }
@@ -139,6 +145,16 @@ int jobs_pending(jobs *q)
 
 	pthread_mutex_lock(&q->lock);
 	n = q->pending;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+int jobs_arrivals(jobs *q)
+{
+	int n;
+
+	pthread_mutex_lock(&q->lock);
+	n = q->arrivals;
 	pthread_mutex_unlock(&q->lock);
 	return n;
 }

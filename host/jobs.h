@@ -19,6 +19,7 @@ struct job {
 	void (*push)(job *j, void *lua_state); /* pushes the result (engine thread) */
 	void (*destroy)(job *j);               /* frees the job (engine thread) */
 	uint64_t id;                           /* set by jobs_submit */
+	int arrival;                           /* set by jobs_post_done: news, not work */
 	job *next;                             /* list link, owned by jobs */
 };
 
@@ -39,8 +40,13 @@ uint64_t jobs_post_done(jobs *q, job *j);
 /* The next finished job, or NULL. Engine thread only. */
 job *jobs_take_done(jobs *q);
 
-/* Jobs submitted and not yet taken. */
+/* Jobs submitted or posted and not yet taken. */
 int jobs_pending(jobs *q);
+
+/* Of those, the ones jobs_post_done handed in (arrivals such as a request
+ * or a closed WebSocket) and not yet taken: news the engine has not read,
+ * not work anyone waits for. */
+int jobs_arrivals(jobs *q);
 
 /* Waits for running jobs, then destroys every job and the queue. */
 void jobs_free(jobs *q);

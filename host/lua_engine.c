@@ -361,10 +361,19 @@ static int l_http_pause(lua_State *L)
 	return 1;
 }
 
-/* core.inflight() -> HTTP transfers and jobs the engine still waits for */
+/*
+ * core.inflight([work]) -> HTTP transfers and jobs the engine still waits
+ * for; with work = true, without the arrivals from servers it has not read
+ * yet (what a leak check counts: work somebody started)
+ */
 static int l_inflight(lua_State *L)
 {
-	lua_pushinteger(L, httpc_inflight(get_http(L)) + jobs_pending(lua_engine_jobs(L)));
+	jobs *q = lua_engine_jobs(L);
+	int n = httpc_inflight(get_http(L)) + jobs_pending(q);
+
+	if (lua_toboolean(L, 1))
+		n -= jobs_arrivals(q);
+	lua_pushinteger(L, n);
 	return 1;
 }
 

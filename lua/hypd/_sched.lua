@@ -452,7 +452,7 @@ function M.stats()
   for t in pairs(live) do
     if not t.daemon then tasks = tasks + 1 end
   end
-  return { tasks = tasks, timers = timers, http = core.inflight() }
+  return { tasks = tasks, timers = timers, http = core.inflight(true) }
 end
 
 -- task methods
