@@ -291,6 +291,30 @@ static int l_listdir(lua_State *L)
 	return 1;
 }
 
+/*
+ * core.stat(path) -> {type = "file"|"dir"|"link"|"other", mode = permission
+ * bits, uid, size} | nil, err. lstat: a link is reported as a link.
+ */
+static int l_stat(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+		return hx_fail(L, errno == ENOENT ? "NOT_FOUND" : "IO", "%s: %s", path, strerror(errno));
+	lua_createtable(L, 0, 4);
+	lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir"
+			  : S_ISLNK(st.st_mode) ? "link" : "other");
+	lua_setfield(L, -2, "type");
+	lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
+	lua_setfield(L, -2, "mode");
+	lua_pushinteger(L, (lua_Integer)st.st_uid);
+	lua_setfield(L, -2, "uid");
+	lua_pushinteger(L, (lua_Integer)st.st_size);
+	lua_setfield(L, -2, "size");
+	return 1;
+}
+
 /* --- bytes: base64, digests, randomness --- */
 
 /* core.b64encode(s [, url]) -> base64 (url: base64url without padding) */
@@ -503,6 +527,7 @@ static const luaL_Reg sys_funcs[] = {
 	{ "setenv", l_setenv },
 	{ "stdin_line", l_stdin_line },
 	{ "listdir", l_listdir },
+	{ "stat", l_stat },
 	{ "isatty", l_isatty },
 	{ "write_private", l_write_private },
 	{ "remove", l_remove },

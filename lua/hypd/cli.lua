@@ -68,14 +68,17 @@ function M.tools(opts)
   local ok, err = run(load_tools)
   if ok == nil and err then return show_error(err) end
   if opts and opts.json then
-    print_json { tools = rest.registry() }
+    print_json { tools = tool.registry_view() }
     return 0
   end
   local defs, wn, wk = tool.list(), 4, 4
   for _, d in ipairs(defs) do wn, wk = math.max(wn, #d.name), math.max(wk, #d.kind) end
   local f = "%-" .. wn .. "s  %-" .. wk .. "s  %s\n"
   say(string.format(f, "NAME", "KIND", "SUMMARY"))
-  for _, d in ipairs(defs) do say(string.format(f, d.name, d.kind, d.summary)) end
+  for _, d in ipairs(defs) do
+    say(string.format(f, d.name, d.kind, d.summary .. (d.overrides and "  [overridden by " .. d.source .. "]" or "")))
+  end
+  for _, e in ipairs(require("hypd.tools").errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
   return 0
 end
 
@@ -95,7 +98,7 @@ local function args_from(params, words, base)
     else
       k, v = w:match("^([%w_]+)=(.*)$")
       if not k then return nil, "argument '" .. w .. "' is not key=value or key:=json" end
-      args[k] = rest.coerce({ params = params or {} }, k, v)
+      args[k] = tool.coerce(params, k, v)
     end
   end
   return args
@@ -160,7 +163,7 @@ local function call_local(opts, base)
   if r == nil and err then return show_error(err) end
   if r == nil then r = json.object() end
   if not (def and def.steps and is_accepted(r)) then
-    print_json(rest.shape(r, def and tool.output_schema(def)))
+    print_json(r)
     return 0
   end
   local id = r.operation_id

@@ -14,6 +14,7 @@
 local aws = require "hypd.aws"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard = require "hypd.guard"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local secrets = require "hypd.secrets"
@@ -29,6 +30,8 @@ local subscribers = {}   -- id -> fn(event)
 local next_sub = 0
 
 local function state_key(id) return "op/" .. id .. "/state" end
+local function meta_key(id) return "op/" .. id .. "/meta" end
+local function child_prefix(id) return "op/" .. id .. "/child/" end
 local function cancel_key(id) return "op/" .. id .. "/cancel" end
 
 -- subscribe(fn(event)) -> unsubscribe function. Events: {kind =
@@ -65,24 +68,53 @@ function M.changed(resource, data)
   end
 end
 
+-- region_of(def, params, state) -> the region an operation works in: its
+-- parameter, the one it recorded, else the configured one (only for tools
+-- that use AWS)
+local function region_of(def, params, state)
+  if def.aws ~= nil or params.region ~= nil or state.region ~= nil then
+    return params.region or state.region or aws.region { region = params.region }
+  end
+end
+
 -- view(record) -> what callers see of an operation
+-- The record's companions in the store: op/<id>/meta = {parent, source,
+-- hash, scope} (the playbook the operation runs, its content hash, the
+-- caller's scope for the tools it calls), op/<parent>/child/<id> = {tool}.
 function M.view(rec)
   if not rec then return nil end
   local def = require("hypd.tool").get(rec.tool)
+  local meta = store.get(meta_key(rec.id)) or {}
+  local children
+  for key in pairs(store.list(child_prefix(rec.id)) or {}) do
+    local c = store.op_get(key:sub(#child_prefix(rec.id) + 1))
+    if c then
+      children = children or json.array()
+      children[#children + 1] = { operation_id = c.id, tool = c.tool, status = c.status, phase = c.phase,
+        created_at = c.created_at }
+    end
+  end
+  if children then table.sort(children, function(a, b) return a.created_at < b.created_at end) end
   return { operation_id = rec.id, tool = rec.tool, target = rec.target, status = rec.status, phase = rec.phase,
     params = rec.params, caller = rec.caller, frontend = rec.frontend, steps = rec.steps, result = rec.result,
     error = rec.error, created_at = rec.created_at, updated_at = rec.updated_at, finished_at = rec.finished_at,
-    seconds = (rec.finished_at or core.now()) - rec.created_at, status_tool = def and def.status_tool }
+    seconds = (rec.finished_at or core.now()) - rec.created_at, status_tool = def and def.status_tool,
+    parent = meta.parent, children = children, source = meta.source, source_hash = meta.hash }
 end
 
 function M.get(id) return store.op_get(id) end
+
+-- state(id) -> what the operation's steps keep (ids found or made) | nil
+function M.state(id) return store.get(state_key(id)) end
 
 -- list{status, tool, target, limit} -> records, newest first
 function M.list(filter)
   return store.op_list(filter) or {}
 end
 
-local Ctx = {}
+-- a staged tool's context: hypd.ctx's, with a persisted state, recorded
+-- phases and notes, and cancellation
+local Ctx = setmetatable({}, { __index = require("hypd.ctx").Ctx })
 Ctx.__index = Ctx
 
 function Ctx:save() assert(store.put(state_key(self.op_id), self.state)) end
@@ -105,20 +137,6 @@ function Ctx:check_cancel()
   if store.get(cancel_key(self.op_id)) then errors.raise("CANCELLED", "operation " .. self.op_id .. " was cancelled") end
 end
 
-function Ctx:sleep(s)
-  self:check_cancel()
-  task.sleep(s)
-  self:check_cancel()
-end
-
-local function aws_opts(self)
-  local o = { region = self.region }
-  for k, v in pairs(M.aws_opts) do o[k] = v end
-  return o
-end
-
-function Ctx:call(service, op, params) return aws.call(service, op, params or {}, aws_opts(self)) end
-function Ctx:try(service, op, params) return aws.try(service, op, params or {}, aws_opts(self)) end
 
 -- error_view(e) -> the error as the record keeps it: through the log's
 -- redaction, without the position of the Lua code that raised it (that
@@ -145,16 +163,18 @@ end
 -- run(rec, params): the operation's task body; continues from the first step
 -- not done
 local function run(rec, def, params)
-  local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def,
+  local meta = store.get(meta_key(rec.id)) or {}
+  local caller = { name = rec.caller, front = rec.frontend, scope = meta.scope or "operate" }
+  local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def, caller = caller,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
   local steps = rec.steps
+  -- every AWS and Kubernetes call of the steps passes the tool's guardrail
+  task.current().guard = guard.new { tool = def, op_id = rec.id, caller = caller }
   -- everything that can fail is inside: an operation that fails at any
   -- point, before its first step too, ends recorded as failed
   local ok, err = pcall(function()
-    if def.aws ~= nil or params.region ~= nil or ctx.state.region ~= nil then
-      ctx.region = params.region or ctx.state.region or aws.region { region = params.region }
-      ctx.state.region = ctx.region
-    end
+    ctx.region = region_of(def, params, ctx.state)
+    ctx.state.region = ctx.region
     for i, step in ipairs(def.steps) do
       local s = steps[i]
       if s.status ~= "done" then
@@ -266,6 +286,27 @@ local function target_of(def, params)
   return core.redact(target)
 end
 
+-- plan(def, params, caller) -> {tool, target, plan = [...], create, change,
+-- delete}: the steps run with ctx.plan in this task, read-only by the
+-- guardrail; nothing is recorded (hypd.kit says how ensure plans)
+function M.plan(def, params, caller)
+  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller, plan = true,
+    progress = caller and caller.progress }
+  local ok, err = pcall(guard.with, guard.new { tool = def, caller = caller, plan = true }, function()
+    ctx.region = region_of(def, params, ctx.state)
+    ctx.state.region = ctx.region
+    for _, step in ipairs(def.steps) do
+      ctx:phase(step.name)
+      local out = step.run(ctx)
+      if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
+    end
+  end)
+  if not ok then return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err)) end
+  local out = require("hypd.kit").summary(ctx)
+  out.tool, out.target = def.name, target_of(def, params)
+  return out
+end
+
 -- start(def, params, caller) -> accepted | nil, err: the record first, then
 -- the task. A call for a target an operation of the same tool is already
 -- working on joins it when its parameters are the same, and is refused
@@ -311,7 +352,15 @@ function M.start(def, params, caller)
   for k, spec in pairs(def.params) do
     if spec.secret and params[k] ~= nil then hidden[k] = params[k] end
   end
-  assert(store.op_create(rec))
+  -- the record and its companions in one transaction: a crash leaves all or none
+  local meta = { parent = caller and caller.parent, source = def.source or "built-in", hash = def.hash,
+    scope = caller and caller.scope }
+  assert(store.transaction(function()
+    assert(store.op_create(rec))
+    assert(store.put(meta_key(rec.id), meta))
+    if meta.parent then assert(store.put(child_prefix(meta.parent) .. rec.id, { tool = def.name })) end
+    return true
+  end))
   local kept, serr = secrets.put(rec.id, hidden)
   if not kept then
     store.op_update(rec.id, { status = "failed", finished_at = true, error = { code = serr.code, message =

@@ -15,12 +15,9 @@
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local http = require "hypd.http"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local sched = require "hypd._sched"
-local store = require "hypd.store"
-local task = require "hypd.task"
 
 local M = {}
 
@@ -96,48 +93,6 @@ function sandbox_coroutine.wrap(f)
   end
 end
 
--- a task handle a playbook may hold without reaching the scheduler's state
-local function task_handle(t)
-  return {
-    wait = function() return t:wait() end,
-    cancel = function(_, reason) return t:cancel(reason) end,
-    finished = function() return t:finished() end,
-  }
-end
-
-local function state_api(name)
-  local prefix = "playbook/" .. name .. "/"
-  local function key(k)
-    if type(k) ~= "string" or k == "" then error("state key must be a non-empty string", 3) end
-    return prefix .. k
-  end
-  return {
-    get = function(k) return store.get(key(k)) end,
-    put = function(k, v) return store.put(key(k), v) end,
-    delete = function(k) return store.delete(key(k)) end,
-  }
-end
-
-local function hypd_api(name)
-  local component = "playbook " .. name
-  local l = {}
-  for _, level in ipairs { "debug", "info", "warn", "error" } do
-    l[level] = function(fmt, ...) log[level](component, fmt, ...) end
-  end
-  return {
-    version = config.version,
-    sleep = task.sleep,
-    now = task.now,
-    checkpoint = task.checkpoint,
-    spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
-    http = { request = http.request, get = http.get },
-    json = copy(json),
-    log = l,
-    errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
-    state = state_api(name),
-  }
-end
-
 local NAME = "^[%w_%-]+[%w_%-%.]*$"
 
 local function read_file(path)
@@ -148,8 +103,9 @@ local function read_file(path)
   return src
 end
 
--- M.source(name) -> source, chunkname, playbook name
-function M.source(name)
+-- M.source(name [, embedded]) -> source, chunkname, playbook name; with
+-- embedded, only what is compiled into hypd (a built-in tool's own file)
+function M.source(name, embedded)
   if type(name) ~= "string" or name == "" then
     errors.raise("VALIDATION", "playbook: a name or a .lua path is required", { field = "name" })
   end
@@ -162,13 +118,15 @@ function M.source(name)
     errors.raise("VALIDATION", "playbook name '" .. name ..
       "' may hold only letters, digits, '_', '-' and '.'", { field = "name" })
   end
-  local dir = config.playbooks_dir
+  local dir = not embedded and config.playbooks_dir
   if dir then
     local path = dir .. "/" .. name:gsub("%.", "/") .. ".lua"
     local src = read_file(path)
     if src then return src, "@" .. path, name end
   end
   local src, chunkname = core.embedded("playbooks." .. name)
+  if src then return src, chunkname, name end
+  src, chunkname = core.embedded("workflows." .. name)
   if src then return src, chunkname, name end
   local known = {}
   for _, m in ipairs(core.embedded_list("playbooks.")) do known[#known + 1] = m:sub(11) end
@@ -186,6 +144,30 @@ local function strict(libname, t)
   })
 end
 
+-- tool{...} in a playbook: a tool's definition. Unknown keys are refused
+-- here, at the line that wrote them; the registry checks the rest when
+-- the file is loaded (hypd.tools).
+local TOOL = setmetatable({}, { __mode = "k" })
+
+function M.tool(def)
+  if type(def) ~= "table" then errors.raise("VALIDATION", where(2) .. "tool{...} takes a table") end
+  local keys = require("hypd.tool").DEF_KEYS
+  for k in pairs(def) do
+    if not keys[k] then
+      local names = {}
+      for key in pairs(keys) do names[#names + 1] = key end
+      table.sort(names)
+      errors.raise("VALIDATION", where(2) .. "tool{}: unknown key '" .. tostring(k) .. "' (a tool has " ..
+        table.concat(names, ", ") .. ")")
+    end
+  end
+  TOOL[def] = true
+  return def
+end
+
+-- is_tool(v) -> true when v was made by tool{...}
+function M.is_tool(v) return type(v) == "table" and TOOL[v] == true end
+
 -- M.env(name, require_fn) -> a fresh, locked environment
 function M.env(name, require_fn)
   local env = {}
@@ -197,7 +179,8 @@ function M.env(name, require_fn)
   env.getmetatable = safe_getmetatable
   env.coroutine = copy(sandbox_coroutine)
   env.require = require_fn
-  env.hypd = hypd_api(name)
+  env.hypd = require("hypd.playbook_api").build(name)
+  env.tool = M.tool
   env.print = function(...)
     local parts = table.pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
@@ -222,13 +205,16 @@ function M.env(name, require_fn)
   })
 end
 
--- M.load(name) -> the playbook's module value, run in a fresh sandbox.
--- Modules it requires are playbooks too, loaded once per top-level run.
-function M.load(name)
+-- M.load(name [, opts]) -> the playbook's module value, run in a fresh
+-- sandbox. Modules it requires are playbooks too, loaded once per
+-- top-level run. opts.embedded: the top module is the one compiled into
+-- hypd even when the playbook directory has a file of that name.
+function M.load(name, opts)
   local loaded = {}
+  local top = opts and opts.embedded and name
   local function load_module(modname)
     if loaded[modname] ~= nil then return loaded[modname] end
-    local src, chunkname, pname = M.source(modname)
+    local src, chunkname, pname = M.source(modname, modname == top)
     local fn, err = load(src, chunkname, "t", M.env(pname, load_module))
     if not fn then
       errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)

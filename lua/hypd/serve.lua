@@ -103,15 +103,16 @@ function M.handle(req)
   return resp
 end
 
--- the tools; a module that fails to load is logged, the others still load
+-- the tools; a file that fails to load is logged loudly (hypd.tools) and
+-- listed in GET /api/v1/tools; the others still load
 local function load_tools()
-  local tools = require "hypd.tools"
-  local ok, err = pcall(tools.load)
-  if ok then return end
-  log.error("serve", "the tools did not all load: %s", tostring(type(err) == "table" and err.message or err))
-  for _, name in ipairs(tools.MODULES or {}) do
-    local okm, errm = pcall(require, name)
-    if not okm then log.error("serve", "%s: %s", name, tostring(errm)) end
+  local errs = require("hypd.tools").load()
+  if #errs > 0 then
+    log.error("serve", "%d playbook file(s) did not load; their tools are missing or keep their previous version",
+      #errs)
+  end
+  for _, def in ipairs(require("hypd.tool").list()) do
+    if def.overrides then log.warn("serve", "tool %s is overridden by %s", def.name, def.source) end
   end
 end
 

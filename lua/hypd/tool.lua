@@ -40,8 +40,19 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
   secret = true, fixed = true, fixed_at_create = true, properties = true, pattern_help = true }
 
+-- the keys a definition may have (tool{} and define refuse any other)
+M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
+  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true }
+M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, create = true, apply = true, patch = true,
+  update = true, delete = true }
+
+-- a staged tool's plan parameter (added to every staged tool)
+M.PLAN = { type = "boolean", default = false, description = "Only plan: run the read half of every step and " ..
+  "answer what would be created, changed or deleted (with the fields that differ), changing nothing." }
+
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
+M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe calls this way)
 
 local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 3) end
 
@@ -61,9 +72,20 @@ local function check_spec(tname, pname, spec)
   if spec.items then check_spec(tname, pname .. "[]", spec.items) end
 end
 
--- define(def) -> def; a bad definition is a programming error and raises
-function M.define(def)
+-- define(def [, origin]) -> def; a bad definition is a programming error
+-- and raises. origin: {source = "built-in" | a file path, module, hash
+-- (sha256 of the source)}; a definition of a name already registered
+-- replaces it (an operator's playbook over a built-in tool, a reload)
+function M.define(def, origin)
   local name = def.name
+  for k in pairs(def) do
+    if not M.DEF_KEYS[k] then
+      local keys = {}
+      for key in pairs(M.DEF_KEYS) do keys[#keys + 1] = key end
+      table.sort(keys)
+      bad_def(name, "unknown key '" .. tostring(k) .. "' (a tool has " .. table.concat(keys, ", ") .. ")")
+    end
+  end
   if type(name) ~= "string" or not name:match("^[a-z][a-z0-9_]*[a-z0-9]$") then
     bad_def(name, "name must be snake_case")
   end
@@ -86,15 +108,55 @@ function M.define(def)
       end
     end
   end
+  if def.k8s ~= nil then
+    if type(def.k8s) ~= "table" then bad_def(name, "k8s lists the Kubernetes verbs it uses") end
+    for _, v in ipairs(def.k8s) do
+      if not M.K8S_VERBS[v] then
+        bad_def(name, "k8s: '" .. tostring(v) .. "' is not a verb (get, list, watch, logs, create, apply, patch, " ..
+          "update, delete)")
+      end
+    end
+  end
+  if def.steps ~= nil then
+    if type(def.steps) ~= "table" or #def.steps == 0 then bad_def(name, "steps is a list of {name, run}") end
+    for i, st in ipairs(def.steps) do
+      if type(st) ~= "table" or type(st.name) ~= "string" or type(st.run) ~= "function" then
+        bad_def(name, "step " .. i .. " needs a name and a run function")
+      end
+    end
+  end
+  if def.run ~= nil and type(def.run) ~= "function" then bad_def(name, "run is a function(ctx, params)") end
   for pname, spec in pairs(def.params or {}) do
     if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(name, "param names are snake_case") end
+    if pname == "plan" and def.steps and spec ~= M.PLAN then
+      bad_def(name, "plan is the parameter every staged tool gets")
+    end
     check_spec(name, pname, spec)
   end
   def.params = def.params or {}
-  if not registry[name] then order[#order + 1] = name end
+  if def.steps then def.params.plan = M.PLAN end
+  origin = origin or {}
+  def.source, def.module, def.hash = origin.source or "built-in", origin.module, origin.hash
+  local prev = registry[name]
+  if prev and prev.source == "built-in" and def.source ~= "built-in" then
+    def.overrides = "built-in"
+  elseif prev and prev.overrides and def.source ~= "built-in" then
+    def.overrides = prev.overrides
+  end
+  if not prev then order[#order + 1] = name end
   registry[name] = def
   if M.changed then M.changed() end
   return def
+end
+
+-- remove(name): the tool is no longer registered (a reload dropped it)
+function M.remove(name)
+  if not registry[name] then return end
+  registry[name] = nil
+  for i, n in ipairs(order) do
+    if n == name then table.remove(order, i) break end
+  end
+  if M.changed then M.changed() end
 end
 
 function M.get(name) return registry[name] end
@@ -159,9 +221,16 @@ M.ACCEPTED = { type = "object", required = { "operation_id", "status", "status_t
   properties = { operation_id = { type = "string" }, status = { type = "string" },
     status_tool = { type = "string" }, poll_after_seconds = { type = "integer" }, existing = { type = "boolean" } } }
 
+-- what a staged tool called with plan = true answers
+M.PLAN_RESULT = { type = "object", properties = { tool = { type = "string" }, target = { type = "string" },
+  create = { type = "integer" }, change = { type = "integer" }, delete = { type = "integer" },
+  plan = { type = "array", items = { type = "object", properties = { action = { type = "string" },
+    type = { type = "string" }, name = { type = "string" }, id = { type = "string" },
+    fields = { type = "object" }, changes = { type = "object" } } } } } }
+
 -- output_schema(def) -> the JSON Schema of what a call returns
 function M.output_schema(def)
-  if def.steps then return M.ACCEPTED end
+  if def.steps then return { type = "object", anyOf = { M.ACCEPTED, M.PLAN_RESULT } } end
   return def.result or { type = "object" }
 end
 
@@ -303,6 +372,58 @@ function M.public(def, params)
   return out
 end
 
+-- describe(def) -> what every front end says about a tool (REST GET
+-- /tools, MCP tools/list, hypd tools --json): one description
+function M.describe(def)
+  local input = M.input_schema(def)
+  local aws = def.aws and json.array() or nil
+  for i, a in ipairs(def.aws or {}) do aws[i] = a end
+  local k8s = def.k8s and json.array() or nil
+  for i, v in ipairs(def.k8s or {}) do k8s[i] = v end
+  return { name = def.name, kind = def.kind, scope = M.KINDS[def.kind], summary = def.summary,
+    description = def.description, status_tool = def.status_tool, staged = def.steps ~= nil,
+    input_schema = input, output_schema = M.output_schema(def), aws = aws, k8s = k8s,
+    source = def.source or "built-in", overrides = def.overrides, hash = def.hash }
+end
+
+-- registry_view() -> every tool's description, in definition order
+function M.registry_view()
+  local out = json.array()
+  for i, def in ipairs(M.list()) do out[i] = M.describe(def) end
+  return out
+end
+
+-- coerce(params, name, text) -> the value for a text given for param
+-- `name` (a key=value word, a query string), read by the param's spec:
+-- integers, numbers and booleans from their text, arrays and objects from
+-- JSON (an array of strings also from "a,b,c"); anything that does not
+-- parse stays text, for validation to name
+function M.coerce(params, name, text)
+  local spec = params and params[name]
+  if not spec or type(text) ~= "string" then return text end
+  local t = spec.type
+  if t == "integer" then
+    local n = math.tointeger(tonumber(text))
+    if n then return n end
+  elseif t == "number" then
+    local n = tonumber(text)
+    if n then return n end
+  elseif t == "boolean" then
+    local l = text:lower()
+    if l == "true" or l == "yes" or l == "1" then return true end
+    if l == "false" or l == "no" or l == "0" then return false end
+  elseif t == "array" or t == "object" then
+    local v = json.decode(text)
+    if type(v) == "table" then return v end
+    if t == "array" and (not spec.items or spec.items.type == "string") then
+      local out = json.array()
+      for item in text:gmatch("[^,]+") do out[#out + 1] = item end
+      return out
+    end
+  end
+  return text
+end
+
 -- calling -------------------------------------------------------------------------
 
 -- allowed(def, caller) -> true | nil, FORBIDDEN err
@@ -316,34 +437,59 @@ function M.allowed(def, caller)
   return true
 end
 
--- call(name, args, caller) -> result | nil, err
-function M.call(name, args, caller)
-  local def = registry[name]
-  if not def then
-    return errors.fail("NOT_FOUND", "no tool named '" .. tostring(name) .. "' (tool list: hypd tools)",
-      { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
-  end
-  local ok, err = M.allowed(def, caller)
-  if not ok then return nil, err end
-  local params, verr = M.validate(def, args)
-  if not params then return nil, verr end
+local function as_error(e)
+  if errors.is(e) then return e end
+  if type(e) == "table" and e.code then return setmetatable(e, errors.mt) end
+  return errors.new("INTERNAL", tostring(e))
+end
+
+-- invoke(def, params, caller) -> result | nil, err: the call itself, after
+-- the checks (a staged tool: its operation, or its plan)
+local function invoke(def, params, caller)
+  local plan = def.steps and params.plan
+  if def.steps then params.plan = nil end
+  if plan then return require("hypd.op").plan(def, params, caller) end
   if def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
-    local held, lerr = require("hypd.statelock").check(name)
+    local held, lerr = require("hypd.statelock").check(def.name)
     if not held then return nil, lerr end
   end
   if def.steps then return require("hypd.op").start(def, params, caller) end
-  local ctx = { caller = caller, tool = def, progress = caller and caller.progress or function() end }
-  local okr, result = pcall(def.run, ctx, params)
-  if not okr then
-    if errors.is(result) then return nil, result end
-    if type(result) == "table" and result.code then return nil, setmetatable(result, errors.mt) end
-    return nil, errors.new("INTERNAL", tostring(result))
-  end
+  local guard = require "hypd.guard"
+  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller,
+    progress = caller and caller.progress }
+  local okr, result = pcall(guard.with, guard.new { tool = def, caller = caller }, def.run, ctx, params)
+  if not okr then return nil, as_error(result) end
   if def.kind ~= "read" and def.audit ~= false then
-    require("hypd.store").event("audit", nil, { tool = name, caller = caller and caller.name,
+    require("hypd.store").event("audit", nil, { tool = def.name, caller = caller and caller.name,
       front = caller and caller.front, params = M.public(def, params) })
   end
   return result
+end
+
+-- call(name, args, caller) -> result | nil, err. The result is shaped by
+-- the tool's output schema (empty lists are [], not {}), so every front
+-- end sends the same JSON.
+function M.call(name, args, caller)
+  local def = registry[name]
+  local result, err
+  if not def then
+    result, err = errors.fail("NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (tool list: hypd tools)",
+      { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
+  else
+    local ok, params
+    ok, err = M.allowed(def, caller)
+    if ok then params, err = M.validate(def, args) end
+    if params then
+      local planning = def.steps and params.plan
+      result, err = invoke(def, params, caller)
+      if result == nil and not err then result = json.object() end
+      if result ~= nil then
+        result = M.shape(result, def.steps and (planning and M.PLAN_RESULT or M.ACCEPTED) or M.output_schema(def))
+      end
+    end
+  end
+  for _, hook in ipairs(M.hooks) do pcall(hook, name, def, result, err) end
+  return result, err
 end
 
 return M

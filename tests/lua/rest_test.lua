@@ -46,7 +46,8 @@ tool.define {
 }
 tool.define {
   name = "diagnose_rest_aws", summary = "DescribeCluster", description = "Calls EKS DescribeCluster.",
-  kind = "read", params = { endpoint = { type = "string" }, cluster = { type = "string", required = true } },
+  kind = "read", aws = { "eks:DescribeCluster" },
+  params = { endpoint = { type = "string" }, cluster = { type = "string", required = true } },
   result = { type = "object", properties = { names = { type = "array", items = { type = "string" } } } },
   run = function(_, p)
     local aws = require "hypd.aws"
@@ -161,7 +162,8 @@ t.test("GET /tools lists every tool with kind, scope, summary and its JSON Schem
   local s = by.diagnose_rest_staged
   t.eq(s.staged, true)
   t.eq(s.status_tool, "operation_get")
-  t.eq(s.output_schema.required[1], "operation_id")
+  t.eq(s.output_schema.anyOf[1].required[1], "operation_id", "an operation is accepted, or (plan) a plan")
+  t.eq(s.input_schema.properties.plan.type, "boolean", "every staged tool takes plan")
   t.eq(s.input_schema.required, { "tag" })
   status, b = req("GET", "/api/v1/tools/operation_get", { token = READ })
   t.eq(status, 200)

@@ -37,9 +37,14 @@ H.write(dir .. "/plain.lua", [[return { main = function() return 1 end }]])
 config.playbooks_dir = dir
 
 t.test("playbooks that declare a tool register it; a bad definition is refused and logged", function()
-  t.eq(tools.load_playbooks(dir), 3)
+  local report = tools.reload()
+  table.sort(report.defined)
+  t.eq(report.defined, { "diagnose_shell", "job_label", "monitor_echo" })
   t.ok(tool.get("monitor_echo") and tool.get("job_label") and tool.get("diagnose_shell"), "registered")
   t.eq(tool.get("rm_everything"), nil, "a name without a tool prefix is refused")
+  t.eq(#report.errors, 1, "and named as an error")
+  t.like(report.errors[1].file, "badname%.lua$")
+  t.like(report.errors[1].message, "name must start with one of")
 end)
 
 t.test("a playbook tool validates like a built-in one and runs in the sandbox", function()

@@ -1,4 +1,4 @@
--- cluster_create_eks's staged steps (hypd.workflows.eks_create) against the
+-- cluster_create_eks's staged steps (lua/workflows/cluster/_eks_stage.lua) against the
 -- in-process sandbox under the virtual clock, driven by a minimal step
 -- context that keeps the registry's contract: a full run to an ACTIVE
 -- cluster, re-runs that create nothing, a crash that lost the state, a
@@ -13,8 +13,9 @@ local regex = require "hypd.regex"
 local sandbox = require "sandbox"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local eks = require "hypd.workflows.eks_create"
-local net = require "hypd.workflows.eks_network"
+local playbook = require "hypd.playbook"
+local eks = playbook.load("cluster._eks_stage")
+local net = playbook.load("cluster._eks_network")
 
 local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })

@@ -123,12 +123,8 @@ end
 
 -- the local backend ------------------------------------------------------------------
 
--- describe(def) -> the backend's description of a registered tool
-function M.describe(def)
-  return { name = def.name, kind = def.kind, summary = def.summary, description = def.description,
-    status_tool = def.status_tool, staged = def.steps ~= nil, input_schema = tool.input_schema(def),
-    output_schema = tool.output_schema(def) }
-end
+-- describe(def): the registry's one description of a tool (hypd.tool)
+M.describe = tool.describe
 
 function M.local_backend()
   local b = {}
@@ -138,12 +134,7 @@ function M.local_backend()
     return out
   end
   function b.has_tool(name) return tool.get(name) ~= nil end
-  function b.call(name, args, caller)
-    local result, err = tool.call(name, args, caller)
-    if result == nil and err then return nil, err end
-    local def = tool.get(name)
-    return M.shape(result, def and tool.output_schema(def))
-  end
+  function b.call(name, args, caller) return tool.call(name, args, caller) end
   function b.operation(id)
     local rec = type(id) == "string" and op.get(id)
     if not rec then return errors.fail("NOT_FOUND", "no operation " .. tostring(id)) end
@@ -253,6 +244,8 @@ function M.mcp_tool(d)
     annotations = { title = d.summary, readOnlyHint = d.kind == "read", destructiveHint = d.kind == "destructive",
       idempotentHint = d.kind == "read" or d.staged == true, openWorldHint = true } }
   if type(out.inputSchema) ~= "table" then out.inputSchema = { type = "object", properties = json.object() } end
+  -- where the tool comes from: built-in, or an operator's playbook (over a built-in one)
+  out._meta = { ["hypd.io/source"] = d.source or "built-in", ["hypd.io/overrides"] = d.overrides }
   -- MCP requires an object schema for results; anything else is left out
   if type(d.output_schema) == "table" and d.output_schema.type == "object" then out.outputSchema = d.output_schema end
   return out

@@ -89,17 +89,14 @@ function M.install()
     local started = rec and rec.created_at or ev.at
     M.operation(ev.tool, status, math.max(0, (rec and rec.finished_at or ev.at) - started))
   end)
-  local call = tool.call
-  tool.call = function(name, args, caller)
-    local r, err = call(name, args, caller)
+  tool.hooks[#tool.hooks + 1] = function(name, def, r, err)
     local outcome = "ok"
     if r == nil and err then
       outcome = type(err) == "table" and tostring(err.code) or "error"
-    elseif type(r) == "table" and r.operation_id and tool.get(name) and tool.get(name).steps then
+    elseif type(r) == "table" and r.operation_id and def and def.steps then
       outcome = r.existing and "joined" or "accepted"
     end
     M.tool_call(name, outcome)
-    return r, err
   end
 end
 

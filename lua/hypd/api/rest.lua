@@ -35,7 +35,8 @@ M.BASE = "/api/v1"
 M.MAX_BODY = 1 << 20 -- bytes of a request body
 
 local STATUS = {
-  VALIDATION = 400, UNAUTHORIZED = 401, FORBIDDEN = 403, NOT_FOUND = 404, METHOD_NOT_ALLOWED = 405,
+  VALIDATION = 400, UNAUTHORIZED = 401, FORBIDDEN = 403, GUARDRAIL = 403, LOCKED = 409, NOT_FOUND = 404,
+  METHOD_NOT_ALLOWED = 405,
   CONFLICT = 409, EXISTS = 409, TOO_LARGE = 413, UNSUPPORTED_MEDIA_TYPE = 415, THROTTLED = 429,
   CONNECT = 502, TLS = 502, RESET = 502, HTTP = 502, TIMEOUT = 504,
 }
@@ -120,38 +121,8 @@ function M.query(raw)
   return out
 end
 
--- coerce(def, name, text) -> the value for a text given for param `name`
--- of tool def, read by its schema: integers, numbers and booleans from
--- their text, arrays and objects from JSON (an array of strings also from
--- "a,b,c"); anything that does not parse stays text, for validation to name
-function M.coerce(def, name, text)
-  local spec = def and def.params[name]
-  if not spec or type(text) ~= "string" then return text end
-  local t = spec.type
-  if t == "integer" then
-    local n = math.tointeger(tonumber(text))
-    if n then return n end
-  elseif t == "number" then
-    local n = tonumber(text)
-    if n then return n end
-  elseif t == "boolean" then
-    local l = text:lower()
-    if l == "true" or l == "yes" or l == "1" then return true end
-    if l == "false" or l == "no" or l == "0" then return false end
-  elseif t == "array" or t == "object" then
-    local v = json.decode(text)
-    if type(v) == "table" then return v end
-    if t == "array" and (not spec.items or spec.items.type == "string") then
-      local out = json.array()
-      for item in text:gmatch("[^,]+") do out[#out + 1] = item end
-      return out
-    end
-  end
-  return text
-end
-
--- shape(value, schema): see hypd.tool.shape
-M.shape = require("hypd.tool").shape
+-- coerce(def, name, text): see hypd.tool.coerce
+function M.coerce(def, name, text) return tool.coerce(def and def.params, name, text) end
 
 -- body(req) -> the JSON object of a request body | nil, response
 function M.body(req)
@@ -186,20 +157,8 @@ end
 
 -- the registry -----------------------------------------------------------------------
 
--- describe(def) -> what GET /tools says about one tool
-function M.describe(def)
-  local input = tool.input_schema(def)
-  input["$schema"] = nil
-  return { name = def.name, kind = def.kind, scope = tool.KINDS[def.kind], summary = def.summary,
-    description = def.description, status_tool = def.status_tool, staged = def.steps ~= nil,
-    input_schema = input, output_schema = tool.output_schema(def) }
-end
-
-function M.registry()
-  local out = json.array()
-  for i, def in ipairs(tool.list()) do out[i] = M.describe(def) end
-  return out
-end
+M.describe = tool.describe
+M.registry = tool.registry_view
 
 local function running_count()
   return #op.list { status = "running" }
@@ -210,13 +169,11 @@ end
 local function call(name, args, caller)
   local def = tool.get(name)
   local result, err = tool.call(name, args, caller)
-  if result == nil and err then return M.error_response(err) end
-  if result == nil then result = json.object() end
+  if result == nil then return M.error_response(err) end
   if def and def.steps and type(result) == "table" and result.operation_id then
-    return M.json_response(202, M.shape(result, tool.ACCEPTED),
-      { location = M.BASE .. "/operations/" .. result.operation_id })
+    return M.json_response(202, result, { location = M.BASE .. "/operations/" .. result.operation_id })
   end
-  return M.json_response(200, M.shape(result, def and tool.output_schema(def)))
+  return M.json_response(200, result)
 end
 
 local handlers = {}
@@ -231,7 +188,9 @@ function handlers.health()
 end
 
 function handlers.tools()
-  return M.json_response(200, { tools = M.registry() })
+  local errs = json.array()
+  for i, e in ipairs(require("hypd.tools").errors()) do errs[i] = { file = e.file, message = e.message } end
+  return M.json_response(200, { tools = M.registry(), errors = errs })
 end
 
 function handlers.tool_get(_, _, name)

@@ -16,7 +16,9 @@ local _aws = require "hypd._aws"
 local config = require "hypd.config"
 local endpoints = require "hypd.aws.endpoints"
 local errors = require "hypd.errors"
+local guard = require "hypd.guard"
 local http = require "hypd.http"
+local json = require "hypd.json"
 local protocol = require "hypd.aws.protocol"
 local retry = require "hypd.aws.retry"
 local sched = require "hypd._sched"
@@ -74,6 +76,23 @@ function M.credentials(profile)
   return r
 end
 
+-- class(service, operation) -> "read" | "mutating" | "deleting": what the
+-- operation does, from the service model (an operation hypd cannot place,
+-- or does not know, counts as deleting: the guardrails' safe side)
+local DELETING = { "Delete", "Terminate", "BatchDelete", "Deregister", "Disassociate", "Detach", "Remove",
+  "Revoke", "Purge" }
+function M.class(service, operation)
+  local ok, model = pcall(M.model, service)
+  local op = ok and model.operations[operation]
+  if not op then return "deleting" end
+  if op.class then return op.class end
+  if op.readonly then return "read" end
+  for _, p in ipairs(DELETING) do
+    if operation:sub(1, #p) == p then return "deleting" end
+  end
+  return "mutating"
+end
+
 local clients = {} -- retry quota per service and region
 
 M.on_call = nil -- fn(service, operation, outcome, attempts): after every AWS request ("ok" or the error code)
@@ -112,6 +131,13 @@ function M.try(service, operation, params, opts)
     return errors.fail("VALIDATION", "hypd uses " .. service .. " read-only; " .. operation .. " changes state",
       { field = "operation", service = service })
   end
+  -- the running tool's guardrail (hypd.guard): checked before anything is sent
+  local class, gerr, empty = guard.aws(service, operation, params)
+  if not class then
+    gerr.service, gerr.operation = service, operation
+    return nil, gerr
+  end
+  if empty then return json.object() end
   local profile = opts.profile or config.profile
   local region = M.region(opts)
   local cfg = _aws.config(profile)
@@ -152,6 +178,7 @@ function M.try(service, operation, params, opts)
     if result then
       client:success(spent)
       called(service, operation, "ok", attempt)
+      guard.aws_done(service, operation, class, "ok")
       return result
     end
     aerr.service, aerr.operation, aerr.attempts = service, operation, attempt
@@ -159,12 +186,14 @@ function M.try(service, operation, params, opts)
     aerr.retryable = kind ~= nil
     if not retry.safe_to_retry(kind, safe) or attempt == max then
       called(service, operation, tostring(aerr.code), attempt)
+      guard.aws_done(service, operation, class, tostring(aerr.code))
       return nil, aerr
     end
     local cost = client:acquire(kind)
     if not cost then
       aerr.message = (aerr.message or "") .. " (not retried: the retry quota is spent)"
       called(service, operation, tostring(aerr.code), attempt)
+      guard.aws_done(service, operation, class, tostring(aerr.code))
       return nil, aerr
     end
     spent = spent + cost

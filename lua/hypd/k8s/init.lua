@@ -24,6 +24,7 @@ local aws = require "hypd.aws"
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard = require "hypd.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local kubeconfig = require "hypd.k8s.kubeconfig"
@@ -237,10 +238,23 @@ function Conn:path(api_version, kind, name, ns, sub, query)
 end
 
 
+-- the running tool's guardrail (hypd.guard): verb allowed, or the error
+local function allow(verb, kind, name)
+  return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""))
+end
+
+-- written(verb, kind, name, result, err): audits a mutating call that was sent
+local function written(verb, kind, name, r, err)
+  guard.k8s_done(verb, tostring(kind) .. "/" .. tostring(name), r and "ok" or tostring(err and err.code))
+  return r, err
+end
+
 -- reads -------------------------------------------------------------------------
 
 function Conn:get(api_version, kind, name, opts)
   opts = opts or {}
+  local okg, gerr = allow("get", kind, name)
+  if not okg then return nil, gerr end
   local p, err = self:path(api_version, kind, name, opts.namespace)
   if not p then return nil, err end
   return self:call("GET", p)
@@ -250,6 +264,8 @@ end
 -- is given with opts.page (then one page and its continue token)
 function Conn:list(api_version, kind, opts)
   opts = opts or {}
+  local okg, gerr = allow("list", kind)
+  if not okg then return nil, gerr end
   local items, cont = json.array(), opts.continue
   local meta
   repeat
@@ -294,11 +310,14 @@ function Conn:create(obj, opts)
   if type(obj) ~= "table" or not obj.apiVersion or not obj.kind then
     return nil, errors.new("VALIDATION", "an object needs apiVersion and kind", { field = "apiVersion" })
   end
+  local okg, gerr = allow("create", obj.kind, obj.metadata and obj.metadata.name)
+  if not okg then return nil, gerr end
   mark(obj, opts.operation)
   local p, err = self:path(obj.apiVersion, obj.kind, nil, obj.metadata.namespace, nil,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return self:call("POST", p, { body = json.encode(obj), headers = { ["content-type"] = "application/json" } })
+  return written("create", obj.kind, obj.metadata.name, self:call("POST", p, { body = json.encode(obj),
+    headers = { ["content-type"] = "application/json" } }))
 end
 
 -- apply(obj, opts) -> obj: server-side apply as field manager "hypd"; applying
@@ -307,12 +326,14 @@ function Conn:apply(obj, opts)
   opts = opts or {}
   local ok, err = identity(obj)
   if not ok then return nil, err end
+  local okg, gerr = allow("apply", obj.kind, obj.metadata.name)
+  if not okg then return nil, gerr end
   mark(obj, opts.operation)
   local p, perr = self:path(obj.apiVersion, obj.kind, obj.metadata.name, obj.metadata.namespace, opts.subresource,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER, force = opts.force and "true" or nil })
   if not p then return nil, perr end
-  return self:call("PATCH", p, { body = json.encode(obj),
-    headers = { ["content-type"] = "application/apply-patch+yaml" } })
+  return written("apply", obj.kind, obj.metadata.name, self:call("PATCH", p, { body = json.encode(obj),
+    headers = { ["content-type"] = "application/apply-patch+yaml" } }))
 end
 
 local PATCH_TYPES = { merge = "application/merge-patch+json", strategic = "application/strategic-merge-patch+json",
@@ -324,10 +345,13 @@ function Conn:patch(api_version, kind, name, patch, opts)
   if not ctype then
     return nil, errors.new("VALIDATION", "type: one of merge, strategic, json", { field = "type" })
   end
+  local okg, gerr = allow("patch", kind, name)
+  if not okg then return nil, gerr end
   local p, err = self:path(api_version, kind, name, opts.namespace, opts.subresource,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return self:call("PATCH", p, { body = json.encode(patch), headers = { ["content-type"] = ctype } })
+  return written("patch", kind, name, self:call("PATCH", p, { body = json.encode(patch),
+    headers = { ["content-type"] = ctype } }))
 end
 
 -- delete(...) -> true | nil, err. opts.propagation: Background (default),
@@ -335,10 +359,13 @@ end
 -- Deleting what is already gone succeeds (deletes are retried by callers).
 function Conn:delete(api_version, kind, name, opts)
   opts = opts or {}
+  local okg, gerr = allow("delete", kind, name)
+  if not okg then return nil, gerr end
   local p, err = self:path(api_version, kind, name, opts.namespace)
   if not p then return nil, err end
-  local _, derr = self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions", apiVersion = "v1",
-    propagationPolicy = opts.propagation or "Background" }, headers = { ["content-type"] = "application/json" } })
+  local _, derr = written("delete", kind, name, self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions",
+    apiVersion = "v1", propagationPolicy = opts.propagation or "Background" },
+    headers = { ["content-type"] = "application/json" } }))
   if derr and derr.code ~= "NotFound" then return nil, derr end
   if opts.wait then
     local gone, werr = self:wait(api_version, kind, name, function(obj) return obj == nil end,
@@ -386,6 +413,7 @@ end
 -- watch starts with the current objects as ADDED events.
 function Conn:watch(api_version, kind, opts, fn)
   opts = opts or {}
+  assert(allow("watch", kind))
   local rv = opts.resource_version
   local failures = 0
   local function relist()
@@ -444,6 +472,8 @@ end
 -- until the container stops, on_line returns false or opts.deadline passes)
 function Conn:logs(pod, opts)
   opts = opts or {}
+  local okg, gerr = allow("logs", "Pod", pod)
+  if not okg then return nil, gerr end
   local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
     tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
     timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })

@@ -1,6 +1,6 @@
--- hypd.workflows.eks_network: the network under a hypd EKS cluster, the
--- first step of cluster_create_eks (hypd.workflows.eks_create), and the
--- naming and tagging every step shares.
+-- cluster/_eks_network: the network under a hypd EKS cluster, the first
+-- step of cluster_create_eks (cluster/_eks_stage), and the naming and
+-- tagging every step shares.
 --
 -- For cluster tag <tag> in one region it makes, or finds again:
 --   VPC hypd-<tag>-vpc (DNS support and hostnames on), internet gateway
@@ -17,8 +17,8 @@
 -- an untagged resource. Every resource is looked up before it is created:
 -- by the id in ctx.state, else by tag, so a re-run creates nothing and a run
 -- that lost its state finds everything again. Only what differs changes.
-local core = require "hypd.core"
-local errors = require "hypd.errors"
+local cidr = hypd.cidr
+local errors = hypd.errors
 
 local M = {}
 
@@ -80,58 +80,10 @@ function M.settled(ctx, service, op, params)
   end
 end
 
--- CIDR blocks (IPv4) ----------------------------------------------------------
+-- CIDR blocks (hypd.cidr) ------------------------------------------------------
 
--- parse_cidr(text) -> { base = integer, prefix = n } | nil, why
-function M.parse_cidr(text)
-  local a, b, c, d, n = tostring(text):match("^(%d+)%.(%d+)%.(%d+)%.(%d+)/(%d+)$")
-  if not a then return nil, "not an IPv4 CIDR block like 10.192.0.0/16" end
-  local base = 0
-  for _, o in ipairs { a, b, c, d } do
-    o = tonumber(o)
-    if o > 255 then return nil, "an address part is above 255" end
-    base = base * 256 + o
-  end
-  n = tonumber(n)
-  if n > 32 then return nil, "the prefix length is above 32" end
-  local size = 1 << (32 - n)
-  if base % size ~= 0 then
-    return nil, "host bits are set (the network is " .. M.format_cidr(base - base % size, n) .. ")"
-  end
-  return { base = base, prefix = n }
-end
-
-function M.format_cidr(base, prefix)
-  return string.format("%d.%d.%d.%d/%d", (base >> 24) & 255, (base >> 16) & 255, (base >> 8) & 255, base & 255,
-    prefix)
-end
-
-local function overlaps(x, y)
-  local xe, ye = x.base + (1 << (32 - x.prefix)), y.base + (1 << (32 - y.prefix))
-  return x.base < ye and y.base < xe
-end
-
--- subnet_prefix(vpc_prefix) -> the prefix of hypd's subnets: a sixteenth of
--- the VPC (a /16 gives /20s), at most /28 (the smallest EC2 subnet)
-function M.subnet_prefix(vpc_prefix)
-  return math.min(vpc_prefix + 4, 28)
-end
-
--- next_free(vpc_cidr, used) -> the first sixteenth of the VPC that overlaps
--- none of the CIDR blocks in used, or nil. Deterministic: in a new VPC the
--- four subnets are blocks 0..3.
-function M.next_free(vpc_cidr, used)
-  local vpc = assert(M.parse_cidr(vpc_cidr))
-  local sp = M.subnet_prefix(vpc.prefix)
-  local taken = {}
-  for _, u in ipairs(used) do taken[#taken + 1] = M.parse_cidr(u) end
-  for i = 0, (1 << (sp - vpc.prefix)) - 1 do
-    local b = { base = vpc.base + i * (1 << (32 - sp)), prefix = sp }
-    local free = true
-    for _, u in ipairs(taken) do free = free and not overlaps(b, u) end
-    if free then return M.format_cidr(b.base, b.prefix) end
-  end
-end
+M.parse_cidr, M.format_cidr, M.subnet_prefix, M.next_free = cidr.parse, cidr.format, cidr.subnet_prefix,
+  cidr.next_free
 
 -- lookups ---------------------------------------------------------------------
 
@@ -349,7 +301,7 @@ local function wait_nat(ctx, nat)
   if nat.State == "available" then return end
   local id = nat.NatGatewayId
   ctx:phase("waiting for NAT gateway " .. id .. " to be available")
-  local started = core.now()
+  local started = hypd.now()
   while true do
     local n = M.settled(ctx, "ec2", "DescribeNatGateways", { NatGatewayIds = { id } }).NatGateways[1]
     local state = n and n.State or "gone"
@@ -360,7 +312,7 @@ local function wait_nat(ctx, nat)
       errors.raise("FAILED", string.format("NAT gateway %s is %s%s; a new run creates another", id, state,
         n and n.FailureMessage and (": " .. n.FailureMessage) or ""), { nat_gateway_id = id })
     end
-    local waited = core.now() - started
+    local waited = hypd.now() - started
     if waited > M.NAT_LIMIT then
       errors.raise("TIMEOUT", "NAT gateway " .. id .. " still pending after " .. M.elapsed(waited))
     end

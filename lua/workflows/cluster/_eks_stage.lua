@@ -1,4 +1,4 @@
--- hypd.workflows.eks_create: stage 1 of provisioning, the staged steps of
+-- cluster/_eks_stage: stage 1 of provisioning, the staged steps of
 -- cluster_create_eks. For one cluster tag in one region:
 --
 --   network       VPC, subnets, gateways, routes, security group (eks_network)
@@ -12,33 +12,26 @@
 -- AWS APIs directly, no CloudFormation. Each step reads before it writes
 -- and is idempotent: a re-run creates nothing, and a run whose state was
 -- lost finds everything again by name and tag (hypd:cluster-tag=<tag>).
--- The module is data for the tool registry (hypd.tool, hypd.op): params,
--- target, steps and status, the live view for cluster_get_creation_status.
-local aws = require "hypd.aws"
-local core = require "hypd.core"
-local errors = require "hypd.errors"
-local json = require "hypd.json"
-local net = require "hypd.workflows.eks_network"
-local op = require "hypd.op"
-local store = require "hypd.store"
+-- The module is data for the tool (cluster_create_eks): params, target,
+-- steps, and status, the live view for cluster_get_creation_status.
+local errors = hypd.errors
+local json = hypd.json
+local net = require "cluster._eks_network"
+local P = require "_params"
 
 local M = {}
 
-M.ACTIVE_KEY = "hypd/active_cluster" -- where cluster_switch records the active cluster
 M.VERSIONS = { "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34" }
 M.ACTIVE_POLL, M.ACTIVE_LIMIT = 30, 45 * 60    -- seconds between EKS checks; give up after
 M.ROLE_RETRIES, M.ROLE_RETRY_WAIT = 6, 10      -- CreateCluster before a new role is visible to EKS
 
 M.params = {
-  cluster_tag = { type = "string", required = true, decision = true, fixed = true,
-    pattern = "^[a-z][a-z0-9-]{1,30}[a-z0-9]$",
-    pattern_help = "a cluster tag: 3 to 32 characters of a-z, 0-9 and '-', starting with a letter",
+  cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
     description = "Short lowercase name of this cluster (3 to 32 characters: a-z, 0-9, '-'). It names every " ..
       "resource: EKS cluster hypd-<tag>, VPC hypd-<tag>-vpc, subnets hypd-<tag>-public-<az> and " ..
       "hypd-<tag>-private-<az>, NAT gateway hypd-<tag>-nat, security group hypd-<tag>-cluster, IAM role " ..
-      "hypd-<tag>-eks-cluster-role; all are tagged hypd:cluster-tag=<tag>. Ask the person; never invent it." },
-  region = { type = "string", pattern = "^[a-z]{2}(-gov)?-[a-z]+-\\d$", pattern_help = "an AWS region name like us-west-2",
-    description = "AWS region, e.g. us-west-2. Default: the configured region." },
+      "hypd-<tag>-eks-cluster-role; all are tagged hypd:cluster-tag=<tag>. Ask the person; never invent it." }),
+  region = P.region,
   kubernetes_version = { type = "string", enum = M.VERSIONS, default = "1.34",
     description = "Kubernetes version of the EKS control plane (HyperPod supports 1.28 to 1.34)." },
   vpc_cidr = { type = "string", default = "10.192.0.0/16",
@@ -51,7 +44,7 @@ M.params = {
 function M.target(p)
   local region = p.region
   if not region then
-    local ok, r = pcall(aws.region, {})
+    local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
   end
   return "eks/" .. region .. "/" .. p.cluster_tag
@@ -183,7 +176,7 @@ local function cluster(ctx)
     ctx:progress("EKS cluster " .. name .. " exists with Kubernetes " .. c.version .. "; kept as it is")
   end
   st.cluster_name, st.cluster_arn = c.name, c.arn
-  st.cluster_created_at = st.cluster_created_at or core.now()
+  st.cluster_created_at = st.cluster_created_at or hypd.now()
   ctx:save()
 end
 
@@ -247,7 +240,7 @@ local function wait_active(ctx)
   local p, st = ctx.params, ctx.state
   local name = st.cluster_name or net.name(p.cluster_tag)
   ctx:phase("waiting for EKS cluster ACTIVE")
-  local since = st.cluster_created_at or core.now()
+  local since = st.cluster_created_at or hypd.now()
   local c
   while true do
     c = describe_cluster(ctx, name)
@@ -265,7 +258,7 @@ local function wait_active(ctx)
     if c.status == "DELETING" then
       errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted", { cluster = name })
     end
-    local waited = core.now() - since
+    local waited = hypd.now() - since
     if waited > M.ACTIVE_LIMIT then
       errors.raise("TIMEOUT", "EKS cluster " .. name .. " still " .. tostring(c.status) .. " after " ..
         net.elapsed(waited), { cluster = name })
@@ -286,13 +279,10 @@ local function wait_active(ctx)
   -- the first cluster becomes the active one, so tools that default to
   -- the active cluster answer for it at once (cluster_switch changes it)
   if st.made_active == nil then
-    st.made_active = store.get(M.ACTIVE_KEY) == nil
-    if st.made_active then
-      assert(store.put(M.ACTIVE_KEY, { name = c.name, region = st.result.region, arn = c.arn }))
-      op.changed("active_cluster", { name = c.name, region = st.result.region })
-    end
+    st.made_active = hypd.clusters.active() == nil
+    if st.made_active then hypd.clusters.set_active { name = c.name, region = st.result.region, arn = c.arn } end
   end
-  st.result.active = st.made_active or (store.get(M.ACTIVE_KEY) or {}).name == c.name
+  st.result.active = st.made_active or (hypd.clusters.active() or {}).name == c.name
   ctx:save()
 end
 
@@ -316,7 +306,7 @@ function M.status(rec, opts)
   o.region = st.region or p.region or rec.region or o.region
   local function try(service, operation, params)
     if not opts and type(rec.try) == "function" then return rec:try(service, operation, params) end
-    return aws.try(service, operation, params, o)
+    return hypd.aws.try(service, operation, params, o)
   end
   local tag = p.cluster_tag or st.cluster_tag
   local out = { cluster_tag = tag, region = o.region, cluster_name = st.cluster_name or (tag and net.name(tag)),

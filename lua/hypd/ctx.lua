@@ -1,0 +1,89 @@
+-- hypd.ctx: the context a tool's code gets, `ctx` in run(ctx, params) and
+-- in each step's run(ctx). The same methods for every kind of tool; a
+-- staged tool's operation (hypd.op) adds persistence: ctx.state is saved,
+-- ctx:phase() is recorded, cancellation is seen.
+--
+--   ctx.params, ctx.tool (its definition), ctx.caller, ctx.plan (true when
+--   the call only plans), ctx.region, ctx.state (scratch; saved for a staged
+--   tool), ctx.op_id (a staged tool's operation)
+--   ctx:call(service, operation, params) -> result (raises), ctx:try(...) ->
+--     result | nil, err: hypd.aws in the tool's region (ctx:aws_region(),
+--     ctx:aws_opts() for hypd.aws.pages and .all)
+--   ctx:k8s([cluster]) -> a Kubernetes connection (the tool's cluster
+--     parameter, else the active cluster)
+--   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
+--   ctx:ensure{...}, ctx:poll{...}: the workflow kit (hypd.kit)
+local aws = require "hypd.aws"
+local errors = require "hypd.errors"
+local task = require "hypd.task"
+
+local M = {}
+
+local Ctx = {}
+Ctx.__index = Ctx
+M.Ctx = Ctx
+require("hypd.kit").install(Ctx)
+
+-- new{tool, params, caller, plan, progress} -> a context for a call that is
+-- not an operation (a read tool, a quick mutation, a plan)
+function M.new(o)
+  return setmetatable({ tool = o.tool, params = o.params or {}, caller = o.caller, plan = o.plan or false,
+    state = o.state or {}, notes = o.progress, region = o.region, planned = o.planned }, Ctx)
+end
+
+-- aws_region() -> the region the tool works in: its region parameter, else
+-- the configured one (resolved once)
+function Ctx:aws_region()
+  if not self.region then self.region = aws.region { region = self.params and self.params.region } end
+  return self.region
+end
+
+function Ctx:aws_opts()
+  local o = { region = self:aws_region() }
+  for k, v in pairs(require("hypd.op").aws_opts or {}) do o[k] = v end
+  return o
+end
+
+function Ctx:call(service, operation, params) return aws.call(service, operation, params or {}, self:aws_opts()) end
+function Ctx:try(service, operation, params) return aws.try(service, operation, params or {}, self:aws_opts()) end
+
+-- k8s([cluster]) -> connection, cached per cluster for the context's life
+function Ctx:k8s(cluster)
+  local name, region = cluster, nil
+  if not name then
+    name = self.params and self.params.cluster
+    if not name then
+      local act = require("hypd.clusters").active()
+      if not act then
+        errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
+          { field = "cluster" })
+      end
+      name, region = act.name, act.region
+    end
+  end
+  self.k8s_conns = self.k8s_conns or {}
+  local c = self.k8s_conns[name]
+  if not c then
+    c = require("hypd.k8s").connect { cluster = name, region = region or self.region }
+    self.k8s_conns[name] = c
+  end
+  return c
+end
+
+function Ctx:phase(text) self.current_phase = text end
+
+function Ctx:progress(text)
+  if self.notes then self.notes(tostring(text)) end
+end
+
+-- (a call that is not an operation: nothing to cancel or to save)
+function Ctx.check_cancel() end
+function Ctx.save() end
+
+function Ctx:sleep(seconds)
+  self:check_cancel()
+  task.sleep(seconds)
+  self:check_cancel()
+end
+
+return M

@@ -1,0 +1,161 @@
+-- hypd.guard: what the tool running now may do, checked where every AWS
+-- and Kubernetes call passes (hypd.aws.try, the hypd.k8s connection), so a
+-- tool cannot step outside its declaration by any path:
+--
+--   * an AWS action must match the tool's `aws` list ("ec2:Describe*",
+--     IAM's wildcards * and ?, action names case-insensitive), and a
+--     Kubernetes verb its `k8s` list (get, list, watch, logs, create, apply,
+--     patch, update, delete);
+--   * by kind: a read tool makes only read calls (AWS operations classed
+--     "read", Kubernetes get, list, watch, logs); a mutating tool may not
+--     delete (operations classed "deleting", Kubernetes delete); a
+--     destructive one may;
+--   * in plan mode every tool is read-only.
+--
+-- A refused call is never sent; the error (code GUARDRAIL) names the tool,
+-- the action and the rule. Every mutating call that is sent is written to
+-- the audit log with the tool, the operation, the caller and the front end.
+--
+--   guard.new{tool = def, op_id, caller, plan} -> g
+--   guard.with(g, fn, ...) -> fn's results, g the current task's guard
+--   guard.current() -> g | nil (the current task's or an ancestor's)
+--   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
+--   guard.aws_done(service, operation, class, outcome)    (hypd.aws.try)
+--   guard.k8s(verb, what) -> true | nil, err             (hypd.k8s)
+local errors = require "hypd.errors"
+local sched = require "hypd._sched"
+
+local M = {}
+
+M.K8S_VERBS = { get = "read", list = "read", watch = "read", logs = "read", create = "mutating",
+  apply = "mutating", patch = "mutating", update = "mutating", delete = "deleting" }
+
+local G = {}
+G.__index = G
+
+function M.new(o)
+  return setmetatable({ tool = o.tool, op_id = o.op_id, caller = o.caller, plan = o.plan and true or false }, G)
+end
+
+function M.current()
+  local t = sched.current()
+  while t do
+    if t.guard then return t.guard end
+    t = t.parent
+  end
+end
+
+-- with(g, fn, ...): runs fn in the current task with g as its guard
+function M.with(g, fn, ...)
+  local t = sched.current()
+  local before = t.guard
+  t.guard = g
+  local r = table.pack(pcall(fn, ...))
+  t.guard = before
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+-- an IAM action pattern as a Lua pattern, anchored, case-folded
+local compiled = {}
+local function pattern(p)
+  local c = compiled[p]
+  if not c then
+    c = "^" .. p:lower():gsub("[%^%$%(%)%%%.%[%]%+%-]", "%%%0"):gsub("%*", ".*"):gsub("%?", ".") .. "$"
+    compiled[p] = c
+  end
+  return c
+end
+
+-- matches(list, action) -> true when one of the patterns covers action
+function M.matches(list, action)
+  local a = action:lower()
+  for _, p in ipairs(list or {}) do
+    if a:match(pattern(p)) then return true end
+  end
+  return false
+end
+
+local RANK = { read = 1, mutating = 2, deleting = 3 }
+local ALLOWED = { read = 1, mutating = 2, destructive = 3 }
+
+local function refuse(g, action, rule)
+  local name = g.tool and g.tool.name or "this tool"
+  return errors.fail("GUARDRAIL", string.format("%s may not call %s: %s; nothing was sent", name, action, rule),
+    { tool = name, action = action, rule = rule })
+end
+
+-- check(g, action, class, declared) -> true | nil, err; declared(action)
+-- says whether the tool's declaration covers it
+local function check(g, action, class, declared, what)
+  local def = g.tool or {}
+  if g.plan and class ~= "read" then
+    return refuse(g, action, "a plan only reads (it reports what the call would change instead of making it)")
+  end
+  if (RANK[class] or 3) > (ALLOWED[def.kind] or 1) then
+    local rule = def.kind == "read" and "a read tool makes only read-only calls" or
+      "a mutating tool may not delete; only a destructive tool may"
+    return refuse(g, action, rule .. " (" .. action .. " is classed " .. class .. ")")
+  end
+  if not declared(action) then
+    local list = def[what == "AWS actions" and "aws" or "k8s"]
+    return refuse(g, action, "it is not among the " .. what .. " the tool declares (" ..
+      (list and #list > 0 and table.concat(list, ", ") or "none") .. ")")
+  end
+  return true
+end
+
+-- PLANNED: the prefix of the ids a plan gives what it would create
+M.PLANNED = "planned:"
+
+-- planned(v) -> true when v is, or holds, an id a plan made up
+function M.planned(v)
+  if type(v) == "string" then return v:sub(1, #M.PLANNED) == M.PLANNED end
+  if type(v) == "table" then
+    for _, x in pairs(v) do if M.planned(x) then return true end end
+  end
+  return false
+end
+
+-- aws(service, operation, params) -> the operation's class, nil, empty |
+-- nil, GUARDRAIL err. empty: a plan reading about something it would
+-- create (a planned id in params): nothing exists yet, the call is not
+-- sent and answers an empty result
+function M.aws(service, operation, params)
+  local g = M.current()
+  local class = require("hypd.aws").class(service, operation)
+  if not g then return class end
+  local ok, err = check(g, service .. ":" .. operation, class, function(a) return M.matches(g.tool.aws, a) end,
+    "AWS actions")
+  if not ok then return nil, err end
+  return class, nil, g.plan and M.planned(params)
+end
+
+-- aws_done(...): a mutating call was sent: one audit record
+function M.aws_done(service, operation, class, outcome)
+  local g = M.current()
+  if class == "read" or not g then return end
+  require("hypd.store").event("audit", g.op_id, { tool = g.tool and g.tool.name, aws = service .. ":" .. operation,
+    outcome = outcome, caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
+end
+
+-- k8s(verb, what) -> true | nil, GUARDRAIL err
+function M.k8s(verb, what)
+  local g = M.current()
+  if not g then return true end
+  local class = M.K8S_VERBS[verb] or "deleting"
+  return check(g, "kubernetes " .. verb .. (what and " " .. what or ""), class, function()
+    for _, v in ipairs(g.tool.k8s or {}) do if v == verb then return true end end
+    return false
+  end, "Kubernetes verbs")
+end
+
+function M.k8s_done(verb, what, outcome)
+  local g = M.current()
+  if not g or (M.K8S_VERBS[verb] or "deleting") == "read" then return end
+  require("hypd.store").event("audit", g.op_id, { tool = g.tool and g.tool.name, k8s = verb .. " " .. tostring(what),
+    outcome = outcome, caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
+end
+
+M.G = G
+return M

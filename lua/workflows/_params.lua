@@ -1,0 +1,35 @@
+-- _params: the parameter rules several tools share, defined once.
+--   local P = require "_params"
+--   params = { region = P.region, cluster = P.cluster, ... }
+local M = {}
+
+M.region = { type = "string", pattern = "^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\\d$",
+  pattern_help = "an AWS region name like us-west-2",
+  description = "AWS region, e.g. us-west-2 (default: the configured region)" }
+
+M.cluster = { type = "string", pattern = "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+  pattern_help = "an EKS cluster name: 1 to 100 letters, digits, '-' or '_', starting with a letter or digit",
+  description = "EKS cluster name (default: the active cluster; see cluster_switch)" }
+
+M.cluster_tag = { type = "string", pattern = "^[a-z][a-z0-9-]{1,30}[a-z0-9]$",
+  pattern_help = "a cluster tag: 3 to 32 characters of a-z, 0-9 and '-', starting with a letter",
+  description = "Short lowercase name of the cluster (3 to 32 characters: a-z, 0-9, '-'). It names every " ..
+    "resource hypd makes for it: EKS cluster hypd-<tag>, VPC hypd-<tag>-vpc, ...; all are tagged " ..
+    "hypd:cluster-tag=<tag>." }
+
+M.operation_id = { type = "string", pattern = "^op-[0-9a-f]{16}$",
+  pattern_help = "an operation id: op- and 16 hex digits", description = "the id a mutating tool returned" }
+
+M.wait_seconds = { type = "integer", minimum = 0, maximum = 300, default = 0,
+  description = "wait up to this many seconds for a change (the phase or status; for events, a new event) " ..
+    "before answering; 0 answers at once" }
+
+-- with(spec, changes) -> a copy of spec with changes applied
+function M.with(spec, changes)
+  local out = {}
+  for k, v in pairs(spec) do out[k] = v end
+  for k, v in pairs(changes or {}) do out[k] = v end
+  return out
+end
+
+return M

@@ -1,0 +1,26 @@
+-- operation_list_events: one operation's story, event by event.
+local P = require "_params"
+
+local EVENT = { type = "object", properties = { seq = { type = "integer" }, at = { type = "number" },
+  kind = { type = "string" }, phase = { type = "string" }, status = { type = "string" },
+  message = { type = "string" } } }
+
+return tool {
+  name = "operation_list_events",
+  summary = "An operation's events: each phase, progress note and its end, oldest first",
+  description = "Lists one operation's events after a cursor (after = the last seq you saw; 0 for all): " ..
+    "operation.phase, operation.progress notes and the final operation.finished, operation.failed or " ..
+    "operation.cancelled. With wait_seconds it answers as soon as a new event exists or the operation has " ..
+    "ended, so a follower sees every phase and note with a few calls.",
+  kind = "read",
+  params = { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds,
+    after = { type = "integer", minimum = 0, default = 0, description = "the seq of the last event you saw" },
+    limit = { type = "integer", minimum = 1, maximum = 1000, default = 200, description = "at most this many" } },
+  result = { type = "object", properties = { events = { type = "array", items = EVENT }, next = { type = "integer" },
+    status = { type = "string" }, phase = { type = "string" } } },
+  run = function(_, p)
+    local r, err = hypd.operations.events(p.operation_id, p.after, p.limit, p.wait_seconds)
+    if not r then error(err, 0) end
+    return r
+  end,
+}
