@@ -100,6 +100,14 @@ function M.define(def, origin)
   if def.kind ~= "read" and def.steps and (type(def.status_tool) ~= "string" or type(def.target) ~= "function") then
     bad_def(name, "a staged tool needs status_tool and target")
   end
+  if def.kind ~= "read" and type(def.status_tool) ~= "string" then
+    bad_def(name, "a " .. def.kind .. " tool names its status tool (status_tool), the read tool that shows what " ..
+      "it did")
+  end
+  if def.status_tool and not def.description:find(def.status_tool, 1, true) then
+    -- every mutating tool names its status tool where a reader looks
+    def.description = def.description:gsub("%s*$", "") .. " Follow it with " .. def.status_tool .. "."
+  end
   if def.aws ~= nil then
     if type(def.aws) ~= "table" or #def.aws == 0 then bad_def(name, "aws lists the AWS actions it calls") end
     for _, a in ipairs(def.aws) do
@@ -459,6 +467,9 @@ local function invoke(def, params, caller)
     progress = caller and caller.progress }
   local okr, result = pcall(guard.with, guard.new { tool = def, caller = caller }, def.run, ctx, params)
   if not okr then return nil, as_error(result) end
+  if def.status_tool and type(result) == "table" and not json.is_array(result) and result.status_tool == nil then
+    result.status_tool = def.status_tool -- what to call to see what it did
+  end
   if def.kind ~= "read" and def.audit ~= false then
     require("hypd.store").event("audit", nil, { tool = def.name, caller = caller and caller.name,
       front = caller and caller.front, params = M.public(def, params) })

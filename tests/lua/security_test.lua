@@ -15,6 +15,7 @@ require("hypd.tools").load()
 
 local destroyed = 0
 tool.define { name = "cluster_test_teardown", summary = "A destructive test tool", kind = "destructive",
+  status_tool = "cluster_list",
   description = "Counts how often it ran; only an admin token may run it.", params = {},
   run = function() destroyed = destroyed + 1; return { destroyed = destroyed } end }
 
