@@ -210,7 +210,7 @@ function M.handle(req)
     return codec.encode_error(svc, call.operation,
       { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
   end
-  if not model(svc).operations[call.operation].readonly then audit(ctx, call, out) end
+  if model(svc).operations[call.operation].class ~= "read" then audit(ctx, call, out) end
   return codec.encode(svc, call.operation, out or {}, rctx)
 end
 
