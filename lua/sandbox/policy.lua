@@ -17,8 +17,8 @@
 --   Effect Allow | Deny; Action and NotAction, a string or a list, "*" or
 --   "service:Pattern" with * and ? wildcards, case-insensitive as IAM
 --   matches actions; Resource and NotResource, "*" or ARN patterns with *
---   and ?, each of the ARN's six colon-separated parts matched on its own,
---   case-sensitive. A request with no resource ARN (below) is matched only
+--   and ?, each of the ARN's six colon-separated parts matched on its own
+--   (a wildcard does not span parts), case-sensitive. A request with no resource ARN (below) is matched only
 --   by Resource "*".
 -- Not evaluated (said here, never silently pretended):
 --   Condition blocks are ignored (a statement with a Condition applies as if
@@ -198,7 +198,9 @@ local function resource_matches(pattern, resource)
   if pattern == "*" then return true end
   if resource == nil then return false end
   local pp, rp = arn_parts(pattern), arn_parts(resource)
-  if not pp or not rp then return glob(pattern, resource) end
+  -- "a wildcard can't span segments": a pattern of fewer parts matches no ARN
+  if not pp then return false end
+  if not rp then return glob(pattern, resource) end
   for i = 1, 6 do
     if not glob(pp[i], rp[i]) then return false end
   end

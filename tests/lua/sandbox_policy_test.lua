@@ -73,6 +73,52 @@ t.test("without a policy the caller may do anything, and GET /_sandbox/policy sh
   call("s3", "PutObject", { Bucket = "policy-data", Key = "a/b.txt", Body = "hello" })
 end)
 
+-- { statements, action, resource (nil: the request names none), verdict }
+local VERDICTS = {
+  { { allow "*" }, "ec2:CreateVpc", nil, "allow" },
+  { {}, "ec2:CreateVpc", nil, "implicit" },
+  { { allow "ec2:Describe*" }, "ec2:CreateVpc", nil, "implicit" },
+  { { allow "ec2:describe*" }, "EC2:DescribeVpcs", nil, "allow" },
+  { { allow "ec2:Describe?pcs" }, "ec2:DescribeVpcs", nil, "allow" },
+  { { allow "ec2:Describe?pcs" }, "ec2:DescribeSubnets", nil, "implicit" },
+  { { allow "*", deny "ec2:CreateVpc" }, "ec2:CreateVpc", nil, "deny" },
+  { { deny "ec2:CreateVpc", allow "*" }, "ec2:CreateVpc", nil, "deny" },
+  { { allow("iam:GetRole", "arn:aws:iam::*:role/app-*") }, "iam:GetRole", "arn:aws:iam::123456789012:role/app-1",
+    "allow" },
+  { { allow("iam:GetRole", "arn:aws:iam::*:role/app-*") }, "iam:GetRole", nil, "implicit" },
+  { { allow("iam:GetRole", "arn:aws:iam::*:role/App-*") }, "iam:GetRole", "arn:aws:iam::123456789012:role/app-1",
+    "implicit" }, -- resources match case-sensitively
+  { { allow("s3:GetObject", "arn:aws:s3:::data/*") }, "s3:GetObject", "arn:aws:s3:::data/a/b/c.txt", "allow" },
+  { { allow("s3:GetObject", "arn:aws:s3:::data/*") }, "s3:GetObject", "arn:aws:s3:::data2/x", "implicit" },
+  { { allow("eks:DescribeAddon", "arn:aws:eks:*:123456789012:addon/c1/*") }, "eks:DescribeAddon",
+    "arn:aws:eks:us-west-2:123456789012:addon/c1/vpc-cni/ab12", "allow" },
+  -- a wildcard stays within its ARN part: * in the region does not cover the account
+  { { allow("eks:DescribeCluster", "arn:aws:eks:*:cluster/x") }, "eks:DescribeCluster",
+    "arn:aws:eks:us-west-2:123456789012:cluster/x", "implicit" },
+  { { allow("eks:DescribeCluster", "arn:aws:eks:us-?est-2:*:cluster/*") }, "eks:DescribeCluster",
+    "arn:aws:eks:us-west-2:123456789012:cluster/x", "allow" },
+  { { { Effect = "Allow", NotAction = "iam:*", Resource = "*" } }, "iam:GetRole", nil, "implicit" },
+  { { { Effect = "Allow", NotAction = "iam:*", Resource = "*" } }, "s3:GetObject", nil, "allow" },
+  { { { Effect = "Allow", Action = "*", NotResource = "arn:aws:s3:::secret/*" } }, "s3:GetObject",
+    "arn:aws:s3:::secret/k", "implicit" },
+  { { { Effect = "Allow", Action = "*", NotResource = "arn:aws:s3:::secret/*" } }, "s3:GetObject",
+    "arn:aws:s3:::open/k", "allow" },
+  { { { Effect = "Allow", Action = "*", NotResource = "arn:aws:s3:::secret/*" } }, "s3:ListAllMyBuckets", nil,
+    "allow" },
+  -- Condition is not evaluated: the statement applies as if it had none
+  { { { Effect = "Deny", Action = "*", Resource = "*", Condition = { Bool = { ["aws:SecureTransport"] = "false" } } },
+    allow "*" }, "ec2:DescribeVpcs", nil, "deny" },
+}
+
+t.test("policy evaluation, case by case: explicit deny, allow, implicit deny", function()
+  local policy = require "sandbox.policy"
+  for i, c in ipairs(VERDICTS) do
+    local d = { Version = "2012-10-17", Statement = c[1] }
+    if #c[1] > 0 then t.eq(policy.validate(d), true, "case " .. i .. " is a valid policy") end
+    t.eq(policy.evaluate(d, c[2], c[3]), c[4], "case " .. i .. ": " .. c[2] .. " on " .. tostring(c[3]))
+  end
+end)
+
 t.test("a policy document IAM would reject is refused with 400 and changes nothing", function()
   local cases = {
     { { Statement = { { Effect = "Allow", Principal = "*", Action = "*", Resource = "*" } } }, "principal" },
