@@ -1,10 +1,13 @@
 -- sandbox: a simulated AWS account on loopback that real AWS clients accept.
 --
 -- Every request: faults (if configured) -> SigV4 verification -> the
--- protocol codec -> the service's operation -> the audit log (mutations)
--- -> the protocol's answer. State lives in the store; long operations are
--- scheduled work (ctx.later) that survives restarts and takes simulated
--- time (instant under the virtual clock).
+-- protocol codec -> the caller's identity policy (if one is set, see
+-- sandbox.policy; a refusal is audited) -> the service's operation -> the
+-- audit log (mutations) -> the protocol's answer. State lives in the
+-- store; long operations are scheduled work (ctx.later) that survives
+-- restarts and takes simulated time (instant under the virtual clock).
+-- The faults and the policy are the process's (one sandbox at a time),
+-- and are not persisted.
 --
 -- A service is lua/sandbox/services/<name>.lua returning
 --   { scope = "regional" | "global",
@@ -31,6 +34,7 @@ local errors = require "hypd.errors"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
 local log = require "hypd.log"
+local policy = require "sandbox.policy"
 local route = require "sandbox._route"
 local server = require "hypd.server"
 local state = require "sandbox.state"
@@ -146,12 +150,20 @@ local function guess_target(input)
   end
 end
 
-local function audit(ctx, call, output)
-  store.event("sandbox.audit", nil, {
+-- audit(ctx, call, output [, refused]): one entry of the audit log; a
+-- request the identity policy refused adds refused (the error code),
+-- action, resource ("*" when it names none) and principal
+local function audit(ctx, call, output, refused)
+  local e = {
     service = ctx.service, operation = call.operation, region = ctx.region,
     target = ctx.target or guess_target(call.input) or (type(output) == "table" and guess_target(output)) or "",
     at = core.now(),
-  })
+  }
+  if refused then
+    e.refused, e.action, e.resource = refused.code, refused.action, refused.resource or "*"
+    e.principal = ctx.principal.arn
+  end
+  store.event("sandbox.audit", nil, e)
 end
 
 -- the answer to a request signed for a service the sandbox does not
@@ -185,7 +197,8 @@ function M.handle(req)
   if injected and injected.reset then return { status = 0 } end
   if injected then return codec.encode_error(svc, nil, injected, rctx) end
   local principal, aerr
-  if unsigned(svc, req) then
+  local anonymous = unsigned(svc, req)
+  if anonymous then
     principal = { arn = "anonymous", user_id = "anonymous", region = M.default_region }
   else
     principal, aerr = auth.verify(req, proto)
@@ -193,6 +206,15 @@ function M.handle(req)
   end
   local call, derr = codec.decode(svc, req)
   if not call then return codec.encode_error(svc, nil, derr, rctx) end
+  local ctx = new_ctx(svc, principal.region, call.operation, principal)
+  ctx.request_id, ctx.bucket = request_id, call.bucket
+  if not anonymous then
+    local refused = policy.authorize(ctx, svc, call.operation, call.input, proto)
+    if refused then
+      audit(ctx, call, nil, refused)
+      return codec.encode_error(svc, call.operation, refused, rctx)
+    end
+  end
   local s = service(svc)
   local fn = s.operations[call.operation]
   if not fn then
@@ -200,8 +222,6 @@ function M.handle(req)
       "UnsupportedOperation", message = "The hypd sandbox does not simulate " .. svc .. " " .. call.operation,
       status = 400 }, rctx)
   end
-  local ctx = new_ctx(svc, principal.region, call.operation, principal)
-  ctx.request_id, ctx.bucket = request_id, call.bucket
   local ok, out = pcall(fn, ctx, call.input)
   if not ok then
     if getmetatable(out) == AWS_ERROR then return codec.encode_error(svc, call.operation, out, rctx) end
@@ -210,7 +230,7 @@ function M.handle(req)
     return codec.encode_error(svc, call.operation,
       { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
   end
-  if not model(svc).operations[call.operation].readonly then audit(ctx, call, out) end
+  if model(svc).operations[call.operation].class ~= "read" then audit(ctx, call, out) end
   return codec.encode(svc, call.operation, out or {}, rctx)
 end
 
@@ -228,6 +248,19 @@ local function admin(req)
     if spec then spec, err = faults.configure(spec) end
     if not spec then return { status = 400, body = tostring(err) .. "\n" } end
     return { status = 200, body = "ok" }
+  elseif req.path == "/_sandbox/policy" and req.method == "POST" then
+    -- {"policy": {...IAM policy document...}} sets the caller's identity
+    -- policy, {"policy": null} removes it
+    local body = json.decode(req.body or "")
+    if type(body) ~= "table" or json.is_array(body) or body.policy == nil then
+      return { status = 400, body = "expected {\"policy\": POLICY_DOCUMENT} or {\"policy\": null}\n" }
+    end
+    local ok, err = policy.set(body.policy)
+    if not ok then return { status = 400, body = tostring(err.message or err) .. "\n" } end
+    return { status = 200, body = "ok" }
+  elseif req.path == "/_sandbox/policy" and req.method == "GET" then
+    return { status = 200, headers = { ["content-type"] = "application/json" },
+             body = json.encode { policy = policy.get() or json.null } }
   elseif req.path == "/_sandbox/nodes/fail" and req.method == "POST" then
     -- {cluster, node_id [, region, message]}: a HyperPod node fails now
     local a = json.decode(req.body)
@@ -245,10 +278,21 @@ local function admin(req)
   return { status = 404, body = "unknown sandbox endpoint\n" }
 end
 
--- start{listen, speed, faults, credentials = {[access_key] = secret}} -> srv | nil, err
--- (a hypd.server: srv.port, srv:stop())
+-- start{listen, speed, faults, credentials = {[access_key] = secret},
+--       policy = DOCUMENT | policy_file = PATH} -> srv | nil, err
+-- (a hypd.server: srv.port, srv:stop()). policy (or the JSON file
+-- policy_file) is the identity policy every signed request is held to
+-- (sandbox.policy); without either, the caller may do anything.
 function M.start(opts)
   opts = opts or {}
+  local doc = opts.policy
+  if doc == nil and opts.policy_file then
+    local lerr
+    doc, lerr = policy.load(opts.policy_file)
+    if not doc then return nil, lerr end
+  end
+  local pok, perr = policy.set(doc)
+  if not pok then return nil, perr end
   auth.extra = opts.credentials or {}
   M.speed = tonumber(opts.speed) or 1
   if M.speed <= 0 then return errors.fail("VALIDATION", "speed must be a positive number", { field = "speed" }) end
@@ -298,7 +342,8 @@ function M.exports(port, indent)
   return table.concat(out)
 end
 
--- serve{listen, speed, faults}: the `hypd sandbox` command; runs until interrupted
+-- serve{listen, speed, faults, policy, policy_file}: the `hypd sandbox`
+-- command; runs until interrupted
 function M.serve(opts)
   -- the simulated account lives in the store and its scheduled changes
   -- resume at start: one process per state directory, like hypd serve

@@ -165,10 +165,11 @@ t.test("a missing idempotency token is filled with a UUID v4 and reported", func
   t.eq(json.decode(again.body).clientRequestToken, "mine")
 end)
 
-t.test("read operations are marked readonly and writes are not", function()
-  t.eq(assert(protocol.build(eks, "DescribeCluster", { name = "a" })).readonly, true)
-  t.eq(assert(protocol.build(iam, "ListRoles", {})).readonly, true)
-  t.eq(assert(protocol.build(eks, "DeleteCluster", { name = "a" })).readonly, nil)
+t.test("a built request carries its operation's class: read, mutating or deleting", function()
+  t.eq(assert(protocol.build(eks, "DescribeCluster", { name = "a" })).class, "read")
+  t.eq(assert(protocol.build(iam, "ListRoles", {})).class, "read")
+  t.eq(assert(protocol.build(iam, "CreateRole", { RoleName = "r", AssumeRolePolicyDocument = "{}" })).class, "mutating")
+  t.eq(assert(protocol.build(eks, "DeleteCluster", { name = "a" })).class, "deleting")
 end)
 
 t.test("an operation that requires a checksum gets Content-MD5 of its body", function()

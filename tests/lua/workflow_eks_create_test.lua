@@ -26,7 +26,7 @@ core.virtual(true)
 
 local function call(service, op, params) return aws.call(service, op, params or {}, OPTS) end
 
-local function is_mutation(service, op) return not aws.model(service).operations[op].readonly end
+local function is_mutation(service, op) return aws.class(service, op) ~= "read" end
 
 -- new_ctx(params [, state, op_id]) -> a step context as hypd.op makes one, over
 -- the real AWS client. It records phases, progress notes and every call in

@@ -9,7 +9,7 @@ need (no documentation, enums, errors or validation limits except
 
   metadata   = { protocol, apiVersion, endpointPrefix, signingName, ... }
   operations = { Name = { method, uri, input, output, result_wrapper,
-                 readonly, idempotency_token, paginator, checksum_required,
+                 class, idempotency_token, paginator, checksum_required,
                  host_prefix, auth, input_name, input_xmlns, status } }
   shapes     = { Name = { "structure", { member... }, required = {...},
                           payload = "Body", union = true }
@@ -27,6 +27,10 @@ the target shape and the member as botocore does:
   attr      xmlAttribute       ts        timestampFormat
   jsonvalue true               idem      idempotencyToken
   host      hostLabel
+
+Every operation has a class, "read" | "mutating" | "deleting", by the
+rules written beside CLASS_VERBS below; the operations no rule covers
+are printed for a person to review.
 """
 import argparse
 import os
@@ -40,8 +44,6 @@ SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
             "cloudformation", "ssm", "logs"]
 SCALARS = {"string", "integer", "long", "boolean", "timestamp", "blob",
            "double", "float", "document"}
-READ_PREFIXES = ("Describe", "List", "Get", "Head", "Search", "BatchGet",
-                 "BatchDescribe")
 META_KEYS = ["protocol", "apiVersion", "endpointPrefix", "signingName",
              "targetPrefix", "jsonVersion", "globalEndpoint", "xmlNamespace",
              "serviceId", "signatureVersion", "checksumFormat"]
@@ -53,6 +55,126 @@ TRAITS = [("location", "loc"), ("locationName", "name"),
           ("idempotencyToken", "idem"), ("hostLabel", "host")]
 SHAPE_TRAITS = {"locationName", "queryName", "flattened", "xmlNamespace",
                 "timestampFormat", "xmlAttribute"}
+
+
+# --- Operation classes -------------------------------------------------------
+# Every operation is classified once, here, as "read", "mutating" or
+# "deleting": the guardrail the bindings enforce (DESIGN.md section 4: a read
+# tool calls only read operations, and only a destructive tool may delete).
+# "deleting" means the call removes something, or takes away an
+# association, access or reservation, that the same tool cannot put back
+# by running again; "mutating" creates or changes things that stay; "read"
+# changes nothing in the account. The rules, first match wins:
+#
+#  1. CLASS_OVERRIDES[service][operation]: the operations the verb rules
+#     get wrong, each with its reason.
+#  2. "Batch" + Verb is classified by Verb (BatchGetX and BatchDescribeX
+#     read, BatchDeleteX deleting, BatchRebootX mutating).
+#  3. The operation's leading verb (its first capitalised word) in
+#     CLASS_VERBS.
+#  4. Anything else is "deleting", the safe default: the generator prints
+#     those operations so a person reviews them and adds a verb or an
+#     override.
+#
+# The HTTP method is a cross-check, not a rule: the generator prints REST
+# operations whose method disagrees with their class (a GET or HEAD that is
+# not read, a read that is a PUT or DELETE) unless an override settles them.
+# iam:PassRole and other permission-only actions are not API operations, so
+# they have no class (require("hypd.aws").class answers "deleting" for them,
+# as for any unknown operation).
+CLASS_VERBS = {
+    # read: they only return what exists, or compute an answer from the input
+    # (Estimate*, Simulate*, Test* of metric filters, Render*, Decode*).
+    # Select (s3 SelectObjectContent) and Query/Filter/Search read data.
+    "read": """Describe List Get Head Search Lookup Select Query Filter Check Validate
+        Estimate Simulate Test Render Decode""",
+    # mutating: they create or change resources that stay, or start work
+    # whose result stays. Stop and Reboot are here: the resource remains and
+    # can be started again (EC2 instances, notebooks, tracking servers) or,
+    # for jobs, keeps its record and outputs. Disable/Deactivate/Unlock/
+    # Unmonitor/Withdraw undo an Enable/Activate/Lock/Monitor/Advertise and
+    # can be redone. Untag and Unlabel only change metadata on a resource
+    # that stays, and a mutating tool must be able to correct the tags it
+    # owns (ensure changes only what differs). Assume mints credentials for
+    # a role: not read-only (sts:AssumeRole is a write in IAM's own terms).
+    # Purchase spends money but deletes nothing.
+    "mutating": """Create Put Update Modify Attach Associate Authorize Allocate Tag Untag
+        Start Stop Reboot Run Enable Disable Activate Deactivate Register Add Set Replace
+        Import Export Copy Send Request Accept Reset Restore Upload Complete Initiate
+        Assume Apply Assign Advertise Withdraw Bundle Change Confirm Continue Detect
+        Execute Extend Generate Label Unlabel Lock Unlock Monitor Unmonitor Move
+        Provision Publish Purchase Record Rename Report Resume Resync Retry Rollback
+        Signal Write""",
+    # deleting: Delete/Terminate/Purge remove resources; Deregister removes
+    # a registration (an AMI, an EKS connected cluster); Disassociate, Detach,
+    # Unassign, Remove and Revoke take away an association, an attachment,
+    # an address or access that other resources depend on; Release and
+    # Deprovision give up addresses and hosts that may not come back; Abort
+    # and Cancel throw away work or reservations that cannot be resumed (a
+    # cancelled capacity reservation or spot request is gone, an aborted
+    # multipart upload loses its parts); Reject refuses a pending request,
+    # which cannot then be accepted.
+    "deleting": """Delete Terminate Purge Deregister Disassociate Detach Unassign Remove
+        Revoke Release Deprovision Abort Cancel Reject""",
+}
+CLASS_OVERRIDES = {
+    "sts": {
+        # they issue credentials: not read-only, though named Get
+        "GetSessionToken": "mutating", "GetFederationToken": "mutating",
+        "GetDelegatedAccessToken": "mutating", "GetWebIdentityToken": "mutating",
+    },
+    "ssm": {
+        "GetAccessToken": "mutating",  # credentials for just-in-time node access
+        "RemoveTagsFromResource": "mutating",  # SSM's Untag
+    },
+    "s3": {
+        "CreateSession": "mutating",  # a GET, but it issues S3 Express credentials
+        "DeleteBucketTagging": "mutating",  # S3's Untag (bucket and object tags)
+        "DeleteObjectTagging": "mutating",
+    },
+    "ec2": {
+        "DeleteTags": "mutating",  # EC2's Untag
+        # downloads of a configuration, nothing is written
+        "ExportClientVpnClientConfiguration": "read",
+        "ExportClientVpnClientCertificateRevocationList": "read",
+        "ExportVerifiedAccessInstanceClientConfiguration": "read",
+        # replaces a running instance's root volume (and may delete the old one)
+        "CreateReplaceRootVolumeTask": "deleting",
+    },
+    "sagemaker": {
+        "DeleteTags": "mutating",  # SageMaker's Untag
+        # "terminates the specified instances and provisions new ones": the
+        # nodes' local data is lost
+        "BatchReplaceClusterNodes": "deleting",
+    },
+    "fsx": {
+        "ReleaseFileSystemNfsV3Locks": "mutating",  # releases locks, not the file system
+    },
+    "cloudformation": {
+        "TestType": "mutating",  # runs an extension's contract tests and records the result
+    },
+}
+CLASSES = ("read", "mutating", "deleting")
+_VERB_CLASS = {v: c for c, words in CLASS_VERBS.items() for v in words.split()}
+
+
+def classify(service, name):
+    """(class, rule) of an operation: rule is "override", "verb" or "default"."""
+    cls = CLASS_OVERRIDES.get(service, {}).get(name)
+    if cls:
+        return cls, "override"
+    m = re.match(r"^(Batch)?([A-Z][a-z]*)", name)
+    verb = m.group(2) if m else ""
+    if verb in _VERB_CLASS:
+        return _VERB_CLASS[verb], "verb"
+    return "deleting", "default"
+
+
+for _svc, _ops in CLASS_OVERRIDES.items():
+    for _op, _cls in _ops.items():
+        assert _cls in CLASSES, (_svc, _op, _cls)
+
+
 LUA_KEYWORDS = set("""and break do else elseif end false for function goto if
 in local nil not or repeat return then true until while""".split())
 MAX_LINE = 120
@@ -131,8 +253,11 @@ def render_inline(v):
 
 
 class Builder:
-    def __init__(self, model, paginators):
+    def __init__(self, service, model, paginators):
+        self.service = service
         self.model = model
+        self.defaulted = []  # operations no rule classifies (deleting by default)
+        self.disagree = []  # REST operations whose HTTP method disagrees with their class
         self.shapes = model["shapes"]
         self.paginators = paginators
         self.out_shapes = {}
@@ -214,6 +339,16 @@ class Builder:
             sys.exit("unexpected shape type %s for %s" % (typ, name))
         self.out_shapes[name] = out
 
+    def op_class(self, name, method):
+        cls, rule = classify(self.service, name)
+        if rule == "default":
+            self.defaulted.append(name)
+        rest = self.model["metadata"]["protocol"].startswith("rest")
+        if rest and rule != "override" and (
+                (method in ("GET", "HEAD")) != (cls == "read") and method != "POST"):
+            self.disagree.append("%s (%s, %s)" % (name, method, cls))
+        return cls
+
     def operation(self, name, op):
         http = op.get("http", {})
         out = {"method": http.get("method", "POST"), "uri": http.get("requestUri", "/")}
@@ -236,8 +371,7 @@ class Builder:
             self.visit(outp["shape"])
             if outp.get("resultWrapper"):
                 out["result_wrapper"] = outp["resultWrapper"]
-        if out["method"] in ("GET", "HEAD") or name.startswith(READ_PREFIXES):
-            out["readonly"] = True
+        out["class"] = self.op_class(name, out["method"])
         checksum = op.get("httpChecksum", {})
         if op.get("httpChecksumRequired") or checksum.get("requestChecksumRequired"):
             out["checksum_required"] = True
@@ -264,7 +398,7 @@ def generate(session, service, version):
         paginators = loader.load_service_model(service, "paginators-1")["pagination"]
     except Exception:  # noqa: BLE001 (a service may have none)
         paginators = {}
-    b = Builder(model, paginators)
+    b = Builder(service, model, paginators)
     meta = {k: model["metadata"][k] for k in META_KEYS if k in model["metadata"]}
     ops = {name: b.operation(name, op) for name, op in sorted(model["operations"].items())}
     lines = [
@@ -285,7 +419,7 @@ def generate(session, service, version):
         lines.append(head + render(b.out_shapes[name], 0, len(head)) + ",")
     lines.append("},")
     lines.append("}")
-    return "\n".join(lines) + "\n", len(ops), len(b.out_shapes)
+    return "\n".join(lines) + "\n", len(ops), len(b.out_shapes), b
 
 
 def main():
@@ -296,14 +430,29 @@ def main():
     session = botocore.session.get_session()
     os.makedirs(args.out, exist_ok=True)
     total = 0
+    defaulted, disagree, counts = [], [], {c: 0 for c in CLASSES}
     for svc in args.services:
-        text, nops, nshapes = generate(session, svc, botocore.__version__)
+        text, nops, nshapes, b = generate(session, svc, botocore.__version__)
+        defaulted += ["%s:%s" % (svc, n) for n in b.defaulted]
+        disagree += ["%s:%s" % (svc, n) for n in b.disagree]
+        for op in b.model["operations"]:
+            counts[classify(svc, op)[0]] += 1
         path = os.path.join(args.out, svc + ".lua")
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         total += len(text.encode())
         print("%-16s %4d operations %5d shapes %8d bytes" % (svc, nops, nshapes, len(text.encode())))
     print("total %d bytes" % total)
+    print("classes: " + ", ".join("%d %s" % (counts[c], c) for c in CLASSES))
+    # for a person to review: add a verb to CLASS_VERBS or an override
+    print("%d operations fell to the default class (deleting)%s" % (
+        len(defaulted), ":" if defaulted else ""))
+    for name in defaulted:
+        print("  " + name)
+    if disagree:
+        print("%d REST operations whose HTTP method disagrees with their class:" % len(disagree))
+        for name in disagree:
+            print("  " + name)
 
 
 if __name__ == "__main__":

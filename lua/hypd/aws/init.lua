@@ -12,6 +12,11 @@
 -- Errors: { code = "ResourceNotFoundException", message, status, request_id,
 -- service, operation, retryable, attempts }. Credentials stay in C: Lua
 -- names a profile (or nothing) and the engine signs each request.
+--
+--   aws.class("ec2", "DescribeSubnets")                    -- "read"
+--
+-- Every operation has a class, "read" | "mutating" | "deleting", decided
+-- once when the models are generated (tests/tools/aws_models.py says how).
 local _aws = require "hypd._aws"
 local config = require "hypd.config"
 local endpoints = require "hypd.aws.endpoints"
@@ -47,6 +52,16 @@ function M.model(service)
     models[service] = m
   end
   return m
+end
+
+-- class(service, operation) -> "read" | "mutating" | "deleting": the
+-- operation's class from its model; "deleting" (the safe default) for an
+-- operation the model does not have, and for names that are permissions
+-- rather than operations (iam:PassRole). Raises VALIDATION for an unknown
+-- service, like model().
+function M.class(service, operation)
+  local op = M.model(service).operations[operation]
+  return op and op.class or "deleting"
 end
 
 local imds_region -- false once looked up and absent
@@ -127,7 +142,7 @@ function M.try(service, operation, params, opts)
     return errors.fail("VALIDATION", service .. " has no operation '" .. tostring(operation) .. "'",
       { field = "operation", service = service })
   end
-  if M.SERVICES[service] and not op.readonly then
+  if M.SERVICES[service] and op.class ~= "read" then
     return errors.fail("VALIDATION", "hypd uses " .. service .. " read-only; " .. operation .. " changes state",
       { field = "operation", service = service })
   end
@@ -159,7 +174,7 @@ function M.try(service, operation, params, opts)
     aws = signed and { service = ep.signing_name, region = ep.signing_region, profile = profile,
                        sign_body = service == "s3", s3_path = service == "s3" } or nil,
   }
-  local safe = op.readonly or req.idempotency_token_filled or op.idempotency_token ~= nil
+  local safe = op.class == "read" or req.idempotency_token_filled or op.idempotency_token ~= nil
     or (model.metadata.protocol:find("^rest") and SAFE_METHODS[req.method]) or false
   request.fresh_connection = not safe
   local key = service .. "/" .. region

@@ -6,7 +6,7 @@
 --   -- req = { method, path (URI-encoded), query (encoded, may be ""),
 --   --         headers (lower-case names), body ("" when none),
 --   --         host_prefix, bucket (S3: the Bucket member, for virtual
---   --         hosting), idempotency_token_filled, readonly }
+--   --         hosting), idempotency_token_filled, class }
 --   local result, err = protocol.parse(model, "DescribeCluster",
 --     { status = 200, headers = { ... lower-case ... }, body = "..." })
 --
@@ -92,7 +92,7 @@ function M.build(model, name, params)
     req.headers["content-md5"] = core.digest("md5", req.body, "base64")
   end
   req.idempotency_token_filled = filled
-  req.readonly = op.readonly
+  req.class = op.class
   return req
 end
 

@@ -192,6 +192,16 @@ function ops.GetSessionToken(ctx, input)
                            SessionToken = c.SessionToken, Expiration = c.Expiration } }
 end
 
+-- the encoded authorization failure messages the sandbox's EC2 answers
+-- with (sandbox.policy) read back; anything else is not one of ours
+function ops.DecodeAuthorizationMessage(ctx, input)
+  local text = require("sandbox.policy").decode(input.EncodedMessage)
+  if not text then
+    ctx.error("InvalidAuthorizationMessageException", "The encoded message is not a valid authorization message.")
+  end
+  return { DecodedMessage = text }
+end
+
 function ops.GetAccessKeyInfo(ctx, input)
   if type(input.AccessKeyId) ~= "string" or #input.AccessKeyId < 16 then
     validation(ctx, input.AccessKeyId, "accessKeyId", "Member must have length greater than or equal to 16")

@@ -16,6 +16,7 @@ ActivateOrganizationsAccess = {
   input = "ActivateOrganizationsAccessInput",
   output = "ActivateOrganizationsAccessOutput",
   result_wrapper = "ActivateOrganizationsAccessResult",
+  class = "mutating",
 },
 ActivateType = {
   method = "POST",
@@ -23,6 +24,7 @@ ActivateType = {
   input = "ActivateTypeInput",
   output = "ActivateTypeOutput",
   result_wrapper = "ActivateTypeResult",
+  class = "mutating",
 },
 BatchDescribeTypeConfigurations = {
   method = "POST",
@@ -30,15 +32,16 @@ BatchDescribeTypeConfigurations = {
   input = "BatchDescribeTypeConfigurationsInput",
   output = "BatchDescribeTypeConfigurationsOutput",
   result_wrapper = "BatchDescribeTypeConfigurationsResult",
-  readonly = true,
+  class = "read",
 },
-CancelUpdateStack = { method = "POST", uri = "/", input = "CancelUpdateStackInput" },
+CancelUpdateStack = { method = "POST", uri = "/", input = "CancelUpdateStackInput", class = "deleting" },
 ContinueUpdateRollback = {
   method = "POST",
   uri = "/",
   input = "ContinueUpdateRollbackInput",
   output = "ContinueUpdateRollbackOutput",
   result_wrapper = "ContinueUpdateRollbackResult",
+  class = "mutating",
 },
 CreateChangeSet = {
   method = "POST",
@@ -46,6 +49,7 @@ CreateChangeSet = {
   input = "CreateChangeSetInput",
   output = "CreateChangeSetOutput",
   result_wrapper = "CreateChangeSetResult",
+  class = "mutating",
 },
 CreateGeneratedTemplate = {
   method = "POST",
@@ -53,6 +57,7 @@ CreateGeneratedTemplate = {
   input = "CreateGeneratedTemplateInput",
   output = "CreateGeneratedTemplateOutput",
   result_wrapper = "CreateGeneratedTemplateResult",
+  class = "mutating",
 },
 CreateStack = {
   method = "POST",
@@ -60,6 +65,7 @@ CreateStack = {
   input = "CreateStackInput",
   output = "CreateStackOutput",
   result_wrapper = "CreateStackResult",
+  class = "mutating",
 },
 CreateStackInstances = {
   method = "POST",
@@ -68,6 +74,7 @@ CreateStackInstances = {
   idempotency_token = "OperationId",
   output = "CreateStackInstancesOutput",
   result_wrapper = "CreateStackInstancesResult",
+  class = "mutating",
 },
 CreateStackRefactor = {
   method = "POST",
@@ -75,6 +82,7 @@ CreateStackRefactor = {
   input = "CreateStackRefactorInput",
   output = "CreateStackRefactorOutput",
   result_wrapper = "CreateStackRefactorResult",
+  class = "mutating",
 },
 CreateStackSet = {
   method = "POST",
@@ -83,6 +91,7 @@ CreateStackSet = {
   idempotency_token = "ClientRequestToken",
   output = "CreateStackSetOutput",
   result_wrapper = "CreateStackSetResult",
+  class = "mutating",
 },
 DeactivateOrganizationsAccess = {
   method = "POST",
@@ -90,6 +99,7 @@ DeactivateOrganizationsAccess = {
   input = "DeactivateOrganizationsAccessInput",
   output = "DeactivateOrganizationsAccessOutput",
   result_wrapper = "DeactivateOrganizationsAccessResult",
+  class = "mutating",
 },
 DeactivateType = {
   method = "POST",
@@ -97,6 +107,7 @@ DeactivateType = {
   input = "DeactivateTypeInput",
   output = "DeactivateTypeOutput",
   result_wrapper = "DeactivateTypeResult",
+  class = "mutating",
 },
 DeleteChangeSet = {
   method = "POST",
@@ -104,9 +115,10 @@ DeleteChangeSet = {
   input = "DeleteChangeSetInput",
   output = "DeleteChangeSetOutput",
   result_wrapper = "DeleteChangeSetResult",
+  class = "deleting",
 },
-DeleteGeneratedTemplate = { method = "POST", uri = "/", input = "DeleteGeneratedTemplateInput" },
-DeleteStack = { method = "POST", uri = "/", input = "DeleteStackInput" },
+DeleteGeneratedTemplate = { method = "POST", uri = "/", input = "DeleteGeneratedTemplateInput", class = "deleting" },
+DeleteStack = { method = "POST", uri = "/", input = "DeleteStackInput", class = "deleting" },
 DeleteStackInstances = {
   method = "POST",
   uri = "/",
@@ -114,6 +126,7 @@ DeleteStackInstances = {
   idempotency_token = "OperationId",
   output = "DeleteStackInstancesOutput",
   result_wrapper = "DeleteStackInstancesResult",
+  class = "deleting",
 },
 DeleteStackSet = {
   method = "POST",
@@ -121,6 +134,7 @@ DeleteStackSet = {
   input = "DeleteStackSetInput",
   output = "DeleteStackSetOutput",
   result_wrapper = "DeleteStackSetResult",
+  class = "deleting",
 },
 DeregisterType = {
   method = "POST",
@@ -128,6 +142,7 @@ DeregisterType = {
   input = "DeregisterTypeInput",
   output = "DeregisterTypeOutput",
   result_wrapper = "DeregisterTypeResult",
+  class = "deleting",
 },
 DescribeAccountLimits = {
   method = "POST",
@@ -135,7 +150,7 @@ DescribeAccountLimits = {
   input = "DescribeAccountLimitsInput",
   output = "DescribeAccountLimitsOutput",
   result_wrapper = "DescribeAccountLimitsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "AccountLimits" },
 },
 DescribeChangeSet = {
@@ -144,7 +159,7 @@ DescribeChangeSet = {
   input = "DescribeChangeSetInput",
   output = "DescribeChangeSetOutput",
   result_wrapper = "DescribeChangeSetResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Changes" },
 },
 DescribeChangeSetHooks = {
@@ -153,7 +168,7 @@ DescribeChangeSetHooks = {
   input = "DescribeChangeSetHooksInput",
   output = "DescribeChangeSetHooksOutput",
   result_wrapper = "DescribeChangeSetHooksResult",
-  readonly = true,
+  class = "read",
 },
 DescribeEvents = {
   method = "POST",
@@ -161,7 +176,7 @@ DescribeEvents = {
   input = "DescribeEventsInput",
   output = "DescribeEventsOutput",
   result_wrapper = "DescribeEventsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "OperationEvents" },
 },
 DescribeGeneratedTemplate = {
@@ -170,7 +185,7 @@ DescribeGeneratedTemplate = {
   input = "DescribeGeneratedTemplateInput",
   output = "DescribeGeneratedTemplateOutput",
   result_wrapper = "DescribeGeneratedTemplateResult",
-  readonly = true,
+  class = "read",
 },
 DescribeOrganizationsAccess = {
   method = "POST",
@@ -178,7 +193,7 @@ DescribeOrganizationsAccess = {
   input = "DescribeOrganizationsAccessInput",
   output = "DescribeOrganizationsAccessOutput",
   result_wrapper = "DescribeOrganizationsAccessResult",
-  readonly = true,
+  class = "read",
 },
 DescribePublisher = {
   method = "POST",
@@ -186,7 +201,7 @@ DescribePublisher = {
   input = "DescribePublisherInput",
   output = "DescribePublisherOutput",
   result_wrapper = "DescribePublisherResult",
-  readonly = true,
+  class = "read",
 },
 DescribeResourceScan = {
   method = "POST",
@@ -194,7 +209,7 @@ DescribeResourceScan = {
   input = "DescribeResourceScanInput",
   output = "DescribeResourceScanOutput",
   result_wrapper = "DescribeResourceScanResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackDriftDetectionStatus = {
   method = "POST",
@@ -202,7 +217,7 @@ DescribeStackDriftDetectionStatus = {
   input = "DescribeStackDriftDetectionStatusInput",
   output = "DescribeStackDriftDetectionStatusOutput",
   result_wrapper = "DescribeStackDriftDetectionStatusResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackEvents = {
   method = "POST",
@@ -210,7 +225,7 @@ DescribeStackEvents = {
   input = "DescribeStackEventsInput",
   output = "DescribeStackEventsOutput",
   result_wrapper = "DescribeStackEventsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "StackEvents" },
 },
 DescribeStackInstance = {
@@ -219,7 +234,7 @@ DescribeStackInstance = {
   input = "DescribeStackInstanceInput",
   output = "DescribeStackInstanceOutput",
   result_wrapper = "DescribeStackInstanceResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackRefactor = {
   method = "POST",
@@ -227,7 +242,7 @@ DescribeStackRefactor = {
   input = "DescribeStackRefactorInput",
   output = "DescribeStackRefactorOutput",
   result_wrapper = "DescribeStackRefactorResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackResource = {
   method = "POST",
@@ -235,7 +250,7 @@ DescribeStackResource = {
   input = "DescribeStackResourceInput",
   output = "DescribeStackResourceOutput",
   result_wrapper = "DescribeStackResourceResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackResourceDrifts = {
   method = "POST",
@@ -243,7 +258,7 @@ DescribeStackResourceDrifts = {
   input = "DescribeStackResourceDriftsInput",
   output = "DescribeStackResourceDriftsOutput",
   result_wrapper = "DescribeStackResourceDriftsResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackResources = {
   method = "POST",
@@ -251,7 +266,7 @@ DescribeStackResources = {
   input = "DescribeStackResourcesInput",
   output = "DescribeStackResourcesOutput",
   result_wrapper = "DescribeStackResourcesResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackSet = {
   method = "POST",
@@ -259,7 +274,7 @@ DescribeStackSet = {
   input = "DescribeStackSetInput",
   output = "DescribeStackSetOutput",
   result_wrapper = "DescribeStackSetResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStackSetOperation = {
   method = "POST",
@@ -267,7 +282,7 @@ DescribeStackSetOperation = {
   input = "DescribeStackSetOperationInput",
   output = "DescribeStackSetOperationOutput",
   result_wrapper = "DescribeStackSetOperationResult",
-  readonly = true,
+  class = "read",
 },
 DescribeStacks = {
   method = "POST",
@@ -275,7 +290,7 @@ DescribeStacks = {
   input = "DescribeStacksInput",
   output = "DescribeStacksOutput",
   result_wrapper = "DescribeStacksResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Stacks" },
 },
 DescribeType = {
@@ -284,7 +299,7 @@ DescribeType = {
   input = "DescribeTypeInput",
   output = "DescribeTypeOutput",
   result_wrapper = "DescribeTypeResult",
-  readonly = true,
+  class = "read",
 },
 DescribeTypeRegistration = {
   method = "POST",
@@ -292,7 +307,7 @@ DescribeTypeRegistration = {
   input = "DescribeTypeRegistrationInput",
   output = "DescribeTypeRegistrationOutput",
   result_wrapper = "DescribeTypeRegistrationResult",
-  readonly = true,
+  class = "read",
 },
 DetectStackDrift = {
   method = "POST",
@@ -300,6 +315,7 @@ DetectStackDrift = {
   input = "DetectStackDriftInput",
   output = "DetectStackDriftOutput",
   result_wrapper = "DetectStackDriftResult",
+  class = "mutating",
 },
 DetectStackResourceDrift = {
   method = "POST",
@@ -307,6 +323,7 @@ DetectStackResourceDrift = {
   input = "DetectStackResourceDriftInput",
   output = "DetectStackResourceDriftOutput",
   result_wrapper = "DetectStackResourceDriftResult",
+  class = "mutating",
 },
 DetectStackSetDrift = {
   method = "POST",
@@ -315,6 +332,7 @@ DetectStackSetDrift = {
   idempotency_token = "OperationId",
   output = "DetectStackSetDriftOutput",
   result_wrapper = "DetectStackSetDriftResult",
+  class = "mutating",
 },
 EstimateTemplateCost = {
   method = "POST",
@@ -322,6 +340,7 @@ EstimateTemplateCost = {
   input = "EstimateTemplateCostInput",
   output = "EstimateTemplateCostOutput",
   result_wrapper = "EstimateTemplateCostResult",
+  class = "read",
 },
 ExecuteChangeSet = {
   method = "POST",
@@ -329,15 +348,16 @@ ExecuteChangeSet = {
   input = "ExecuteChangeSetInput",
   output = "ExecuteChangeSetOutput",
   result_wrapper = "ExecuteChangeSetResult",
+  class = "mutating",
 },
-ExecuteStackRefactor = { method = "POST", uri = "/", input = "ExecuteStackRefactorInput" },
+ExecuteStackRefactor = { method = "POST", uri = "/", input = "ExecuteStackRefactorInput", class = "mutating" },
 GetGeneratedTemplate = {
   method = "POST",
   uri = "/",
   input = "GetGeneratedTemplateInput",
   output = "GetGeneratedTemplateOutput",
   result_wrapper = "GetGeneratedTemplateResult",
-  readonly = true,
+  class = "read",
 },
 GetHookResult = {
   method = "POST",
@@ -345,7 +365,7 @@ GetHookResult = {
   input = "GetHookResultInput",
   output = "GetHookResultOutput",
   result_wrapper = "GetHookResultResult",
-  readonly = true,
+  class = "read",
 },
 GetStackPolicy = {
   method = "POST",
@@ -353,7 +373,7 @@ GetStackPolicy = {
   input = "GetStackPolicyInput",
   output = "GetStackPolicyOutput",
   result_wrapper = "GetStackPolicyResult",
-  readonly = true,
+  class = "read",
 },
 GetTemplate = {
   method = "POST",
@@ -361,7 +381,7 @@ GetTemplate = {
   input = "GetTemplateInput",
   output = "GetTemplateOutput",
   result_wrapper = "GetTemplateResult",
-  readonly = true,
+  class = "read",
 },
 GetTemplateSummary = {
   method = "POST",
@@ -369,7 +389,7 @@ GetTemplateSummary = {
   input = "GetTemplateSummaryInput",
   output = "GetTemplateSummaryOutput",
   result_wrapper = "GetTemplateSummaryResult",
-  readonly = true,
+  class = "read",
 },
 ImportStacksToStackSet = {
   method = "POST",
@@ -378,6 +398,7 @@ ImportStacksToStackSet = {
   idempotency_token = "OperationId",
   output = "ImportStacksToStackSetOutput",
   result_wrapper = "ImportStacksToStackSetResult",
+  class = "mutating",
 },
 ListChangeSets = {
   method = "POST",
@@ -385,7 +406,7 @@ ListChangeSets = {
   input = "ListChangeSetsInput",
   output = "ListChangeSetsOutput",
   result_wrapper = "ListChangeSetsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Summaries" },
 },
 ListExports = {
@@ -394,7 +415,7 @@ ListExports = {
   input = "ListExportsInput",
   output = "ListExportsOutput",
   result_wrapper = "ListExportsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Exports" },
 },
 ListGeneratedTemplates = {
@@ -403,7 +424,7 @@ ListGeneratedTemplates = {
   input = "ListGeneratedTemplatesInput",
   output = "ListGeneratedTemplatesOutput",
   result_wrapper = "ListGeneratedTemplatesResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -417,7 +438,7 @@ ListHookResults = {
   input = "ListHookResultsInput",
   output = "ListHookResultsOutput",
   result_wrapper = "ListHookResultsResult",
-  readonly = true,
+  class = "read",
 },
 ListImports = {
   method = "POST",
@@ -425,7 +446,7 @@ ListImports = {
   input = "ListImportsInput",
   output = "ListImportsOutput",
   result_wrapper = "ListImportsResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Imports" },
 },
 ListResourceScanRelatedResources = {
@@ -434,7 +455,7 @@ ListResourceScanRelatedResources = {
   input = "ListResourceScanRelatedResourcesInput",
   output = "ListResourceScanRelatedResourcesOutput",
   result_wrapper = "ListResourceScanRelatedResourcesResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -448,7 +469,7 @@ ListResourceScanResources = {
   input = "ListResourceScanResourcesInput",
   output = "ListResourceScanResourcesOutput",
   result_wrapper = "ListResourceScanResourcesResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -462,7 +483,7 @@ ListResourceScans = {
   input = "ListResourceScansInput",
   output = "ListResourceScansOutput",
   result_wrapper = "ListResourceScansResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -476,7 +497,7 @@ ListStackInstanceResourceDrifts = {
   input = "ListStackInstanceResourceDriftsInput",
   output = "ListStackInstanceResourceDriftsOutput",
   result_wrapper = "ListStackInstanceResourceDriftsResult",
-  readonly = true,
+  class = "read",
 },
 ListStackInstances = {
   method = "POST",
@@ -484,7 +505,7 @@ ListStackInstances = {
   input = "ListStackInstancesInput",
   output = "ListStackInstancesOutput",
   result_wrapper = "ListStackInstancesResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -498,7 +519,7 @@ ListStackRefactorActions = {
   input = "ListStackRefactorActionsInput",
   output = "ListStackRefactorActionsOutput",
   result_wrapper = "ListStackRefactorActionsResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -512,7 +533,7 @@ ListStackRefactors = {
   input = "ListStackRefactorsInput",
   output = "ListStackRefactorsOutput",
   result_wrapper = "ListStackRefactorsResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -526,7 +547,7 @@ ListStackResources = {
   input = "ListStackResourcesInput",
   output = "ListStackResourcesOutput",
   result_wrapper = "ListStackResourcesResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "StackResourceSummaries" },
 },
 ListStackSetAutoDeploymentTargets = {
@@ -535,7 +556,7 @@ ListStackSetAutoDeploymentTargets = {
   input = "ListStackSetAutoDeploymentTargetsInput",
   output = "ListStackSetAutoDeploymentTargetsOutput",
   result_wrapper = "ListStackSetAutoDeploymentTargetsResult",
-  readonly = true,
+  class = "read",
 },
 ListStackSetOperationResults = {
   method = "POST",
@@ -543,7 +564,7 @@ ListStackSetOperationResults = {
   input = "ListStackSetOperationResultsInput",
   output = "ListStackSetOperationResultsOutput",
   result_wrapper = "ListStackSetOperationResultsResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -557,7 +578,7 @@ ListStackSetOperations = {
   input = "ListStackSetOperationsInput",
   output = "ListStackSetOperationsOutput",
   result_wrapper = "ListStackSetOperationsResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -571,7 +592,7 @@ ListStackSets = {
   input = "ListStackSetsInput",
   output = "ListStackSetsOutput",
   result_wrapper = "ListStackSetsResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -585,7 +606,7 @@ ListStacks = {
   input = "ListStacksInput",
   output = "ListStacksOutput",
   result_wrapper = "ListStacksResult",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "StackSummaries" },
 },
 ListTypeRegistrations = {
@@ -594,7 +615,7 @@ ListTypeRegistrations = {
   input = "ListTypeRegistrationsInput",
   output = "ListTypeRegistrationsOutput",
   result_wrapper = "ListTypeRegistrationsResult",
-  readonly = true,
+  class = "read",
 },
 ListTypeVersions = {
   method = "POST",
@@ -602,7 +623,7 @@ ListTypeVersions = {
   input = "ListTypeVersionsInput",
   output = "ListTypeVersionsOutput",
   result_wrapper = "ListTypeVersionsResult",
-  readonly = true,
+  class = "read",
 },
 ListTypes = {
   method = "POST",
@@ -610,7 +631,7 @@ ListTypes = {
   input = "ListTypesInput",
   output = "ListTypesOutput",
   result_wrapper = "ListTypesResult",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -624,6 +645,7 @@ PublishType = {
   input = "PublishTypeInput",
   output = "PublishTypeOutput",
   result_wrapper = "PublishTypeResult",
+  class = "mutating",
 },
 RecordHandlerProgress = {
   method = "POST",
@@ -631,6 +653,7 @@ RecordHandlerProgress = {
   input = "RecordHandlerProgressInput",
   output = "RecordHandlerProgressOutput",
   result_wrapper = "RecordHandlerProgressResult",
+  class = "mutating",
 },
 RegisterPublisher = {
   method = "POST",
@@ -638,6 +661,7 @@ RegisterPublisher = {
   input = "RegisterPublisherInput",
   output = "RegisterPublisherOutput",
   result_wrapper = "RegisterPublisherResult",
+  class = "mutating",
 },
 RegisterType = {
   method = "POST",
@@ -645,6 +669,7 @@ RegisterType = {
   input = "RegisterTypeInput",
   output = "RegisterTypeOutput",
   result_wrapper = "RegisterTypeResult",
+  class = "mutating",
 },
 RollbackStack = {
   method = "POST",
@@ -652,14 +677,16 @@ RollbackStack = {
   input = "RollbackStackInput",
   output = "RollbackStackOutput",
   result_wrapper = "RollbackStackResult",
+  class = "mutating",
 },
-SetStackPolicy = { method = "POST", uri = "/", input = "SetStackPolicyInput" },
+SetStackPolicy = { method = "POST", uri = "/", input = "SetStackPolicyInput", class = "mutating" },
 SetTypeConfiguration = {
   method = "POST",
   uri = "/",
   input = "SetTypeConfigurationInput",
   output = "SetTypeConfigurationOutput",
   result_wrapper = "SetTypeConfigurationResult",
+  class = "mutating",
 },
 SetTypeDefaultVersion = {
   method = "POST",
@@ -667,14 +694,16 @@ SetTypeDefaultVersion = {
   input = "SetTypeDefaultVersionInput",
   output = "SetTypeDefaultVersionOutput",
   result_wrapper = "SetTypeDefaultVersionResult",
+  class = "mutating",
 },
-SignalResource = { method = "POST", uri = "/", input = "SignalResourceInput" },
+SignalResource = { method = "POST", uri = "/", input = "SignalResourceInput", class = "mutating" },
 StartResourceScan = {
   method = "POST",
   uri = "/",
   input = "StartResourceScanInput",
   output = "StartResourceScanOutput",
   result_wrapper = "StartResourceScanResult",
+  class = "mutating",
 },
 StopStackSetOperation = {
   method = "POST",
@@ -682,6 +711,7 @@ StopStackSetOperation = {
   input = "StopStackSetOperationInput",
   output = "StopStackSetOperationOutput",
   result_wrapper = "StopStackSetOperationResult",
+  class = "mutating",
 },
 TestType = {
   method = "POST",
@@ -689,6 +719,7 @@ TestType = {
   input = "TestTypeInput",
   output = "TestTypeOutput",
   result_wrapper = "TestTypeResult",
+  class = "mutating",
 },
 UpdateGeneratedTemplate = {
   method = "POST",
@@ -696,6 +727,7 @@ UpdateGeneratedTemplate = {
   input = "UpdateGeneratedTemplateInput",
   output = "UpdateGeneratedTemplateOutput",
   result_wrapper = "UpdateGeneratedTemplateResult",
+  class = "mutating",
 },
 UpdateStack = {
   method = "POST",
@@ -703,6 +735,7 @@ UpdateStack = {
   input = "UpdateStackInput",
   output = "UpdateStackOutput",
   result_wrapper = "UpdateStackResult",
+  class = "mutating",
 },
 UpdateStackInstances = {
   method = "POST",
@@ -711,6 +744,7 @@ UpdateStackInstances = {
   idempotency_token = "OperationId",
   output = "UpdateStackInstancesOutput",
   result_wrapper = "UpdateStackInstancesResult",
+  class = "mutating",
 },
 UpdateStackSet = {
   method = "POST",
@@ -719,6 +753,7 @@ UpdateStackSet = {
   idempotency_token = "OperationId",
   output = "UpdateStackSetOutput",
   result_wrapper = "UpdateStackSetResult",
+  class = "mutating",
 },
 UpdateTerminationProtection = {
   method = "POST",
@@ -726,6 +761,7 @@ UpdateTerminationProtection = {
   input = "UpdateTerminationProtectionInput",
   output = "UpdateTerminationProtectionOutput",
   result_wrapper = "UpdateTerminationProtectionResult",
+  class = "mutating",
 },
 ValidateTemplate = {
   method = "POST",
@@ -733,6 +769,7 @@ ValidateTemplate = {
   input = "ValidateTemplateInput",
   output = "ValidateTemplateOutput",
   result_wrapper = "ValidateTemplateResult",
+  class = "read",
 },
 },
 shapes = {

@@ -18,12 +18,14 @@ AssociateFileSystemAliases = {
   input = "AssociateFileSystemAliasesRequest",
   idempotency_token = "ClientRequestToken",
   output = "AssociateFileSystemAliasesResponse",
+  class = "mutating",
 },
 CancelDataRepositoryTask = {
   method = "POST",
   uri = "/",
   input = "CancelDataRepositoryTaskRequest",
   output = "CancelDataRepositoryTaskResponse",
+  class = "deleting",
 },
 CopyBackup = {
   method = "POST",
@@ -31,6 +33,7 @@ CopyBackup = {
   input = "CopyBackupRequest",
   idempotency_token = "ClientRequestToken",
   output = "CopyBackupResponse",
+  class = "mutating",
 },
 CopySnapshotAndUpdateVolume = {
   method = "POST",
@@ -38,6 +41,7 @@ CopySnapshotAndUpdateVolume = {
   input = "CopySnapshotAndUpdateVolumeRequest",
   idempotency_token = "ClientRequestToken",
   output = "CopySnapshotAndUpdateVolumeResponse",
+  class = "mutating",
 },
 CreateAndAttachS3AccessPoint = {
   method = "POST",
@@ -45,6 +49,7 @@ CreateAndAttachS3AccessPoint = {
   input = "CreateAndAttachS3AccessPointRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateAndAttachS3AccessPointResponse",
+  class = "mutating",
 },
 CreateBackup = {
   method = "POST",
@@ -52,6 +57,7 @@ CreateBackup = {
   input = "CreateBackupRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateBackupResponse",
+  class = "mutating",
 },
 CreateDataRepositoryAssociation = {
   method = "POST",
@@ -59,6 +65,7 @@ CreateDataRepositoryAssociation = {
   input = "CreateDataRepositoryAssociationRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateDataRepositoryAssociationResponse",
+  class = "mutating",
 },
 CreateDataRepositoryTask = {
   method = "POST",
@@ -66,6 +73,7 @@ CreateDataRepositoryTask = {
   input = "CreateDataRepositoryTaskRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateDataRepositoryTaskResponse",
+  class = "mutating",
 },
 CreateFileCache = {
   method = "POST",
@@ -73,6 +81,7 @@ CreateFileCache = {
   input = "CreateFileCacheRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateFileCacheResponse",
+  class = "mutating",
 },
 CreateFileSystem = {
   method = "POST",
@@ -80,6 +89,7 @@ CreateFileSystem = {
   input = "CreateFileSystemRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateFileSystemResponse",
+  class = "mutating",
 },
 CreateFileSystemFromBackup = {
   method = "POST",
@@ -87,6 +97,7 @@ CreateFileSystemFromBackup = {
   input = "CreateFileSystemFromBackupRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateFileSystemFromBackupResponse",
+  class = "mutating",
 },
 CreateSnapshot = {
   method = "POST",
@@ -94,6 +105,7 @@ CreateSnapshot = {
   input = "CreateSnapshotRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateSnapshotResponse",
+  class = "mutating",
 },
 CreateStorageVirtualMachine = {
   method = "POST",
@@ -101,6 +113,7 @@ CreateStorageVirtualMachine = {
   input = "CreateStorageVirtualMachineRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateStorageVirtualMachineResponse",
+  class = "mutating",
 },
 CreateVolume = {
   method = "POST",
@@ -108,6 +121,7 @@ CreateVolume = {
   input = "CreateVolumeRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateVolumeResponse",
+  class = "mutating",
 },
 CreateVolumeFromBackup = {
   method = "POST",
@@ -115,6 +129,7 @@ CreateVolumeFromBackup = {
   input = "CreateVolumeFromBackupRequest",
   idempotency_token = "ClientRequestToken",
   output = "CreateVolumeFromBackupResponse",
+  class = "mutating",
 },
 DeleteBackup = {
   method = "POST",
@@ -122,6 +137,7 @@ DeleteBackup = {
   input = "DeleteBackupRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteBackupResponse",
+  class = "deleting",
 },
 DeleteDataRepositoryAssociation = {
   method = "POST",
@@ -129,6 +145,7 @@ DeleteDataRepositoryAssociation = {
   input = "DeleteDataRepositoryAssociationRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteDataRepositoryAssociationResponse",
+  class = "deleting",
 },
 DeleteFileCache = {
   method = "POST",
@@ -136,6 +153,7 @@ DeleteFileCache = {
   input = "DeleteFileCacheRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteFileCacheResponse",
+  class = "deleting",
 },
 DeleteFileSystem = {
   method = "POST",
@@ -143,6 +161,7 @@ DeleteFileSystem = {
   input = "DeleteFileSystemRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteFileSystemResponse",
+  class = "deleting",
 },
 DeleteSnapshot = {
   method = "POST",
@@ -150,6 +169,7 @@ DeleteSnapshot = {
   input = "DeleteSnapshotRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteSnapshotResponse",
+  class = "deleting",
 },
 DeleteStorageVirtualMachine = {
   method = "POST",
@@ -157,6 +177,7 @@ DeleteStorageVirtualMachine = {
   input = "DeleteStorageVirtualMachineRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteStorageVirtualMachineResponse",
+  class = "deleting",
 },
 DeleteVolume = {
   method = "POST",
@@ -164,13 +185,14 @@ DeleteVolume = {
   input = "DeleteVolumeRequest",
   idempotency_token = "ClientRequestToken",
   output = "DeleteVolumeResponse",
+  class = "deleting",
 },
 DescribeBackups = {
   method = "POST",
   uri = "/",
   input = "DescribeBackupsRequest",
   output = "DescribeBackupsResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -183,21 +205,21 @@ DescribeDataRepositoryAssociations = {
   uri = "/",
   input = "DescribeDataRepositoryAssociationsRequest",
   output = "DescribeDataRepositoryAssociationsResponse",
-  readonly = true,
+  class = "read",
 },
 DescribeDataRepositoryTasks = {
   method = "POST",
   uri = "/",
   input = "DescribeDataRepositoryTasksRequest",
   output = "DescribeDataRepositoryTasksResponse",
-  readonly = true,
+  class = "read",
 },
 DescribeFileCaches = {
   method = "POST",
   uri = "/",
   input = "DescribeFileCachesRequest",
   output = "DescribeFileCachesResponse",
-  readonly = true,
+  class = "read",
 },
 DescribeFileSystemAliases = {
   method = "POST",
@@ -205,14 +227,14 @@ DescribeFileSystemAliases = {
   input = "DescribeFileSystemAliasesRequest",
   idempotency_token = "ClientRequestToken",
   output = "DescribeFileSystemAliasesResponse",
-  readonly = true,
+  class = "read",
 },
 DescribeFileSystems = {
   method = "POST",
   uri = "/",
   input = "DescribeFileSystemsRequest",
   output = "DescribeFileSystemsResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -225,7 +247,7 @@ DescribeS3AccessPointAttachments = {
   uri = "/",
   input = "DescribeS3AccessPointAttachmentsRequest",
   output = "DescribeS3AccessPointAttachmentsResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -238,14 +260,14 @@ DescribeSharedVpcConfiguration = {
   uri = "/",
   input = "DescribeSharedVpcConfigurationRequest",
   output = "DescribeSharedVpcConfigurationResponse",
-  readonly = true,
+  class = "read",
 },
 DescribeSnapshots = {
   method = "POST",
   uri = "/",
   input = "DescribeSnapshotsRequest",
   output = "DescribeSnapshotsResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -258,7 +280,7 @@ DescribeStorageVirtualMachines = {
   uri = "/",
   input = "DescribeStorageVirtualMachinesRequest",
   output = "DescribeStorageVirtualMachinesResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -271,7 +293,7 @@ DescribeVolumes = {
   uri = "/",
   input = "DescribeVolumesRequest",
   output = "DescribeVolumesResponse",
-  readonly = true,
+  class = "read",
   paginator = {
     input_token = "NextToken",
     output_token = "NextToken",
@@ -285,6 +307,7 @@ DetachAndDeleteS3AccessPoint = {
   input = "DetachAndDeleteS3AccessPointRequest",
   idempotency_token = "ClientRequestToken",
   output = "DetachAndDeleteS3AccessPointResponse",
+  class = "deleting",
 },
 DisassociateFileSystemAliases = {
   method = "POST",
@@ -292,13 +315,14 @@ DisassociateFileSystemAliases = {
   input = "DisassociateFileSystemAliasesRequest",
   idempotency_token = "ClientRequestToken",
   output = "DisassociateFileSystemAliasesResponse",
+  class = "deleting",
 },
 ListTagsForResource = {
   method = "POST",
   uri = "/",
   input = "ListTagsForResourceRequest",
   output = "ListTagsForResourceResponse",
-  readonly = true,
+  class = "read",
   paginator = { input_token = "NextToken", output_token = "NextToken", result_key = "Tags", limit_key = "MaxResults" },
 },
 ReleaseFileSystemNfsV3Locks = {
@@ -307,6 +331,7 @@ ReleaseFileSystemNfsV3Locks = {
   input = "ReleaseFileSystemNfsV3LocksRequest",
   idempotency_token = "ClientRequestToken",
   output = "ReleaseFileSystemNfsV3LocksResponse",
+  class = "mutating",
 },
 RestoreVolumeFromSnapshot = {
   method = "POST",
@@ -314,6 +339,7 @@ RestoreVolumeFromSnapshot = {
   input = "RestoreVolumeFromSnapshotRequest",
   idempotency_token = "ClientRequestToken",
   output = "RestoreVolumeFromSnapshotResponse",
+  class = "mutating",
 },
 StartMisconfiguredStateRecovery = {
   method = "POST",
@@ -321,15 +347,29 @@ StartMisconfiguredStateRecovery = {
   input = "StartMisconfiguredStateRecoveryRequest",
   idempotency_token = "ClientRequestToken",
   output = "StartMisconfiguredStateRecoveryResponse",
+  class = "mutating",
 },
-TagResource = { method = "POST", uri = "/", input = "TagResourceRequest", output = "TagResourceResponse" },
-UntagResource = { method = "POST", uri = "/", input = "UntagResourceRequest", output = "UntagResourceResponse" },
+TagResource = {
+  method = "POST",
+  uri = "/",
+  input = "TagResourceRequest",
+  output = "TagResourceResponse",
+  class = "mutating",
+},
+UntagResource = {
+  method = "POST",
+  uri = "/",
+  input = "UntagResourceRequest",
+  output = "UntagResourceResponse",
+  class = "mutating",
+},
 UpdateDataRepositoryAssociation = {
   method = "POST",
   uri = "/",
   input = "UpdateDataRepositoryAssociationRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateDataRepositoryAssociationResponse",
+  class = "mutating",
 },
 UpdateFileCache = {
   method = "POST",
@@ -337,6 +377,7 @@ UpdateFileCache = {
   input = "UpdateFileCacheRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateFileCacheResponse",
+  class = "mutating",
 },
 UpdateFileSystem = {
   method = "POST",
@@ -344,6 +385,7 @@ UpdateFileSystem = {
   input = "UpdateFileSystemRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateFileSystemResponse",
+  class = "mutating",
 },
 UpdateSharedVpcConfiguration = {
   method = "POST",
@@ -351,6 +393,7 @@ UpdateSharedVpcConfiguration = {
   input = "UpdateSharedVpcConfigurationRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateSharedVpcConfigurationResponse",
+  class = "mutating",
 },
 UpdateSnapshot = {
   method = "POST",
@@ -358,6 +401,7 @@ UpdateSnapshot = {
   input = "UpdateSnapshotRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateSnapshotResponse",
+  class = "mutating",
 },
 UpdateStorageVirtualMachine = {
   method = "POST",
@@ -365,6 +409,7 @@ UpdateStorageVirtualMachine = {
   input = "UpdateStorageVirtualMachineRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateStorageVirtualMachineResponse",
+  class = "mutating",
 },
 UpdateVolume = {
   method = "POST",
@@ -372,6 +417,7 @@ UpdateVolume = {
   input = "UpdateVolumeRequest",
   idempotency_token = "ClientRequestToken",
   output = "UpdateVolumeResponse",
+  class = "mutating",
 },
 },
 shapes = {

@@ -17,6 +17,7 @@ AssumeRole = {
   input = "AssumeRoleRequest",
   output = "AssumeRoleResponse",
   result_wrapper = "AssumeRoleResult",
+  class = "mutating",
 },
 AssumeRoleWithSAML = {
   method = "POST",
@@ -24,6 +25,7 @@ AssumeRoleWithSAML = {
   input = "AssumeRoleWithSAMLRequest",
   output = "AssumeRoleWithSAMLResponse",
   result_wrapper = "AssumeRoleWithSAMLResult",
+  class = "mutating",
   auth = "none",
 },
 AssumeRoleWithWebIdentity = {
@@ -32,6 +34,7 @@ AssumeRoleWithWebIdentity = {
   input = "AssumeRoleWithWebIdentityRequest",
   output = "AssumeRoleWithWebIdentityResponse",
   result_wrapper = "AssumeRoleWithWebIdentityResult",
+  class = "mutating",
   auth = "none",
 },
 AssumeRoot = {
@@ -40,6 +43,7 @@ AssumeRoot = {
   input = "AssumeRootRequest",
   output = "AssumeRootResponse",
   result_wrapper = "AssumeRootResult",
+  class = "mutating",
 },
 DecodeAuthorizationMessage = {
   method = "POST",
@@ -47,6 +51,7 @@ DecodeAuthorizationMessage = {
   input = "DecodeAuthorizationMessageRequest",
   output = "DecodeAuthorizationMessageResponse",
   result_wrapper = "DecodeAuthorizationMessageResult",
+  class = "read",
 },
 GetAccessKeyInfo = {
   method = "POST",
@@ -54,7 +59,7 @@ GetAccessKeyInfo = {
   input = "GetAccessKeyInfoRequest",
   output = "GetAccessKeyInfoResponse",
   result_wrapper = "GetAccessKeyInfoResult",
-  readonly = true,
+  class = "read",
 },
 GetCallerIdentity = {
   method = "POST",
@@ -62,7 +67,7 @@ GetCallerIdentity = {
   input = "GetCallerIdentityRequest",
   output = "GetCallerIdentityResponse",
   result_wrapper = "GetCallerIdentityResult",
-  readonly = true,
+  class = "read",
 },
 GetDelegatedAccessToken = {
   method = "POST",
@@ -70,7 +75,7 @@ GetDelegatedAccessToken = {
   input = "GetDelegatedAccessTokenRequest",
   output = "GetDelegatedAccessTokenResponse",
   result_wrapper = "GetDelegatedAccessTokenResult",
-  readonly = true,
+  class = "mutating",
 },
 GetFederationToken = {
   method = "POST",
@@ -78,7 +83,7 @@ GetFederationToken = {
   input = "GetFederationTokenRequest",
   output = "GetFederationTokenResponse",
   result_wrapper = "GetFederationTokenResult",
-  readonly = true,
+  class = "mutating",
 },
 GetSessionToken = {
   method = "POST",
@@ -86,7 +91,7 @@ GetSessionToken = {
   input = "GetSessionTokenRequest",
   output = "GetSessionTokenResponse",
   result_wrapper = "GetSessionTokenResult",
-  readonly = true,
+  class = "mutating",
 },
 GetWebIdentityToken = {
   method = "POST",
@@ -94,7 +99,7 @@ GetWebIdentityToken = {
   input = "GetWebIdentityTokenRequest",
   output = "GetWebIdentityTokenResponse",
   result_wrapper = "GetWebIdentityTokenResult",
-  readonly = true,
+  class = "mutating",
 },
 },
 shapes = {
