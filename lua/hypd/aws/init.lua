@@ -91,23 +91,6 @@ function M.credentials(profile)
   return r
 end
 
--- class(service, operation) -> "read" | "mutating" | "deleting": what the
--- operation does, from the service model (an operation hypd cannot place,
--- or does not know, counts as deleting: the guardrails' safe side)
-local DELETING = { "Delete", "Terminate", "BatchDelete", "Deregister", "Disassociate", "Detach", "Remove",
-  "Revoke", "Purge" }
-function M.class(service, operation)
-  local ok, model = pcall(M.model, service)
-  local op = ok and model.operations[operation]
-  if not op then return "deleting" end
-  if op.class then return op.class end
-  if op.readonly then return "read" end
-  for _, p in ipairs(DELETING) do
-    if operation:sub(1, #p) == p then return "deleting" end
-  end
-  return "mutating"
-end
-
 local clients = {} -- retry quota per service and region
 
 M.on_call = nil -- fn(service, operation, outcome, attempts): after every AWS request ("ok" or the error code)
