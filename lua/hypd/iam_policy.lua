@@ -1,0 +1,69 @@
+-- hypd.iam_policy: the least-privilege IAM policy of the management host,
+-- generated from what the tools declare (their `aws` lists), never written
+-- by hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
+--
+--   iam_policy.document{tools = {names}, kind = k} -> policy | nil, err
+--     tools: only these tools (each must exist); kind: the tools of this
+--     kind and the milder ones (read: read tools; mutating: read and
+--     mutating; destructive, the default: all)
+local errors = require "hypd.errors"
+local json = require "hypd.json"
+local tool = require "hypd.tool"
+
+local M = {}
+
+local RANK = { read = 1, mutating = 2, destructive = 3 }
+
+-- covered(actions, a) -> true when a wildcard already in actions covers a
+local function covered(list, a)
+  local guard = require "hypd.guard"
+  for _, other in ipairs(list) do
+    if other ~= a and other:find("*", 1, true) and guard.matches({ other }, a) then return true end
+  end
+  return false
+end
+
+function M.document(opts)
+  opts = opts or {}
+  require("hypd.tools").load()
+  local kind = opts.kind or "destructive"
+  if not RANK[kind] then
+    return errors.fail("VALIDATION", "kind: one of read, mutating, destructive; got " .. errors.echo(kind),
+      { field = "kind" })
+  end
+  local defs = {}
+  if opts.tools and #opts.tools > 0 then
+    for _, name in ipairs(opts.tools) do
+      local def = tool.get(name)
+      if not def then
+        return errors.fail("NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (hypd tools lists them)",
+          { field = "tools" })
+      end
+      defs[#defs + 1] = def
+    end
+  else
+    defs = tool.list()
+  end
+  local seen, actions, from = {}, {}, {}
+  for _, def in ipairs(defs) do
+    if RANK[def.kind] <= RANK[kind] then
+      from[#from + 1] = def.name
+      for _, a in ipairs(def.aws or {}) do
+        if not seen[a] then seen[a], actions[#actions + 1] = true, a end
+      end
+    end
+  end
+  local kept = {}
+  for _, a in ipairs(actions) do
+    if not covered(actions, a) then kept[#kept + 1] = a end
+  end
+  table.sort(kept, function(a, b) return a:lower() < b:lower() end)
+  table.sort(from)
+  local doc = { Version = "2012-10-17", Statement = json.array() }
+  if #kept > 0 then
+    doc.Statement[1] = { Sid = "HypdTools", Effect = "Allow", Action = json.array(kept), Resource = "*" }
+  end
+  return doc, from
+end
+
+return M
