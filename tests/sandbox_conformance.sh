@@ -50,6 +50,8 @@ result() {
 	n=$((n + 1))
 	if [ "$1" = ok ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
+# skip DESCRIPTION REASON: a check that cannot run here (counted apart, never as a pass)
+skip() { result ok "$1 # SKIP $2"; }
 
 # tail_comment FILE: the last lines of FILE as TAP comments
 tail_comment() {
@@ -121,7 +123,7 @@ echo "# sandbox at $AWS_ENDPOINT_URL (${clock[*]})"
 # 2. the AWS SDK for JavaScript v3
 echo "# AWS SDK for JavaScript v3 (tests/sdk/conformance.mjs)"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	result ok "# SKIP node or npm is absent"
+	skip "the AWS SDK for JavaScript v3 harness" "node or npm is absent"
 else
 	ready=1
 	for c in sts iam ec2 s3 eks sagemaker fsx; do
@@ -144,7 +146,7 @@ fi
 # 3. boto3
 echo "# boto3 (tests/sdk/conformance_boto3.py)"
 if ! command -v python3 >/dev/null; then
-	result ok "# SKIP python3 is absent"
+	skip "the boto3 harness" "python3 is absent"
 else
 	run boto3 timeout -k 2 40 env CONFORMANCE_BUDGET_S=15 python3 tests/sdk/conformance_boto3.py
 fi

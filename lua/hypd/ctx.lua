@@ -38,11 +38,7 @@ function Ctx:aws_region()
   return self.region
 end
 
-function Ctx:aws_opts()
-  local o = { region = self:aws_region() }
-  for k, v in pairs(require("hypd.op").aws_opts or {}) do o[k] = v end
-  return o
-end
+function Ctx:aws_opts() return { region = self:aws_region() } end
 
 function Ctx:call(service, operation, params) return aws.call(service, operation, params or {}, self:aws_opts()) end
 function Ctx:try(service, operation, params) return aws.try(service, operation, params or {}, self:aws_opts()) end

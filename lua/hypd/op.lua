@@ -23,7 +23,6 @@ local store = require "hypd.store"
 local task = require "hypd.task"
 
 local M = {}
-M.aws_opts = {}          -- extra options for every AWS call of a step (tests: endpoint_url)
 M.POLL_AFTER = 30        -- what callers are told to wait between status calls
 local running = {}       -- op id -> task
 local subscribers = {}   -- id -> fn(event)

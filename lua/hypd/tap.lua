@@ -9,14 +9,43 @@
 -- Each test runs as its own task. A test fails on the first failed
 -- assertion, on an error, or when it leaves tasks, timers or HTTP transfers
 -- behind (leaked handles).
+--
+-- A test that cannot run says so and is counted apart, never as a pass:
+--
+--   t.test("kubectl applies a manifest", function()
+--     if not have_kubectl then return t.skip("no kubectl on this machine") end
+--     ...
+--   end)
+--
+-- prints "ok N - kubectl applies a manifest # SKIP no kubectl on this
+-- machine" (TAP's skip directive; tests/run counts it as skipped).
+--
+-- Cleanup is not a test: t.cleanup(fn) registers fn to run after the file's
+-- last test (the last registered first), whatever the tests did. A cleanup
+-- that passes prints nothing and is not counted; one that raises or leaves
+-- tasks, timers or HTTP transfers behind prints a "not ok N - cleanup ..."
+-- line, which fails the file.
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local sched = require "hypd._sched"
 
 local M = {}
 local registered = {}
+local cleanups = {}
 
 function M.test(name, fn) registered[#registered + 1] = { name = name, fn = fn } end
+
+-- skip(reason): ends the running test as skipped ("ok N - name # SKIP
+-- reason"), not passed; what it asserted before does not count either way
+function M.skip(reason)
+  error(errors.new("SKIP", tostring(reason or "no reason given"), { tap_skip = true }), 2)
+end
+
+-- cleanup(fn): fn runs after the file's tests (see the top of this file)
+function M.cleanup(fn)
+  local where = debug.getinfo(2, "Sl")
+  cleanups[#cleanups + 1] = { fn = fn, where = where.short_src:match("([^/]+)$") .. ":" .. where.currentline }
+end
 
 local function fail(msg, level) error(errors.new("ASSERT", msg), level and level + 1 or 3) end
 
@@ -95,11 +124,16 @@ local function leaks()
   return #parts > 0 and table.concat(parts, ", ") or nil
 end
 
-local function run_one(label, fn, n)
+-- run_one(label, fn, n) -> "pass" | "fail" | "skip": runs fn as a task and
+-- prints its TAP line (a cleanup's only when it fails: quiet)
+local function run_one(label, fn, n, quiet)
   local t = sched.spawn(fn, { name = label })
   sched.run(function() return t:finished() end)
   local passed, why = t.status == "done", nil
-  if not passed then
+  local skipped = not passed and type(t.err) == "table" and t.err.code == "SKIP" and t.err.tap_skip == true
+  if skipped then
+    passed = true
+  elseif not passed then
     why = t.err and tostring(t.err) or "the test never finished (it waits for nothing)"
     if t.err and t.err.code ~= "ASSERT" and t.err.traceback then
       why = why .. "\n" .. t.err.traceback
@@ -112,21 +146,23 @@ local function run_one(label, fn, n)
     -- clean up so the next test starts from nothing
     sched.cancel_tree(t)
     sched.run(function() return leaks() == nil end)
-    if passed then passed, why = false, "left behind " .. leaked end
+    if passed then passed, skipped, why = false, false, "left behind " .. leaked end
   end
-  print(string.format("%s %d - %s", passed and "ok" or "not ok", n, label))
+  if passed and quiet then return "pass" end
+  print(string.format("%s %d - %s%s", passed and "ok" or "not ok", n, label,
+    skipped and " # SKIP " .. tostring(t.err.message):gsub("[\r\n]+", " ") or ""))
   if not passed then
     for line in why:gmatch("[^\n]+") do print("#   " .. line) end
   end
   io.stdout:flush()
-  return passed
+  return skipped and "skip" or passed and "pass" or "fail"
 end
 
--- run_files(paths) -> true when every test passed
+-- run_files(paths) -> true when no test and no cleanup failed (skips do not fail)
 function M.run_files(paths)
   local n, failed = 0, 0
   for _, path in ipairs(paths) do
-    registered = {}
+    registered, cleanups = {}, {}
     local short = path:match("([^/]+)$")
     print("# " .. path)
     local env = setmetatable({}, { __index = _G })
@@ -144,7 +180,12 @@ function M.run_files(paths)
     end
     for _, case in ipairs(loaded and registered or {}) do
       n = n + 1
-      if not run_one(case.name, case.fn, n) then failed = failed + 1 end
+      if run_one(case.name, case.fn, n) == "fail" then failed = failed + 1 end
+    end
+    -- the cleanups, even when the file failed to load part-way
+    for i = #cleanups, 1, -1 do
+      local c = cleanups[i]
+      if run_one("cleanup at " .. c.where, c.fn, n + 1, true) == "fail" then n, failed = n + 1, failed + 1 end
     end
   end
   print("1.." .. n)

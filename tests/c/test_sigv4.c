@@ -1,7 +1,7 @@
 /*
  * test_sigv4.c: the SigV4 signer against the official suite (both variants,
  * every intermediate file byte for byte), against vectors made with botocore
- * (the JSON files in tests/data/sigv4/extra, written by tests/tools/make_sigv4_vectors.py),
+ * (the JSON files in tests/data/sigv4/extra, written by mk/make_sigv4_vectors.py),
  * and against behaviours named one by one.
  *
  * Runs from the repository root. SIGV4_SUITE overrides the suite directory

@@ -41,6 +41,7 @@ result() { # result "ok"|"not ok" DESCRIPTION
 	n=$((n + 1))
 	echo "$1 $n - $2"
 }
+skip() { result ok "$1 # SKIP $2"; } # skip DESCRIPTION REASON: counted apart, never as a pass
 comment() { sed 's/^/#   /' "$1" | tail -n "${2:-15}"; }
 finish() {
 	echo "1..$n"
@@ -79,16 +80,16 @@ wait_line() {
 }
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	result ok "# SKIP node or npm is absent"
+	skip "@kubernetes/client-node against a sandbox EKS cluster" "node or npm is absent"
 	finish
 fi
 major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 if [ "$major" -lt 20 ]; then
-	result ok "# SKIP node $(node --version 2>/dev/null) is older than 20"
+	skip "@kubernetes/client-node against a sandbox EKS cluster" "node $(node --version 2>/dev/null) is older than 20"
 	finish
 fi
 if ! python3 -c 'import boto3' 2>/dev/null; then
-	result ok "# SKIP python3 or its boto3 is absent"
+	skip "@kubernetes/client-node against a sandbox EKS cluster" "python3 or its boto3 is absent"
 	finish
 fi
 

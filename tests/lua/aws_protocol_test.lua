@@ -1,5 +1,5 @@
 -- The AWS wire protocols against recorded boto3 traffic: for every pair in
--- tests/data/aws/recorded/ (made by tests/tools/record_botocore.py), hypd
+-- tests/data/aws/recorded/ (made by mk/record_botocore.py), hypd
 -- must build the request boto3 sent and parse the canned response into
 -- what boto3 returned. Then the rules the recordings do not show:
 -- validation, idempotency tokens, checksums, timestamps, odd answers.

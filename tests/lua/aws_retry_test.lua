@@ -162,7 +162,6 @@ t.test("an S3 object goes out with its exact bytes, a body hash and no invented 
   t.like(req.headers.authorization, "/us%-west%-2/s3/aws4_request")
 end))
 
-t.test("the fake endpoint stops", function()
+t.cleanup(function()
   stop_fake()
-  t.ok(true)
 end)

@@ -136,7 +136,7 @@ t.test("--wait follows an in-process operation with phase lines, then prints it"
 end)
 
 t.test("on a terminal, --wait redraws the current phase in place and keeps finished ones with durations", function()
-  if H.sh("command -v script") ~= 0 then return t.ok(true, "# SKIP no script(1) to make a terminal") end
+  if H.sh("command -v script") ~= 0 then return t.skip("no script(1) to make a terminal") end
   local cmd = string.format("HYPD_CLOCK=virtual HYPD_STATE=%s %s --playbooks %s call diagnose_nap seconds=30 --wait",
     H.quote(os.getenv("HYPD_STATE")), H.hypd, H.quote(playbooks))
   local rc, out = H.sh("script -qec " .. H.quote(cmd) .. " /dev/null")

@@ -93,17 +93,25 @@ function M.sandbox_process(dir, args)
   return nil, pid
 end
 
--- sandbox_here([opts]) -> srv, OPTS: the sandbox in this process (the
--- test's AWS key accepted), the operation layer pointed at it, and the
--- options for aws.call; the virtual clock unless opts.real_clock
+-- sandbox_here([opts]) -> srv, OPTS: the sandbox in this process, and this
+-- process's AWS environment pointed at it the standard way, as `hypd serve
+-- --sandbox` does: AWS_ENDPOINT_URL, the sandbox's keys and region, and no
+-- profile, session token or per-service endpoint that could win over them.
+-- Every AWS call then reaches it (tools, operations, the test's own
+-- aws.call) and so do the processes the test starts. OPTS: the options for
+-- the test's own aws.call (the region only). The virtual clock unless
+-- opts.real_clock.
 function M.sandbox_here(opts)
   opts = opts or {}
-  local akid, secret = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
-  local srv = assert(require("sandbox").start { listen = "127.0.0.1:0", credentials = { [akid] = secret } })
-  local url = "http://127.0.0.1:" .. srv.port
-  require("hypd.op").aws_opts = { endpoint_url = url }
-  if not opts.real_clock then require("hypd.core").virtual(true) end
-  return srv, { endpoint_url = url, region = "us-west-2", s3_path_style = true }
+  local core, sandbox = require "hypd.core", require "sandbox"
+  local srv = assert(sandbox.start { listen = "127.0.0.1:0" })
+  core.setenv("AWS_PROFILE")
+  core.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  local env = sandbox.env(srv.port)
+  for k, v in pairs(env) do core.setenv(k, v) end
+  if not opts.real_clock then core.virtual(true) end
+  return srv, { region = env.AWS_REGION }
 end
 
 -- with_env(env, dir, cmd) runs cmd with the sandbox's AWS environment (and

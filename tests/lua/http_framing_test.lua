@@ -277,7 +277,7 @@ print(json.dumps(out))
 end)
 
 t.test("Node.js fetch still gets its answers: a plain POST and a streamed (chunked) upload", function()
-  if H.sh("command -v node") ~= 0 then return t.ok(true, "# SKIP node is absent") end
+  if H.sh("command -v node") ~= 0 then return t.skip("node is absent") end
   local rc, out = bg("node -e " .. H.quote([[
 const base = "http://127.0.0.1:" + process.argv[1];
 (async () => {
@@ -294,8 +294,7 @@ const base = "http://127.0.0.1:" + process.argv[1];
   t.eq(json.decode(out), { { 200, 5 }, { 200, 3 } })
 end)
 
-t.test("cleanup", function()
+t.cleanup(function()
   srv:stop()
   os.execute("rm -rf " .. H.quote(dir))
-  t.ok(true)
 end)

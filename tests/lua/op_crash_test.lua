@@ -54,7 +54,8 @@ t.test("every AWS mutation happened exactly once; no orphaned resources", functi
   t.eq(counts.CreateSubnet, 4)
   t.eq(counts.CreateRouteTable, 2)
   t.eq(counts.AssociateRouteTable, 4)
-  local rc, out = H.with_env(env, dir, [[python3 -c '
+  if H.sh("python3 -c 'import boto3'") ~= 0 then return t.skip("boto3 is absent") end
+  local rc, out, err = H.with_env(env, dir, [[python3 -c '
 import boto3, json
 ec2 = boto3.client("ec2")
 f = [{"Name": "tag:hypd:cluster-tag", "Values": ["crash"]}]
@@ -62,7 +63,7 @@ print(json.dumps({"vpcs": len(ec2.describe_vpcs(Filters=f)["Vpcs"]),
   "subnets": len(ec2.describe_subnets(Filters=f)["Subnets"]),
   "nat": len([n for n in ec2.describe_nat_gateways(Filter=f)["NatGateways"] if n["State"] != "deleted"]),
   "eips": len(ec2.describe_addresses(Filters=f)["Addresses"])}))']])
-  if rc ~= 0 then return t.ok(true, "# SKIP boto3 is absent") end
+  t.eq(rc, 0, err)
   t.eq(json.decode(out), { vpcs = 1, subnets = 4, nat = 1, eips = 1 })
 end)
 
@@ -75,8 +76,7 @@ t.test("a second call after success changes nothing", function()
   t.eq(after, before, "no new mutation in the audit log")
 end)
 
-t.test("the sandbox stops", function()
+t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))
-  t.ok(true)
 end)

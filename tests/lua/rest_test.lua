@@ -3,14 +3,12 @@
 -- Refused requests change nothing; every answer is JSON with a stable code.
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local metrics = require "hypd.api.metrics"
 local op = require "hypd.op"
 local rest = require "hypd.api.rest"
-local sandbox = require "sandbox"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local store = require "hypd.store"
@@ -19,11 +17,8 @@ local tool = require "hypd.tool"
 require("hypd.tools").load()
 metrics.install()
 
-local AKID, SECRET = os.getenv("AWS_ACCESS_KEY_ID"), os.getenv("AWS_SECRET_ACCESS_KEY")
-local sbx = assert(sandbox.start { listen = "127.0.0.1:0", credentials = { [AKID] = SECRET } })
-local SANDBOX = "http://127.0.0.1:" .. sbx.port
-op.aws_opts = { endpoint_url = SANDBOX }
-core.virtual(true)
+local H = dofile("tests/lua/helpers.lua")
+H.sandbox_here() -- AWS answered by the sandbox, through the standard endpoint variables
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 * rest.MAX_BODY })
 local BASE = "http://127.0.0.1:" .. srv.port
@@ -52,7 +47,7 @@ tool.define {
   run = function(_, p)
     local aws = require "hypd.aws"
     local r = aws.call("eks", "DescribeCluster", { name = p.cluster },
-      { endpoint_url = p.endpoint or SANDBOX, max_attempts = 1 })
+      { endpoint_url = p.endpoint, max_attempts = 1 })
     return { names = { r.cluster.name } }
   end,
 }

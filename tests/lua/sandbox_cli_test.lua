@@ -54,7 +54,7 @@ t.test("hypd doctor reaches the sandbox and sees the sandbox's identity", functi
 end)
 
 t.test("boto3 creates a bucket and an object in the sandbox", function()
-  if not have_boto3() then return t.ok(true, "# SKIP boto3 is absent") end
+  if not have_boto3() then return t.skip("boto3 is absent") end
   local rc, out, err = with_env([[python3 -c '
 import boto3
 s3 = boto3.client("s3")
@@ -67,14 +67,14 @@ print(boto3.client("sts").get_caller_identity()["Account"])
 end)
 
 t.test("the aws CLI works against the sandbox", function()
-  if H.sh("command -v aws") ~= 0 then return t.ok(true, "# SKIP no aws CLI") end
+  if H.sh("command -v aws") ~= 0 then return t.skip("no aws CLI") end
   local rc, out, err = with_env("aws sts get-caller-identity --output json")
   t.eq(rc, 0, err)
   t.eq(json.decode(out).Account, "123456789012")
 end)
 
 t.test("state survives kill -9 and a restart", function()
-  if not have_boto3() then return t.ok(true, "# SKIP boto3 is absent") end
+  if not have_boto3() then return t.skip("boto3 is absent") end
   stop("9")
   t.ok(start(), "restarted")
   local rc, out, err = with_env([[python3 -c '
@@ -87,7 +87,7 @@ print(o["Body"].read().decode().strip())
 end)
 
 t.test("the audit log shows each mutation exactly once", function()
-  if not have_boto3() then return t.ok(true, "# SKIP boto3 is absent") end
+  if not have_boto3() then return t.skip("boto3 is absent") end
   local log = json.decode(http.request { url = env.AWS_ENDPOINT_URL .. "/_sandbox/audit" }.body)
   local seen = {}
   for _, e in ipairs(log) do

@@ -18,9 +18,9 @@ local dir = H.tmpdir()
 local env, pid = {}, nil
 local results -- case -> what boto3 got
 local ready = false
+local absent -- why the first test could not run (nil: it tried)
 
 local function with_env(cmd) return H.with_env(env, dir, cmd) end
-local function skip(why) return t.ok(true, "# SKIP " .. why) end
 
 local SIG = "The request signature we calculated does not match the signature you provided. Check your AWS Secret " ..
   "Access Key and signing method. Consult the service documentation for details."
@@ -107,7 +107,10 @@ local CTYPE = { ["text/xml;charset=UTF-8"] = true, ["application/xml"] = true, [
   ["application/x-amz-json-1.1"] = true }
 
 t.test("a sandbox on the real clock, and boto3 sends every case", function()
-  if H.sh("python3 -c 'import boto3'") ~= 0 then return skip("no boto3 on this machine") end
+  if H.sh("python3 -c 'import boto3'") ~= 0 then
+    absent = "no boto3 on this machine"
+    return t.skip(absent)
+  end
   env, pid = H.sandbox_process(dir)
   env = env or {}
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
@@ -122,7 +125,7 @@ t.test("a sandbox on the real clock, and boto3 sends every case", function()
 end)
 
 t.test("boto3 parses every refusal into the code, status and message AWS gives", function()
-  if not ready then return skip("the sandbox or boto3 did not start") end
+  if not ready then return t.skip(absent or "the first test failed to start the sandbox or run boto3") end
   local n = 0
   for case, want in pairs(EXPECT) do
     local got = results[case]
@@ -148,7 +151,7 @@ t.test("boto3 parses every refusal into the code, status and message AWS gives",
 end)
 
 t.test("a date 16 minutes ahead is named as such, 16 minutes behind as expired, with the clock's bounds", function()
-  if not ready then return skip("the sandbox or boto3 did not start") end
+  if not ready then return t.skip(absent or "the first test failed to start the sandbox or run boto3") end
   local function secs(s)
     local y, mo, d, h, mi, se = s:match("^(%d%d%d%d)(%d%d)(%d%d)T(%d%d)(%d%d)(%d%d)Z$")
     return os.time { year = y, month = mo, day = d, hour = h, min = mi, sec = se }
@@ -168,8 +171,8 @@ local function aws(args, extra)
 end
 
 t.test("the aws CLI prints AWS's refusals, not an invalid-XML or parse error", function()
-  if not ready then return skip("the sandbox or boto3 did not start") end
-  if H.sh("command -v aws") ~= 0 then return skip("no aws CLI on this machine") end
+  if not ready then return t.skip(absent or "the first test failed to start the sandbox or run boto3") end
+  if H.sh("command -v aws") ~= 0 then return t.skip("no aws CLI on this machine") end
   local cases = {
     { "ec2 describe-vpcs --no-sign-request", "MissingAuthenticationToken", "DescribeVpcs", EC2_MISSING },
     { "sts get-caller-identity --no-sign-request", "MissingAuthenticationToken", "GetCallerIdentity", MISSING },
@@ -193,12 +196,12 @@ t.test("the aws CLI prints AWS's refusals, not an invalid-XML or parse error", f
 end)
 
 t.test("the AWS SDK for JavaScript v3 throws the same errors by name, status and message", function()
-  if not ready then return skip("the sandbox or boto3 did not start") end
-  if H.sh("(command -v node && command -v npm)") ~= 0 then return skip("no node or npm on this machine") end
+  if not ready then return t.skip(absent or "the first test failed to start the sandbox or run boto3") end
+  if H.sh("(command -v node && command -v npm)") ~= 0 then return t.skip("no node or npm on this machine") end
   -- the clients pinned in tests/node, as the sandbox conformance run installs them
   if not H.read("tests/node/node_modules/@aws-sdk/client-sts/package.json") and
       H.sh("cd tests/node && timeout 120 npm ci --no-audit --no-fund") ~= 0 then
-    return skip("npm ci could not install the pinned AWS SDK clients")
+    return t.skip("npm ci could not install the pinned AWS SDK clients")
   end
   local rc, out, err = with_env("timeout 60 node tests/sdk/errors.mjs")
   t.eq(rc, 0, err)
@@ -214,10 +217,9 @@ t.test("the AWS SDK for JavaScript v3 throws the same errors by name, status and
   t.eq(n, 21, "seven services, three cases each")
 end)
 
-t.test("the sandbox stops", function()
+t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))
-  t.ok(true)
 end)
 
 -- which service an unsigned (or foreign-signed) request addresses

@@ -71,7 +71,6 @@ t.test("a bad fault spec is refused and changes nothing", function()
   t.eq(pattern(3), "ok ok ok")
 end)
 
-t.test("the sandbox stops", function()
+t.cleanup(function()
   srv:stop()
-  t.ok(true)
 end)

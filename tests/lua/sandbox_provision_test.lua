@@ -162,7 +162,6 @@ t.test("garbage requests get protocol errors and never crash the sandbox", funct
   t.eq(ok.Account, "123456789012", "the sandbox still answers")
 end)
 
-t.test("the sandbox stops", function()
+t.cleanup(function()
   srv:stop()
-  t.ok(true)
 end)

@@ -136,4 +136,4 @@ t.test("playbook state is namespaced per playbook", function()
   t.eq({ ok, v }, { true, { n = 1 } })
 end)
 
-t.test("cleanup", function() os.execute("rm -rf " .. H.quote(dir)); t.ok(true) end)
+t.cleanup(function() os.execute("rm -rf " .. H.quote(dir)) end)

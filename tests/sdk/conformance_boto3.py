@@ -23,7 +23,7 @@ try:
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 except ImportError:
-    print("ok 1 - # SKIP boto3 is absent")
+    print("ok 1 - the boto3 harness # SKIP boto3 is absent")
     print("1..1")
     sys.exit(0)
 

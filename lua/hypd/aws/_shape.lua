@@ -1,6 +1,6 @@
 -- hypd.aws._shape: what every AWS protocol shares: resolving the shape
 -- references of a generated model (lua/hypd/aws/models/*.lua, described in
--- tests/tools/aws_models.py), checking parameters against them, timestamps,
+-- mk/aws_models.py), checking parameters against them, timestamps,
 -- scalars, percent-encoding and UUIDs.
 local core = require "hypd.core"
 local errors = require "hypd.errors"

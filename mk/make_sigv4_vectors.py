@@ -2,7 +2,7 @@
 """Writes SigV4 vectors for hypd's signer, made with botocore (an independent
 signer), to tests/data/sigv4/extra/*.json. test_sigv4.c reads them.
 
-    python3 tests/tools/make_sigv4_vectors.py [OUTDIR]
+    python3 mk/make_sigv4_vectors.py [OUTDIR]
 
 The official suite has no UNSIGNED-PAYLOAD case, no S3 and no EKS token; these
 vectors cover them. Time is fixed at 2015-08-30T12:36:00Z by patching
@@ -176,7 +176,7 @@ def vectors():
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "data", "sigv4", "extra")
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "sigv4", "extra")
     os.makedirs(outdir, exist_ok=True)
     for v in vectors():
         with open(os.path.join(outdir, v["name"] + ".json"), "w") as f:

@@ -2,7 +2,7 @@
 """Records request/response pairs from the machine's boto3 (botocore) for
 tests/lua/aws_protocol_test.lua.
 
-    python3 tests/tools/record_botocore.py [--out tests/data/aws/recorded]
+    python3 mk/record_botocore.py [--out tests/data/aws/recorded]
 
 For each case below, boto3 builds and signs the request; a `before-send`
 handler records it (method, path, decoded query pairs, headers, body) and
