@@ -14,7 +14,7 @@ local sandbox = require "sandbox"
 local H = dofile("tests/lua/helpers.lua")
 
 local srv, OPTS = H.sandbox_here()
-local BASE = OPTS.endpoint_url
+local BASE = "http://127.0.0.1:" .. srv.port
 local USER = "arn:aws:iam::123456789012:user/sandbox"
 local ROLE_ARN = "arn:aws:iam::123456789012:role/"
 
