@@ -1,8 +1,8 @@
--- hypd.cli: the Lua side of the commands `hypd tools`, `hypd call`,
--- `hypd token` and `hypd mcp` (host/main.c parses the options and calls
--- these through hypd_call_module). Each returns the exit status: 0, 1 for a
--- failed call (the error on stderr), 2 for a usage error; results go to
--- stdout as JSON.
+-- hypd.cli._registry: the commands `hypd tools`, `hypd call`, `hypd token`
+-- and `hypd mcp`, after hypd.cli has parsed their options (and what
+-- hypd.cli.tools, .call, .token and .mcp run). Each returns the exit status:
+-- 0, 1 for a failed call (the error on stderr), 2 for a usage error;
+-- results go to stdout as JSON.
 --
 -- These entry points are not tasks: they drive the engine themselves
 -- (run below), so that `hypd call --detach` can leave an operation it
