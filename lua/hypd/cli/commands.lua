@@ -16,7 +16,7 @@
 --     signals = true,                       -- Ctrl-C interrupts the engine
 --     host = false,                         -- runs without a host (help, version)
 --     run = function(o) ... end,            -- in the host: the exit status
---   }
+--   }                                       -- (longer ones in hypd.cli._handlers)
 --
 -- "--virtual-clock" arrives as o.virtual_clock. The global options
 -- (hypd.cli.GLOBAL: --state, --playbooks, --log-level, --region,
@@ -52,21 +52,6 @@ AWS_PROFILE, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, ...).
 ]]
 
 local function say(...) io.stdout:write(...) io.stdout:flush() end
-
--- fail(err) -> 1 after "hypd: CODE: message" on stderr (secrets redacted)
-local function fail(err)
-  local e = require("hypd.errors").public(type(err) == "table" and err or { code = "INTERNAL", message = tostring(err) })
-  io.stderr:write("hypd: ", tostring(e.code or "ERROR"), ": ", tostring(e.message or ""), "\n")
-  io.stderr:flush()
-  return 1
-end
-
--- invoke(module, fn, args) -> result | nil, err: a library function run as
--- a task (hypd.runner.invoke)
-local function invoke(module, fn, args)
-  local errors = require "hypd.errors"
-  return errors.try(require("hypd.runner").invoke, { module = module, fn = fn, args = args })
-end
 
 -- number(o, name, ok, message) -> message | nil: o[name] converted in place
 local function number(o, name, ok, message)
@@ -122,23 +107,7 @@ Exits 1 with the error on stderr when the playbook fails.
     if not args then return err end
     o.input = args
   end,
-  run = function(o)
-    local errors = require "hypd.errors"
-    local ok, r = xpcall(require("hypd.runner").call, function(e)
-      if type(e) ~= "table" then e = errors.new("INTERNAL", tostring(e)) end
-      return e
-    end, { name = o[1], args = o.input, timeout = o.timeout })
-    if not ok then
-      require("hypd.log").debug("host", "%s failed: %s", o[1], tostring(r.traceback or ""))
-      return fail(r)
-    end
-    local encoded, text = pcall(json.encode, r, { pretty = true })
-    if not encoded then
-      return fail(errors.new("JSON", "the result cannot be encoded as JSON: " .. tostring(text.message or text)))
-    end
-    say(text, "\n")
-    return 0
-  end,
+  run = function(o) return require("hypd.cli._handlers").run(o) end,
 }
 
 M[#M + 1] = {
@@ -156,19 +125,7 @@ exec plugin (hypd kubeconfig writes a kubeconfig that does).
   check = function(o)
     if not o.cluster then return "eks-token needs --cluster NAME (see hypd eks-token --help)" end
   end,
-  run = function(o)
-    local p, err = invoke("hypd.aws.eks", "prepare", { cluster = o.cluster })
-    if not p then return fail(err) end
-    -- the token stays in C: Lua shapes the document around _cli.TOKEN
-    local tok <close>, terr = _cli.eks_token(p)
-    if not tok then return fail(terr) end
-    -- kubectl refreshes a minute early; `aws eks get-token` says 14 minutes
-    local doc = { kind = "ExecCredential", apiVersion = "client.authentication.k8s.io/v1beta1", spec = json.object(),
-      status = { expirationTimestamp = os.date("!%Y-%m-%dT%H:%M:%SZ", tok:expires() - 60), token = _cli.TOKEN } }
-    local ok, werr = tok:write(json.encode(doc) .. "\n")
-    if not ok then return fail(werr) end
-    return 0
-  end,
+  run = function(o) return require("hypd.cli._handlers").eks_token(o) end,
 }
 
 M[#M + 1] = {
@@ -186,21 +143,7 @@ runs `hypd eks-token` as its exec credential plugin, like
   check = function(o)
     if not o.cluster then return "kubeconfig needs --cluster NAME (see hypd kubeconfig --help)" end
   end,
-  run = function(o)
-    local text, err = invoke("hypd.aws.kubeconfig", "build", { cluster = o.cluster, command = _cli.self_exe() or "hypd" })
-    if not text then return fail(err) end
-    if not o.write then
-      say(text)
-      return 0
-    end
-    local ok, werr = require("hypd.core").write_private(o.write, text)
-    if not ok then
-      io.stderr:write("hypd: cannot write ", o.write, ": ", tostring(werr.message), "\n")
-      return 1
-    end
-    io.stderr:write("hypd: wrote ", o.write, " for cluster ", o.cluster, "\n")
-    return 0
-  end,
+  run = function(o) return require("hypd.cli._handlers").kubeconfig(o) end,
 }
 
 M[#M + 1] = {
@@ -215,17 +158,7 @@ a secret), the caller identity from STS GetCallerIdentity, and the endpoint
 of every service hypd uses. Exits 1 when something is missing or fails.
 ]=],
   options = { json = true },
-  run = function(o)
-    local r, err = invoke("hypd.aws.doctor", "run", {})
-    if not r then return fail(err) end
-    if o.json then
-      say(json.encode(r, { pretty = true }), "\n")
-    else
-      local text, ferr = invoke("hypd.aws.doctor", "format", r)
-      if text then say(text, "\n") else fail(ferr) end
-    end
-    return r.ok and 0 or 1
-  end,
+  run = function(o) return require("hypd.cli._handlers").doctor(o) end,
 }
 
 M[#M + 1] = {
@@ -251,24 +184,7 @@ state directory: a second process on it is refused.
     if o.virtual_clock and o.speed then return "--speed and --virtual-clock cannot be combined" end
     return number(o, "speed", positive, "--speed must be a positive number, not '%s'")
   end,
-  run = function(o)
-    local opts = { listen = o.listen or "127.0.0.1:4566", speed = o.speed }
-    if o.faults then
-      local f = io.open(o.faults, "rb")
-      local v = f and json.decode(f:read("a") or "")
-      if f then f:close() end
-      if type(v) ~= "table" or json.is_array(v) then
-        io.stderr:write("hypd: --faults: cannot read a JSON object from ", o.faults, "\n")
-        return 2
-      end
-      opts.faults = v
-    end
-    -- the process's clock, switched before anything has read it
-    if o.virtual_clock then require("hypd.core").virtual(true) end
-    local ok, err = invoke("sandbox", "serve", opts)
-    if ok == nil and err and err.code ~= "CANCELLED" then return fail(err) end
-    return 0
-  end,
+  run = function(o) return require("hypd.cli._handlers").sandbox(o) end,
 }
 
 M[#M + 1] = {
