@@ -422,6 +422,16 @@ t.test("an EKS token handle tells its expiry and writes the token, and never han
   t.like(err.message, "no fresh AWS credentials for profile nosuch")
 end)
 
+t.test("a playbook cannot reach hypd._cli", function()
+  local pb = H.write(dir .. "/reach.lua", [[return { main = function()
+    local ok, m = pcall(require, "hypd._cli") return { ok = ok, what = tostring(m) } end }]])
+  local rc, out, err = hypd(nil, "run", pb)
+  t.eq(rc, 0, err)
+  local r = json.decode(out)
+  t.eq(r.ok, false)
+  t.like(r.what, "no playbook named 'hypd%._cli'")
+end)
+
 t.test("hypd._cli.self_exe is this binary", function()
   local path = assert(_cli.self_exe())
   t.like(path, "/hypd$")
