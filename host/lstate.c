@@ -71,6 +71,7 @@ static int search_embedded(lua_State *L)
 
 int luaopen_hypd_sigv4(lua_State *L); /* lua_sigv4.c */
 int luaopen_hypd__lock(lua_State *L); /* lua_statelock.c */
+int luaopen_hypd__cli(lua_State *L);  /* lua_cli.c */
 int luaopen_hypd_yaml(lua_State *L);  /* lua_yaml.c */
 
 static const luaL_Reg c_modules[] = {
@@ -83,6 +84,7 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd._aws", luaopen_hypd__aws },
 	{ "hypd.sigv4", luaopen_hypd_sigv4 },
 	{ "hypd._lock", luaopen_hypd__lock },
+	{ "hypd._cli", luaopen_hypd__cli },
 	{ NULL, NULL },
 };
 
