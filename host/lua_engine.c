@@ -71,6 +71,36 @@ static httpc *get_http(lua_State *L)
 	return h;
 }
 
+/* --- SIGHUP: an operator asks a server to re-read its playbooks --- */
+
+static volatile sig_atomic_t hangups;	/* SIGHUPs received */
+static httpc *hangup_http;		/* woken by the handler (not owned) */
+
+static void on_hangup(int sig)
+{
+	(void)sig;
+	hangups++;
+	if (hangup_http)
+		httpc_wakeup(hangup_http);
+}
+
+/* core.hangups() -> the number of SIGHUPs received; the first call installs
+ * the handler (the process no longer ends on SIGHUP) */
+static int l_hangups(lua_State *L)
+{
+	if (!hangup_http) {
+		struct sigaction sa;
+
+		hangup_http = get_http(L);
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_hangup;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGHUP, &sa, NULL);
+	}
+	lua_pushinteger(L, (lua_Integer)hangups);
+	return 1;
+}
+
 /* --- clock --- */
 
 static int l_now(lua_State *L) { lua_pushnumber(L, hclock_now()); return 1; }
@@ -544,6 +574,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "http_cancel", l_http_cancel },
 	{ "http_pause", l_http_pause },
 	{ "inflight", l_inflight },
+	{ "hangups", l_hangups },
 	{ "poll", l_poll },
 	{ "embedded", l_embedded },
 	{ "embedded_list", l_embedded_list },

@@ -23,6 +23,21 @@ local function covered(list, a)
   return false
 end
 
+-- what a tool of each kind may call (hypd.guard): a declared action its
+-- kind forbids is never called, so the policy leaves it out
+local CEILING = { read = 1, mutating = 2, destructive = 3 }
+local CLASS = { read = 1, mutating = 2, deleting = 3 }
+local PERMISSIONS = { ["iam:passrole"] = 2 } -- checked by AWS inside another (mutating) call
+
+local function usable(def, action)
+  local perm = PERMISSIONS[action:lower()]
+  if perm then return perm <= CEILING[def.kind] end
+  if action:find("[%*%?]") then return true end -- a wildcard: the guard decides call by call
+  local service, op = action:match("^([%w-]+):(.+)$")
+  local ok, class = pcall(require("hypd.aws").class, service, op)
+  return ok and CLASS[class] <= CEILING[def.kind]
+end
+
 function M.document(opts)
   opts = opts or {}
   require("hypd.tools").load()
@@ -49,7 +64,7 @@ function M.document(opts)
     if RANK[def.kind] <= RANK[kind] then
       from[#from + 1] = def.name
       for _, a in ipairs(def.aws or {}) do
-        if not seen[a] then seen[a], actions[#actions + 1] = true, a end
+        if not seen[a] and usable(def, a) then seen[a], actions[#actions + 1] = true, a end
       end
     end
   end

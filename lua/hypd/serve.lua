@@ -238,7 +238,16 @@ function M.main(opts)
   if not t:finished() then return 0 end
   if t.status ~= "done" then error(t.err, 0) end
   local info = t.result[1]
-  sched.run(function() return core.interrupted() end)
+  -- SIGHUP re-reads the playbook directory, as POST /api/v1/playbooks/reload does
+  local seen = core.hangups()
+  while true do
+    sched.run(function() return core.interrupted() or core.hangups() ~= seen end)
+    if core.interrupted() then break end
+    seen = core.hangups()
+    local r = sched.spawn(require("hypd.tools").reload, { name = "playbooks reload" },
+      { name = "SIGHUP", front = "signal" })
+    sched.run(function() return r:finished() or core.interrupted() end)
+  end
   core.interrupted(true)
   stop(info, tonumber(opts.grace) or M.GRACE)
   core.interrupted(true)

@@ -54,7 +54,7 @@ local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
 M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe calls this way)
 
-local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 3) end
+local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 0) end
 
 local function check_spec(tname, pname, spec)
   if type(spec) ~= "table" then bad_def(tname, "param " .. pname .. " needs a table") end
@@ -72,14 +72,13 @@ local function check_spec(tname, pname, spec)
   if spec.items then check_spec(tname, pname .. "[]", spec.items) end
 end
 
--- define(def [, origin]) -> def; a bad definition is a programming error
--- and raises. origin: {source = "built-in" | a file path, module, hash
--- (sha256 of the source)}; a definition of a name already registered
--- replaces it (an operator's playbook over a built-in tool, a reload)
-function M.define(def, origin)
+-- check_def(def): raises what is wrong with a definition, registers
+-- nothing (hypd playbook check); define() runs it first
+local INTERNAL = { source = true, module = true, hash = true, overrides = true } -- set by define
+function M.check_def(def)
   local name = def.name
   for k in pairs(def) do
-    if not M.DEF_KEYS[k] then
+    if not M.DEF_KEYS[k] and not INTERNAL[k] then
       local keys = {}
       for key in pairs(M.DEF_KEYS) do keys[#keys + 1] = key end
       table.sort(keys)
@@ -141,6 +140,15 @@ function M.define(def, origin)
     end
     check_spec(name, pname, spec)
   end
+end
+
+-- define(def [, origin]) -> def; a bad definition is a programming error
+-- and raises. origin: {source = "built-in" | a file path, module, hash
+-- (sha256 of the source)}; a definition of a name already registered
+-- replaces it (an operator's playbook over a built-in tool, a reload)
+function M.define(def, origin)
+  M.check_def(def)
+  local name = def.name
   def.params = def.params or {}
   if def.steps then def.params.plan = M.PLAN end
   origin = origin or {}

@@ -30,6 +30,8 @@ local MINIMAL = {
   version = { "version" },
   help = { "help" },
   test = { "test", "x_test.lua" },
+  playbook = { "playbook", "list" },
+  ["iam-policy"] = { "iam-policy" },
 }
 
 local GLOBALS = { "--state", "/s", "--playbooks", "/p", "--log-level", "debug", "--region", "eu-west-3",

@@ -141,6 +141,16 @@ function M.document()
         r["200"] = { description = "The operation, cancelled", content = json_content(ref("Operation")) }
         return r
       end)() } },
+    ["/playbooks/reload"] = { post = { operationId = "playbooks_reload", tags = { "hypd" },
+      summary = "Re-read the playbook directory (scope admin; SIGHUP does the same): a file that does not load " ..
+        "is refused with its error and its tools keep their previous version",
+      responses = (function()
+        local r = error_responses()
+        r["200"] = { description = "What was defined, restored to the built-in, removed, and refused",
+          content = json_content({ type = "object", properties = { defined = { type = "array" },
+            restored = { type = "array" }, removed = { type = "array" }, errors = { type = "array" } } }) }
+        return r
+      end)() } },
     ["/openapi.json"] = { get = get("This document", { type = "object" },
       { operationId = "openapi", tags = { "hypd" } }) },
   }

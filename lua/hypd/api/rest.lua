@@ -14,6 +14,7 @@
 --   GET  /api/v1/operations/{id}/events  operation_list_events (?after=&wait_seconds=&limit=)
 --   POST /api/v1/operations/{id}/cancel  operation_cancel (scope operate)
 --   GET  /api/v1/openapi.json            OpenAPI 3.1 (hypd.api.openapi)
+--   POST /api/v1/playbooks/reload        re-read the playbook directory (scope admin; also SIGHUP)
 --
 -- Errors are {error = {code, message, fields}} with 400 (VALIDATION, bad
 -- JSON, not an object), 401 (UNAUTHORIZED, with WWW-Authenticate), 403
@@ -244,6 +245,21 @@ function handlers.cancel(_, caller, id)
   return call("operation_cancel", { operation_id = id }, caller)
 end
 
+-- POST /playbooks/reload (admin): the playbook directory read again; a
+-- file that does not load is refused with its error, its tools keep their
+-- previous version
+function handlers.reload(_, caller)
+  if caller.scope ~= "admin" then
+    return fail(403, "FORBIDDEN", "reloading the playbooks needs a token with scope admin; this one has " ..
+      tostring(caller.scope))
+  end
+  local r = require("hypd.tools").reload(caller)
+  local errs = json.array()
+  for i, e in ipairs(r.errors) do errs[i] = { file = e.file, message = e.message } end
+  return M.json_response(200, { defined = json.array(r.defined), restored = json.array(r.restored),
+    removed = json.array(r.removed), errors = errs })
+end
+
 function handlers.openapi()
   return M.json_response(200, require("hypd.api.openapi").document())
 end
@@ -257,6 +273,7 @@ local ROUTES = {
   { "^/operations/([^/]+)/events$", "/operations/{id}/events", GET = handlers.events },
   { "^/operations/([^/]+)/cancel$", "/operations/{id}/cancel", POST = handlers.cancel },
   { "^/openapi%.json$", "/openapi.json", GET = handlers.openapi },
+  { "^/playbooks/reload$", "/playbooks/reload", POST = handlers.reload },
 }
 
 local function match(path)

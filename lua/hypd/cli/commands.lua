@@ -242,11 +242,11 @@ Lists the tools: name, kind (read, mutating, destructive) and summary.
 
 M[#M + 1] = {
   name = "call",
-  synopsis = "call TOOL [key=value ...] [--api URL] [--wait | --detach]",
+  synopsis = "call TOOL [key=value ...] [--api URL] [--wait | --detach | --plan]",
   summary = "call a tool, in this process or on a server",
   usage = [=[
 usage: hypd call TOOL [key=value | key:=json ...] [--json ARGS] [--api URL]
-                 [--wait | --detach] [--state DIR] [--playbooks DIR]
+                 [--wait | --detach | --plan] [--state DIR] [--playbooks DIR]
 
 Calls a tool and prints its result as JSON. key=value is read by the tool's
 schema (integers, numbers, booleans; arrays and objects as JSON); key:=json
@@ -256,20 +256,25 @@ hypd serve with the token in HYPD_TOKEN. A staged tool answers with an
 operation: --wait follows it, printing each phase on stderr, then prints
 the operation; in-process the command does not exit before the operation
 ends unless --detach, which leaves it to the next hypd serve on this state.
+--plan asks a staged tool only for its plan: what it would create, change or
+delete, with the fields that differ; nothing is changed.
 In-process, a mutating or destructive tool needs the state directory: while
 another process (a hypd serve) owns it, the call exits 1 naming it; use --api.
 Exits 1 with the error on stderr when the call fails, 2 on a usage error.
 ]=],
-  options = { json = "ARGS", api = "URL", wait = true, detach = true },
+  options = { json = "ARGS", api = "URL", wait = true, detach = true, plan = true },
   args = true,
   quiet = true,
   signals = true,
   check = function(o)
     if not o[1] then return "call needs a TOOL (see hypd tools)" end
     if o.wait and o.detach then return "--wait and --detach cannot be combined" end
+    if o.plan and (o.wait or o.detach) then return "--plan answers at once; it takes neither --wait nor --detach" end
   end,
   run = function(o)
-    return require("hypd.cli._registry").call { tool = o[1], words = { table.unpack(o, 2) }, json = o.json,
+    local words = { table.unpack(o, 2) }
+    if o.plan then words[#words + 1] = "plan:=true" end
+    return require("hypd.cli._registry").call { tool = o[1], words = words, json = o.json,
       api = o.api, wait = o.wait == true, detach = o.detach == true }
   end,
 }
@@ -364,6 +369,67 @@ M[#M + 1] = {
     say(c.usage)
     return 0
   end,
+}
+
+M[#M + 1] = {
+  name = "playbook",
+  synopsis = "playbook list|show NAME|check FILE",
+  summary = "the playbooks behind the tools: sources, overrides, checks",
+  usage = [=[
+usage: hypd playbook list [--json]
+       hypd playbook show TOOL
+       hypd playbook check FILE [--json]
+       (each also takes --playbooks DIR)
+
+Every tool is a playbook file. list shows each tool's source (built-in, or a
+file of the playbook directory) and whether it overrides a built-in tool.
+show prints a tool's file, to copy into the playbook directory and edit: a
+file there declaring a tool of the same name replaces the built-in one.
+check compiles a playbook, checks its tool definition, reports the globals
+it uses that playbooks do not have and the AWS actions it declares with
+their class (read, mutating, deleting). Exits 1 when check finds a problem.
+]=],
+  options = { json = true },
+  args = true,
+  quiet = true,
+  check = function(o)
+    local action = o[1]
+    if not action then return M.USAGE end
+    local want = ({ list = 1, show = 2, check = 2 })[action]
+    if not want then return "unknown playbook command '" .. action .. "' (list, show or check)" end
+    if want == 2 and not o[2] then
+      return "playbook " .. action .. " needs a " .. (action == "show" and "TOOL" or "FILE")
+    end
+    if o[want + 1] then return "unexpected argument '" .. o[want + 1] .. "' for playbook " .. action end
+  end,
+  run = function(o)
+    local pb = require "hypd.cli._playbook"
+    if o[1] == "list" then return pb.list { json = o.json } end
+    if o[1] == "show" then return pb.show { name = o[2] } end
+    return pb.check { file = o[2], json = o.json }
+  end,
+}
+
+M[#M + 1] = {
+  name = "iam-policy",
+  synopsis = "iam-policy [--tools a,b] [--kind KIND]",
+  summary = "the IAM policy the tools need, from their declarations",
+  usage = [=[
+usage: hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]
+
+Prints the least-privilege IAM policy document of the management host,
+generated from the AWS actions the tools declare (never written by hand):
+all tools, the ones --tools names, or those of --kind and milder ones (read:
+the read tools; mutating: read and mutating; destructive: all).
+]=],
+  options = { tools = "a,b", kind = "KIND" },
+  quiet = true,
+  check = function(o)
+    if o.kind and not ({ read = 1, mutating = 1, destructive = 1 })[o.kind] then
+      return "--kind must be read, mutating or destructive, not '" .. o.kind .. "'"
+    end
+  end,
+  run = function(o) return require("hypd.cli._playbook").iam_policy { tools = o.tools, kind = o.kind } end,
 }
 
 M[#M + 1] = {

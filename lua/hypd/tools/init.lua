@@ -35,8 +35,8 @@ local sources = {}       -- tool name -> {text, origin}
 
 local function hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
 
--- define_playbook(pname, mod, origin) -> def: the older {tool, main} form
-function M.define_playbook(pname, mod, origin)
+-- playbook_def(pname, mod) -> the definition of the older {tool, main} form
+function M.playbook_def(pname, mod)
   local spec = mod.tool
   for k in pairs(spec) do
     if not M.FIELDS[k] then error(string.format("playbook %s: tool.%s is not a tool field", pname, tostring(k)), 0) end
@@ -55,8 +55,11 @@ function M.define_playbook(pname, mod, origin)
       ctx.state.result = mod.main(ctx.params)
     end } }
   end
-  return tool.define(def, origin)
+  return def
 end
+
+-- define_playbook(pname, mod, origin) -> def: registers the older form
+function M.define_playbook(pname, mod, origin) return tool.define(M.playbook_def(pname, mod), origin) end
 
 -- define_value(v, module, origin) -> {names} | nil (v declares no tool)
 local function define_value(v, module, origin)
@@ -190,12 +193,18 @@ function M.load()
   return load_errors
 end
 
-function M.reload()
+-- reload(who) -> report: who = {name, front} (the audit log names them)
+function M.reload(who)
   M.load()
   load_errors = {}
   local report = new_report()
   if config.playbooks_dir then load_dir(config.playbooks_dir, report) end
   report.errors = load_errors
+  require("hypd.store").event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
+    front = who and who.front, defined = report.defined, restored = report.restored, removed = report.removed,
+    errors = #load_errors })
+  log.info("tools", "playbooks reloaded from %s: %d defined, %d restored, %d removed, %d refused",
+    tostring(config.playbooks_dir), #report.defined, #report.restored, #report.removed, #load_errors)
   return report
 end
 
