@@ -477,6 +477,12 @@ static int l_poll(lua_State *L)
 	return 1;
 }
 
+/* lua_engine.h: stops the servers. */
+void lua_engine_close(lua_State *L)
+{
+	lua_server_close(L);
+}
+
 /* --- embedded sources, logging, redaction --- */
 
 /* core.embedded(modname) -> source, chunkname | nil */
