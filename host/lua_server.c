@@ -204,8 +204,9 @@ static struct lserver *check_running(lua_State *L, int idx)
 }
 
 /* srv:stop() -> true | false (was not running); also __close and __gc.
- * Stops listening, answers what is queued 503, closes websockets with
- * 1001 (hserver_stop: up to a second for their clients). */
+ * Stops listening, closes the open connections (also those whose request
+ * waits for the engine) and websockets with 1001 (hserver_stop: up to a
+ * second for their clients). */
 static int l_srv_stop(lua_State *L)
 {
 	lua_pushboolean(L, stop_server(L, luaL_checkudata(L, 1, SERVER_MT)));

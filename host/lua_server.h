@@ -7,8 +7,8 @@
  *
  *   hypd.server     from server_start: stop/close, running, handle, port,
  *                   requests. Collected unstopped, it stops (hserver_stop:
- *                   the port is free, queued requests get 503, websockets
- *                   1001).
+ *                   the port is free, open connections close, also those
+ *                   whose request waits for the engine; websockets 1001).
  *   hypd.websocket  from server_ws_accept: send, close, isopen. Collected
  *                   open, it closes with 1001; as a <close> variable with
  *                   1000 (1011 when the scope fails).

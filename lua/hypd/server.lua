@@ -97,9 +97,10 @@ local Server = {}
 Server.__index = Server
 
 -- srv:stop() -> true | false (it had stopped): stops listening and closes
--- the connections still open (their clients see a reset; stream writers
--- get false; queued requests get 503; websockets close with 1001).
--- Idempotent; srv:close() and a <close> variable do the same.
+-- the connections still open (their clients see a reset, also those whose
+-- request still waits for the engine, which then never reaches a handler;
+-- stream writers get false; websockets close with 1001). Idempotent;
+-- srv:close() and a <close> variable do the same.
 function Server:stop()
   servers[self.handle] = nil
   return self._h:stop()
