@@ -22,6 +22,7 @@
 
 #define HTTP_KEY "hypd.httpc"
 #define JOBS_KEY "hypd.jobs"
+#define STREAM_MT "hypd.http_stream"
 #define HOOK_EVERY 1000
 
 /* The guard of the task that runs now (one engine thread, so one at a time). */
@@ -352,6 +353,177 @@ static int eks_request(lua_State *L, int idx, struct req_build *b)
 	return 0;
 }
 
+/* The request table at 1, read, signed (req.aws) or with its EKS token
+ * (req.eks) into b. Returns 0, or pushes nil, err and returns 2. */
+static int build_request(lua_State *L, struct req_build *b)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	read_request(L, 1, b);
+	if (sign_request(L, 1, b) != 0 || eks_request(L, 1, b) != 0)
+		return 2;
+	return 0;
+}
+
+/*
+ * A streaming transfer's handle (liolib's shape): born closed, before the
+ * transfer exists; close, __close and __gc are one idempotent function
+ * that cancels the transfer. Lua's hypd.http stream owns one, so a stream
+ * dropped mid-transfer is cancelled when it is collected.
+ */
+struct lstream {
+	httpc *h;              /* the client (outlives the state: lua_engine_set_http) */
+	uint64_t id;           /* the transfer */
+	int open;              /* started and not yet closed */
+};
+
+/*
+ * Cancels that wait for httpc_poll to return. Its callbacks push Lua
+ * values, so the collector, and a stream's __gc, may run inside them while
+ * httpc walks the lists a cancel changes: a __gc then only queues the id.
+ * Engine thread only; flushed after every poll, by core.inflight and by
+ * lua_engine_close.
+ */
+static struct {
+	int polling;           /* inside httpc_poll */
+	struct later_cancel {
+		httpc *h;      /* the client */
+		uint64_t id;   /* the transfer */
+	} *v;                  /* queued cancels, owned */
+	size_t n, cap;         /* queued, allocated */
+} later;
+
+static void flush_later(void)
+{
+	for (size_t i = 0; i < later.n; i++)
+		httpc_cancel(later.v[i].h, later.v[i].id);
+	later.n = 0;
+}
+
+/* Cancels ls's transfer unless it is closed; 1 when it was open. */
+static int close_stream(struct lstream *ls)
+{
+	if (!ls->open)
+		return 0;
+	ls->open = 0;
+	if (!later.polling) {
+		httpc_cancel(ls->h, ls->id); /* -1 when it already ended: fine */
+		return 1;
+	}
+	if (later.n == later.cap) {
+		size_t cap = later.cap ? later.cap * 2 : 16;
+		struct later_cancel *v = realloc(later.v, cap * sizeof *v);
+
+		if (!v) {
+			/* the task that opened it still cancels it when it ends */
+			log_msg(LOG_ERROR, "engine", "out of memory: transfer %llu runs on until its task ends",
+				(unsigned long long)ls->id);
+			return 1;
+		}
+		later.v = v;
+		later.cap = cap;
+	}
+	later.v[later.n++] = (struct later_cancel){ ls->h, ls->id };
+	return 1;
+}
+
+/* The stream handle at idx, which must be open; raises CLOSED naming it. */
+static struct lstream *check_stream(lua_State *L, int idx)
+{
+	struct lstream *ls = luaL_checkudata(L, idx, STREAM_MT);
+
+	if (!ls->open)
+		hx_raise(L, "CLOSED", "hypd.http_stream %I is closed", (lua_Integer)ls->id);
+	return ls;
+}
+
+/* h:close() -> true | false (already closed); also __close and __gc */
+static int l_stream_close(lua_State *L)
+{
+	lua_pushboolean(L, close_stream(luaL_checkudata(L, 1, STREAM_MT)));
+	return 1;
+}
+
+/* h:id() -> the transfer id its events carry (kept after close) */
+static int l_stream_id(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)((struct lstream *)luaL_checkudata(L, 1, STREAM_MT))->id);
+	return 1;
+}
+
+/* h:isopen() -> true | false */
+static int l_stream_isopen(lua_State *L)
+{
+	lua_pushboolean(L, ((struct lstream *)luaL_checkudata(L, 1, STREAM_MT))->open);
+	return 1;
+}
+
+/* h:pause(paused) -> true | false (the transfer ended): while paused it
+ * takes no more bytes, so the sender waits. Raises CLOSED after close. */
+static int l_stream_pause(lua_State *L)
+{
+	struct lstream *ls = check_stream(L, 1);
+
+	luaL_checkany(L, 2);
+	lua_pushboolean(L, httpc_pause(ls->h, ls->id, lua_toboolean(L, 2)) == 0);
+	return 1;
+}
+
+static int l_stream_tostring(lua_State *L)
+{
+	struct lstream *ls = luaL_checkudata(L, 1, STREAM_MT);
+
+	lua_pushfstring(L, "hypd.http_stream %I%s", (lua_Integer)ls->id, ls->open ? "" : " (closed)");
+	return 1;
+}
+
+static const luaL_Reg stream_methods[] = {
+	{ "close", l_stream_close },
+	{ "id", l_stream_id },
+	{ "isopen", l_stream_isopen },
+	{ "pause", l_stream_pause },
+	{ NULL, NULL },
+};
+
+static void stream_class(lua_State *L)
+{
+	if (luaL_newmetatable(L, STREAM_MT)) {
+		luaL_newlib(L, stream_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_stream_close);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, l_stream_close);
+		lua_setfield(L, -2, "__close");
+		lua_pushcfunction(L, l_stream_tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_pop(L, 1);
+}
+
+/* core.http_open(req) -> stream handle, id | nil, err: a streaming
+ * transfer (req.stream is implied) whose events carry id */
+static int l_http_open(lua_State *L)
+{
+	httpc *h = get_http(L);
+	struct req_build b;
+	struct lstream *ls;
+	uint64_t id;
+	char err[256];
+
+	if (build_request(L, &b) != 0)
+		return 2;
+	b.req.stream = 1;
+	ls = lua_newuserdatauv(L, sizeof *ls, 0);
+	memset(ls, 0, sizeof *ls);
+	ls->h = h;
+	luaL_setmetatable(L, STREAM_MT);
+	if (httpc_start(h, &b.req, &id, err, sizeof err) != 0)
+		return hx_fail(L, "VALIDATION", "%s", err);
+	ls->id = id;
+	ls->open = 1;
+	lua_pushinteger(L, (lua_Integer)id);
+	return 2;
+}
+
 /* core.http_start(req) -> id | nil, err */
 static int l_http_start(lua_State *L)
 {
@@ -360,11 +532,7 @@ static int l_http_start(lua_State *L)
 	uint64_t id;
 	char err[256];
 
-	luaL_checktype(L, 1, LUA_TTABLE);
-	read_request(L, 1, &b);
-	if (sign_request(L, 1, &b) != 0)
-		return 2;
-	if (eks_request(L, 1, &b) != 0)
+	if (build_request(L, &b) != 0)
 		return 2;
 	if (httpc_start(h, &b.req, &id, err, sizeof err) != 0)
 		return hx_fail(L, "VALIDATION", "%s", err);
@@ -380,17 +548,6 @@ static int l_http_cancel(lua_State *L)
 	return 1;
 }
 
-/* core.http_pause(id, paused) -> true | false (no such stream): while
- * paused a stream takes no more bytes, so the sender waits */
-static int l_http_pause(lua_State *L)
-{
-	lua_Integer id = luaL_checkinteger(L, 1);
-
-	luaL_checkany(L, 2);
-	lua_pushboolean(L, httpc_pause(get_http(L), (uint64_t)id, lua_toboolean(L, 2)) == 0);
-	return 1;
-}
-
 /*
  * core.inflight([work]) -> HTTP transfers and jobs the engine still waits
  * for; with work = true, without the arrivals from servers it has not read
@@ -399,7 +556,10 @@ static int l_http_pause(lua_State *L)
 static int l_inflight(lua_State *L)
 {
 	jobs *q = lua_engine_jobs(L);
-	int n = httpc_inflight(get_http(L)) + jobs_pending(q);
+	int n;
+
+	flush_later();
+	n = httpc_inflight(get_http(L)) + jobs_pending(q);
 
 	if (lua_toboolean(L, 1))
 		n -= jobs_arrivals(q);
@@ -424,11 +584,34 @@ static void push_headers(lua_State *L, const httpc_header *h, size_t n)
 	}
 }
 
+static int collect_in_poll; /* callbacks left that collect first (core.gc_in_poll) */
+
+/* core.gc_in_poll(n): for tests, the next n callbacks of core.poll each
+ * run a full collection first, so finalizers run where they must not
+ * touch libcurl (a stream's __gc then queues its cancel) */
+static int l_gc_in_poll(lua_State *L)
+{
+	lua_Integer n = luaL_checkinteger(L, 1);
+
+	luaL_argcheck(L, n >= 0 && n <= 1000, 1, "from 0 to 1000 callbacks");
+	collect_in_poll = (int)n;
+	return 0;
+}
+
+static void maybe_collect(lua_State *L)
+{
+	if (collect_in_poll > 0) {
+		collect_in_poll--;
+		lua_gc(L, LUA_GCCOLLECT);
+	}
+}
+
 /* Appends one finished transfer to the result array on top of the stack. */
 static void on_done(void *ud, httpc_response *r)
 {
 	lua_State *L = ud;
 
+	maybe_collect(L);
 	lua_createtable(L, 0, 6);
 	lua_pushinteger(L, (lua_Integer)r->id);
 	lua_setfield(L, -2, "id");
@@ -453,6 +636,7 @@ static void on_data(void *ud, const httpc_chunk *c)
 {
 	lua_State *L = ud;
 
+	maybe_collect(L);
 	lua_createtable(L, 0, 4);
 	lua_pushinteger(L, (lua_Integer)c->id);
 	lua_setfield(L, -2, "id");
@@ -481,6 +665,7 @@ static int l_poll(lua_State *L)
 
 	jobs *q = lua_engine_jobs(L);
 	job *j;
+	int rc;
 
 	lua_settop(L, 1);
 	lua_newtable(L);
@@ -488,7 +673,12 @@ static int l_poll(lua_State *L)
 	 * leak that one transfer's buffers (only at the state's memory cap) */
 	if ((j = jobs_take_done(q)) != NULL)
 		ms = 0; /* a job already finished: do not sleep */
-	if (httpc_poll(h, ms, on_done, on_data, L) < 0) {
+	flush_later();
+	later.polling = 1;
+	rc = httpc_poll(h, ms, on_done, on_data, L);
+	later.polling = 0;
+	flush_later();
+	if (rc < 0) {
 		if (j)
 			j->destroy(j);
 		return hx_raise(L, "INTERNAL", "curl multi poll failed");
@@ -505,6 +695,16 @@ static int l_poll(lua_State *L)
 		lua_seti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
 	}
 	return 1;
+}
+
+/* lua_engine.h: stops the servers, then makes the queued cancels. */
+void lua_engine_close(lua_State *L)
+{
+	lua_server_close(L);
+	flush_later();
+	free(later.v);
+	later.v = NULL;
+	later.cap = 0;
 }
 
 /* --- embedded sources, logging, redaction --- */
@@ -571,10 +771,11 @@ static const luaL_Reg core_funcs[] = {
 	{ "interrupted", l_interrupted },
 	{ "error", l_error },
 	{ "http_start", l_http_start },
+	{ "http_open", l_http_open },
 	{ "http_cancel", l_http_cancel },
-	{ "http_pause", l_http_pause },
 	{ "inflight", l_inflight },
 	{ "hangups", l_hangups },
+	{ "gc_in_poll", l_gc_in_poll },
 	{ "poll", l_poll },
 	{ "embedded", l_embedded },
 	{ "embedded_list", l_embedded_list },
@@ -586,6 +787,7 @@ static const luaL_Reg core_funcs[] = {
 int luaopen_hypd_core(lua_State *L)
 {
 	luaL_newlib(L, core_funcs);
+	stream_class(L);
 	lua_server_register(L, -1);
 	lua_sys_register(L, -1);
 	luaL_getmetatable(L, HX_ERROR_MT);

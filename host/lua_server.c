@@ -1,5 +1,5 @@
-/* lua_server: the HTTP server functions of module "hypd.core" (see
- * lua_server.h). */
+/* lua_server: the HTTP server functions of module "hypd.core" and the
+ * server and websocket handles (see lua_server.h). */
 #include "lua_server.h"
 
 #include <lauxlib.h>
@@ -10,10 +10,39 @@
 #include "server.h"
 #include "websocket.h"
 
-#define SERVERS_KEY "hypd.servers"        /* handle -> hserver */
+#define SERVERS_KEY "hypd.servers"        /* handle -> struct lserver (light) */
 #define SERVER_SEQ_KEY "hypd.server_seq"  /* the last handle given */
+#define SERVER_MT "hypd.server"
+#define WS_MT "hypd.websocket"
 
-/* The registry table handle -> hserver (light userdata), pushed. */
+/*
+ * A server handle (liolib's shape): born closed, before the server
+ * exists; stop, __close and __gc are one idempotent function. While the
+ * server runs the registry maps its handle to this struct (a light
+ * userdata: the registry does not keep the handle alive), so requests,
+ * which carry only the handle number, find it, and lua_server_close can
+ * stop what was never collected.
+ */
+struct lserver {
+	hserver *s;            /* the running server; NULL once stopped (or never started) */
+	lua_Integer tag;       /* its handle: req.server, the registry key */
+	int port;              /* the port it listened on (kept after stop) */
+};
+
+/*
+ * A websocket handle: born closed before hserver_ws_accept, open from the
+ * 101 until the engine closes it or its end reaches the engine. The
+ * websocket lives in its server (server_ws.c); the handle names it by
+ * (server handle, id), so a handle that outlives its server fails
+ * cleanly instead of pointing at freed memory.
+ */
+struct lws {
+	lua_Integer tag;       /* the server's handle */
+	lua_Integer id;        /* the websocket (its request id) */
+	int open;              /* accepted and not yet closed */
+};
+
+/* The registry table handle -> struct lserver (light userdata), pushed. */
 static int push_servers(lua_State *L)
 {
 	if (lua_getfield(L, LUA_REGISTRYINDEX, SERVERS_KEY) != LUA_TTABLE) {
@@ -25,16 +54,37 @@ static int push_servers(lua_State *L)
 	return lua_gettop(L);
 }
 
-/* The running server with handle h, or NULL (never started, or stopped). */
+/*
+ * The running server with handle h, or NULL (never started, or stopped).
+ * Callers look it up after their last Lua allocation: a collection could
+ * run a server's __gc (hserver_stop) in between.
+ */
 static hserver *find_server(lua_State *L, lua_Integer h)
 {
-	hserver *s;
+	struct lserver *ls;
 
 	push_servers(L);
 	lua_geti(L, -1, h);
-	s = lua_islightuserdata(L, -1) ? lua_touserdata(L, -1) : NULL;
+	ls = lua_islightuserdata(L, -1) ? lua_touserdata(L, -1) : NULL;
 	lua_pop(L, 2);
-	return s;
+	return ls ? ls->s : NULL;
+}
+
+/* Stops ls if it runs; 1 when it did. Allocates nothing (a finalizer). */
+static int stop_server(lua_State *L, struct lserver *ls)
+{
+	hserver *s = ls->s;
+
+	if (!s)
+		return 0;
+	ls->s = NULL;
+	if (lua_getfield(L, LUA_REGISTRYINDEX, SERVERS_KEY) == LUA_TTABLE) {
+		lua_pushnil(L);
+		lua_seti(L, -2, ls->tag); /* clearing a field never allocates */
+	}
+	lua_pop(L, 1);
+	hserver_stop(s);
+	return 1;
 }
 
 /*
@@ -66,7 +116,8 @@ static const char **header_lines(lua_State *L, int idx)
 	return lines;
 }
 
-/* core.server_start(addr, port [, max_body [, tls [, ws [, threads]]]]) -> handle, port | nil, err
+/* core.server_start(addr, port [, max_body [, tls [, ws [, threads]]]])
+ * -> server handle, port | nil, err
  * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS; ws = {max_message
  * = bytes, ping = seconds, idle = seconds} sets the websocket limits;
  * threads is hserver_opts.threads (0: the default). */
@@ -76,9 +127,9 @@ static int l_server_start(lua_State *L)
 	lua_Integer port = luaL_checkinteger(L, 2);
 	lua_Integer max_body = luaL_optinteger(L, 3, 0);
 	lua_Integer threads = luaL_optinteger(L, 6, 0);
+	struct lserver *ls;
 	lua_Integer h;
 	char err[256];
-	hserver *s;
 	jobs *q;
 	int t;
 
@@ -123,17 +174,83 @@ static int l_server_start(lua_State *L)
 	t = push_servers(L);
 	lua_pushboolean(L, 0);
 	lua_seti(L, t, h);
-	s = hserver_start(&o, q, err, sizeof err);
-	if (s)
-		lua_pushlightuserdata(L, s);
-	else
+	/* the handle, born closed: from here on nothing raises before it
+	 * owns the server, and once it does its __gc stops it */
+	ls = lua_newuserdatauv(L, sizeof *ls, 0);
+	memset(ls, 0, sizeof *ls);
+	ls->tag = h;
+	luaL_setmetatable(L, SERVER_MT);
+	ls->s = hserver_start(&o, q, err, sizeof err);
+	if (!ls->s) {
 		lua_pushnil(L);
-	lua_seti(L, t, h);
-	if (!s)
+		lua_seti(L, t, h);
 		return hx_fail(L, "LISTEN", "%s", err);
-	lua_pushinteger(L, h);
-	lua_pushinteger(L, hserver_port(s));
+	}
+	ls->port = hserver_port(ls->s);
+	lua_pushlightuserdata(L, ls);
+	lua_seti(L, t, h);
+	lua_pushinteger(L, ls->port);
 	return 2;
+}
+
+/* The server handle at idx, which must still run; raises CLOSED naming it. */
+static struct lserver *check_running(lua_State *L, int idx)
+{
+	struct lserver *ls = luaL_checkudata(L, idx, SERVER_MT);
+
+	if (!ls->s)
+		hx_raise(L, "CLOSED", "hypd.server %I (port %d) is stopped", ls->tag, ls->port);
+	return ls;
+}
+
+/* srv:stop() -> true | false (was not running); also __close and __gc.
+ * Stops listening, closes the open connections (also those whose request
+ * waits for the engine) and websockets with 1001 (hserver_stop: up to a
+ * second for their clients). */
+static int l_srv_stop(lua_State *L)
+{
+	lua_pushboolean(L, stop_server(L, luaL_checkudata(L, 1, SERVER_MT)));
+	return 1;
+}
+
+/* srv:running() -> true | false */
+static int l_srv_running(lua_State *L)
+{
+	lua_pushboolean(L, ((struct lserver *)luaL_checkudata(L, 1, SERVER_MT))->s != NULL);
+	return 1;
+}
+
+/* srv:handle() -> the handle number requests carry (req.server); kept after stop */
+static int l_srv_handle(lua_State *L)
+{
+	lua_pushinteger(L, ((struct lserver *)luaL_checkudata(L, 1, SERVER_MT))->tag);
+	return 1;
+}
+
+/* srv:port() -> the bound port; raises CLOSED once stopped */
+static int l_srv_port(lua_State *L)
+{
+	lua_pushinteger(L, check_running(L, 1)->port);
+	return 1;
+}
+
+/* srv:requests() -> requests received and not yet answered; raises
+ * CLOSED once stopped */
+static int l_srv_requests(lua_State *L)
+{
+	lua_pushinteger(L, hserver_open_requests(check_running(L, 1)->s));
+	return 1;
+}
+
+static int l_srv_tostring(lua_State *L)
+{
+	struct lserver *ls = luaL_checkudata(L, 1, SERVER_MT);
+
+	if (ls->s)
+		lua_pushfstring(L, "hypd.server %I (port %d)", ls->tag, ls->port);
+	else
+		lua_pushfstring(L, "hypd.server %I (stopped)", ls->tag);
+	return 1;
 }
 
 /* core.server_respond(handle, id, status, headers, body) -> true | false
@@ -199,62 +316,129 @@ static int l_server_stream_end(lua_State *L)
 	return 1;
 }
 
-/* core.server_ws_accept(handle, id, headers) -> true | false, status (the
- * request was no valid handshake: answered 400 or 426) | false (gone) */
+/* core.server_ws_accept(handle, id, headers) -> websocket handle |
+ * false, status (the request was no valid handshake: answered 400 or
+ * 426) | false (gone) */
 static int l_server_ws_accept(lua_State *L)
 {
 	lua_Integer h = luaL_checkinteger(L, 1);
 	lua_Integer id = luaL_checkinteger(L, 2);
 	const char **lines = header_lines(L, 3);
-	hserver *s = find_server(L, h);
-	int rc = s ? hserver_ws_accept(s, (uint64_t)id, lines) : -1;
+	struct lws *w;
+	hserver *s;
+	int rc;
 
-	lua_pushboolean(L, rc == 0);
-	if (rc <= 0)
+	/* born closed: it opens only once the server took the websocket */
+	w = lua_newuserdatauv(L, sizeof *w, 0);
+	w->tag = h;
+	w->id = id;
+	w->open = 0;
+	luaL_setmetatable(L, WS_MT);
+	s = find_server(L, h);
+	rc = s ? hserver_ws_accept(s, (uint64_t)id, lines) : -1;
+	if (rc == 0) {
+		w->open = 1;
+		return 1;
+	}
+	lua_pushboolean(L, 0);
+	if (rc < 0)
 		return 1;
 	lua_pushinteger(L, rc);
 	return 2;
 }
 
-/* core.server_ws_send(handle, id, data [, kind]) -> true | false (gone,
- * closing, or too slow); kind "text" (the default: data must be UTF-8),
- * "binary" or "ping" (at most 125 bytes) */
-static int l_server_ws_send(lua_State *L)
+/* The websocket handle at idx, which must be open; raises CLOSED naming it. */
+static struct lws *check_open(lua_State *L, int idx)
+{
+	struct lws *w = luaL_checkudata(L, idx, WS_MT);
+
+	if (!w->open)
+		hx_raise(L, "CLOSED", "hypd.websocket %I of server %I is closed", w->id, w->tag);
+	return w;
+}
+
+/* ws:send(data [, kind]) -> true | false (gone, closing, or too slow);
+ * kind "text" (the default: data must be UTF-8), "binary" or "ping" (at
+ * most 125 bytes). Raises CLOSED after ws:close. */
+static int l_ws_send(lua_State *L)
 {
 	static const char *const kinds[] = { "text", "binary", "ping", NULL };
 	static const int opcodes[] = { WS_TEXT, WS_BINARY, WS_PING };
-	lua_Integer h = luaL_checkinteger(L, 1);
-	lua_Integer id = luaL_checkinteger(L, 2);
+	struct lws *w = check_open(L, 1);
 	size_t len;
-	const char *data = luaL_checklstring(L, 3, &len);
-	int kind = luaL_checkoption(L, 4, "text", kinds);
+	const char *data = luaL_checklstring(L, 2, &len);
+	int kind = luaL_checkoption(L, 3, "text", kinds);
 	hserver *s;
 
 	if (kind == 0 && !ws_utf8_valid((const unsigned char *)data, len))
 		return hx_raise(L, "VALIDATION", "a websocket text message must be UTF-8 (send binary instead)");
-	luaL_argcheck(L, kind != 2 || len <= WS_CONTROL_MAX, 3, "a ping carries at most 125 bytes");
-	s = find_server(L, h);
-	lua_pushboolean(L, s && hserver_ws_send(s, (uint64_t)id, opcodes[kind], data, len) == 0);
+	luaL_argcheck(L, kind != 2 || len <= WS_CONTROL_MAX, 2, "a ping carries at most 125 bytes");
+	s = find_server(L, w->tag);
+	lua_pushboolean(L, s && hserver_ws_send(s, (uint64_t)w->id, opcodes[kind], data, len) == 0);
 	return 1;
 }
 
-/* core.server_ws_close(handle, id [, code [, reason]]) -> true | false
- * (gone or already closing); code 1000 by default */
-static int l_server_ws_close(lua_State *L)
+/* Closes w with code and reason unless it is closed; 1 when it was open
+ * and the close handshake started. Allocates nothing (a finalizer). */
+static int close_ws(lua_State *L, struct lws *w, int code, const char *reason, size_t len)
 {
-	lua_Integer h = luaL_checkinteger(L, 1);
-	lua_Integer id = luaL_checkinteger(L, 2);
-	lua_Integer code = luaL_optinteger(L, 3, 1000);
-	size_t len;
-	const char *reason = luaL_optlstring(L, 4, "", &len);
 	hserver *s;
 
-	luaL_argcheck(L, code >= 0 && code < 5000 && ws_close_code_valid((int)code), 3,
+	if (!w->open)
+		return 0;
+	w->open = 0;
+	s = find_server(L, w->tag);
+	return s && hserver_ws_close(s, (uint64_t)w->id, code, reason, len) == 0;
+}
+
+/* ws:close([code [, reason]]) -> true | false (already closed, or gone);
+ * code 1000 by default. Idempotent. */
+static int l_ws_close(lua_State *L)
+{
+	struct lws *w = luaL_checkudata(L, 1, WS_MT);
+	lua_Integer code = luaL_optinteger(L, 2, 1000);
+	size_t len;
+	const char *reason = luaL_optlstring(L, 3, "", &len);
+
+	luaL_argcheck(L, code >= 0 && code < 5000 && ws_close_code_valid((int)code), 2,
 		      "a close code: 1000-1003, 1007-1014 or 3000-4999");
-	luaL_argcheck(L, len <= WS_REASON_MAX && ws_utf8_valid((const unsigned char *)reason, len), 4,
+	luaL_argcheck(L, len <= WS_REASON_MAX && ws_utf8_valid((const unsigned char *)reason, len), 3,
 		      "a close reason is UTF-8 of at most 123 bytes");
-	s = find_server(L, h);
-	lua_pushboolean(L, s && hserver_ws_close(s, (uint64_t)id, (int)code, reason, len) == 0);
+	lua_pushboolean(L, close_ws(L, w, (int)code, reason, len));
+	return 1;
+}
+
+/* __close(ws, err): 1000, or 1011 when the scope is left by an error */
+static int l_ws_close_scope(lua_State *L)
+{
+	struct lws *w = luaL_checkudata(L, 1, WS_MT);
+
+	if (lua_isnoneornil(L, 2))
+		close_ws(L, w, 1000, "", 0);
+	else
+		close_ws(L, w, 1011, "internal error", 14);
+	return 0;
+}
+
+/* __gc: a websocket nobody holds any more goes away (1001) */
+static int l_ws_gc(lua_State *L)
+{
+	close_ws(L, luaL_checkudata(L, 1, WS_MT), 1001, "going away", 10);
+	return 0;
+}
+
+/* ws:isopen() -> true | false */
+static int l_ws_isopen(lua_State *L)
+{
+	lua_pushboolean(L, ((struct lws *)luaL_checkudata(L, 1, WS_MT))->open);
+	return 1;
+}
+
+static int l_ws_tostring(lua_State *L)
+{
+	struct lws *w = luaL_checkudata(L, 1, WS_MT);
+
+	lua_pushfstring(L, "hypd.websocket %I of server %I%s", w->id, w->tag, w->open ? "" : " (closed)");
 	return 1;
 }
 
@@ -275,32 +459,20 @@ static int l_listening(lua_State *L)
 	return 1;
 }
 
-/* core.server_stop(handle) -> true | false (was not running) */
-static int l_server_stop(lua_State *L)
-{
-	lua_Integer h = luaL_checkinteger(L, 1);
-	hserver *s = find_server(L, h);
-	int t;
-
-	if (s) {
-		t = push_servers(L);
-		lua_pushnil(L);
-		lua_seti(L, t, h); /* clearing a field never allocates */
-		hserver_stop(s);
-	}
-	lua_pushboolean(L, s != NULL);
-	return 1;
-}
-
-/* lua_engine.h: stops every server still running. */
-void lua_engine_close(lua_State *L)
+/* lua_server.h: stops every server still running. */
+void lua_server_close(lua_State *L)
 {
 	if (lua_getfield(L, LUA_REGISTRYINDEX, SERVERS_KEY) == LUA_TTABLE) {
 		lua_pushnil(L);
 		while (lua_next(L, -2)) {
-			if (lua_islightuserdata(L, -1))
-				hserver_stop(lua_touserdata(L, -1));
+			struct lserver *ls = lua_islightuserdata(L, -1) ? lua_touserdata(L, -1) : NULL;
+
 			lua_pop(L, 1);
+			if (ls && ls->s) {
+				/* the handle stays (its __gc finds it stopped) */
+				hserver_stop(ls->s);
+				ls->s = NULL;
+			}
 		}
 		lua_pushnil(L);
 		lua_setfield(L, LUA_REGISTRYINDEX, SERVERS_KEY);
@@ -315,16 +487,50 @@ static const luaL_Reg server_funcs[] = {
 	{ "server_stream_write", l_server_stream_write },
 	{ "server_stream_end", l_server_stream_end },
 	{ "server_ws_accept", l_server_ws_accept },
-	{ "server_ws_send", l_server_ws_send },
-	{ "server_ws_close", l_server_ws_close },
-	{ "server_stop", l_server_stop },
 	{ "listening", l_listening },
 	{ NULL, NULL },
 };
 
+static const luaL_Reg server_methods[] = {
+	{ "stop", l_srv_stop },
+	{ "close", l_srv_stop },
+	{ "running", l_srv_running },
+	{ "handle", l_srv_handle },
+	{ "port", l_srv_port },
+	{ "requests", l_srv_requests },
+	{ NULL, NULL },
+};
+
+static const luaL_Reg ws_methods[] = {
+	{ "send", l_ws_send },
+	{ "close", l_ws_close },
+	{ "isopen", l_ws_isopen },
+	{ NULL, NULL },
+};
+
+/* Creates metatable name: methods as __index, gc as __gc, scope as __close. */
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+		      lua_CFunction scope, lua_CFunction tostring)
+{
+	if (luaL_newmetatable(L, name)) {
+		lua_newtable(L);
+		luaL_setfuncs(L, methods, 0);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, gc);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, scope);
+		lua_setfield(L, -2, "__close");
+		lua_pushcfunction(L, tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_pop(L, 1);
+}
+
 void lua_server_register(lua_State *L, int idx)
 {
 	idx = lua_absindex(L, idx);
+	new_class(L, SERVER_MT, server_methods, l_srv_stop, l_srv_stop, l_srv_tostring);
+	new_class(L, WS_MT, ws_methods, l_ws_gc, l_ws_close_scope, l_ws_tostring);
 	lua_pushvalue(L, idx);
 	luaL_setfuncs(L, server_funcs, 0);
 	lua_pop(L, 1);

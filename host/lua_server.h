@@ -1,17 +1,31 @@
 /*
  * lua_server: the HTTP server functions of module "hypd.core"
  * (server_start, server_respond, server_stream_start, server_stream_write,
- * server_stream_end, server_ws_accept, server_ws_send, server_ws_close,
- * server_stop, listening), a binding of server.h. Running servers live in
- * the registry (handle -> hserver); lua_engine_close (lua_engine.h), which
- * stops them all, is defined here too.
+ * server_stream_end, server_ws_accept, listening), a binding of server.h,
+ * and two handles in liolib's shape (born closed; __gc and __close are the
+ * idempotent close; methods on a closed one raise CLOSED naming it):
+ *
+ *   hypd.server     from server_start: stop/close, running, handle, port,
+ *                   requests. Collected unstopped, it stops (hserver_stop:
+ *                   the port is free, open connections close, also those
+ *                   whose request waits for the engine; websockets 1001).
+ *   hypd.websocket  from server_ws_accept: send, close, isopen. Collected
+ *                   open, it closes with 1001; as a <close> variable with
+ *                   1000 (1011 when the scope fails).
+ *
+ * Requests carry only their server's handle number (req.server); the
+ * registry maps running ones to their handle without keeping it alive.
  */
 #ifndef HYPD_LUA_SERVER_H
 #define HYPD_LUA_SERVER_H
 
 #include <lua.h>
 
-/* Adds the server functions to the table at idx (luaopen_hypd_core). */
+/* Adds the server functions to the table at idx (luaopen_hypd_core) and
+ * creates the handle metatables. */
 void lua_server_register(lua_State *L, int idx);
+
+/* Stops every server still running (lua_engine_close). */
+void lua_server_close(lua_State *L);
 
 #endif

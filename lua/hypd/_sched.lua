@@ -24,7 +24,10 @@ Task.__index = Task
 local queue, qhead, qtail = {}, 1, 0   -- ready tasks, FIFO
 local heap, heap_n, tseq = {}, 0, 0    -- timers: {at, seq, task, kind, dead}
 local http_waiting = {}                -- transfer id -> task
-local http_streams = {}                -- streaming transfer id -> {stream, owner task}
+-- streaming transfer id -> its stream; weak: a stream nobody holds is
+-- collected, and its C handle's __gc cancels the transfer
+local http_streams = setmetatable({}, { __mode = "v" })
+local stream_owner = {}                -- streaming transfer id -> the task that opened it
 local job_waiting = {}                 -- worker job id -> task
 local live, nlive = {}, 0              -- unfinished tasks
 local current                          -- the task running now
@@ -120,15 +123,18 @@ local function prune(t)
   end
 end
 
--- Forgets stream id and hands it the final event r; cancel: the transfer
--- still runs and must stop. stream:_done never yields.
+-- Forgets stream id and hands it the final event r (unless it was
+-- collected); cancel: the transfer still runs and must stop. stream:_done
+-- never yields.
 local function end_stream(id, r, cancel)
-  local reg = http_streams[id]
-  if not reg then return end
+  local owner = stream_owner[id]
+  if not owner then return end
+  stream_owner[id] = nil
+  owner.streams[id] = nil
+  local stream = http_streams[id]
   http_streams[id] = nil
-  reg.owner.streams[id] = nil
   if cancel then core.http_cancel(id) end
-  reg.stream:_done(r)
+  if stream then stream:_done(r) end
 end
 
 local function finish(t, err, results)
@@ -170,13 +176,18 @@ function handlers.http(t, req)
   t.waiting_on = { kind = "http", id = id }
 end
 
--- starts a streaming transfer and wakes the task at once with its id (or
--- nil, err); from then on deliver() hands stream:_data(event) the bytes as
--- they arrive and stream:_done(event) the end. The task owns the stream.
+-- starts a streaming transfer, hands stream:_open(handle, id) its C handle
+-- (core.http_open) and wakes the task at once with the id (or nil, err);
+-- from then on deliver() hands stream:_data(event) the bytes as they
+-- arrive and stream:_done(event) the end. The task owns the stream: its
+-- end cancels the transfer; so does the collection of a stream dropped
+-- before. None of these methods yields.
 function handlers.http_stream(t, req, stream)
-  local id, err = core.http_start(req)
-  if not id then return wake(t, true, nil, err) end
-  http_streams[id] = { stream = stream, owner = t }
+  local h, id = core.http_open(req)
+  if not h then return wake(t, true, nil, id) end
+  stream:_open(h, id)
+  http_streams[id] = stream
+  stream_owner[id] = t
   t.streams = t.streams or {}
   t.streams[id] = true
   wake(t, true, id)
@@ -300,11 +311,11 @@ end
 -- events from core.poll; a stream's go to the stream, not to a waiting task
 local function deliver(done)
   for _, r in ipairs(done) do
-    local reg = not r.job and http_streams[r.id]
-    if not reg then
+    if r.job or not stream_owner[r.id] then
       deliver_one(r)
     elseif r.data then
-      reg.stream:_data(r)
+      local stream = http_streams[r.id]
+      if stream then stream:_data(r) end -- else collected: its cancel is on the way
     else
       end_stream(r.id, r)
     end
@@ -334,7 +345,7 @@ function M.run(until_fn)
       -- to deliver what is on the wire, then time moves on
       local streams = 0
       if e and inflight > 0 and core.virtual() then
-        for _ in pairs(http_streams) do streams = streams + 1 end
+        for _ in pairs(stream_owner) do streams = streams + 1 end
       end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
@@ -442,9 +453,10 @@ end
 
 function M.current() return current end
 
--- M.stats() -> {tasks, timers, http}: what is alive now (leak checks).
+-- M.stats() -> {tasks, timers, http, streams}: what is alive now (leak
+-- checks); streams: streaming transfers whose end has not reached the loop
 function M.stats()
-  local timers, tasks = 0, 0
+  local timers, tasks, streams = 0, 0, 0
   for i = 1, heap_n do
     local e = heap[i]
     if not e.dead and e.kind ~= "deadline" and not e.task.daemon then timers = timers + 1 end
@@ -452,7 +464,8 @@ function M.stats()
   for t in pairs(live) do
     if not t.daemon then tasks = tasks + 1 end
   end
-  return { tasks = tasks, timers = timers, http = core.inflight(true) }
+  for _ in pairs(stream_owner) do streams = streams + 1 end
+  return { tasks = tasks, timers = timers, http = core.inflight(true), streams = streams }
 end
 
 -- task methods

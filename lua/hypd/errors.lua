@@ -9,7 +9,9 @@
 -- NOT_FOUND, EXISTS, CONFLICT, TIMEOUT, CANCELLED, THROTTLED, CONNECT, TLS,
 -- TOO_LARGE, HTTP, JSON, STORE, SANDBOX (a playbook broke a sandbox rule),
 -- DEADLOCK, STATE (the host is not set up for the call), LOCKED (another
--- process owns the state directory: hypd.statelock), INTERNAL (a bug).
+-- process owns the state directory: hypd.statelock), CLOSED (a websocket
+-- that ended; a server, websocket or stream handle used after its stop or
+-- close: the message names it), INTERNAL (a bug).
 local core = require "hypd.core"
 
 local M = {}

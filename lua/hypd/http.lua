@@ -50,7 +50,9 @@
 --               nil, err(CANCELLED) unless the response had already ended.
 --
 -- A stream belongs to the task that opened it: when that task ends (returns,
--- fails or is cancelled) the transfer is cancelled, so nothing leaks. An
+-- fails or is cancelled) the transfer is cancelled, so nothing leaks; a
+-- stream dropped before (nothing references it) is cancelled when it is
+-- collected (it owns a C handle, core.http_open, whose __gc cancels). An
 -- HTTP error status is a response here too: check s:headers() first.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
@@ -108,6 +110,12 @@ end
 local Stream = {}
 Stream.__index = Stream
 
+-- called by the scheduler (never yields): the transfer started; h is its
+-- C handle (core.http_open), which this stream owns
+function Stream:_open(h, id)
+  self._h, self._id = h, id
+end
+
 -- called by the scheduler (never yields): new bytes, and the first time the
 -- status and headers
 function Stream:_data(ev)
@@ -118,7 +126,7 @@ function Stream:_data(ev)
     self._buffered = self._buffered + #ev.data
     if self._buffered > self._limit and not self._held then
       self._held = true
-      core.http_pause(self._id, true)
+      self._h:pause(true)
     end
   end
   self._sig:fire()
@@ -127,6 +135,7 @@ end
 -- called by the scheduler: the transfer ended (ev.err, or a clean end)
 function Stream:_done(ev)
   self._ended = true
+  self._h:close() -- nothing left to cancel: this only marks the handle closed
   if ev.err then
     self.err = ev.err
   elseif not self.status then
@@ -143,7 +152,7 @@ local function pop(self)
   self._buffered = self._buffered - #chunk
   if self._held and self._buffered <= self._limit // 2 then
     self._held = false
-    core.http_pause(self._id, false)
+    if self._h:isopen() then self._h:pause(false) end
   end
   return chunk
 end
@@ -199,10 +208,15 @@ function Stream:close()
   if self._closed then return end
   self._closed = true
   sched.close_stream(self._id) -- calls _done with CANCELLED unless it ended
+  self._h:close() -- cancels the transfer unless that did
   self._chunks, self._head, self._tail, self._buffered = {}, 1, 0, 0
 end
 
 Stream.__close = Stream.close
+
+function Stream:__tostring()
+  return "hypd.http stream " .. self._id .. (self._closed and " (closed)" or self._ended and " (ended)" or "")
+end
 
 function M.stream(req)
   local ok, err = check(req, "http.stream")
@@ -217,7 +231,6 @@ function M.stream(req)
   }, Stream)
   local id, start_err = sched.await("http_stream", r, s)
   if not id then return nil, start_err end
-  s._id = id
   return s
 end
 

@@ -7,6 +7,12 @@
 --   end })
 --   -- srv.port (the bound port), srv.handle, srv:stop()
 --
+-- srv is a handle (liolib's shape): srv:stop() is idempotent, and a server
+-- nobody references any more is stopped when it is collected, so one
+-- dropped without stop does not keep its port and thread. A request's
+-- task keeps its server alive while it runs. `local srv <close> =
+-- assert(server.start {...})` stops it at the end of the scope.
+--
 -- tls = { cert_pem = "...", key_pem = "..." } (PEM text; an EC P-256 or RSA
 -- key) serves HTTPS.
 --
@@ -59,7 +65,9 @@
 --   ws:send(text) -> true | false (closed or gone); text must be UTF-8
 --   ws:send_binary(bytes), ws:ping([data]) -> true | false
 --   ws:close([code [, reason]]) -> true | false (already closed); 1000 by
---     default; recv then answers CLOSED.
+--     default; recv then answers CLOSED. Idempotent; after it sends
+--     return false. `local w <close> = ws` closes at the end of the scope
+--     (1011 when it ends by an error).
 --   ws.req (the request), ws.protocol (the Sec-WebSocket-Protocol chosen)
 -- When websocket returns the server closes with 1000 (1011 if it raised).
 -- Sends never wait: frames queue in C (more than 8 MiB unsent drops the
@@ -79,26 +87,42 @@ local sched = require "hypd._sched"
 
 local M = {}
 
-local servers = {} -- handle -> srv (running servers)
+-- handle -> srv while it runs; weak, so that a server nobody holds is
+-- collected (its C handle's __gc stops it)
+local servers = setmetatable({}, { __mode = "v" })
 local sockets = {} -- "handle:id" -> ws, from the 101 until C's closed event
 local nsockets = {} -- handle -> websockets in sockets
 
 local Server = {}
 Server.__index = Server
 
--- srv:stop(): stops listening and closes the connections still open
--- (their clients see a reset; stream writers get false). Idempotent.
+-- srv:stop() -> true | false (it had stopped): stops listening and closes
+-- the connections still open (their clients see a reset, also those whose
+-- request still waits for the engine, which then never reaches a handler;
+-- stream writers get false; websockets close with 1001). Idempotent;
+-- srv:close() and a <close> variable do the same.
 function Server:stop()
-  if servers[self.handle] ~= self then return end
   servers[self.handle] = nil
-  core.server_stop(self.handle)
+  return self._h:stop()
 end
+
+Server.close = Server.stop
+Server.__close = Server.stop
+
+-- srv:running() -> true until stopped
+function Server:running() return self._h:running() end
+
+-- srv:requests() -> requests received and not yet answered; raises CLOSED
+-- naming the server once it is stopped
+function Server:requests() return self._h:requests() end
 
 -- srv:websockets() -> websockets not yet fully closed (their last event,
 -- CLOSED, has not reached the engine; after srv:stop() it is on its way)
 function Server:websockets()
   return nsockets[self.handle] or 0
 end
+
+function Server:__tostring() return tostring(self._h) end
 
 local function as_error(e)
   if type(e) ~= "table" then e = errors.new("INTERNAL", tostring(e)) end
@@ -170,25 +194,36 @@ end
 
 function WebSocket:send(text)
   if self.closed then return false end
-  return core.server_ws_send(self.server, self.id, text, "text")
+  return self._h:send(text, "text")
 end
 
 function WebSocket:send_binary(bytes)
   if self.closed then return false end
-  return core.server_ws_send(self.server, self.id, bytes, "binary")
+  return self._h:send(bytes, "binary")
 end
 
 function WebSocket:ping(data)
   if self.closed then return false end
-  return core.server_ws_send(self.server, self.id, data or "", "ping")
+  return self._h:send(data or "", "ping")
 end
 
+-- ws:close([code [, reason]]) -> true | false (already closed); idempotent
 function WebSocket:close(code, reason)
   if self.closed then return false end
-  local ok = core.server_ws_close(self.server, self.id, code or 1000, reason or "")
+  local ok = self._h:close(code or 1000, reason or "")
   self.closed = code or 1000
   self.signal:fire()
   return ok
+end
+
+-- `local ws <close> = ws`: 1000 at the end of the scope, 1011 on an error
+function WebSocket:__close(err)
+  if err ~= nil then return self:close(1011, "internal error") end
+  self:close()
+end
+
+function WebSocket:__tostring()
+  return "hypd.websocket " .. self.req.path .. (self.closed and " (closed " .. self.closed .. ")" or "")
 end
 
 -- a websocket event from C: a message, or the end (always last)
@@ -199,6 +234,7 @@ local function ws_event(ev)
   if ev.closed then
     sockets[key] = nil
     nsockets[ev.server] = nsockets[ev.server] - 1
+    ws._h:close() -- C is done with it: this only marks the handle closed
     if not ws.closed then ws.closed, ws.reason = ev.closed, ev.reason end
   elseif not ws.closed then
     ws.tail = ws.tail + 1
@@ -219,14 +255,14 @@ local function header(headers, name)
 end
 
 local function websocket(req, resp)
-  local ok, status = core.server_ws_accept(req.server, req.id, resp.headers or {})
-  if not ok then
+  local h, status = core.server_ws_accept(req.server, req.id, resp.headers or {})
+  if not h then
     if status then
       return log.debug("server", "%s %s: not a websocket handshake (%d)", req.method, req.path, status)
     end
     return log.debug("server", "%s %s: the client left before the upgrade", req.method, req.path)
   end
-  local ws = setmetatable({ server = req.server, id = req.id, req = req,
+  local ws = setmetatable({ server = req.server, id = req.id, req = req, _h = h,
     protocol = header(resp.headers or {}, "sec-websocket-protocol"),
     queue = {}, head = 1, tail = 0, unread = 0, signal = sched.signal() }, WebSocket)
   sockets[req.server .. ":" .. req.id] = ws
@@ -251,9 +287,15 @@ local function serve(srv, req)
     resp = { status = 500, headers = { ["content-type"] = "text/plain" },
              body = "internal error: " .. tostring(e.code) .. "\n" }
   end
-  if resp.stream then return stream(req, resp) end
-  if type(resp.websocket) == "function" then return websocket(req, resp) end
-  answer(req, resp)
+  -- no tail calls: srv stays on this task's stack, so a server dropped by
+  -- its owner is not collected while a request of it still runs
+  if resp.stream then
+    stream(req, resp)
+  elseif type(resp.websocket) == "function" then
+    websocket(req, resp)
+  else
+    answer(req, resp)
+  end
 end
 
 -- every request and websocket event of every server arrives here (from the
@@ -261,7 +303,7 @@ end
 sched.serve_request = function(req)
   if req.ws then return ws_event(req) end
   local srv = servers[req.server]
-  if not srv then -- stopped while the request was on its way
+  if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
   sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true }, srv, req)
@@ -310,11 +352,11 @@ function M.start(opts)
   if threads ~= nil and (math.type(threads) ~= "integer" or threads < 1 or threads > 64) then
     return errors.fail("VALIDATION", "threads must be an integer from 1 to 64", { field = "threads" })
   end
-  local handle, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
+  local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
     opts.threads)
-  if not handle then return nil, bound end
-  local srv = setmetatable({ handle = handle, port = bound, handler = opts.handler }, Server)
-  servers[handle] = srv
+  if not h then return nil, bound end
+  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h }, Server)
+  servers[srv.handle] = srv
   return srv
 end
 

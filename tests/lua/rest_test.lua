@@ -411,3 +411,9 @@ t.test("error bodies are {error = {code, message, fields}} for every refused req
   t.eq(b.error.fields[1], { field = "limit", rule = "minimum", message = b.error.fields[1].message })
   t.ok(errors ~= nil)
 end)
+
+-- the servers are handles: they run while referenced (this holds them to
+-- the end of the file) and stop here
+t.test("cleanup", function()
+  t.eq({ srv:stop(), sbx:stop() }, { true, true })
+end)
