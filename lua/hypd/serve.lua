@@ -240,9 +240,13 @@ function M.main(opts)
   local info = t.result[1]
   -- SIGHUP re-reads the playbook directory, as POST /api/v1/playbooks/reload does
   local seen = core.hangups()
+  local stopping = false
   while true do
-    sched.run(function() return core.interrupted() or core.hangups() ~= seen end)
-    if core.interrupted() then break end
+    sched.run(function()
+      stopping = stopping or core.interrupted()
+      return stopping or core.hangups() ~= seen
+    end)
+    if stopping then break end
     seen = core.hangups()
     local r = sched.spawn(require("hypd.tools").reload, { name = "playbooks reload" },
       { name = "SIGHUP", front = "signal" })
