@@ -335,7 +335,4 @@ t.test("local w <close> = ws closes the websocket at the end of the scope", func
   t.eq(r.close, { 1000, "" })
 end)
 
-t.test("cleanup", function()
-  os.execute("rm -rf " .. H.quote(dir))
-  t.ok(true)
-end)
+t.cleanup(function() os.execute("rm -rf " .. H.quote(dir)) end)
