@@ -306,6 +306,22 @@ function M.plan(def, params, caller)
   return out
 end
 
+-- child_of(parent_id, def, params) -> the record of the parent's child
+-- operation of this tool and target that is running or succeeded, or nil:
+-- a parent that resumes after a crash finds its child again instead of
+-- starting another
+function M.child_of(parent_id, def, params)
+  local target = target_of(def, params)
+  local best
+  for key in pairs(store.list(child_prefix(parent_id)) or {}) do
+    local c = store.op_get(key:sub(#child_prefix(parent_id) + 1))
+    if c and c.tool == def.name and c.target == target and (c.status == "running" or c.status == "succeeded") then
+      if not best or c.created_at > best.created_at then best = c end
+    end
+  end
+  return best
+end
+
 -- start(def, params, caller) -> accepted | nil, err: the record first, then
 -- the task. A call for a target an operation of the same tool is already
 -- working on joins it when its parameters are the same, and is refused

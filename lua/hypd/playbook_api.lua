@@ -94,15 +94,23 @@ local function tools_api(name)
       local args = copy(params or {})
       if def and def.steps and g and g.plan then args.plan = true end
       local c = copy(caller)
-      if def and def.steps and g and g.op_id and not g.plan then c.parent = g.op_id end
-      local r, err = tool.call(tname, args, c)
+      local op = require "hypd.op"
+      local r, err
+      if def and def.steps and g and g.op_id and not g.plan then
+        c.parent = g.op_id
+        -- resumed after a crash: the child this step started before
+        local valid = tool.validate(def, args)
+        local known = valid and op.child_of(g.op_id, def, valid)
+        if known then r = { operation_id = known.id } end
+      end
+      if not r then r, err = tool.call(tname, args, c) end
       if r == nil then error(err, 0) end
       if def and def.steps and g and g.plan and g.ctx then
         g.ctx.planned = g.ctx.planned or json.array()
         for _, e in ipairs(r.plan or {}) do g.ctx.planned[#g.ctx.planned + 1] = e end
       end
       if c.parent and r.operation_id then
-        local view = require("hypd.op").wait(r.operation_id)
+        local view = op.wait(r.operation_id)
         if view.status ~= "succeeded" then
           errors.raise(view.error and view.error.code or "FAILED", string.format("%s (operation %s) %s: %s", tname,
             r.operation_id, tostring(view.status), tostring(view.error and view.error.message or view.phase)),
