@@ -2,7 +2,10 @@
 -- through REST, MCP over HTTP, MCP over stdio in-process and MCP over stdio
 -- with --api give the same results and the same errors (validation naming
 -- each field and rule, NOT_FOUND, AWS errors). Table-driven over the whole
--- registry as `hypd serve` lists it; AWS is a sandbox process.
+-- registry as `hypd serve` lists it; AWS is a sandbox process. The
+-- registry includes an operator's playbook tool (examples/playbooks:
+-- subnets through hypd.aws, nodes through hypd.k8s), also called with the
+-- command line in-process and with --api.
 local t = require "hypd.tap"
 local http = require "hypd.http"
 local json = require "hypd.json"
@@ -30,7 +33,9 @@ local SAMPLES = {
   operation_get = { operation_id = "op-0000000000000000" },
   operation_cancel = { operation_id = "op-0000000000000000" },
   cluster_get_creation_status = { cluster_tag = "nobody" },
+  diagnose_subnets_nodes = { cluster = "par-demo" },
 }
+local PLAYBOOKS = "examples/playbooks"
 
 local cases = {}
 
@@ -39,7 +44,10 @@ t.test("a sandbox and a hypd serve in front of it", function()
   env, sbx = H.sandbox_process(dir, "--virtual-clock")
   pids[#pids + 1] = sbx
   t.ok(env and env.AWS_ENDPOINT_URL, "the sandbox started")
-  local p = io.popen(env_prefix() .. " " .. H.hypd .. " serve --listen 127.0.0.1:0 >" .. dir ..
+  -- an EKS cluster with HyperPod nodes, for the playbook tool that lists them
+  local rc, _, err = H.with_env(env, dir, "python3 tests/tools/hyperpod_cluster.py par-demo hp-par ml.g5.12xlarge 2")
+  t.eq(rc, 0, err)
+  local p = io.popen(env_prefix() .. " " .. H.hypd .. " --playbooks " .. PLAYBOOKS .. " serve --listen 127.0.0.1:0 >" .. dir ..
     "/serve.out 2>" .. dir .. "/serve.err & echo $!")
   pids[#pids + 1] = p:read("l")
   p:close()
@@ -118,7 +126,7 @@ t.test("REST, MCP over HTTP, MCP stdio in-process and MCP stdio --api agree on e
     by_rest[i] = rest(c.tool, c.args)
     by_http[i] = mcp_call(c.tool, c.args)
   end
-  local by_stdio = stdio("", "AWS_REGION=us-west-2 HYPD_STATE=" .. H.quote(dir .. "/stdio"))
+  local by_stdio = stdio("--playbooks " .. PLAYBOOKS, "AWS_REGION=us-west-2 HYPD_STATE=" .. H.quote(dir .. "/stdio"))
   local by_api = stdio("--api " .. url, "HYPD_TOKEN=" .. H.quote(token))
   -- each door makes its own AWS call: only the request id may differ
   for _, set in ipairs { by_rest, by_http, by_stdio, by_api } do
@@ -139,6 +147,20 @@ t.test("REST, MCP over HTTP, MCP stdio in-process and MCP stdio --api agree on e
     end
   end
   t.ok(results_seen >= 4 and errors_seen > 20, results_seen .. " results, " .. errors_seen .. " errors compared")
+end)
+
+t.test("the operator's playbook tool answers the same on the command line, in-process and with --api", function()
+  local want = rest("diagnose_subnets_nodes", SAMPLES.diagnose_subnets_nodes).result
+  t.eq(#(want and want.nodes or {}), 2, "REST lists the cluster's two nodes")
+  t.ok(#(want and want.subnets or {}) >= 2, "and its subnets")
+  local rc, out, err = H.sh(env_prefix() .. " HYPD_STATE=" .. H.quote(dir .. "/cli") .. " " .. H.hypd ..
+    " --playbooks " .. PLAYBOOKS .. " call diagnose_subnets_nodes cluster=par-demo")
+  t.eq(rc, 0, err)
+  t.ok(merge.equal(json.decode(out), want), "in-process = REST")
+  rc, out, err = H.sh(env_prefix() .. " HYPD_TOKEN=" .. H.quote(token) .. " " .. H.hypd ..
+    " call --api " .. url .. " diagnose_subnets_nodes cluster=par-demo")
+  t.eq(rc, 0, err)
+  t.ok(merge.equal(json.decode(out), want), "--api = REST")
 end)
 
 t.cleanup(function()
