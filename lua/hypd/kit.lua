@@ -1,33 +1,56 @@
 -- hypd.kit: the workflow kit, the two primitives every staged tool is built
 -- from (as ctx methods), so that no workflow hand-writes describe, create,
--- AlreadyExists, owner checks and polling loops.
+-- AlreadyExists, owner checks, retries and polling loops.
 --
 -- ctx:ensure(spec) -> obj, action: a resource that must exist.
 --   spec.type      what it is ("ec2:vpc"), for plans, phases and errors
 --   spec.name      its name ("hypd-demo-vpc")
+--   spec.label     what people call it ("VPC"; default: type), for phases
+--                  ("creating VPC hypd-demo-vpc") and errors
 --   spec.key       the ctx.state field that remembers its id (resume)
 --   spec.id        the id field of the object ("VpcId") or fn(obj) -> id
 --   spec.find      fn(id) -> obj | nil: the object by remembered id
 --   spec.search    fn() -> obj | nil: by name and tag (no id, or it is gone)
+--   spec.needs     ids (or a table holding them) it hangs on: in a plan,
+--                  when one is planned the resource cannot exist yet and
+--                  find and search are not called (a read by name, which
+--                  hypd.guard cannot see is about a planned thing)
 --   spec.owned     fn(obj) -> true | false, why: is it hypd's (for this tag)?
 --                  An object that is not is a CONFLICT, never adopted.
+--   spec.field     the parameter a CONFLICT names (e.g. "cluster_tag")
 --   spec.create    fn() -> obj: the mutation (its phase is recorded first)
---   spec.exists    error codes that mean a lost answer: created before, so
---                  search again instead of failing (AlreadyExists, ...)
---   spec.desired   {field = value}: what must hold (the explicit diff)
+--   spec.exists    error codes that mean a lost answer or a race: created
+--                  before, so search again instead of failing
+--   spec.fields    {field = value}: what create sets besides desired, for
+--                  a plan to show
+--   spec.desired   {field = value}: what must hold (the explicit diff); it
+--                  is checked after a create as well, so create need only
+--                  make the object and update makes the rest hold
 --   spec.current   fn(obj) -> {field = value} (default: the object's fields)
 --   spec.update    fn(obj, changes) -> obj | nil: makes changes hold;
 --                  changes = {field = {from = v, to = v}}
+--   spec.retry     fn(err) -> note | nil: an error of create or update that
+--                  means "not yet" (eventual consistency: a role EKS does not
+--                  see yet, a subnet EC2 does not know yet); tried again
+--                  every spec.retry_every seconds (5) for spec.retry_for
+--                  (60), then the last error is raised
 --   spec.placeholder fn(id) -> obj: what a plan gives later steps for an
 --                  object it would create (default {[id field] = id})
 --   action: "created" | "changed" | "unchanged" (a plan: "create" |
 --   "change" | "unchanged"). Found ids are saved in ctx.state[key].
 --
 -- ctx:poll(spec) -> the value check returned with done = true.
---   spec.what      what is awaited ("NAT gateway nat-1 available")
---   spec.check     fn() -> done, note, value (note: the progress text)
+--   spec.what      what is awaited ("NAT gateway nat-1 to be available")
+--   spec.check     fn() -> done, note, value (note: the progress text); it
+--                  raises when the wait cannot succeed (a failed resource)
 --   spec.every     seconds between checks (the service's pace)
 --   spec.timeout   seconds before TIMEOUT (default 30 minutes)
+--   spec.since     when the wait began (default now): a resumed wait keeps
+--                  counting from there
+--   spec.phase     the phase recorded first (default "waiting for <what>";
+--                  false records none)
+--   spec.expired   fn(waited, note): called instead of raising TIMEOUT (it
+--                  raises the error to report)
 --   Cancellable at every wait, instant under the virtual clock. A plan
 --   does not wait: poll answers nil at once.
 --
@@ -44,6 +67,19 @@ local json = require "hypd.json"
 local M = {}
 
 M.POLL_TIMEOUT = 30 * 60
+M.RETRY_EVERY, M.RETRY_FOR = 5, 60
+
+local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
+  needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
+  current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
+local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
+  expired = true }
+
+local function check_keys(spec, keys, fn)
+  for k in pairs(spec) do
+    if not keys[k] then error(fn .. ": unknown key '" .. tostring(k) .. "'", 3) end
+  end
+end
 
 -- elapsed(seconds) -> "4m10s"
 function M.elapsed(s)
@@ -52,9 +88,11 @@ function M.elapsed(s)
   return string.format("%dm%02ds", s // 60, s % 60)
 end
 
+local function id_field(spec) return type(spec.id) == "string" and spec.id or "id" end
+
 local function id_of(spec, obj)
   if type(spec.id) == "function" then return spec.id(obj) end
-  return obj[spec.id or "id"]
+  return obj[id_field(spec)]
 end
 
 local function same(a, b)
@@ -66,15 +104,23 @@ end
 
 -- changes(spec, obj) -> {field = {from, to}} for the desired fields that differ
 local function changes(spec, obj)
+  if not spec.desired then return nil end
   local cur = spec.current and spec.current(obj) or obj
   local out, any = {}, false
-  for k, want in pairs(spec.desired or {}) do
+  for k, want in pairs(spec.desired) do
     if not same(cur[k], want) then out[k], any = { from = cur[k], to = want }, true end
   end
   return any and out or nil
 end
 
-local function what(spec) return spec.type .. " " .. spec.name end
+local function what(spec) return (spec.label or spec.type) .. " " .. spec.name end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
 
 local function plan_entry(ctx, action, spec, extra)
   ctx.planned = ctx.planned or json.array()
@@ -84,19 +130,20 @@ local function plan_entry(ctx, action, spec, extra)
   return e
 end
 
-local function check_owned(spec, obj)
+local function check_owned(ctx, spec, obj)
   if not spec.owned then return end
   local ok, why = spec.owned(obj)
   if not ok then
-    errors.raise("CONFLICT", string.format("%s %s exists but is not hypd's for this cluster (%s); hypd does not " ..
-      "adopt it: delete or rename it, or choose another cluster_tag", spec.type, spec.name, tostring(why or "")),
-      { type = spec.type, name = spec.name, id = id_of(spec, obj) })
+    errors.raise("CONFLICT", string.format("%s%s exists but is not hypd's for this cluster%s; hypd does not " ..
+      "adopt it: delete or rename it, or choose another %s", what(spec), ctx.region and (" in " .. ctx.region) or "",
+      why and (" (" .. tostring(why) .. ")") or "", spec.field or "name"),
+      { type = spec.type, name = spec.name, id = id_of(spec, obj), field = spec.field })
   end
 end
 
 local function locate(ctx, spec)
-  local st = ctx.state
-  local id = spec.key and st[spec.key]
+  if ctx.plan and spec.needs ~= nil and guard.planned(spec.needs) then return nil end
+  local id = spec.key and ctx.state[spec.key]
   local obj
   if id and not guard.planned(id) and spec.find then obj = spec.find(id) end
   if not obj and spec.search then obj = spec.search() end
@@ -104,72 +151,106 @@ local function locate(ctx, spec)
 end
 
 local function is_exists(spec, err)
+  if type(err) ~= "table" or not spec.exists then return false end
   for _, c in ipairs(type(spec.exists) == "table" and spec.exists or { spec.exists }) do
     if err.code == c then return true end
   end
   return false
 end
 
-function M.ensure(ctx, spec)
-  assert(type(spec) == "table" and spec.type and spec.name and spec.create, "ensure{type, name, create, ...}")
-  local st = ctx.state
-  local obj = locate(ctx, spec)
-  if obj then
-    check_owned(spec, obj)
-  elseif ctx.plan then
-    local id = guard.PLANNED .. spec.type .. ":" .. spec.name
-    plan_entry(ctx, "create", spec, { fields = spec.desired })
-    if spec.key then st[spec.key] = id end
-    obj = spec.placeholder and spec.placeholder(id) or { [type(spec.id) == "string" and spec.id or "id"] = id }
-    return obj, "create"
-  else
-    ctx:phase("creating " .. what(spec))
-    local ok, made = pcall(spec.create)
-    if not ok then
-      if not (type(made) == "table" and spec.exists and is_exists(spec, made)) then error(made, 0) end
-      obj = locate(ctx, spec) -- created before, its answer lost
-      if not obj then error(made, 0) end
-      check_owned(spec, obj)
-    else
-      obj = made
-    end
-    if spec.key then st[spec.key] = id_of(spec, obj) end
-    if ctx.save then ctx:save() end
-    return obj, "created"
-  end
-  if spec.key then st[spec.key] = id_of(spec, obj) end
+-- attempt(ctx, spec, doing, fn, ...) -> fn's result, fn tried again while
+-- its error is one spec.retry calls "not yet" (paced by poll, no new phase)
+local function attempt(ctx, spec, doing, fn, ...)
+  if not spec.retry then return fn(...) end
+  local args, last = table.pack(...), nil
+  return M.poll(ctx, { what = doing, phase = false, every = spec.retry_every or M.RETRY_EVERY,
+    timeout = spec.retry_for or M.RETRY_FOR, expired = function() error(last, 0) end,
+    check = function()
+      local ok, r = pcall(fn, table.unpack(args, 1, args.n))
+      if ok then return true, nil, r end
+      local note = type(r) == "table" and spec.retry(r)
+      if not note then error(r, 0) end
+      last = r
+      return false, note
+    end })
+end
+
+-- converge(ctx, spec, obj) -> obj, changed: update makes the desired fields hold
+local function converge(ctx, spec, obj)
   local diff = changes(spec, obj)
-  if not diff then return obj, "unchanged" end
+  if not diff then return obj, false end
   if ctx.plan then
     plan_entry(ctx, "change", spec, { id = id_of(spec, obj), changes = diff })
-    return obj, "change"
+    return obj, true
   end
   if not spec.update then
     errors.raise("CONFLICT", string.format("%s differs from what it should be (%s) and hypd cannot change it in " ..
-      "place", what(spec), table.concat((function()
-        local ks = {}
-        for k in pairs(diff) do ks[#ks + 1] = k end
-        table.sort(ks)
-        return ks
-      end)(), ", ")), { type = spec.type, name = spec.name })
+      "place", what(spec), table.concat(sorted_keys(diff), ", ")), { type = spec.type, name = spec.name,
+      field = spec.field })
   end
   ctx:phase("updating " .. what(spec))
-  obj = spec.update(obj, diff) or obj
+  obj = attempt(ctx, spec, "updating " .. what(spec), spec.update, obj, diff) or obj
   if ctx.save then ctx:save() end
-  return obj, "changed"
+  return obj, true
+end
+
+local function remember(ctx, spec, obj)
+  if spec.key then ctx.state[spec.key] = id_of(spec, obj) end
+end
+
+function M.ensure(ctx, spec)
+  assert(type(spec) == "table" and spec.type and spec.name and spec.create, "ensure{type, name, create, ...}")
+  check_keys(spec, ENSURE_KEYS, "ensure")
+  local obj = locate(ctx, spec)
+  if obj then
+    check_owned(ctx, spec, obj)
+    remember(ctx, spec, obj)
+    local _, changed = converge(ctx, spec, obj)
+    if not changed then return obj, "unchanged" end
+    return obj, ctx.plan and "change" or "changed"
+  end
+  if ctx.plan then
+    local id = guard.PLANNED .. spec.type .. ":" .. spec.name
+    local fields
+    for _, t in ipairs { spec.fields or {}, spec.desired or {} } do
+      for k, v in pairs(t) do
+        fields = fields or {}
+        fields[k] = v
+      end
+    end
+    plan_entry(ctx, "create", spec, { id = id, fields = fields })
+    if spec.key then ctx.state[spec.key] = id end
+    return spec.placeholder and spec.placeholder(id) or { [id_field(spec)] = id }, "create"
+  end
+  ctx:phase("creating " .. what(spec))
+  local ok, made = pcall(attempt, ctx, spec, "creating " .. what(spec), spec.create)
+  if ok then
+    obj = made
+  else
+    if not is_exists(spec, made) then error(made, 0) end
+    obj = locate(ctx, spec) -- created before (its answer lost), or meanwhile
+    if not obj then error(made, 0) end
+    check_owned(ctx, spec, obj)
+  end
+  remember(ctx, spec, obj)
+  if ctx.save then ctx:save() end
+  obj = converge(ctx, spec, obj)
+  return obj, "created"
 end
 
 function M.poll(ctx, spec)
   assert(type(spec) == "table" and spec.what and spec.check and spec.every, "poll{what, check, every}")
+  check_keys(spec, POLL_KEYS, "poll")
   if ctx.plan then return nil end
-  local started = core.now()
+  local started = spec.since or core.now()
   local limit = spec.timeout or M.POLL_TIMEOUT
-  ctx:phase("waiting for " .. spec.what)
+  if spec.phase ~= false then ctx:phase(spec.phase or ("waiting for " .. spec.what)) end
   while true do
     local done, note, value = spec.check()
     if done then return value end
     local waited = core.now() - started
     if waited > limit then
+      if spec.expired then spec.expired(waited, note) end
       errors.raise("TIMEOUT", string.format("%s: still waiting after %s%s", spec.what, M.elapsed(waited),
         note and (" (" .. note .. ")") or ""))
     end
@@ -178,7 +259,8 @@ function M.poll(ctx, spec)
   end
 end
 
--- plan(ctx) -> {plan = [...], create = n, change = n} (what ctx.planned holds)
+-- summary(ctx) -> {plan = [...], create = n, change = n, delete = n} (what
+-- ctx.planned holds)
 function M.summary(ctx)
   local plan = ctx.planned or json.array()
   local n = { create = 0, change = 0, delete = 0 }
