@@ -29,10 +29,15 @@ t.test("a sandbox process under the virtual clock", function()
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
 end)
 
-local POINTS = { "creating VPC", "creating internet gateway", "creating subnet hypd-crash-public-us-west-2b",
-  "allocating Elastic IP", "creating NAT gateway", "routing 0.0.0.0/0 in hypd-crash-public-rt",
-  "creating security group", "creating route table hypd-crash-private-rt", "creating IAM role",
-  "creating EKS cluster", "waiting for EKS cluster ACTIVE" }
+-- each a phase the kit records just before its mutation (ctx:ensure's
+-- "creating <what> <name>", ctx:poll's "waiting for <what>"), in the order
+-- the steps reach them
+local POINTS = { "creating VPC hypd-crash-vpc", "creating internet gateway hypd-crash-igw",
+  "creating subnet hypd-crash-public-us-west-2b", "creating Elastic IP hypd-crash-nat-eip",
+  "creating NAT gateway hypd-crash-nat", "creating route 0.0.0.0/0 in hypd-crash-public-rt",
+  "creating security group hypd-crash-cluster", "creating route table hypd-crash-private-rt",
+  "creating IAM role hypd-crash-eks-cluster-role", "creating EKS cluster hypd-crash",
+  "waiting for EKS cluster hypd-crash to be ACTIVE" }
 
 t.test("killed with SIGKILL at eleven chosen points, the operation still completes", function()
   for i, point in ipairs(POINTS) do

@@ -1,22 +1,29 @@
 -- cluster/_eks_network: the network under a hypd EKS cluster, the first
--- step of cluster_create_eks (cluster/_eks_stage), and the naming and
+-- steps of cluster_create_eks (cluster/_eks_stage), and the naming and
 -- tagging every step shares.
 --
--- For cluster tag <tag> in one region it makes, or finds again:
---   VPC hypd-<tag>-vpc (DNS support and hostnames on), internet gateway
---   hypd-<tag>-igw attached to it; in the first two zones of the region a
---   public and a private subnet each (hypd-<tag>-public-<az>, tagged
---   kubernetes.io/role/elb=1 and mapping public IPs; hypd-<tag>-private-<az>,
---   tagged kubernetes.io/role/internal-elb=1); an Elastic IP and NAT gateway
---   hypd-<tag>-nat in the first public subnet; route tables hypd-<tag>-public-rt
---   (0.0.0.0/0 -> internet gateway) and hypd-<tag>-private-rt (0.0.0.0/0 ->
---   NAT); security group hypd-<tag>-cluster (all traffic within the group).
+-- For cluster tag <tag> in one region it declares (ctx:ensure, hypd.kit):
+--   vpc               VPC hypd-<tag>-vpc, DNS support and hostnames on
+--   internet_gateway  internet gateway hypd-<tag>-igw, attached to the VPC
+--   subnets           in the first two zones EKS supports, a public and a
+--                     private subnet each: hypd-<tag>-public-<az> (tag
+--                     kubernetes.io/role/elb=1, public IPs on launch) and
+--                     hypd-<tag>-private-<az> (kubernetes.io/role/internal-elb=1),
+--                     slots hypd:subnet=public-1, public-2, private-1, private-2,
+--                     blocks of a sixteenth of the VPC (hypd.cidr)
+--   nat_gateway       Elastic IP hypd-<tag>-nat-eip, NAT gateway hypd-<tag>-nat
+--                     in the first public subnet (not waited for here)
+--   public_routes     route table hypd-<tag>-public-rt, 0.0.0.0/0 -> the
+--                     internet gateway, associated with the public subnets
+--   security_group    hypd-<tag>-cluster, all traffic within the group
+--   private_routes    waits for the NAT gateway; hypd-<tag>-private-rt,
+--                     0.0.0.0/0 -> NAT, associated with the private subnets
 --
 -- Everything carries hypd:cluster-tag=<tag> and Name, set by the create call
 -- itself (TagSpecifications), so a crash between create and tag cannot leave
--- an untagged resource. Every resource is looked up before it is created:
--- by the id in ctx.state, else by tag, so a re-run creates nothing and a run
--- that lost its state finds everything again. Only what differs changes.
+-- an untagged resource. The kit finds each resource by the id in ctx.state,
+-- else by tag, creates only what is missing and changes only what differs;
+-- a plan reads the same way and lists what it would do.
 local cidr = hypd.cidr
 local errors = hypd.errors
 
@@ -25,6 +32,7 @@ local M = {}
 M.TAG_KEY = "hypd:cluster-tag"
 M.SLOT_KEY = "hypd:subnet"                 -- public-1, public-2, private-1, private-2
 M.NAT_POLL, M.NAT_LIMIT = 15, 20 * 60      -- seconds between NAT checks; give up after
+M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30       -- a resource made a moment ago may not be visible yet
 
 -- Zones where EKS places no control plane (CreateCluster answers
 -- UnsupportedAvailabilityZoneException for subnets there).
@@ -59,25 +67,25 @@ function M.tag_value(tags, key)
   end
 end
 
--- elapsed(seconds) -> "4m10s"
-function M.elapsed(s)
-  s = math.max(0, math.floor(s + 0.5))
-  if s < 60 then return s .. "s" end
-  return string.format("%dm%02ds", s // 60, s % 60)
+-- owned_by(tag, tags_of) -> fn(obj) -> true | false, why: the kit's owner
+-- check, by the hypd:cluster-tag tag (tags_of(obj) -> an EC2/IAM tag list,
+-- or a {key = value} map)
+function M.owned_by(tag, tags_of)
+  return function(obj)
+    local tags = tags_of(obj) or {}
+    local have = tags[M.TAG_KEY]
+    if have == nil then have = M.tag_value(tags, M.TAG_KEY) end
+    if have == tag then return true end
+    return false, string.format("its %s tag is %s, not '%s'", M.TAG_KEY, have and ("'" .. have .. "'") or "missing",
+      tag)
+  end
 end
 
--- settled(ctx, service, op, params) -> result. ctx:call, retried for a short
--- while when the answer is NotFound: EC2 and IAM are eventually consistent,
--- and a resource created a moment ago may not be visible to the next call.
-function M.settled(ctx, service, op, params)
-  local tries = 6
-  for attempt = 1, tries do
-    local out, err = ctx:try(service, op, params)
-    if out then return out end
-    local code = tostring(err.code)
-    if attempt == tries or not (code:find("NotFound", 1, true) or code == "NoSuchEntity") then error(err, 0) end
-    ctx:sleep(2 * attempt)
-  end
+-- not_yet(err) -> a note when err says a resource made a moment ago is not
+-- visible yet (EC2 and IAM are eventually consistent): the kit's retry
+function M.not_yet(err)
+  local code = tostring(err.code)
+  if code:find("NotFound", 1, true) or code == "NoSuchEntity" then return "not visible yet (" .. code .. ")" end
 end
 
 -- CIDR blocks (hypd.cidr) ------------------------------------------------------
@@ -85,53 +93,88 @@ end
 M.parse_cidr, M.format_cidr, M.subnet_prefix, M.next_free = cidr.parse, cidr.format, cidr.subnet_prefix,
   cidr.next_free
 
--- lookups ---------------------------------------------------------------------
+-- EC2 resources as ensure specs -----------------------------------------------
 
 local function filter(name, ...) return { Name = name, Values = { ... } } end
 
--- recall(ctx, s) -> the EC2 record or nil; s = { key (ctx.state field with its
--- id), op, ids (the op's id list member), list (result member), id (record id
--- member), filters, filter_param ("Filters"), live(rec) -> bool, unique (two
--- matches are a CONFLICT), what }. Found ids are written to ctx.state[key].
-local function recall(ctx, s)
-  local st = ctx.state
-  if st[s.key] then
-    local out, err = ctx:try("ec2", s.op, { [s.ids] = { st[s.key] } })
-    if not out and not tostring(err.code):find("NotFound", 1, true) then error(err, 0) end
-    local r = out and out[s.list] and out[s.list][1]
-    if r and (not s.live or s.live(r)) then return r end
-    st[s.key] = nil
+local function not_found(err) return tostring(err.code):find("NotFound", 1, true) ~= nil end
+
+-- ec2(ctx, r) -> a ctx:ensure spec for an EC2 resource. r: the ensure keys
+-- (type, label, name, key, create, desired, update, ...) and
+--   describe = {operation, ids member, result list, id field}
+--              ({"DescribeVpcs", "VpcIds", "Vpcs", "VpcId"})
+--   filters   the search's filters (by tag, within the VPC); also: the
+--             filters tried when those find nothing
+--   search    replaces the describe by filters (the caller has the list)
+--   filter_param "Filters" (DescribeNatGateways: "Filter")
+--   live      fn(obj) -> bool: what counts as existing (NAT: pending, available)
+--   order     a sort for several matches (default by id); unique: two are a CONFLICT
+--   tags      {key = value}: tags that must hold (desired "tag:<key>", set by CreateTags)
+--   attrs     {field = fn(id, value)}: how update sets the other desired fields
+-- find and search describe; update sets tags and attrs.
+function M.ec2(ctx, r)
+  local op, ids, list, idf = table.unpack(r.describe)
+  local function live(x) return x and (not r.live or r.live(x)) end
+  -- every EC2 resource here is created with its tags (spec()): a plan shows them
+  local fields = { ["tag:" .. M.TAG_KEY] = ctx.params.cluster_tag, ["tag:Name"] = r.name }
+  for k, v in pairs(r.fields or {}) do fields[k] = v end
+  local spec = { type = r.type, label = r.label, name = r.name, key = r.key, id = idf, needs = r.needs,
+    create = r.create, exists = r.exists, fields = fields, owned = r.owned, retry = M.not_yet,
+    retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR, placeholder = r.placeholder, current = r.current }
+  function spec.find(id)
+    local out, err = ctx:try("ec2", op, { [ids] = { id } })
+    if not out and not not_found(err) then error(err, 0) end
+    local x = out and (out[list] or {})[1]
+    if live(x) then return x end
   end
-  local found = {}
-  for _, r in ipairs(ctx:call("ec2", s.op, { [s.filter_param or "Filters"] = s.filters })[s.list] or {}) do
-    if not s.live or s.live(r) then found[#found + 1] = r end
+  local function matching(filters)
+    local found = {}
+    for _, x in ipairs(ctx:call("ec2", op, { [r.filter_param or "Filters"] = filters })[list] or {}) do
+      if live(x) then found[#found + 1] = x end
+    end
+    return found
   end
-  table.sort(found, s.order or function(a, b) return a[s.id] < b[s.id] end)
-  if s.unique and #found > 1 then
-    local ids = {}
-    for i, r in ipairs(found) do ids[i] = r[s.id] end
-    errors.raise("CONFLICT", string.format("%d %ss carry the tag %s=%s (%s); hypd expects one. Delete the extra " ..
-      "ones, or choose another cluster_tag.", #found, s.what, M.TAG_KEY, ctx.params.cluster_tag,
-      table.concat(ids, ", ")), { ids = ids })
+  function spec.search()
+    local found = matching(r.filters)
+    if #found == 0 and r.also then found = matching(r.also) end
+    table.sort(found, r.order or function(a, b) return a[idf] < b[idf] end)
+    if r.unique and #found > 1 then
+      local all = {}
+      for i, x in ipairs(found) do all[i] = x[idf] end
+      errors.raise("CONFLICT", string.format("%d %ss carry the tag %s=%s (%s); hypd expects one. Delete the extra " ..
+        "ones, or choose another cluster_tag.", #found, r.label, M.TAG_KEY, ctx.params.cluster_tag,
+        table.concat(all, ", ")), { ids = all, field = "cluster_tag" })
+    end
+    return found[1]
   end
-  local r = found[1]
-  st[s.key] = r and r[s.id] or nil
-  return r
+  if r.search then spec.search = r.search end
+  if r.tags or r.desired then
+    spec.desired = {}
+    for k, v in pairs(r.desired or {}) do spec.desired[k] = v end
+    for k, v in pairs(r.tags or {}) do spec.desired["tag:" .. k] = v end
+    spec.current = r.current or function(x)
+      local cur = {}
+      for k in pairs(spec.desired) do cur[k] = x[k] end
+      for _, t in ipairs(x.Tags or {}) do cur["tag:" .. t.Key] = t.Value end
+      return cur
+    end
+    function spec.update(x, changes)
+      local id, tags = x[idf], {}
+      for _, k in ipairs(r.attr_order or {}) do
+        if changes[k] then r.attrs[k](id, changes[k].to) end
+      end
+      for k, c in pairs(changes) do
+        local key = k:match("^tag:(.+)$")
+        if key then tags[#tags + 1] = { Key = key, Value = c.to } end
+      end
+      table.sort(tags, function(a, b) return a.Key < b.Key end)
+      if #tags > 0 then ctx:call("ec2", "CreateTags", { Resources = { id }, Tags = tags }) end
+    end
+  end
+  return spec
 end
 
--- ensure_tags(ctx, id, have, want): adds the tags in want (a tag list) that
--- the resource lacks or has with another value
-local function ensure_tags(ctx, id, have, want, what)
-  local missing = {}
-  for _, t in ipairs(want) do
-    if M.tag_value(have, t.Key) ~= t.Value then missing[#missing + 1] = t end
-  end
-  if #missing == 0 then return end
-  ctx:phase("tagging " .. what)
-  M.settled(ctx, "ec2", "CreateTags", { Resources = { id }, Tags = missing })
-end
-
--- the steps' parts -------------------------------------------------------------
+-- the steps --------------------------------------------------------------------
 
 local function zones(ctx)
   local st = ctx.state
@@ -151,66 +194,74 @@ local function zones(ctx)
   return out
 end
 
-local function ensure_vpc(ctx)
-  local tag, st = ctx.params.cluster_tag, ctx.state
-  local vpc = recall(ctx, { key = "vpc_id", op = "DescribeVpcs", ids = "VpcIds", list = "Vpcs", id = "VpcId",
-    filters = { filter("tag:" .. M.TAG_KEY, tag) }, unique = true, what = "VPC" })
-  if vpc then
-    if vpc.CidrBlock ~= ctx.params.vpc_cidr then
-      ctx:progress("reusing VPC " .. vpc.VpcId .. " with its CIDR " .. vpc.CidrBlock .. " (not " ..
-        tostring(ctx.params.vpc_cidr) .. ")")
-    end
-  else
-    local ok, why = M.parse_cidr(ctx.params.vpc_cidr)
-    if not ok or ok.prefix < 16 or ok.prefix > 24 then
-      errors.raise("VALIDATION", "vpc_cidr " .. tostring(ctx.params.vpc_cidr) .. ": " ..
-        (why or "the prefix must be /16 to /24"), { field = "vpc_cidr" })
-    end
-    ctx:phase("creating VPC " .. M.name(tag, "vpc") .. " (" .. ctx.params.vpc_cidr .. ")")
-    vpc = ctx:call("ec2", "CreateVpc", { CidrBlock = ctx.params.vpc_cidr,
-      TagSpecifications = M.spec("vpc", tag, M.name(tag, "vpc")) }).Vpc
-    st.vpc_id = vpc.VpcId
-    ctx:save()
+local DNS = { "EnableDnsSupport", "EnableDnsHostnames" } -- support first: EC2 refuses hostnames without it
+
+function M.vpc(ctx)
+  local p, st = ctx.params, ctx.state
+  local tag = p.cluster_tag
+  st.region, st.cluster_tag = st.region or ctx.region, tag
+  local block, why = M.parse_cidr(p.vpc_cidr)
+  if not block or block.prefix < 16 or block.prefix > 24 then
+    errors.raise("VALIDATION", "vpc_cidr " .. tostring(p.vpc_cidr) .. ": " ..
+      (why or "the prefix must be /16 to /24"), { field = "vpc_cidr" })
+  end
+  zones(ctx)
+  local name = M.name(tag, "vpc")
+  local attrs = {}
+  for _, a in ipairs(DNS) do
+    attrs[a] = function(id, v) ctx:call("ec2", "ModifyVpcAttribute", { VpcId = id, [a] = { Value = v } }) end
+  end
+  local vpc = ctx:ensure(M.ec2(ctx, { type = "ec2:vpc", label = "VPC", name = name, key = "vpc_id",
+    describe = { "DescribeVpcs", "VpcIds", "Vpcs", "VpcId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+    unique = true, fields = { CidrBlock = p.vpc_cidr }, desired = { EnableDnsSupport = true, EnableDnsHostnames = true },
+    current = function(v)
+      local cur = {}
+      for _, a in ipairs(DNS) do
+        local out = ctx:call("ec2", "DescribeVpcAttribute", { VpcId = v.VpcId, Attribute = a:sub(1, 1):lower() ..
+          a:sub(2) })
+        cur[a] = (out[a] or {}).Value == true
+      end
+      return cur
+    end,
+    attrs = attrs, attr_order = DNS,
+    placeholder = function(id) return { VpcId = id, CidrBlock = p.vpc_cidr } end,
+    create = function()
+      return ctx:call("ec2", "CreateVpc", { CidrBlock = p.vpc_cidr, TagSpecifications = M.spec("vpc", tag, name) }).Vpc
+    end }))
+  if vpc.CidrBlock ~= p.vpc_cidr then
+    ctx:progress("reusing VPC " .. vpc.VpcId .. " with its CIDR " .. tostring(vpc.CidrBlock) .. " (not " ..
+      tostring(p.vpc_cidr) .. ")")
   end
   st.vpc_id, st.vpc_cidr = vpc.VpcId, vpc.CidrBlock
-  -- DNS support first: EC2 refuses hostnames without it
-  for _, attr in ipairs { { "enableDnsSupport", "EnableDnsSupport", "DNS support" },
-                          { "enableDnsHostnames", "EnableDnsHostnames", "DNS hostnames" } } do
-    local cur = M.settled(ctx, "ec2", "DescribeVpcAttribute", { VpcId = vpc.VpcId, Attribute = attr[1] })
-    if not (cur[attr[2]] and cur[attr[2]].Value) then
-      ctx:phase("enabling " .. attr[3] .. " on VPC " .. vpc.VpcId)
-      M.settled(ctx, "ec2", "ModifyVpcAttribute", { VpcId = vpc.VpcId, [attr[2]] = { Value = true } })
-    end
-  end
-  return vpc
 end
 
-local function ensure_igw(ctx, vpc)
+function M.internet_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local name = M.name(tag, "igw")
-  local igw = recall(ctx, { key = "internet_gateway_id", op = "DescribeInternetGateways", ids = "InternetGatewayIds",
-    list = "InternetGateways", id = "InternetGatewayId", filters = { filter("tag:" .. M.TAG_KEY, tag) } })
-  if not igw then -- a gateway someone else attached to this VPC serves as well
-    igw = recall(ctx, { key = "internet_gateway_id", op = "DescribeInternetGateways", ids = "InternetGatewayIds",
-      list = "InternetGateways", id = "InternetGatewayId", filters = { filter("attachment.vpc-id", vpc.VpcId) } })
-  end
-  if not igw then
-    ctx:phase("creating internet gateway " .. name)
-    igw = ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = M.spec("internet-gateway", tag, name) })
-      .InternetGateway
-    st.internet_gateway_id = igw.InternetGatewayId
-    ctx:save()
-  end
-  local att = (igw.Attachments or {})[1]
-  if att and att.VpcId ~= vpc.VpcId then
-    errors.raise("CONFLICT", "internet gateway " .. igw.InternetGatewayId .. " (tagged " .. M.TAG_KEY .. "=" .. tag ..
-      ") is attached to " .. att.VpcId .. ", not to " .. vpc.VpcId)
-  end
-  if not att then
-    ctx:phase("attaching internet gateway " .. igw.InternetGatewayId .. " to " .. vpc.VpcId)
-    M.settled(ctx, "ec2", "AttachInternetGateway", { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc.VpcId })
-  end
-  return igw.InternetGatewayId
+  local vpc_id = st.vpc_id
+  -- a gateway someone else attached to this VPC serves as well
+  local igw = ctx:ensure(M.ec2(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = name,
+    key = "internet_gateway_id", describe = { "DescribeInternetGateways", "InternetGatewayIds", "InternetGateways",
+      "InternetGatewayId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+    also = { filter("attachment.vpc-id", vpc_id) },
+    create = function()
+      return ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = M.spec("internet-gateway", tag, name) })
+        .InternetGateway
+    end }))
+  ctx:ensure { type = "ec2:internet-gateway-attachment", label = "internet gateway attachment",
+    name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id },
+    id = function(a) return a.VpcId end, fields = { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id },
+    search = function() return (igw.Attachments or {})[1] end,
+    owned = function(a)
+      return a.VpcId == vpc_id, "it attaches " .. tostring(igw.InternetGatewayId) .. " to " .. tostring(a.VpcId) ..
+        ", not to " .. tostring(vpc_id)
+    end,
+    retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
+    create = function()
+      ctx:call("ec2", "AttachInternetGateway", { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id })
+      return { VpcId = vpc_id, State = "attached" }
+    end }
+  st.internet_gateway_id = igw.InternetGatewayId
 end
 
 local SLOTS = {
@@ -218,194 +269,214 @@ local SLOTS = {
 }
 local ELB_TAG = { public = "kubernetes.io/role/elb", private = "kubernetes.io/role/internal-elb" }
 
--- ensure_subnets(ctx, vpc, azs) -> { public = {ids}, private = {ids} }
-local function ensure_subnets(ctx, vpc, azs)
-  local tag, st = ctx.params.cluster_tag, ctx.state
-  local all = ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc.VpcId) } }).Subnets or {}
+-- subnet_blocks(vpc_cidr, existing, azs) -> {[slot] = {block, az, subnet}}: where each slot's subnet is or
+-- goes. existing: the VPC's subnets; hypd's (tagged with the slot and this
+-- tag) keep their place; a missing one takes the first free block, in slot
+-- order, and its slot's zone (the other zone when its sibling took that one)
+function M.subnet_blocks(vpc_cidr, existing, azs, tag)
   local by_slot, used = {}, {}
-  table.sort(all, function(a, b) return a.SubnetId < b.SubnetId end)
-  for _, s in ipairs(all) do
+  table.sort(existing, function(a, b) return a.SubnetId < b.SubnetId end)
+  for _, s in ipairs(existing) do
     used[#used + 1] = s.CidrBlock
     local slot = M.tag_value(s.Tags, M.SLOT_KEY)
     if slot and M.tag_value(s.Tags, M.TAG_KEY) == tag and not by_slot[slot] then by_slot[slot] = s end
   end
-  local out = { public = {}, private = {} }
+  local out = {}
   for _, slot in ipairs(SLOTS) do
     local key = slot.role .. "-" .. slot.n
     local s = by_slot[key]
-    if not s then
+    if s then
+      out[key] = { block = s.CidrBlock, az = s.AvailabilityZone, subnet = s }
+    else
       local az = azs[slot.n]
-      local sibling = by_slot[slot.role .. "-" .. (3 - slot.n)]
-      if sibling and sibling.AvailabilityZone == az then az = azs[3 - slot.n] end
-      local block = M.next_free(vpc.CidrBlock, used)
+      local sibling = out[slot.role .. "-" .. (3 - slot.n)]
+      if sibling and sibling.az == az then az = azs[3 - slot.n] end
+      local block = M.next_free(vpc_cidr, used)
       if not block then
-        errors.raise("CONFLICT", "VPC " .. vpc.VpcId .. " (" .. vpc.CidrBlock .. ") has no free block for subnet " ..
-          key, { field = "vpc_cidr" })
+        errors.raise("CONFLICT", "the VPC's block " .. vpc_cidr .. " has no free block for subnet " .. key,
+          { field = "vpc_cidr" })
       end
-      local name = M.name(tag, slot.role .. "-" .. az)
-      ctx:phase("creating subnet " .. name .. " (" .. block .. ")")
-      s = ctx:call("ec2", "CreateSubnet", { VpcId = vpc.VpcId, CidrBlock = block, AvailabilityZone = az,
-        TagSpecifications = M.spec("subnet", tag, name, { [M.SLOT_KEY] = key, [ELB_TAG[slot.role]] = "1" }) }).Subnet
       used[#used + 1] = block
-      by_slot[key] = s
-    end
-    out[slot.role][slot.n] = s.SubnetId
-    st[slot.role .. "_subnet_ids"] = out[slot.role]
-    ctx:save()
-    ensure_tags(ctx, s.SubnetId, s.Tags, { { Key = M.TAG_KEY, Value = tag }, { Key = ELB_TAG[slot.role], Value = "1" } },
-      "subnet " .. s.SubnetId)
-    if slot.role == "public" and not s.MapPublicIpOnLaunch then
-      ctx:phase("mapping public IPs on launch in subnet " .. s.SubnetId)
-      M.settled(ctx, "ec2", "ModifySubnetAttribute", { SubnetId = s.SubnetId, MapPublicIpOnLaunch = { Value = true } })
+      out[key] = { block = block, az = az }
     end
   end
   return out
 end
 
+
+function M.subnets(ctx)
+  local tag, st = ctx.params.cluster_tag, ctx.state
+  local vpc_id = st.vpc_id
+  local existing = ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc_id) } }).Subnets or {}
+  local where = M.subnet_blocks(st.vpc_cidr, existing, st.zones, tag)
+  local out, names = { public = {}, private = {} }, {}
+  for _, slot in ipairs(SLOTS) do
+    local key = slot.role .. "-" .. slot.n
+    local w = where[key]
+    local name = w.subnet and M.tag_value(w.subnet.Tags, "Name") or M.name(tag, slot.role .. "-" .. w.az)
+    local elb = { [M.SLOT_KEY] = key, [ELB_TAG[slot.role]] = "1" }
+    local s = ctx:ensure(M.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, needs = vpc_id,
+      describe = { "DescribeSubnets", "SubnetIds", "Subnets", "SubnetId" },
+      search = function() return w.subnet end, -- found in the VPC's list above, by its slot
+      tags = { [M.TAG_KEY] = tag, [ELB_TAG[slot.role]] = "1" },
+      desired = { MapPublicIpOnLaunch = slot.role == "public" or nil }, attr_order = { "MapPublicIpOnLaunch" },
+      attrs = { MapPublicIpOnLaunch = function(id, v)
+        ctx:call("ec2", "ModifySubnetAttribute", { SubnetId = id, MapPublicIpOnLaunch = { Value = v } })
+      end },
+      fields = { VpcId = vpc_id, CidrBlock = w.block, AvailabilityZone = w.az, ["tag:" .. M.SLOT_KEY] = key },
+      create = function()
+        return ctx:call("ec2", "CreateSubnet", { VpcId = vpc_id, CidrBlock = w.block, AvailabilityZone = w.az,
+          TagSpecifications = M.spec("subnet", tag, name, elb) }).Subnet
+      end }))
+    out[slot.role][slot.n], names[s.SubnetId] = s.SubnetId, name
+  end
+  st.public_subnet_ids, st.private_subnet_ids, st.subnet_names = out.public, out.private, names
+end
+
 local function nat_live(n) return n.State == "pending" or n.State == "available" end
 
--- ensure_nat(ctx, vpc, subnet_id) -> the NAT gateway record (maybe still pending)
-local function ensure_nat(ctx, vpc, subnet_id)
+function M.nat_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local nat = recall(ctx, { key = "nat_gateway_id", op = "DescribeNatGateways", ids = "NatGatewayIds",
-    list = "NatGateways", id = "NatGatewayId", filter_param = "Filter", live = nat_live,
-    filters = { filter("vpc-id", vpc.VpcId), filter("tag:" .. M.TAG_KEY, tag) },
+  local eip_name, name = M.name(tag, "nat-eip"), M.name(tag, "nat")
+  local subnet_id = st.public_subnet_ids[1]
+  local eip = ctx:ensure(M.ec2(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = eip_name,
+    key = "eip_allocation_id", describe = { "DescribeAddresses", "AllocationIds", "Addresses", "AllocationId" },
+    filters = { filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", eip_name) }, fields = { Domain = "vpc" },
+    create = function()
+      return ctx:call("ec2", "AllocateAddress", { Domain = "vpc",
+        TagSpecifications = M.spec("elastic-ip", tag, eip_name) })
+    end }))
+  local nat = ctx:ensure(M.ec2(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = name,
+    key = "nat_gateway_id", describe = { "DescribeNatGateways", "NatGatewayIds", "NatGateways", "NatGatewayId" },
+    filter_param = "Filter", filters = { filter("vpc-id", st.vpc_id), filter("tag:" .. M.TAG_KEY, tag) },
+    live = nat_live, needs = st.vpc_id,
     order = function(a, b) -- an available gateway first
       if (a.State == "available") ~= (b.State == "available") then return a.State == "available" end
       return a.NatGatewayId < b.NatGatewayId
-    end })
-  if nat then
-    local addr = (nat.NatGatewayAddresses or {})[1]
-    st.eip_allocation_id = addr and addr.AllocationId or st.eip_allocation_id
-    return nat
-  end
-  local eip_name = M.name(tag, "nat-eip")
-  local eip = recall(ctx, { key = "eip_allocation_id", op = "DescribeAddresses", ids = "AllocationIds",
-    list = "Addresses", id = "AllocationId", live = function(a) return a.AssociationId == nil end,
-    filters = { filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", eip_name) } })
-  if not eip then
-    ctx:phase("allocating Elastic IP " .. eip_name)
-    eip = ctx:call("ec2", "AllocateAddress", { Domain = "vpc", TagSpecifications = M.spec("elastic-ip", tag, eip_name) })
-    st.eip_allocation_id = eip.AllocationId
-    ctx:save()
-  end
-  ctx:phase("creating NAT gateway " .. M.name(tag, "nat") .. " in " .. subnet_id)
-  nat = M.settled(ctx, "ec2", "CreateNatGateway", { SubnetId = subnet_id, AllocationId = eip.AllocationId,
-    ConnectivityType = "public", TagSpecifications = M.spec("natgateway", tag, M.name(tag, "nat")) }).NatGateway
+    end,
+    fields = { SubnetId = subnet_id, AllocationId = eip.AllocationId, ConnectivityType = "public" },
+    create = function()
+      return ctx:call("ec2", "CreateNatGateway", { SubnetId = subnet_id, AllocationId = eip.AllocationId,
+        ConnectivityType = "public", TagSpecifications = M.spec("natgateway", tag, name) }).NatGateway
+    end }))
   st.nat_gateway_id = nat.NatGatewayId
-  ctx:save()
-  return nat
 end
 
-local function wait_nat(ctx, nat)
-  if nat.State == "available" then return end
-  local id = nat.NatGatewayId
-  ctx:phase("waiting for NAT gateway " .. id .. " to be available")
-  local started = hypd.now()
-  while true do
-    local n = M.settled(ctx, "ec2", "DescribeNatGateways", { NatGatewayIds = { id } }).NatGateways[1]
-    local state = n and n.State or "gone"
-    if state == "available" then return end
-    if state ~= "pending" then
-      ctx.state.nat_gateway_id = nil
-      ctx:save()
-      errors.raise("FAILED", string.format("NAT gateway %s is %s%s; a new run creates another", id, state,
-        n and n.FailureMessage and (": " .. n.FailureMessage) or ""), { nat_gateway_id = id })
-    end
-    local waited = hypd.now() - started
-    if waited > M.NAT_LIMIT then
-      errors.raise("TIMEOUT", "NAT gateway " .. id .. " still pending after " .. M.elapsed(waited))
-    end
-    ctx:progress("NAT gateway " .. id .. " " .. state .. " (" .. M.elapsed(waited) .. ")")
-    ctx:sleep(M.NAT_POLL)
-  end
-end
-
--- ensure_routes(ctx, vpc, kind, target, subnet_ids): route table hypd-<tag>-<kind>-rt
--- with 0.0.0.0/0 -> target ({GatewayId = igw} or {NatGatewayId = nat}),
--- associated with the subnets
-local function ensure_routes(ctx, vpc, kind, target, subnet_ids)
+-- routes(ctx, kind, target): route table hypd-<tag>-<kind>-rt with
+-- 0.0.0.0/0 -> target ({GatewayId = igw} or {NatGatewayId = nat}),
+-- associated with the <kind> subnets
+local function routes(ctx, kind, target_field, target)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local name = M.name(tag, kind .. "-rt")
-  local key = kind .. "_route_table_id"
-  local rt = recall(ctx, { key = key, op = "DescribeRouteTables", ids = "RouteTableIds", list = "RouteTables",
-    id = "RouteTableId", filters = { filter("vpc-id", vpc.VpcId), filter("tag:" .. M.TAG_KEY, tag),
-      filter("tag:Name", name) } })
-  if not rt then
-    ctx:phase("creating route table " .. name)
-    rt = ctx:call("ec2", "CreateRouteTable", { VpcId = vpc.VpcId, TagSpecifications = M.spec("route-table", tag, name) })
-      .RouteTable
-    st[key] = rt.RouteTableId
-    ctx:save()
+  local vpc_id = st.vpc_id
+  local rt_spec = M.ec2(ctx, { type = "ec2:route-table", label = "route table", name = name,
+    key = kind .. "_route_table_id", describe = { "DescribeRouteTables", "RouteTableIds", "RouteTables", "RouteTableId" },
+    filters = { filter("vpc-id", vpc_id), filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", name) },
+    needs = vpc_id, fields = { VpcId = vpc_id },
+    create = function()
+      return ctx:call("ec2", "CreateRouteTable", { VpcId = vpc_id,
+        TagSpecifications = M.spec("route-table", tag, name) }).RouteTable
+    end })
+  local rt = ctx:ensure(rt_spec)
+  local rt_id = rt.RouteTableId
+  local route = { RouteTableId = rt_id, DestinationCidrBlock = "0.0.0.0/0", [target_field] = target }
+  ctx:ensure { type = "ec2:route", label = "route", name = "0.0.0.0/0 in " .. name, needs = rt_id,
+    id = function() return rt_id .. ":0.0.0.0/0" end, fields = route, exists = "RouteAlreadyExists",
+    retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
+    search = function() -- read again: a lost answer or a race is found this way
+      for _, r in ipairs((rt_spec.find(rt_id) or {}).Routes or {}) do
+        if r.DestinationCidrBlock == "0.0.0.0/0" then return r end
+      end
+    end,
+    desired = { [target_field] = target, State = "active" },
+    current = function(r) return { [target_field] = r[target_field], State = r.State or "active" } end,
+    create = function()
+      ctx:call("ec2", "CreateRoute", route)
+      return { DestinationCidrBlock = "0.0.0.0/0", [target_field] = target, State = "active" }
+    end,
+    update = function() ctx:call("ec2", "ReplaceRoute", route) end }
+  for _, sid in ipairs(st[kind .. "_subnet_ids"]) do
+    ctx:ensure { type = "ec2:route-table-association", label = "route table association",
+      name = name .. " with " .. tostring((st.subnet_names or {})[sid] or sid), needs = { rt_id, sid },
+      id = "RouteTableAssociationId", fields = { RouteTableId = rt_id, SubnetId = sid },
+      retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
+      search = function()
+        for _, a in ipairs(rt.Associations or {}) do
+          if a.SubnetId == sid then return a end
+        end
+      end,
+      create = function()
+        local out = ctx:call("ec2", "AssociateRouteTable", { RouteTableId = rt_id, SubnetId = sid })
+        return { RouteTableAssociationId = out.AssociationId, SubnetId = sid }
+      end }
   end
-  local tk, tv = next(target)
-  local default
-  for _, r in ipairs(rt.Routes or {}) do
-    if r.DestinationCidrBlock == "0.0.0.0/0" then default = r end
-  end
-  local route = { RouteTableId = rt.RouteTableId, DestinationCidrBlock = "0.0.0.0/0", [tk] = tv }
-  if not default then
-    ctx:phase("routing 0.0.0.0/0 in " .. name .. " to " .. tv)
-    M.settled(ctx, "ec2", "CreateRoute", route)
-  elseif default[tk] ~= tv or default.State == "blackhole" then
-    ctx:phase("rerouting 0.0.0.0/0 in " .. name .. " to " .. tv)
-    M.settled(ctx, "ec2", "ReplaceRoute", route)
-  end
-  local associated = {}
-  for _, a in ipairs(rt.Associations or {}) do
-    if a.SubnetId then associated[a.SubnetId] = true end
-  end
-  for _, sid in ipairs(subnet_ids) do
-    if not associated[sid] then
-      ctx:phase("associating " .. name .. " with subnet " .. sid)
-      M.settled(ctx, "ec2", "AssociateRouteTable", { RouteTableId = rt.RouteTableId, SubnetId = sid })
-    end
-  end
+  st[kind .. "_route_table_id"] = rt_id
 end
 
-local function ensure_sg(ctx, vpc)
+function M.public_routes(ctx) routes(ctx, "public", "GatewayId", ctx.state.internet_gateway_id) end
+
+function M.security_group(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local name = M.name(tag, "cluster")
-  local sg = recall(ctx, { key = "security_group_id", op = "DescribeSecurityGroups", ids = "GroupIds",
-    list = "SecurityGroups", id = "GroupId", filters = { filter("vpc-id", vpc.VpcId), filter("group-name", name) } })
-  if not sg then
-    ctx:phase("creating security group " .. name)
-    local out = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = vpc.VpcId,
-      Description = "hypd " .. tag .. ": EKS control plane and nodes, all traffic within the group",
-      TagSpecifications = M.spec("security-group", tag, name) })
-    sg = { GroupId = out.GroupId, Tags = out.Tags or M.tag_list(tag, name), IpPermissions = {} }
-    st.security_group_id = sg.GroupId
-    ctx:save()
-  end
-  ensure_tags(ctx, sg.GroupId, sg.Tags, M.tag_list(tag, name), "security group " .. sg.GroupId)
-  for _, p in ipairs(sg.IpPermissions or {}) do
-    if tostring(p.IpProtocol) == "-1" then
-      for _, pair in ipairs(p.UserIdGroupPairs or {}) do
-        if pair.GroupId == sg.GroupId then return sg.GroupId end
+  local vpc_id = st.vpc_id
+  local sg_spec = M.ec2(ctx, { type = "ec2:security-group", label = "security group", name = name,
+    key = "security_group_id", describe = { "DescribeSecurityGroups", "GroupIds", "SecurityGroups", "GroupId" },
+    filters = { filter("vpc-id", vpc_id), filter("group-name", name) }, needs = vpc_id,
+    tags = { [M.TAG_KEY] = tag, Name = name }, exists = "InvalidGroup.Duplicate", fields = { VpcId = vpc_id },
+    create = function()
+      local out = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = vpc_id,
+        Description = "hypd " .. tag .. ": EKS control plane and nodes, all traffic within the group",
+        TagSpecifications = M.spec("security-group", tag, name) })
+      return { GroupId = out.GroupId, Tags = out.Tags or M.tag_list(tag, name), IpPermissions = {} }
+    end })
+  local sg = ctx:ensure(sg_spec)
+  local id = sg.GroupId
+  local rule = { IpProtocol = "-1", UserIdGroupPairs = { { GroupId = id, Description = "within the group" } } }
+  ctx:ensure { type = "ec2:security-group-rule", label = "security group rule",
+    name = "all traffic within " .. name, needs = id, fields = { GroupId = id, IpPermissions = { rule } },
+    exists = "InvalidPermission.Duplicate", retry = M.not_yet, retry_every = M.SETTLE_EVERY,
+    retry_for = M.SETTLE_FOR,
+    search = function() -- read again: a lost answer or a race is found this way
+      for _, p in ipairs((sg_spec.find(id) or {}).IpPermissions or {}) do
+        for _, pair in ipairs(tostring(p.IpProtocol) == "-1" and p.UserIdGroupPairs or {}) do
+          if pair.GroupId == id then return p end
+        end
       end
-    end
-  end
-  ctx:phase("allowing all traffic within security group " .. sg.GroupId)
-  local _, err = ctx:try("ec2", "AuthorizeSecurityGroupIngress", { GroupId = sg.GroupId, IpPermissions = {
-    { IpProtocol = "-1", UserIdGroupPairs = { { GroupId = sg.GroupId, Description = "within the group" } } } } })
-  if err and err.code ~= "InvalidPermission.Duplicate" then error(err, 0) end
-  return sg.GroupId
+    end,
+    create = function()
+      ctx:call("ec2", "AuthorizeSecurityGroupIngress", { GroupId = id, IpPermissions = { rule } })
+      return rule
+    end }
+  st.security_group_id = id
 end
 
--- run(ctx): the "network" step
-function M.run(ctx)
+function M.private_routes(ctx)
   local st = ctx.state
-  st.region, st.cluster_tag = st.region or ctx.region, ctx.params.cluster_tag
-  local azs = zones(ctx)
-  local vpc = ensure_vpc(ctx)
-  local igw = ensure_igw(ctx, vpc)
-  local subnets = ensure_subnets(ctx, vpc, azs)
-  local nat = ensure_nat(ctx, vpc, subnets.public[1])
-  ensure_routes(ctx, vpc, "public", { GatewayId = igw }, subnets.public)
-  ensure_sg(ctx, vpc)
-  wait_nat(ctx, nat) -- the public side is done meanwhile
-  ensure_routes(ctx, vpc, "private", { NatGatewayId = nat.NatGatewayId }, subnets.private)
-  ctx:save()
+  local id = st.nat_gateway_id
+  ctx:poll { what = "NAT gateway " .. tostring(id) .. " to be available", every = M.NAT_POLL, timeout = M.NAT_LIMIT,
+    check = function()
+      local out, err = ctx:try("ec2", "DescribeNatGateways", { NatGatewayIds = { id } })
+      if not out and not not_found(err) then error(err, 0) end
+      local n = out and (out.NatGateways or {})[1]
+      local state = n and n.State or "gone"
+      if state == "available" then return true end
+      if state ~= "pending" then
+        errors.raise("FAILED", string.format("NAT gateway %s is %s%s; a new run creates another", id, state,
+          n and n.FailureMessage and (": " .. n.FailureMessage) or ""), { nat_gateway_id = id })
+      end
+      return false, "NAT gateway " .. id .. " " .. state
+    end }
+  routes(ctx, "private", "NatGatewayId", id)
 end
+
+M.steps = {
+  { name = "vpc", run = M.vpc },
+  { name = "internet_gateway", run = M.internet_gateway },
+  { name = "subnets", run = M.subnets },
+  { name = "nat_gateway", run = M.nat_gateway },
+  { name = "public_routes", run = M.public_routes },
+  { name = "security_group", run = M.security_group },
+  { name = "private_routes", run = M.private_routes },
+}
 
 return M

@@ -1,17 +1,22 @@
 -- cluster/_eks_stage: stage 1 of provisioning, the staged steps of
 -- cluster_create_eks. For one cluster tag in one region:
 --
---   network       VPC, subnets, gateways, routes, security group (eks_network)
---   iam           role hypd-<tag>-eks-cluster-role with AmazonEKSClusterPolicy
+--   vpc ... private_routes   the network (cluster/_eks_network)
+--   iam           role hypd-<tag>-eks-cluster-role (owned: its
+--                 hypd:cluster-tag tag) with AmazonEKSClusterPolicy attached
 --   cluster       EKS cluster hypd-<tag> (authentication mode API) in the
---                 private subnets
---   access        the caller as cluster admin (an access entry with
---                 AmazonEKSClusterAdminPolicy)
+--                 private subnets; CreateCluster's clientRequestToken comes
+--                 from the operation id, and it is tried again while EKS
+--                 does not see the new role yet
 --   wait_active   polls until the cluster is ACTIVE; sets ctx.state.result
+--   access        the caller as cluster admin (an access entry with
+--                 AmazonEKSClusterAdminPolicy); the first cluster becomes
+--                 the active one
 --
--- AWS APIs directly, no CloudFormation. Each step reads before it writes
--- and is idempotent: a re-run creates nothing, and a run whose state was
--- lost finds everything again by name and tag (hypd:cluster-tag=<tag>).
+-- AWS APIs directly, no CloudFormation. Every resource is declared with
+-- ctx:ensure (hypd.kit) and every wait is a ctx:poll: a re-run creates
+-- nothing, a run whose state was lost finds everything again by name and
+-- tag (hypd:cluster-tag=<tag>), and plan = true lists what would be made.
 -- The module is data for the tool (cluster_create_eks): params, target,
 -- steps, and status, the live view for cluster_get_creation_status.
 local errors = hypd.errors
@@ -65,7 +70,7 @@ function M.admin_principal(arn)
   return arn
 end
 
--- describe_cluster(ctx_or_try, name) -> the cluster or nil when there is none
+-- describe_cluster(ctx, name) -> the cluster or nil when there is none
 local function describe_cluster(ctx, name)
   local out, err = ctx:try("eks", "DescribeCluster", { name = name })
   if out then return out.cluster end
@@ -73,159 +78,12 @@ local function describe_cluster(ctx, name)
   error(err, 0)
 end
 
--- the cluster must be hypd's for this tag: a same-named cluster made by
--- someone else, or for another tag, is never adopted
-local function check_owner(c, tag, region)
-  local have = (c.tags or {})[net.TAG_KEY]
-  if have ~= tag then
-    errors.raise("CONFLICT", string.format("an EKS cluster named %s already exists in %s and is not hypd's " ..
-      "cluster for tag '%s' (its %s tag is %s). Choose another cluster_tag, or delete or rename that cluster.",
-      c.name, region, tag, net.TAG_KEY, have and ("'" .. have .. "'") or "missing"),
-      { cluster = c.name, field = "cluster_tag" })
-  end
-end
-
--- steps ---------------------------------------------------------------------------
-
-local function iam(ctx)
-  local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = net.name(tag, "eks-cluster-role")
-  local role
-  local out, err = ctx:try("iam", "GetRole", { RoleName = name })
-  if out then
-    role = out.Role
-  elseif err.code ~= "NoSuchEntity" then
-    error(err, 0)
-  else
-    ctx:phase("creating IAM role " .. name)
-    out, err = ctx:try("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = TRUST,
-      Description = "hypd " .. tag .. ": the EKS control plane of cluster " .. net.name(tag),
-      Tags = net.tag_list(tag, name) })
-    if out then
-      role = out.Role
-      role.Tags = role.Tags or net.tag_list(tag, name) -- made just now, with them
-    elseif err.code == "EntityAlreadyExists" then -- made meanwhile
-      role = net.settled(ctx, "iam", "GetRole", { RoleName = name }).Role
-    else
-      error(err, 0)
-    end
-  end
-  -- hypd's roles are tagged by CreateRole itself: an untagged one is someone else's
-  local owner = net.tag_value(role.Tags, net.TAG_KEY)
-  if owner ~= tag then
-    errors.raise("CONFLICT", string.format("IAM role %s exists and is not hypd's role for tag '%s' (its %s tag " ..
-      "is %s). Choose another cluster_tag, or delete that role.", name, tag, net.TAG_KEY,
-      owner and ("'" .. owner .. "'") or "missing"), { role = name, field = "cluster_tag" })
-  end
-  st.cluster_role_name, st.cluster_role_arn = name, role.Arn
-  ctx:save()
-  local policy = "arn:" .. partition(role.Arn) .. ":iam::aws:policy/AmazonEKSClusterPolicy"
-  local params = { RoleName = name }
-  repeat
-    local page = net.settled(ctx, "iam", "ListAttachedRolePolicies", params)
-    for _, p in ipairs(page.AttachedPolicies or {}) do
-      if p.PolicyArn == policy then return end
-    end
-    params.Marker = page.IsTruncated and page.Marker or nil
-  until not params.Marker
-  ctx:phase("attaching AmazonEKSClusterPolicy to " .. name)
-  net.settled(ctx, "iam", "AttachRolePolicy", { RoleName = name, PolicyArn = policy })
-end
-
-local function cluster(ctx)
-  local p, st = ctx.params, ctx.state
-  local name = net.name(p.cluster_tag)
-  local c = describe_cluster(ctx, name)
-  if not c then
-    local req = {
-      name = name, version = p.kubernetes_version, roleArn = st.cluster_role_arn,
-      resourcesVpcConfig = { subnetIds = st.private_subnet_ids, securityGroupIds = { st.security_group_id },
-        endpointPublicAccess = true, endpointPrivateAccess = true },
-      accessConfig = { authenticationMode = "API", bootstrapClusterCreatorAdminPermissions = true },
-      tags = { [net.TAG_KEY] = p.cluster_tag, Name = name },
-      clientRequestToken = ("hypd-" .. ctx.op_id):sub(1, 64), -- a retried create is the same create
-    }
-    if not (req.roleArn and req.resourcesVpcConfig.subnetIds and st.security_group_id) then
-      errors.raise("STATE", "the cluster step needs the network and iam steps' results (role, subnets, group)")
-    end
-    ctx:phase("creating EKS cluster " .. name .. " (Kubernetes " .. p.kubernetes_version .. ")")
-    for attempt = 1, M.ROLE_RETRIES do
-      local out, err = ctx:try("eks", "CreateCluster", req)
-      if out then
-        c = out.cluster
-        break
-      end
-      if err.code == "ResourceInUseException" then -- made meanwhile, by us or someone else
-        c = describe_cluster(ctx, name)
-        if not c then error(err, 0) end
-        break
-      end
-      -- IAM is eventually consistent: EKS may not see a new role for some seconds
-      local role_unseen = err.code == "InvalidParameterException" and tostring(err.message):find("[Rr]ole")
-      if not role_unseen or attempt == M.ROLE_RETRIES then error(err, 0) end
-      ctx:progress("EKS does not see role " .. st.cluster_role_arn .. " yet; retrying")
-      ctx:sleep(M.ROLE_RETRY_WAIT)
-    end
-  end
-  check_owner(c, p.cluster_tag, ctx.region)
-  if c.status == "DELETING" then
-    errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted; wait until it is gone, then call again",
-      { cluster = name })
-  end
-  if c.version and c.version ~= p.kubernetes_version then
-    ctx:progress("EKS cluster " .. name .. " exists with Kubernetes " .. c.version .. "; kept as it is")
-  end
-  st.cluster_name, st.cluster_arn = c.name, c.arn
-  st.cluster_created_at = st.cluster_created_at or hypd.now()
-  ctx:save()
-end
-
--- grant_admin(ctx) -> true when the caller has an access entry with the
--- cluster-admin policy (made if missing), "skipped" when the caller is no
--- IAM user or role. Raises on AWS errors.
-local function grant_admin(ctx)
-  local st = ctx.state
-  local name = st.cluster_name
-  local caller = ctx:call("sts", "GetCallerIdentity", {}).Arn
-  local principal = M.admin_principal(caller)
-  st.admin_principal_arn = principal
-  if not principal:match("^arn:[^:]+:iam::%d+:role/") and not principal:match("^arn:[^:]+:iam::%d+:user/") then
-    ctx:progress("the caller " .. caller .. " is no IAM user or role; no access entry made for it")
-    return "skipped"
-  end
-  local _, err = ctx:try("eks", "DescribeAccessEntry", { clusterName = name, principalArn = principal })
-  if err and err.code ~= "ResourceNotFoundException" then error(err, 0) end
-  if err then
-    ctx:phase("creating access entry for " .. principal)
-    local _, cerr = ctx:try("eks", "CreateAccessEntry", { clusterName = name, principalArn = principal,
-      type = "STANDARD", tags = { [net.TAG_KEY] = ctx.params.cluster_tag } })
-    if cerr and cerr.code ~= "ResourceInUseException" then error(cerr, 0) end -- in use: there already
-  end
-  local policy = "arn:" .. partition(st.cluster_arn) .. ":eks::aws:cluster-access-policy/" .. ADMIN_POLICY
-  local pols = ctx:call("eks", "ListAssociatedAccessPolicies", { clusterName = name, principalArn = principal })
-  for _, a in ipairs(pols.associatedAccessPolicies or {}) do
-    if a.policyArn == policy and a.accessScope and a.accessScope.type == "cluster" then return true end
-  end
-  ctx:phase("associating " .. ADMIN_POLICY .. " with " .. principal)
-  ctx:call("eks", "AssociateAccessPolicy", { clusterName = name, principalArn = principal, policyArn = policy,
-    accessScope = { type = "cluster" } })
-  return true
-end
-
-local function access(ctx)
-  local st = ctx.state
-  local ok, r = pcall(grant_admin, ctx)
-  if ok then
-    st.admin_access = r == "skipped" and "skipped" or "granted"
-  else
-    -- EKS may refuse access entries before the cluster is ACTIVE: then
-    -- wait_active grants it once the cluster is up (and raises if it fails)
-    local c = describe_cluster(ctx, st.cluster_name)
-    if not c or c.status == "ACTIVE" then error(r, 0) end
-    st.admin_access = "pending"
-    ctx:progress("cluster admin access waits for ACTIVE (" .. tostring(type(r) == "table" and r.message or r) .. ")")
-  end
-  ctx:save()
+-- not_found(code, fn) -> fn's result, nil when it raises an AWS error with that code
+local function unless(code, fn, ...)
+  local ok, r = pcall(fn, ...)
+  if ok then return r end
+  if type(r) == "table" and r.code == code then return nil end
+  error(r, 0)
 end
 
 local function health(c)
@@ -236,63 +94,178 @@ local function health(c)
   return out
 end
 
-local function wait_active(ctx)
+-- steps ---------------------------------------------------------------------------
+
+local function iam(ctx)
+  local tag, st = ctx.params.cluster_tag, ctx.state
+  local name = net.name(tag, "eks-cluster-role")
+  local role = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = "cluster_role_arn", id = "Arn",
+    field = "cluster_tag", exists = "EntityAlreadyExists", retry = net.not_yet,
+    -- hypd's roles are tagged by CreateRole itself: an untagged one is someone else's
+    owned = net.owned_by(tag, function(r) return r.Tags end),
+    search = function()
+      return unless("NoSuchEntity", function() return ctx:call("iam", "GetRole", { RoleName = name }).Role end)
+    end,
+    fields = { AssumeRolePolicyDocument = TRUST, ["tag:" .. net.TAG_KEY] = tag },
+    placeholder = function(id) return { Arn = id, RoleName = name } end,
+    create = function()
+      local r = ctx:call("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = TRUST,
+        Description = "hypd " .. tag .. ": the EKS control plane of cluster " .. net.name(tag),
+        Tags = net.tag_list(tag, name) }).Role
+      r.Tags = r.Tags or net.tag_list(tag, name) -- made just now, with them
+      return r
+    end }
+  st.cluster_role_name = name
+  local policy = "arn:" .. partition(role.Arn) .. ":iam::aws:policy/AmazonEKSClusterPolicy"
+  ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
+    name = "AmazonEKSClusterPolicy on " .. name, needs = role.Arn, id = "PolicyArn", retry = net.not_yet,
+    fields = { RoleName = name, PolicyArn = policy },
+    search = function()
+      for _, p in ipairs(hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = name }, ctx:aws_opts())) do
+        if p.PolicyArn == policy then return p end
+      end
+    end,
+    create = function()
+      ctx:call("iam", "AttachRolePolicy", { RoleName = name, PolicyArn = policy })
+      return { PolicyArn = policy }
+    end }
+end
+
+local function cluster(ctx)
   local p, st = ctx.params, ctx.state
-  local name = st.cluster_name or net.name(p.cluster_tag)
-  ctx:phase("waiting for EKS cluster ACTIVE")
-  local since = st.cluster_created_at or hypd.now()
-  local c
-  while true do
-    c = describe_cluster(ctx, name)
-    if not c then
-      errors.raise("NOT_FOUND", "EKS cluster " .. name .. " is gone; call cluster_create_eks again",
-        { cluster = name })
-    end
-    if c.status == "ACTIVE" then break end
-    if c.status == "FAILED" then
-      local issues = health(c)
-      errors.raise("FAILED", "EKS cluster " .. name .. " failed to create" ..
-        (#issues > 0 and (": " .. table.concat(issues, "; ")) or " (no health issues reported)") ..
-        ". Delete it, then call cluster_create_eks again.", { cluster = name, issues = issues })
-    end
-    if c.status == "DELETING" then
-      errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted", { cluster = name })
-    end
-    local waited = hypd.now() - since
-    if waited > M.ACTIVE_LIMIT then
-      errors.raise("TIMEOUT", "EKS cluster " .. name .. " still " .. tostring(c.status) .. " after " ..
-        net.elapsed(waited), { cluster = name })
-    end
-    ctx:progress("EKS cluster " .. name .. " " .. tostring(c.status) .. " (" .. net.elapsed(waited) .. ")")
-    ctx:sleep(M.ACTIVE_POLL)
+  local tag = p.cluster_tag
+  local name = net.name(tag)
+  local req = {
+    name = name, version = p.kubernetes_version, roleArn = st.cluster_role_arn,
+    resourcesVpcConfig = { subnetIds = st.private_subnet_ids, securityGroupIds = { st.security_group_id },
+      endpointPublicAccess = true, endpointPrivateAccess = true },
+    accessConfig = { authenticationMode = "API", bootstrapClusterCreatorAdminPermissions = true },
+    tags = { [net.TAG_KEY] = tag, Name = name },
+    clientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 64), -- a retried create is the same create
+  }
+  if not (req.roleArn and st.private_subnet_ids and st.security_group_id) then
+    errors.raise("STATE", "the cluster step needs the earlier steps' results (role, subnets, group)")
   end
-  if st.admin_access ~= "granted" and st.admin_access ~= "skipped" then
-    st.cluster_arn = st.cluster_arn or c.arn
-    st.admin_access = grant_admin(ctx) == "skipped" and "skipped" or "granted"
+  local c = ctx:ensure { type = "eks:cluster", label = "EKS cluster", name = name, key = "cluster_arn", id = "arn",
+    field = "cluster_tag", exists = "ResourceInUseException", -- made meanwhile, by us or someone else
+    owned = net.owned_by(tag, function(x) return x.tags end),
+    search = function() return describe_cluster(ctx, name) end,
+    fields = { version = req.version, roleArn = req.roleArn, subnetIds = req.resourcesVpcConfig.subnetIds,
+      securityGroupIds = req.resourcesVpcConfig.securityGroupIds, authenticationMode = "API" },
+    placeholder = function(id) return { name = name, arn = id, version = req.version } end,
+    -- IAM is eventually consistent: EKS may not see a new role for some seconds
+    retry = function(err)
+      if err.code == "InvalidParameterException" and tostring(err.message):find("[Rr]ole") then
+        return "EKS does not see role " .. tostring(req.roleArn) .. " yet"
+      end
+    end,
+    retry_every = M.ROLE_RETRY_WAIT, retry_for = (M.ROLE_RETRIES - 1) * M.ROLE_RETRY_WAIT,
+    create = function() return ctx:call("eks", "CreateCluster", req).cluster end }
+  if c.status == "DELETING" then
+    errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted; wait until it is gone, then call again",
+      { cluster = name })
   end
+  if c.version and c.version ~= p.kubernetes_version then
+    ctx:progress("EKS cluster " .. name .. " exists with Kubernetes " .. c.version .. "; kept as it is")
+  end
+  st.cluster_name, st.cluster_arn = c.name, c.arn
+  st.cluster_created_at = st.cluster_created_at or hypd.now()
+end
+
+local function wait_active(ctx)
+  local st = ctx.state
+  local name = st.cluster_name
+  local c = ctx:poll { what = "EKS cluster " .. name .. " to be ACTIVE", every = M.ACTIVE_POLL,
+    timeout = M.ACTIVE_LIMIT, since = st.cluster_created_at,
+    check = function()
+      local c = describe_cluster(ctx, name)
+      if not c then
+        errors.raise("NOT_FOUND", "EKS cluster " .. name .. " is gone; call cluster_create_eks again",
+          { cluster = name })
+      end
+      if c.status == "FAILED" then
+        local issues = health(c)
+        errors.raise("FAILED", "EKS cluster " .. name .. " failed to create" ..
+          (#issues > 0 and (": " .. table.concat(issues, "; ")) or " (no health issues reported)") ..
+          ". Delete it, then call cluster_create_eks again.", { cluster = name, issues = issues })
+      end
+      if c.status == "DELETING" then
+        errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted", { cluster = name })
+      end
+      return c.status == "ACTIVE", "EKS cluster " .. name .. " " .. tostring(c.status), c
+    end }
+  if not c then return end -- a plan does not wait
   st.result = {
     cluster_name = c.name, cluster_arn = c.arn, endpoint = c.endpoint, version = c.version,
     vpc_id = st.vpc_id, private_subnet_ids = st.private_subnet_ids, public_subnet_ids = st.public_subnet_ids,
     security_group_id = st.security_group_id, cluster_role_arn = st.cluster_role_arn,
-    region = st.region or ctx.region, cluster_tag = p.cluster_tag,
+    region = st.region or ctx.region, cluster_tag = ctx.params.cluster_tag,
   }
-  -- the first cluster becomes the active one, so tools that default to
-  -- the active cluster answer for it at once (cluster_switch changes it)
-  if st.made_active == nil then
-    st.made_active = hypd.clusters.active() == nil
-    if st.made_active then hypd.clusters.set_active { name = c.name, region = st.result.region, arn = c.arn } end
-  end
-  st.result.active = st.made_active or (hypd.clusters.active() or {}).name == c.name
-  ctx:save()
 end
 
-M.steps = {
-  { name = "network", run = net.run },
+-- access: the caller as cluster admin (an access entry with the
+-- cluster-admin policy), once the cluster is ACTIVE (EKS refuses access
+-- entries before); "skipped" when the caller is no IAM user or role. Then
+-- the first cluster becomes the active one.
+local function access(ctx)
+  local st = ctx.state
+  local name, cluster_arn = st.cluster_name, st.cluster_arn
+  local caller = ctx:call("sts", "GetCallerIdentity", {}).Arn
+  local principal = M.admin_principal(caller)
+  st.admin_principal_arn = principal
+  if not principal:match("^arn:[^:]+:iam::%d+:role/") and not principal:match("^arn:[^:]+:iam::%d+:user/") then
+    ctx:progress("the caller " .. caller .. " is no IAM user or role; no access entry made for it")
+    st.admin_access = "skipped"
+  else
+    local who = { clusterName = name, principalArn = principal }
+    ctx:ensure { type = "eks:access-entry", label = "access entry", name = principal .. " on " .. name,
+      needs = cluster_arn, id = "accessEntryArn", exists = "ResourceInUseException",
+      fields = { clusterName = name, principalArn = principal, type = "STANDARD" },
+      search = function()
+        return unless("ResourceNotFoundException", function()
+          return ctx:call("eks", "DescribeAccessEntry", who).accessEntry
+        end)
+      end,
+      create = function()
+        return ctx:call("eks", "CreateAccessEntry", { clusterName = name, principalArn = principal,
+          type = "STANDARD", tags = { [net.TAG_KEY] = ctx.params.cluster_tag } }).accessEntry
+      end }
+    local policy = "arn:" .. partition(cluster_arn) .. ":eks::aws:cluster-access-policy/" .. ADMIN_POLICY
+    local scope = { type = "cluster" }
+    ctx:ensure { type = "eks:access-policy-association", label = "access policy association",
+      name = ADMIN_POLICY .. " for " .. principal .. " on " .. name, needs = cluster_arn, id = "policyArn",
+      fields = { clusterName = name, principalArn = principal, policyArn = policy, accessScope = scope },
+      search = function()
+        for _, a in ipairs(ctx:call("eks", "ListAssociatedAccessPolicies", who).associatedAccessPolicies or {}) do
+          if a.policyArn == policy and (a.accessScope or {}).type == "cluster" then return a end
+        end
+      end,
+      create = function()
+        ctx:call("eks", "AssociateAccessPolicy", { clusterName = name, principalArn = principal, policyArn = policy,
+          accessScope = scope })
+        return { policyArn = policy, accessScope = scope }
+      end }
+    st.admin_access = "granted"
+  end
+  if ctx.plan then return end
+  -- the first cluster becomes the active one, so tools that default to
+  -- the active cluster answer for it at once (cluster_switch changes it)
+  local r = st.result
+  if st.made_active == nil then
+    st.made_active = hypd.clusters.active() == nil
+    if st.made_active then hypd.clusters.set_active { name = r.cluster_name, region = r.region, arn = r.cluster_arn } end
+  end
+  r.active = st.made_active or (hypd.clusters.active() or {}).name == r.cluster_name
+end
+
+M.steps = {}
+for _, s in ipairs(net.steps) do M.steps[#M.steps + 1] = s end
+for _, s in ipairs {
   { name = "iam", run = iam },
   { name = "cluster", run = cluster },
-  { name = "access", run = access },
   { name = "wait_active", run = wait_active },
-}
+  { name = "access", run = access },
+} do M.steps[#M.steps + 1] = s end
 
 -- status(record [, opts]) -> the live AWS view of a creation, for
 -- cluster_get_creation_status. record: the operation record (record.state,
