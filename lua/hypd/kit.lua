@@ -33,7 +33,8 @@
 --                  means "not yet" (eventual consistency: a role EKS does not
 --                  see yet, a subnet EC2 does not know yet); tried again
 --                  every spec.retry_every seconds (5) for spec.retry_for
---                  (60), then the last error is raised
+--                  (60; retry_for / retry_every + 1 tries), then the last
+--                  error is raised
 --   spec.placeholder fn(id) -> obj: what a plan gives later steps for an
 --                  object it would create (default {[id field] = id})
 --   action: "created" | "changed" | "unchanged" (a plan: "create" |
@@ -44,7 +45,8 @@
 --   spec.check     fn() -> done, note, value (note: the progress text); it
 --                  raises when the wait cannot succeed (a failed resource)
 --   spec.every     seconds between checks (the service's pace)
---   spec.timeout   seconds before TIMEOUT (default 30 minutes)
+--   spec.timeout   seconds after which no check is made: TIMEOUT once the
+--                  next one would come later (default 30 minutes)
 --   spec.since     when the wait began (default now): a resumed wait keeps
 --                  counting from there
 --   spec.phase     the phase recorded first (default "waiting for <what>";
@@ -115,13 +117,6 @@ end
 
 local function what(spec) return (spec.label or spec.type) .. " " .. spec.name end
 
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks)
-  return ks
-end
-
 local function plan_entry(ctx, action, spec, extra)
   ctx.planned = ctx.planned or json.array()
   local e = { action = action, type = spec.type, name = spec.name }
@@ -135,8 +130,8 @@ local function check_owned(ctx, spec, obj)
   local ok, why = spec.owned(obj)
   if not ok then
     errors.raise("CONFLICT", string.format("%s%s exists but is not hypd's for this cluster%s; hypd does not " ..
-      "adopt it: delete or rename it, or choose another %s", what(spec), ctx.region and (" in " .. ctx.region) or "",
-      why and (" (" .. tostring(why) .. ")") or "", spec.field or "name"),
+      "adopt it: delete or rename it%s", what(spec), ctx.region and (" in " .. ctx.region) or "",
+      why and (" (" .. tostring(why) .. ")") or "", spec.field and (", or choose another " .. spec.field) or ""),
       { type = spec.type, name = spec.name, id = id_of(spec, obj), field = spec.field })
   end
 end
@@ -168,7 +163,8 @@ local function attempt(ctx, spec, doing, fn, ...)
     check = function()
       local ok, r = pcall(fn, table.unpack(args, 1, args.n))
       if ok then return true, nil, r end
-      local note = type(r) == "table" and spec.retry(r)
+      -- a cancelled task (r.abort) is never "not yet"
+      local note = type(r) == "table" and not r.abort and r.code ~= "CANCELLED" and spec.retry(r)
       if not note then error(r, 0) end
       last = r
       return false, note
@@ -184,8 +180,11 @@ local function converge(ctx, spec, obj)
     return obj, true
   end
   if not spec.update then
+    local names = {}
+    for k in pairs(diff) do names[#names + 1] = k end
+    table.sort(names)
     errors.raise("CONFLICT", string.format("%s differs from what it should be (%s) and hypd cannot change it in " ..
-      "place", what(spec), table.concat(sorted_keys(diff), ", ")), { type = spec.type, name = spec.name,
+      "place", what(spec), table.concat(names, ", ")), { type = spec.type, name = spec.name,
       field = spec.field })
   end
   ctx:phase("updating " .. what(spec))
@@ -249,7 +248,7 @@ function M.poll(ctx, spec)
     local done, note, value = spec.check()
     if done then return value end
     local waited = core.now() - started
-    if waited > limit then
+    if waited + spec.every > limit then -- the next check would come too late
       if spec.expired then spec.expired(waited, note) end
       errors.raise("TIMEOUT", string.format("%s: still waiting after %s%s", spec.what, M.elapsed(waited),
         note and (" (" .. note .. ")") or ""))

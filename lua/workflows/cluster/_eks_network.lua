@@ -249,7 +249,7 @@ function M.internet_gateway(ctx)
         .InternetGateway
     end }))
   ctx:ensure { type = "ec2:internet-gateway-attachment", label = "internet gateway attachment",
-    name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id },
+    name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
     id = function(a) return a.VpcId end, fields = { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id },
     search = function() return (igw.Attachments or {})[1] end,
     owned = function(a)
@@ -289,7 +289,8 @@ function M.subnet_blocks(vpc_cidr, existing, azs, tag)
       out[key] = { block = s.CidrBlock, az = s.AvailabilityZone, subnet = s }
     else
       local az = azs[slot.n]
-      local sibling = out[slot.role .. "-" .. (3 - slot.n)]
+      local sib = slot.role .. "-" .. (3 - slot.n)
+      local sibling = out[sib] or (by_slot[sib] and { az = by_slot[sib].AvailabilityZone })
       if sibling and sibling.az == az then az = azs[3 - slot.n] end
       local block = M.next_free(vpc_cidr, used)
       if not block then

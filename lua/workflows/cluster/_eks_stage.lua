@@ -70,20 +70,18 @@ function M.admin_principal(arn)
   return arn
 end
 
--- describe_cluster(ctx, name) -> the cluster or nil when there is none
-local function describe_cluster(ctx, name)
-  local out, err = ctx:try("eks", "DescribeCluster", { name = name })
-  if out then return out.cluster end
-  if err.code == "ResourceNotFoundException" then return nil end
+-- get(ctx, absent, service, operation, params) -> the result, or nil when
+-- AWS answers the error code absent (there is no such thing)
+local function get(ctx, absent, service, operation, params)
+  local out, err = ctx:try(service, operation, params)
+  if out then return out end
+  if err.code == absent then return nil end
   error(err, 0)
 end
 
--- not_found(code, fn) -> fn's result, nil when it raises an AWS error with that code
-local function unless(code, fn, ...)
-  local ok, r = pcall(fn, ...)
-  if ok then return r end
-  if type(r) == "table" and r.code == code then return nil end
-  error(r, 0)
+-- describe_cluster(ctx, name) -> the cluster or nil when there is none
+local function describe_cluster(ctx, name)
+  return (get(ctx, "ResourceNotFoundException", "eks", "DescribeCluster", { name = name }) or {}).cluster
 end
 
 local function health(c)
@@ -103,9 +101,7 @@ local function iam(ctx)
     field = "cluster_tag", exists = "EntityAlreadyExists", retry = net.not_yet,
     -- hypd's roles are tagged by CreateRole itself: an untagged one is someone else's
     owned = net.owned_by(tag, function(r) return r.Tags end),
-    search = function()
-      return unless("NoSuchEntity", function() return ctx:call("iam", "GetRole", { RoleName = name }).Role end)
-    end,
+    search = function() return (get(ctx, "NoSuchEntity", "iam", "GetRole", { RoleName = name }) or {}).Role end,
     fields = { AssumeRolePolicyDocument = TRUST, ["tag:" .. net.TAG_KEY] = tag },
     placeholder = function(id) return { Arn = id, RoleName = name } end,
     create = function()
@@ -222,9 +218,7 @@ local function access(ctx)
       needs = cluster_arn, id = "accessEntryArn", exists = "ResourceInUseException",
       fields = { clusterName = name, principalArn = principal, type = "STANDARD" },
       search = function()
-        return unless("ResourceNotFoundException", function()
-          return ctx:call("eks", "DescribeAccessEntry", who).accessEntry
-        end)
+        return (get(ctx, "ResourceNotFoundException", "eks", "DescribeAccessEntry", who) or {}).accessEntry
       end,
       create = function()
         return ctx:call("eks", "CreateAccessEntry", { clusterName = name, principalArn = principal,
