@@ -20,7 +20,6 @@
 -- before op.resume; swap replaces a sandbox operation for a while (an AWS
 -- refusal, a lost answer).
 local t = require "hypd.tap"
-local aws = require "hypd.aws"
 local core = require "hypd.core"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
@@ -29,151 +28,18 @@ local regex = require "hypd.regex"
 local store = require "hypd.store"
 local task = require "hypd.task"
 local tool = require "hypd.tool"
-local playbook = require "hypd.playbook"
-local eks = playbook.load("cluster._eks_stage")
-local net = playbook.load("cluster._eks_network")
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
 local srv, OPTS = H.sandbox_here()
-local CALLER = "arn:aws:iam::123456789012:user/sandbox"
-local ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-local WHO = { name = "tester", scope = "operate", front = "test" }
-local READ = { name = "reader", scope = "read", front = "test" }
-local STEP, STEP_NO = {}, {} -- step names: the phase hypd.op records as each step starts
-for i, s in ipairs(eks.steps) do STEP[s.name], STEP_NO[s.name] = true, i end
-
-local function call(service, operation, params) return aws.call(service, operation, params or {}, OPTS) end
-
-local function is_mutation(service, operation) return aws.class(service, operation) ~= "read" end
-
--- swap(service, operation, fn(original, ctx, input)) -> restore(): the
--- sandbox answers operation with fn until restored
-local restores = {}
-local function swap(service, operation, fn)
-  local ops = require("sandbox.services." .. service).operations
-  local original = ops[operation]
-  ops[operation] = function(ctx, input) return fn(original, ctx, input) end
-  local function restore() ops[operation] = original end
-  restores[#restores + 1] = restore
-  return restore
-end
-
--- start(params) -> operation id: a cluster_create_eks call through the registry
-local function start(params)
-  local acc = assert(tool.call("cluster_create_eks", params, WHO))
-  t.eq(acc.existing, nil, "a new operation for " .. params.cluster_tag)
-  return acc.operation_id
-end
-
--- the step state hypd.op persisted for operation id (cluster_get_creation_status reads the same key)
-local function state_of(id) return store.get("op/" .. id .. "/state") or {} end
-
--- the events hypd.op persisted for operation id after seq m: phases (without
--- the step names it records as each step starts) and progress notes
-local function phases_of(id, m)
-  local out = {}
-  for _, e in ipairs(store.events(m or 0, 1000000) or {}) do
-    if e.operation_id == id and e.kind == "operation.phase" and not STEP[e.data.phase] then
-      out[#out + 1] = e.data.phase
-    end
-  end
-  return out
-end
-local function notes_of(id)
-  local out = {}
-  for _, e in ipairs(store.events(0, 1000000) or {}) do
-    if e.operation_id == id and e.kind == "operation.progress" then out[#out + 1] = e.data.message end
-  end
-  return out
-end
-
--- interrupt_at(tag, prefix): the next phase of tag's operation that starts
--- with prefix stops the operation as a stopping host does (SIGTERM): its task
--- is cancelled at its next wait, with no cancel request, so the record stays
--- running with its state as saved and op.resume() continues it
-local function interrupt_at(tag, prefix)
-  local off
-  off = op.subscribe(function(ev)
-    if ev.kind == "operation.phase" and ev.target == "eks/us-west-2/" .. tag and
-        tostring(ev.phase):find(prefix, 1, true) == 1 then
-      off()
-      local victim = op.active()[ev.operation_id]
-      task.spawn(function() victim:cancel("the host is stopping (the test interrupts it)") end)
-    end
-  end)
-end
-
--- resume(id) -> view: op.resume() continues the running record id, to its end
-local function resume(id)
-  t.eq(op.get(id).status, "running", id .. " is left running")
-  t.eq(op.resume(), 1, "one operation resumed")
-  return op.wait(id)
-end
-
--- replay(id, from): as a host that stopped after saving the state of steps
--- from.. but before recording them done leaves the record: those steps
--- pending, the record running, the state as saved
-local function replay(id, from)
-  local steps = op.get(id).steps
-  for i = from, #steps do steps[i] = { name = steps[i].name, status = "pending" } end
-  assert(store.op_update(id, { status = "running", phase = "queued", steps = steps, result = json.null }))
-end
-
--- lose_state(id): the record as if just created, its saved state gone
-local function lose_state(id)
-  local steps = op.get(id).steps
-  for i = 1, #steps do steps[i] = { name = steps[i].name, status = "pending" } end
-  assert(store.op_update(id, { steps = steps }))
-  store.delete("op/" .. id .. "/state")
-end
-
--- the sandbox's audit log: mark() -> position; since(mark) -> {"service Operation" = n}
-local function mark()
-  local evs = store.events(0, 1000000) or {}
-  return #evs > 0 and evs[#evs].seq or 0
-end
-local function since(m)
-  local counts, total = {}, 0
-  for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "sandbox.audit" and not e.data.refused then
-      local k = e.data.service .. " " .. e.data.operation
-      counts[k], total = (counts[k] or 0) + 1, total + 1
-    end
-  end
-  return counts, total
-end
-
--- step_mark(id, name) -> the position of the phase hypd.op recorded as step name of id began
-local function step_mark(id, name)
-  for _, e in ipairs(store.events(0, 1000000) or {}) do
-    if e.operation_id == id and e.kind == "operation.phase" and e.data.phase == name then return e.seq end
-  end
-  error("operation " .. id .. " never began step " .. name, 0)
-end
-
-local function tags_of(list)
-  local out = {}
-  for _, x in ipairs(list or {}) do out[x.Key] = x.Value end
-  return out
-end
-
-local function by_tag(tag) return { { Name = "tag:hypd:cluster-tag", Values = { tag } } } end
-
--- plain(s, from, to) -> s with every from (plain text, not a pattern) replaced by to
-local function plain(s, from, to)
-  local i = s:find(from, 1, true)
-  while i do
-    s = s:sub(1, i - 1) .. to .. s:sub(i + #from)
-    i = s:find(from, i + #to, true)
-  end
-  return s
-end
-
--- has(s, text, msg): s contains text (plain)
-local function has(s, text, msg)
-  t.ok(tostring(s):find(text, 1, true) ~= nil, (msg or "") .. ": " .. tostring(s) .. " contains " .. text)
-end
+local E = dofile("tests/lua/eks_helpers.lua")
+local eks, net, CALLER, ADMIN, WHO, READ, STEP, STEP_NO = E.eks, E.net, E.CALLER, E.ADMIN, E.WHO, E.READ, E.STEP,
+  E.STEP_NO
+local call, is_mutation, swap, start, state_of, phases_of, notes_of = E.call, E.is_mutation, E.swap, E.start,
+  E.state_of, E.phases_of, E.notes_of
+local interrupt_at, resume, replay, lose_state, mark, since, step_mark = E.interrupt_at, E.resume, E.replay,
+  E.lose_state, E.mark, E.since, E.step_mark
+local tags_of, by_tag, plain, has = E.tags_of, E.by_tag, E.plain, E.has
 
 -- SCRIPT(tag): what a first run on an empty account does, in order: each
 -- phase the kit records and the mutation the sandbox audits under it (a
@@ -601,7 +467,7 @@ t.test("answers lost after each kind of mutation was made: calling again finds i
     v = op.wait(start { cluster_tag = "lima" })
     if v.status ~= "succeeded" then failures[#failures + 1] = v.error.code .. " in " .. v.phase end
   until v.status == "succeeded" or #failures >= 30
-  for _, restore in ipairs(restores) do restore() end
+  E.restore_all()
   t.eq(v.status, "succeeded", "after " .. #failures .. " failed operations: " .. table.concat(failures, "; "))
   -- each lost answer failed one operation, under the phase of its resource;
   -- the calls with an idempotency token (CreateNatGateway, CreateRouteTable,
@@ -855,7 +721,7 @@ t.test("under throttling and server errors, calling again after each failed oper
 end)
 
 t.cleanup(function()
-  for _, restore in ipairs(restores) do restore() end
+  E.restore_all()
   faults.configure { services = {} }
   core.virtual(false)
   srv:stop()

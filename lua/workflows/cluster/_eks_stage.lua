@@ -214,7 +214,7 @@ local function access(ctx)
     st.admin_access = "skipped"
   else
     local who = { clusterName = name, principalArn = principal }
-    ctx:ensure { type = "eks:access-entry", label = "access entry", name = principal .. " on " .. name,
+    local entry = ctx:ensure { type = "eks:access-entry", label = "access entry", name = principal .. " on " .. name,
       needs = cluster_arn, id = "accessEntryArn", exists = "ResourceInUseException",
       fields = { clusterName = name, principalArn = principal, type = "STANDARD" },
       search = function()
@@ -227,7 +227,8 @@ local function access(ctx)
     local policy = "arn:" .. partition(cluster_arn) .. ":eks::aws:cluster-access-policy/" .. ADMIN_POLICY
     local scope = { type = "cluster" }
     ctx:ensure { type = "eks:access-policy-association", label = "access policy association",
-      name = ADMIN_POLICY .. " for " .. principal .. " on " .. name, needs = cluster_arn, id = "policyArn",
+      name = ADMIN_POLICY .. " for " .. principal .. " on " .. name, needs = { cluster_arn, entry.accessEntryArn },
+      id = "policyArn",
       fields = { clusterName = name, principalArn = principal, policyArn = policy, accessScope = scope },
       search = function()
         for _, a in ipairs(ctx:call("eks", "ListAssociatedAccessPolicies", who).associatedAccessPolicies or {}) do
