@@ -7,16 +7,12 @@
 -- changes exactly that; a stage stopped midway plans only the rest, with the
 -- real ids of what exists; and `hypd call ... plan:=true` prints the plan.
 local t = require "hypd.tap"
-local aws = require "hypd.aws"
-local json = require "hypd.json"
-local op = require "hypd.op"
-local store = require "hypd.store"
-local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
-
 local srv = H.sandbox_here()
+require("hypd.tools").load()
 local E = dofile("tests/lua/eks_helpers.lua")
+local aws, json, op, store, tool = require "hypd.aws", require "hypd.json", require "hypd.op", require "hypd.store",
+  require "hypd.tool"
 local call, start, state_of, mark, since = E.call, E.start, E.state_of, E.mark, E.since
 local CALLER = E.CALLER
 
