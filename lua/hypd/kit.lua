@@ -29,9 +29,9 @@
 --   spec.current   fn(obj) -> {field = value} (default: the object's fields)
 --   spec.update    fn(obj, changes) -> obj | nil: makes changes hold;
 --                  changes = {field = {from = v, to = v}}
---   spec.retry     fn(err) -> note | nil: an error of create or update that
---                  means "not yet" (eventual consistency: a role EKS does not
---                  see yet, a subnet EC2 does not know yet); tried again
+--   spec.retry     fn(err) -> note | nil: an error of create, current or
+--                  update that means "not yet" (eventual consistency: a role
+--                  EKS does not see yet, a subnet EC2 does not know yet); tried again
 --                  every spec.retry_every seconds (5) for spec.retry_for
 --                  (60; retry_for / retry_every + 1 tries), then the last
 --                  error is raised
@@ -173,7 +173,12 @@ end
 
 -- converge(ctx, spec, obj) -> obj, changed: update makes the desired fields hold
 local function converge(ctx, spec, obj)
-  local diff = changes(spec, obj)
+  local diff
+  if ctx.plan then
+    diff = changes(spec, obj)
+  else -- current() may read what was made a moment ago
+    diff = attempt(ctx, spec, "reading " .. what(spec), changes, spec, obj)
+  end
   if not diff then return obj, false end
   if ctx.plan then
     plan_entry(ctx, "change", spec, { id = id_of(spec, obj), changes = diff })

@@ -110,7 +110,8 @@ local function not_found(err) return tostring(err.code):find("NotFound", 1, true
 --   live      fn(obj) -> bool: what counts as existing (NAT: pending, available)
 --   order     a sort for several matches (default by id); unique: two are a CONFLICT
 --   tags      {key = value}: tags that must hold (desired "tag:<key>", set by CreateTags)
---   attrs     {field = fn(id, value)}: how update sets the other desired fields
+--   attrs     {field = fn(id, value)}: how update sets the other desired
+--             fields, in the order attr_order lists them
 -- find and search describe; update sets tags and attrs.
 function M.ec2(ctx, r)
   local op, ids, list, idf = table.unpack(r.describe)
@@ -165,7 +166,11 @@ function M.ec2(ctx, r)
       end
       for k, c in pairs(changes) do
         local key = k:match("^tag:(.+)$")
-        if key then tags[#tags + 1] = { Key = key, Value = c.to } end
+        if key then
+          tags[#tags + 1] = { Key = key, Value = c.to }
+        elseif not (r.attrs and r.attrs[k]) then
+          error("ec2 " .. tostring(r.type) .. ": no attrs entry sets the desired field " .. k, 0)
+        end
       end
       table.sort(tags, function(a, b) return a.Key < b.Key end)
       if #tags > 0 then ctx:call("ec2", "CreateTags", { Resources = { id }, Tags = tags }) end
