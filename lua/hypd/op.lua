@@ -291,7 +291,9 @@ end
 function M.plan(def, params, caller)
   local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller, plan = true,
     progress = caller and caller.progress }
-  local ok, err = pcall(guard.with, guard.new { tool = def, caller = caller, plan = true }, function()
+  local g = guard.new { tool = def, caller = caller, plan = true }
+  g.ctx = ctx -- a staged tool its steps call (hypd.tools.call) plans too, into this plan
+  local ok, err = pcall(guard.with, g, function()
     ctx.region = region_of(def, params, ctx.state)
     ctx.state.region = ctx.region
     for _, step in ipairs(def.steps) do

@@ -243,6 +243,25 @@ t.test("a stage stopped midway plans only what is missing, naming the real ids o
   t.eq(#plan("tango").plan, 0)
 end)
 
+t.test("a staged tool whose step calls cluster_create_eks plans it into its own plan", function()
+  local hypd = require("hypd.playbook_api").build("plan_test")
+  tool.define { name = "job_plan_demo", summary = "Calls cluster_create_eks from a step",
+    description = "A staged tool of the test: its one step calls cluster_create_eks.", kind = "mutating",
+    status_tool = "operation_get", params = { cluster_tag = { type = "string", required = true } },
+    target = function(p) return "stack/" .. p.cluster_tag end,
+    steps = { { name = "eks", run = function(ctx)
+      hypd.tools.call("cluster_create_eks", { cluster_tag = ctx.params.cluster_tag })
+    end } } }
+  local m = mark()
+  local p = assert(tool.call("job_plan_demo", { cluster_tag = "victor", plan = true }, E.WHO))
+  t.eq({ p.tool, p.create, p.change }, { "job_plan_demo", 24, 0 })
+  t.eq(rows(p), EMPTY("victor"))
+  local _, total = since(m)
+  t.eq(total, 0)
+  t.eq(#op.list { tool = "cluster_create_eks", target = "eks/us-west-2/victor" }, 0, "no child operation")
+  tool.remove("job_plan_demo")
+end)
+
 t.test("hypd call cluster_create_eks cluster_tag=<tag> plan:=true prints the plan; after the stage, an empty one", function()
   local dir = H.tmpdir()
   local env, pid = H.sandbox_process(dir, "--virtual-clock")

@@ -51,16 +51,23 @@ function tool(def) end
 ---@class hypd.EnsureSpec
 ---@field type string
 ---@field name string
+---@field label? string
 ---@field key? string
 ---@field id? string|fun(obj: table): string
 ---@field find? fun(id: string): table?
 ---@field search? fun(): table?
+---@field needs? string|table
 ---@field owned? fun(obj: table): boolean, string?
+---@field field? string
 ---@field create fun(): table
 ---@field exists? string|string[]
+---@field fields? table
 ---@field desired? table
 ---@field current? fun(obj: table): table
 ---@field update? fun(obj: table, changes: table): table?
+---@field retry? fun(err: hypd.Error): string?
+---@field retry_every? number
+---@field retry_for? number
 ---@field placeholder? fun(id: string): table
 
 ---@class hypd.PollSpec
@@ -68,6 +75,9 @@ function tool(def) end
 ---@field check fun(): boolean, string?, any
 ---@field every number
 ---@field timeout? number
+---@field since? number
+---@field phase? string|false
+---@field expired? fun(waited: number, note: string?)
 
 ---@class hypd.Ctx
 ---@field params table
