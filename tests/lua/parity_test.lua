@@ -163,6 +163,22 @@ t.test("the operator's playbook tool answers the same on the command line, in-pr
   t.ok(merge.equal(json.decode(out), want), "--api = REST")
 end)
 
+t.test("the example staged playbook plans its node labels, applies them, then plans nothing", function()
+  t.ok(rest("cluster_switch", { cluster = "par-demo" }).result, "par-demo is the active cluster")
+  local plan = rest("job_label_nodes", { label = "team-a", plan = true }).result or {}
+  t.eq(plan.change, 2, "both nodes would change: " .. json.encode(plan))
+  local acc = rest("job_label_nodes", { label = "team-a" }).result or {}
+  local v
+  for _ = 1, 200 do
+    local resp = assert(http.request { url = url .. "/api/v1/operations/" .. tostring(acc.operation_id) ..
+      "?wait_seconds=2", headers = { authorization = "Bearer " .. token } })
+    v = json.decode(resp.body) or {}
+    if v.status ~= "running" then break end
+  end
+  t.eq(v.status, "succeeded", json.encode(v.error or json.null))
+  t.eq((rest("job_label_nodes", { label = "team-a", plan = true }).result or {}).change, 0, "nothing left to change")
+end)
+
 t.cleanup(function()
   for _, p in ipairs(pids) do
     if p ~= "none" then os.execute("kill " .. p .. " 2>/dev/null") end

@@ -120,7 +120,7 @@ end
 local first -- the first full run (tag "alpha"): {id, mark, state}
 
 t.test("the params take a cluster tag, a region, a Kubernetes version and a VPC CIDR; eleven named steps", function()
-  local p = eks.params
+  local p = tool.get("cluster_create_eks").params
   t.eq({ p.cluster_tag.required, p.cluster_tag.decision, p.cluster_tag.fixed }, { true, true, true })
   t.eq(p.kubernetes_version.default, "1.34")
   t.eq(p.vpc_cidr.default, "10.192.0.0/16")

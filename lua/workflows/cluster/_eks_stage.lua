@@ -22,7 +22,6 @@
 local errors = hypd.errors
 local json = hypd.json
 local net = require "cluster._eks_network"
-local P = require "_params"
 
 local M = {}
 
@@ -30,21 +29,6 @@ M.VERSIONS = { "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34" }
 M.ACTIVE_POLL, M.ACTIVE_LIMIT = 30, 45 * 60    -- seconds between EKS checks; give up after
 M.ROLE_RETRIES, M.ROLE_RETRY_WAIT = 6, 10      -- CreateCluster before a new role is visible to EKS
 
-M.params = {
-  cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
-    description = "Short lowercase name of this cluster (3 to 32 characters: a-z, 0-9, '-'). It names every " ..
-      "resource: EKS cluster hypd-<tag>, VPC hypd-<tag>-vpc, subnets hypd-<tag>-public-<az> and " ..
-      "hypd-<tag>-private-<az>, NAT gateway hypd-<tag>-nat, security group hypd-<tag>-cluster, IAM role " ..
-      "hypd-<tag>-eks-cluster-role; all are tagged hypd:cluster-tag=<tag>. Ask the person; never invent it." }),
-  region = P.region,
-  kubernetes_version = { type = "string", enum = M.VERSIONS, default = "1.34",
-    description = "Kubernetes version of the EKS control plane (HyperPod supports 1.28 to 1.34)." },
-  vpc_cidr = { type = "string", default = "10.192.0.0/16",
-    pattern = "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)/(1[6-9]|2[0-4])$",
-    pattern_help = "an IPv4 CIDR from /16 to /24, like 10.192.0.0/16",
-    description = "IPv4 CIDR of the new VPC, /16 to /24. Four subnets of a sixteenth each are carved from it " ..
-      "(a /16 gives /20s); the rest stays free for HyperPod compute subnets." },
-}
 
 function M.target(p)
   local region = p.region

@@ -1,6 +1,25 @@
 -- cluster_create_eks: stage 1 of a HyperPod cluster, the EKS cluster and
 -- everything under it (the steps are in cluster/_eks_stage).
+local P = require "_params"
 local stage = require "cluster._eks_stage"
+
+-- the parameters (their defaults are the tool's: an operator who copies
+-- this file into the playbook directory changes them here)
+local params = {
+  cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
+    description = "Short lowercase name of this cluster (3 to 32 characters: a-z, 0-9, '-'). It names every " ..
+      "resource: EKS cluster hypd-<tag>, VPC hypd-<tag>-vpc, subnets hypd-<tag>-public-<az> and " ..
+      "hypd-<tag>-private-<az>, NAT gateway hypd-<tag>-nat, security group hypd-<tag>-cluster, IAM role " ..
+      "hypd-<tag>-eks-cluster-role; all are tagged hypd:cluster-tag=<tag>. Ask the person; never invent it." }),
+  region = P.region,
+  kubernetes_version = { type = "string", enum = stage.VERSIONS, default = "1.34",
+    description = "Kubernetes version of the EKS control plane (HyperPod supports 1.28 to 1.34)." },
+  vpc_cidr = { type = "string", default = "10.192.0.0/16",
+    pattern = "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)/(1[6-9]|2[0-4])$",
+    pattern_help = "an IPv4 CIDR from /16 to /24, like 10.192.0.0/16",
+    description = "IPv4 CIDR of the new VPC, /16 to /24. Four subnets of a sixteenth each are carved from it " ..
+      "(a /16 gives /20s); the rest stays free for HyperPod compute subnets." },
+}
 
 return tool {
   name = "cluster_create_eks",
@@ -20,7 +39,7 @@ return tool {
     "iam:GetRole", "iam:CreateRole", "iam:AttachRolePolicy", "iam:ListAttachedRolePolicies", "iam:PassRole",
     "eks:DescribeCluster", "eks:CreateCluster", "eks:DescribeAccessEntry", "eks:CreateAccessEntry",
     "eks:AssociateAccessPolicy", "eks:ListAssociatedAccessPolicies", "sts:GetCallerIdentity" },
-  params = stage.params,
+  params = params,
   status_tool = "cluster_get_creation_status",
   target = stage.target,
   steps = stage.steps,
