@@ -484,20 +484,6 @@ static const luaL_Reg stream_methods[] = {
 	{ NULL, NULL },
 };
 
-static void stream_class(lua_State *L)
-{
-	if (luaL_newmetatable(L, STREAM_MT)) {
-		luaL_newlib(L, stream_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_stream_close);
-		lua_setfield(L, -2, "__gc");
-		lua_pushcfunction(L, l_stream_close);
-		lua_setfield(L, -2, "__close");
-		lua_pushcfunction(L, l_stream_tostring);
-		lua_setfield(L, -2, "__tostring");
-	}
-	lua_pop(L, 1);
-}
 
 /* core.http_open(req) -> stream handle, id | nil, err: a streaming
  * transfer (req.stream is implied) whose events carry id */
@@ -787,7 +773,7 @@ static const luaL_Reg core_funcs[] = {
 int luaopen_hypd_core(lua_State *L)
 {
 	luaL_newlib(L, core_funcs);
-	stream_class(L);
+	hx_newclass(L, STREAM_MT, stream_methods, l_stream_close, l_stream_close, l_stream_tostring);
 	lua_server_register(L, -1);
 	lua_sys_register(L, -1);
 	luaL_getmetatable(L, HX_ERROR_MT);

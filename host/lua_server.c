@@ -509,28 +509,12 @@ static const luaL_Reg ws_methods[] = {
 };
 
 /* Creates metatable name: methods as __index, gc as __gc, scope as __close. */
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
-		      lua_CFunction scope, lua_CFunction tostring)
-{
-	if (luaL_newmetatable(L, name)) {
-		lua_newtable(L);
-		luaL_setfuncs(L, methods, 0);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, gc);
-		lua_setfield(L, -2, "__gc");
-		lua_pushcfunction(L, scope);
-		lua_setfield(L, -2, "__close");
-		lua_pushcfunction(L, tostring);
-		lua_setfield(L, -2, "__tostring");
-	}
-	lua_pop(L, 1);
-}
 
 void lua_server_register(lua_State *L, int idx)
 {
 	idx = lua_absindex(L, idx);
-	new_class(L, SERVER_MT, server_methods, l_srv_stop, l_srv_stop, l_srv_tostring);
-	new_class(L, WS_MT, ws_methods, l_ws_gc, l_ws_close_scope, l_ws_tostring);
+	hx_newclass(L, SERVER_MT, server_methods, l_srv_stop, l_srv_stop, l_srv_tostring);
+	hx_newclass(L, WS_MT, ws_methods, l_ws_gc, l_ws_close_scope, l_ws_tostring);
 	lua_pushvalue(L, idx);
 	luaL_setfuncs(L, server_funcs, 0);
 	lua_pop(L, 1);

@@ -135,3 +135,20 @@ void hx_open(lua_State *L)
 	}
 	lua_pop(L, 1);
 }
+
+void hx_newclass(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+		 lua_CFunction scope, lua_CFunction tostring)
+{
+	if (luaL_newmetatable(L, name)) {
+		lua_newtable(L);
+		luaL_setfuncs(L, methods, 0);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, gc);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, scope);
+		lua_setfield(L, -2, "__close");
+		lua_pushcfunction(L, tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_pop(L, 1);
+}

@@ -14,6 +14,7 @@
 #define HYPD_LUAX_H
 
 #include <lua.h>
+#include <lauxlib.h>
 
 #define HX_ERROR_MT "hypd.error"
 
@@ -46,5 +47,14 @@ const char *hx_tostring_error(lua_State *L, int idx);
 
 /* Creates HX_ERROR_MT in the registry. Called once per state. */
 void hx_open(lua_State *L);
+
+/*
+ * Registers the metatable `name` of a handle class once: methods as
+ * __index, gc as __gc, scope as __close (a handle's close is the same
+ * idempotent function for both), tostring as __tostring. Leaves the stack
+ * as it was.
+ */
+void hx_newclass(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc,
+		 lua_CFunction scope, lua_CFunction tostring);
 
 #endif

@@ -97,12 +97,14 @@ local function id_of(spec, obj)
   return obj[id_field(spec)]
 end
 
+-- same(a, b) -> true when two JSON values are equal (also for hypd.op)
 local function same(a, b)
   if type(a) ~= "table" or type(b) ~= "table" then return a == b end
   for k, v in pairs(a) do if not same(v, b[k]) then return false end end
   for k in pairs(b) do if a[k] == nil then return false end end
   return true
 end
+M.same = same
 
 -- changes(spec, obj) -> {field = {from, to}} for the desired fields that differ
 local function changes(spec, obj)

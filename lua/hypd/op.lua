@@ -239,13 +239,7 @@ local function accepted(rec, def, existing)
     poll_after_seconds = M.POLL_AFTER, existing = existing or nil }
 end
 
--- same(a, b) -> true when two JSON values are equal
-local function same(a, b)
-  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
-  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
-  for k in pairs(b) do if a[k] == nil then return false end end
-  return true
-end
+local same = require("hypd.kit").same
 
 -- differing(def, rec, params) -> sorted names of the parameters in which a
 -- call differs from the running operation rec (secrets compared with the

@@ -40,11 +40,7 @@ local function safe_getmetatable(v)
   return mt
 end
 
-local function copy(t)
-  local c = {}
-  for k, v in pairs(t) do c[k] = v end
-  return c
-end
+local copy = require("hypd.playbook_api").copy
 
 local function where(level)
   local info = debug.getinfo(level + 1, "Sl")

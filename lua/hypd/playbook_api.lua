@@ -29,11 +29,13 @@ local task = require "hypd.task"
 
 local M = {}
 
+-- copy(t) -> a shallow copy (what a playbook gets of a shared library)
 local function copy(t)
   local c = {}
   for k, v in pairs(t) do c[k] = v end
   return c
 end
+M.copy = copy
 
 -- a task handle a playbook may hold without reaching the scheduler's state
 local function task_handle(t)

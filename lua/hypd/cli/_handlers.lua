@@ -12,15 +12,8 @@ local runner = require "hypd.runner"
 
 local M = {}
 
-local function say(...) io.stdout:write(...) io.stdout:flush() end
-
--- fail(err) -> 1 after "hypd: CODE: message" on stderr (secrets redacted)
-local function fail(err)
-  local e = errors.public(type(err) == "table" and err or { code = "INTERNAL", message = tostring(err) })
-  io.stderr:write("hypd: ", tostring(e.code or "ERROR"), ": ", tostring(e.message or ""), "\n")
-  io.stderr:flush()
-  return 1
-end
+local out = require "hypd.cli._out"
+local say, fail = out.say, out.fail
 
 -- invoke(module, fn, args) -> result | nil, err: a library function run as
 -- a task (hypd.runner.invoke)

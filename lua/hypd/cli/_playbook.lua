@@ -9,7 +9,6 @@
 --                     and the AWS actions it declares (with their class)
 --   iam_policy{tools, kind}  the IAM policy document the tools need
 local aws = require "hypd.aws"
-local errors = require "hypd.errors"
 local json = require "hypd.json"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool"
@@ -17,21 +16,16 @@ local tools = require "hypd.tools"
 
 local M = {}
 
-local function say(...) io.stdout:write(...) io.stdout:flush() end
-local function warn(...) io.stderr:write(...) io.stderr:flush() end
-local function fail(e)
-  e = errors.public(type(e) == "table" and e or errors.new("INTERNAL", tostring(e)))
-  warn("hypd: ", tostring(e.code), ": ", tostring(e.message), "\n")
-  return 1
-end
+local out = require "hypd.cli._out"
+local say, warn, fail = out.say, out.warn, out.fail
 
 function M.list(o)
   tools.load()
   local rows = tools.list_sources()
   if o.json then
-    local out = json.array()
-    for i, r in ipairs(rows) do out[i] = r end
-    say(json.encode({ tools = out, errors = json.array(tools.errors()) }, { pretty = true }), "\n")
+    local list = json.array()
+    for i, r in ipairs(rows) do list[i] = r end
+    say(json.encode({ tools = list, errors = json.array(tools.errors()) }, { pretty = true }), "\n")
     return 0
   end
   local wn = 4
