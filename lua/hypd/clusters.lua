@@ -4,11 +4,18 @@
 --   clusters.active() -> {name, region, arn} | nil
 --   clusters.set_active{name, region, arn} -> the previous one | nil; a
 --     resource.changed event tells subscribers (/ws, MCP)
+--   clusters.record{name, region, ...} -> the record: what hypd knows of an
+--     EKS cluster it made or imported (tag, arn, vpc_id, hyperpod = {name,
+--     arn}, imported, ...), merged into what it had
+--   clusters.get(name [, region]) -> the record | nil
+--   clusters.list() -> every record
+--   clusters.forget(name, region): a deleted cluster
 local store = require "hypd.store"
 
 local M = {}
 
 M.KEY = "hypd/active_cluster"
+M.PREFIX = "hypd/clusters/" -- records, by region/name
 
 function M.active() return store.get(M.KEY) end
 
@@ -19,6 +26,36 @@ function M.set_active(c)
   require("hypd.op").changed("active_cluster", { name = c.name, region = c.region,
     previous = prev and prev.name or nil })
   return prev
+end
+
+local function key(name, region) return M.PREFIX .. tostring(region or "?") .. "/" .. name end
+
+function M.record(c)
+  assert(type(c) == "table" and type(c.name) == "string" and type(c.region) == "string", "record{name, region}")
+  local rec = store.get(key(c.name, c.region)) or {}
+  for k, v in pairs(c) do rec[k] = v end
+  assert(store.put(key(c.name, c.region), rec))
+  return rec
+end
+
+function M.get(name, region)
+  if region then return store.get(key(name, region)) end
+  for _, rec in pairs(store.list(M.PREFIX) or {}) do
+    if rec.name == name then return rec end
+  end
+end
+
+function M.list()
+  local out = {}
+  for _, rec in pairs(store.list(M.PREFIX) or {}) do out[#out + 1] = rec end
+  table.sort(out, function(a, b) return (a.region .. a.name) < (b.region .. b.name) end)
+  return out
+end
+
+function M.forget(name, region)
+  store.delete(key(name, region))
+  local act = M.active()
+  if act and act.name == name and act.region == region then store.delete(M.KEY) end
 end
 
 return M

@@ -24,6 +24,24 @@ M.wait_seconds = { type = "integer", minimum = 0, maximum = 300, default = 0,
   description = "wait up to this many seconds for a change (the phase or status; for events, a new event) " ..
     "before answering; 0 answers at once" }
 
+-- HyperPod decisions, shared by the tools that create and change capacity
+M.instance_type = { type = "string", pattern = "^ml\\.[a-z0-9-]+\\.[a-z0-9]+$",
+  pattern_help = "a HyperPod instance type like ml.g5.12xlarge (aws_get_instance_types lists them)",
+  description = "the HyperPod instance type (aws_get_instance_types lists those the zone offers)" }
+M.instance_count = { type = "integer", minimum = 0, maximum = 1000,
+  description = "how many instances the group has" }
+M.availability_zone = { type = "string", pattern = "^([a-z]{2}-[a-z]+-\\d[a-z]|[a-z]{3,4}\\d-az\\d+)$",
+  pattern_help = "an Availability Zone name like us-west-2a or a zone ID like usw2-az1",
+  description = "the Availability Zone (name or zone ID) the instances are placed in" }
+M.capacity_type = { type = "string", enum = { "on-demand", "spot", "training-plan" }, default = "on-demand",
+  description = "how the capacity is bought: on-demand, spot, or a SageMaker training plan (training_plan names it)" }
+M.training_plan = { type = "string", pattern = "^[A-Za-z0-9][A-Za-z0-9-]{0,63}$|^arn:aws[a-z-]*:sagemaker:",
+  pattern_help = "a training plan name or ARN",
+  description = "the SageMaker training plan whose reserved capacity the group uses (capacity_type training-plan)" }
+M.instance_group = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+  pattern_help = "an instance group name: up to 63 letters, digits and '-'",
+  description = "the instance group's name" }
+
 -- with(spec, changes) -> a copy of spec with changes applied
 function M.with(spec, changes)
   local out = {}

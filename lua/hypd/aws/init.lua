@@ -54,6 +54,16 @@ function M.model(service)
   return m
 end
 
+-- members(service, shape) -> the member names of a structure shape of the
+-- service model, in the model's order (nil for an unknown shape)
+function M.members(service, shape)
+  local s = M.model(service).shapes[shape]
+  if type(s) ~= "table" or s[1] ~= "structure" then return nil end
+  local out = {}
+  for i, m in ipairs(s[2] or {}) do out[i] = m[1] end
+  return out
+end
+
 -- class(service, operation) -> "read" | "mutating" | "deleting": the
 -- operation's class from its model; "deleting" (the safe default) for an
 -- operation the model does not have, and for names that are permissions

@@ -230,6 +230,10 @@ local function access(ctx)
   -- the first cluster becomes the active one, so tools that default to
   -- the active cluster answer for it at once (cluster_switch changes it)
   local r = st.result
+  -- what hypd knows of the cluster, for the stages after this one
+  hypd.clusters.record { name = r.cluster_name, region = r.region, arn = r.cluster_arn, tag = r.cluster_tag,
+    vpc_id = r.vpc_id, private_subnet_ids = r.private_subnet_ids, public_subnet_ids = r.public_subnet_ids,
+    security_group_id = r.security_group_id, created = true }
   if st.made_active == nil then
     st.made_active = hypd.clusters.active() == nil
     if st.made_active then hypd.clusters.set_active { name = r.cluster_name, region = r.region, arn = r.cluster_arn } end
