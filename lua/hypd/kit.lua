@@ -56,6 +56,25 @@
 --   Cancellable at every wait, instant under the virtual clock. A plan
 --   does not wait: poll answers nil at once.
 --
+-- ctx:absent(spec) -> action, why: a resource that must not exist (teardown).
+--   spec.type, spec.name, spec.label   as for ensure
+--   spec.find      fn() -> obj | nil: the object as it is now
+--   spec.owned     fn(obj) -> true | false, why: only hypd's is deleted;
+--                  anything else is kept and reported
+--   spec.keep      fn(obj) -> why | nil: a reason to keep it although it is
+--                  hypd's (it holds data, and the caller did not force)
+--   spec.delete    fn(obj): the deleting call (its phase is recorded first);
+--                  spec.gone codes mean it went meanwhile
+--   spec.gone      error codes of delete that mean "already gone"
+--   spec.every, spec.timeout   the wait until find answers nil (a delete
+--                  that takes time: NAT gateways, clusters); no wait when
+--                  every is not given
+--   spec.retry, retry_every, retry_for   "not yet" errors of delete (a
+--                  dependency still draining), as for ensure
+--   action: "deleted" | "absent" | "kept" (why says why); a plan: "delete"
+--   | "absent" | "kept". What is kept is added to ctx.state.kept ({type,
+--   name, id, why}) for the tool's report.
+--
 -- In plan mode (ctx.plan) the read half of each ensure runs; what it would
 -- create or change is added to ctx.planned (the plan the call returns), a
 -- planned id ("planned:ec2:vpc:hypd-demo-vpc") stands in for what does not
@@ -74,6 +93,8 @@ M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
   needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
   current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
+local ABSENT_KEYS = { type = true, name = true, label = true, id = true, find = true, owned = true, keep = true,
+  delete = true, gone = true, every = true, timeout = true, retry = true, retry_every = true, retry_for = true }
 local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
   expired = true }
 
@@ -244,6 +265,50 @@ function M.ensure(ctx, spec)
   return obj, "created"
 end
 
+local function kept(ctx, spec, obj, why)
+  local list = ctx.state.kept or json.array()
+  for _, k in ipairs(list) do
+    if k.type == spec.type and k.name == spec.name then return "kept", why end -- a resumed step: once
+  end
+  list[#list + 1] = { type = spec.type, name = spec.name, id = obj and id_of(spec, obj), why = why }
+  ctx.state.kept = list
+  if ctx.plan then plan_entry(ctx, "keep", spec, { id = obj and id_of(spec, obj), why = why }) end
+  return "kept", why
+end
+
+function M.absent(ctx, spec)
+  assert(type(spec) == "table" and spec.type and spec.name and spec.find and spec.delete,
+    "absent{type, name, find, delete, ...}")
+  check_keys(spec, ABSENT_KEYS, "absent")
+  local obj = spec.find()
+  if not obj then return "absent" end
+  if spec.owned then
+    local ok, why = spec.owned(obj)
+    if not ok then return kept(ctx, spec, obj, "not hypd's" .. (why and (": " .. tostring(why)) or "")) end
+  end
+  local why = spec.keep and spec.keep(obj)
+  if why then return kept(ctx, spec, obj, why) end
+  if ctx.plan then
+    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj) })
+    return "delete"
+  end
+  ctx:phase("deleting " .. what(spec))
+  local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
+  if not ok then
+    local gone = false
+    for _, c in ipairs(spec.gone or {}) do gone = gone or (type(err) == "table" and err.code == c) end
+    if not gone then error(err, 0) end
+  end
+  if spec.every then
+    M.poll(ctx, { what = what(spec) .. " to be gone", every = spec.every, timeout = spec.timeout,
+      check = function()
+        local now = spec.find()
+        return now == nil, now and (what(spec) .. " still there") or nil
+      end })
+  end
+  return "deleted"
+end
+
 function M.poll(ctx, spec)
   assert(type(spec) == "table" and spec.what and spec.check and spec.every, "poll{what, check, every}")
   check_keys(spec, POLL_KEYS, "poll")
@@ -269,15 +334,16 @@ end
 -- ctx.planned holds)
 function M.summary(ctx)
   local plan = ctx.planned or json.array()
-  local n = { create = 0, change = 0, delete = 0 }
+  local n = { create = 0, change = 0, delete = 0, keep = 0 }
   for _, e in ipairs(plan) do n[e.action] = (n[e.action] or 0) + 1 end
-  return { plan = plan, create = n.create, change = n.change, delete = n.delete }
+  return { plan = plan, create = n.create, change = n.change, delete = n.delete, keep = n.keep }
 end
 
 -- install(Ctx): the kit as methods of a context class
 function M.install(Ctx)
   Ctx.ensure = M.ensure
   Ctx.poll = M.poll
+  Ctx.absent = M.absent
 end
 
 return M

@@ -86,6 +86,8 @@ end
 
 local function tools_api(name)
   return {
+    -- exists(name) -> true when a tool of that name is registered
+    exists = function(tname) return require("hypd.tool").get(tname) ~= nil end,
     -- call(name, params) -> result (raises the tool's error). A staged tool
     -- called from inside an operation runs as its child operation and the
     -- call waits for it (its result, or its error); from a plan, it plans.

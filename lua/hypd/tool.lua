@@ -239,7 +239,7 @@ M.ACCEPTED = { type = "object", required = { "operation_id", "status", "status_t
 
 -- what a staged tool called with plan = true answers
 M.PLAN_RESULT = { type = "object", properties = { tool = { type = "string" }, target = { type = "string" },
-  create = { type = "integer" }, change = { type = "integer" }, delete = { type = "integer" },
+  create = { type = "integer" }, change = { type = "integer" }, delete = { type = "integer" }, keep = { type = "integer" },
   plan = { type = "array", items = { type = "object", properties = { action = { type = "string" },
     type = { type = "string" }, name = { type = "string" }, id = { type = "string" },
     fields = { type = "object" }, changes = { type = "object" } } } } } }
