@@ -44,7 +44,11 @@
 --   spec.what      what is awaited ("NAT gateway nat-1 to be available")
 --   spec.check     fn() -> done, note, value (note: the progress text); it
 --                  raises when the wait cannot succeed (a failed resource)
---   spec.every     seconds between checks (the service's pace)
+--   spec.every     seconds between checks (the service's pace), or
+--                  fn(waited) -> seconds: a pace that changes as the wait
+--                  goes (rare checks while the thing cannot be ready, close
+--                  ones when it is due), so a transition is seen quickly
+--                  with few calls
 --   spec.timeout   seconds after which no check is made: TIMEOUT once the
 --                  next one would come later (default 30 minutes)
 --   spec.since     when the wait began (default now): a resumed wait keeps
@@ -320,13 +324,14 @@ function M.poll(ctx, spec)
     local done, note, value = spec.check()
     if done then return value end
     local waited = core.now() - started
-    if waited + spec.every > limit then -- the next check would come too late
+    local every = type(spec.every) == "function" and spec.every(waited) or spec.every
+    if waited + every > limit then -- the next check would come too late
       if spec.expired then spec.expired(waited, note) end
       errors.raise("TIMEOUT", string.format("%s: still waiting after %s%s", spec.what, M.elapsed(waited),
         note and (" (" .. note .. ")") or ""))
     end
     ctx:progress((note or spec.what) .. " (" .. M.elapsed(waited) .. ")")
-    ctx:sleep(spec.every)
+    ctx:sleep(every)
   end
 end
 
