@@ -116,6 +116,19 @@ function M.page(ctx, items, max, token, limit, code)
   return out, nxt
 end
 
+-- address(ctx, cidr) -> ip, dns: a private address in the subnet's CIDR
+-- (10.0.0.0/16 when it has none) and its EC2 private DNS name
+function M.address(ctx, cidr)
+  local a, b, c, d, bits = tostring(cidr):match("^(%d+)%.(%d+)%.(%d+)%.(%d+)/(%d+)$")
+  if not a then a, b, c, d, bits = 10, 0, 0, 0, 16 end
+  local base = ((tonumber(a) << 24) | (tonumber(b) << 16) | (tonumber(c) << 8) | tonumber(d))
+  local size = 1 << (32 - tonumber(bits))
+  local host = size > 8 and math.random(4, size - 2) or 1
+  local ip = (base & ~(size - 1)) + host
+  local text = string.format("%d.%d.%d.%d", (ip >> 24) & 255, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255)
+  return text, "ip-" .. text:gsub("%.", "-") .. "." .. ctx.region .. ".compute.internal"
+end
+
 -- list(t) -> a JSON array copy of the array t (nil -> [])
 function M.list(t)
   local out = json.array()
