@@ -79,7 +79,8 @@ t.test("a cluster with two managed node groups (one at zero, one spot) and a Hyp
     AssumeRolePolicyDocument = trust("sagemaker.amazonaws.com") }).Role.Arn
   for _, g in ipairs {
     { nodegroupName = "system", instanceTypes = { "m5.large" }, scalingConfig = { minSize = 1, maxSize = 3, desiredSize = 2 } },
-    { nodegroupName = "gpu-zero", instanceTypes = { "g5.xlarge" }, scalingConfig = { minSize = 0, maxSize = 2, desiredSize = 0 } },
+    { nodegroupName = "gpu-zero", instanceTypes = { "g5.xlarge" },
+      scalingConfig = { minSize = 0, maxSize = 2, desiredSize = 0 } },
     { nodegroupName = "spot", instanceTypes = { "c5.large", "c5.xlarge" }, capacityType = "SPOT",
       scalingConfig = { minSize = 1, maxSize = 2, desiredSize = 1 } },
   } do
