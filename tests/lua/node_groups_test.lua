@@ -305,6 +305,24 @@ t.test("cluster_delete_node_group deletes the group and waits until it and its n
   t.eq(s.node_group.status, "NOT_FOUND")
 end)
 
+t.test("the IAM policy hypd iam-policy makes for the four tools is enough when the sandbox enforces it", function()
+  local policy = require "sandbox.policy"
+  local doc = assert(require("hypd.iam_policy").document { tools = { "cluster_list_instance_groups",
+    "cluster_scale_node_group", "cluster_delete_node_group", "cluster_get_node_group_status" } })
+  assert(policy.set(doc))
+  t.cleanup(function() policy.set(nil) end)
+  local _, denied = require("hypd.aws").try("iam", "GetRole", { RoleName = "ngt-node" }, E.OPTS)
+  t.eq(denied and denied.code, "AccessDenied", "the policy is enforced: what it does not allow is refused")
+  local m = mark()
+  t.ok(tool.call("cluster_list_instance_groups", {}, READ), "the list")
+  local v = run("cluster_scale_node_group", { node_group = "spot", desired_size = 1 })
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  v = run("cluster_delete_node_group", { node_group = "spot" }, ADMIN)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.eq(mutations(m), { ["eks UpdateNodegroupConfig"] = 1, ["eks DeleteNodegroup"] = 1 }, "nothing was refused")
+  policy.set(nil)
+end)
+
 t.test("the HyperPod cluster was never touched", function()
   local d = call("sagemaker", "DescribeCluster", { ClusterName = HP })
   t.eq(d.ClusterStatus, "InService")
