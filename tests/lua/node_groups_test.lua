@@ -329,6 +329,33 @@ t.test("the HyperPod cluster was never touched", function()
   t.eq({ d.InstanceGroups[1].TargetCount, d.InstanceGroups[2].TargetCount }, { 2, 0 })
 end)
 
+t.test("on a cluster whose Kubernetes API hypd cannot read (no access entry) the tools still work, saying so",
+  function()
+  local name = "ngt-noaccess"
+  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10.62.0.0/16" }).Vpc.VpcId
+  local sn = {}
+  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
+    sn[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10.62." .. i .. ".0/24", AvailabilityZone = az })
+      .Subnet.SubnetId
+  end
+  call("eks", "CreateCluster", { name = name, roleArn = c.roleArn, resourcesVpcConfig = { subnetIds = sn },
+    accessConfig = { authenticationMode = "API", bootstrapClusterCreatorAdminPermissions = false } })
+  while call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do task.sleep(30) end
+  call("eks", "CreateNodegroup", { clusterName = name, nodegroupName = "imported", nodeRole = role, subnets = sn,
+    scalingConfig = { minSize = 1, maxSize = 2, desiredSize = 1 } })
+  while call("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = "imported" }).nodegroup.status ~=
+    "ACTIVE" do task.sleep(15) end
+  local out = assert(tool.call("cluster_list_instance_groups", { cluster = name }, READ))
+  t.eq(#out.instance_groups, 1)
+  t.eq({ out.instance_groups[1].name, out.instance_groups[1].current, out.instance_groups[1].desired },
+    { "imported", json.null, 1 }, "current is unknown, not a guess")
+  t.like(out.kubernetes, "could not be read")
+  local v = run("cluster_scale_node_group", { cluster = name, node_group = "imported", desired_size = 2 })
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.eq({ v.result.to.desiredSize, v.result.nodes_ready, v.result.status }, { 2, json.null, "ACTIVE" })
+  t.like(v.result.kubernetes, "could not be read")
+end)
+
 t.test("the tools declare their actions: the list is read-only, only delete may delete", function()
   local list, scale, del = tool.get("cluster_list_instance_groups"), tool.get("cluster_scale_node_group"),
     tool.get("cluster_delete_node_group")
