@@ -152,4 +152,35 @@ function M.require_node_group(ctx, c, record, name, what)
     { fields = { { field = "node_group", rule = "unknown", message = "no node group " .. name .. " in " .. c.name } } })
 end
 
+-- await_nodes(ctx, cluster, group, want) -> the Ready nodes once the group
+-- has exactly want Nodes in Kubernetes, all Ready (a poll), or nil, why
+-- when hypd cannot read the cluster's Kubernetes API (then nothing is awaited)
+function M.await_nodes(ctx, cluster, group, want)
+  local counts, why = M.nodes(ctx, cluster)
+  if not counts then
+    ctx:progress(why .. "; the nodes are not checked")
+    return nil, why
+  end
+  return ctx:poll { what = want .. " Ready node(s) of " .. cluster .. "/" .. group .. " in Kubernetes",
+    every = M.NODES_POLL, timeout = M.NODES_LIMIT,
+    check = function()
+      local c = (M.nodes(ctx, cluster) or {})[group] or { total = 0, ready = 0 }
+      return c.ready == want and c.total == want, c.total .. " node(s), " .. c.ready .. " Ready, of " .. want, c.ready
+    end }
+end
+
+-- resolve(ctx, what) -> the EKS cluster and its node group for the step
+-- context's parameters (cluster, region, node_group), refused as
+-- require_node_group refuses; what the later steps need goes into ctx.state
+-- (region, cluster, node_group, started_at)
+function M.resolve(ctx, what)
+  local p, st = ctx.params, ctx.state
+  local which = M.which(ctx, p)
+  local c = M.eks_cluster(ctx, which.name)
+  local g = M.require_node_group(ctx, c, which.record, p.node_group, what)
+  st.region, st.cluster, st.node_group = ctx:aws_region(), c.name, g.nodegroupName
+  st.started_at = st.started_at or hypd.now()
+  return c, g
+end
+
 return M

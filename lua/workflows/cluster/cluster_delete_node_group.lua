@@ -15,14 +15,9 @@ local ng = require "cluster._node_groups"
 local errors = hypd.errors
 
 local function check(ctx)
-  local p, st = ctx.params, ctx.state
-  local which = ng.which(ctx, p)
-  local c = ng.eks_cluster(ctx, which.name)
-  local g = ng.require_node_group(ctx, c, which.record, p.node_group,
-    { tool = "cluster_delete_node_group", verb = "delete" })
-  st.region, st.cluster, st.node_group = ctx:aws_region(), c.name, g.nodegroupName
+  local st = ctx.state
+  local _, g = ng.resolve(ctx, { tool = "cluster_delete_node_group", verb = "delete" })
   st.nodegroup_arn, st.instance_types, st.scaling = g.nodegroupArn, g.instanceTypes, g.scalingConfig
-  st.started_at = st.started_at or hypd.now()
 end
 
 local function delete(ctx)
@@ -60,17 +55,7 @@ local function wait(ctx)
       return false, "EKS node group " .. name .. " " .. tostring(g.status)
     end }
   if not gone then return end -- a plan does not wait
-  local counts, why = ng.nodes(ctx, st.cluster)
-  if counts then
-    ctx:poll { what = "the nodes of " .. name .. " to leave Kubernetes", every = ng.NODES_POLL,
-      timeout = ng.NODES_LIMIT,
-      check = function()
-        local left = ((ng.nodes(ctx, st.cluster) or {})[st.node_group] or { total = 0 }).total
-        return left == 0, left .. " node(s) left"
-      end }
-  else
-    ctx:progress(why .. "; its nodes are not checked")
-  end
+  local _, why = ng.await_nodes(ctx, st.cluster, st.node_group, 0)
   st.result = { cluster = st.cluster, region = st.region, node_group = st.node_group, deleted = true,
     nodegroup_arn = st.nodegroup_arn, instance_types = st.instance_types, scaling = st.scaling,
     kubernetes = why }

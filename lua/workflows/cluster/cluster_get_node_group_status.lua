@@ -5,6 +5,21 @@ local ng = require "cluster._node_groups"
 
 local TOOLS = { cluster_scale_node_group = true, cluster_delete_node_group = true }
 
+-- find(p) -> the operation named by operation_id, else the latest on the
+-- node group (nil when there is none)
+local function find(p)
+  if p.operation_id then
+    local v = hypd.operations.get(p.operation_id)
+    if v and TOOLS[v.tool] then return v end
+    hypd.errors.raise("NOT_FOUND", "no node group operation " .. p.operation_id)
+  end
+  if not p.node_group then
+    hypd.errors.raise("VALIDATION", "cluster_get_node_group_status: give operation_id, or node_group",
+      { fields = { { field = "operation_id", rule = "required", message = "operation_id or node_group" } } })
+  end
+  return hypd.operations.list { target = ng.target(p), limit = 1 }[1]
+end
+
 return tool {
   name = "cluster_get_node_group_status",
   summary = "Progress of cluster_scale_node_group or cluster_delete_node_group, and the node group as EKS has it",
@@ -24,21 +39,7 @@ return tool {
     wait_seconds = P.wait_seconds,
   },
   run = function(ctx, p)
-    local view
-    if p.operation_id then
-      view = hypd.operations.get(p.operation_id)
-      if not view or not TOOLS[view.tool] then
-        hypd.errors.raise("NOT_FOUND", "no node group operation " .. p.operation_id)
-      end
-    elseif p.node_group then
-      local target = ng.target(p)
-      for _, v in ipairs(hypd.operations.list { target = target, limit = 50 }) do
-        if TOOLS[v.tool] and v.target == target then view = v break end
-      end
-    else
-      hypd.errors.raise("VALIDATION", "cluster_get_node_group_status: give operation_id, or node_group",
-        { fields = { { field = "operation_id", rule = "required", message = "operation_id or node_group" } } })
-    end
+    local view = find(p)
     if view and p.wait_seconds > 0 then view = hypd.operations.wait(view.operation_id, p.wait_seconds) end
     local st = view and hypd.operations.state(view.operation_id) or {}
     local cluster, group = st.cluster, st.node_group

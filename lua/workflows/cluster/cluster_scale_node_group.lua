@@ -45,20 +45,15 @@ local function sizes(g, p)
 end
 
 local function check(ctx)
-  local p, st = ctx.params, ctx.state
-  local which = ng.which(ctx, p)
-  local c = ng.eks_cluster(ctx, which.name)
-  local g = ng.require_node_group(ctx, c, which.record, p.node_group,
-    { tool = "cluster_scale_node_group", verb = "scale" })
+  local st = ctx.state
+  local c, g = ng.resolve(ctx, { tool = "cluster_scale_node_group", verb = "scale" })
   if g.status == "DELETING" or g.status == "CREATE_FAILED" or g.status == "DELETE_FAILED" then
     errors.raise("CONFLICT", string.format("EKS node group %s of %s is %s and cannot be scaled%s", g.nodegroupName,
       c.name, g.status, #ng.issues(g) > 0 and (": " .. table.concat(ng.issues(g), "; ")) or ""),
       { fields = { { field = "node_group", rule = "state", message = g.nodegroupName .. " is " .. g.status } } })
   end
-  st.region, st.cluster, st.node_group = ctx:aws_region(), c.name, g.nodegroupName
   st.from = g.scalingConfig
-  st.to = sizes(g, p)
-  st.started_at = st.started_at or hypd.now()
+  st.to = sizes(g, ctx.params)
 end
 
 local function scale(ctx)
@@ -116,20 +111,7 @@ local function wait(ctx)
       return done, "EKS node group " .. name .. " " .. tostring(g.status) .. (u and (", update " .. u.status) or ""), g
     end }
   if not g then return end -- a plan does not wait
-  local want = st.to.desiredSize
-  local counts, why = ng.nodes(ctx, st.cluster)
-  local ready
-  if counts then
-    ready = ctx:poll { what = want .. " Ready node(s) of " .. name .. " in Kubernetes", every = ng.NODES_POLL,
-      timeout = ng.NODES_LIMIT,
-      check = function()
-        local now = ng.nodes(ctx, st.cluster) or {}
-        local c = now[st.node_group] or { total = 0, ready = 0 }
-        return c.ready == want and c.total == want, c.ready .. " of " .. want .. " node(s) Ready", c.ready
-      end }
-  else
-    ctx:progress(why .. "; the nodes are not counted")
-  end
+  local ready, why = ng.await_nodes(ctx, st.cluster, st.node_group, st.to.desiredSize)
   st.result = { cluster = st.cluster, region = st.region, node_group = st.node_group, from = st.from, to = st.to,
     status = g.status, changed = st.action == "changed", update_id = st.update_id,
     nodes_ready = ready or json.null, kubernetes = why }

@@ -126,6 +126,28 @@ function M.annotate(md, inst)
   md.annotations["alpha.kubernetes.io/provided-node-ip"] = inst.ip
 end
 
+-- wake(region, name, kind): the controllers of EKS cluster `name` (of every
+-- served cluster of the region when name is nil) reconcile `kind` soon
+function M.wake(region, name, kind)
+  for _, ctl in ipairs(ctl_.each(region)) do
+    if not name or ctl.cl.name == name then ctl:enqueue(kind) end
+  end
+end
+
+-- follow(ctl, r, mark, want, reconcile): the Nodes that carry annotation
+-- `mark` become exactly want's (name -> what it is made from): the others
+-- are deleted, then reconcile(name, want[name]) runs for each, by name
+function M.follow(ctl, r, mark, want, reconcile)
+  for _, node in ipairs(ctl.cl:list(r)) do
+    local a = node.metadata.annotations
+    if a and a[mark] and not want[node.metadata.name] then ctl.cl:delete(r, nil, node.metadata.name) end
+  end
+  local names = {}
+  for name in pairs(want) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do reconcile(name, want[name]) end
+end
+
 -- put(ctl, r, old, node, status) -> true when it created the Node: a new
 -- Node is created with its status; an existing one is updated (a write only
 -- when something differs) and its status written when it differs

@@ -26,11 +26,7 @@ local EFFECT = { NO_SCHEDULE = "NoSchedule", NO_EXECUTE = "NoExecute", PREFER_NO
 
 -- sync(region [, eks_cluster_name]): the Nodes follow the node groups (soon,
 -- in the cluster's controller task); cheap, never raises
-function M.sync(region, name)
-  for _, ctl in ipairs(ctl_.each(region)) do
-    if not name or ctl.cl.name == name then ctl:enqueue("nodegroups") end
-  end
-end
+function M.sync(region, name) node_.wake(region, name, "nodegroups") end
 
 local function os_of(ng)
   local ami = ng.amiType or ""
@@ -103,14 +99,7 @@ ctl_.handlers.nodegroups = function(ctl)
     local ng = i.cluster == ctl.cl.name and groups[i.nodegroup]
     if ng and i.dns then want[i.dns] = { i = i, ng = ng } end
   end
-  for _, node in ipairs(ctl.cl:list(r)) do
-    local a = node.metadata.annotations
-    if a and a[MARK] and not want[node.metadata.name] then ctl.cl:delete(r, nil, node.metadata.name) end
-  end
-  local names = {}
-  for name in pairs(want) do names[#names + 1] = name end
-  table.sort(names)
-  for _, name in ipairs(names) do reconcile(ctl, r, want[name].i, want[name].ng) end
+  node_.follow(ctl, r, MARK, want, function(_, w) reconcile(ctl, r, w.i, w.ng) end)
 end
 
 function M.start(ctl) ctl:enqueue("nodegroups") end

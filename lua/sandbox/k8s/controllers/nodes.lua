@@ -44,10 +44,11 @@ end
 -- HyperPod nodes (soon, in the cluster's controller task); cheap, never raises
 function M.sync(region, c)
   local r, name
-  if c then r, name = eks_of(c) end
-  for _, ctl in ipairs(ctl_.each(region)) do
-    if not name or (r == region and ctl.cl.name == name) then ctl:enqueue("nodes") end
+  if c then
+    r, name = eks_of(c)
+    if r ~= region then return end
   end
+  node_.wake(region, name, "nodes")
 end
 
 -- fail(region, hyperpod_cluster, node_id [, message]) -> true | nil, err:
@@ -196,15 +197,7 @@ ctl_.handlers.nodes = function(ctl)
     local c = mine[n.cluster]
     if c then want[M.node_name(n.InstanceId)] = { n = n, c = c } end
   end
-  for _, node in ipairs(ctl.cl:list(r)) do
-    if node.metadata.annotations and node.metadata.annotations[MARK] and not want[node.metadata.name] then
-      ctl.cl:delete(r, nil, node.metadata.name)
-    end
-  end
-  local names = {}
-  for name in pairs(want) do names[#names + 1] = name end
-  table.sort(names)
-  for _, name in ipairs(names) do reconcile(ctl, r, want[name].n, want[name].c) end
+  node_.follow(ctl, r, MARK, want, function(_, w) reconcile(ctl, r, w.n, w.c) end)
 end
 
 -- a person's label change reaches the handler

@@ -55,34 +55,17 @@ local function ami_type(version, itypes)
   return modern and "AL2023_x86_64_STANDARD" or "AL2_x86_64"
 end
 
-local function view(ng)
-  local out = D.copy(ng)
-  out.key, out.token = nil, nil
-  return out
-end
+local view = D.public
 
 -- get(ctx, cluster, name) -> the record, or ResourceNotFoundException
 local function get(ctx, cluster, name)
-  C.get(ctx, cluster)
-  local ng = ctx.state:get("nodegroup", key(cluster, tostring(name)))
-  if not ng then
-    ctx.error("ResourceNotFoundException", "No node group found for name: " .. tostring(name) .. ".", 404)
-  end
-  return ng
+  return D.child(ctx, "nodegroup", cluster, name, "No node group found for name: " .. tostring(name) .. ".")
 end
 M.get = get
 
--- instances(ctx, cluster, nodegroup) -> the group's instance records, oldest first
+-- instances(ctx, cluster [, nodegroup]) -> the group's (or cluster's) instance records, oldest first
 function M.instances(ctx, cluster, nodegroup)
-  local out = {}
-  for _, i in ipairs(ctx.state:list("ng_instance")) do
-    if i.cluster == cluster and (not nodegroup or i.nodegroup == nodegroup) then out[#out + 1] = i end
-  end
-  table.sort(out, function(a, b)
-    if a.LaunchTime ~= b.LaunchTime then return a.LaunchTime < b.LaunchTime end
-    return a.InstanceId < b.InstanceId
-  end)
-  return out
+  return D.launched(ctx, "ng_instance", { cluster = cluster, nodegroup = nodegroup })
 end
 
 -- k8s(ctx, cluster): the Nodes follow the instances (never fails the AWS side)
@@ -279,12 +262,7 @@ function ops.DescribeNodegroup(ctx, input)
 end
 
 function ops.ListNodegroups(ctx, input)
-  C.get(ctx, input.clusterName)
-  local names = json.array()
-  for _, ng in ipairs(ctx.state:list("nodegroup")) do
-    if ng.clusterName == input.clusterName then names[#names + 1] = ng.nodegroupName end
-  end
-  local page, nxt = D.page(ctx, names, input.maxResults, input.nextToken, 100, "InvalidParameterException")
+  local page, nxt = D.children(ctx, "nodegroup", input, "nodegroupName")
   return { nodegroups = page, nextToken = nxt }
 end
 
@@ -293,6 +271,13 @@ local function retried(ctx, ng, token)
   if not token then return nil end
   for _, u in ipairs(ctx.state:list("update")) do
     if u.clusterName == ng.clusterName and u.nodegroupName == ng.nodegroupName and u.token == token then return u end
+  end
+end
+
+-- note(params, type, value): an update parameter (value as JSON) when value holds something
+local function note(params, ptype, value)
+  if type(value) == "table" and next(value) ~= nil then
+    params[#params + 1] = { type = ptype, value = json.encode(value) }
   end
 end
 
@@ -319,24 +304,16 @@ function ops.UpdateNodegroupConfig(ctx, input)
   local l = input.labels
   if l then
     check_labels(ctx, l.addOrUpdateLabels)
-    if l.addOrUpdateLabels and next(l.addOrUpdateLabels) then
-      params[#params + 1] = { type = "LabelsToAdd", value = json.encode(l.addOrUpdateLabels) }
-    end
-    if l.removeLabels and #l.removeLabels > 0 then
-      params[#params + 1] = { type = "LabelsToRemove", value = json.encode(l.removeLabels) }
-    end
+    note(params, "LabelsToAdd", l.addOrUpdateLabels)
+    note(params, "LabelsToRemove", l.removeLabels)
     change.labels = l
   end
   local t = input.taints
   if t then
     check_taints(ctx, t.addOrUpdateTaints)
     check_taints(ctx, t.removeTaints)
-    if t.addOrUpdateTaints and #t.addOrUpdateTaints > 0 then
-      params[#params + 1] = { type = "TaintsToAdd", value = json.encode(t.addOrUpdateTaints) }
-    end
-    if t.removeTaints and #t.removeTaints > 0 then
-      params[#params + 1] = { type = "TaintsToRemove", value = json.encode(t.removeTaints) }
-    end
+    note(params, "TaintsToAdd", t.addOrUpdateTaints)
+    note(params, "TaintsToRemove", t.removeTaints)
     change.taints = t
   end
   if input.updateConfig then
@@ -434,20 +411,22 @@ function tr.nodegroup_deleted(ctx, args)
   k8s(ctx, ng.clusterName)
 end
 
+-- of(ctx, cluster) -> the cluster's node group records
+local function of(ctx, cluster)
+  local out = {}
+  for _, ng in ipairs(ctx.state:list("nodegroup")) do
+    if ng.clusterName == cluster then out[#out + 1] = ng end
+  end
+  return out
+end
+
 -- forget(ctx, cluster): a deleted cluster's node groups and instances
 function M.forget(ctx, cluster)
   for _, i in ipairs(M.instances(ctx, cluster)) do ctx.state:delete("ng_instance", i.InstanceId) end
-  for _, ng in ipairs(ctx.state:list("nodegroup")) do
-    if ng.clusterName == cluster then ctx.state:delete("nodegroup", ng.key) end
-  end
+  for _, ng in ipairs(of(ctx, cluster)) do ctx.state:delete("nodegroup", ng.key) end
 end
 
 -- any(ctx, cluster) -> true when the cluster has node groups
-function M.any(ctx, cluster)
-  for _, ng in ipairs(ctx.state:list("nodegroup")) do
-    if ng.clusterName == cluster then return true end
-  end
-  return false
-end
+function M.any(ctx, cluster) return #of(ctx, cluster) > 0 end
 
 return M

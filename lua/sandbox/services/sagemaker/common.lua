@@ -39,15 +39,7 @@ function M.group(c, name)
 end
 
 function M.nodes(ctx, cluster, group)
-  local out = {}
-  for _, n in ipairs(ctx.state:list("node")) do
-    if n.cluster == cluster and (not group or n.group == group) then out[#out + 1] = n end
-  end
-  table.sort(out, function(a, b)
-    if a.LaunchTime ~= b.LaunchTime then return a.LaunchTime < b.LaunchTime end
-    return a.InstanceId < b.InstanceId
-  end)
-  return out
+  return D.launched(ctx, "node", { cluster = cluster, group = group })
 end
 
 -- k8s(ctx): after node records change, the Node objects of the EKS
