@@ -94,7 +94,8 @@ local function wait(ctx)
       local g = ng.describe(ctx, st.cluster, st.node_group)
       if not g then errors.raise("NOT_FOUND", "EKS node group " .. name .. " is gone") end
       local u
-      if st.update_id then
+      -- the update's outcome is read once the group has left UPDATING (one call per check, not two)
+      if st.update_id and g.status ~= "UPDATING" then
         u = ctx:call("eks", "DescribeUpdate", { name = st.cluster, updateId = st.update_id,
           nodegroupName = st.node_group }).update
         if u.status == "Failed" or u.status == "Cancelled" then
@@ -107,7 +108,7 @@ local function wait(ctx)
       if g.status == "DELETING" or g.status == "DELETE_FAILED" or g.status == "CREATE_FAILED" then
         errors.raise("FAILED", "EKS node group " .. name .. " is " .. g.status, { issues = ng.issues(g) })
       end
-      local done = g.status == "ACTIVE" and matches(g, st.to) and (not u or u.status == "Successful")
+      local done = g.status == "ACTIVE" and matches(g, st.to) and (not st.update_id or u.status == "Successful")
       return done, "EKS node group " .. name .. " " .. tostring(g.status) .. (u and (", update " .. u.status) or ""), g
     end }
   if not g then return end -- a plan does not wait
