@@ -275,6 +275,27 @@ t.test("a scale stopped while it waits (the host stopping) resumes and sends no 
   t.eq(nodegroup("spot").scalingConfig.desiredSize, 2)
 end)
 
+t.test("a DEGRADED group (EKS could not launch its instances) is refused with EKS's reason, before any mutation",
+  function()
+  local faults = require "sandbox.faults"
+  assert(faults.configure { insufficient_capacity = { { instance_type = "g5.xlarge" } } })
+  t.cleanup(function() faults.configure {} end)
+  local v = run("cluster_scale_node_group", { node_group = "gpu-zero", desired_size = 0, min_size = 0 })
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  v = run("cluster_scale_node_group", { node_group = "gpu-zero", desired_size = 1 })
+  t.eq(v.status, "failed", "the scale-up fails")
+  t.eq(v.error.code, "FAILED")
+  t.like(v.error.message, "AsgInstanceLaunchFailures: Could not launch On%-Demand Instances")
+  t.eq(nodegroup("gpu-zero").status, "DEGRADED")
+  local m = mark()
+  v = run("cluster_scale_node_group", { node_group = "gpu-zero", desired_size = 2 })
+  t.eq({ v.status, v.error.code, v.error.fields[1].rule }, { "failed", "CONFLICT", "state" })
+  t.like(v.error.message, "is DEGRADED and cannot be scaled until it is ACTIVE: AsgInstanceLaunchFailures")
+  local _, total = mutations(m)
+  t.eq(total, 0, "nothing was sent")
+  faults.configure {}
+end)
+
 t.test("cluster_delete_node_group plan = true lists the delete and sends no mutation", function()
   local m = mark()
   local out = assert(tool.call("cluster_delete_node_group", { node_group = "gpu-zero", plan = true }, ADMIN))
@@ -283,7 +304,7 @@ t.test("cluster_delete_node_group plan = true lists the delete and sends no muta
   t.like(out.plan[1].id, "^arn:aws:eks:us%-west%-2:%d+:nodegroup/" .. esc(EKS) .. "/gpu%-zero/")
   local _, total = mutations(m)
   t.eq(total, 0)
-  t.eq(nodegroup("gpu-zero").status, "ACTIVE")
+  t.eq(nodegroup("gpu-zero").status, "DEGRADED", "the group is as it was")
 end)
 
 t.test("cluster_delete_node_group needs the admin scope", function()
@@ -291,7 +312,7 @@ t.test("cluster_delete_node_group needs the admin scope", function()
   t.fails(out, err, "FORBIDDEN")
 end)
 
-t.test("cluster_delete_node_group deletes the group and waits until it and its nodes are gone", function()
+t.test("cluster_delete_node_group deletes the (DEGRADED) group and waits until it and its nodes are gone", function()
   local m = mark()
   local t0 = core.now()
   local v = run("cluster_delete_node_group", { node_group = "gpu-zero" }, ADMIN)

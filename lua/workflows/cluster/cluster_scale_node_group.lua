@@ -44,12 +44,15 @@ local function sizes(g, p)
   return s
 end
 
+local BUSY = { CREATING = true, UPDATING = true }
+
 local function check(ctx)
   local st = ctx.state
   local c, g = ng.resolve(ctx, { tool = "cluster_scale_node_group", verb = "scale" })
-  if g.status == "DELETING" or g.status == "CREATE_FAILED" or g.status == "DELETE_FAILED" then
-    errors.raise("CONFLICT", string.format("EKS node group %s of %s is %s and cannot be scaled%s", g.nodegroupName,
-      c.name, g.status, #ng.issues(g) > 0 and (": " .. table.concat(ng.issues(g), "; ")) or ""),
+  -- EKS updates a group that is ACTIVE, or soon will be (CREATING, UPDATING: the scale waits for it)
+  if not BUSY[g.status] and g.status ~= "ACTIVE" then
+    errors.raise("CONFLICT", string.format("EKS node group %s of %s is %s and cannot be scaled until it is ACTIVE%s",
+      g.nodegroupName, c.name, g.status, #ng.issues(g) > 0 and (": " .. table.concat(ng.issues(g), "; ")) or ""),
       { fields = { { field = "node_group", rule = "state", message = g.nodegroupName .. " is " .. g.status } } })
   end
   st.from = g.scalingConfig
@@ -67,7 +70,9 @@ local function scale(ctx)
     current = function(g) return g.scalingConfig or {} end,
     -- a group that is creating or updating takes no update until it is ACTIVE
     retry = function(err)
-      if err.code == "ResourceInUseException" then return "EKS node group " .. name .. " is busy; waiting for ACTIVE" end
+      if err.code ~= "ResourceInUseException" then return nil end
+      local g = ng.describe(ctx, st.cluster, st.node_group)
+      if g and BUSY[g.status] then return "EKS node group " .. name .. " is " .. g.status .. "; waiting for ACTIVE" end
     end,
     retry_every = ng.POLL, retry_for = ng.LIMIT,
     update = function(_, changes)
