@@ -45,9 +45,10 @@
 --         VpcId, AllocationId, VpcEndpointId, in that order; CreateTags and
 --         DeleteTags: every id of Resources, by its prefix); Describe*: none
 --   eks   cluster/<name> for operations on a cluster (name; Create*/List* of
---         its add-ons, access entries and pod identity associations by
---         clusterName); an add-on, access entry or pod identity association
---         by the ARN of its record (none when it does not exist);
+--         its add-ons, access entries, pod identity associations and node
+--         groups by clusterName); an add-on, access entry, pod identity
+--         association or node group by the ARN of its record (none when it
+--         does not exist);
 --         resourceArn for tag operations
 --   sagemaker  cluster/* for CreateCluster; the cluster's ARN (ClusterName
 --         as an ARN, or the record's) otherwise; mlflow-tracking-server/<name>,
@@ -59,8 +60,8 @@
 -- Every other request has no resource (only Resource "*" matches it, and
 -- the message names none).
 --
--- iam:PassRole, as AWS checks it: eks CreateCluster (roleArn) and
--- CreatePodIdentityAssociation (roleArn), sagemaker CreateCluster and
+-- iam:PassRole, as AWS checks it: eks CreateCluster (roleArn),
+-- CreatePodIdentityAssociation (roleArn) and CreateNodegroup (nodeRole), sagemaker CreateCluster and
 -- UpdateCluster (every InstanceGroups[].ExecutionRole, and ClusterRole) and
 -- CreateMlflowTrackingServer (RoleArn) also need iam:PassRole on each role
 -- ARN, checked after the operation's own action.
@@ -342,6 +343,8 @@ local function eks(ctx, op, input)
     rec, field = view:get("access_entry", cluster .. "/" .. input.principalArn), "accessEntryArn"
   elseif str(input.associationId) then
     rec, field = view:get("pod_identity", cluster .. "/" .. input.associationId), "associationArn"
+  elseif str(input.nodegroupName) then
+    rec, field = view:get("nodegroup", cluster .. "/" .. input.nodegroupName), "nodegroupArn"
   else
     return { ctx:arn("cluster/" .. cluster, "eks") }
   end
@@ -407,6 +410,8 @@ local function passed_roles(service, op, input)
   local function add(v) if str(v) then roles[#roles + 1] = v end end
   if service == "eks" and (op == "CreateCluster" or op == "CreatePodIdentityAssociation") then
     add(input.roleArn)
+  elseif service == "eks" and op == "CreateNodegroup" then
+    add(input.nodeRole)
   elseif service == "sagemaker" and (op == "CreateCluster" or op == "UpdateCluster") then
     for _, g in ipairs(as_list(input.InstanceGroups)) do
       if type(g) == "table" then add(g.ExecutionRole) end

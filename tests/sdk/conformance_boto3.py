@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The sandbox judged by boto3: a shorter provisioning run than the
 JavaScript harness (network, role, bucket, EKS to ACTIVE with an add-on and an
-access entry, HyperPod to InService with its nodes, MLflow, training plans,
-FSx), then modelled errors asserted by their code and, where the
+access entry and a managed node group scaled and deleted, HyperPod to
+InService with its nodes, MLflow, training plans, FSx, EC2 regions and
+boto3's paginators over small pages), then modelled errors asserted by their code and, where the
 model declares them, by boto3's exception class.
 
 Env: AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
@@ -219,6 +220,56 @@ def run():
         vpcs = call("ec2", "DescribeVpcs", Filters=[{"Name": "tag:Name", "Values": [TAG + "-vpc"]}])["Vpcs"]
         eq([v["VpcId"] for v in vpcs], [vpc], "VPCs")
 
+    @check("EC2 DescribeRegions: the default regions; AllRegions adds the opt-in ones")
+    def _():
+        names = [r["RegionName"] for r in call("ec2", "DescribeRegions")["Regions"]]
+        ok(REGION in names and "us-east-1" in names, "default regions: %s" % names)
+        ok("af-south-1" not in names, "an opt-in region answers without AllRegions")
+        every = call("ec2", "DescribeRegions", AllRegions=True)["Regions"]
+        opt = [r for r in every if r["RegionName"] == "af-south-1"]
+        eq([r["OptInStatus"] for r in opt], ["not-opted-in"], "af-south-1")
+        ok(all(r["Endpoint"] == "ec2.%s.amazonaws.com" % r["RegionName"] for r in every), "endpoints")
+        one = call("ec2", "DescribeRegions", RegionNames=[REGION])["Regions"]
+        eq([r["RegionName"] for r in one], [REGION], "by name")
+
+    @check("EC2 CreateVpc and CreateSubnet: more VPCs, subnets, route tables and groups than one small page")
+    def _():
+        vpc = need("vpc")
+        for i in range(4):
+            call("ec2", "CreateVpc", CidrBlock="10.%d.0.0/16" % (110 + i), TagSpecifications=[
+                {"ResourceType": "vpc", "Tags": tags(Name="%s-page-%d" % (TAG, i))}])
+        for i in range(5):
+            call("ec2", "CreateSubnet", VpcId=vpc, CidrBlock="10.100.%d.0/24" % (20 + i))
+        ctx["paging"] = True
+
+    def pages(op, key, size=5, **params):
+        """Every page boto3's paginator fetches with MaxResults=size, and the unpaged answer."""
+        client = CLIENTS["ec2"]
+        method = next(m for m, api in client.meta.method_to_api_mapping.items() if api == op)
+        called.add("EC2 " + op)
+        got = list(client.get_paginator(method).paginate(PaginationConfig={"PageSize": size}, **params))
+        return got, call("ec2", op, **params)[key]
+
+    for op, key, ident in (("DescribeSubnets", "Subnets", "SubnetId"), ("DescribeVpcs", "Vpcs", "VpcId"),
+                           ("DescribeRouteTables", "RouteTables", "RouteTableId"),
+                           ("DescribeSecurityGroups", "SecurityGroups", "GroupId")):
+        @check("EC2 %s: boto3's paginator with MaxResults=5 sees several pages, together the whole list" % op)
+        def _(op=op, key=key, ident=ident):
+            need("paging")
+            got, whole = pages(op, key)
+            ok(len(got) >= 2, "%d page(s) of %s" % (len(got), [len(p[key]) for p in got]))
+            ok(all(len(p[key]) <= 5 for p in got), "a page holds at most 5: %s" % [len(p[key]) for p in got])
+            ok("NextToken" not in got[-1], "the last page has no NextToken")
+            ok(all(p.get("NextToken") for p in got[:-1]), "every other page has one")
+            eq(sorted(x[ident] for p in got for x in p[key]), sorted(x[ident] for x in whole), "the items")
+
+    expect_error("EC2 DescribeSubnets: a NextToken EC2 did not give is InvalidParameterValue", "InvalidParameterValue",
+                 lambda: call("ec2", "DescribeSubnets", NextToken="not-a-token"))
+    expect_error("EC2 DescribeNetworkInterfaces: MaxResults with ids is InvalidParameterCombination",
+                 "InvalidParameterCombination",
+                 lambda: call("ec2", "DescribeNetworkInterfaces", NetworkInterfaceIds=["eni-" + MISSING_ID],
+                              MaxResults=5))
+
     # roles and bucket
     @check("IAM CreateRole: the HyperPod execution role")
     def _():
@@ -326,6 +377,50 @@ def run():
         role = need("exec")
         ok(role in call("eks", "ListAccessEntries", clusterName=eks_name)["accessEntries"], "listed")
 
+    # a managed node group
+    ng = TAG + "-system"
+
+    @check("IAM CreateRole: the node role")
+    def _():
+        ctx["node_role"] = call("iam", "CreateRole", RoleName=TAG + "-node",
+                                AssumeRolePolicyDocument=trust("ec2.amazonaws.com"))["Role"]["Arn"]
+
+    @check("EKS CreateNodegroup: CREATING, then ACTIVE (boto3's nodegroup_active waiter)")
+    def _():
+        _, role, subnets = need("eks_active", "node_role", "subnets")
+        g = call("eks", "CreateNodegroup", clusterName=eks_name, nodegroupName=ng, nodeRole=role, subnets=subnets,
+                 instanceTypes=["m5.large"], scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 2},
+                 labels={"role": "system"})["nodegroup"]
+        eq(g["status"], "CREATING", "status")
+        ok(g["nodegroupArn"].startswith("arn:aws:eks:%s:%s:nodegroup/%s/%s/" % (REGION, ACCOUNT, eks_name, ng)),
+           g["nodegroupArn"])
+        called.add("EKS DescribeNodegroup")
+        CLIENTS["eks"].get_waiter("nodegroup_active").wait(clusterName=eks_name, nodegroupName=ng,
+                                                           WaiterConfig={"Delay": 0.02, "MaxAttempts": 500})
+        g = call("eks", "DescribeNodegroup", clusterName=eks_name, nodegroupName=ng)["nodegroup"]
+        eq(g["scalingConfig"], {"minSize": 1, "maxSize": 3, "desiredSize": 2}, "scalingConfig")
+        eq((g["capacityType"], g["instanceTypes"], g["labels"]), ("ON_DEMAND", ["m5.large"], {"role": "system"}),
+           "capacity type, instance types, labels")
+        ctx["ng"] = g["nodegroupArn"]
+
+    @check("EKS ListNodegroups: lists it")
+    def _():
+        need("ng")
+        eq(call("eks", "ListNodegroups", clusterName=eks_name)["nodegroups"], [ng], "nodegroups")
+
+    @check("EKS UpdateNodegroupConfig: scale to three; the update succeeds and the group is ACTIVE at 3")
+    def _():
+        need("ng")
+        u = call("eks", "UpdateNodegroupConfig", clusterName=eks_name, nodegroupName=ng,
+                 scalingConfig={"desiredSize": 3})["update"]
+        eq((u["type"], u["status"], u["params"]), ("ConfigUpdate", "InProgress", [{"type": "DesiredSize", "value": "3"}]),
+           "the update")
+        done = until("the update", lambda: call("eks", "DescribeUpdate", name=eks_name, updateId=u["id"],
+                                                nodegroupName=ng)["update"], lambda x: x["status"] != "InProgress")
+        eq(done["status"], "Successful", "update status")
+        g = call("eks", "DescribeNodegroup", clusterName=eks_name, nodegroupName=ng)["nodegroup"]
+        eq((g["status"], g["scalingConfig"]["desiredSize"]), ("ACTIVE", 3), "status and desiredSize")
+
     # HyperPod
     hp = "hp-cluster-" + TAG
 
@@ -428,6 +523,25 @@ def run():
         call("eks", "CreateCluster", name=eks_name, roleArn=role, resourcesVpcConfig={"subnetIds": subnets})
     expect_error("EKS CreateCluster: a duplicate name is ResourceInUseException", "ResourceInUseException",
                  duplicate_eks, "eks")
+    def desired_above_max():
+        need("ng")
+        call("eks", "UpdateNodegroupConfig", clusterName=eks_name, nodegroupName=ng, scalingConfig={"desiredSize": 5})
+    expect_error("EKS UpdateNodegroupConfig: desiredSize above maxSize is InvalidParameterException",
+                 "InvalidParameterException", desired_above_max, "eks")
+
+    def duplicate_ng():
+        _, role, subnets = need("ng", "node_role", "subnets")
+        call("eks", "CreateNodegroup", clusterName=eks_name, nodegroupName=ng, nodeRole=role, subnets=subnets)
+    expect_error("EKS CreateNodegroup: a duplicate name is ResourceInUseException", "ResourceInUseException",
+                 duplicate_ng, "eks")
+    expect_error("EKS DescribeNodegroup: a missing node group is ResourceNotFoundException", "ResourceNotFoundException",
+                 lambda: call("eks", "DescribeNodegroup", clusterName=eks_name, nodegroupName=TAG + "-missing"), "eks")
+
+    def delete_with_nodegroups():
+        need("ng")
+        call("eks", "DeleteCluster", name=eks_name)
+    expect_error("EKS DeleteCluster: a cluster with node groups is ResourceInUseException", "ResourceInUseException",
+                 delete_with_nodegroups, "eks")
     expect_error("SageMaker DescribeCluster: a missing cluster is ResourceNotFound", "ResourceNotFound",
                  lambda: call("sagemaker", "DescribeCluster", ClusterName=TAG + "-missing"), "sagemaker")
 
@@ -478,6 +592,15 @@ def run():
         need("eks_active")
         eq(call("eks", "DeleteAddon", clusterName=eks_name, addonName="eks-pod-identity-agent")["addon"]["status"],
            "DELETING", "status")
+
+    @check("EKS DeleteNodegroup: DELETING, then gone (boto3's nodegroup_deleted waiter)")
+    def _():
+        need("ng")
+        eq(call("eks", "DeleteNodegroup", clusterName=eks_name, nodegroupName=ng)["nodegroup"]["status"], "DELETING",
+           "status")
+        CLIENTS["eks"].get_waiter("nodegroup_deleted").wait(clusterName=eks_name, nodegroupName=ng,
+                                                            WaiterConfig={"Delay": 0.02, "MaxAttempts": 500})
+        eq(call("eks", "ListNodegroups", clusterName=eks_name)["nodegroups"], [], "nodegroups")
 
     @check("EKS DeleteCluster: DELETING")
     def _():

@@ -1,7 +1,8 @@
 -- sandbox.services.ec2: the EC2 networking a HyperPod cluster stands on:
 -- availability zones and instance types, VPCs, subnets, internet and NAT
 -- gateways, elastic IPs, route tables, security groups, VPC endpoints,
--- tags and filters. Every operation honours DryRun.
+-- tags and filters, regions. Every operation honours DryRun; every
+-- Describe* the model pages honours MaxResults and NextToken (ec2/paging).
 --
 -- Records (ctx.view("ec2") for other services), keyed by their id, each
 -- with the API's own member names plus internal "_" fields:
@@ -16,7 +17,9 @@
 local M = { scope = "regional", operations = {}, transitions = {} }
 
 local FAMILIES = { "common", "zones", "vpc", "gateways", "routes", "endpoints", "security_groups",
-  "interfaces" }
+  "interfaces", "regions" }
+local model = require "hypd.aws.models.ec2"
+local paging = require "sandbox.services.ec2.paging"
 
 local function dry_run(fn)
   return function(ctx, input)
@@ -31,7 +34,8 @@ for _, name in ipairs(FAMILIES) do
   local family = require("sandbox.services.ec2." .. name)
   for op, fn in pairs(family.operations or {}) do
     assert(not M.operations[op], "two EC2 families define " .. op)
-    M.operations[op] = dry_run(fn)
+    local pag = model.operations[op] and model.operations[op].paginator
+    M.operations[op] = dry_run(pag and paging.wrap(op, fn, pag) or fn)
   end
   for t, fn in pairs(family.transitions or {}) do M.transitions[t] = fn end
 end

@@ -5,6 +5,7 @@
 -- reconciles (controllers/_ctl.lua). Calling it again does nothing.
 --
 --   nodes          HyperPod instances as Node objects; node failures
+--   nodegroups     EKS managed node group instances as Node objects
 --   scheduler      Pending pods to nodes (GPU, EFA, selectors, taints)
 --   kubelet        bound pods run, print, finish, fail with their node
 --   deployments    Deployments and ReplicaSets
@@ -17,7 +18,7 @@ local log = require "hypd.log"
 
 local M = {}
 
-M.MODULES = { "nodes", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs", "addons" }
+M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs", "addons" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

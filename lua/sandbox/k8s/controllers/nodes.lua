@@ -21,9 +21,9 @@ local ctl_ = require "sandbox.k8s.controllers._ctl"
 local errors = require "hypd.errors"
 local faults = require "sandbox.faults"
 local log = require "hypd.log"
+local node_ = require "sandbox.k8s.controllers._node"
 local state = require "sandbox.state"
 local task = require "hypd.task"
-local types = require "sandbox.data.instance_types"
 
 local M = {}
 
@@ -31,8 +31,6 @@ M.HEALTH = "sagemaker.amazonaws.com/node-health-status"
 M.DEEP = "sagemaker.amazonaws.com/deep-health-check-status"
 local MARK = "sandbox.hypd.io/instance-id" -- annotation: a Node this controller owns
 local SET = "sandbox.hypd.io/health-status" -- annotation: the health label value this controller last wrote
-local KUBELET = { ["1.28"] = "v1.28.15", ["1.29"] = "v1.29.15", ["1.30"] = "v1.30.14", ["1.31"] = "v1.31.10",
-  ["1.32"] = "v1.32.6", ["1.33"] = "v1.33.3", ["1.34"] = "v1.34.1" }
 
 function M.node_name(instance_id) return "hyperpod-" .. instance_id end
 
@@ -46,10 +44,11 @@ end
 -- HyperPod nodes (soon, in the cluster's controller task); cheap, never raises
 function M.sync(region, c)
   local r, name
-  if c then r, name = eks_of(c) end
-  for _, ctl in ipairs(ctl_.each(region)) do
-    if not name or (r == region and ctl.cl.name == name) then ctl:enqueue("nodes") end
+  if c then
+    r, name = eks_of(c)
+    if r ~= region then return end
   end
+  node_.wake(region, name, "nodes")
 end
 
 -- fail(region, hyperpod_cluster, node_id [, message]) -> true | nil, err:
@@ -97,39 +96,6 @@ function M.schedule_fault(region, c, n)
   end, { name = "sandbox node failure " .. id, daemon = true })
 end
 
-local function reserved_cpu_m(vcpus)
-  -- the EKS AMI's kube-reserved: 6% of the first core, 1% of the second,
-  -- 0.5% of the next two, 0.25% of the rest
-  local m = 60
-  if vcpus > 1 then m = m + 10 end
-  if vcpus > 2 then m = m + 5 * math.min(2, vcpus - 2) end
-  if vcpus > 4 then m = m + 2.5 * (vcpus - 4) end
-  return math.floor(m)
-end
-
-local function max_pods(vcpus) return vcpus >= 16 and 110 or vcpus >= 4 and 58 or 17 end
-
--- resources(itype) -> capacity, allocatable
-local function resources(itype)
-  local t = types[itype] or { vcpus = 2, memory_mib = 4096, accelerators = {} }
-  local pods = max_pods(t.vcpus)
-  local mem_ki = t.memory_mib * 1024
-  local cap = { cpu = tostring(t.vcpus), memory = string.format("%dKi", mem_ki - 512 * 1024),
-    pods = tostring(pods), ["ephemeral-storage"] = "524275692Ki", ["hugepages-1Gi"] = "0", ["hugepages-2Mi"] = "0" }
-  local alloc = { cpu = string.format("%dm", t.vcpus * 1000 - reserved_cpu_m(t.vcpus)),
-    memory = string.format("%dKi", mem_ki - 512 * 1024 - (255 + 11 * pods + 100) * 1024),
-    pods = cap.pods, ["ephemeral-storage"] = "482098954310", ["hugepages-1Gi"] = "0", ["hugepages-2Mi"] = "0" }
-  for _, a in ipairs(t.accelerators or {}) do
-    local key = a.kind == "gpu" and "nvidia.com/gpu" or a.kind == "neuron" and "aws.amazon.com/neurondevice"
-    if key then cap[key], alloc[key] = tostring(a.count), tostring(a.count) end
-  end
-  if t.efa_supported then
-    cap["vpc.amazonaws.com/efa"] = tostring(t.max_efa_interfaces or 1)
-    alloc["vpc.amazonaws.com/efa"] = cap["vpc.amazonaws.com/efa"]
-  end
-  return cap, alloc
-end
-
 -- the state a HyperPod node shows on its Node: health label value, Ready,
 -- or nil when it should have no Node
 local function health(n, c)
@@ -142,11 +108,6 @@ local function health(n, c)
   if n.Status == "ShuttingDown" and n.Message == "Replacing" then return "UnschedulablePendingReplacement", false, true end
 end
 
-local function stable_hex(s, n)
-  local h = ctl_.hash(s, 16)
-  return (h:gsub(".", function(ch) return string.format("%x", ch:byte() % 16) end)):sub(1, n)
-end
-
 local function labels_of(ctl, n, c, g, hv)
   local l = {}
   for k, v in pairs(g and g.labels or {}) do l[k] = v end
@@ -156,16 +117,7 @@ local function labels_of(ctl, n, c, g, hv)
   l["sagemaker.amazonaws.com/node-logical-id"] = n.NodeLogicalId
   l[M.HEALTH] = hv
   l[M.DEEP] = "Passed"
-  l["node.kubernetes.io/instance-type"] = n.InstanceType
-  l["beta.kubernetes.io/instance-type"] = n.InstanceType
-  l["topology.kubernetes.io/zone"] = n.az
-  l["failure-domain.beta.kubernetes.io/zone"] = n.az
-  l["topology.k8s.aws/zone-id"] = n.az_id
-  l["topology.kubernetes.io/region"] = ctl.region
-  l["failure-domain.beta.kubernetes.io/region"] = ctl.region
-  l["kubernetes.io/hostname"] = M.node_name(n.InstanceId)
-  l["kubernetes.io/os"], l["beta.kubernetes.io/os"] = "linux", "linux"
-  l["kubernetes.io/arch"], l["beta.kubernetes.io/arch"] = "amd64", "amd64"
+  for k, v in pairs(node_.labels(ctl, n, M.node_name(n.InstanceId))) do l[k] = v end
   if n.capacity == "Spot" then l["sagemaker.amazonaws.com/capacity-type"] = "Spot" end
   return l
 end
@@ -182,41 +134,7 @@ local function taints_of(g, bad)
   return #out > 0 and out or nil
 end
 
-local function conditions(old, ready)
-  local list = ctl_.copy(old or {})
-  list = ctl_.set_condition(list, "MemoryPressure", "False", "KubeletHasSufficientMemory",
-    "kubelet has sufficient memory available")
-  list = ctl_.set_condition(list, "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
-  list = ctl_.set_condition(list, "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available")
-  if ready then
-    list = ctl_.set_condition(list, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
-  else
-    list = ctl_.set_condition(list, "Ready", "False", "KubeletNotReady",
-      "node is not ready: HyperPod health checks report the instance unhealthy")
-  end
-  for _, c in ipairs(list) do c.lastHeartbeatTime = c.lastHeartbeatTime or c.lastTransitionTime end
-  return list
-end
-
-local function status_of(ctl, old, n, ready)
-  local cap, alloc = resources(n.InstanceType)
-  local kv = KUBELET[ctl.version or ""] or KUBELET["1.34"]
-  local st = {
-    capacity = cap, allocatable = alloc,
-    conditions = conditions(old and old.conditions, ready),
-    addresses = { { type = "InternalIP", address = n.ip }, { type = "InternalDNS", address = n.dns },
-      { type = "Hostname", address = n.dns } },
-    daemonEndpoints = { kubeletEndpoint = { Port = 10250 } },
-    nodeInfo = {
-      machineID = stable_hex(n.InstanceId .. "m", 32), systemUUID = stable_hex(n.InstanceId .. "s", 32),
-      bootID = (old and old.nodeInfo and old.nodeInfo.bootID) or stable_hex(n.InstanceId .. "b", 32),
-      kernelVersion = "6.8.0-1024-aws", osImage = "Ubuntu 22.04.5 LTS", containerRuntimeVersion = "containerd://1.7.27",
-      kubeletVersion = kv .. "-eks-" .. stable_hex(kv, 7), kubeProxyVersion = kv .. "-eks-" .. stable_hex(kv, 7),
-      operatingSystem = "linux", architecture = "amd64",
-    },
-  }
-  return st
-end
+local NOT_READY = "node is not ready: HyperPod health checks report the instance unhealthy"
 
 -- act(ctl, n, c, value): a person asked for a replacement or a reboot
 local function act(ctl, n, c, value)
@@ -255,25 +173,15 @@ local function reconcile(ctl, r, n, c)
   local labels = md.labels or {}
   for k, v in pairs(labels_of(ctl, n, c, g, hv)) do labels[k] = v end
   md.labels = labels
-  md.annotations = md.annotations or {}
+  node_.annotate(md, n)
   md.annotations[MARK] = n.InstanceId
   md.annotations[SET] = hv
-  md.annotations["node.alpha.kubernetes.io/ttl"] = "0"
-  md.annotations["volumes.kubernetes.io/controller-managed-attach-detach"] = "true"
-  md.annotations["alpha.kubernetes.io/provided-node-ip"] = n.ip
   node.spec = node.spec or {}
   node.spec.providerID = string.format("aws:///%s/sagemaker/cluster/hyperpod-%s-%s", n.az_id or n.az or "",
     (c.ClusterArn or ""):match("([^/]+)$") or c.ClusterName, n.InstanceId)
   node.spec.taints = taints_of(g, bad)
-  local status = status_of(ctl, old and old.status, n, ready)
-  if not old then
-    node.status = status
-    cl:create(r, node)
-    M.schedule_fault(ctl.region, c, n)
-    return
-  end
-  local cur = cl:update(r, node) or old
-  ctl_.put_status(ctl, r, cur, status)
+  local status = node_.status(ctl, old and old.status, n, ready, { not_ready = NOT_READY })
+  if node_.put(ctl, r, old, node, status) then M.schedule_fault(ctl.region, c, n) end
 end
 
 ctl_.handlers.nodes = function(ctl)
@@ -289,15 +197,7 @@ ctl_.handlers.nodes = function(ctl)
     local c = mine[n.cluster]
     if c then want[M.node_name(n.InstanceId)] = { n = n, c = c } end
   end
-  for _, node in ipairs(ctl.cl:list(r)) do
-    if node.metadata.annotations and node.metadata.annotations[MARK] and not want[node.metadata.name] then
-      ctl.cl:delete(r, nil, node.metadata.name)
-    end
-  end
-  local names = {}
-  for name in pairs(want) do names[#names + 1] = name end
-  table.sort(names)
-  for _, name in ipairs(names) do reconcile(ctl, r, want[name].n, want[name].c) end
+  node_.follow(ctl, r, MARK, want, function(_, w) reconcile(ctl, r, w.n, w.c) end)
 end
 
 -- a person's label change reaches the handler

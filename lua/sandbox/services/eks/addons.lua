@@ -68,19 +68,10 @@ local function k8s(ctx, cluster)
   if not ok then log.warn("sandbox", "EKS add-ons: Kubernetes sync failed: %s", tostring(err)) end
 end
 
-local function view(a)
-  local out = D.copy(a)
-  out.key, out.token = nil, nil
-  return out
-end
+local view = D.public
 
 local function get(ctx, cluster, name)
-  C.get(ctx, cluster)
-  local a = ctx.state:get("addon", key(cluster, tostring(name)))
-  if not a then
-    ctx.error("ResourceNotFoundException", "No addon: " .. tostring(name) .. " found in cluster: " .. cluster, 404)
-  end
-  return a
+  return D.child(ctx, "addon", cluster, name, "No addon: " .. tostring(name) .. " found in cluster: " .. tostring(cluster))
 end
 
 local function check_config(ctx, values)
@@ -184,12 +175,7 @@ function ops.DescribeAddon(ctx, input)
 end
 
 function ops.ListAddons(ctx, input)
-  C.get(ctx, input.clusterName)
-  local names = json.array()
-  for _, a in ipairs(ctx.state:list("addon")) do
-    if a.clusterName == input.clusterName then names[#names + 1] = a.addonName end
-  end
-  local page, nxt = D.page(ctx, names, input.maxResults, input.nextToken, 100, "InvalidParameterException")
+  local page, nxt = D.children(ctx, "addon", input, "addonName")
   return { addons = page, nextToken = nxt }
 end
 

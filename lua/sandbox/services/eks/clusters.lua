@@ -1,6 +1,6 @@
 -- EKS clusters: CreateCluster, DescribeCluster, ListClusters, DeleteCluster,
--- UpdateClusterConfig, DescribeUpdate. Records: "cluster" (id name) and
--- "update" (id "<cluster>/<updateId>").
+-- UpdateClusterConfig, DescribeUpdate (of a cluster, an add-on or a node
+-- group). Records: "cluster" (id name) and "update" (id "<cluster>/<updateId>").
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
 
@@ -166,6 +166,9 @@ function ops.DeleteCluster(ctx, input)
     ctx.error("ResourceInUseException", "Cluster " .. c.name .. " is currently " .. c.status ..
       " and cannot be deleted.", 409)
   end
+  if require("sandbox.services.eks.nodegroups").any(ctx, c.name) then
+    ctx.error("ResourceInUseException", "Cluster has nodegroups attached", 409)
+  end
   if c.status ~= "DELETING" then
     c.status = "DELETING"
     ctx.state:put("cluster", c.name, c)
@@ -183,6 +186,7 @@ function tr.cluster_deleted(ctx, args)
       if r.clusterName == name then ctx.state:delete(kind, r.key) end
     end
   end
+  require("sandbox.services.eks.nodegroups").forget(ctx, name)
   ctx.state:delete("cluster", name)
   require("sandbox.k8s").stop(ctx.region, name, true)
 end
@@ -278,7 +282,7 @@ end
 function ops.DescribeUpdate(ctx, input)
   M.get(ctx, input.name)
   local u = ctx.state:get("update", input.name .. "/" .. tostring(input.updateId))
-  if not u or (input.addonName and u.addonName ~= input.addonName) then
+  if not u or (input.addonName and u.addonName ~= input.addonName) or u.nodegroupName ~= input.nodegroupName then
     ctx.error("ResourceNotFoundException", "No update found for ID: " .. tostring(input.updateId) .. ".", 404)
   end
   return { update = M.update_view(u) }

@@ -116,6 +116,64 @@ function M.page(ctx, items, max, token, limit, code)
   return out, nxt
 end
 
+-- address(ctx, cidr) -> ip, dns: a private address in the subnet's CIDR
+-- (10.0.0.0/16 when it has none) and its EC2 private DNS name
+function M.address(ctx, cidr)
+  local a, b, c, d, bits = tostring(cidr):match("^(%d+)%.(%d+)%.(%d+)%.(%d+)/(%d+)$")
+  if not a then a, b, c, d, bits = 10, 0, 0, 0, 16 end
+  local base = ((tonumber(a) << 24) | (tonumber(b) << 16) | (tonumber(c) << 8) | tonumber(d))
+  local size = 1 << (32 - tonumber(bits))
+  local host = size > 8 and math.random(4, size - 2) or 1
+  local ip = (base & ~(size - 1)) + host
+  local text = string.format("%d.%d.%d.%d", (ip >> 24) & 255, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255)
+  return text, "ip-" .. text:gsub("%.", "-") .. "." .. ctx.region .. ".compute.internal"
+end
+
+-- child(ctx, kind, cluster, name, missing) -> the record of kind
+-- "<cluster>/<name>" that belongs to an EKS cluster (an add-on, a node
+-- group); ResourceNotFoundException with message `missing` when there is none
+function M.child(ctx, kind, cluster, name, missing)
+  require("sandbox.services.eks.clusters").get(ctx, cluster)
+  local r = ctx.state:get(kind, cluster .. "/" .. tostring(name))
+  if not r then ctx.error("ResourceNotFoundException", missing, 404) end
+  return r
+end
+
+-- children(ctx, kind, input, field) -> page, next token: the `field` of
+-- every record of kind of cluster input.clusterName, paged as EKS's List*
+-- calls page (maxResults up to 100, nextToken)
+function M.children(ctx, kind, input, field)
+  require("sandbox.services.eks.clusters").get(ctx, input.clusterName)
+  local names = json.array()
+  for _, r in ipairs(ctx.state:list(kind)) do
+    if r.clusterName == input.clusterName then names[#names + 1] = r[field] end
+  end
+  return M.page(ctx, names, input.maxResults, input.nextToken, 100, "InvalidParameterException")
+end
+
+-- public(rec) -> a copy of a record without its internal key and client token
+function M.public(rec)
+  local out = M.copy(rec)
+  out.key, out.token = nil, nil
+  return out
+end
+
+-- launched(ctx, kind, match) -> the records of kind (instances) whose
+-- fields equal match's (nil matches anything), oldest launch first
+function M.launched(ctx, kind, match)
+  local out = {}
+  for _, r in ipairs(ctx.state:list(kind)) do
+    local ok = true
+    for k, v in pairs(match) do ok = ok and r[k] == v end
+    if ok then out[#out + 1] = r end
+  end
+  table.sort(out, function(a, b)
+    if a.LaunchTime ~= b.LaunchTime then return a.LaunchTime < b.LaunchTime end
+    return a.InstanceId < b.InstanceId
+  end)
+  return out
+end
+
 -- list(t) -> a JSON array copy of the array t (nil -> [])
 function M.list(t)
   local out = json.array()

@@ -39,15 +39,7 @@ function M.group(c, name)
 end
 
 function M.nodes(ctx, cluster, group)
-  local out = {}
-  for _, n in ipairs(ctx.state:list("node")) do
-    if n.cluster == cluster and (not group or n.group == group) then out[#out + 1] = n end
-  end
-  table.sort(out, function(a, b)
-    if a.LaunchTime ~= b.LaunchTime then return a.LaunchTime < b.LaunchTime end
-    return a.InstanceId < b.InstanceId
-  end)
-  return out
+  return D.launched(ctx, "node", { cluster = cluster, group = group })
 end
 
 -- k8s(ctx): after node records change, the Node objects of the EKS
@@ -218,16 +210,6 @@ function M.subnets(ctx, c, g)
   return out
 end
 
-local function ip_in(cidr)
-  local a, b, c, d, bits = tostring(cidr):match("^(%d+)%.(%d+)%.(%d+)%.(%d+)/(%d+)$")
-  if not a then a, b, c, d, bits = 10, 0, 0, 0, 16 end
-  local base = ((tonumber(a) << 24) | (tonumber(b) << 16) | (tonumber(c) << 8) | tonumber(d))
-  local size = 1 << (32 - tonumber(bits))
-  local host = size > 8 and math.random(4, size - 2) or 1
-  local ip = (base & ~(size - 1)) + host
-  return string.format("%d.%d.%d.%d", (ip >> 24) & 255, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255)
-end
-
 -- launch(ctx, c, g, n) -> n new Pending node records of group g
 function M.launch(ctx, c, g, count)
   local subnets = M.subnets(ctx, c, g)
@@ -235,11 +217,11 @@ function M.launch(ctx, c, g, count)
   local out = {}
   for i = 1, count do
     local s = subnets[((existing + i - 1) % #subnets) + 1]
-    local ip = ip_in(s.cidr)
+    local ip, dns = D.address(ctx, s.cidr)
     local n = {
       cluster = c.ClusterName, group = g.InstanceGroupName, InstanceId = "i-" .. ctx.hex(17),
       InstanceType = g.InstanceType, LaunchTime = ctx.now(), Status = "Pending", Message = "",
-      ip = ip, dns = "ip-" .. ip:gsub("%.", "-") .. "." .. ctx.region .. ".compute.internal",
+      ip = ip, dns = dns,
       subnet = s.id, az = s.az, az_id = s.az_id, NodeLogicalId = g.InstanceGroupName .. "-" .. ctx.hex(8),
       capacity = g.CapacityRequirements and g.CapacityRequirements.Spot and "Spot" or "OnDemand",
     }

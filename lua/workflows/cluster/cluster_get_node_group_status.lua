@@ -1,0 +1,67 @@
+-- cluster_get_node_group_status: a node group operation (scale or delete)
+-- and the live state of its EKS managed node group.
+local P = require "_params"
+local ng = require "cluster._node_groups"
+
+local TOOLS = { cluster_scale_node_group = true, cluster_delete_node_group = true }
+
+-- find(p) -> the operation named by operation_id, else the latest on the
+-- node group (nil when there is none)
+local function find(p)
+  if p.operation_id then
+    local v = hypd.operations.get(p.operation_id)
+    if v and TOOLS[v.tool] then return v end
+    hypd.errors.raise("NOT_FOUND", "no node group operation " .. p.operation_id)
+  end
+  if not p.node_group then
+    hypd.errors.raise("VALIDATION", "cluster_get_node_group_status: give operation_id, or node_group",
+      { fields = { { field = "operation_id", rule = "required", message = "operation_id or node_group" } } })
+  end
+  return hypd.operations.list { target = ng.target(p), limit = 1 }[1]
+end
+
+return tool {
+  name = "cluster_get_node_group_status",
+  summary = "Progress of cluster_scale_node_group or cluster_delete_node_group, and the node group as EKS has it",
+  description = "Reports a node group operation (by operation_id, or the latest one for cluster and node_group): " ..
+    "status (running, succeeded, failed, cancelled), phase, steps, result or error; and the EKS managed node " ..
+    "group now: status, sizes, instance types, capacity type, health issues and its Ready nodes in Kubernetes " ..
+    "(status NOT_FOUND once deleted). With wait_seconds it answers as soon as the operation's phase or status " ..
+    "changes, or when the time is up.",
+  kind = "read",
+  aws = { "eks:DescribeCluster", "eks:DescribeNodegroup" },
+  k8s = { "list" },
+  params = {
+    operation_id = P.with(P.operation_id, { description = "what cluster_scale_node_group or " ..
+      "cluster_delete_node_group returned" }),
+    cluster = P.cluster, region = P.region,
+    node_group = P.with(ng.node_group, { description = "the node group (with cluster, the latest operation on it)" }),
+    wait_seconds = P.wait_seconds,
+  },
+  run = function(ctx, p)
+    local view = find(p)
+    if view and p.wait_seconds > 0 then view = hypd.operations.wait(view.operation_id, p.wait_seconds) end
+    local st = view and hypd.operations.state(view.operation_id) or {}
+    local cluster, group = st.cluster, st.node_group
+    if view then
+      ctx.region = st.region or (view.params or {}).region or ctx.region
+      cluster = cluster or (view.params or {}).cluster
+      group = group or (view.params or {}).node_group
+    end
+    if not cluster then cluster = ng.which(ctx, p).name end
+    if not group then group = p.node_group end
+    local live = { cluster = cluster, name = group }
+    local ok, err = pcall(function()
+      local g = ng.describe(ctx, cluster, group)
+      if not g then
+        live.status = "NOT_FOUND"
+        return
+      end
+      local counts, why = ng.nodes(ctx, cluster)
+      for k, v in pairs(ng.eks_entry(g, counts)) do live[k] = v end
+      live.kubernetes = why
+    end)
+    if not ok then live.error = tostring(type(err) == "table" and err.message or err) end
+    return { operation = view or hypd.json.null, node_group = live }
+  end,
+}

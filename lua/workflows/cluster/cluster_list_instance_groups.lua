@@ -1,0 +1,51 @@
+-- cluster_list_instance_groups: the capacity of one cluster in one list,
+-- its EKS managed node groups and its HyperPod instance groups.
+local P = require "_params"
+local ng = require "cluster._node_groups"
+
+return tool {
+  name = "cluster_list_instance_groups",
+  summary = "EKS managed node groups and HyperPod instance groups of a cluster, in one list (groups at zero too)",
+  description = "Lists every group of machines of the active cluster (or the one named): its EKS managed node " ..
+    "groups and the instance groups of the SageMaker HyperPod cluster it orchestrates, including groups scaled " ..
+    "to zero. Each entry has name, kind (eks-nodegroup or hyperpod), instance_types, current (Ready nodes: for " ..
+    "an EKS node group counted in Kubernetes, null when hypd cannot read its API; for HyperPod, running " ..
+    "instances), desired, min, max (null where the group has none), status and capacity_type (on-demand, spot, " ..
+    "capacity-block or training-plan). Scale or delete an EKS node group with cluster_scale_node_group and " ..
+    "cluster_delete_node_group; HyperPod groups have their own hyperpod_* tools.",
+  kind = "read",
+  aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "sagemaker:ListClusters",
+    "sagemaker:DescribeCluster" },
+  k8s = { "list" },
+  params = { cluster = P.cluster, region = P.region },
+  result = { type = "object", properties = {
+    cluster = { type = "string" }, region = { type = "string" }, hyperpod_cluster = { type = "string" },
+    kubernetes = { type = "string" },
+    instance_groups = { type = "array", items = { type = "object", properties = {
+      name = { type = "string" }, kind = { type = "string", enum = { "eks-nodegroup", "hyperpod" } },
+      instance_types = { type = "array", items = { type = "string" } },
+      current = { type = { "integer", "null" } }, desired = { type = "integer" },
+      min = { type = { "integer", "null" } }, max = { type = { "integer", "null" } },
+      status = { type = "string" }, capacity_type = { type = "string" } } } } } },
+  run = function(ctx, p)
+    local which = ng.which(ctx, p)
+    local c = ng.eks_cluster(ctx, which.name)
+    local groups = {}
+    for _, name in ipairs(hypd.aws.all("eks", "ListNodegroups", { clusterName = c.name }, ctx:aws_opts())) do
+      local g = ng.describe(ctx, c.name, name)
+      if g then groups[#groups + 1] = g end
+    end
+    local counts, why
+    if #groups > 0 then counts, why = ng.nodes(ctx, c.name) end
+    local out = hypd.json.array()
+    for _, g in ipairs(groups) do out[#out + 1] = ng.eks_entry(g, counts) end
+    local d = ng.hyperpod(ctx, c, which.record)
+    for _, g in ipairs(d and d.InstanceGroups or {}) do out[#out + 1] = ng.hyperpod_entry(g, d.ClusterName) end
+    table.sort(out, function(a, b)
+      if a.kind ~= b.kind then return a.kind < b.kind end
+      return a.name < b.name
+    end)
+    return { cluster = c.name, region = ctx:aws_region(), hyperpod_cluster = d and d.ClusterName or nil,
+      kubernetes = why or (#groups > 0 and "read" or "not needed"), instance_groups = out }
+  end,
+}
