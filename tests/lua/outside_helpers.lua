@@ -1,0 +1,63 @@
+-- Helpers of the tests on clusters made outside hypd (cluster_import_test,
+-- cluster_dependencies_test): EKS and HyperPod clusters made by direct calls
+-- to the in-process sandbox, as a person with the AWS SDK would make them.
+-- Loaded with dofile after H.sandbox_here() (the virtual clock):
+--   local O = dofile("tests/lua/outside_helpers.lua")
+local json = require "hypd.json"
+local task = require "hypd.task"
+
+local O = {}
+O.OPTS = { region = "us-west-2" }
+O.PRINCIPAL = "arn:aws:iam::123456789012:user/sandbox" -- the sandbox's keys: hypd's own principal
+O.ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+O.VIEW = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+
+function O.call(service, operation, params)
+  return require("hypd.aws").call(service, operation, params or {}, O.OPTS)
+end
+local call = O.call
+
+local TRUST = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+  Principal = { Service = { "eks.amazonaws.com", "sagemaker.amazonaws.com" } }, Action = "sts:AssumeRole" } } }
+
+-- eks(name, octet [, o]) -> the DescribeCluster of a new EKS cluster in a
+-- 10.<octet>.0.0/16 VPC (role and subnets made first). o.mode: its
+-- authenticationMode (API); o.bootstrap: the creator's admin entry (true);
+-- o.version (1.34); o.wait = false: answer at once, while it is CREATING
+function O.eks(name, octet, o)
+  o = o or {}
+  local role = call("iam", "CreateRole", { RoleName = name .. "-eks", AssumeRolePolicyDocument = TRUST }).Role.Arn
+  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10." .. octet .. ".0.0/16" }).Vpc.VpcId
+  local subnets = {}
+  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
+    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10." .. octet .. "." .. i .. ".0/24",
+      AvailabilityZone = az }).Subnet.SubnetId
+  end
+  local sg = call("ec2", "CreateSecurityGroup", { GroupName = name, Description = "outside", VpcId = vpc }).GroupId
+  call("eks", "CreateCluster", { name = name, roleArn = role, version = o.version,
+    resourcesVpcConfig = { subnetIds = subnets, securityGroupIds = { sg } },
+    accessConfig = { authenticationMode = o.mode or "API", bootstrapClusterCreatorAdminPermissions = o.bootstrap ~= false } })
+  if o.wait ~= false then
+    while call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do task.sleep(30) end
+  end
+  local c = call("eks", "DescribeCluster", { name = name }).cluster
+  c.role_arn, c.subnets, c.sg = role, subnets, sg
+  return c
+end
+
+-- hyperpod(name, c) -> the ClusterArn of a HyperPod cluster orchestrated by
+-- EKS cluster c (O.eks's answer), with one group of two g5 nodes, InService
+function O.hyperpod(name, c)
+  local bucket = name .. "-lcc"
+  call("s3", "CreateBucket", { Bucket = bucket, CreateBucketConfiguration = { LocationConstraint = "us-west-2" } })
+  call("s3", "PutObject", { Bucket = bucket, Key = "lcc/on_create.sh", Body = "#!/bin/bash\n" })
+  local arn = call("sagemaker", "CreateCluster", { ClusterName = name, Orchestrator = { Eks = { ClusterArn = c.arn } },
+    InstanceGroups = { { InstanceGroupName = "workers", InstanceType = "ml.g5.12xlarge", InstanceCount = 2,
+      ExecutionRole = c.role_arn, ThreadsPerCore = 1,
+      LifeCycleConfig = { SourceS3Uri = "s3://" .. bucket .. "/lcc/", OnCreate = "on_create.sh" } } },
+    VpcConfig = { Subnets = { c.subnets[1] }, SecurityGroupIds = { c.sg } }, NodeRecovery = "Automatic" }).ClusterArn
+  while call("sagemaker", "DescribeCluster", { ClusterName = name }).ClusterStatus ~= "InService" do task.sleep(30) end
+  return arn
+end
+
+return O
