@@ -346,6 +346,21 @@ t.test("cluster_get_dependency_status with wait_seconds answers when the operati
   t.eq(op.wait(acc.operation_id).status, "succeeded")
 end)
 
+t.test("a plan for a cluster that does not exist yet (cluster_create's) lists every item and sends nothing", function()
+  local m = mark()
+  local rows, out = plan { cluster = "hypd-later", kuberay = true }
+  t.eq(#rows, 3 + #ADDONS + #OBJECTS + 11, table.concat(rows, "\n"))
+  t.eq(rows[1], "create iam:oidc-provider the issuer of hypd-later")
+  t.eq(rows[2], "create iam:role hypd-later-s3-csi")
+  local s3 = out.plan[3 + #ADDONS]
+  t.eq({ s3.name, s3.fields.serviceAccountRoleArn }, { "aws-mountpoint-s3-csi-driver on hypd-later",
+    "planned:iam:role:hypd-later-s3-csi" })
+  t.eq(select(2, since(m)), 0, "no AWS mutation")
+  t.eq(select(2, k8s_writes(m)), 0, "no Kubernetes write")
+  local _, err = tool.call("cluster_configure_dependencies", { cluster = "hypd-later" }, E.WHO)
+  t.eq(err, nil, "a real call is an operation")
+end)
+
 t.test("without a cluster and none active the call is refused, naming the field", function()
   local clusters = require "hypd.clusters"
   local act = clusters.active()
