@@ -240,7 +240,8 @@ t.test("the S3 CSI add-on given another role is drifted (serviceAccountRoleArn) 
   local role = call("iam", "GetRole", { RoleName = "hypd-deps-s3-csi" }).Role.Arn
   t.eq(call("eks", "DescribeAddon", { clusterName = "deps", addonName = "aws-mountpoint-s3-csi-driver" }).addon
     .serviceAccountRoleArn, role)
-  t.eq(status().configured, true)
+  local st = status()
+  t.eq(st.configured, true, json.encode(st.counts) .. " " .. json.encode(st.items))
 end)
 
 t.test("a failing add-on does not stop the others: reported failed with its reason; a re-run makes only it", function()
@@ -357,8 +358,10 @@ t.test("a plan for a cluster that does not exist yet (cluster_create's) lists ev
     "planned:iam:role:hypd-later-s3-csi" })
   t.eq(select(2, since(m)), 0, "no AWS mutation")
   t.eq(select(2, k8s_writes(m)), 0, "no Kubernetes write")
-  local _, err = tool.call("cluster_configure_dependencies", { cluster = "hypd-later" }, E.WHO)
+  local acc, err = tool.call("cluster_configure_dependencies", { cluster = "hypd-later" }, E.WHO)
   t.eq(err, nil, "a real call is an operation")
+  local v = op.wait(acc.operation_id)
+  t.eq({ v.status, v.error and v.error.code }, { "failed", "NOT_FOUND" }, "which finds no such cluster")
 end)
 
 t.test("without a cluster and none active the call is refused, naming the field", function()
