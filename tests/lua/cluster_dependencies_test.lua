@@ -364,6 +364,25 @@ t.test("a plan for a cluster that does not exist yet (cluster_create's) lists ev
   t.eq({ v.status, v.error and v.error.code }, { "failed", "NOT_FOUND" }, "which finds no such cluster")
 end)
 
+t.test("stages 2 and 3 run under the IAM policy hypd iam-policy prints for their tools", function()
+  O.eks("policed", 75)
+  local doc = assert(require("hypd.iam_policy").document { tools = { "cluster_import", "cluster_configure_dependencies",
+    "cluster_get_dependency_status" } })
+  local function set(d)
+    return assert(require("hypd.http").request { method = "POST", url = "http://127.0.0.1:" .. srv.port ..
+      "/_sandbox/policy", headers = { ["content-type"] = "application/json" },
+      body = json.encode { policy = d or json.null } }).status
+  end
+  t.eq(set(doc), 200)
+  local imp, ierr = tool.call("cluster_import", { cluster = "policed" }, E.WHO)
+  local v = imp and run { cluster = "policed", kuberay = true }
+  local st = imp and status { cluster = "policed" }
+  set(nil)
+  t.ok(imp, json.encode(ierr))
+  t.eq(v and v.status, "succeeded", json.encode(v and v.error))
+  t.eq(st and st.configured, true)
+end)
+
 t.test("without a cluster and none active the call is refused, naming the field", function()
   local clusters = require "hypd.clusters"
   local act = clusters.active()

@@ -372,22 +372,27 @@ local function wait_addons(ctx)
   ctx.region = info.region
   local names = st.wait or {}
   if ctx.plan or #names == 0 then return end
+  local settled = {}
   ctx:poll { what = "EKS add-ons " .. table.concat(names, ", ") .. " to be ACTIVE", every = D.ADDON_POLL,
     timeout = D.ADDON_LIMIT, since = st.addons_at,
     check = function()
       local left = {}
       for _, n in ipairs(names) do
-        local a = D.describe_addon(ctx, info.name, n)
-        local key = "addon:" .. n
-        if not a then
-          st.failed[key] = "NOT_FOUND: the add-on went away while hypd waited for it"
-        elseif D.ADDON_FAILED[a.status] then
-          local issues = D.health(a)
-          st.failed[key] = "FAILED: the add-on is " .. a.status ..
-            (#issues > 0 and (": " .. table.concat(issues, "; ")) or "")
-          st.actions[key] = "failed"
-        elseif a.status ~= "ACTIVE" then
-          left[#left + 1] = n .. " " .. a.status
+        if not settled[n] then -- ACTIVE or failed at an earlier check: not asked again
+          local a = D.describe_addon(ctx, info.name, n)
+          local key = "addon:" .. n
+          if not a then
+            st.failed[key], settled[n] = "NOT_FOUND: the add-on went away while hypd waited for it", true
+          elseif D.ADDON_FAILED[a.status] then
+            local issues = D.health(a)
+            st.failed[key] = "FAILED: the add-on is " .. a.status ..
+              (#issues > 0 and (": " .. table.concat(issues, "; ")) or "")
+            st.actions[key], settled[n] = "failed", true
+          elseif a.status == "ACTIVE" then
+            settled[n] = true
+          else
+            left[#left + 1] = n .. " " .. a.status
+          end
         end
       end
       return #left == 0, "add-ons " .. table.concat(left, ", "), true
