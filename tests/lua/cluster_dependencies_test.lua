@@ -9,11 +9,9 @@
 -- the KubeRay operator when asked; an imported cluster keeps what it has
 -- unless adopt_existing.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-local srv = H.sandbox_here()
-require("hypd.tools").load()
+local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
-local O = dofile("tests/lua/outside_helpers.lua")
+local srv = O.srv
 local core, json, op, store, task, tool = require "hypd.core", require "hypd.json", require "hypd.op",
   require "hypd.store", require "hypd.task", require "hypd.tool"
 local k8s = require "hypd.k8s"

@@ -24,13 +24,13 @@ local function py(code)
 end
 
 t.test("a sandbox process where boto3 made an EKS cluster with HyperPod nodes and add-ons of its own", function()
-  if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then
-    absent = "no kubectl or boto3 on this machine"
+  local why
+  env, why = kc.start()
+  if not env then
+    absent = why
     return skip()
   end
-  env, pid = H.sandbox_process(dir, "--virtual-clock")
-  env = env or {}
-  kc.env = env
+  pid = why
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, _, err = kc.sh("python3 tests/tools/hyperpod_cluster.py boto-eks boto-hp ml.g5.12xlarge 2")
   t.eq(rc, 0, err)

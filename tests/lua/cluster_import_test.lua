@@ -7,11 +7,9 @@
 -- cluster, a cluster that is not ACTIVE), records nothing and sends no AWS
 -- mutation.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-local srv = H.sandbox_here()
-require("hypd.tools").load()
+local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
-local O = dofile("tests/lua/outside_helpers.lua")
+local srv = O.srv
 local json, tool = require "hypd.json", require "hypd.tool"
 local clusters = require "hypd.clusters"
 local call, mark, since = O.call, E.mark, E.since

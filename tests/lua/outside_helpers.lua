@@ -1,13 +1,16 @@
 -- Helpers of the tests on clusters made outside hypd (cluster_import_test,
--- cluster_dependencies_test): EKS and HyperPod clusters made by direct calls
--- to the in-process sandbox, as a person with the AWS SDK would make them.
--- Loaded with dofile after H.sandbox_here() (the virtual clock):
+-- cluster_dependencies_test): loading them starts the in-process sandbox
+-- (H.sandbox_here, the virtual clock; O.srv) and the tool registry; O.eks
+-- and O.hyperpod make EKS and HyperPod clusters by direct calls to it, as a
+-- person with the AWS SDK would make them.
 --   local O = dofile("tests/lua/outside_helpers.lua")
+local H = dofile("tests/lua/helpers.lua")
 local json = require "hypd.json"
 local task = require "hypd.task"
 
 local O = {}
-O.OPTS = { region = "us-west-2" }
+O.srv, O.OPTS = H.sandbox_here()
+require("hypd.tools").load()
 O.PRINCIPAL = "arn:aws:iam::123456789012:user/sandbox" -- the sandbox's keys: hypd's own principal
 O.ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 O.VIEW = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
@@ -21,28 +24,14 @@ local TRUST = json.encode { Version = "2012-10-17", Statement = { { Effect = "Al
   Principal = { Service = { "eks.amazonaws.com", "sagemaker.amazonaws.com" } }, Action = "sts:AssumeRole" } } }
 
 -- eks(name, octet [, o]) -> the DescribeCluster of a new EKS cluster in a
--- 10.<octet>.0.0/16 VPC (role and subnets made first). o.mode: its
--- authenticationMode (API); o.bootstrap: the creator's admin entry (true);
--- o.version (1.34); o.wait = false: answer at once, while it is CREATING
+-- 10.<octet>.0.0/16 VPC with a security group (H.eks_cluster; role_arn,
+-- subnets and sg added). o.mode: its authenticationMode (API); o.bootstrap:
+-- the creator's admin entry (true); o.wait = false: answer at once, while it
+-- is CREATING
 function O.eks(name, octet, o)
   o = o or {}
-  local role = call("iam", "CreateRole", { RoleName = name .. "-eks", AssumeRolePolicyDocument = TRUST }).Role.Arn
-  local vpc = call("ec2", "CreateVpc", { CidrBlock = "10." .. octet .. ".0.0/16" }).Vpc.VpcId
-  local subnets = {}
-  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
-    subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10." .. octet .. "." .. i .. ".0/24",
-      AvailabilityZone = az }).Subnet.SubnetId
-  end
-  local sg = call("ec2", "CreateSecurityGroup", { GroupName = name, Description = "outside", VpcId = vpc }).GroupId
-  call("eks", "CreateCluster", { name = name, roleArn = role, version = o.version,
-    resourcesVpcConfig = { subnetIds = subnets, securityGroupIds = { sg } },
-    accessConfig = { authenticationMode = o.mode or "API", bootstrapClusterCreatorAdminPermissions = o.bootstrap ~= false } })
-  if o.wait ~= false then
-    while call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do task.sleep(30) end
-  end
-  local c = call("eks", "DescribeCluster", { name = name }).cluster
-  c.role_arn, c.subnets, c.sg = role, subnets, sg
-  return c
+  return H.eks_cluster(call, name, octet, { mode = o.mode, bootstrap = o.bootstrap,
+    wait = o.wait, security_group = true, trust = TRUST })
 end
 
 -- hyperpod(name, c) -> the ClusterArn of a HyperPod cluster orchestrated by
