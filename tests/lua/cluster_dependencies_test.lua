@@ -89,8 +89,16 @@ end)
 local took
 t.test("afterwards every item is present, read back with AWS calls and the Kubernetes client", function()
   local started = core.now()
+  local conflicts = {}
+  local restore = E.swap("eks", "CreateAddon", function(original, ctx, input)
+    conflicts[#conflicts + 1] = input.resolveConflicts
+    return original(ctx, input)
+  end)
   local v = run()
+  restore()
   took = core.now() - started
+  t.eq(conflicts, { "NONE", "NONE", "NONE", "NONE", "NONE", "NONE", "NONE" },
+    "an imported cluster's own settings are not overwritten (resolveConflicts NONE)")
   t.eq(v.status, "succeeded", json.encode(v.error))
   local arn = "arn:aws:iam::123456789012:oidc-provider/" .. fresh.identity.oidc.issuer:gsub("^https://", "")
   local p = call("iam", "GetOpenIDConnectProvider", { OpenIDConnectProviderArn = arn })
@@ -344,6 +352,24 @@ t.test("cluster_get_dependency_status with wait_seconds answers when the operati
     "it answered after a change: " .. tostring(first) .. " -> " .. tostring(out.operation and out.operation.phase))
   t.eq(op.wait(acc.operation_id).status, "succeeded")
 end)
+
+t.test("on a cluster cluster_create_eks made, add-ons replace EKS's self-managed copies (resolveConflicts OVERWRITE)",
+  function()
+    local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "made", vpc_cidr = "10.76.0.0/16" }, E.WHO))
+    t.eq(op.wait(acc.operation_id).status, "succeeded")
+    local conflicts = {}
+    local restore = E.swap("eks", "CreateAddon", function(original, ctx, input)
+      conflicts[input.resolveConflicts] = (conflicts[input.resolveConflicts] or 0) + 1
+      return original(ctx, input)
+    end)
+    local v = run { cluster = "hypd-made" }
+    restore()
+    t.eq(v.status, "succeeded", json.encode(v.error))
+    t.eq(conflicts, { OVERWRITE = 7 })
+    local role = call("iam", "GetRole", { RoleName = "hypd-made-s3-csi" }).Role
+    t.eq(E.tags_of(role.Tags)["hypd:cluster-tag"], "made", "the role carries the cluster's tag")
+    t.eq(status({ cluster = "hypd-made" }).configured, true)
+  end)
 
 t.test("a plan for a cluster that does not exist yet (cluster_create's) lists every item and sends nothing", function()
   local m = mark()

@@ -86,8 +86,8 @@ end
 
 local PLANNED = "planned:"
 
--- cluster(ctx, p) -> info: the EKS cluster a call works on (p.cluster, else
--- the active one): {name, region, arn, version, issuer, status, tag,
+-- cluster(ctx, p) -> info: the EKS cluster a call works on (p.cluster, in
+-- the region hypd recorded for it unless p.region, else the active one): {name, region, arn, version, issuer, status, tag,
 -- account, partition, created, planned}. A plan for a cluster that does not
 -- exist yet (cluster_create's) gets planned values; otherwise NOT_FOUND.
 function M.cluster(ctx, p)
@@ -97,7 +97,8 @@ function M.cluster(ctx, p)
     errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
       { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
   end
-  local region = p.region or (not p.cluster and act and act.region) or ctx:aws_region()
+  local known = not p.region and p.cluster and hypd.clusters.get(p.cluster) -- a recorded cluster, where it is
+  local region = p.region or (not p.cluster and act and act.region) or (known and known.region) or ctx:aws_region()
   ctx.region = region
   local rec = hypd.clusters.get(name, region) or {}
   local out, err = ctx:try("eks", "DescribeCluster", { name = name })

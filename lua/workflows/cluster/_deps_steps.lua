@@ -31,7 +31,8 @@ local M = {}
 local function which(p)
   local act = hypd.clusters.active()
   local name = p.cluster or (act and act.name)
-  local region = p.region or (not p.cluster and act and act.region)
+  local known = not p.region and p.cluster and hypd.clusters.get(p.cluster)
+  local region = p.region or (not p.cluster and act and act.region) or (known and known.region)
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
@@ -243,7 +244,10 @@ local function one_addon(ctx, name)
     if D.ADDON_FAILED[a.status] then desired.status = "ACTIVE" end
     if next(desired) == nil then desired = nil end
   end
-  local conflicts = info.created and "OVERWRITE" or "NONE" -- an imported cluster's own settings are not overwritten
+  -- on a cluster hypd made, the add-on replaces the self-managed copy EKS
+  -- bootstraps; an imported cluster's own settings are not overwritten
+  -- unless the call adopts what exists
+  local conflicts = (info.created or p.adopt_existing) and "OVERWRITE" or "NONE"
   local _, action = ctx:ensure { type = "eks:addon", label = "EKS add-on", name = name .. " on " .. info.name,
     id = "addonArn", needs = info.arn, exists = "ResourceInUseException",
     search = function() return a end,
