@@ -21,7 +21,9 @@
 --   guard.current() -> g | nil (the current task's or an ancestor's)
 --   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
 --   guard.aws_done(service, operation, class, outcome)    (hypd.aws.try)
---   guard.k8s(verb, what) -> true | nil, err             (hypd.k8s)
+--   guard.k8s(verb, what [, dry]) -> true | nil, err     (hypd.k8s; dry:
+--     a server-side dry run, which changes nothing and so is classed read,
+--     though the verb must still be declared)
 local errors = require "hypd.errors"
 local sched = require "hypd._sched"
 
@@ -139,12 +141,12 @@ function M.aws_done(service, operation, class, outcome)
     outcome = outcome, caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
 end
 
--- k8s(verb, what) -> true | nil, GUARDRAIL err
-function M.k8s(verb, what)
+-- k8s(verb, what [, dry]) -> true | nil, GUARDRAIL err
+function M.k8s(verb, what, dry)
   local g = M.current()
   if not g then return true end
-  local class = M.K8S_VERBS[verb] or "deleting"
-  return check(g, "kubernetes " .. verb .. (what and " " .. what or ""), class, function()
+  local class = dry and "read" or M.K8S_VERBS[verb] or "deleting"
+  return check(g, "kubernetes " .. (dry and "dry-run " or "") .. verb .. (what and " " .. what or ""), class, function()
     for _, v in ipairs(g.tool.k8s or {}) do if v == verb then return true end end
     return false
   end, "Kubernetes verbs")

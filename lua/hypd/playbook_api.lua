@@ -11,6 +11,8 @@
 --   hypd.operations list, get, events, wait (a status tool's view of operations)
 --   hypd.clusters   active(), set_active{name, region, arn}
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
+--   hypd.manifests  load(name, vars), text, list: the Kubernetes manifests
+--                   kept as YAML in the Lua tree (lua/manifests/)
 --   hypd.sleep, now, checkpoint, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
@@ -173,6 +175,7 @@ function M.build(name)
       get = clusters.get, list = clusters.list, forget = clusters.forget },
     cidr = copy(cidr),
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
+    manifests = copy(require "hypd.manifests"),
   }
 end
 

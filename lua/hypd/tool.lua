@@ -12,6 +12,7 @@
 --     target = function(params) return "eks/..." end, -- what one operation works on
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
 --     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
+--     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --   }
 --
 -- Param specs: type (string, integer, number, boolean, array, object), required,
@@ -22,7 +23,10 @@
 --
 -- tool.call(name, args, caller) validates before any work: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
--- all fail with VALIDATION and err.fields = { {field, rule, message}, ... }.
+-- all fail with VALIDATION and err.fields = { {field, rule, message}, ... };
+-- then the tool's own check(params), for rules across fields (two lists
+-- that go together, blocks that must not overlap), whose VALIDATION error
+-- is the call's answer too: a bad call starts no operation and no plan.
 -- caller = { name, scope = "read"|"operate"|"admin", front = "rest"|"mcp"|"cli"|... }.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
@@ -42,7 +46,7 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
-  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true }
+  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, create = true, apply = true, patch = true,
   update = true, delete = true }
 
@@ -133,6 +137,9 @@ function M.check_def(def)
     end
   end
   if def.run ~= nil and type(def.run) ~= "function" then bad_def(name, "run is a function(ctx, params)") end
+  if def.check ~= nil and type(def.check) ~= "function" then
+    bad_def(name, "check is a function(params) that raises VALIDATION")
+  end
   for pname, spec in pairs(def.params or {}) do
     if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(name, "param names are snake_case") end
     if pname == "plan" and def.steps and spec ~= M.PLAN then
@@ -375,6 +382,13 @@ function M.validate(def, args)
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
+  end
+  if def.check then -- rules across fields, on the validated values
+    local ok, e = pcall(def.check, out)
+    if not ok then
+      if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
+      return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))
+    end
   end
   return out
 end

@@ -161,33 +161,32 @@ function M.verify(req, protocol)
     return refuse("mismatch", protocol, "Invalid X-Amz-Date")
   end
   local ahead = M.AHEAD[protocol] or M.AHEAD.default
-  -- current(now) -> true | nil, err: the signature's date is current at now
-  local function current(now)
+  -- late(now) -> the refusal when the date is not current at now, else nil
+  local function late(now)
     local skewed = { RequestTime = when_s, ServerTime = os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(now)),
       MaxAllowedSkewMilliseconds = M.SKEW * 1000 }
     if when > now + ahead then
-      return refuse("skew", protocol, string.format("Signature not yet current: %s is still later than %s (%s + %d min.)",
-        when_s, stamp(now + ahead), stamp(now), ahead // 60), skewed)
+      return table.pack(refuse("skew", protocol, string.format("Signature not yet current: %s is still later than %s " ..
+        "(%s + %d min.)", when_s, stamp(now + ahead), stamp(now), ahead // 60), skewed))
     end
     if presigned then
       local expires = tonumber(presigned["X-Amz-Expires"]) or 0
       if now > when + math.max(expires, 0) + M.SKEW then
-        if protocol == "rest-xml" then return fail("AccessDenied", "Request has expired") end
-        return refuse("skew", protocol, "Signature expired", skewed)
+        if protocol == "rest-xml" then return table.pack(fail("AccessDenied", "Request has expired")) end
+        return table.pack(refuse("skew", protocol, "Signature expired", skewed))
       end
     elseif now - when > M.SKEW then
-      return refuse("skew", protocol, string.format("Signature expired: %s is now earlier than %s (%s - 15 min.)",
-        when_s, stamp(now - M.SKEW), stamp(now)), skewed)
+      return table.pack(refuse("skew", protocol, string.format("Signature expired: %s is now earlier than %s (%s - 15 " ..
+        "min.)", when_s, stamp(now - M.SKEW), stamp(now)), skewed))
     end
-    return true
   end
-  local now = core.now()
-  local timely, terr = current(now)
   -- under the virtual clock, clients in other processes sign with the wall
-  -- clock while this one (and the tokens it makes) jump ahead: a date
-  -- current by either clock is current
-  if not timely and core.virtual() and current(core.wall()) then timely = true end
-  if not timely then return nil, terr end
+  -- clock while this one jumps ahead, and a client reuses a presigned token
+  -- for minutes of its own clock: a date current by either clock is current
+  local now = core.now()
+  local bad = late(now)
+  if bad and core.virtual() and not late(core.wall()) then bad, now = nil, core.wall() end
+  if bad then return table.unpack(bad, 1, bad.n) end
   if who.expires and now >= who.expires then
     return fail("ExpiredToken", "The security token included in the request is expired", 400)
   end

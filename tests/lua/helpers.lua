@@ -123,12 +123,17 @@ function M.with_env(env, dir, cmd)
   return M.sh(table.concat(parts, " ") .. " " .. cmd)
 end
 
--- eks_cluster(call, name, octet) -> the DescribeCluster of a new ACTIVE
+-- eks_cluster(call, name, octet [, o]) -> the DescribeCluster of a new ACTIVE
 -- EKS cluster (its role, a 10.<octet>.0.0/16 VPC and two subnets made
--- first); call(service, op, params) is the test's AWS call against a sandbox
-function M.eks_cluster(call, name, octet)
+-- first); call(service, op, params) is the test's AWS call against a sandbox.
+-- o: mode (authenticationMode, API), bootstrap (the creator's admin entry,
+-- true), version, security_group (make one, false), trust (the role's trust
+-- policy text), wait = false (answer at once, while it is CREATING); the
+-- answer then also has role_arn, subnets and sg
+function M.eks_cluster(call, name, octet, o)
+  o = o or {}
   local json = require "hypd.json"
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+  local trust = o.trust or json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
     Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
   local role = call("iam", "CreateRole", { RoleName = name .. "-eks", AssumeRolePolicyDocument = trust }).Role.Arn
   local vpc = call("ec2", "CreateVpc", { CidrBlock = "10." .. octet .. ".0.0/16" }).Vpc.VpcId
@@ -137,12 +142,17 @@ function M.eks_cluster(call, name, octet)
     subnets[i] = call("ec2", "CreateSubnet", { VpcId = vpc, CidrBlock = "10." .. octet .. "." .. i .. ".0/24",
       AvailabilityZone = az }).Subnet.SubnetId
   end
-  call("eks", "CreateCluster", { name = name, roleArn = role, resourcesVpcConfig = { subnetIds = subnets },
-    accessConfig = { authenticationMode = "API" } })
-  while call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do
+  local sg = o.security_group and call("ec2", "CreateSecurityGroup", { GroupName = name, Description = name,
+    VpcId = vpc }).GroupId
+  call("eks", "CreateCluster", { name = name, roleArn = role, version = o.version,
+    resourcesVpcConfig = { subnetIds = subnets, securityGroupIds = sg and { sg } or nil },
+    accessConfig = { authenticationMode = o.mode or "API", bootstrapClusterCreatorAdminPermissions = o.bootstrap } })
+  while o.wait ~= false and call("eks", "DescribeCluster", { name = name }).cluster.status ~= "ACTIVE" do
     require("hypd.task").sleep(30)
   end
-  return call("eks", "DescribeCluster", { name = name }).cluster
+  local c = call("eks", "DescribeCluster", { name = name }).cluster
+  c.role_arn, c.subnets, c.sg = role, subnets, sg
+  return c
 end
 
 -- kubectl_harness(dir) -> h: kubectl against a sandbox process's cluster.
@@ -152,6 +162,16 @@ end
 function M.kubectl_harness(dir)
   local h = { env = {}, kc = dir .. "/kubeconfig" }
   function h.sh(cmd) return M.with_env(h.env, dir, cmd) end
+  -- start() -> env, pid | nil, why: a `hypd sandbox --virtual-clock` process
+  -- in dir for kubectl and boto3 (h.env set), or why it cannot run here
+  function h.start()
+    if M.sh("command -v kubectl") ~= 0 or M.sh("python3 -c 'import boto3'") ~= 0 then
+      return nil, "no kubectl or boto3 on this machine"
+    end
+    local env, pid = M.sandbox_process(dir, "--virtual-clock")
+    h.env = env or {}
+    return h.env, pid
+  end
   function h.kubectl(args, prefix)
     return h.sh((prefix or "") .. "kubectl --kubeconfig " .. M.quote(h.kc) .. " --cache-dir " ..
       M.quote(dir .. "/cache") .. " " .. args)

@@ -42,6 +42,7 @@
 ---@field target? fun(params: table): string   what one operation works on (staged tools)
 ---@field run? fun(ctx: hypd.Ctx, params: table): table
 ---@field steps? hypd.Step[]
+---@field check? fun(params: table)  rules across fields, run after each field's own; raises VALIDATION
 
 ---Declares a tool (a playbook returns it).
 ---@param def hypd.ToolDef
@@ -133,6 +134,7 @@ local K8s = {}
 function K8s:get(api_version, kind, name, opts) end
 function K8s:list(api_version, kind, opts) end
 function K8s:create(obj, opts) end
+---opts: force, field_manager, operation, dry_run (dryRun=All: what the apply would make, nothing kept)
 function K8s:apply(obj, opts) end
 function K8s:patch(api_version, kind, name, patch, opts) end
 function K8s:delete(api_version, kind, name, opts) end
@@ -168,3 +170,6 @@ hypd.clusters = { active = function() end, set_active = function(c) end }
 hypd.cidr = { parse = function(text) end, format = function(base, prefix) end, contains = function(a, b) end,
   overlaps = function(a, b) end, next_free = function(vpc, used, prefix) end, subnet_prefix = function(p) end }
 hypd.yaml = { decode = function(text, opts) end, decode_all = function(text, opts) end }
+---The Kubernetes manifests kept as YAML in lua/manifests/ (a playbook directory's manifests/ overrides):
+---load(name, vars) -> objects (${key} replaced from vars), text(name) -> yaml, origin, list() -> names
+hypd.manifests = { load = function(name, vars) end, text = function(name) end, list = function() end }

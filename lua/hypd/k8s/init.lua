@@ -7,7 +7,8 @@
 --   c:list("v1", "Pod", { namespace, labels = "app=web" | {app = "web"},
 --          fields = "status.phase=Running", limit = 500 })        -> items, {resourceVersion}
 --   c:create(obj [, {operation}])                                  -> obj
---   c:apply(obj [, {force, operation, field_manager}])            -> obj (server-side apply)
+--   c:apply(obj [, {force, operation, field_manager, dry_run}])   -> obj (server-side apply;
+--          dry_run: dryRun=All, the object as the apply would make it, nothing changed)
 --   c:patch(api_version, kind, name, patch [, {namespace, type = "merge"|"strategic"|"json"}])
 --   c:delete(api_version, kind, name [, {namespace, propagation, wait, timeout}]) -> true
 --   c:wait(api_version, kind, name, predicate [, {namespace, timeout}]) -> obj
@@ -239,8 +240,8 @@ end
 
 
 -- the running tool's guardrail (hypd.guard): verb allowed, or the error
-local function allow(verb, kind, name)
-  return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""))
+local function allow(verb, kind, name, dry)
+  return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""), dry)
 end
 
 -- written(verb, kind, name, result, err): audits a mutating call that was sent
@@ -321,19 +322,23 @@ function Conn:create(obj, opts)
 end
 
 -- apply(obj, opts) -> obj: server-side apply as field manager "hypd"; applying
--- the same object again changes nothing (same resourceVersion)
+-- the same object again changes nothing (same resourceVersion). With
+-- opts.dry_run the API server answers what the apply would make (dryRun=All)
+-- and keeps nothing: a read for the guardrail (a plan may send it), never audited.
 function Conn:apply(obj, opts)
   opts = opts or {}
   local ok, err = identity(obj)
   if not ok then return nil, err end
-  local okg, gerr = allow("apply", obj.kind, obj.metadata.name)
+  local okg, gerr = allow("apply", obj.kind, obj.metadata.name, opts.dry_run)
   if not okg then return nil, gerr end
   mark(obj, opts.operation)
   local p, perr = self:path(obj.apiVersion, obj.kind, obj.metadata.name, obj.metadata.namespace, opts.subresource,
-    { fieldManager = opts.field_manager or M.FIELD_MANAGER, force = opts.force and "true" or nil })
+    { fieldManager = opts.field_manager or M.FIELD_MANAGER, force = opts.force and "true" or nil,
+      dryRun = opts.dry_run and "All" or nil })
   if not p then return nil, perr end
-  return written("apply", obj.kind, obj.metadata.name, self:call("PATCH", p, { body = json.encode(obj),
-    headers = { ["content-type"] = "application/apply-patch+yaml" } }))
+  local req = { body = json.encode(obj), headers = { ["content-type"] = "application/apply-patch+yaml" } }
+  if opts.dry_run then return self:call("PATCH", p, req) end
+  return written("apply", obj.kind, obj.metadata.name, self:call("PATCH", p, req))
 end
 
 local PATCH_TYPES = { merge = "application/merge-patch+json", strategic = "application/strategic-merge-patch+json",

@@ -29,16 +29,24 @@ local BUILTIN = {
   { "batch", "v1", "jobs", "Job", true, {}, status = true },
   { "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,
     { "crd", "crds" }, status = true },
+  -- RBAC: what manifests (device plugins, agents, operators) bring; kept
+  -- and served, not enforced (access entries decide who may do what)
+  { "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, status = false },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
--- arrive with the EKS add-on that owns them (training and inference operators)
+-- arrive with the EKS add-on that owns them (training and inference
+-- operators) or with what a client applies (the KubeRay operator's ray.io
+-- CRDs: a new EKS cluster has none)
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
     columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
   { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" } },
-  { "ray.io", "v1", "rayjobs", "RayJob", true, {}, always = true },
-  { "ray.io", "v1", "rayclusters", "RayCluster", true, {}, always = true },
+  { "ray.io", "v1", "rayjobs", "RayJob", true, {} },
+  { "ray.io", "v1", "rayclusters", "RayCluster", true, {} },
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
   { "karpenter.sh", "v1", "nodepools", "NodePool", false, {}, always = true },
   { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {},

@@ -10,7 +10,10 @@
 --                     kubernetes.io/role/elb=1, public IPs on launch) and
 --                     hypd-<tag>-private-<az> (kubernetes.io/role/internal-elb=1),
 --                     slots hypd:subnet=public-1, public-2, private-1, private-2,
---                     blocks of a sixteenth of the VPC (hypd.cidr)
+--                     blocks of a sixteenth of the VPC (hypd.cidr), or the
+--                     blocks public_subnet_cidrs and private_subnet_cidrs name
+--                     (check_subnet_cidrs: all four or none, inside the VPC,
+--                     no two overlapping)
 --   nat_gateway       Elastic IP hypd-<tag>-nat-eip, NAT gateway hypd-<tag>-nat
 --                     in the first public subnet (not waited for here)
 --   public_routes     route table hypd-<tag>-public-rt, 0.0.0.0/0 -> the
@@ -92,6 +95,59 @@ end
 
 M.parse_cidr, M.format_cidr, M.subnet_prefix, M.next_free = cidr.parse, cidr.format, cidr.subnet_prefix,
   cidr.next_free
+
+-- check_subnet_cidrs(p): the tool's check (before anything is created): the
+-- explicit subnet blocks come all four or not at all (public_subnet_cidrs and
+-- private_subnet_cidrs, two each), each an IPv4 block /16 to /28 inside
+-- vpc_cidr, no two overlapping. Raises VALIDATION naming every field and rule
+-- that fails.
+M.SUBNET_FIELDS = { "public_subnet_cidrs", "private_subnet_cidrs" }
+M.SUBNET_PREFIX_MIN, M.SUBNET_PREFIX_MAX = 16, 28 -- what EC2 allows a subnet
+
+function M.check_subnet_cidrs(p)
+  local pub, priv = p.public_subnet_cidrs, p.private_subnet_cidrs
+  if pub == nil and priv == nil then return end
+  local fields = {}
+  local function bad(field, rule, message) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " ..
+    message } end
+  for i, f in ipairs(M.SUBNET_FIELDS) do
+    local other = M.SUBNET_FIELDS[3 - i]
+    if p[f] == nil then
+      bad(f, "all_or_none", "required with " .. other .. ": give the CIDRs of all four subnets (two public, two " ..
+        "private) or of none")
+    elseif #p[f] ~= 2 then
+      bad(f, "count", "must list exactly two CIDRs (the first zone's subnet, then the second's); got " .. #p[f])
+    end
+  end
+  local vpc = cidr.parse(p.vpc_cidr)
+  local blocks = {}
+  for _, f in ipairs(M.SUBNET_FIELDS) do
+    for i, text in ipairs(p[f] or {}) do
+      local name = string.format("%s[%d]", f, i - 1)
+      local b, why = cidr.parse(text)
+      if not b then
+        bad(name, "cidr", tostring(text) .. " is " .. why)
+      elseif b.prefix < M.SUBNET_PREFIX_MIN or b.prefix > M.SUBNET_PREFIX_MAX then
+        bad(name, "prefix", string.format("%s: a subnet's prefix must be /%d to /%d", text, M.SUBNET_PREFIX_MIN,
+          M.SUBNET_PREFIX_MAX))
+      elseif vpc and not cidr.contains(vpc, b) then
+        bad(name, "within_vpc", string.format("%s is not inside vpc_cidr %s", text, p.vpc_cidr))
+      else
+        for _, o in ipairs(blocks) do
+          if cidr.overlaps(o.block, b) then
+            bad(name, "overlap", string.format("%s overlaps %s (%s)", text, o.name, o.text))
+          end
+        end
+        blocks[#blocks + 1] = { block = b, name = name, text = text }
+      end
+    end
+  end
+  if #fields > 0 then
+    local msgs = {}
+    for i, f in ipairs(fields) do msgs[i] = f.message end
+    errors.raise("VALIDATION", "cluster_create_eks: " .. table.concat(msgs, "; "), { fields = fields })
+  end
+end
 
 -- EC2 resources as ensure specs -----------------------------------------------
 
@@ -210,6 +266,7 @@ function M.vpc(ctx)
     errors.raise("VALIDATION", "vpc_cidr " .. tostring(p.vpc_cidr) .. ": " ..
       (why or "the prefix must be /16 to /24"), { field = "vpc_cidr" })
   end
+  M.check_subnet_cidrs(p) -- the call was checked; a resumed operation is too
   zones(ctx)
   local name = M.name(tag, "vpc")
   local attrs = {}
@@ -274,11 +331,26 @@ local SLOTS = {
 }
 local ELB_TAG = { public = "kubernetes.io/role/elb", private = "kubernetes.io/role/internal-elb" }
 
--- subnet_blocks(vpc_cidr, existing, azs) -> {[slot] = {block, az, subnet}}: where each slot's subnet is or
--- goes. existing: the VPC's subnets; hypd's (tagged with the slot and this
+-- explicit(p) -> {[slot] = {block, field}} for the subnet blocks the caller
+-- named (public_subnet_cidrs, private_subnet_cidrs), or nil
+local function explicit(p)
+  if not p.public_subnet_cidrs then return nil end
+  local out = {}
+  for _, slot in ipairs(SLOTS) do
+    local f = slot.role .. "_subnet_cidrs"
+    out[slot.role .. "-" .. slot.n] = { block = p[f][slot.n], field = string.format("%s[%d]", f, slot.n - 1) }
+  end
+  return out
+end
+
+-- subnet_blocks(vpc_cidr, existing, azs, tag [, wanted]) -> {[slot] = {block, az, subnet}}: where each slot's
+-- subnet is or goes. existing: the VPC's subnets; hypd's (tagged with the slot and this
 -- tag) keep their place; a missing one takes the first free block, in slot
--- order, and its slot's zone (the other zone when its sibling took that one)
-function M.subnet_blocks(vpc_cidr, existing, azs, tag)
+-- order, and its slot's zone (the other zone when its sibling took that one).
+-- wanted (explicit()): the blocks the caller named; a subnet hypd has in a
+-- slot with another block, or a named block the VPC cannot take (outside
+-- its CIDR, overlapping a subnet already there), is a CONFLICT naming the field
+function M.subnet_blocks(vpc_cidr, existing, azs, tag, wanted)
   local by_slot, used = {}, {}
   table.sort(existing, function(a, b) return a.SubnetId < b.SubnetId end)
   for _, s in ipairs(existing) do
@@ -290,6 +362,12 @@ function M.subnet_blocks(vpc_cidr, existing, azs, tag)
   for _, slot in ipairs(SLOTS) do
     local key = slot.role .. "-" .. slot.n
     local s = by_slot[key]
+    local want = wanted and wanted[key]
+    if s and want and s.CidrBlock ~= want.block then
+      errors.raise("CONFLICT", string.format("%s: subnet %s (%s) exists with the block %s, not %s; a subnet's block " ..
+        "cannot change: give its block, or leave the subnet CIDRs out", want.field, s.SubnetId, key,
+        tostring(s.CidrBlock), want.block), { field = want.field, rule = "fixed", subnet_id = s.SubnetId })
+    end
     if s then
       out[key] = { block = s.CidrBlock, az = s.AvailabilityZone, subnet = s }
     else
@@ -297,7 +375,19 @@ function M.subnet_blocks(vpc_cidr, existing, azs, tag)
       local sib = slot.role .. "-" .. (3 - slot.n)
       local sibling = out[sib] or (by_slot[sib] and { az = by_slot[sib].AvailabilityZone })
       if sibling and sibling.az == az then az = azs[3 - slot.n] end
-      local block = M.next_free(vpc_cidr, used)
+      local block = want and want.block or M.next_free(vpc_cidr, used)
+      if want then
+        if not cidr.contains(vpc_cidr, block) then
+          errors.raise("CONFLICT", string.format("%s: %s is not inside the VPC's block %s (the VPC hypd reuses)",
+            want.field, block, vpc_cidr), { field = want.field, rule = "within_vpc" })
+        end
+        for _, u in ipairs(used) do
+          if cidr.overlaps(u, block) then
+            errors.raise("CONFLICT", string.format("%s: %s overlaps %s, a subnet already in the VPC", want.field,
+              block, u), { field = want.field, rule = "overlap" })
+          end
+        end
+      end
       if not block then
         errors.raise("CONFLICT", "the VPC's block " .. vpc_cidr .. " has no free block for subnet " .. key,
           { field = "vpc_cidr" })
@@ -314,7 +404,7 @@ function M.subnets(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local vpc_id = st.vpc_id
   local existing = ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc_id) } }).Subnets or {}
-  local where = M.subnet_blocks(st.vpc_cidr, existing, st.zones, tag)
+  local where = M.subnet_blocks(st.vpc_cidr, existing, st.zones, tag, explicit(ctx.params))
   local out, names = { public = {}, private = {} }, {}
   for _, slot in ipairs(SLOTS) do
     local key = slot.role .. "-" .. slot.n

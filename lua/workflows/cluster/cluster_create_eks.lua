@@ -1,7 +1,12 @@
 -- cluster_create_eks: stage 1 of a HyperPod cluster, the EKS cluster and
 -- everything under it (the steps are in cluster/_eks_stage).
 local P = require "_params"
+local net = require "cluster._eks_network"
 local stage = require "cluster._eks_stage"
+
+local OCTET = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+local CIDR = { type = "string", pattern = "^(" .. OCTET .. "\\.){3}" .. OCTET .. "/\\d{1,2}$",
+  pattern_help = "an IPv4 CIDR like 10.192.0.0/20" }
 
 -- the parameters (their defaults are the tool's: an operator who copies
 -- this file into the playbook directory changes them here)
@@ -18,7 +23,15 @@ local params = {
     pattern = "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)/(1[6-9]|2[0-4])$",
     pattern_help = "an IPv4 CIDR from /16 to /24, like 10.192.0.0/16",
     description = "IPv4 CIDR of the new VPC, /16 to /24. Four subnets of a sixteenth each are carved from it " ..
-      "(a /16 gives /20s); the rest stays free for HyperPod compute subnets." },
+      "(a /16 gives /20s) unless public_subnet_cidrs and private_subnet_cidrs name them; the rest stays free " ..
+      "for HyperPod compute subnets." },
+  public_subnet_cidrs = { type = "array", items = CIDR,
+    description = "The blocks of the two public subnets, first zone then second (e.g. [\"10.192.0.0/24\", " ..
+      "\"10.192.1.0/24\"]): /16 to /28, inside vpc_cidr, overlapping no other subnet. Give private_subnet_cidrs " ..
+      "too, or neither (then each subnet takes the next free sixteenth of the VPC)." },
+  private_subnet_cidrs = { type = "array", items = CIDR,
+    description = "The blocks of the two private (EKS) subnets, first zone then second: the same rules as " ..
+      "public_subnet_cidrs, and given together with it." },
 }
 
 return tool {
@@ -42,5 +55,6 @@ return tool {
   params = params,
   status_tool = "cluster_get_creation_status",
   target = stage.target,
+  check = net.check_subnet_cidrs,
   steps = stage.steps,
 }

@@ -5,18 +5,30 @@ return tool {
   name = "cluster_switch",
   summary = "Make an EKS cluster the active one (the default for other tools)",
   description = "Selects the active cluster, recorded in hypd's state, after checking that it exists. Tools " ..
-    "that take an optional cluster use it when none is given. Its status tool, cluster_get_status, then " ..
-    "reports the active cluster.",
+    "that take an optional cluster use it when none is given. A cluster hypd created (cluster_create_eks) or " ..
+    "imported (cluster_import) is found in the region hypd recorded for it when no region is given, and what " ..
+    "hypd knows of it (its HyperPod cluster, whether hypd made it) comes back with the answer; any other EKS " ..
+    "cluster of the region can be switched to as well. Its status tool, cluster_get_status, then reports the " ..
+    "active cluster.",
   kind = "mutating",
   status_tool = "cluster_get_status",
   aws = { "eks:DescribeCluster" },
   params = { cluster = P.with(P.cluster, { required = true, description = "EKS cluster name" }), region = P.region },
   result = { type = "object", properties = { active = { type = "object" }, previous = { type = "object" },
-    status_tool = { type = "string" } } },
+    known = { type = "object" }, status_tool = { type = "string" } } },
   run = function(ctx, p)
+    -- a recorded cluster is looked for where hypd recorded it
+    local rec = hypd.clusters.get(p.cluster, p.region)
+    if not p.region and rec and rec.region then ctx.region = rec.region end
     local c = ctx:call("eks", "DescribeCluster", { name = p.cluster }).cluster
     local now = { name = c.name, region = ctx:aws_region(), arn = c.arn }
+    if rec and rec.arn and rec.arn ~= c.arn then rec = nil end -- a cluster of that name made again since
     local prev = hypd.clusters.set_active(now)
-    return { active = now, previous = prev or hypd.json.null }
+    local known = hypd.json.null
+    if rec then
+      known = { created = rec.created == true, imported = rec.imported == true, cluster_tag = rec.tag,
+        hyperpod = rec.hyperpod or hypd.json.null, kubernetes_access = rec.kubernetes_access }
+    end
+    return { active = now, previous = prev or hypd.json.null, known = known }
   end,
 }

@@ -5,7 +5,10 @@
 -- on them (app.kubernetes.io/managed-by: EKS, eks.amazonaws.com/component)
 -- and the annotation sandbox.hypd.io/addon naming the add-on; an add-on
 -- that is deleted (or never became ACTIVE) has none. A new add-on version
--- changes the images, which rolls the Deployments.
+-- changes the images, which rolls the Deployments. Each workload runs as
+-- its add-on's service account, which the add-on creates; when the add-on
+-- has an IAM role for it (serviceAccountRoleArn), the account carries it as
+-- EKS puts it there: the annotation eks.amazonaws.com/role-arn (IRSA).
 --
 -- The EKS side tells us when an add-on changes (sync, called from
 -- services/eks/addons.lua); the handler compares the add-on records of the
@@ -17,13 +20,15 @@ local state = require "sandbox.state"
 
 local M = {}
 M.ANN = "sandbox.hypd.io/addon"
+M.ROLE_ANN = "eks.amazonaws.com/role-arn"
 
 -- add-on statuses under which its objects exist
 local PRESENT = { ACTIVE = true, UPDATING = true, DEGRADED = true, DELETING = true }
 
 -- what each add-on runs: { kind, name, image = ECR repository, replicas,
--- host = hostNetwork, app = k8s-app label, labels = extra pod labels, ns };
--- crds names plurals of resources.CRDS
+-- host = hostNetwork, app = k8s-app label, labels = extra pod labels, ns,
+-- sa = its service account (default: its name) }; crds names plurals of
+-- resources.CRDS
 M.MANIFESTS = {
   ["vpc-cni"] = { { "DaemonSet", "aws-node", image = "amazon-k8s-cni", host = true, app = "aws-node" } },
   coredns = { { "Deployment", "coredns", replicas = 2, image = "eks/coredns", app = "kube-dns" } },
@@ -35,8 +40,9 @@ M.MANIFESTS = {
   ["cert-manager"] = { { "Deployment", "cert-manager", image = "cert-manager/cert-manager-controller" },
     { "Deployment", "cert-manager-cainjector", image = "cert-manager/cert-manager-cainjector" },
     { "Deployment", "cert-manager-webhook", image = "cert-manager/cert-manager-webhook" } },
-  ["aws-mountpoint-s3-csi-driver"] = { { "Deployment", "s3-csi-controller", image = "mountpoint-s3-csi-driver" },
-    { "DaemonSet", "s3-csi-node", image = "mountpoint-s3-csi-driver", host = true } },
+  ["aws-mountpoint-s3-csi-driver"] = {
+    { "Deployment", "s3-csi-controller", image = "mountpoint-s3-csi-driver", sa = "s3-csi-driver-sa" },
+    { "DaemonSet", "s3-csi-node", image = "mountpoint-s3-csi-driver", host = true, sa = "s3-csi-driver-sa" } },
   ["aws-fsx-csi-driver"] = { { "Deployment", "fsx-csi-controller", replicas = 2, image = "aws-fsx-csi-driver" },
     { "DaemonSet", "fsx-csi-node", image = "aws-fsx-csi-driver" } },
   ["amazon-sagemaker-hyperpod-training-operator"] = {
@@ -72,7 +78,7 @@ local function workload(ctl, a, item, ns)
   for k, v in pairs(item.labels or {}) do pod_labels[k] = v end
   local image = string.format("602401143452.dkr.ecr.%s.amazonaws.com/%s:%s", ctl.region, item.image, a.addonVersion)
   local pod = {
-    serviceAccountName = name, priorityClassName = "system-cluster-critical", hostNetwork = item.host,
+    serviceAccountName = item.sa or name, priorityClassName = "system-cluster-critical", hostNetwork = item.host,
     tolerations = kind == "DaemonSet" and { { operator = "Exists" } }
       or { { key = "CriticalAddonsOnly", operator = "Exists" } },
     containers = { { name = name, image = image,
@@ -96,6 +102,14 @@ local function crd(a, plural)
   end
 end
 
+-- account(a, item, ns) -> the ServiceAccount a workload of add-on a runs as
+local function account(a, item, ns)
+  local ann = { [M.ANN] = a.addonName }
+  if a.serviceAccountRoleArn and a.serviceAccountRoleArn ~= "" then ann[M.ROLE_ANN] = a.serviceAccountRoleArn end
+  return { apiVersion = "v1", kind = "ServiceAccount", metadata = { name = item.sa or item[2], namespace = ns,
+    labels = { ["app.kubernetes.io/managed-by"] = "EKS" }, annotations = ann } }
+end
+
 local function ours(obj) return obj.metadata.annotations ~= nil and obj.metadata.annotations[M.ANN] ~= nil end
 
 local function id(r, obj) return r.resource .. "/" .. (obj.metadata.namespace or "") .. "/" .. obj.metadata.name end
@@ -105,6 +119,7 @@ ctl_.handlers.addons = function(ctl)
   local nsr = ctl:r("", "v1", "namespaces")
   local dr, dsr = ctl:r("apps", "v1", "deployments"), ctl:r("apps", "v1", "daemonsets")
   local crdr = ctl:r("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+  local sar = ctl:r("", "v1", "serviceaccounts")
   local want, keys, spaces = {}, {}, {}
   local list = state.view(ctl.region, "eks"):list("addon")
   table.sort(list, function(x, y) return x.addonName < y.addonName end)
@@ -119,6 +134,7 @@ ctl_.handlers.addons = function(ctl)
       for _, item in ipairs(man) do
         local ns = item.ns or home
         spaces[ns] = spaces[ns] or a.addonName
+        want[#want + 1] = { sar, account(a, item, ns) }
         want[#want + 1] = { item[1] == "Deployment" and dr or dsr, workload(ctl, a, item, ns) }
       end
     end
@@ -135,6 +151,10 @@ ctl_.handlers.addons = function(ctl)
     local old = cl:get(r, obj.metadata.namespace, obj.metadata.name)
     if not old then
       cl:create(r, obj, { manager = "eks" })
+    elseif ours(old) and r == sar then
+      local c = ctl_.copy(old)
+      c.metadata.annotations = obj.metadata.annotations
+      cl:update(r, c, { manager = "eks" })
     elseif ours(old) and r ~= crdr then
       local c = ctl_.copy(old)
       c.spec = obj.spec
@@ -143,7 +163,7 @@ ctl_.handlers.addons = function(ctl)
       cl:update(r, c, { manager = "eks" })
     end
   end
-  for _, r in ipairs { dr, dsr, crdr } do
+  for _, r in ipairs { dr, dsr, crdr, sar } do
     for _, o in ipairs(cl:list(r)) do
       if ours(o) and not keys[id(r, o)] then cl:delete(r, o.metadata.namespace, o.metadata.name) end
     end

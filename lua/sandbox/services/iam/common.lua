@@ -199,6 +199,11 @@ function M.parse_policy(ctx, text, kind)
           end
           for _, v in ipairs(as_list(vals)) do
             if type(v) ~= "string" or v == "" then malformed(ctx, "Invalid principal in policy") end
+            -- an OIDC provider a role trusts must exist in the account (IAM checks federated principals)
+            local url = ptype == "Federated" and v:match("^arn:aws[%w-]*:iam::%d+:oidc%-provider/(.+)$")
+            if url and not ctx.state:get("oidc", url) then
+              malformed(ctx, "Invalid principal in policy: \"Federated\":\"" .. v .. "\"")
+            end
           end
         end
       end

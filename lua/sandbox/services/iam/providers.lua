@@ -15,6 +15,7 @@ M.operations = ops
 -- --- OpenID Connect providers --------------------------------------------
 
 local OIDC_PREFIX = "arn:aws:iam::" .. C.ACCOUNT .. ":oidc-provider/"
+M.EKS_THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
 -- provider(ctx, arn) -> the record or nil
 function M.oidc(ctx, arn)
@@ -55,6 +56,9 @@ function ops.CreateOpenIDConnectProvider(ctx, input)
   local clients = C.copy_array(input.ClientIDList)
   if #clients > 100 then ctx.error("LimitExceeded", "Cannot exceed quota for ClientIdsPerOpenIdConnectProvider: 100.", 409) end
   local thumbs = check_thumbprints(ctx, input.ThumbprintList)
+  -- without a thumbprint IAM reads the top intermediate CA's of the issuer's
+  -- certificate chain itself (for EKS issuers: Amazon's, as below)
+  if #thumbs == 0 then thumbs[1] = M.EKS_THUMBPRINT end
   local tags = C.check_tags(ctx, input.Tags)
   if ctx.state:get("oidc", rest) then
     ctx.error("EntityAlreadyExists", "Provider with url " .. url .. " already exists.", 409)

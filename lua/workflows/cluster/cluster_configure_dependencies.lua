@@ -1,0 +1,47 @@
+-- cluster_configure_dependencies: stage 3, what an EKS cluster needs for
+-- HyperPod (the items and rules: cluster/_deps; the steps: cluster/_deps_steps).
+local P = require "_params"
+local steps = require "cluster._deps_steps"
+
+return tool {
+  name = "cluster_configure_dependencies",
+  summary = "Stage 3: the OIDC provider, EKS add-ons and HyperPod node dependencies of the active (or named) cluster",
+  description = "Configures what an EKS cluster needs before HyperPod nodes join it, for the active cluster (or " ..
+    "the one named): the IAM OIDC provider of its issuer (client id sts.amazonaws.com); the EKS add-ons vpc-cni, " ..
+    "coredns, kube-proxy, eks-pod-identity-agent, cert-manager, metrics-server and aws-mountpoint-s3-csi-driver " ..
+    "(at the version EKS offers by default for the cluster's Kubernetes version; the S3 CSI driver with its IRSA " ..
+    "role hypd-<tag>-s3-csi trusting exactly kube-system/s3-csi-driver-sa); and, as Kubernetes objects applied " ..
+    "server-side (field manager hypd, label app.kubernetes.io/managed-by=hypd) from manifests kept in hypd, the " ..
+    "NVIDIA and EFA device plugins, the HyperPod health monitoring agent and the deep-health-check RBAC; the " ..
+    "KubeRay operator when kuberay = true. Each item is made only when missing and changed only where it drifted " ..
+    "(an add-on at a version EKS no longer offers for the cluster, another role; an object a server-side dry run " ..
+    "says an apply would change). What hypd did not make (an imported cluster's add-ons, objects of the same " ..
+    "name, a device plugin already running under another name) is kept as it is and reported, unless " ..
+    "adopt_existing = true (add-ons are then updated, never deleted; same-named objects applied over). Add-ons " ..
+    "take a minute or two each, created together. It answers at once with an operation; follow it with " ..
+    "cluster_get_dependency_status (with wait_seconds), which shows every item: present, missing, drifted " ..
+    "(what differs), failed (why) or pending. Calling it again changes nothing once all are present; plan = true " ..
+    "lists what it would create or change.",
+  kind = "mutating",
+  status_tool = "cluster_get_dependency_status",
+  aws = { "eks:DescribeCluster", "eks:DescribeAddonVersions", "eks:DescribeAddon", "eks:CreateAddon",
+    "eks:UpdateAddon", "eks:TagResource", "eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies", "sts:GetCallerIdentity",
+    "iam:GetOpenIDConnectProvider", "iam:CreateOpenIDConnectProvider", "iam:AddClientIDToOpenIDConnectProvider",
+    "iam:TagOpenIDConnectProvider", "iam:GetRole", "iam:CreateRole", "iam:TagRole", "iam:UpdateAssumeRolePolicy",
+    "iam:GetRolePolicy", "iam:PutRolePolicy" },
+  k8s = { "get", "list", "apply" },
+  params = {
+    cluster = P.with(P.cluster, { description = "EKS cluster name (default: the active cluster; see cluster_switch)" }),
+    region = P.region,
+    kuberay = { type = "boolean", default = false, decision = true,
+      description = "Also install the KubeRay operator (its ray.io CRDs, RBAC and Deployment in the " ..
+        "kuberay-operator namespace), for RayJob and RayCluster workloads." },
+    adopt_existing = { type = "boolean", default = false,
+      description = "Also bring what hypd did not make to hypd's configuration: add-ons are updated (version, " ..
+        "service account role; never deleted), objects of the same name applied over (forced). Without it " ..
+        "they are kept as they are and reported." },
+  },
+  target = steps.target,
+  check = steps.check,
+  steps = steps.steps,
+}
