@@ -11,7 +11,7 @@
 --   hypd.operations list, get, events, wait (a status tool's view of operations)
 --   hypd.clusters   active(), set_active{name, region, arn}
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
---   hypd.sleep, now, checkpoint, spawn, http, json, log, errors, state, version
+--   hypd.sleep, now, checkpoint, digest, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
 -- (hypd.guard): the actions and verbs it declares, what its kind allows.
@@ -156,6 +156,8 @@ function M.build(name)
     sleep = task.sleep,
     now = task.now,
     checkpoint = task.checkpoint,
+    -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
+    digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
     spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
     http = { request = http.request, get = http.get },
     json = copy(json),
