@@ -1,0 +1,71 @@
+-- hyperpod_create: stage 4, the SageMaker HyperPod cluster on an EKS
+-- cluster (the steps are in hyperpod/_create).
+local P = require "_params"
+local create = require "hyperpod._create"
+
+-- the decisions and the defaults (an operator who copies this file into
+-- the playbook directory changes them here)
+local params = {
+  cluster = P.cluster,
+  region = P.region,
+  instance_type = P.with(P.instance_type, { required = true, decision = true,
+    description = "the instance type of the first instance group, e.g. ml.g5.12xlarge or ml.p5.48xlarge " ..
+      "(aws_get_instance_types lists what a zone offers)" }),
+  instance_count = P.with(P.instance_count, { required = true, decision = true,
+    description = "how many instances the first group has (within the account's Service Quotas quota " ..
+      "'<type> for cluster usage', or the training plan's reservation)" }),
+  availability_zone = P.with(P.availability_zone, { decision = true, fixed_at_create = true,
+    description = "the Availability Zone (name or zone ID) of the instances; required unless a training plan " ..
+      "is used, whose reserved zone then decides (and overrides one given here; the result says so)" }),
+  capacity_type = P.with(P.capacity_type, { decision = true, fixed_at_create = true }),
+  training_plan = P.with(P.training_plan, { decision = true, fixed_at_create = true }),
+  instance_group = P.with(P.instance_group, { fixed_at_create = true,
+    description = "the first instance group's name (default: <cluster tag>-ig)" }),
+  efa_only = { type = "boolean", default = false, fixed_at_create = true,
+    description = "an efa-only network interface (types with EFA and more than one EFA interface: p4d, p5, " ..
+      "p6, g6e.24xlarge and larger, ...)" },
+  volume_size_gb = { type = "integer", minimum = 1, maximum = 16384, default = create.VOLUME_GB,
+    description = "the EBS volume each instance gets for containers and data, in GB (mounted at /opt/sagemaker)" },
+  threads_per_core = { type = "integer", enum = { 1, 2 },
+    description = "threads per CPU core (default: 2 for ml.p4*, ml.p5*, ml.p6* and training plans, else 1)" },
+  deep_health_checks = { type = "boolean", default = false,
+    description = "run HyperPod's deep health checks (instance stress and connectivity) when instances start; " ..
+      "they add time to every new node" },
+  node_recovery = { type = "string", enum = { "Automatic", "None" }, default = "Automatic",
+    description = "whether HyperPod replaces or reboots faulty nodes by itself" },
+}
+
+local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
+  "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",
+  "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas",
+  "ec2:Describe*", "ec2:CreateSubnet", "ec2:CreateTags", "ec2:AssociateVpcCidrBlock", "ec2:CreateRouteTable",
+  "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:AssociateRouteTable", "ec2:CreateVpcEndpoint",
+  "ec2:ModifyVpcEndpoint", "iam:PassRole" }
+for _, list in ipairs { create.AWS_ROLE, create.AWS_LIFECYCLE } do
+  for _, a in ipairs(list) do AWS[#AWS + 1] = a end
+end
+
+return tool {
+  name = "hyperpod_create",
+  summary = "Stage 4: create the SageMaker HyperPod cluster on the active (or named) EKS cluster",
+  description = "Creates, or finds again and reuses, the SageMaker HyperPod cluster hypd-<tag>-hp orchestrated " ..
+    "by the EKS cluster (the active one unless cluster is given), with one instance group. The decisions are " ..
+    "instance_type, instance_count, availability_zone and capacity_type (on-demand, spot, or training-plan with " ..
+    "training_plan, whose reserved zone decides the zone): ask the person. Before anything is made it checks " ..
+    "them against the account (a HyperPod type, offered in the zone, EFA for efa_only, the Service Quotas quota " ..
+    "'<type> for cluster usage', the training plan Active or Scheduled, of that type and count, in this region) " ..
+    "and refuses with the field and the rule. hypd computes the rest: the execution role hypd-<tag>-hyperpod-" ..
+    "exec, an S3 bucket with the lifecycle scripts, a /20 compute subnet hp-compute-<az> with its route table " ..
+    "(NAT) and the VPC's S3 gateway endpoint. Defaults: 500 GB EBS per instance, 2 threads per core on p4, p5, " ..
+    "p6 and training plans, node recovery Automatic, continuous node provisioning, deep health checks off. It " ..
+    "waits for InService (about 15 minutes) and for the nodes to be Ready in Kubernetes with their health " ..
+    "labels. It answers at once with an operation: follow it with hyperpod_get_creation_status (wait_seconds). " ..
+    "Calling it again changes nothing once done; plan = true lists what it would create.",
+  kind = "mutating",
+  aws = AWS,
+  k8s = { "list" },
+  params = params,
+  status_tool = "hyperpod_get_creation_status",
+  target = create.target,
+  steps = create.steps,
+}
