@@ -400,6 +400,63 @@ t.test("a count above the account's Service Quotas quota is refused with the num
     body = json.encode { quota = q.quota_code, value = 100 } })
 end)
 
+t.test("stage 4 runs under the IAM policy hypd iam-policy prints for hyperpod_create", function()
+  local eks = stage1("policed")
+  local doc = assert(require("hypd.iam_policy").document { tools = { "hyperpod_create" } })
+  local function set(d)
+    return assert(http.request { method = "POST", url = BASE .. "/_sandbox/policy",
+      headers = { ["content-type"] = "application/json" }, body = json.encode { policy = d or json.null } }).status
+  end
+  t.eq(set(doc), 200)
+  local v = create({ cluster = eks, instance_type = "ml.m5.xlarge", instance_count = 1,
+    availability_zone = "us-west-2a" })
+  set(nil)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local denied = 0
+  for _, e in ipairs(require("hypd.store").events(0, 1000000) or {}) do
+    if e.kind == "sandbox.audit" and e.data.refused then denied = denied + 1 end
+  end
+  t.eq(denied, 0, "no call was refused")
+end)
+
+t.test("the plan shows the defaults and what each option changes: threads per core, spot, deep checks, EBS", function()
+  local function group_of(params)
+    local p = { cluster = REFUSE }
+    for k, v in pairs(params) do p[k] = v end
+    for _, e in ipairs(plan(p).plan) do
+      if e.type == "sagemaker:cluster" then return e.fields.InstanceGroups[1], e.fields end
+    end
+  end
+  local g, c = group_of { instance_type = "ml.p5.48xlarge", instance_count = 1, availability_zone = "us-west-2b" }
+  t.eq({ g.ThreadsPerCore, g.InstanceGroupName, c.NodeRecovery }, { 2, "refuse-ig", "Automatic" },
+    "2 threads per core on p5")
+  g = group_of { instance_type = "ml.p4d.24xlarge", instance_count = 1, availability_zone = "us-west-2b",
+    capacity_type = "spot", deep_health_checks = true, volume_size_gb = 1000, instance_group = "train",
+    efa_only = true, node_recovery = "None" }
+  t.eq({ g.ThreadsPerCore, g.InstanceGroupName, g.CapacityRequirements, g.OnStartDeepHealthChecks,
+    g.InstanceStorageConfigs[1].EbsVolumeConfig.VolumeSizeInGB, g.NetworkInterface },
+    { 2, "train", { Spot = {} }, { "InstanceStress", "InstanceConnectivity" }, 1000, { InterfaceType = "efa-only" } })
+  g, c = group_of { instance_type = "ml.m5.2xlarge", instance_count = 1, availability_zone = "us-west-2a",
+    threads_per_core = 2, node_recovery = "None" }
+  t.eq({ g.ThreadsPerCore, g.CapacityRequirements, g.OnStartDeepHealthChecks, c.NodeRecovery }, { 2, nil, nil, "None" })
+end)
+
+t.test("the create-hyperpod skill tells an agent the tools, the decisions and how to follow with wait_seconds",
+  function()
+  local skill = require("hypd.api.mcp").parse_skill(assert(H.read("skills/create-hyperpod/SKILL.md")))
+  t.eq(skill.name, "create-hyperpod")
+  t.like(skill.description, "hyperpod_create")
+  for _, word in ipairs { "hyperpod_create", "hyperpod_get_creation_status", "hyperpod_add_instance_group",
+    "wait_seconds", "plan: true", "fixed_at_create", "instance_count/quota", "training_plan" } do
+    has(skill.body, word, "the skill")
+  end
+  for name in skill.body:gmatch("`((hyperpod|cluster|aws)_[a-z_]+)`") do
+    if name ~= "hyperpod_scale_instance_group" and name ~= "hyperpod_delete_instance_group" then
+      t.ok(tool.get(name), name .. " is a tool")
+    end
+  end
+end)
+
 -- the training plan's zone ------------------------------------------------------------
 
 t.test("a training plan's reserved zone overrides the requested one, and the result says so", function()

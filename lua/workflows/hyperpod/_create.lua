@@ -44,7 +44,7 @@ M.NODE_POLICY = "hypd-hyperpod-nodes"
 
 M.AWS_ROLE = { "iam:GetRole", "iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:ListAttachedRolePolicies",
   "iam:AttachRolePolicy", "iam:GetRolePolicy", "iam:PutRolePolicy" }
-M.AWS_LIFECYCLE = { "sts:GetCallerIdentity", "s3:CreateBucket", "s3:GetBucketTagging", "s3:HeadObject",
+M.AWS_LIFECYCLE = { "sts:GetCallerIdentity", "s3:CreateBucket", "s3:GetBucketTagging", "s3:GetObject",
   "s3:PutObject" }
 
 M.TRUST = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
@@ -136,7 +136,8 @@ function M.ensure_lifecycle(ctx, tag)
       needs = needs, id = "Key", fields = { Bucket = bucket, Key = key, Bytes = #s.body },
       desired = { ETag = etag }, current = function(o) return { ETag = o.ETag } end,
       search = function()
-        local out, err = ctx:try("s3", "HeadObject", { Bucket = bucket, Key = key })
+        -- (a script is small; GetObject is also the IAM action HeadObject needs)
+        local out, err = ctx:try("s3", "GetObject", { Bucket = bucket, Key = key })
         if out then return { Key = key, ETag = out.ETag } end
         if absent(err, "NotFound", "NoSuchKey") then return nil end
         error(err, 0)

@@ -34,6 +34,10 @@ local net = require "cluster._eks_network"
 
 local M = {}
 
+-- the AWS actions ensure calls (for the aws list of a tool that uses it)
+M.AWS = { "ec2:Describe*", "ec2:CreateSubnet", "ec2:CreateTags", "ec2:AssociateVpcCidrBlock", "ec2:CreateRouteTable",
+  "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:AssociateRouteTable", "ec2:CreateVpcEndpoint", "ec2:ModifyVpcEndpoint" }
+
 M.PREFIX = 20            -- the compute subnet's size
 M.SECONDARY_PREFIX = 16  -- the size of a secondary VPC CIDR
 M.DEDICATED_TAG = "hyperpod:dedicated-ig"

@@ -156,9 +156,8 @@ end
 
 local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:UpdateCluster", "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes",
-  "servicequotas:ListServiceQuotas", "ec2:Describe*", "ec2:CreateSubnet", "ec2:CreateTags",
-  "ec2:AssociateVpcCidrBlock", "ec2:CreateRouteTable", "ec2:CreateRoute", "ec2:ReplaceRoute",
-  "ec2:AssociateRouteTable", "ec2:CreateVpcEndpoint", "ec2:ModifyVpcEndpoint", "iam:PassRole" }
+  "servicequotas:ListServiceQuotas", "iam:PassRole" }
+for _, a in ipairs(subnet.AWS) do AWS[#AWS + 1] = a end
 
 return tool {
   name = "hyperpod_add_instance_group",

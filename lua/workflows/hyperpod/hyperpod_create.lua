@@ -37,11 +37,8 @@ local params = {
 
 local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",
-  "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas",
-  "ec2:Describe*", "ec2:CreateSubnet", "ec2:CreateTags", "ec2:AssociateVpcCidrBlock", "ec2:CreateRouteTable",
-  "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:AssociateRouteTable", "ec2:CreateVpcEndpoint",
-  "ec2:ModifyVpcEndpoint", "iam:PassRole" }
-for _, list in ipairs { create.AWS_ROLE, create.AWS_LIFECYCLE } do
+  "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas", "iam:PassRole" }
+for _, list in ipairs { require("hyperpod._subnet").AWS, create.AWS_ROLE, create.AWS_LIFECYCLE } do
   for _, a in ipairs(list) do AWS[#AWS + 1] = a end
 end
 

@@ -162,6 +162,10 @@ function M.check_group(ctx, g, cluster_vpc, where)
   if g.CapacityRequirements and g.CapacityRequirements.Spot and g.CapacityRequirements.OnDemand then
     M.invalid(ctx, "CapacityRequirements can specify either Spot or OnDemand, not both.")
   end
+  if g.TrainingPlanArn and g.CapacityRequirements and g.CapacityRequirements.Spot then
+    M.invalid(ctx, "Instance group " .. name .. " uses a training plan; its capacity is reserved, so " ..
+      "CapacityRequirements cannot be Spot.")
+  end
   for _, sc in ipairs(g.InstanceStorageConfigs or {}) do
     local fsx = sc.FsxLustreConfig
     if fsx and not M.lustre(ctx, fsx.DnsName, fsx.MountName) then
