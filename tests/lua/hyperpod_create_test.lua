@@ -156,6 +156,36 @@ t.test("on a fresh EKS cluster the plan lists every resource of the stage and se
   DEMO = { eks = eks }
 end)
 
+t.test("a plan for an EKS cluster that is itself only planned names the planned ids of cluster_create_eks's plan",
+  function()
+  local m = mark()
+  local p = plan({ cluster = "hypd-later", instance_type = "ml.g5.12xlarge", instance_count = 1,
+    availability_zone = "us-west-2a" })
+  local _, total = since(m)
+  t.eq(total, 0, "no mutation")
+  t.eq(p.create, 12)
+  local by = {}
+  for _, e in ipairs(p.plan) do by[e.type] = e end
+  t.eq({ by["ec2:subnet"].fields.VpcId, by["ec2:subnet"].fields.CidrBlock }, { "planned:ec2:vpc:hypd-later-vpc", nil },
+    "the block is chosen once the VPC exists")
+  t.eq(by["ec2:route"].fields.NatGatewayId, "planned:ec2:nat-gateway:hypd-later-nat")
+  local c = by["sagemaker:cluster"]
+  t.eq({ c.name, c.fields.Orchestrator.Eks.ClusterArn, c.fields.VpcConfig.SecurityGroupIds[1] },
+    { "hypd-later-hp", "planned:eks:cluster:hypd-later", "planned:ec2:security-group:hypd-later-cluster" })
+  -- and the 'cluster_create_eks' plan names the same ids
+  local eks = assert(tool.call("cluster_create_eks", { cluster_tag = "later", plan = true }, E.WHO))
+  local ids = {}
+  for _, e in ipairs(eks.plan) do ids[e.id] = true end
+  for _, id in ipairs { "planned:ec2:vpc:hypd-later-vpc", "planned:ec2:nat-gateway:hypd-later-nat",
+    "planned:eks:cluster:hypd-later", "planned:ec2:security-group:hypd-later-cluster" } do
+    t.ok(ids[id], id .. " is in cluster_create_eks's plan")
+  end
+  -- without plan, a missing EKS cluster is NOT_FOUND
+  local v = create({ cluster = "hypd-later", instance_type = "ml.g5.12xlarge", instance_count = 1,
+    availability_zone = "us-west-2a" })
+  t.eq({ v.status, v.error.code }, { "failed", "NOT_FOUND" })
+end)
+
 t.test("hyperpod_create makes each resource once, waits for InService and for the nodes Ready with health labels",
   function()
   local m = mark()

@@ -161,9 +161,25 @@ local function tag_of(rec, c)
   return t
 end
 
+-- planned_eks(e) -> what a plan works on when the EKS cluster hypd-<tag> is
+-- itself only planned (cluster_create --plan): the planned ids
+-- cluster_create_eks's plan gives its VPC, security group and NAT gateway
+local function planned_eks(e)
+  local tag = e.record.tag or e.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
+  if not tag then return nil end
+  local P = "planned:"
+  return { name = e.name, arn = P .. "eks:cluster:" .. e.name, region = e.region, tag = tag,
+    vpc_id = P .. "ec2:vpc:" .. net.name(tag, "vpc"), security_group_ids = { P .. "ec2:security-group:" ..
+      net.name(tag, "cluster") }, nat_gateway_id = P .. "ec2:nat-gateway:" .. net.name(tag, "nat"),
+    hyperpod_name = hp.names(tag).cluster, planned = true }
+end
+
 function M.eks_cluster(ctx, p)
   local e = hp.eks(ctx, p)
   local out, err = ctx:try("eks", "DescribeCluster", { name = e.name })
+  if not out and ctx.plan and err.code == "ResourceNotFoundException" and planned_eks(e) then
+    return planned_eks(e)
+  end
   if not out then
     if err.code == "ResourceNotFoundException" then
       errors.raise("NOT_FOUND", "no EKS cluster " .. e.name .. " in " .. e.region .. " (cluster_list shows the " ..
@@ -298,7 +314,8 @@ local function check(ctx)
   local p, st = ctx.params, ctx.state
   local e = M.eks_cluster(ctx, p)
   st.region, st.eks_name, st.eks_arn, st.vpc_id, st.tag = e.region, e.name, e.arn, e.vpc_id, e.tag
-  st.security_group_ids, st.hyperpod_name = e.security_group_ids, e.hyperpod_name
+  st.security_group_ids, st.hyperpod_name, st.nat_gateway_id = e.security_group_ids, e.hyperpod_name,
+    e.nat_gateway_id
   st.instance_group = p.instance_group or (e.tag .. "-ig")
   local other = hp.find(ctx, e.arn)
   if other and other.ClusterName ~= e.hyperpod_name then
@@ -333,7 +350,7 @@ end
 local function subnet_step(ctx)
   local st = ctx.state
   st.subnet = subnet.ensure(ctx, { vpc_id = st.vpc_id, az = st.decisions.zone.name, eks = st.eks_name,
-    tag = st.tag })
+    tag = st.tag, nat_gateway_id = st.nat_gateway_id })
 end
 
 local function cluster(ctx)

@@ -17,6 +17,10 @@
 --         o.eks       the EKS cluster name (the discovery tags)
 --         o.group     an instance group: a dedicated subnet for it
 --         o.prefix    the block size (default 20)
+--         o.nat_gateway_id  the NAT gateway to route through (default:
+--                     an available one of the VPC)
+--       In a plan for a VPC that is itself planned, the block is chosen
+--       only once the VPC exists (the plan shows no CidrBlock).
 --
 -- The shared subnet is named hp-compute-<az>, a dedicated one
 -- hp-compute-<group>-<az> with tag hyperpod:dedicated-ig=<group>; both carry
@@ -233,7 +237,8 @@ function M.ensure(ctx, o)
       reused = true }
   end
   local block
-  if not existing then
+  local planned_vpc = tostring(o.vpc_id):find("^planned:") ~= nil
+  if not existing and not planned_vpc then
     local cidrs = vpc_cidrs(ctx, o.vpc_id)
     block = M.allocate(cidrs, blocks_of(subnets), o.prefix)
     if not block then
@@ -265,7 +270,8 @@ function M.ensure(ctx, o)
   local rt_name = name .. "-rt"
   o.rt_name = rt_name
   local rt_id = net.route_table(ctx, { tag = o.tag, name = rt_name, vpc_id = o.vpc_id,
-    key = "route_table:" .. name, target_field = "NatGatewayId", target = nat(ctx, o.vpc_id, subnets, z.name),
+    key = "route_table:" .. name, target_field = "NatGatewayId",
+    target = o.nat_gateway_id or nat(ctx, o.vpc_id, subnets, z.name),
     subnets = { { id = s.SubnetId, name = name } } })
   local vpce = s3_endpoint(ctx, o, rt_id)
   return { subnet_id = s.SubnetId, name = name, az = z.name, az_id = z.id, cidr = s.CidrBlock or block,
