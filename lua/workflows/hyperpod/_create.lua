@@ -34,6 +34,10 @@ local subnet = require "hyperpod._subnet"
 local M = {}
 
 M.IN_SERVICE_POLL, M.IN_SERVICE_LIMIT = 60, 90 * 60 -- HyperPod takes about 15 minutes
+
+-- in_service_pace(waited) -> seconds to the next check: rare while a
+-- creation or update cannot be done yet (under 10 minutes), close once it is due
+function M.in_service_pace(waited) return waited < 10 * 60 and 120 or 30 end
 M.NODES_POLL, M.NODES_LIMIT = 30, 30 * 60
 M.ROLE_RETRY_WAIT, M.ROLE_RETRY_FOR = 10, 60       -- a new execution role SageMaker does not see yet
 M.VOLUME_GB = 500
@@ -238,7 +242,7 @@ M.describe = describe
 
 -- wait_in_service(ctx, name, since [, group]): the cluster (and the group) InService
 function M.wait_in_service(ctx, name, since, group)
-  return ctx:poll { what = "HyperPod cluster " .. name .. " to be InService", every = M.IN_SERVICE_POLL,
+  return ctx:poll { what = "HyperPod cluster " .. name .. " to be InService", every = M.in_service_pace,
     timeout = M.IN_SERVICE_LIMIT, since = since,
     check = function()
       local c = describe(ctx, name)
