@@ -305,18 +305,25 @@ t.test("a second call for the same cluster makes no mutating call, and a plan li
   t.eq(v.result.hyperpod_arn, DEMO.view.result.hyperpod_arn)
   local p = plan(G5)
   t.eq({ p.create, p.change, p.delete }, { 0, 0, 0 }, json.encode(p.plan))
+  -- another first group on a cluster that has one is a CONFLICT, not a wait for nodes that never come
+  local other = { instance_group = "other" }
+  for k, x in pairs(G5) do other[k] = x end
+  local c = create(other)
+  t.eq({ c.status, c.error.code, c.error.fields[1].field }, { "failed", "CONFLICT", "instance_group" })
+  has(c.error.message, "hyperpod_add_instance_group", "says which tool adds a group")
 end)
 
 t.test("hyperpod_get_creation_status shows the operation and SageMaker's and Kubernetes' live view", function()
-  local v, err = tool.call("hyperpod_get_creation_status", {}, E.READ)
+  local v, err = tool.call("hyperpod_get_creation_status", { operation_id = DEMO.view.operation_id }, E.READ)
   t.ok(v, json.encode(err))
-  t.eq(v.tool, "hyperpod_create")
-  t.eq(v.status, "succeeded")
+  t.eq({ v.tool, v.operation_id, v.status }, { "hyperpod_create", DEMO.view.operation_id, "succeeded" })
   t.eq(v.aws.cluster_status, "InService")
   t.eq(v.aws.instance_groups, { { name = "demo-ig", instance_type = "ml.g5.12xlarge", status = "InService",
     current_count = 2, target_count = 2, nodes_ready = 2 } })
-  local by_id = tool.call("hyperpod_get_creation_status", { operation_id = DEMO.view.operation_id }, E.READ)
-  t.eq(by_id.operation_id, DEMO.view.operation_id)
+  -- without an id: the latest operation for the active cluster (the refused one above), with the same live view
+  local latest = assert(tool.call("hyperpod_get_creation_status", {}, E.READ))
+  t.eq({ latest.tool, latest.status, latest.error.code }, { "hyperpod_create", "failed", "CONFLICT" })
+  t.eq(latest.aws.cluster_status, "InService")
   local _, nf = tool.call("hyperpod_get_creation_status", { cluster = "hypd-nope" }, E.READ)
   t.eq(nf.code, "NOT_FOUND")
 end)

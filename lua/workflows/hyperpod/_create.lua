@@ -333,6 +333,11 @@ local function check(ctx)
     errors.raise("CONFLICT", "HyperPod cluster " .. e.hyperpod_name .. " exists on another EKS cluster (" ..
       tostring(mine.Orchestrator.Eks.ClusterArn) .. ")", { field = "cluster" })
   end
+  if mine and not hp.group(mine, st.instance_group) then
+    errors.raise("CONFLICT", string.format("HyperPod cluster %s exists without instance group %s; add the group " ..
+      "with hyperpod_add_instance_group", e.hyperpod_name, st.instance_group), { fields = { { field =
+        "instance_group", rule = "exists", message = "not in HyperPod cluster " .. e.hyperpod_name } } })
+  end
   local d = checks.decisions(ctx, p, { skip_quota = mine ~= nil })
   if mine then
     d.notes[#d.notes + 1] = "HyperPod cluster " .. e.hyperpod_name .. " exists (" .. tostring(mine.ClusterStatus) ..

@@ -75,7 +75,7 @@ local function check(ctx)
   end
   st.hyperpod_name, st.hyperpod_arn, st.instance_group = c.ClusterName, c.ClusterArn, p.instance_group
   local first = (c.InstanceGroups or {})[1]
-  if not first then
+  if not first or not first.LifeCycleConfig then
     errors.raise("CONFLICT", "HyperPod cluster " .. c.ClusterName .. " has no instance group to copy the " ..
       "execution role and lifecycle scripts from", { cluster = c.ClusterName })
   end

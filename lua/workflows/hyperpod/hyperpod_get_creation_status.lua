@@ -91,6 +91,11 @@ return tool {
     end
     if p.wait_seconds > 0 then view = hypd.operations.wait(view.operation_id, p.wait_seconds) end
     local st = hypd.operations.state(view.operation_id) or {}
+    if not st.hyperpod_name then -- stopped before it saved what it works on: what hypd knows of the cluster
+      local region, eks = tostring(view.target):match("^hyperpod/([^/]+)/([^/]+)")
+      local rec = eks and hypd.clusters.get(eks, region)
+      if rec and rec.hyperpod then st = { hyperpod_name = rec.hyperpod.name, eks_name = eks, region = region } end
+    end
     ctx.region = st.region or (view.params or {}).region or ctx.region
     if st.hyperpod_name then view.aws = live(ctx, st) end
     return view
