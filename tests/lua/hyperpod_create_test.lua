@@ -15,66 +15,25 @@
 local t = require "hypd.tap"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local k8s = require "hypd.k8s"
-local op = require "hypd.op"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
 local srv = H.sandbox_here()
-local E = dofile("tests/lua/eks_helpers.lua")
+local Hp = dofile("tests/lua/hyperpod_helpers.lua")
+local E = Hp.E
 local call, mark, since, tags_of, has = E.call, E.mark, E.since, E.tags_of, E.has
+local stage1, nodes_of, ready = Hp.stage1, Hp.nodes_of, Hp.ready
 local lifecycle = playbook.load("hyperpod._lifecycle")
 local subnet = playbook.load("hyperpod._subnet")
 local BASE = "http://127.0.0.1:" .. srv.port
 local clusters = require "hypd.clusters"
 local function try(service, operation, params) return require("hypd.aws").try(service, operation, params, E.OPTS) end
 local function short_hash(s) return require("hypd.core").digest("sha256", s, "hex"):sub(1, 8) end
-
--- stage1(tag [, params]) -> the EKS cluster's name, made by cluster_create_eks
-local function stage1(tag, params)
-  local p = { cluster_tag = tag }
-  for k, v in pairs(params or {}) do p[k] = v end
-  local v = op.wait(E.start(p))
-  t.eq(v.status, "succeeded", "cluster_create_eks " .. tag .. ": " .. json.encode(v.error))
-  return "hypd-" .. tag
-end
-
--- create(params) -> the finished operation's view (and its accepted answer)
-local function create(params)
-  local acc, err = tool.call("hyperpod_create", params, E.WHO)
-  t.ok(acc, "hyperpod_create answers: " .. json.encode(err))
-  t.eq(acc.status_tool, "hyperpod_get_creation_status")
-  return op.wait(acc.operation_id), acc
-end
-
-local function plan(params)
-  local p = { plan = true }
-  for k, v in pairs(params) do p[k] = v end
-  local out, err = tool.call("hyperpod_create", p, E.WHO)
-  t.ok(out, "the plan answers: " .. json.encode(err))
-  return out
-end
-
-local function rows(p)
-  local out = {}
-  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
-  return out
-end
-
-local function nodes_of(eks, hyperpod, group)
-  local c = k8s.connect { cluster = eks, region = "us-west-2" }
-  return assert(c:list("v1", "Node", { labels = { ["sagemaker.amazonaws.com/cluster-name"] = hyperpod,
-    ["sagemaker.amazonaws.com/instance-group-name"] = group } }))
-end
-
-local function ready(node)
-  for _, c in ipairs(node.status.conditions or {}) do
-    if c.type == "Ready" then return c.status == "True" end
-  end
-  return false
-end
+local function create(params) return Hp.run("hyperpod_create", params) end
+local function plan(params) return Hp.plan("hyperpod_create", params) end
+local rows = E.rows
 
 local ACCOUNT_BUCKET -- the lifecycle bucket of tag demo
 
@@ -355,21 +314,11 @@ end)
 
 local REFUSE -- the EKS cluster the refusals are tried on (no HyperPod cluster)
 
--- refused(params, field, rule, pattern): the operation fails with VALIDATION
--- naming the field and the rule, and nothing reaches the sandbox's audit log
+-- refused(params, field, rule, pattern): refused on REFUSE, the audit log unchanged
 local function refused(params, field, rule, pattern)
   local p = { cluster = REFUSE }
   for k, v in pairs(params) do p[k] = v end
-  local m = mark()
-  local v = create(p)
-  t.eq(v.status, "failed", field .. " " .. rule)
-  t.eq(v.error.code, "VALIDATION", json.encode(v.error))
-  t.eq(v.error.fields and v.error.fields[1] and { v.error.fields[1].field, v.error.fields[1].rule }, { field, rule })
-  if pattern then t.like(v.error.message, pattern) end
-  t.eq(v.steps[1].status, "failed", "the check step refused it")
-  local counts, total = since(m)
-  t.eq(total, 0, "no mutation: " .. json.encode(counts))
-  return v.error
+  return Hp.refused("hyperpod_create", p, field, rule, pattern)
 end
 
 t.test("bad decisions are refused before any mutation, naming the field and the rule", function()

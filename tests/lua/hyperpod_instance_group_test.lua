@@ -9,22 +9,16 @@
 -- is made without waiting for nodes that come when the plan starts.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local k8s = require "hypd.k8s"
 local op = require "hypd.op"
 local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
 local srv = H.sandbox_here()
-local E = dofile("tests/lua/eks_helpers.lua")
+local Hp = dofile("tests/lua/hyperpod_helpers.lua")
+local E = Hp.E
 local call, mark, since, tags_of, has = E.call, E.mark, E.since, E.tags_of, E.has
-
-local function run(name, params)
-  local acc, err = tool.call(name, params, E.WHO)
-  t.ok(acc, name .. " answers: " .. json.encode(err))
-  t.eq(acc.status_tool, "hyperpod_get_creation_status")
-  return op.wait(acc.operation_id)
-end
+local run = Hp.run
 
 local function add(params) return run("hyperpod_add_instance_group", params) end
 
@@ -34,11 +28,7 @@ local function group(name)
   end
 end
 
-local function nodes_of(g)
-  local c = k8s.connect { cluster = "hypd-grp", region = "us-west-2" }
-  return assert(c:list("v1", "Node", { labels = { ["sagemaker.amazonaws.com/cluster-name"] = "hypd-grp-hp",
-    ["sagemaker.amazonaws.com/instance-group-name"] = g } }))
-end
+local function nodes_of(g) return Hp.nodes_of("hypd-grp", "hypd-grp-hp", g) end
 
 -- sent(fn) -> what fn made UpdateCluster carry (the sandbox's input), fn's result
 local function sent(fn)
@@ -99,11 +89,9 @@ local EFA -- the efa-only group's result
 
 t.test("an efa-only group gets a dedicated subnet hp-compute-<group>-<az>, routed like the shared one", function()
   local m = mark()
-  local p = assert(tool.call("hyperpod_add_instance_group", { instance_group = "gpu-efa",
-    instance_type = "ml.p5.48xlarge", instance_count = 1, availability_zone = "us-west-2b", efa_only = true,
-    dedicated_subnet = true, plan = true }, E.WHO))
-  local rows = {}
-  for i, e in ipairs(p.plan) do rows[i] = e.action .. " " .. e.type .. " " .. e.name end
+  local p = Hp.plan("hyperpod_add_instance_group", { instance_group = "gpu-efa", instance_type = "ml.p5.48xlarge",
+    instance_count = 1, availability_zone = "us-west-2b", efa_only = true, dedicated_subnet = true })
+  local rows = E.rows(p)
   local _, total = since(m)
   t.eq(total, 0, "a plan mutates nothing")
   local vpce = call("ec2", "DescribeVpcEndpoints", { Filters = E.by_tag("grp") }).VpcEndpoints[1].VpcEndpointId
@@ -150,14 +138,7 @@ end)
 
 -- refused(params, field, rule): VALIDATION naming field and rule, nothing mutated
 local function refused(params, field, rule, pattern)
-  local m = mark()
-  local g = add(params)
-  t.eq(g.status, "failed")
-  t.eq(g.error.code, "VALIDATION", json.encode(g.error))
-  t.eq({ g.error.fields[1].field, g.error.fields[1].rule }, { field, rule })
-  if pattern then t.like(g.error.message, pattern) end
-  local counts, total = since(m)
-  t.eq(total, 0, json.encode(counts))
+  return Hp.refused("hyperpod_add_instance_group", params, field, rule, pattern)
 end
 
 t.test("capacity type, efa-only and subnet placement are fixed when a group is made: changing them is refused",

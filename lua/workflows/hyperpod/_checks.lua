@@ -112,19 +112,20 @@ local function offered(ctx, ec2_type)
   return set, names
 end
 
--- usage(ctx, itype, skip) -> instances of itype in the region's HyperPod
--- clusters (their targets), training-plan capacity apart
+-- counted(g, itype) -> the instances a DescribeCluster group holds against
+-- itype's quota (training-plan capacity is the plan's)
+local function counted(g, itype)
+  if g.InstanceType ~= itype or g.TrainingPlanArn or g.Status == "Deleting" then return 0 end
+  return g.TargetCount or g.CurrentCount or 0
+end
+
+-- usage(ctx, itype) -> instances of itype in the region's HyperPod clusters
 local function usage(ctx, itype)
   local n = 0
   for _, s in ipairs(hypd.aws.all("sagemaker", "ListClusters", {}, ctx:aws_opts())) do
-    if s.ClusterStatus ~= "Deleting" and s.ClusterStatus ~= "Failed" then
-      local c = ctx:try("sagemaker", "DescribeCluster", { ClusterName = s.ClusterName })
-      for _, g in ipairs(c and c.InstanceGroups or {}) do
-        if g.InstanceType == itype and not g.TrainingPlanArn and g.Status ~= "Deleting" then
-          n = n + (g.TargetCount or g.CurrentCount or 0)
-        end
-      end
-    end
+    local c = s.ClusterStatus ~= "Deleting" and s.ClusterStatus ~= "Failed" and
+      ctx:try("sagemaker", "DescribeCluster", { ClusterName = s.ClusterName })
+    for _, g in ipairs(c and c.InstanceGroups or {}) do n = n + counted(g, itype) end
   end
   return n
 end

@@ -46,6 +46,27 @@ M.HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 M.MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 M.NODE_POLICY = "hypd-hyperpod-nodes"
 
+-- the decisions and options of an instance group, the same on hyperpod_create
+-- and hyperpod_add_instance_group (a tool's file changes one with P.with)
+local P = require "_params"
+M.GROUP_PARAMS = {
+  availability_zone = P.with(P.availability_zone, { decision = true, fixed_at_create = true,
+    description = "the Availability Zone (name or zone ID) of the instances; required unless a training plan " ..
+      "is used, whose reserved zone then decides (and overrides one given here; the result says so)" }),
+  capacity_type = P.with(P.capacity_type, { decision = true, fixed_at_create = true }),
+  training_plan = P.with(P.training_plan, { decision = true, fixed_at_create = true }),
+  efa_only = { type = "boolean", default = false, fixed_at_create = true,
+    description = "an efa-only network interface (types with EFA and more than one EFA interface: p4d, p5, " ..
+      "p6, g6e.24xlarge and larger, ...)" },
+  volume_size_gb = { type = "integer", minimum = 1, maximum = 16384, default = M.VOLUME_GB,
+    description = "the EBS volume each instance gets for containers and data, in GB (mounted at /opt/sagemaker)" },
+  threads_per_core = { type = "integer", enum = { 1, 2 },
+    description = "threads per CPU core (default: 2 for ml.p4*, ml.p5*, ml.p6* and training plans, else 1)" },
+  deep_health_checks = { type = "boolean", default = false,
+    description = "run HyperPod's deep health checks (instance stress and connectivity) when instances start; " ..
+      "they add time to every new node" },
+}
+
 M.AWS_ROLE = { "iam:GetRole", "iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:ListAttachedRolePolicies",
   "iam:AttachRolePolicy", "iam:GetRolePolicy", "iam:PutRolePolicy" }
 M.AWS_LIFECYCLE = { "sts:GetCallerIdentity", "s3:CreateBucket", "s3:GetBucketTagging", "s3:GetObject",
@@ -171,10 +192,10 @@ end
 local function planned_eks(e)
   local tag = e.record.tag or e.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if not tag then return nil end
-  local P = "planned:"
-  return { name = e.name, arn = P .. "eks:cluster:" .. e.name, region = e.region, tag = tag,
-    vpc_id = P .. "ec2:vpc:" .. net.name(tag, "vpc"), security_group_ids = { P .. "ec2:security-group:" ..
-      net.name(tag, "cluster") }, nat_gateway_id = P .. "ec2:nat-gateway:" .. net.name(tag, "nat"),
+  local function id(kind, name) return "planned:" .. kind .. ":" .. name end
+  return { name = e.name, arn = id("eks:cluster", e.name), region = e.region, tag = tag,
+    vpc_id = id("ec2:vpc", net.name(tag, "vpc")), security_group_ids = { id("ec2:security-group",
+      net.name(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", net.name(tag, "nat")),
     hyperpod_name = hp.names(tag).cluster, planned = true }
 end
 

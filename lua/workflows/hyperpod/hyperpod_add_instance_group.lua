@@ -21,24 +21,13 @@ local params = {
     description = "the group's instance type: a GPU type for training and inference, or a CPU type such as " ..
       "ml.m5.2xlarge for system work (model downloads, routers)" }),
   instance_count = P.with(P.instance_count, { required = true, decision = true }),
-  availability_zone = P.with(P.availability_zone, { decision = true, fixed_at_create = true,
-    description = "the Availability Zone (name or zone ID); required unless a training plan decides it" }),
-  capacity_type = P.with(P.capacity_type, { decision = true, fixed_at_create = true }),
-  training_plan = P.with(P.training_plan, { decision = true, fixed_at_create = true }),
-  efa_only = { type = "boolean", default = false, fixed_at_create = true,
-    description = "an efa-only network interface (types with EFA and more than one EFA interface)" },
   dedicated_subnet = { type = "boolean", default = false, fixed_at_create = true,
     description = "a subnet of the group's own, hp-compute-<group>-<az> (tag hyperpod:dedicated-ig=<group>), " ..
       "instead of the shared hp-compute-<az>" },
-  volume_size_gb = { type = "integer", minimum = 1, maximum = 16384, default = create.VOLUME_GB,
-    description = "the EBS volume each instance gets, in GB" },
-  threads_per_core = { type = "integer", enum = { 1, 2 },
-    description = "threads per CPU core (default: 2 for ml.p4*, ml.p5*, ml.p6* and training plans, else 1)" },
-  deep_health_checks = { type = "boolean", default = false,
-    description = "run HyperPod's deep health checks when instances start" },
   kubernetes_labels = { type = "object", description = "labels the group's nodes carry in Kubernetes, e.g. " ..
     "{\"hypd.io/role\": \"system\"} for a CPU group that system pods select" },
 }
+for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
 
 -- fixed(ctx, st, g, d, p): a group that exists keeps what was fixed when it
 -- was made; asking otherwise is refused, naming the field

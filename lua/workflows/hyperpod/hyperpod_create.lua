@@ -14,26 +14,12 @@ local params = {
   instance_count = P.with(P.instance_count, { required = true, decision = true,
     description = "how many instances the first group has (within the account's Service Quotas quota " ..
       "'<type> for cluster usage', or the training plan's reservation)" }),
-  availability_zone = P.with(P.availability_zone, { decision = true, fixed_at_create = true,
-    description = "the Availability Zone (name or zone ID) of the instances; required unless a training plan " ..
-      "is used, whose reserved zone then decides (and overrides one given here; the result says so)" }),
-  capacity_type = P.with(P.capacity_type, { decision = true, fixed_at_create = true }),
-  training_plan = P.with(P.training_plan, { decision = true, fixed_at_create = true }),
   instance_group = P.with(P.instance_group, { fixed_at_create = true,
     description = "the first instance group's name (default: <cluster tag>-ig)" }),
-  efa_only = { type = "boolean", default = false, fixed_at_create = true,
-    description = "an efa-only network interface (types with EFA and more than one EFA interface: p4d, p5, " ..
-      "p6, g6e.24xlarge and larger, ...)" },
-  volume_size_gb = { type = "integer", minimum = 1, maximum = 16384, default = create.VOLUME_GB,
-    description = "the EBS volume each instance gets for containers and data, in GB (mounted at /opt/sagemaker)" },
-  threads_per_core = { type = "integer", enum = { 1, 2 },
-    description = "threads per CPU core (default: 2 for ml.p4*, ml.p5*, ml.p6* and training plans, else 1)" },
-  deep_health_checks = { type = "boolean", default = false,
-    description = "run HyperPod's deep health checks (instance stress and connectivity) when instances start; " ..
-      "they add time to every new node" },
   node_recovery = { type = "string", enum = { "Automatic", "None" }, default = "Automatic",
     description = "whether HyperPod replaces or reboots faulty nodes by itself" },
 }
+for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
 
 local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",

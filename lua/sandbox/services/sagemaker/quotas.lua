@@ -12,13 +12,11 @@ local M = {}
 local function usage(ctx, itype, skip)
   local n = 0
   for _, c in ipairs(ctx.state:list("cluster")) do
-    if c.ClusterStatus ~= "Deleting" then
-      for _, g in ipairs(c.groups or {}) do
-        local skipped = skip and skip.cluster == c.ClusterName and skip.group == g.InstanceGroupName
-        if g.InstanceType == itype and not g.TrainingPlanArn and not skipped and g.Status ~= "Deleting" then
-          n = n + (g.TargetCount or 0)
-        end
-      end
+    local groups = c.ClusterStatus ~= "Deleting" and c.groups or {}
+    for _, g in ipairs(groups) do
+      local skipped = skip and skip.cluster == c.ClusterName and skip.group == g.InstanceGroupName
+      local counts = g.InstanceType == itype and not g.TrainingPlanArn and g.Status ~= "Deleting" and not skipped
+      n = n + (counts and (g.TargetCount or 0) or 0)
     end
   end
   return n
