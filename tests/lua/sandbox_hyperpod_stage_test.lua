@@ -161,6 +161,18 @@ t.test("Service Quotas serves a cluster-usage quota per HyperPod type, paged, wi
   t.like(err.message, "read%-only")
 end)
 
+t.test("hypd knows Service Quotas by its IAM prefix, with the endpoint and variable the SDKs use", function()
+  t.eq(aws.SERVICES.servicequotas, true, "read-only")
+  t.eq(aws.endpoint_env("servicequotas"), "AWS_ENDPOINT_URL_SERVICE_QUOTAS")
+  t.eq(aws.endpoint_env("logs"), "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS")
+  t.eq(aws.endpoint_env("sagemaker"), "AWS_ENDPOINT_URL_SAGEMAKER")
+  local ep = require("hypd.aws.endpoints").resolve(aws.model("servicequotas").metadata, "us-west-2", nil,
+    { configured = function() return nil end })
+  t.eq({ ep.url, ep.signing_name }, { "https://servicequotas.us-west-2.amazonaws.com", "servicequotas" })
+  t.eq(aws.class("servicequotas", "ListServiceQuotas"), "read")
+  t.eq(aws.class("servicequotas", "RequestServiceQuotaIncrease"), "mutating")
+end)
+
 t.test("a lowered quota holds CreateCluster and UpdateCluster to it, counting every cluster's instances", function()
   quotas.set("us-west-2", "ml.m5.xlarge for cluster usage", 3)
   call("sagemaker", "CreateCluster", cluster("st4-q", { group { InstanceGroupName = "cpu",
