@@ -41,7 +41,11 @@ import botocore
 import botocore.session
 
 SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
-            "cloudformation", "ssm", "logs"]
+            "cloudformation", "ssm", "logs", "service-quotas"]
+# hypd names a service by its IAM action prefix (the guardrail, hypd
+# iam-policy and the sandbox's policy read "service:Operation" that way):
+# botocore's name when the two differ
+HYPD_NAMES = {"service-quotas": "servicequotas"}
 SCALARS = {"string", "integer", "long", "boolean", "timestamp", "blob",
            "double", "float", "document"}
 META_KEYS = ["protocol", "apiVersion", "endpointPrefix", "signingName",
@@ -437,11 +441,11 @@ def main():
         disagree += ["%s:%s" % (svc, n) for n in b.disagree]
         for op in b.model["operations"]:
             counts[classify(svc, op)[0]] += 1
-        path = os.path.join(args.out, svc + ".lua")
+        path = os.path.join(args.out, HYPD_NAMES.get(svc, svc) + ".lua")
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         total += len(text.encode())
-        print("%-16s %4d operations %5d shapes %8d bytes" % (svc, nops, nshapes, len(text.encode())))
+        print("%-16s %4d operations %5d shapes %8d bytes" % (HYPD_NAMES.get(svc, svc), nops, nshapes, len(text.encode())))
     print("total %d bytes" % total)
     print("classes: " + ", ".join("%d %s" % (counts[c], c) for c in CLASSES))
     # for a person to review: add a verb to CLASS_VERBS or an override

@@ -13,7 +13,7 @@
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
 --   hypd.manifests  load(name, vars), text, list: the Kubernetes manifests
 --                   kept as YAML in the Lua tree (lua/manifests/)
---   hypd.sleep, now, checkpoint, spawn, http, json, log, errors, state, version
+--   hypd.sleep, now, checkpoint, digest, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
 -- (hypd.guard): the actions and verbs it declares, what its kind allows.
@@ -158,6 +158,8 @@ function M.build(name)
     sleep = task.sleep,
     now = task.now,
     checkpoint = task.checkpoint,
+    -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
+    digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
     spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
     http = { request = http.request, get = http.get },
     json = copy(json),

@@ -122,7 +122,7 @@ local function sandbox_env(port)
   -- nothing may take precedence over the sandbox's endpoint and keys
   core.setenv("AWS_PROFILE")
   core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end
   for k, v in pairs(env) do core.setenv(k, v) end
   return env
 end

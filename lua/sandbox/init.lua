@@ -43,7 +43,7 @@ local task = require "hypd.task"
 
 local M = {}
 
-M.SERVICES = { "sts", "iam", "ec2", "s3", "eks", "sagemaker", "fsx" }
+M.SERVICES = { "sts", "iam", "ec2", "s3", "eks", "sagemaker", "fsx", "servicequotas" }
 M.speed = 1
 M.default_region = "us-west-2"
 local services = {}
@@ -271,6 +271,19 @@ local function admin(req)
       a.node_id, a.message)
     if not ok then return { status = 404, body = tostring(err) .. "\n" } end
     return { status = 200, body = "ok" }
+  elseif req.path == "/_sandbox/quotas" and req.method == "POST" then
+    -- {quota (a name or code), value [, region, service_code]}: the
+    -- account's applied quota changes (Service Quotas answers it, and
+    -- SageMaker holds requests to it)
+    local a = json.decode(req.body or "")
+    if type(a) ~= "table" or type(a.quota) ~= "string" or type(a.value) ~= "number" then
+      return { status = 400, body = "expected {\"quota\": NAME_OR_CODE, \"value\": NUMBER}\n" }
+    end
+    local q, err = require("sandbox.services.servicequotas").set(a.region or M.default_region, a.quota, a.value,
+      a.service_code)
+    if not q then return { status = 404, body = tostring(err) .. "\n" } end
+    return { status = 200, headers = { ["content-type"] = "application/json" },
+             body = json.encode { quota_code = q.QuotaCode, quota_name = q.QuotaName, value = q.Value } }
   elseif req.path == "/_sandbox/health" then
     return { status = 200, headers = { ["content-type"] = "application/json" },
              body = json.encode { ok = true, account = auth.ACCOUNT, speed = M.speed } }

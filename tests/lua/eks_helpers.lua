@@ -140,6 +140,13 @@ end
 
 function E.by_tag(tag) return { { Name = "tag:hypd:cluster-tag", Values = { tag } } } end
 
+-- rows(plan) -> {"action type name", ...}: a plan's entries in order
+function E.rows(p)
+  local out = {}
+  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
+  return out
+end
+
 -- plain(s, from, to) -> s with every from (plain text, not a pattern) replaced by to
 function E.plain(s, from, to)
   local i = s:find(from, 1, true)

@@ -107,7 +107,7 @@ function M.sandbox_here(opts)
   local srv = assert(sandbox.start { listen = "127.0.0.1:0" })
   core.setenv("AWS_PROFILE")
   core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end
   local env = sandbox.env(srv.port)
   for k, v in pairs(env) do core.setenv(k, v) end
   if not opts.real_clock then core.virtual(true) end

@@ -32,12 +32,7 @@ local function plan(tag, params)
   return out, sent
 end
 
--- rows(p) -> {"action type name", ...}
-local function rows(p)
-  local out = {}
-  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
-  return out
-end
+local rows = E.rows -- {"action type name", ...}
 
 -- EMPTY(tag): what a plan on an empty account lists, in order
 local function EMPTY(tag)

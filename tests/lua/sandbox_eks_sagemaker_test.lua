@@ -420,13 +420,14 @@ t.test("training plans carry their reserved zone and bind a group to it", functi
     .TrainingPlanSummaries
   t.eq(#list, 1)
   local p = call("sagemaker", "DescribeTrainingPlan", { TrainingPlanName = list[1].TrainingPlanName })
-  t.eq(p.ReservedCapacitySummaries[1].AvailabilityZone, "us-west-2a")
+  -- reserved where EC2 offers ml.p5.48xlarge (us-west-2b and us-west-2c in the sandbox)
+  t.eq(p.ReservedCapacitySummaries[1].AvailabilityZone, "us-west-2b")
   t.eq(p.AvailableInstanceCount, 2)
   refused("sagemaker", "DescribeTrainingPlan", { TrainingPlanName = "nope" }, "ResourceNotFound")
   refused("sagemaker", "UpdateCluster", { ClusterName = "hp-cluster-demo", InstanceGroups = {
     group("p5", "ml.p5.48xlarge", 1, { TrainingPlanArn = p.TrainingPlanArn,
-      OverrideVpcConfig = { SecurityGroupIds = { E.sg }, Subnets = { E.sub_b } } }) } },
-    "ValidationException", "us%-west%-2a")
+      OverrideVpcConfig = { SecurityGroupIds = { E.sg }, Subnets = { E.sub_a } } }) } },
+    "ValidationException", "us%-west%-2b")
 end)
 
 t.test("an insufficient_capacity fault fails the cluster with an InsufficientCapacity message", function()

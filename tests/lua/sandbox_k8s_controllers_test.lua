@@ -92,7 +92,9 @@ end
 
 t.test("the controllers start once per cluster store", function()
   for _, n in ipairs { "default", "kube-system" } do assert(cl:create(R.ns, { metadata = { name = n } })) end
-  state.view("global", "iam"):put("role", "ctl-exec-" .. SUFFIX, { RoleName = "ctl-exec-" .. SUFFIX, Arn = ROLE })
+  state.view("global", "iam"):put("role", "ctl-exec-" .. SUFFIX, { RoleName = "ctl-exec-" .. SUFFIX, Arn = ROLE,
+    AssumeRolePolicyDocument = '{"Statement":[{"Effect":"Allow","Principal":{"Service":"sagemaker.amazonaws.com"},' ..
+      '"Action":"sts:AssumeRole"}]}' })
   state.view(REGION, "ec2"):put("subnet", SUBNET, { SubnetId = SUBNET, VpcId = "vpc-0ctl", AvailabilityZone = "us-west-2a",
     AvailabilityZoneId = "usw2-az1", CidrBlock = "10.1.0.0/16" })
   local eks = { name = EKS, arn = EKS_ARN, version = "1.34", status = "ACTIVE",
@@ -111,7 +113,7 @@ t.test("HyperPod nodes join as Node objects with HyperPod's labels and GPU capac
       ExecutionRole = ROLE, KubernetesConfig = { Labels = { team = "ml" } } } },
     Orchestrator = { Eks = { ClusterArn = EKS_ARN } }, VpcConfig = { Subnets = { SUBNET }, SecurityGroupIds = {} } })
   t.eq(#hp_nodes(), 0, "no Node while instances are Pending")
-  wait(function() return #hp_nodes() == 2 end, 900, "two Nodes")
+  wait(function() return #hp_nodes() == 2 end, 1200, "two Nodes")
   local sm = state.view(REGION, "sagemaker")
   for _, node in ipairs(hp_nodes()) do
     local id = node.metadata.name:match("^hyperpod%-(i%-%x+)$")

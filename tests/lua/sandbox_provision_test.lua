@@ -68,7 +68,9 @@ t.test("an IAM role and a bucket with a lifecycle script", virtual(function()
     Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
   ctx.eks_role = call("iam", "CreateRole", { RoleName = "prov-eks", AssumeRolePolicyDocument = trust }).Role.Arn
   call("iam", "AttachRolePolicy", { RoleName = "prov-eks", PolicyArn = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy" })
-  ctx.exec_role = call("iam", "CreateRole", { RoleName = "prov-exec", AssumeRolePolicyDocument = trust }).Role.Arn
+  ctx.exec_role = call("iam", "CreateRole", { RoleName = "prov-exec", AssumeRolePolicyDocument =
+    json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+      Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } } }).Role.Arn
   call("s3", "CreateBucket", { Bucket = "prov-lifecycle",
     CreateBucketConfiguration = { LocationConstraint = "us-west-2" } })
   call("s3", "PutObject", { Bucket = "prov-lifecycle", Key = "scripts/on_create.sh", Body = "#!/bin/bash\n" })

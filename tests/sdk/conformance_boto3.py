@@ -35,7 +35,7 @@ DEADLINE = time.monotonic() + float(os.environ.get("CONFORMANCE_BUDGET_S", "15")
 CONFIG = Config(region_name=REGION, retries={"max_attempts": 1, "mode": "standard"},
                 s3={"addressing_style": "path"}, connect_timeout=5, read_timeout=10)
 LABEL = {"sts": "STS", "iam": "IAM", "ec2": "EC2", "s3": "S3", "eks": "EKS", "sagemaker": "SageMaker",
-         "fsx": "FSx"}
+         "fsx": "FSx", "service-quotas": "Service Quotas"}
 CLIENTS = {svc: boto3.client(svc, endpoint_url=os.environ.get("AWS_ENDPOINT_URL"), config=CONFIG)
            for svc in LABEL}
 MISSING_ID = "0123456789abcdef0"
@@ -495,6 +495,29 @@ def run():
         r = call("sagemaker", "DescribeTrainingPlan", TrainingPlanName=need("plan"))
         zone = r["ReservedCapacitySummaries"][0]["AvailabilityZone"]
         ok(zone.startswith(REGION), "AvailabilityZone " + zone)
+
+    @check("Service Quotas ListServiceQuotas: a HyperPod cluster usage quota per type, in pages")
+    def _():
+        quotas, token = [], None
+        while True:
+            r = call("service-quotas", "ListServiceQuotas", ServiceCode="sagemaker", MaxResults=100,
+                     **({"NextToken": token} if token else {}))
+            quotas += r["Quotas"]
+            token = r.get("NextToken")
+            if not token:
+                break
+        p5 = [q for q in quotas if q["QuotaName"] == "ml.p5.48xlarge for cluster usage"]
+        ok(len(quotas) > 100 and p5, "%d quotas, ml.p5.48xlarge's among them" % len(quotas))
+        ctx["quota"] = p5[0]["QuotaCode"]
+
+    @check("Service Quotas GetServiceQuota: one quota by its code")
+    def _():
+        q = call("service-quotas", "GetServiceQuota", ServiceCode="sagemaker", QuotaCode=need("quota"))["Quota"]
+        eq(q["QuotaName"], "ml.p5.48xlarge for cluster usage", "QuotaName")
+
+    expect_error("Service Quotas GetServiceQuota: an unknown quota is NoSuchResourceException",
+                 "NoSuchResourceException", lambda: call("service-quotas", "GetServiceQuota", ServiceCode="sagemaker",
+                                                         QuotaCode="L-00000000"), "service-quotas")
 
     @check("SageMaker SearchTrainingPlanOfferings: offerings")
     def _():

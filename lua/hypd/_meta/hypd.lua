@@ -149,6 +149,10 @@ function hypd.sleep(seconds) end
 ---@return number
 function hypd.now() end
 function hypd.checkpoint() end
+---@param alg "sha256"|"md5"
+---@param data string
+---@return string hex
+function hypd.digest(alg, data) end
 function hypd.spawn(fn, opts, ...) end
 hypd.http = { request = function(req) end, get = function(url, opts) end }
 hypd.json = { encode = function(v, opts) end, decode = function(s, opts) end, null = {},

@@ -31,10 +31,11 @@ local task = require "hypd.task"
 
 local M = {}
 
--- services hypd talks to; `true` = read-only use
+-- services hypd talks to; `true` = read-only use. A service is named by
+-- its IAM action prefix (botocore's "service-quotas" is "servicequotas")
 M.SERVICES = {
   sagemaker = false, eks = false, ec2 = false, iam = false, sts = false, s3 = false,
-  fsx = false, ssm = false, cloudformation = true, logs = true,
+  fsx = false, ssm = false, cloudformation = true, logs = true, servicequotas = true,
 }
 
 local models = {}
@@ -52,6 +53,14 @@ function M.model(service)
     models[service] = m
   end
   return m
+end
+
+-- endpoint_env(service) -> "AWS_ENDPOINT_URL_<ID>": the variable that
+-- names the service's endpoint, as the SDKs spell it from its service id
+-- (sagemaker: ..._SAGEMAKER, servicequotas: ..._SERVICE_QUOTAS, logs:
+-- ..._CLOUDWATCH_LOGS)
+function M.endpoint_env(service)
+  return "AWS_ENDPOINT_URL_" .. endpoints.config_id(M.model(service).metadata.serviceId):upper()
 end
 
 -- members(service, shape) -> the member names of a structure shape of the

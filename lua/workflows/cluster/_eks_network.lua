@@ -168,12 +168,14 @@ local function not_found(err) return tostring(err.code):find("NotFound", 1, true
 --   tags      {key = value}: tags that must hold (desired "tag:<key>", set by CreateTags)
 --   attrs     {field = fn(id, value)}: how update sets the other desired
 --             fields, in the order attr_order lists them
+--   tag       the cluster tag (default: the cluster_tag parameter)
 -- find and search describe; update sets tags and attrs.
 function M.ec2(ctx, r)
   local op, ids, list, idf = table.unpack(r.describe)
   local function live(x) return x and (not r.live or r.live(x)) end
   -- every EC2 resource here is created with its tags (spec()): a plan shows them
-  local fields = { ["tag:" .. M.TAG_KEY] = ctx.params.cluster_tag, ["tag:Name"] = r.name }
+  local tag = r.tag or ctx.params.cluster_tag
+  local fields = { ["tag:" .. M.TAG_KEY] = tag, ["tag:Name"] = r.name }
   for k, v in pairs(r.fields or {}) do fields[k] = v end
   local spec = { type = r.type, label = r.label, name = r.name, key = r.key, id = idf, needs = r.needs,
     create = r.create, exists = r.exists, fields = fields, owned = r.owned, retry = M.not_yet,
@@ -199,7 +201,7 @@ function M.ec2(ctx, r)
       local all = {}
       for i, x in ipairs(found) do all[i] = x[idf] end
       errors.raise("CONFLICT", string.format("%d %ss carry the tag %s=%s (%s); hypd expects one. Delete the extra " ..
-        "ones, or choose another cluster_tag.", #found, r.label, M.TAG_KEY, ctx.params.cluster_tag,
+        "ones, or choose another cluster_tag.", #found, r.label, M.TAG_KEY, tag,
         table.concat(all, ", ")), { ids = all, field = "cluster_tag" })
     end
     return found[1]
@@ -458,15 +460,16 @@ function M.nat_gateway(ctx)
   st.nat_gateway_id = nat.NatGatewayId
 end
 
--- routes(ctx, kind, target): route table hypd-<tag>-<kind>-rt with
--- 0.0.0.0/0 -> target ({GatewayId = igw} or {NatGatewayId = nat}),
--- associated with the <kind> subnets
-local function routes(ctx, kind, target_field, target)
-  local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = M.name(tag, kind .. "-rt")
-  local vpc_id = st.vpc_id
-  local rt_spec = M.ec2(ctx, { type = "ec2:route-table", label = "route table", name = name,
-    key = kind .. "_route_table_id", describe = { "DescribeRouteTables", "RouteTableIds", "RouteTables", "RouteTableId" },
+-- route_table(ctx, o) -> the route table's id: route table o.name in VPC
+-- o.vpc_id, tagged for cluster tag o.tag, with 0.0.0.0/0 -> o.target
+-- ({[o.target_field] = o.target}: GatewayId = igw, NatGatewayId = nat),
+-- associated with each subnet of o.subnets ({{id, name}}); o.key is the
+-- ctx.state field that remembers its id. The compute subnets of the
+-- HyperPod stages are routed this way too (hyperpod/_subnet).
+function M.route_table(ctx, o)
+  local tag, name, vpc_id = o.tag, o.name, o.vpc_id
+  local rt_spec = M.ec2(ctx, { type = "ec2:route-table", label = "route table", name = name, tag = tag, key = o.key,
+    describe = { "DescribeRouteTables", "RouteTableIds", "RouteTables", "RouteTableId" },
     filters = { filter("vpc-id", vpc_id), filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", name) },
     needs = vpc_id, fields = { VpcId = vpc_id },
     create = function()
@@ -475,6 +478,7 @@ local function routes(ctx, kind, target_field, target)
     end })
   local rt = ctx:ensure(rt_spec)
   local rt_id = rt.RouteTableId
+  local target_field, target = o.target_field, o.target
   local route = { RouteTableId = rt_id, DestinationCidrBlock = "0.0.0.0/0", [target_field] = target }
   ctx:ensure { type = "ec2:route", label = "route", name = "0.0.0.0/0 in " .. name, needs = rt_id,
     id = function() return rt_id .. ":0.0.0.0/0" end, fields = route, exists = "RouteAlreadyExists",
@@ -491,9 +495,10 @@ local function routes(ctx, kind, target_field, target)
       return { DestinationCidrBlock = "0.0.0.0/0", [target_field] = target, State = "active" }
     end,
     update = function() ctx:call("ec2", "ReplaceRoute", route) end }
-  for _, sid in ipairs(st[kind .. "_subnet_ids"]) do
+  for _, sn in ipairs(o.subnets) do
+    local sid = sn.id
     ctx:ensure { type = "ec2:route-table-association", label = "route table association",
-      name = name .. " with " .. tostring((st.subnet_names or {})[sid] or sid), needs = { rt_id, sid },
+      name = name .. " with " .. tostring(sn.name or sid), needs = { rt_id, sid },
       id = "RouteTableAssociationId", fields = { RouteTableId = rt_id, SubnetId = sid },
       retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
       search = function()
@@ -506,7 +511,19 @@ local function routes(ctx, kind, target_field, target)
         return { RouteTableAssociationId = out.AssociationId, SubnetId = sid }
       end }
   end
-  st[kind .. "_route_table_id"] = rt_id
+  return rt_id
+end
+
+-- routes(ctx, kind, target): route table hypd-<tag>-<kind>-rt with
+-- 0.0.0.0/0 -> target ({GatewayId = igw} or {NatGatewayId = nat}),
+-- associated with the <kind> subnets
+local function routes(ctx, kind, target_field, target)
+  local tag, st = ctx.params.cluster_tag, ctx.state
+  local subnets = {}
+  for i, sid in ipairs(st[kind .. "_subnet_ids"]) do subnets[i] = { id = sid, name = (st.subnet_names or {})[sid] } end
+  st[kind .. "_route_table_id"] = M.route_table(ctx, { tag = tag, name = M.name(tag, kind .. "-rt"),
+    vpc_id = st.vpc_id, key = kind .. "_route_table_id", target_field = target_field, target = target,
+    subnets = subnets })
 end
 
 function M.public_routes(ctx) routes(ctx, "public", "GatewayId", ctx.state.internet_gateway_id) end

@@ -90,6 +90,13 @@ function M.s3_prefix(ctx, uri)
   return false
 end
 
+-- s3_object(ctx, uri) -> the object record at "s3://bucket/key", or nil
+function M.s3_object(ctx, uri)
+  local bucket, key = M.s3_uri(uri)
+  if not bucket or key == "" or not M.bucket_exists(ctx, bucket) then return nil end
+  return ctx:view("s3"):get("object/" .. bucket, key)
+end
+
 -- uuid() -> "1b2c...-...": EKS ids and update ids
 function M.uuid(ctx)
   return string.format("%s-%s-%s-%s-%s", ctx.hex(8), ctx.hex(4), ctx.hex(4), ctx.hex(4), ctx.hex(12))

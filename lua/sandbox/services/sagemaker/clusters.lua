@@ -8,6 +8,9 @@ local json = require "hypd.json"
 local M = { operations = {}, transitions = {} }
 local ops, tr = M.operations, M.transitions
 
+-- CreateCluster to InService: about 15 minutes, as AWS takes for an EKS-orchestrated cluster
+M.CREATE_SECONDS = { 780, 1020 }
+
 local function view(ctx, c)
   local groups = json.array()
   for _, g in ipairs(c.groups) do groups[#groups + 1] = C.group_view(ctx, c, g) end
@@ -112,6 +115,7 @@ function ops.CreateCluster(ctx, input)
     seen[g.InstanceGroupName] = true
   end
   check_settings(ctx, input)
+  require("sandbox.services.sagemaker.quotas").check(ctx, name, groups)
   local c = {
     ClusterName = name, ClusterArn = ctx:arn("cluster/" .. ctx.hex(12)), ClusterStatus = "Creating",
     CreationTime = ctx.now(), VpcConfig = input.VpcConfig, Orchestrator = input.Orchestrator,
@@ -123,7 +127,7 @@ function ops.CreateCluster(ctx, input)
   for _, g in ipairs(groups) do c.groups[#c.groups + 1] = C.new_group(g) end
   ctx.state:put("cluster", name, c)
   for i, g in ipairs(c.groups) do C.launch(ctx, c, g, groups[i].InstanceCount) end
-  ctx:later(D.between(420, 720), "cluster_created", { name = name })
+  ctx:later(D.between(M.CREATE_SECONDS[1], M.CREATE_SECONDS[2]), "cluster_created", { name = name })
   return { ClusterArn = c.ClusterArn }
 end
 
@@ -294,6 +298,7 @@ function ops.UpdateCluster(ctx, input)
     changes[#changes + 1] = { spec = spec, group = g }
   end
   check_settings(ctx, input)
+  require("sandbox.services.sagemaker.quotas").check(ctx, c.ClusterName, input.InstanceGroups)
   local scaling = autoscaling(ctx, input, c)
   if #changes == 0 and not next(deleting) and not input.NodeRecovery and not input.TieredStorageConfig
     and not scaling and not input.ClusterRole and not input.NodeProvisioningMode then

@@ -82,6 +82,24 @@ function M.lustre(ctx, dns, mount)
   return false
 end
 
+-- assumable(role, service) -> true when the role's trust policy lets the
+-- service principal call sts:AssumeRole (SageMaker assumes the execution role)
+function M.assumable(role, service)
+  local doc = type(role.AssumeRolePolicyDocument) == "string" and json.decode(role.AssumeRolePolicyDocument)
+  local function has(v, want)
+    if type(v) == "string" then return v == want or v == "*" or (want:find("^sts:") and v == "sts:*") end
+    for _, x in ipairs(type(v) == "table" and v or {}) do if has(x, want) then return true end end
+    return false
+  end
+  local sts = type(doc) == "table" and doc.Statement or {}
+  if sts.Effect then sts = { sts } end
+  for _, st in ipairs(sts) do
+    if st.Effect == "Allow" and type(st.Principal) == "table" and has(st.Principal.Service, service)
+      and has(st.Action, "sts:AssumeRole") then return true end
+  end
+  return false
+end
+
 -- check_group(ctx, spec, cluster_vpc, where): one ClusterInstanceGroupSpecification
 function M.check_group(ctx, g, cluster_vpc, where)
   local name = g.InstanceGroupName
@@ -104,7 +122,8 @@ function M.check_group(ctx, g, cluster_vpc, where)
   if g.ThreadsPerCore and g.ThreadsPerCore ~= 1 and g.ThreadsPerCore ~= 2 then
     M.invalid(ctx, "ThreadsPerCore for instance group " .. name .. " must be 1 or 2.")
   end
-  if not D.role(ctx, g.ExecutionRole) then
+  local role = D.role(ctx, g.ExecutionRole)
+  if not role or not M.assumable(role, "sagemaker.amazonaws.com") then
     M.invalid(ctx, "The execution role " .. tostring(g.ExecutionRole) .. " for instance group " .. name ..
       " does not exist or cannot be assumed by SageMaker.")
   end
@@ -117,6 +136,13 @@ function M.check_group(ctx, g, cluster_vpc, where)
       M.invalid(ctx, "No objects found at LifeCycleConfig.SourceS3Uri " .. lcc.SourceS3Uri .. " for instance group " ..
         name .. ". Upload the lifecycle scripts first.")
     end
+    -- the OnCreate script must be one of them (HyperPod runs it on every new node)
+    local script = type(lcc.OnCreate) == "string" and lcc.OnCreate ~= "" and
+      (lcc.SourceS3Uri:gsub("/*$", "") .. "/" .. lcc.OnCreate:gsub("^/+", ""))
+    if not script or not D.s3_object(ctx, script) then
+      M.invalid(ctx, "The lifecycle script " .. tostring(lcc.OnCreate) .. " for instance group " .. name ..
+        " was not found under LifeCycleConfig.SourceS3Uri " .. lcc.SourceS3Uri .. ".")
+    end
   end
   local iface = g.NetworkInterface and g.NetworkInterface.InterfaceType
   if iface == "efa-only" and not M.EFA_ONLY[g.InstanceType] then
@@ -128,6 +154,10 @@ function M.check_group(ctx, g, cluster_vpc, where)
   if g.CapacityRequirements and g.CapacityRequirements.Spot and g.CapacityRequirements.OnDemand then
     M.invalid(ctx, "CapacityRequirements can specify either Spot or OnDemand, not both.")
   end
+  if g.TrainingPlanArn and g.CapacityRequirements and g.CapacityRequirements.Spot then
+    M.invalid(ctx, "Instance group " .. name .. " uses a training plan; its capacity is reserved, so " ..
+      "CapacityRequirements cannot be Spot.")
+  end
   for _, sc in ipairs(g.InstanceStorageConfigs or {}) do
     local fsx = sc.FsxLustreConfig
     if fsx and not M.lustre(ctx, fsx.DnsName, fsx.MountName) then
@@ -135,15 +165,27 @@ function M.check_group(ctx, g, cluster_vpc, where)
         "system with DNS name " .. tostring(fsx.DnsName) .. " and mount name " .. tostring(fsx.MountName) .. ".")
     end
   end
-  if g.OverrideVpcConfig then check_vpc(ctx, g.OverrideVpcConfig, where .. ".OverrideVpcConfig") end
+  if g.OverrideVpcConfig then
+    check_vpc(ctx, g.OverrideVpcConfig, where .. ".OverrideVpcConfig")
+    -- an override places nodes in other subnets of the cluster's VPC, never in another VPC
+    local home = cluster_vpc and cluster_vpc.Subnets and D.subnet(ctx, cluster_vpc.Subnets[1])
+    for _, id in ipairs(home and g.OverrideVpcConfig.Subnets or {}) do
+      if D.subnet(ctx, id).vpc ~= home.vpc then
+        M.invalid(ctx, "Subnet " .. id .. " in OverrideVpcConfig of instance group " .. name .. " is not in " ..
+          home.vpc .. ", the VPC of the cluster's VpcConfig.")
+      end
+    end
+  end
   if not g.OverrideVpcConfig and not cluster_vpc then
     M.invalid(ctx, "VpcConfig is required for instance group " .. name .. ".")
   end
   if g.TrainingPlanArn then
     local p = M.plan(ctx, g.TrainingPlanArn)
     if not p then M.invalid(ctx, "Training plan " .. g.TrainingPlanArn .. " does not exist.") end
-    if p.Status ~= "Active" then
-      M.invalid(ctx, "Training plan " .. p.TrainingPlanName .. " is " .. p.Status .. "; it must be Active.")
+    -- a Scheduled plan's capacity is usable already: its nodes come when it starts
+    if p.Status ~= "Active" and p.Status ~= "Scheduled" then
+      M.invalid(ctx, "Training plan " .. p.TrainingPlanName .. " is " .. p.Status .. "; it must be Active or " ..
+        "Scheduled.")
     end
     local rc = p.ReservedCapacitySummaries[1]
     if rc.InstanceType ~= g.InstanceType then
@@ -225,6 +267,11 @@ function M.launch(ctx, c, g, count)
       subnet = s.id, az = s.az, az_id = s.az_id, NodeLogicalId = g.InstanceGroupName .. "-" .. ctx.hex(8),
       capacity = g.CapacityRequirements and g.CapacityRequirements.Spot and "Spot" or "OnDemand",
     }
+    -- a Scheduled training plan's instances come when the plan starts
+    local plan = g.TrainingPlanArn and M.plan(ctx, g.TrainingPlanArn)
+    if plan and plan.Status == "Scheduled" then
+      n.Message = "Waiting for training plan " .. plan.TrainingPlanName .. " to become Active."
+    end
     ctx.state:put("node", n.InstanceId, n)
     out[#out + 1] = n
   end

@@ -19,13 +19,18 @@ local SEED = {
 function M.seed(ctx)
   if ctx.state:get("training_plan", "_seeded") then return end
   local now = math.floor(ctx.now())
+  local zones = require "sandbox.services.ec2.zones"
   for _, s in ipairs(SEED) do
     local name, itype, count, status, zone, off, days, fee = table.unpack(s)
+    -- capacity is reserved where EC2 offers the type: the seed's zone, else the first that does
+    local offered = zones.zones_for(ctx.region, itype:gsub("^ml%.", ""))
+    local az = offered[1].ZoneName
+    for _, z in ipairs(offered) do if z.ZoneName == ctx.region .. zone then az = z.ZoneName end end
     local start = now + off * DAY
     local arn = ctx:arn("training-plan/" .. name, "sagemaker")
     local rc = { ReservedCapacityArn = ctx:arn("reserved-capacity/" .. name .. "-rc-" .. ctx.hex(8), "sagemaker"),
       ReservedCapacityType = "Instance", InstanceType = itype, TotalInstanceCount = count, Status = status,
-      AvailabilityZone = ctx.region .. zone, DurationHours = days * 24, DurationMinutes = 0,
+      AvailabilityZone = az, DurationHours = days * 24, DurationMinutes = 0,
       StartTime = start, EndTime = start + days * DAY }
     ctx.state:put("training_plan", name, {
       TrainingPlanArn = arn, TrainingPlanName = name, Status = status, StatusMessage = "",

@@ -1,0 +1,54 @@
+-- hyperpod_create: stage 4, the SageMaker HyperPod cluster on an EKS
+-- cluster (the steps are in hyperpod/_create).
+local P = require "_params"
+local create = require "hyperpod._create"
+
+-- the decisions and the defaults (an operator who copies this file into
+-- the playbook directory changes them here)
+local params = {
+  cluster = P.cluster,
+  region = P.region,
+  instance_type = P.with(P.instance_type, { required = true, decision = true,
+    description = "the instance type of the first instance group, e.g. ml.g5.12xlarge or ml.p5.48xlarge " ..
+      "(aws_get_instance_types lists what a zone offers)" }),
+  instance_count = P.with(P.instance_count, { required = true, decision = true,
+    description = "how many instances the first group has (within the account's Service Quotas quota " ..
+      "'<type> for cluster usage', or the training plan's reservation)" }),
+  instance_group = P.with(P.instance_group, { fixed_at_create = true,
+    description = "the first instance group's name (default: <cluster tag>-ig)" }),
+  node_recovery = { type = "string", enum = { "Automatic", "None" }, default = "Automatic",
+    description = "whether HyperPod replaces or reboots faulty nodes by itself" },
+}
+for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
+
+local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
+  "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",
+  "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas", "iam:PassRole" }
+for _, list in ipairs { require("hyperpod._subnet").AWS, create.AWS_ROLE, create.AWS_LIFECYCLE } do
+  for _, a in ipairs(list) do AWS[#AWS + 1] = a end
+end
+
+return tool {
+  name = "hyperpod_create",
+  summary = "Stage 4: create the SageMaker HyperPod cluster on the active (or named) EKS cluster",
+  description = "Creates, or finds again and reuses, the SageMaker HyperPod cluster hypd-<tag>-hp orchestrated " ..
+    "by the EKS cluster (the active one unless cluster is given), with one instance group. The decisions are " ..
+    "instance_type, instance_count, availability_zone and capacity_type (on-demand, spot, or training-plan with " ..
+    "training_plan, whose reserved zone decides the zone): ask the person. Before anything is made it checks " ..
+    "them against the account (a HyperPod type, offered in the zone, EFA for efa_only, the Service Quotas quota " ..
+    "'<type> for cluster usage', the training plan Active or Scheduled, of that type and count, in this region) " ..
+    "and refuses with the field and the rule. hypd computes the rest: the execution role hypd-<tag>-hyperpod-" ..
+    "exec, an S3 bucket with the lifecycle scripts, a /20 compute subnet hp-compute-<az> with its route table " ..
+    "(NAT) and the VPC's S3 gateway endpoint. Defaults: 500 GB EBS per instance, 2 threads per core on p4, p5, " ..
+    "p6 and training plans, node recovery Automatic, continuous node provisioning, deep health checks off. It " ..
+    "waits for InService (about 15 minutes) and for the nodes to be Ready in Kubernetes with their health " ..
+    "labels. It answers at once with an operation: follow it with hyperpod_get_creation_status (wait_seconds). " ..
+    "Calling it again changes nothing once done; plan = true lists what it would create.",
+  kind = "mutating",
+  aws = AWS,
+  k8s = { "list" },
+  params = params,
+  status_tool = "hyperpod_get_creation_status",
+  target = create.target,
+  steps = create.steps,
+}
