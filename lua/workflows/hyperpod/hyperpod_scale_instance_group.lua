@@ -107,7 +107,8 @@ return tool {
           st.sent_at = hypd.now()
         end,
       }
-      return { changed = action ~= "unchanged" }
+      -- sent_at: this operation sent the change (before a stop, if it resumed)
+      return { changed = action ~= "unchanged" or st.sent_at ~= nil }
     end },
     { name = "wait", run = function(ctx)
       local p, st = ctx.params, ctx.state
