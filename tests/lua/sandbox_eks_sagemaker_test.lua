@@ -381,7 +381,8 @@ end)
 t.test("batch delete reports failures with Code; reboot and replace report them with ErrorCode", function()
   local list = nodes("hp-cluster-demo")
   local a, b = list[1].InstanceId, list[2].InstanceId
-  local r = call("sagemaker", "BatchRebootClusterNodes", { ClusterName = "hp-cluster-demo", NodeIds = { a, "i-0123456789abcdef0" } })
+  local r = call("sagemaker", "BatchRebootClusterNodes", { ClusterName = "hp-cluster-demo",
+    NodeIds = { a, "i-0123456789abcdef0" } })
   t.eq(r.Successful, { a })
   t.eq(r.Failed[1].ErrorCode, "InstanceIdNotFound")
   t.eq(r.Failed[1].Code, nil)
