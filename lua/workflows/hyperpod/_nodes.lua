@@ -13,16 +13,16 @@ local M = {}
 M.ID = "^(hyperpod-)?i-[a-f0-9]{8}([a-f0-9]{9})?$"
 M.MAX = 100
 
--- param(text) -> the nodes parameter
-function M.param(text, decision)
-  return { type = "array", required = true, decision = decision or nil,
-    items = { type = "string", pattern = M.ID, pattern_help = "an instance id like i-0123456789abcdef0 or a " ..
-      "Kubernetes node name like hyperpod-i-0123456789abcdef0" },
-    description = text .. " One to " .. M.MAX .. " nodes, each an instance id (i-...) or its Kubernetes node " ..
-      "name (hyperpod-i-...); hyperpod_list_nodes lists them." }
+-- params(text [, decision]) -> a node tool's parameters: cluster, region,
+-- and nodes (described by text; a decision for the destructive ones)
+function M.params(text, decision)
+  return { cluster = P.cluster, region = P.region,
+    nodes = { type = "array", required = true, decision = decision or nil,
+      items = { type = "string", pattern = M.ID, pattern_help = "an instance id like i-0123456789abcdef0 or a " ..
+        "Kubernetes node name like hyperpod-i-0123456789abcdef0" },
+      description = text .. " One to " .. M.MAX .. " nodes, each an instance id (i-...) or its Kubernetes node " ..
+        "name (hyperpod-i-...); hyperpod_list_nodes lists them." } }
 end
-
-M.params = { cluster = P.cluster, region = P.region }
 
 M.RESULT = { type = "object", properties = { hyperpod_cluster = { type = "string" }, requested = { type = "integer" },
   succeeded = { type = "array" }, failed = { type = "array" }, ok = { type = "boolean" },
@@ -43,9 +43,10 @@ function M.ids(nodes)
   return out
 end
 
--- run(ctx, p, operation, chunk, field) -> what a node tool answers: every
+-- call(ctx, p, operation, chunk, field) -> what a node tool answers: every
 -- node that succeeded and every node that failed with its code and message
-function M.run(ctx, p, operation, chunk, field)
+-- (field: the member the operation's failures carry it in)
+local function call(ctx, p, operation, chunk, field)
   local ids = M.ids(p.nodes)
   local e = cap.cluster(ctx, p)
   local ok, failed = hypd.json.array(), hypd.json.array()
@@ -60,6 +61,12 @@ function M.run(ctx, p, operation, chunk, field)
     end
   end
   return { hyperpod_cluster = e.hyperpod, requested = #ids, succeeded = ok, failed = failed, ok = #failed == 0 }
+end
+
+-- runner(operation, chunk, field) -> a node tool's run: the nodes sent to
+-- operation, chunk at a time
+function M.runner(operation, chunk, field)
+  return function(ctx, p) return call(ctx, p, operation, chunk, field) end
 end
 
 return M

@@ -17,9 +17,8 @@ return tool {
     "NodeIdInUse) and message. Follow it with hyperpod_list_nodes (wait_seconds) until the nodes are gone.",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchDeleteClusterNodes"),
-  params = { cluster = N.params.cluster, region = N.params.region,
-    nodes = N.param("The nodes to delete (ask the person: they and their local data are gone for good).", true) },
+  params = N.params("The nodes to delete (ask the person: they and their local data are gone for good).", true),
   result = N.RESULT,
   status_tool = "hyperpod_list_nodes",
-  run = function(ctx, p) return N.run(ctx, p, "BatchDeleteClusterNodes", 99, "Code") end,
+  run = N.runner("BatchDeleteClusterNodes", 99, "Code"),
 }

@@ -16,9 +16,8 @@ return tool {
     "Running and Ready again.",
   kind = "mutating",
   aws = cap.aws("sagemaker:BatchRebootClusterNodes"),
-  params = { cluster = N.params.cluster, region = N.params.region,
-    nodes = N.param("The nodes to reboot.") },
+  params = N.params("The nodes to reboot."),
   result = N.RESULT,
   status_tool = "hyperpod_list_nodes",
-  run = function(ctx, p) return N.run(ctx, p, "BatchRebootClusterNodes", 25, "ErrorCode") end,
+  run = N.runner("BatchRebootClusterNodes", 25, "ErrorCode"),
 }

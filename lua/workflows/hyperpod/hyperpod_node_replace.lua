@@ -20,9 +20,8 @@ return tool {
     "the replacement with hyperpod_list_nodes (wait_seconds).",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchReplaceClusterNodes"),
-  params = { cluster = N.params.cluster, region = N.params.region,
-    nodes = N.param("The nodes to replace (ask the person: their local data is lost).", true) },
+  params = N.params("The nodes to replace (ask the person: their local data is lost).", true),
   result = N.RESULT,
   status_tool = "hyperpod_list_nodes",
-  run = function(ctx, p) return N.run(ctx, p, "BatchReplaceClusterNodes", 25, "ErrorCode") end,
+  run = N.runner("BatchReplaceClusterNodes", 25, "ErrorCode"),
 }
