@@ -49,7 +49,7 @@ return tool {
             message = msg } } })
         end
       end
-      return { eks = e.name, hyperpod = d.ClusterName,
+      return { eks = e.name, region = e.region, hyperpod = d.ClusterName,
         instance_type = g and g.InstanceType, count = g and g.CurrentCount }
     end },
     { name = "delete", run = function(ctx)

@@ -83,7 +83,7 @@ return tool {
         hypd.errors.raise("VALIDATION", msg, { fields = { { field = "instance_count", rule = "min_count",
           message = msg } } })
       end
-      return { eks = e.name, hyperpod = d.ClusterName, from_count = g.TargetCount }
+      return { eks = e.name, region = e.region, hyperpod = d.ClusterName, from_count = g.TargetCount }
     end },
     { name = "scale", run = function(ctx)
       local p, st = ctx.params, ctx.state

@@ -75,7 +75,7 @@ return tool {
         groups[#groups + 1] = { name = g.InstanceGroupName, image = g.CurrentImageId,
           version_status = g.ImageVersionStatus, software_update_status = g.SoftwareUpdateStatus }
       end
-      return { eks = e.name, hyperpod = d.ClusterName, groups = names, before = groups }
+      return { eks = e.name, region = e.region, hyperpod = d.ClusterName, groups = names, before = groups }
     end },
     { name = "update", run = function(ctx)
       local p, st = ctx.params, ctx.state
