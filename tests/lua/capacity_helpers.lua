@@ -110,6 +110,17 @@ function C.here()
       status = call("sagemaker", "DescribeCluster", { ClusterName = hp }).ClusterStatus }
     t.eq(S.info.status, "InService")
     t.ok(tool.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
+    -- InService comes first; the nodes join Kubernetes a moment later
+    local joined = 0
+    for _ = 1, 60 do
+      joined = 0
+      for _, n in ipairs((tool.call("hyperpod_list_nodes", {}, C.OPER) or {}).nodes or {}) do
+        if n.kubernetes and n.kubernetes.ready then joined = joined + 1 end
+      end
+      if joined == 3 then break end
+      task.sleep(5)
+    end
+    t.eq(joined, 3, "the three nodes are Ready in Kubernetes")
   end
   return S
 end

@@ -192,8 +192,7 @@ t.test("plan mode of the scale, delete and software tools lists the change and s
   t.eq(#p.plan, 0, "nothing to change at the group's count")
   p, err = tool.call("hyperpod_delete_instance_group", { instance_group = "cpu", plan = true }, ADMIN)
   t.ok(p, json.encode(err))
-  t.eq({ p.delete, p.plan[1].action, p.plan[1].name, p.plan[1].fields.InstanceType },
-    { 1, "delete", "cpu of " .. HP, "ml.m5.xlarge" })
+  t.eq({ p.delete, p.plan[1].action, p.plan[1].name, p.plan[1].id }, { 1, "delete", "cpu of " .. HP, "cpu" })
   p, err = tool.call("hyperpod_update_software", { instance_groups = { "cpu" }, plan = true }, OPER)
   t.ok(p, json.encode(err))
   t.eq({ p.create, p.plan[1].type, p.plan[1].fields.InstanceGroups }, { 1, "sagemaker:software-update", { "cpu" } })

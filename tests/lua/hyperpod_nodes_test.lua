@@ -176,7 +176,7 @@ t.test("hyperpod_node_replace is destructive, warns that local volumes are wiped
   r, err = tool.call("hyperpod_node_replace", { nodes = { gpu, "hyperpod-" .. UNKNOWN } }, ADMIN)
   t.ok(r, json.encode(err))
   t.eq(C.last("BatchReplaceClusterNodes").NodeIds, { gpu, UNKNOWN })
-  t.eq(r.succeeded, { { instance_id = gpu, node_name = "hyperpod-" .. gpu } })
+  t.eq(r.succeeded, { { instance_id = gpu, node_name = "hyperpod-" .. gpu } }, json.encode(r.failed))
   t.eq({ r.failed[1].instance_id, r.failed[1].code }, { UNKNOWN, "InstanceIdNotFound" })
   local list = wait_for(function(l)
     local gpus = by_group(l).gpu or {}

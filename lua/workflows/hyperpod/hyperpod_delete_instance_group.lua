@@ -54,11 +54,15 @@ return tool {
     end },
     { name = "delete", run = function(ctx)
       local p, st = ctx.params, ctx.state
-      local _, action = ctx:absent {
+      -- a group already Deleting (this operation's request before a stop, or
+      -- someone else's) is left to go: nothing is sent again
+      local action = ctx:absent {
         type = "sagemaker:instance-group", label = "instance group", name = p.instance_group .. " of " .. st.hyperpod,
-        find = function() return hp.group(cap.describe(ctx, st.hyperpod), p.instance_group) end,
-        gone = function(g) return g.Status == "Deleting" end,
-        fields = { InstanceType = st.instance_type, CurrentCount = st.count },
+        id = "InstanceGroupName",
+        find = function()
+          local g = hp.group(cap.describe(ctx, st.hyperpod), p.instance_group)
+          if g and g.Status ~= "Deleting" then return g end
+        end,
         delete = function()
           cap.in_service(cap.describe(ctx, st.hyperpod), "deleting an instance group")
           ctx:call("sagemaker", "UpdateCluster", { ClusterName = st.hyperpod,
@@ -87,7 +91,7 @@ return tool {
         end }
       if ctx.plan then return end
       st.result = { hyperpod_cluster = st.hyperpod, instance_group = p.instance_group, deleted = true,
-        already_absent = st.action == "absent" or nil, kubernetes_nodes_left = left }
+        instance_type = st.instance_type, instances = st.count, kubernetes_nodes_left = left }
     end },
   },
 }
