@@ -159,7 +159,7 @@ t.test("a plan reads, lists what it would create or change with planned ids, and
   t.eq(select(2, ctx:ensure(w.spec("h", { create = never, update = never, desired = { Size = 5 } }))), "change")
   t.eq(select(2, ctx:ensure(w.spec("h", { create = never, update = never }))), "unchanged")
   t.eq(w.calls, { "search f", "search h", "find x-h" })
-  t.eq(require("hypd.kit").summary(ctx), { create = 2, change = 1, delete = 0, plan = {
+  t.eq(require("hypd.kit").summary(ctx), { create = 2, change = 1, delete = 0, keep = 0, plan = {
     { action = "create", type = "test:thing", name = "f", id = "planned:test:thing:f",
       fields = { Size = 1, Color = "red" } },
     { action = "create", type = "test:thing", name = "g", id = "planned:test:thing:g" },
