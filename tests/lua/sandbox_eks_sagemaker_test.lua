@@ -381,7 +381,8 @@ end)
 t.test("batch delete reports failures with Code; reboot and replace report them with ErrorCode", function()
   local list = nodes("hp-cluster-demo")
   local a, b = list[1].InstanceId, list[2].InstanceId
-  local r = call("sagemaker", "BatchRebootClusterNodes", { ClusterName = "hp-cluster-demo", NodeIds = { a, "i-0missing" } })
+  local r = call("sagemaker", "BatchRebootClusterNodes", { ClusterName = "hp-cluster-demo",
+    NodeIds = { a, "i-0123456789abcdef0" } })
   t.eq(r.Successful, { a })
   t.eq(r.Failed[1].ErrorCode, "InstanceIdNotFound")
   t.eq(r.Failed[1].Code, nil)
@@ -395,7 +396,7 @@ t.test("batch delete reports failures with Code; reboot and replace report them 
   end)
   r = call("sagemaker", "BatchReplaceClusterNodes", { ClusterName = "hp-cluster-demo", NodeIds = { a } })
   t.eq(r.Successful, { a })
-  r = call("sagemaker", "BatchDeleteClusterNodes", { ClusterName = "hp-cluster-demo", NodeIds = { b, "i-0missing" } })
+  r = call("sagemaker", "BatchDeleteClusterNodes", { ClusterName = "hp-cluster-demo", NodeIds = { b, "i-0123456789abcdef0" } })
   t.eq(r.Successful, { b })
   t.eq(r.Failed[1].Code, "NodeIdNotFound")
   t.eq(r.Failed[1].ErrorCode, nil)
@@ -406,9 +407,9 @@ t.test("batch delete reports failures with Code; reboot and replace report them 
   t.ok(nodes("hp-cluster-demo")[1].InstanceId ~= a, "the replaced node has a new instance id")
 end)
 
-t.test("UpdateClusterSoftware goes Updating then InService with the new image", function()
+t.test("UpdateClusterSoftware goes SystemUpdating then InService with the new image", function()
   call("sagemaker", "UpdateClusterSoftware", { ClusterName = "hp-cluster-demo" })
-  t.eq(hp("hp-cluster-demo").ClusterStatus, "Updating")
+  t.eq(hp("hp-cluster-demo").ClusterStatus, "SystemUpdating")
   wait(function() return hp("hp-cluster-demo").ClusterStatus == "InService" end)
   local g = hp("hp-cluster-demo").InstanceGroups[1]
   t.eq(g.SoftwareUpdateStatus, "Succeeded")

@@ -474,6 +474,39 @@ def run():
         eq(call("sagemaker", "BatchRebootClusterNodes", ClusterName=hp, NodeIds=nodes[:1])["Successful"],
            nodes[:1], "Successful")
 
+    @check("SageMaker ListClusterNodes: the paginator pages with PageSize 1")
+    def _():
+        need("hp_ready")
+        pages = list(CLIENTS["sagemaker"].get_paginator("list_cluster_nodes").paginate(
+            ClusterName=hp, PaginationConfig={"PageSize": 1}))
+        called.add("SageMaker ListClusterNodes")
+        eq([len(p["ClusterNodeSummaries"]) for p in pages], [1, 1, 1], "page sizes")
+        eq(len({x["InstanceId"] for p in pages for x in p["ClusterNodeSummaries"]}), 3, "each node once")
+
+    @check("SageMaker BatchDeleteClusterNodes: an unknown node fails with Code, reboot's with ErrorCode")
+    def _():
+        need("hp_ready")
+        r = call("sagemaker", "BatchDeleteClusterNodes", ClusterName=hp, NodeIds=["i-" + MISSING_ID])
+        eq([(f["NodeId"], f["Code"]) for f in r["Failed"]], [("i-" + MISSING_ID, "NodeIdNotFound")], "Failed")
+        r = call("sagemaker", "BatchRebootClusterNodes", ClusterName=hp, NodeIds=["i-" + MISSING_ID])
+        eq([(f["NodeId"], f["ErrorCode"]) for f in r["Failed"]], [("i-" + MISSING_ID, "InstanceIdNotFound")],
+           "Failed")
+
+    @check("SageMaker UpdateClusterSoftware: the named group's update ends Succeeded, the cluster InService")
+    def _():
+        need("hp_ready")
+        until("the reboot", lambda: call("sagemaker", "DescribeCluster", ClusterName=hp),
+              lambda c: c["ClusterStatus"] == "InService")
+        call("sagemaker", "UpdateClusterSoftware", ClusterName=hp, InstanceGroups=[{"InstanceGroupName": "workers"}])
+        c = until("the software update", lambda: call("sagemaker", "DescribeCluster", ClusterName=hp),
+                  lambda c: c["ClusterStatus"] not in ("Updating", "SystemUpdating"))
+        eq(c["ClusterStatus"], "InService", "ClusterStatus")
+        eq(c["InstanceGroups"][0]["SoftwareUpdateStatus"], "Succeeded", "SoftwareUpdateStatus")
+
+    expect_error("SageMaker UpdateCluster: deleting the last instance group is ValidationException",
+                 "ValidationException", lambda: need("hp_ready") and call(
+                     "sagemaker", "UpdateCluster", ClusterName=hp, InstanceGroupsToDelete=["workers"]))
+
     @check("SageMaker CreateMlflowTrackingServer: Created")
     def _():
         role = need("exec", "bucket")[0]

@@ -3,6 +3,7 @@
 -- recovery, tiered storage, autoscaling).
 local C = require "sandbox.services.sagemaker.common"
 local D = require "sandbox.services.eks.deps"
+local U = require "sandbox.services.sagemaker.upsert"
 local json = require "hypd.json"
 
 local M = { operations = {}, transitions = {} }
@@ -262,9 +263,6 @@ function tr.cluster_deleted(ctx, args)
   C.k8s(ctx)
 end
 
--- fields fixed for the life of an instance group
-local FIXED = { "InstanceType", "CapacityRequirements", "NetworkInterface" }
-
 function ops.UpdateCluster(ctx, input)
   local c = C.get(ctx, input.ClusterName)
   ctx.target = c.ClusterName
@@ -286,17 +284,13 @@ function ops.UpdateCluster(ctx, input)
       C.invalid(ctx, "Instance group " .. tostring(spec.InstanceGroupName) .. " cannot be both updated and deleted.")
     end
     local g = C.group(c, spec.InstanceGroupName)
-    if g then
-      for _, f in ipairs(FIXED) do
-        local old, new = json.encode(g[f] or json.null), json.encode(spec[f] or json.null)
-        if (spec[f] ~= nil or f == "InstanceType") and old ~= new then
-          C.invalid(ctx, f .. " of the existing instance group " .. g.InstanceGroupName .. " cannot be changed.")
-        end
-      end
-    end
+    if g then U.check(ctx, g, spec) end -- what a sent group may change (sagemaker/upsert)
     C.check_group(ctx, spec, c.VpcConfig, where)
     changes[#changes + 1] = { spec = spec, group = g }
   end
+  local adding = 0
+  for _, ch in ipairs(changes) do if not ch.group then adding = adding + 1 end end
+  U.deletable(ctx, c, deleting, adding)
   check_settings(ctx, input)
   require("sandbox.services.sagemaker.quotas").check(ctx, c.ClusterName, input.InstanceGroups)
   local scaling = autoscaling(ctx, input, c)
@@ -313,11 +307,7 @@ function ops.UpdateCluster(ctx, input)
       prev[g.InstanceGroupName] = 0
     else
       prev[g.InstanceGroupName] = g.TargetCount
-      local keep = { Status = true, CurrentImageId = true, DesiredImageId = not spec.ImageId,
-        labels = not spec.KubernetesConfig, taints = not spec.KubernetesConfig }
-      for k, v in pairs(C.new_group(spec)) do
-        if not keep[k] then g[k] = v end
-      end
+      U.apply(g, spec)
       g.Status = "Updating"
     end
     local live = 0

@@ -229,6 +229,7 @@ function M.group_view(ctx, c, g)
   end
   local out = { CurrentCount = running, TargetCount = g.TargetCount, MinCount = g.MinCount, Status = g.Status,
     ImageVersionStatus = "UpToDate", SoftwareUpdateStatus = g.SoftwareUpdateStatus,
+    ActiveSoftwareUpdateConfig = g.ActiveSoftwareUpdateConfig,
     CurrentImageId = g.CurrentImageId, DesiredImageId = g.DesiredImageId,
     InstanceTypeDetails = { { InstanceType = g.InstanceType, CurrentCount = running, ThreadsPerCore = g.ThreadsPerCore } },
     KubernetesConfig = { CurrentLabels = g.labels, DesiredLabels = g.labels, CurrentTaints = g.taints,

@@ -71,12 +71,26 @@ end
 
 -- batch(ctx, input, codes, field, act) -> the Batch*ClusterNodes answer;
 -- act(c, n) returns nil (done) or the key of a failure in `codes`
-local function batch(ctx, input, codes, field, act)
+-- max: how many NodeIds one request may name (the API model: 25 for reboot
+-- and replace; delete's model says 3000, its documentation 99)
+local function batch(ctx, input, codes, field, act, max)
   local c = C.get(ctx, input.ClusterName)
   ctx.target = c.ClusterName
   local ids, logical = input.NodeIds or {}, input.NodeLogicalIds or {}
   if #ids + #logical == 0 then C.invalid(ctx, "Specify NodeIds or NodeLogicalIds.") end
-  if #ids > 99 or #logical > 99 then C.invalid(ctx, "At most 99 nodes can be named in one request.") end
+  if #ids > max then
+    C.invalid(ctx, "1 validation error detected: Value at 'nodeIds' failed to satisfy constraint: Member must " ..
+      "have length less than or equal to " .. max)
+  end
+  if #logical > 99 then C.invalid(ctx, "At most 99 NodeLogicalIds can be named in one request.") end
+  for i, id in ipairs(ids) do
+    -- ClusterNodeId's pattern: an EC2 instance ID, never a Kubernetes node name
+    if type(id) ~= "string" or not (id:match("^i%-%x%x%x%x%x%x%x%x$") or id:match("^i%-" .. ("%x"):rep(17) .. "$"))
+      or id:find("%u") then
+      C.invalid(ctx, "1 validation error detected: Value '" .. tostring(id) .. "' at 'nodeIds." .. i .. ".member' " ..
+        "failed to satisfy constraint: Member must satisfy regular expression pattern: i-[a-f0-9]{8}(?:[a-f0-9]{9})?")
+    end
+  end
   if c.ClusterStatus ~= "InService" and c.ClusterStatus ~= "Updating" then
     C.invalid(ctx, "Cluster " .. c.ClusterName .. " is in " .. c.ClusterStatus .. " status.")
   end
@@ -125,7 +139,7 @@ function ops.BatchDeleteClusterNodes(ctx, input)
     n.Status, n.Message = "ShuttingDown", ""
     ctx.state:put("node", n.InstanceId, n)
     ctx:later(D.between(60, 240), "node_gone", { id = n.InstanceId })
-  end)
+  end, 99)
 end
 
 function tr.node_gone(ctx, args)
@@ -140,7 +154,7 @@ function ops.BatchRebootClusterNodes(ctx, input)
     n.Status, n.Message, n.busy = "Pending", "Rebooting", true
     ctx.state:put("node", n.InstanceId, n)
     ctx:later(D.between(180, 360), "node_rebooted", { id = n.InstanceId })
-  end)
+  end, 25)
 end
 
 function tr.node_rebooted(ctx, args)
@@ -162,7 +176,7 @@ function ops.BatchReplaceClusterNodes(ctx, input)
     fresh.busy = true
     ctx.state:put("node", fresh.InstanceId, fresh)
     ctx:later(D.between(480, 900), "node_replaced", { old = n.InstanceId, new = fresh.InstanceId })
-  end)
+  end, 25)
 end
 
 function tr.node_replaced(ctx, args)
@@ -181,10 +195,20 @@ function ops.UpdateClusterSoftware(ctx, input)
     C.invalid(ctx, "Cluster " .. c.ClusterName .. " is in " .. c.ClusterStatus .. " status; software can be " ..
       "updated only when InService.")
   end
+  if input.InstanceGroups ~= nil and #input.InstanceGroups == 0 then
+    C.invalid(ctx, "1 validation error detected: Value '[]' at 'instanceGroups' failed to satisfy constraint: " ..
+      "Member must have length greater than or equal to 1")
+  end
+  local image = input.ImageId
+  if image ~= nil and not (image == "default" or tostring(image):match("^ami%-%x+$")) then
+    C.invalid(ctx, "1 validation error detected: Value '" .. tostring(image) .. "' at 'imageId' failed to satisfy " ..
+      "constraint: Member must satisfy regular expression pattern: ami-[0-9a-fA-F]{8,17}|default")
+  end
   local names = {}
   for _, g in ipairs(input.InstanceGroups or {}) do
     if not C.group(c, g.InstanceGroupName) then
-      C.invalid(ctx, "Instance group " .. tostring(g.InstanceGroupName) .. " does not exist.")
+      C.invalid(ctx, "Instance group " .. tostring(g.InstanceGroupName) .. " does not exist in cluster " ..
+        c.ClusterName .. ".")
     end
     names[g.InstanceGroupName] = true
   end
@@ -192,7 +216,9 @@ function ops.UpdateClusterSoftware(ctx, input)
   for _, g in ipairs(c.groups) do
     if all or names[g.InstanceGroupName] then
       g.SoftwareUpdateStatus, g.Status = "InProgress", "SystemUpdating"
-      g.DesiredImageId = input.ImageId or "latest"
+      g.ActiveSoftwareUpdateConfig = input.DeploymentConfig
+      -- without ImageId the group takes the latest release of the image it names ("default" stays "default")
+      if image then g.DesiredImageId = image end
       for _, n in ipairs(C.nodes(ctx, c.ClusterName, g.InstanceGroupName)) do
         if n.Status == "Running" then
           n.Status = "SystemUpdating"
@@ -201,7 +227,7 @@ function ops.UpdateClusterSoftware(ctx, input)
       end
     end
   end
-  c.ClusterStatus = "Updating"
+  c.ClusterStatus = "SystemUpdating"
   ctx.state:put("cluster", c.ClusterName, c)
   ctx:later(D.between(600, 1200), "software_updated", { name = c.ClusterName })
   C.k8s(ctx)
@@ -214,6 +240,7 @@ function tr.software_updated(ctx, args)
   for _, g in ipairs(c.groups) do
     if g.SoftwareUpdateStatus == "InProgress" then
       g.SoftwareUpdateStatus, g.Status, g.CurrentImageId = "Succeeded", "InService", g.DesiredImageId
+      g.ActiveSoftwareUpdateConfig = nil
       for _, n in ipairs(C.nodes(ctx, c.ClusterName, g.InstanceGroupName)) do
         if n.Status == "SystemUpdating" then
           n.Status, n.LastSoftwareUpdateTime = "Running", ctx.now()
@@ -222,7 +249,7 @@ function tr.software_updated(ctx, args)
       end
     end
   end
-  if c.ClusterStatus == "Updating" then c.ClusterStatus = "InService" end
+  if c.ClusterStatus == "SystemUpdating" then c.ClusterStatus = "InService" end
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
 end

@@ -1,0 +1,77 @@
+-- hyperpod_list_instance_groups: the HyperPod instance groups of a cluster,
+-- read from DescribeCluster (and EC2 for the zones of their subnets); the
+-- status tool of the capacity tools, following their operations.
+local P = require "_params"
+local cap = require "hyperpod._capacity"
+
+local TOOLS = { hyperpod_scale_instance_group = true, hyperpod_delete_instance_group = true,
+  hyperpod_update_software = true, hyperpod_add_instance_group = true }
+
+-- operation(p, target) -> the view of the operation to follow: the one
+-- named, else the latest running capacity operation on this cluster
+local function operation(p, prefix)
+  if p.operation_id then
+    local v = hypd.operations.get(p.operation_id)
+    if not v then
+      hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
+        rule = "exists", message = "operation_id: no such operation" } } })
+    end
+    return v
+  end
+  for _, v in ipairs(hypd.operations.list { status = "running", limit = 50 }) do
+    if TOOLS[v.tool] and v.target and v.target:sub(1, #prefix) == prefix then return v end
+  end
+end
+
+return tool {
+  name = "hyperpod_list_instance_groups",
+  summary = "The instance groups of the active (or named) HyperPod cluster: counts, status, capacity and settings",
+  description = "Lists every instance group of the HyperPod cluster orchestrated by the active EKS cluster (or " ..
+    "the one named): name, instance type, status, current/target/min counts, capacity type (on-demand, spot, " ..
+    "training-plan) and training plan, efa-only network interface, subnets with their zones, threads per core, " ..
+    "storage, deep health checks, image and software update status, lifecycle script and execution role. It " ..
+    "is the status tool of hyperpod_scale_instance_group, hyperpod_delete_instance_group and " ..
+    "hyperpod_update_software: with operation_id (or the latest such operation running on the cluster) it adds " ..
+    "that operation's status and phase, and with wait_seconds it answers as soon as that phase or status " ..
+    "changes. Capacity type, efa-only and subnets are fixed when a group is created.",
+  kind = "read",
+  aws = cap.aws("ec2:DescribeSubnets"),
+  params = {
+    cluster = P.cluster, region = P.region,
+    operation_id = P.with(P.operation_id, { description = "a capacity operation to follow (what " ..
+      "hyperpod_scale_instance_group, hyperpod_delete_instance_group or hyperpod_update_software returned); " ..
+      "default: the latest one running on this cluster" }),
+    wait_seconds = P.wait_seconds,
+  },
+  result = { type = "object", properties = {
+    hyperpod_cluster = { type = "object" }, instance_groups = { type = "array", items = { type = "object",
+      properties = { subnets = { type = "array" }, security_groups = { type = "array" }, storage = { type = "array" },
+        deep_health_checks = { type = "array" } } } },
+    operation = { type = "object" } } },
+  run = function(ctx, p)
+    local e = require("hyperpod._hp").eks(ctx, p)
+    local op = operation(p, cap.target({ cluster = e.name, region = e.region }) .. "/")
+    if op and p.wait_seconds > 0 and op.status == "running" then
+      op = hypd.operations.wait(op.operation_id, p.wait_seconds)
+    end
+    local _, d = cap.cluster(ctx, p)
+    local ids, seen = {}, {}
+    for _, g in ipairs(d.InstanceGroups or {}) do
+      for _, id in ipairs(cap.subnets(d, g)) do
+        if not seen[id] then ids[#ids + 1], seen[id] = id, true end
+      end
+    end
+    local zones = cap.zones(ctx, ids)
+    local groups = hypd.json.array()
+    for _, g in ipairs(d.InstanceGroups or {}) do groups[#groups + 1] = cap.view(d, g, zones) end
+    local out = { hyperpod_cluster = { name = d.ClusterName, arn = d.ClusterArn, status = d.ClusterStatus,
+      failure_message = d.FailureMessage, node_recovery = d.NodeRecovery,
+      node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
+      instance_groups = groups }
+    if op then
+      out.operation = { operation_id = op.operation_id, tool = op.tool, status = op.status, phase = op.phase,
+        target = op.target, error = op.error, result = op.result, seconds = op.seconds }
+    end
+    return out
+  end,
+}

@@ -1,0 +1,86 @@
+-- hyperpod_list_nodes: one page of a HyperPod cluster's nodes, each with its
+-- instance status (ListClusterNodes) and its Kubernetes side (the Node
+-- hyperpod-<instance id>: readiness and the HyperPod health label); the
+-- status tool of the node operations.
+local P = require "_params"
+local cap = require "hyperpod._capacity"
+
+local WAIT_EVERY = 15
+
+local function node_name(id) return "hyperpod-" .. id end
+
+-- page(ctx, e, p) -> nodes, next token, kubernetes error (or nil)
+local function page(ctx, e, p)
+  local r = ctx:call("sagemaker", "ListClusterNodes", { ClusterName = e.hyperpod, MaxResults = p.page_size,
+    NextToken = p.page_token, InstanceGroupNameContains = p.instance_group, IncludeNodeLogicalIds = true })
+  local k8s, kerr = cap.k8s_nodes(ctx, e)
+  local out = hypd.json.array()
+  for _, s in ipairs(r.ClusterNodeSummaries or {}) do
+    if not p.instance_group or s.InstanceGroupName == p.instance_group then
+      local name = node_name(s.InstanceId)
+      local k = k8s and k8s[name]
+      local st = s.InstanceStatus or {}
+      out[#out + 1] = { instance_id = s.InstanceId, node_name = name, instance_group = s.InstanceGroupName,
+        instance_type = s.InstanceType, instance_status = st.Status, status_message = st.Message,
+        launch_time = s.LaunchTime, node_logical_id = s.NodeLogicalId, private_dns = s.PrivateDnsHostname,
+        image_version_status = s.ImageVersionStatus,
+        health_status = k and k.health or nil,
+        kubernetes = k8s and { joined = k ~= nil, ready = k and k.ready or false } or nil }
+    end
+  end
+  return out, r.NextToken, not k8s and tostring(kerr and kerr.message or kerr) or nil
+end
+
+local function fingerprint(nodes)
+  local parts = {}
+  for i, n in ipairs(nodes) do
+    parts[i] = n.instance_id .. "=" .. tostring(n.instance_status) .. "/" .. tostring(n.health_status) .. "/" ..
+      tostring(n.kubernetes and n.kubernetes.ready)
+  end
+  return table.concat(parts, ",")
+end
+
+return tool {
+  name = "hyperpod_list_nodes",
+  summary = "A page of the HyperPod cluster's nodes: instance status, group, Kubernetes node, readiness, health",
+  description = "Lists the nodes of the HyperPod cluster orchestrated by the active (or named) EKS cluster, one " ..
+    "page at a time (page_size, then page_token from next_page_token until it is absent): instance id, " ..
+    "Kubernetes node name (hyperpod-i-...), instance group and type, instance status from SageMaker " ..
+    "(Running, Pending, ShuttingDown, SystemUpdating, Failure, ...), and from the cluster's Kubernetes API " ..
+    "whether the node has joined, is Ready, and its HyperPod health status label. It is the status tool of " ..
+    "hyperpod_node_reboot, hyperpod_node_replace and hyperpod_node_delete: with wait_seconds it answers as soon " ..
+    "as a node of the page changes status (or the time is up).",
+  kind = "read",
+  aws = cap.aws("sagemaker:ListClusterNodes"),
+  k8s = { "get", "list" },
+  params = {
+    cluster = P.cluster, region = P.region,
+    instance_group = P.with(P.instance_group, { description = "only the nodes of this instance group" }),
+    page_size = { type = "integer", minimum = 1, maximum = 100, default = 50, description = "nodes per page (1 to 100)" },
+    page_token = { type = "string", max_length = 8192,
+      description = "next_page_token of the previous page (absent: the first page)" },
+    wait_seconds = P.wait_seconds,
+  },
+  result = { type = "object", properties = { nodes = { type = "array" }, next_page_token = { type = "string" },
+    hyperpod_cluster = { type = "string" }, kubernetes_error = { type = "string" }, changed = { type = "boolean" } } },
+  run = function(ctx, p)
+    local e = cap.cluster(ctx, p)
+    local nodes, nxt, kerr = page(ctx, e, p)
+    local changed
+    if p.wait_seconds > 0 then
+      local before, deadline = fingerprint(nodes), hypd.now() + p.wait_seconds
+      changed = false
+      local first = true
+      ctx:poll { what = "a node of the page to change", every = math.min(WAIT_EVERY, p.wait_seconds),
+        timeout = p.wait_seconds + WAIT_EVERY, phase = false,
+        check = function()
+          if first then first = false; return false, "watching " .. #nodes .. " node(s)" end
+          nodes, nxt, kerr = page(ctx, e, p)
+          changed = fingerprint(nodes) ~= before
+          return changed or hypd.now() >= deadline
+        end }
+    end
+    return { hyperpod_cluster = e.hyperpod, cluster = e.name, nodes = nodes, next_page_token = nxt,
+      kubernetes_error = kerr, changed = changed }
+  end,
+}

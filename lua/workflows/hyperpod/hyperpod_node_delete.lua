@@ -1,0 +1,24 @@
+-- hyperpod_node_delete: remove HyperPod nodes from the cluster
+-- (BatchDeleteClusterNodes): each instance is terminated and its group's
+-- target count goes down by one. A quick tool: SageMaker answers at once
+-- per node (a failure carries `Code` here, not `ErrorCode`), and refuses a
+-- node already shutting down (InvalidNodeStatus), so a repeated call
+-- deletes nothing twice.
+local N = require "hyperpod._nodes"
+local cap = require "hyperpod._capacity"
+
+return tool {
+  name = "hyperpod_node_delete",
+  summary = "Delete HyperPod nodes (terminate them and lower their group's count), with each node's outcome",
+  description = "Deletes the given nodes of the active (or named) HyperPod cluster (BatchDeleteClusterNodes, " ..
+    "up to 99 per request; more are sent in several): each instance is terminated, its local data is lost, " ..
+    "and its instance group's target count is lowered by one, so it is not replaced. Answers at once with the " ..
+    "nodes SageMaker accepted and each one it refused, with its code (NodeIdNotFound, InvalidNodeStatus, " ..
+    "NodeIdInUse) and message. Follow it with hyperpod_list_nodes (wait_seconds) until the nodes are gone.",
+  kind = "destructive",
+  aws = cap.aws("sagemaker:BatchDeleteClusterNodes"),
+  params = N.params("The nodes to delete (ask the person: they and their local data are gone for good).", true),
+  result = N.RESULT,
+  status_tool = "hyperpod_list_nodes",
+  run = N.runner("BatchDeleteClusterNodes", 99, "Code"),
+}

@@ -1,0 +1,23 @@
+-- hyperpod_node_reboot: reboot HyperPod nodes (BatchRebootClusterNodes).
+-- A quick tool: SageMaker answers at once with each node's outcome, and a
+-- node already rebooting is refused by the service itself (InstanceIdInUse),
+-- so a repeated call reboots nothing twice; hyperpod_list_nodes follows it.
+local N = require "hyperpod._nodes"
+local cap = require "hyperpod._capacity"
+
+return tool {
+  name = "hyperpod_node_reboot",
+  summary = "Reboot HyperPod nodes (by instance id or Kubernetes node name), with each node's outcome",
+  description = "Reboots the given nodes of the active (or named) HyperPod cluster (BatchRebootClusterNodes, " ..
+    "up to 25 per request; more are sent in several). The pods on a node stop while it reboots; its local " ..
+    "volumes are kept. Answers at once with the nodes SageMaker accepted and each one it refused, with its " ..
+    "code (InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError) and message. " ..
+    "Follow the reboots with hyperpod_list_nodes (wait_seconds): a node is Pending while it reboots, then " ..
+    "Running and Ready again.",
+  kind = "mutating",
+  aws = cap.aws("sagemaker:BatchRebootClusterNodes"),
+  params = N.params("The nodes to reboot."),
+  result = N.RESULT,
+  status_tool = "hyperpod_list_nodes",
+  run = N.runner("BatchRebootClusterNodes", 25, "ErrorCode"),
+}

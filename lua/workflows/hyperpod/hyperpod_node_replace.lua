@@ -1,0 +1,27 @@
+-- hyperpod_node_replace: replace HyperPod nodes with new instances
+-- (BatchReplaceClusterNodes). Destructive: the old instance is terminated
+-- and everything on its local volumes (root volume, instance store, the
+-- extra EBS volume) is lost, which is why the API model classes the call as
+-- deleting. A quick tool, like the other node operations: SageMaker answers
+-- at once per node, and refuses a node already being replaced
+-- (InstanceIdInUse), so a repeated call replaces nothing twice.
+local N = require "hyperpod._nodes"
+local cap = require "hyperpod._capacity"
+
+return tool {
+  name = "hyperpod_node_replace",
+  summary = "Replace HyperPod nodes with new instances; WIPES their local volumes",
+  description = "Replaces the given nodes of the active (or named) HyperPod cluster with new instances " ..
+    "(BatchReplaceClusterNodes, up to 25 per request; more are sent in several). WARNING: the old instances " ..
+    "are terminated and their local volumes are wiped (root volume, instance store, the group's extra EBS " ..
+    "volume): copy anything needed to S3 or FSx first; the replacement gets a new instance id and Kubernetes " ..
+    "node name. Answers at once with the nodes SageMaker accepted and each one it refused, with its code " ..
+    "(InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError) and message. Follow " ..
+    "the replacement with hyperpod_list_nodes (wait_seconds).",
+  kind = "destructive",
+  aws = cap.aws("sagemaker:BatchReplaceClusterNodes"),
+  params = N.params("The nodes to replace (ask the person: their local data is lost).", true),
+  result = N.RESULT,
+  status_tool = "hyperpod_list_nodes",
+  run = N.runner("BatchReplaceClusterNodes", 25, "ErrorCode"),
+}
