@@ -56,6 +56,22 @@
 --   Cancellable at every wait, instant under the virtual clock. A plan
 --   does not wait: poll answers nil at once.
 --
+-- ctx:remove(spec) -> action: a resource that must be gone (destructive
+-- tools: teardown, storage_delete).
+--   spec.type, spec.name, spec.label, spec.field   as for ensure
+--   spec.find      fn() -> obj | nil: the resource, if it exists
+--   spec.id        the id field of the object or fn(obj) -> id
+--   spec.owned     fn(obj) -> true | false, why: is it hypd's? One that is
+--                  not is a CONFLICT and is never deleted
+--   spec.keep      a reason (string) not to delete it: nothing is deleted,
+--                  the plan lists it as kept with the reason
+--   spec.delete    fn(obj): the mutation (its phase is recorded first)
+--   spec.gone      error codes of delete that mean it is gone already
+--   spec.retry, retry_every, retry_for: as for ensure (a "not yet": a
+--                  dependency still being released)
+--   action: "deleted" | "absent" | "kept" (a plan: "delete" | "absent" |
+--   "keep"; a plan lists delete and keep with the object's id).
+--
 -- In plan mode (ctx.plan) the read half of each ensure runs; what it would
 -- create or change is added to ctx.planned (the plan the call returns), a
 -- planned id ("planned:ec2:vpc:hypd-demo-vpc") stands in for what does not
@@ -74,6 +90,8 @@ M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
   needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
   current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
+local REMOVE_KEYS = { type = true, name = true, label = true, field = true, find = true, id = true, owned = true,
+  keep = true, delete = true, gone = true, retry = true, retry_every = true, retry_for = true }
 local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
   expired = true }
 
@@ -244,6 +262,28 @@ function M.ensure(ctx, spec)
   return obj, "created"
 end
 
+function M.remove(ctx, spec)
+  assert(type(spec) == "table" and spec.type and spec.name and spec.find and spec.delete,
+    "remove{type, name, find, delete, ...}")
+  check_keys(spec, REMOVE_KEYS, "remove")
+  local obj = spec.find()
+  if obj == nil then return "absent" end
+  check_owned(ctx, spec, obj)
+  if spec.keep then
+    if ctx.plan then plan_entry(ctx, "keep", spec, { id = id_of(spec, obj), reason = spec.keep }) end
+    return ctx.plan and "keep" or "kept"
+  end
+  if ctx.plan then
+    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj) })
+    return "delete"
+  end
+  ctx:phase("deleting " .. what(spec))
+  local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
+  if not ok and not is_exists({ exists = spec.gone }, err) then error(err, 0) end
+  if ctx.save then ctx:save() end
+  return "deleted"
+end
+
 function M.poll(ctx, spec)
   assert(type(spec) == "table" and spec.what and spec.check and spec.every, "poll{what, check, every}")
   check_keys(spec, POLL_KEYS, "poll")
@@ -278,6 +318,7 @@ end
 function M.install(Ctx)
   Ctx.ensure = M.ensure
   Ctx.poll = M.poll
+  Ctx.remove = M.remove
 end
 
 return M

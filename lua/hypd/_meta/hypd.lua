@@ -108,6 +108,9 @@ function Ctx:ensure(spec) end
 ---@param spec hypd.PollSpec
 ---@return any
 function Ctx:poll(spec) end
+---@param spec table  {type, name, label, find, id, owned, keep, delete, gone, retry, ...} (hypd.kit)
+---@return string action "deleted" | "absent" | "kept" (plan: "delete" | "absent" | "keep")
+function Ctx:remove(spec) end
 
 ---@class hypd.K8s
 local K8s = {}

@@ -5,7 +5,8 @@
 --   LastModified, ContentType, Metadata, VersionId, ServerSideEncryption,
 --   StorageClass }; its bytes are the record "body/<bucket>"/<key>:
 --   { Body (base64) }, apart so listings do not read object bodies.
--- Only the latest version of a key is kept, even in a versioned bucket.
+-- This is the current version of a key; what a versioned bucket keeps
+-- besides is in s3/versions.lua.
 local core = require "hypd.core"
 local json = require "hypd.json"
 
