@@ -54,16 +54,17 @@ end
 
 -- cluster(ctx, p) -> {name, region, tag, arn, version, vpc_id, security_group_ids,
 -- cluster_security_group_id, oidc_issuer, planned}: the EKS cluster the call
--- works on (p.cluster, else the active one), which must be ACTIVE. In a plan
--- a cluster that does not exist yet (a pipeline's plan) is planned: its
--- Kubernetes objects are listed as things to create.
-function M.cluster(ctx, p)
+-- works on (p.cluster, else the active one), which must be ACTIVE. With
+-- opts.plan_missing, in a plan a cluster that does not exist yet (a
+-- pipeline's plan) is planned: its Kubernetes objects are listed as things
+-- to create.
+function M.cluster(ctx, p, opts)
   local hp = require "hyperpod._hp"
   local e = hp.eks(ctx, p)
   local d, err = ctx:try("eks", "DescribeCluster", { name = e.name })
   if not d then
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
-    if ctx.plan then
+    if ctx.plan and (opts or {}).plan_missing then
       return { name = e.name, region = e.region, tag = M.tag_of(e.name, e.record), planned = true,
         arn = "planned:eks:cluster:" .. e.name }
     end
@@ -99,12 +100,12 @@ local function issues(a)
   return #out > 0 and (": " .. table.concat(out, "; ")) or ""
 end
 
--- require_addon(ctx, cl, name, why): the add-on a storage needs is ACTIVE
--- (waits while it is being created or updated); refused, naming the tool
--- that installs it, when it is missing or failed
-function M.require_addon(ctx, cl, name, why)
+-- require_addon(ctx, cl, name, why [, fix]): the add-on a storage needs is
+-- ACTIVE (waits while it is being created or updated); refused, naming the
+-- tool that installs it (or saying fix), when it is missing or failed
+function M.require_addon(ctx, cl, name, why, fix)
   if cl.planned then return end
-  local fix = string.format("%s with cluster = %s installs it", M.INSTALLER, cl.name)
+  fix = fix or string.format("%s with cluster = %s installs it", M.INSTALLER, cl.name)
   local a = M.addon(ctx, cl, name)
   if not a then
     errors.raise("STATE", string.format("EKS cluster %s has no %s add-on, which %s needs; %s, then call this " ..
@@ -112,7 +113,7 @@ function M.require_addon(ctx, cl, name, why)
   end
   if a.status == "ACTIVE" then return a end
   local function failed(x)
-    errors.raise("STATE", string.format("the %s add-on of EKS cluster %s is %s%s; %s (it repairs a failed add-on)",
+    errors.raise("STATE", string.format("the %s add-on of EKS cluster %s is %s%s; %s",
       name, cl.name, tostring(x.status), issues(x), fix), { cluster = cl.name, addon = name, tool = M.INSTALLER })
   end
   if a.status ~= "CREATING" and a.status ~= "UPDATING" then failed(a) end

@@ -33,7 +33,7 @@ end
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
-  local cl = S.cluster(ctx, p)
+  local cl = S.cluster(ctx, p, { plan_missing = true })
   st.cluster = cl
   S.require_addon(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
 end

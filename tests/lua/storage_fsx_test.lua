@@ -1,0 +1,177 @@
+-- storage_create_fsx end to end against the in-process sandbox (virtual
+-- clock): refused before any change without a compute subnet and for sizes
+-- FSx refuses; plan = true lists every resource and sends no mutation; the
+-- run makes the security group and its Lustre rules, the file system
+-- (CREATING, then AVAILABLE minutes later), the FSx CSI add-on with its
+-- role through Pod Identity, and a PersistentVolume and claim that are
+-- Bound; a second call sends no mutation; storage_list shows it; and
+-- storage_delete removes the claim and volume, keeps the file system unless
+-- asked and forced, then deletes it and its security group.
+local t = require "hypd.tap"
+local H = dofile("tests/lua/helpers.lua")
+local SRV = H.sandbox_here()
+require("hypd.tools").load()
+local SH = dofile("tests/lua/storage_helpers.lua")
+local json, tool = require "hypd.json", require "hypd.tool"
+local call, try = SH.call, SH.try
+
+local NAME = "hypd-lustre"
+local E = {}
+
+-- an ACTIVE EKS cluster whose nodes' security group is hypd-lustre-cluster
+local function cluster()
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "eks.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = call("iam", "CreateRole", { RoleName = NAME .. "-eks", AssumeRolePolicyDocument = trust }).Role.Arn
+  E.vpc = call("ec2", "CreateVpc", { CidrBlock = "10.77.0.0/16" }).Vpc.VpcId
+  local subnets = {}
+  for i, az in ipairs { "us-west-2a", "us-west-2b" } do
+    subnets[i] = call("ec2", "CreateSubnet", { VpcId = E.vpc, CidrBlock = "10.77." .. i .. ".0/24",
+      AvailabilityZone = az }).Subnet.SubnetId
+  end
+  E.node_sg = call("ec2", "CreateSecurityGroup", { GroupName = NAME .. "-cluster", Description = "nodes",
+    VpcId = E.vpc }).GroupId
+  call("ec2", "AuthorizeSecurityGroupIngress", { GroupId = E.node_sg, IpPermissions = { { IpProtocol = "-1",
+    UserIdGroupPairs = { { GroupId = E.node_sg } } } } })
+  call("eks", "CreateCluster", { name = NAME, roleArn = role, resourcesVpcConfig = { subnetIds = subnets,
+    securityGroupIds = { E.node_sg } }, accessConfig = { authenticationMode = "API" },
+    tags = { ["hypd:cluster-tag"] = "lustre" } })
+  SH.until_true(function() return call("eks", "DescribeCluster", { name = NAME }).cluster.status == "ACTIVE" end,
+    1800, "EKS")
+  require("hypd.clusters").set_active { name = NAME, region = "us-west-2" }
+  SH.addon(NAME, "eks-pod-identity-agent")
+end
+
+local function rows(p)
+  local out = {}
+  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
+  return out
+end
+
+t.test("without a HyperPod compute subnet the call fails before any change and says what makes one", function()
+  cluster()
+  local m = SH.mark()
+  local view = SH.run("storage_create_fsx", {})
+  t.eq(view.status, "failed")
+  t.eq(view.error.code, "STATE")
+  t.like(view.error.message, "has no HyperPod compute subnet hp%-compute%-%*")
+  t.like(view.error.message, "hyperpod_create")
+  local _, n = SH.mutations(m)
+  t.eq(n, 0)
+end)
+
+t.test("sizes FSx refuses are refused first, naming the fields", function()
+  local m = SH.mark()
+  local p, err = tool.call("storage_create_fsx", { plan = true, throughput = 300, storage_capacity_gib = 3000 },
+    SH.WHO)
+  t.eq(p, nil)
+  t.eq(err.code, "VALIDATION")
+  local fields = {}
+  for _, f in ipairs(err.fields) do fields[#fields + 1] = f.field end
+  t.eq(fields, { "throughput", "storage_capacity_gib" })
+  t.like(err.message, "PERSISTENT_2 allows 125, 250, 500, 1000 MB/s/TiB")
+  local _, e2 = tool.call("storage_create_fsx", { plan = true, deployment_type = "SCRATCH_2", throughput = 125 },
+    SH.WHO)
+  t.eq(e2.fields[1].field, "throughput")
+  local _, n = SH.mutations(m)
+  t.eq(n, 0)
+end)
+
+t.test("plan = true lists the security group, rules, file system, CSI driver, volume and claim, and sends " ..
+  "no mutation", function()
+  E.subnet = call("ec2", "CreateSubnet", { VpcId = E.vpc, CidrBlock = "10.77.16.0/20", AvailabilityZone = "us-west-2a",
+    TagSpecifications = { { ResourceType = "subnet", Tags = { { Key = "Name", Value = "hp-compute-us-west-2a" } } } }
+  }).Subnet.SubnetId
+  local m = SH.mark()
+  local p = assert(tool.call("storage_create_fsx", { plan = true }, SH.WHO))
+  t.eq(rows(p), {
+    "create ec2:security-group hypd-lustre-fsx-claim-lustre",
+    "create ec2:security-group-rule Lustre within hypd-lustre-fsx-claim-lustre",
+    "create ec2:security-group-rule Lustre from " .. E.node_sg .. " to hypd-lustre-fsx-claim-lustre",
+    "create fsx:file-system hypd-lustre-fsx-claim",
+    "create iam:role hypd-lustre-fsx-csi-driver",
+    "create iam:role-policy-attachment AmazonFSxFullAccess on hypd-lustre-fsx-csi-driver",
+    "create eks:addon aws-fsx-csi-driver on hypd-lustre",
+    "create kubernetes:persistentvolume fsx-pv-fsx-claim",
+    "create kubernetes:persistentvolumeclaim default/fsx-claim" })
+  local fs = p.plan[4].fields
+  t.eq({ fs.StorageCapacity, fs.DeploymentType, fs.PerUnitStorageThroughput, fs.SubnetIds[1] },
+    { 1200, "PERSISTENT_2", 125, E.subnet })
+  t.eq(p.plan[7].fields.identity, "pod-identity")
+  local _, n = SH.mutations(m)
+  t.eq(n, 0, "the audit log is empty")
+end)
+
+t.test("the run: security group with Lustre rules, file system AVAILABLE after minutes, CSI add-on with its " ..
+  "role, volume and claim Bound", function()
+  local t0 = require("hypd.core").now()
+  local r = SH.ok_run("storage_create_fsx", {})
+  local took = require("hypd.core").now() - t0
+  t.ok(took >= 360 and took <= 900, "took " .. took .. " simulated seconds (FSx: 6 to 12 minutes)")
+  E.fs = r.file_system_id
+  t.like(E.fs, "^fs%-%x+$")
+  t.eq({ r.claim_phase, r.volume_phase, r.subnet_id, r.availability_zone, r.deployment_type, r.throughput },
+    { "Bound", "Bound", E.subnet, "us-west-2a", "PERSISTENT_2", 125 })
+  local fs = call("fsx", "DescribeFileSystems", { FileSystemIds = { E.fs } }).FileSystems[1]
+  t.eq({ fs.Lifecycle, fs.StorageCapacity, fs.LustreConfiguration.DeploymentType,
+    fs.LustreConfiguration.PerUnitStorageThroughput, fs.SubnetIds[1] }, { "AVAILABLE", 1200, "PERSISTENT_2", 125,
+    E.subnet })
+  -- the security group: Lustre ports within it and from the nodes' group
+  local sg = call("ec2", "DescribeSecurityGroups", { GroupIds = { r.security_group_id } }).SecurityGroups[1]
+  t.eq(sg.GroupName, "hypd-lustre-fsx-claim-lustre")
+  local open = {}
+  for _, perm in ipairs(sg.IpPermissions) do
+    for _, pair in ipairs(perm.UserIdGroupPairs or {}) do
+      open[#open + 1] = perm.IpProtocol .. " " .. perm.FromPort .. "-" .. perm.ToPort .. " " ..
+        (pair.GroupId == sg.GroupId and "self" or pair.GroupId)
+    end
+  end
+  table.sort(open)
+  local want = { "tcp 1018-1023 " .. E.node_sg, "tcp 1018-1023 self", "tcp 988-988 " .. E.node_sg, "tcp 988-988 self" }
+  table.sort(want)
+  t.eq(open, want)
+  -- its network interfaces are EC2's, in the compute subnet, with the group
+  local enis = call("ec2", "DescribeNetworkInterfaces", { Filters = { { Name = "group-id",
+    Values = { sg.GroupId } } } }).NetworkInterfaces
+  t.eq(#enis, 2)
+  t.eq(enis[1].SubnetId, E.subnet)
+  -- the CSI driver: ACTIVE, its controller's role through Pod Identity
+  local a = call("eks", "DescribeAddon", { clusterName = NAME, addonName = "aws-fsx-csi-driver" }).addon
+  t.eq(a.status, "ACTIVE")
+  local pia = call("eks", "ListPodIdentityAssociations", { clusterName = NAME }).associations
+  local found
+  for _, x in ipairs(pia) do if x.serviceAccount == "fsx-csi-controller-sa" then found = x end end
+  t.ok(found, "a Pod Identity association for fsx-csi-controller-sa")
+  t.eq(found and found.namespace, "kube-system")
+  local role = call("iam", "GetRole", { RoleName = "hypd-lustre-fsx-csi-driver" }).Role
+  t.like(role.AssumeRolePolicyDocument, "pods%.eks%.amazonaws%.com", "the role trusts Pod Identity")
+  local attached = call("iam", "ListAttachedRolePolicies", { RoleName = "hypd-lustre-fsx-csi-driver" })
+  t.eq(attached.AttachedPolicies[1].PolicyName, "AmazonFSxFullAccess")
+  -- the volume and claim
+  local k = SH.k8s(NAME)
+  local pv = assert(k:get("v1", "PersistentVolume", "fsx-pv-fsx-claim"))
+  t.eq(pv.spec.csi.driver, "fsx.csi.aws.com")
+  t.eq(pv.spec.csi.volumeHandle, E.fs)
+  t.eq(pv.spec.csi.volumeAttributes, { dnsname = fs.DNSName, mountname = fs.LustreConfiguration.MountName })
+  t.eq(pv.spec.capacity.storage, "1200Gi")
+  t.eq(pv.spec.accessModes, { "ReadWriteMany" })
+  t.eq(pv.status.phase, "Bound")
+  local pvc = assert(k:get("v1", "PersistentVolumeClaim", "fsx-claim", { namespace = "default" }))
+  t.eq({ pvc.status.phase, pvc.spec.volumeName }, { "Bound", "fsx-pv-fsx-claim" })
+end)
+
+t.test("a second call sends no mutation, and storage_list shows the file system AVAILABLE", function()
+  local m = SH.mark()
+  SH.ok_run("storage_create_fsx", {})
+  local _, n = SH.mutations(m)
+  t.eq(n, 0)
+  local l = SH.read("storage_list", {})
+  t.eq(l.addons.fsx.status, "ACTIVE")
+  t.eq(#l.storages, 1)
+  local d = l.storages[1]
+  t.eq({ d.type, d.claim, d.file_system_id, d.file_system_status, d.claim_phase, d.storage_capacity_gib },
+    { "fsx", "fsx-claim", E.fs, "AVAILABLE", "Bound", 1200 })
+  t.eq(#l.unmounted_file_systems, 0)
+end)
+
+t.cleanup(function() SRV:stop() end)
