@@ -174,4 +174,37 @@ t.test("a second call sends no mutation, and storage_list shows the file system 
   t.eq(#l.unmounted_file_systems, 0)
 end)
 
+t.test("storage_delete keeps the file system unless asked and forced, then deletes it and its security group",
+  function()
+    local r = SH.ok_run("storage_delete", { claim_name = "fsx-claim", delete_file_system = true })
+    local kept = {}
+    for _, k in ipairs(r.kept) do kept[k.type] = k.reason end
+    t.like(kept["fsx:file-system"], "^it may hold data")
+    t.like(kept["eks:addon"], "FSx CSI driver")
+    t.eq(call("fsx", "DescribeFileSystems", { FileSystemIds = { E.fs } }).FileSystems[1].Lifecycle, "AVAILABLE")
+    local l = SH.read("storage_list", {})
+    t.eq(#l.storages, 0)
+    t.eq(l.unmounted_file_systems[1].file_system_id, E.fs, "listed as hypd's, mounted by no volume")
+    -- made again: the same file system, found by its tags
+    local again = SH.ok_run("storage_create_fsx", {})
+    t.eq(again.file_system_id, E.fs)
+    local m = SH.mark()
+    local t0 = require("hypd.core").now()
+    r = SH.ok_run("storage_delete", { claim_name = "fsx-claim", delete_file_system = true, force = true })
+    local took = require("hypd.core").now() - t0
+    local gone = {}
+    for _, d in ipairs(r.deleted) do gone[#gone + 1] = d.type end
+    t.eq(gone, { "kubernetes:persistentvolumeclaim", "kubernetes:persistentvolume", "fsx:file-system",
+      "ec2:security-group" })
+    t.ok(took >= 300, "waited " .. took .. " simulated seconds for FSx to delete it")
+    local _, err = try("fsx", "DescribeFileSystems", { FileSystemIds = { E.fs } })
+    t.eq(err and err.code, "FileSystemNotFound")
+    local counts = SH.mutations(m)
+    t.eq({ counts["fsx DeleteFileSystem"], counts["ec2 DeleteSecurityGroup"] }, { 1, 1 })
+    t.eq(#call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "group-name",
+      Values = { "hypd-lustre-fsx-claim-lustre" } } } }).SecurityGroups, 0)
+    t.eq(call("eks", "DescribeAddon", { clusterName = NAME, addonName = "aws-fsx-csi-driver" }).addon.status,
+      "ACTIVE", "the CSI driver stays")
+  end)
+
 t.cleanup(function() SRV:stop() end)
