@@ -102,11 +102,32 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
   t.eq(n, 0, "the audit log is empty")
 end)
 
-t.test("the run: security group with Lustre rules, file system AVAILABLE after minutes, CSI add-on with its " ..
-  "role, volume and claim Bound", function()
+t.test("the run, stopped while it waits for the file system and resumed: security group with Lustre rules, " ..
+  "one file system AVAILABLE after minutes, CSI add-on with its role, volume and claim Bound", function()
+  local op, task = require "hypd.op", require "hypd.task"
   local t0 = require("hypd.core").now()
-  local r = SH.ok_run("storage_create_fsx", {})
+  local m = SH.mark()
+  -- the host stops (as on SIGTERM) when the operation starts waiting for FSx
+  local off
+  off = op.subscribe(function(ev)
+    if ev.kind == "operation.phase" and tostring(ev.phase):find("^waiting for FSx file system") then
+      off()
+      local victim = op.active()[ev.operation_id]
+      task.spawn(function() victim:cancel("the host is stopping (the test interrupts it)") end)
+    end
+  end)
+  local acc = assert(tool.call("storage_create_fsx", {}, SH.WHO))
+  local first = op.wait(acc.operation_id)
+  t.eq(first.status, "running", "left running, as a stopped host leaves it")
+  t.like(first.phase, "^waiting for FSx file system")
+  t.eq(op.resume(), 1, "one operation resumed")
+  local view = op.wait(acc.operation_id)
+  t.eq(view.status, "succeeded", json.encode(view.error))
+  local r = view.result
   local took = require("hypd.core").now() - t0
+  local counts = SH.mutations(m)
+  t.eq({ counts["fsx CreateFileSystem"], counts["eks CreateAddon"], counts["ec2 CreateSecurityGroup"],
+    counts["iam CreateRole"] }, { 1, 1, 1, 1 }, "each made once")
   t.ok(took >= 360 and took <= 900, "took " .. took .. " simulated seconds (FSx: 6 to 12 minutes)")
   E.fs = r.file_system_id
   t.like(E.fs, "^fs%-%x+$")

@@ -157,4 +157,47 @@ t.test("storage_list shows every S3 volume with its claim, bucket and status, an
   t.eq(#w.storages, 3)
 end)
 
+t.test("in a pipeline's plan a cluster that does not exist yet plans the bucket, volume and claim, and reads " ..
+  "nothing about the cluster's Kubernetes", function()
+  local m = SH.mark()
+  local p, err = tool.call("storage_create_s3", { cluster = "hypd-future", plan = true }, SH.WHO)
+  t.ok(p, require("hypd.json").encode(err))
+  local rows = {}
+  for i, e in ipairs(p.plan) do rows[i] = e.action .. " " .. e.type .. " " .. e.name end
+  t.eq(rows, { "create s3:bucket hypd-future-data-123456789012-us-west-2",
+    "create kubernetes:persistentvolume s3-pv-s3-claim", "create kubernetes:persistentvolumeclaim default/s3-claim" })
+  local _, n = SH.mutations(m)
+  t.eq(n, 0)
+  local view = SH.run("storage_create_s3", { cluster = "hypd-future" })
+  t.eq(view.error.code, "NOT_FOUND", "without plan, a missing cluster is refused")
+end)
+
+t.test("ensure_bucket makes hypd's bucket with no EKS cluster at all (the pipeline's early step), once", function()
+  local playbook = require "hypd.playbook"
+  local s3 = playbook.load("storage._s3")
+  tool.define { name = "cluster_test_early_bucket", summary = "test", description = "test", kind = "mutating",
+    status_tool = "operation_get", aws = s3.AWS, target = function(p) return "early/" .. p.tag end,
+    params = { tag = { type = "string", required = true } },
+    steps = { { name = "bucket", run = function(ctx)
+      ctx.state.result = s3.ensure_bucket(ctx, ctx.params.tag)
+    end } } }
+  local plan = assert(tool.call("cluster_test_early_bucket", { tag = "early", plan = true }, SH.WHO))
+  t.eq(plan.plan[1].action .. " " .. plan.plan[1].name, "create hypd-early-data-123456789012-us-west-2")
+  local m = SH.mark()
+  local r = SH.ok_run("cluster_test_early_bucket", { tag = "early" })
+  t.eq({ r.name, r.region, r.action, r.owned }, { "hypd-early-data-123456789012-us-west-2", "us-west-2", "created",
+    true })
+  t.eq(tags_of(r.name)["hypd:cluster-tag"], "early")
+  local counts = SH.mutations(m)
+  t.eq(counts, { ["s3 CreateBucket"] = 1 })
+  m = SH.mark()
+  t.eq(SH.ok_run("cluster_test_early_bucket", { tag = "early" }).action, "unchanged")
+  local _, n = SH.mutations(m)
+  t.eq(n, 0)
+  -- a long tag still gives a valid bucket name of at most 63 characters
+  local long = s3.default_name("a-very-long-cluster-tag-of-32-ch", "123456789012", "ap-southeast-4")
+  t.ok(#long <= 63, long .. " has " .. #long .. " characters")
+  t.like(long, "^hypd%-a%-very%-long%-cluste%-%x%x%x%x%x%x%-data%-123456789012%-ap%-southeast%-4$")
+end)
+
 t.cleanup(function() SRV:stop() end)
