@@ -120,7 +120,7 @@ end)
 t.test("storage_delete with force empties the versioned bucket and deletes it (boto3 sees it gone)", function()
   if not ready then return skip() end
   local rc, out, err = py("versions " .. BUCKET)
-  -- 256 puts (one overwrite among them) and the version notes.txt had; its delete marker
+  -- 256 keys put, config.yaml twice (its first version kept), notes.txt kept under its delete marker
   t.eq({ rc, out }, { 0, "257 1\n" }, err)
   local r = run("storage_delete", { claim_name = "s3-claim", delete_bucket = true, force = true })
   t.eq(r.objects_deleted, 258, "every version and the delete marker")
