@@ -123,4 +123,34 @@ t.test("a storage that does not exist, or one hypd did not make, is refused", fu
   t.ok(k:get("v1", "PersistentVolumeClaim", "theirs", { namespace = "default" }), "still there")
 end)
 
+t.test("the storage tools run under the IAM policy hypd iam-policy prints for them, enforced by the sandbox",
+  function()
+    local policy = require "sandbox.policy"
+    local doc = assert(require("hypd.iam_policy").document { tools = { "storage_create_s3", "storage_list",
+      "storage_list_contents", "storage_delete" } })
+    local function policed(fn)
+      assert(policy.set(doc))
+      local ok, err = pcall(fn)
+      policy.set(nil)
+      if not ok then error(err, 0) end
+    end
+    policed(function() SH.ok_run("storage_create_s3", { claim_name = "policed" }) end)
+    call("s3", "PutObject", { Bucket = BUCKET, Key = "a/b", Body = "data" })
+    policed(function()
+      local l = SH.read("storage_list_contents", { claim_name = "policed", prefix = "a/" })
+      t.eq(#l.objects, 1)
+      local r = SH.ok_run("storage_delete", { claim_name = "policed", delete_bucket = true, force = true })
+      t.eq(r.objects_deleted, 1)
+    end)
+    t.eq(try("s3", "HeadBucket", { Bucket = BUCKET }), nil)
+    -- one action less: refused, naming it
+    local kept = require("hypd.json").array()
+    for _, a in ipairs(doc.Statement[1].Action) do if a ~= "s3:ListBucket" then kept[#kept + 1] = a end end
+    doc.Statement[1].Action = kept
+    local _, err
+    policed(function() _, err = tool.call("storage_list_contents", { bucket = "shared-data" }, SH.WHO) end)
+    t.eq(err and err.code, "AccessDenied")
+    t.like(err and err.message, "s3:ListBucket")
+  end)
+
 t.cleanup(function() SRV:stop() end)

@@ -102,8 +102,9 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
   t.eq(n, 0, "the audit log is empty")
 end)
 
-t.test("the run, stopped while it waits for the file system and resumed: security group with Lustre rules, " ..
-  "one file system AVAILABLE after minutes, CSI add-on with its role, volume and claim Bound", function()
+t.test("the run under its IAM policy, stopped while it waits for the file system and resumed: security group " ..
+  "with Lustre rules, one file system AVAILABLE after minutes, CSI add-on with its role, volume and claim Bound",
+  function()
   local op, task = require "hypd.op", require "hypd.task"
   local t0 = require("hypd.core").now()
   local m = SH.mark()
@@ -116,12 +117,16 @@ t.test("the run, stopped while it waits for the file system and resumed: securit
       task.spawn(function() victim:cancel("the host is stopping (the test interrupts it)") end)
     end
   end)
+  -- under the IAM policy hypd iam-policy prints for the tool, enforced by the sandbox
+  assert(require("sandbox.policy").set(assert(require("hypd.iam_policy").document { tools = {
+    "storage_create_fsx" } })))
   local acc = assert(tool.call("storage_create_fsx", {}, SH.WHO))
   local first = op.wait(acc.operation_id)
   t.eq(first.status, "running", "left running, as a stopped host leaves it")
   t.like(first.phase, "^waiting for FSx file system")
   t.eq(op.resume(), 1, "one operation resumed")
   local view = op.wait(acc.operation_id)
+  require("sandbox.policy").set(nil)
   t.eq(view.status, "succeeded", json.encode(view.error))
   local r = view.result
   local took = require("hypd.core").now() - t0

@@ -73,9 +73,10 @@ function M.head(ctx, name, field)
   if h then return { Name = name, Region = h.BucketRegion or ctx:aws_region() } end
   if err.status == 404 or err.code == "NotFound" or err.code == "NoSuchBucket" then return nil end
   if err.status == 403 or err.code == "Forbidden" or err.code == "AccessDenied" then
-    errors.raise("CONFLICT", "S3 bucket " .. name .. " exists but this account cannot use it (S3 answers 403: " ..
-      "another account owns it, or a bucket policy denies it); choose another name",
-      { fields = { { field = field or "bucket", rule = "available", message = field or "bucket" .. ": not usable" } } })
+    errors.raise("AccessDenied", "S3 answers 403 for bucket " .. name .. ": another account owns it (choose " ..
+      "another name), or this host may not use it (its IAM policy needs s3:ListBucket on it; hypd iam-policy " ..
+      "prints the policy)", { fields = { { field = field or "bucket", rule = "available",
+      message = (field or "bucket") .. ": not usable" } } })
   end
   error(err, 0)
 end
