@@ -1,6 +1,7 @@
 -- hypd.iam_policy: the least-privilege IAM policy of the management host,
 -- generated from what the tools declare (their `aws` lists: operations,
--- turned into IAM actions by hypd.aws.iam_actions), never written by hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
+-- turned into IAM actions by hypd.aws.iam_actions), never written by
+-- hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
 --
 --   iam_policy.document{tools = {names}, kind = k} -> policy | nil, err
 --     tools: only these tools (each must exist); kind: the tools of this
