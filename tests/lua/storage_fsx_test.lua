@@ -200,7 +200,8 @@ t.test("a second call sends no mutation, and storage_list shows the file system 
   t.eq(#l.unmounted_file_systems, 0)
 end)
 
-t.test("storage_delete keeps the file system unless asked and forced, then deletes it and its security group",
+t.test("storage_delete keeps the file system unless asked and forced, finds a kept one again by its claim, then " ..
+  "deletes it and its security group",
   function()
     local r = SH.ok_run("storage_delete", { claim_name = "fsx-claim", delete_file_system = true })
     local kept = {}
@@ -214,14 +215,16 @@ t.test("storage_delete keeps the file system unless asked and forced, then delet
     -- made again: the same file system, found by its tags
     local again = SH.ok_run("storage_create_fsx", {})
     t.eq(again.file_system_id, E.fs)
+    r = SH.ok_run("storage_delete", { claim_name = "fsx-claim" })
+    t.like(r.kept[1].reason, "^not asked")
+    -- the kept file system is found again by its claim's name, and deleted when forced
     local m = SH.mark()
     local t0 = require("hypd.core").now()
     r = SH.ok_run("storage_delete", { claim_name = "fsx-claim", delete_file_system = true, force = true })
     local took = require("hypd.core").now() - t0
     local gone = {}
     for _, d in ipairs(r.deleted) do gone[#gone + 1] = d.type end
-    t.eq(gone, { "kubernetes:persistentvolumeclaim", "kubernetes:persistentvolume", "fsx:file-system",
-      "ec2:security-group" })
+    t.eq(gone, { "fsx:file-system", "ec2:security-group" })
     t.ok(took >= 300, "waited " .. took .. " simulated seconds for FSx to delete it")
     local _, err = try("fsx", "DescribeFileSystems", { FileSystemIds = { E.fs } })
     t.eq(err and err.code, "FileSystemNotFound")

@@ -35,6 +35,16 @@ local function find(ctx)
     end
   end
   if not pvc and not pv then
+    -- a file system an earlier delete kept (its claim and volume are gone)
+    local name = F.names(cl.tag, p.claim_name).file_system
+    for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
+      local tags = {}
+      for _, x in ipairs(fs.Tags or {}) do tags[x.Key] = x.Value end
+      if tags.Name == name and tags[F.TAG] == cl.tag and fs.Lifecycle ~= "DELETING" then
+        st.kind, st.file_system_id, st.found = "fsx", fs.FileSystemId, true
+        return
+      end
+    end
     errors.raise("NOT_FOUND", string.format("cluster %s has no storage with claim %s/%s (storage_list shows them)",
       cl.name, p.namespace, p.claim_name), { fields = { { field = "claim_name", rule = "exists",
       message = "claim_name: no such claim or volume" } } })
@@ -240,7 +250,8 @@ return tool {
     "no running pod may mount the claim: it is refused, naming the pods). The data store stays unless asked: " ..
     "delete_bucket = true deletes hypd's S3 bucket when it is empty (with force = true also when it holds data: " ..
     "every object version and delete marker is deleted first); delete_file_system = true with force = true " ..
-    "deletes hypd's FSx file system (FSx cannot say whether it holds data) and then its security group. A " ..
+    "deletes hypd's FSx file system (FSx cannot say whether it holds data) and then its security group; a file " ..
+    "system an earlier call kept is found again by its claim_name. A " ..
     "bucket or file system hypd did not make, or that another volume still mounts, is never deleted. The " ..
     "result lists what was deleted and what was kept, with the reason. It answers with an operation; follow it " ..
     "with storage_list (operation_id, wait_seconds); plan = true lists what it would delete and keep.",
