@@ -67,9 +67,7 @@ t.test("plan = true lists the claim and volume to delete and the bucket to keep,
   local m = SH.mark()
   local p = assert(tool.call("storage_delete", { claim_name = "s3-claim", delete_bucket = true, plan = true },
     SH.WHO))
-  local rows = {}
-  for i, e in ipairs(p.plan) do rows[i] = e.action .. " " .. e.type .. " " .. e.name end
-  t.eq(rows, { "delete kubernetes:persistentvolumeclaim default/s3-claim",
+  t.eq(SH.rows(p), { "delete kubernetes:persistentvolumeclaim default/s3-claim",
     "delete kubernetes:persistentvolume s3-pv-s3-claim", "keep s3:bucket " .. BUCKET })
   t.like(p.plan[3].reason, "^holds data")
   t.eq(p.delete, 2)

@@ -42,12 +42,6 @@ local function cluster()
   SH.addon(NAME, "eks-pod-identity-agent")
 end
 
-local function rows(p)
-  local out = {}
-  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
-  return out
-end
-
 t.test("without a HyperPod compute subnet the call fails before any change and says what makes one", function()
   cluster()
   local m = SH.mark()
@@ -84,7 +78,7 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
   }).Subnet.SubnetId
   local m = SH.mark()
   local p = assert(tool.call("storage_create_fsx", { plan = true }, SH.WHO))
-  t.eq(rows(p), {
+  t.eq(SH.rows(p), {
     "create ec2:security-group hypd-lustre-fsx-claim-lustre",
     "create ec2:security-group-rule Lustre within hypd-lustre-fsx-claim-lustre",
     "create ec2:security-group-rule Lustre from " .. E.node_sg .. " to hypd-lustre-fsx-claim-lustre",

@@ -8,7 +8,6 @@ local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
 local op = require "hypd.op"
-local store = require "hypd.store"
 local task = require "hypd.task"
 local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
@@ -76,20 +75,15 @@ function SH.read(name, params)
   return r
 end
 
--- the sandbox's audit log: mark() -> position; mutations(mark) -> {"service Operation" = n}, total
-function SH.mark()
-  local evs = store.events(0, 1000000) or {}
-  return #evs > 0 and evs[#evs].seq or 0
-end
-function SH.mutations(m)
-  local counts, total = {}, 0
-  for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "sandbox.audit" and not e.data.refused then
-      local k = e.data.service .. " " .. e.data.operation
-      counts[k], total = (counts[k] or 0) + 1, total + 1
-    end
-  end
-  return counts, total
+-- the sandbox's audit log (eks_helpers'): mark() -> position; mutations(mark) -> {"service Operation" = n}, total
+local E = dofile("tests/lua/eks_helpers.lua")
+SH.mark, SH.mutations = E.mark, E.since
+
+-- rows(plan) -> {"action type name", ...}
+function SH.rows(p)
+  local out = {}
+  for i, e in ipairs(p.plan) do out[i] = e.action .. " " .. e.type .. " " .. e.name end
+  return out
 end
 
 -- k8s(cluster) -> a Kubernetes connection to a sandbox cluster (no tool's guardrail)

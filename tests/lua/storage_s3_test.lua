@@ -50,9 +50,7 @@ t.test("plan = true on a cluster with the add-on lists the bucket, volume and cl
     SH.cluster(NAME, 62, { "aws-mountpoint-s3-csi-driver" })
     local m = SH.mark()
     local p = assert(tool.call("storage_create_s3", { plan = true }, SH.WHO))
-    local rows = {}
-    for i, e in ipairs(p.plan) do rows[i] = e.action .. " " .. e.type .. " " .. e.name end
-    t.eq(rows, { "create s3:bucket " .. BUCKET, "create kubernetes:persistentvolume s3-pv-s3-claim",
+    t.eq(SH.rows(p), { "create s3:bucket " .. BUCKET, "create kubernetes:persistentvolume s3-pv-s3-claim",
       "create kubernetes:persistentvolumeclaim default/s3-claim" })
     t.eq(p.plan[1].fields["tag:hypd:cluster-tag"], "demo")
     t.eq(p.plan[2].fields.mountOptions, { "allow-delete", "region us-west-2" })
@@ -162,9 +160,7 @@ t.test("in a pipeline's plan a cluster that does not exist yet plans the bucket,
   local m = SH.mark()
   local p, err = tool.call("storage_create_s3", { cluster = "hypd-future", plan = true }, SH.WHO)
   t.ok(p, require("hypd.json").encode(err))
-  local rows = {}
-  for i, e in ipairs(p.plan) do rows[i] = e.action .. " " .. e.type .. " " .. e.name end
-  t.eq(rows, { "create s3:bucket hypd-future-data-123456789012-us-west-2",
+  t.eq(SH.rows(p), { "create s3:bucket hypd-future-data-123456789012-us-west-2",
     "create kubernetes:persistentvolume s3-pv-s3-claim", "create kubernetes:persistentvolumeclaim default/s3-claim" })
   local _, n = SH.mutations(m)
   t.eq(n, 0)

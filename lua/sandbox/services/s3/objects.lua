@@ -241,14 +241,20 @@ local function urlenc(s)
   return (s:gsub("[^%w%-%._~/]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
-function ops.ListObjectsV2(ctx, input)
-  local b = M.bucket(ctx, input.Bucket)
+-- max_keys(ctx, input) -> the page size a listing asks for (MaxKeys, at most 1000)
+local function max_keys(ctx, input)
   local max = input.MaxKeys ~= nil and math.tointeger(tonumber(input.MaxKeys)) or 1000
   if not max or max < 0 then
     ctx.error("InvalidArgument", "Argument maxKeys must be an integer between 0 and 2147483647", 400,
       { ArgumentName = "maxKeys", ArgumentValue = tostring(input.MaxKeys) })
   end
-  max = math.min(max, 1000)
+  return math.min(max, 1000)
+end
+M.max_keys, M.urlenc = max_keys, urlenc -- also s3/versions.lua's
+
+function ops.ListObjectsV2(ctx, input)
+  local b = M.bucket(ctx, input.Bucket)
+  local max = max_keys(ctx, input)
   if input.EncodingType ~= nil and input.EncodingType ~= "url" then
     ctx.error("InvalidArgument", "Invalid Encoding Method specified in Request", 400,
       { ArgumentName = "encoding-type", ArgumentValue = tostring(input.EncodingType) })

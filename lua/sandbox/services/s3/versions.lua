@@ -262,19 +262,10 @@ end
 
 -- ListObjectVersions --------------------------------------------------------------
 
-local function urlenc(s)
-  if s == nil then return nil end
-  return (s:gsub("[^%w%-%._~/]", function(c) return string.format("%%%02X", c:byte()) end))
-end
-
 local function list_versions(ctx, input)
   local b = M.bucket(ctx, input.Bucket)
-  local max = input.MaxKeys ~= nil and math.tointeger(tonumber(input.MaxKeys)) or 1000
-  if not max or max < 0 then
-    ctx.error("InvalidArgument", "Argument maxKeys must be an integer between 0 and 2147483647", 400,
-      { ArgumentName = "maxKeys", ArgumentValue = tostring(input.MaxKeys) })
-  end
-  max = math.min(max, 1000)
+  local objects = require "sandbox.services.s3.objects"
+  local max, urlenc = objects.max_keys(ctx, input), objects.urlenc
   if input.VersionIdMarker ~= nil and input.KeyMarker == nil then
     ctx.error("InvalidArgument", "A version-id marker cannot be specified without a key marker.", 400,
       { ArgumentName = "version-id-marker", ArgumentValue = tostring(input.VersionIdMarker) })
