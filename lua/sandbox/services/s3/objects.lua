@@ -1,5 +1,6 @@
 -- sandbox S3 objects: put, get (with ranges and conditions), head, delete,
--- batch delete, copy, ListObjectsV2 (prefix, delimiter, pages).
+-- copy, ListObjectsV2 (prefix, delimiter, pages). The batch delete
+-- (DeleteObjects) is in s3/versions.lua, with the versions.
 --
 -- Record "object/<bucket>"/<key>: { Key, Size, ETag (quoted md5 hex),
 --   LastModified, ContentType, Metadata, VersionId, ServerSideEncryption,
@@ -182,27 +183,6 @@ function ops.DeleteObject(ctx, input)
   remove(ctx, b.Name, input.Key)
   ctx.target = b.Name .. "/" .. input.Key
   return {}
-end
-
-function ops.DeleteObjects(ctx, input)
-  local b = M.bucket(ctx, input.Bucket)
-  local list = (input.Delete or {}).Objects or {}
-  if #list == 0 or #list > 1000 then
-    ctx.error("MalformedXML", "The XML you provided was not well-formed or did not validate against our " ..
-      "published schema", 400)
-  end
-  local deleted, errs = json.array(), json.array()
-  for _, item in ipairs(list) do
-    local key = item.Key
-    if type(key) ~= "string" or key == "" or #key > 1024 then
-      errs[#errs + 1] = { Key = tostring(key), Code = "InvalidArgument", Message = "Invalid key" }
-    else
-      remove(ctx, b.Name, key)
-      if not input.Delete.Quiet then deleted[#deleted + 1] = { Key = key, VersionId = item.VersionId } end
-    end
-  end
-  ctx.target = b.Name
-  return { Deleted = #deleted > 0 and deleted or nil, Errors = #errs > 0 and errs or nil }
 end
 
 local function unescape(s) return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)) end

@@ -20,7 +20,8 @@
 --   * ListObjectVersions lists versions and delete markers, newest first
 --     per key, with prefix, delimiter and KeyMarker/VersionIdMarker pages;
 --   * DeleteBucket refuses a bucket that still has any version or marker.
--- wrap(ops) replaces those operations in the table s3.lua serves.
+-- wrap(ops) replaces those operations in the table s3.lua serves, and adds
+-- DeleteObjects (versioned buckets or not) and ListObjectVersions.
 local core = require "hypd.core"
 local json = require "hypd.json"
 
@@ -184,45 +185,41 @@ local function wrap_delete(orig)
   end
 end
 
-local function wrap_delete_many(orig)
-  return function(ctx, input)
-    local b = M.bucket(ctx, input.Bucket)
-    local list = (input.Delete or {}).Objects or {}
-    local any_vid = false
-    for _, item in ipairs(list) do any_vid = any_vid or item.VersionId ~= nil end
-    if not versioned(b) and not any_vid then return orig(ctx, input) end
-    if #list == 0 or #list > 1000 then
-      ctx.error("MalformedXML", "The XML you provided was not well-formed or did not validate against our " ..
-        "published schema", 400)
-    end
-    local deleted, errs = json.array(), json.array()
-    for _, item in ipairs(list) do
-      local key = item.Key
-      if type(key) ~= "string" or key == "" or #key > 1024 then
-        errs[#errs + 1] = { Key = tostring(key), Code = "InvalidArgument", Message = "Invalid key" }
-      elseif item.VersionId ~= nil and item.VersionId ~= "null" and not tostring(item.VersionId):match("^[%w._-]+$") then
-        errs[#errs + 1] = { Key = key, VersionId = tostring(item.VersionId), Code = "NoSuchVersion",
-          Message = "The specified version does not exist." }
-      else
-        local r
-        if item.VersionId ~= nil then
-          r = delete_version(ctx, b, key, item.VersionId)
-          r = { Key = key, VersionId = item.VersionId, DeleteMarker = r.DeleteMarker,
-            DeleteMarkerVersionId = r.DeleteMarker and item.VersionId or nil }
-        elseif versioned(b) then
-          r = delete_marker(ctx, b, key)
-          r = { Key = key, DeleteMarker = true, DeleteMarkerVersionId = r.VersionId }
-        else
-          ctx.state:delete(okind(b.Name), key)
-          ctx.state:delete(bkind(b.Name), key)
-          r = { Key = key }
-        end
-        if not input.Delete.Quiet then deleted[#deleted + 1] = r end
-      end
-    end
-    ctx.target = b.Name
-    return { Deleted = #deleted > 0 and deleted or nil, Errors = #errs > 0 and errs or nil }
+-- DeleteObjects: up to 1000 keys (or versions) a call, in any bucket
+local function delete_many(ctx, input)
+  local b = M.bucket(ctx, input.Bucket)
+  local list = (input.Delete or {}).Objects or {}
+  if #list == 0 or #list > 1000 then
+    ctx.error("MalformedXML", "The XML you provided was not well-formed or did not validate against our " ..
+      "published schema", 400)
   end
+  local deleted, errs = json.array(), json.array()
+  for _, item in ipairs(list) do
+    local key = item.Key
+    if type(key) ~= "string" or key == "" or #key > 1024 then
+      errs[#errs + 1] = { Key = tostring(key), Code = "InvalidArgument", Message = "Invalid key" }
+    elseif item.VersionId ~= nil and item.VersionId ~= "null" and not tostring(item.VersionId):match("^[%w._-]+$") then
+      errs[#errs + 1] = { Key = key, VersionId = tostring(item.VersionId), Code = "NoSuchVersion",
+        Message = "The specified version does not exist." }
+    else
+      local r
+      if item.VersionId ~= nil then
+        r = delete_version(ctx, b, key, item.VersionId)
+        r = { Key = key, VersionId = item.VersionId, DeleteMarker = r.DeleteMarker,
+          DeleteMarkerVersionId = r.DeleteMarker and item.VersionId or nil }
+      elseif versioned(b) then
+        r = delete_marker(ctx, b, key)
+        r = { Key = key, DeleteMarker = true, DeleteMarkerVersionId = r.VersionId }
+      else
+        ctx.state:delete(okind(b.Name), key)
+        ctx.state:delete(bkind(b.Name), key)
+        r = { Key = key }
+      end
+      if not input.Delete.Quiet then deleted[#deleted + 1] = r end
+    end
+  end
+  ctx.target = b.Name
+  return { Deleted = #deleted > 0 and deleted or nil, Errors = #errs > 0 and errs or nil }
 end
 
 -- reading one version -----------------------------------------------------------
@@ -354,7 +351,7 @@ function M.wrap(ops)
     ops[name] = overwriting(ops[name])
   end
   ops.DeleteObject = wrap_delete(ops.DeleteObject)
-  ops.DeleteObjects = wrap_delete_many(ops.DeleteObjects)
+  ops.DeleteObjects = delete_many
   ops.GetObject = wrap_read(ops.GetObject, false)
   ops.HeadObject = wrap_read(ops.HeadObject, true)
   ops.DeleteBucket = wrap_delete_bucket(ops.DeleteBucket)
