@@ -230,4 +230,33 @@ t.test("storage_delete keeps the file system unless asked and forced, finds a ke
       "ACTIVE", "the CSI driver stays")
   end)
 
+t.test("without Pod Identity the driver's role trusts the cluster's OIDC provider (IRSA); with neither the call " ..
+  "is refused naming cluster_configure_dependencies", function()
+  for i, name in ipairs { "hypd-irsa", "hypd-noid" } do
+    local c = SH.cluster(name, 84 + i)
+    call("ec2", "CreateSubnet", { VpcId = c.resourcesVpcConfig.vpcId, CidrBlock = "10." .. (84 + i) .. ".16.0/20",
+      AvailabilityZone = "us-west-2b", TagSpecifications = { { ResourceType = "subnet",
+      Tags = { { Key = "Name", Value = "hp-compute-us-west-2b" } } } } })
+    if name == "hypd-irsa" then
+      call("iam", "CreateOpenIDConnectProvider", { Url = c.identity.oidc.issuer, ClientIDList = { "sts.amazonaws.com" },
+        ThumbprintList = { string.rep("a", 40) } })
+    end
+  end
+  local p = assert(tool.call("storage_create_fsx", { cluster = "hypd-irsa", plan = true }, SH.WHO))
+  local by = {}
+  for _, e in ipairs(p.plan) do by[e.type] = e end
+  t.eq(by["eks:addon"].fields.identity, "irsa")
+  local trust = json.decode(by["iam:role"].fields.AssumeRolePolicyDocument)
+  local st = trust.Statement[1]
+  t.like(st.Principal.Federated, "^arn:aws:iam::123456789012:oidc%-provider/oidc%.eks%.us%-west%-2%.amazonaws%.com/id/")
+  t.eq(st.Action, "sts:AssumeRoleWithWebIdentity")
+  local cond = {}
+  for k, v in pairs(st.Condition.StringEquals) do cond[k:match(":(%a+)$")] = v end
+  t.eq(cond, { sub = "system:serviceaccount:kube-system:fsx-csi-controller-sa", aud = "sts.amazonaws.com" })
+  local _, err = tool.call("storage_create_fsx", { cluster = "hypd-noid", plan = true }, SH.WHO)
+  t.eq(err and err.code, "STATE")
+  t.like(err and err.message, "neither the eks%-pod%-identity%-agent add%-on nor an IAM OIDC provider")
+  t.like(err and err.message, "cluster_configure_dependencies with cluster = hypd%-noid")
+end)
+
 t.cleanup(function() SRV:stop() end)
