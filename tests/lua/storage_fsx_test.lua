@@ -180,11 +180,18 @@ t.test("the run under its IAM policy, stopped while it waits for the file system
   t.eq({ pvc.status.phase, pvc.spec.volumeName }, { "Bound", "fsx-pv-fsx-claim" })
 end)
 
-t.test("a second call sends no mutation, and storage_list shows the file system AVAILABLE", function()
+t.test("a second call sends no mutation, another deployment type is a CONFLICT, and storage_list shows the " ..
+  "file system AVAILABLE", function()
   local m = SH.mark()
   SH.ok_run("storage_create_fsx", {})
   local _, n = SH.mutations(m)
   t.eq(n, 0)
+  -- the deployment type is fixed when the file system is made
+  local view = SH.run("storage_create_fsx", { deployment_type = "PERSISTENT_1", throughput = 50 })
+  t.eq(view.error and view.error.code, "CONFLICT")
+  t.like(view.error and view.error.message, "differs from what it should be %(DeploymentType, PerUnitStorageThroughput%)")
+  local _, n2 = SH.mutations(m)
+  t.eq(n2, 0, "nothing changed")
   local l = SH.read("storage_list", {})
   t.eq(l.addons.fsx.status, "ACTIVE")
   t.eq(#l.storages, 1)

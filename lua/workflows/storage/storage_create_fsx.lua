@@ -22,13 +22,14 @@ local params = {
     pattern_help = "an Availability Zone name like us-west-2a",
     description = "the zone of the HyperPod compute subnet hp-compute-<zone> the file system goes in (needed " ..
       "only when the VPC has compute subnets in several zones)" },
-  deployment_type = { type = "string", enum = deployments, default = "PERSISTENT_2",
+  deployment_type = { type = "string", enum = deployments, default = "PERSISTENT_2", decision = true,
+    fixed_at_create = true,
     description = "FSx for Lustre deployment type: PERSISTENT_2 (default: SSD, replicated, 125 to 1000 MB/s/TiB), " ..
       "PERSISTENT_1 (50 to 200 MB/s/TiB) or SCRATCH_2 (temporary, not replicated, no throughput choice)" },
-  throughput = { type = "integer", minimum = 50, maximum = 1000,
+  throughput = { type = "integer", minimum = 50, maximum = 1000, decision = true,
     description = "MB/s per TiB of storage for PERSISTENT types (default 125 for PERSISTENT_2: 125, 250, 500 or " ..
       "1000; 50 for PERSISTENT_1: 50, 100 or 200)" },
-  storage_capacity_gib = { type = "integer", minimum = 1200, maximum = 2073600, default = 1200,
+  storage_capacity_gib = { type = "integer", minimum = 1200, maximum = 2073600, default = 1200, decision = true,
     description = "size in GiB: 1200, 2400, or a multiple of 2400 (default 1200)" },
   file_system_id = { type = "string", pattern = "^fs-[0-9a-f]{8,21}$",
     pattern_help = "an FSx file system id like fs-0123456789abcdef0",

@@ -13,7 +13,7 @@ local params = {
     description = "the PersistentVolumeClaim pods mount (default s3-claim, the name training and inference " ..
       "templates use); its volume is s3-pv-<claim>" }),
   namespace = S.namespace,
-  bucket = { type = "string", pattern = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+  bucket = { type = "string", pattern = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", decision = true,
     pattern_help = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-'",
     description = "an existing bucket to mount as it is (any region; hypd never tags or changes it). Without " ..
       "it hypd creates, or finds again, its own bucket hypd-<tag>-data-<account>-<region> in the call's region." },
