@@ -22,6 +22,7 @@
 local errors = hypd.errors
 local json = hypd.json
 local net = require "cluster._eks_network"
+local roles = require "_iam"
 
 local M = {}
 
@@ -81,34 +82,11 @@ end
 local function iam(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local name = net.name(tag, "eks-cluster-role")
-  local role = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = "cluster_role_arn", id = "Arn",
-    field = "cluster_tag", exists = "EntityAlreadyExists", retry = net.not_yet,
-    -- hypd's roles are tagged by CreateRole itself: an untagged one is someone else's
-    owned = net.owned_by(tag, function(r) return r.Tags end),
-    search = function() return (get(ctx, "NoSuchEntity", "iam", "GetRole", { RoleName = name }) or {}).Role end,
-    fields = { AssumeRolePolicyDocument = TRUST, ["tag:" .. net.TAG_KEY] = tag },
-    placeholder = function(id) return { Arn = id, RoleName = name } end,
-    create = function()
-      local r = ctx:call("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = TRUST,
-        Description = "hypd " .. tag .. ": the EKS control plane of cluster " .. net.name(tag),
-        Tags = net.tag_list(tag, name) }).Role
-      r.Tags = r.Tags or net.tag_list(tag, name) -- made just now, with them
-      return r
-    end }
+  local role = roles.role(ctx, { name = name, tag = tag, trust = TRUST, key = "cluster_role_arn",
+    field = "cluster_tag", retry = net.not_yet,
+    description = "hypd " .. tag .. ": the EKS control plane of cluster " .. net.name(tag) })
   st.cluster_role_name = name
-  local policy = "arn:" .. partition(role.Arn) .. ":iam::aws:policy/AmazonEKSClusterPolicy"
-  ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
-    name = "AmazonEKSClusterPolicy on " .. name, needs = role.Arn, id = "PolicyArn", retry = net.not_yet,
-    fields = { RoleName = name, PolicyArn = policy },
-    search = function()
-      for _, p in ipairs(hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = name }, ctx:aws_opts())) do
-        if p.PolicyArn == policy then return p end
-      end
-    end,
-    create = function()
-      ctx:call("iam", "AttachRolePolicy", { RoleName = name, PolicyArn = policy })
-      return { PolicyArn = policy }
-    end }
+  roles.attach(ctx, role, roles.managed(role, "AmazonEKSClusterPolicy"), net.not_yet)
 end
 
 local function cluster(ctx)

@@ -19,6 +19,7 @@
 local errors = hypd.errors
 local json = hypd.json
 local S = require "storage._storage"
+local roles = require "_iam"
 
 local M = {}
 
@@ -42,28 +43,18 @@ function M.names(tag, claim)
     role = "hypd-" .. tag .. "-fsx-csi-driver" }
 end
 
+local net = require "cluster._eks_network"
+
 local function tags_map(list)
   local m = {}
   for _, t in ipairs(list or {}) do m[t.Key] = t.Value end
   return m
 end
 
-local function tag_list(tag, name)
-  return { { Key = M.TAG, Value = tag }, { Key = "Name", Value = name } }
-end
+local tag_list = net.tag_list
+local not_yet = roles.not_yet
 
-local function not_yet(err)
-  local code = tostring(err.code)
-  if code:find("NotFound", 1, true) or code == "NoSuchEntity" then return "not visible yet (" .. code .. ")" end
-end
-
-local function owned_by(tag)
-  return function(x)
-    local have = tags_map(x.Tags)[M.TAG]
-    if have == tag then return true end
-    return false, string.format("its %s tag is %s, not '%s'", M.TAG, have and ("'" .. have .. "'") or "missing", tag)
-  end
-end
+local function owned_by(tag) return net.owned_by(tag, function(x) return x.Tags end) end
 
 -- validate(p) -> raises VALIDATION (naming the fields) for a deployment
 -- type, throughput and capacity FSx would refuse
@@ -331,8 +322,6 @@ local function identity(ctx, cl)
     "this tool again", cl.name, S.INSTALLER, cl.name), { cluster = cl.name, tool = S.INSTALLER })
 end
 
-local function partition(arn) return tostring(arn):match("^arn:([^:]+):") or "aws" end
-
 -- csi_driver(ctx, cl) -> the add-on (DescribeAddon shape, ACTIVE once waited)
 function M.csi_driver(ctx, cl)
   local st = ctx.state
@@ -343,37 +332,12 @@ function M.csi_driver(ctx, cl)
   else
     local id = cl.planned and { mode = "pod-identity", trust = {} } or identity(ctx, cl)
     local role_name = M.names(cl.tag, "x").role
-    local trust = json.encode(id.trust)
-    local role = ctx:ensure { type = "iam:role", label = "IAM role", name = role_name, key = "fsx_csi_role_arn",
-      id = "Arn", field = "cluster", exists = "EntityAlreadyExists", retry = not_yet, needs = cl.planned and cl.arn,
-      owned = owned_by(cl.tag),
-      search = function()
-        local r, err = ctx:try("iam", "GetRole", { RoleName = role_name })
-        if r then return r.Role end
-        if err.code ~= "NoSuchEntity" then error(err, 0) end
-      end,
-      fields = { AssumeRolePolicyDocument = trust, identity = id.mode, ["tag:" .. M.TAG] = cl.tag },
-      placeholder = function(pid) return { Arn = pid, RoleName = role_name } end,
-      create = function()
-        local r = ctx:call("iam", "CreateRole", { RoleName = role_name, AssumeRolePolicyDocument = trust,
-          Description = "hypd " .. cl.tag .. ": the FSx CSI driver's controller (" .. M.SERVICE_ACCOUNT .. ") on " ..
-            cl.name, Tags = tag_list(cl.tag, role_name) }).Role
-        r.Tags = r.Tags or tag_list(cl.tag, role_name)
-        return r
-      end }
-    local policy = "arn:" .. partition(role.Arn) .. ":iam::aws:policy/" .. M.POLICY
-    ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment", name = M.POLICY .. " on " ..
-      role_name, needs = role.Arn, id = "PolicyArn", retry = not_yet, fields = { RoleName = role_name,
-      PolicyArn = policy },
-      search = function()
-        for _, p in ipairs(hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = role_name }, ctx:aws_opts())) do
-          if p.PolicyArn == policy then return p end
-        end
-      end,
-      create = function()
-        ctx:call("iam", "AttachRolePolicy", { RoleName = role_name, PolicyArn = policy })
-        return { PolicyArn = policy }
-      end }
+    local role = roles.role(ctx, { name = role_name, tag = cl.tag, trust = json.encode(id.trust),
+      key = "fsx_csi_role_arn", field = "cluster", needs = cl.planned and cl.arn or nil,
+      fields = { identity = id.mode },
+      description = "hypd " .. cl.tag .. ": the FSx CSI driver's controller (" .. M.SERVICE_ACCOUNT .. ") on " ..
+        cl.name })
+    roles.attach(ctx, role, roles.managed(role, M.POLICY))
     local req = { clusterName = cl.name, addonName = name, resolveConflicts = "OVERWRITE",
       clientRequestToken = ("hypd-" .. tostring(ctx.op_id) .. "-fsx-csi"):sub(1, 64),
       tags = { [M.TAG] = cl.tag } }
