@@ -268,7 +268,14 @@ function M.remove(ctx, spec)
   check_keys(spec, REMOVE_KEYS, "remove")
   local obj = spec.find()
   if obj == nil then return "absent" end
-  check_owned(ctx, spec, obj)
+  if spec.owned then
+    local ok, why = spec.owned(obj)
+    if not ok then
+      errors.raise("CONFLICT", string.format("%s%s is not hypd's%s; hypd deletes only what it made: nothing was " ..
+        "deleted", what(spec), ctx.region and (" in " .. ctx.region) or "", why and (" (" .. tostring(why) .. ")") or ""),
+        { type = spec.type, name = spec.name, id = id_of(spec, obj), field = spec.field })
+    end
+  end
   if spec.keep then
     if ctx.plan then plan_entry(ctx, "keep", spec, { id = id_of(spec, obj), reason = spec.keep }) end
     return ctx.plan and "keep" or "kept"
