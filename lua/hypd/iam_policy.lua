@@ -1,6 +1,7 @@
 -- hypd.iam_policy: the least-privilege IAM policy of the management host,
--- generated from what the tools declare (their `aws` lists), never written
--- by hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
+-- generated from what the tools declare (their `aws` lists: operations,
+-- turned into IAM actions by hypd.aws.iam_actions), never written by
+-- hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
 --
 --   iam_policy.document{tools = {names}, kind = k} -> policy | nil, err
 --     tools: only these tools (each must exist); kind: the tools of this
@@ -63,8 +64,13 @@ function M.document(opts)
   for _, def in ipairs(defs) do
     if RANK[def.kind] <= RANK[kind] then
       from[#from + 1] = def.name
-      for _, a in ipairs(def.aws or {}) do
-        if not seen[a] and usable(def, a) then seen[a], actions[#actions + 1] = true, a end
+      for _, declared in ipairs(def.aws or {}) do
+        if usable(def, declared) then
+          -- the operation's IAM actions (S3 names some otherwise: hypd.aws.iam_actions)
+          for _, a in ipairs(require("hypd.aws.iam_actions").of(declared)) do
+            if not seen[a] then seen[a], actions[#actions + 1] = true, a end
+          end
+        end
       end
     end
   end

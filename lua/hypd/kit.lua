@@ -65,8 +65,12 @@
 --   spec.find      fn() -> obj | nil: the object as it is now
 --   spec.owned     fn(obj) -> true | false, why: only hypd's is deleted;
 --                  anything else is kept and reported
---   spec.keep      fn(obj) -> why | nil: a reason to keep it although it is
---                  hypd's (it holds data, and the caller did not force)
+--   spec.keep      fn(obj) -> why | nil, or a reason (string): keep it
+--                  although it is hypd's (it holds data, the caller did not
+--                  force or did not ask)
+--   spec.field     the parameter that named it: a thing the caller asked
+--                  for by name that is not hypd's is a CONFLICT naming the
+--                  field (nothing deleted), not kept
 --   spec.delete    fn(obj): the deleting call (its phase is recorded first);
 --                  spec.gone codes mean it went meanwhile
 --   spec.gone      error codes of delete that mean "already gone"
@@ -97,7 +101,8 @@ M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
   needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
   current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
-local ABSENT_KEYS = { type = true, name = true, label = true, id = true, find = true, owned = true, keep = true,
+local ABSENT_KEYS = { type = true, name = true, label = true, id = true, field = true, find = true, owned = true,
+  keep = true,
   delete = true, gone = true, every = true, timeout = true, retry = true, retry_every = true, retry_for = true }
 local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
   expired = true }
@@ -288,9 +293,15 @@ function M.absent(ctx, spec)
   if not obj then return "absent" end
   if spec.owned then
     local ok, why = spec.owned(obj)
+    if not ok and spec.field then
+      errors.raise("CONFLICT", string.format("%s%s is not hypd's%s; hypd deletes only what it made: nothing was " ..
+        "deleted", what(spec), ctx.region and (" in " .. ctx.region) or "", why and (" (" .. tostring(why) .. ")") or ""),
+        { type = spec.type, name = spec.name, id = id_of(spec, obj), field = spec.field })
+    end
     if not ok then return kept(ctx, spec, obj, "not hypd's" .. (why and (": " .. tostring(why)) or "")) end
   end
-  local why = spec.keep and spec.keep(obj)
+  local why = spec.keep
+  if type(why) == "function" then why = why(obj) end
   if why then return kept(ctx, spec, obj, why) end
   if ctx.plan then
     plan_entry(ctx, "delete", spec, { id = id_of(spec, obj) })
@@ -300,7 +311,8 @@ function M.absent(ctx, spec)
   local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
   if not ok then
     local gone = false
-    for _, c in ipairs(spec.gone or {}) do gone = gone or (type(err) == "table" and err.code == c) end
+    local codes = type(spec.gone) == "string" and { spec.gone } or spec.gone or {}
+    for _, c in ipairs(codes) do gone = gone or (type(err) == "table" and err.code == c) end
     if not gone then error(err, 0) end
   end
   if spec.every then

@@ -5,10 +5,14 @@
 --     trust document o.trust (JSON text), description o.description and the
 --     tags hypd:cluster-tag=o.tag and Name; a role without that tag is
 --     someone else's (CONFLICT, never adopted). o.key: the ctx.state field
---     that remembers its ARN. o.service: a service principal the trust
+--     that remembers its ARN; o.field what a CONFLICT names (default
+--     cluster_tag); o.needs, o.fields (more for a plan to show), o.retry
+--     (default: IAM not showing yet what was made a moment ago). o.service: a service principal the trust
 --     must keep allowing (sts:AssumeRole); when it does not, a statement for
 --     it is added and the other statements are kept (another stage may
 --     trust more principals in the same role).
+--   managed(role, name) -> the ARN of AWS managed policy name in the
+--     role's partition
 --   attach(ctx, role, policy_arn, short_name): the managed policy attached
 --   inline(ctx, role, policy_name, document): the inline policy holds
 --     document (a table; compared as JSON, rewritten when it differs)
@@ -20,6 +24,9 @@ local json = hypd.json
 local net = require "cluster._eks_network"
 
 local M = {}
+
+-- partition(arn) -> "aws" for arn:aws:..., "aws-cn", ...
+function M.partition(arn) return tostring(arn):match("^arn:([^:]+):") or "aws" end
 
 -- get(ctx, absent, service, operation, params) -> the result, or nil on the error code absent
 local function get(ctx, absent, service, operation, params)
@@ -38,6 +45,7 @@ local function doc(v)
   return json.decode(v)
 end
 M.doc = doc
+M.not_yet = net.not_yet
 
 local function has(v, want)
   if type(v) == "string" then return v == want or v == "*" end
@@ -61,12 +69,14 @@ end
 
 function M.role(ctx, o)
   local name, tag = o.name, o.tag
-  local spec = { type = "iam:role", label = "IAM role", name = name, key = o.key, id = "Arn", field = "cluster_tag",
-    exists = "EntityAlreadyExists", retry = net.not_yet,
+  local fields = { AssumeRolePolicyDocument = o.trust, ["tag:" .. net.TAG_KEY] = tag }
+  for k, v in pairs(o.fields or {}) do fields[k] = v end
+  local spec = { type = "iam:role", label = "IAM role", name = name, key = o.key, id = "Arn",
+    field = o.field or "cluster_tag", exists = "EntityAlreadyExists", retry = o.retry or net.not_yet, needs = o.needs,
     -- hypd's roles are tagged by CreateRole itself: an untagged one is someone else's
     owned = net.owned_by(tag, function(r) return r.Tags end),
     search = function() return (get(ctx, "NoSuchEntity", "iam", "GetRole", { RoleName = name }) or {}).Role end,
-    fields = { AssumeRolePolicyDocument = o.trust, ["tag:" .. net.TAG_KEY] = tag },
+    fields = fields,
     placeholder = function(id) return { Arn = id, RoleName = name } end,
     create = function()
       local r = ctx:call("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = o.trust,
@@ -89,9 +99,11 @@ function M.role(ctx, o)
   return ctx:ensure(spec)
 end
 
+function M.managed(role, name) return "arn:" .. M.partition(role.Arn) .. ":iam::aws:policy/" .. name end
+
 function M.attach(ctx, role, policy_arn, short_name)
-  local name = role.RoleName
-  ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
+  local name = role.RoleName or tostring(role.Arn):match("role/(.+)$")
+  return ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
     name = (short_name or policy_arn:match("([^/]+)$")) .. " on " .. name, needs = role.Arn, id = "PolicyArn",
     retry = net.not_yet, fields = { RoleName = name, PolicyArn = policy_arn },
     search = function()
@@ -123,8 +135,5 @@ function M.inline(ctx, role, policy_name, document)
     end,
     update = put }
 end
-
--- partition(arn) -> "aws" for arn:aws:..., "aws-cn", ...
-function M.partition(arn) return tostring(arn):match("^arn:([^:]+):") or "aws" end
 
 return M

@@ -521,6 +521,10 @@ t.test("FSx for Lustre checks capacity and subnets, becomes AVAILABLE and is del
   refused("fsx", "CreateFileSystem", with(1200, { LustreConfiguration = { DeploymentType = "PERSISTENT_2",
     PerUnitStorageThroughput = 100 } }), "InvalidPerUnitStorageThroughput")
   refused("fsx", "CreateFileSystem", with(1200, { SubnetIds = { "subnet-0000000000000000c" } }), "InvalidNetworkSettings")
+  refused("fsx", "CreateFileSystem", with(1200), "InvalidNetworkSettings", "port 988")
+  -- Lustre traffic within the group, as FSx requires of its groups
+  call("ec2", "AuthorizeSecurityGroupIngress", { GroupId = E.sg, IpPermissions = { { IpProtocol = "tcp",
+    FromPort = 988, ToPort = 988, UserIdGroupPairs = { { GroupId = E.sg } } } } })
   local fs = call("fsx", "CreateFileSystem", with(4800)).FileSystem
   t.eq(fs.Lifecycle, "CREATING")
   t.like(fs.FileSystemId, "^fs%-%x+$")

@@ -325,6 +325,31 @@ def run():
         r = call("s3", "ListObjectsV2", Bucket=bucket, Prefix="lifecycle/")
         eq([o["Key"] for o in r.get("Contents", [])], ["lifecycle/on_create.sh"], "keys")
 
+    # S3 versions and tags (what storage_delete empties and storage_create_s3 tags)
+    vbucket = "hypd-%s-versions" % TAG
+
+    @check("S3 versioned bucket: tags at CreateBucket, versions, a delete marker, ListObjectVersions pages")
+    def _():
+        call("s3", "CreateBucket", Bucket=vbucket, CreateBucketConfiguration={
+            "LocationConstraint": REGION, "Tags": [{"Key": "hypd:cluster-tag", "Value": TAG}]})
+        eq(call("s3", "GetBucketTagging", Bucket=vbucket)["TagSet"], [{"Key": "hypd:cluster-tag", "Value": TAG}],
+           "TagSet")
+        call("s3", "PutBucketVersioning", Bucket=vbucket, VersioningConfiguration={"Status": "Enabled"})
+        for body in (b"one", b"two"):
+            call("s3", "PutObject", Bucket=vbucket, Key="data/a", Body=body)
+        call("s3", "PutObject", Bucket=vbucket, Key="data/b", Body=b"b")
+        d = call("s3", "DeleteObject", Bucket=vbucket, Key="data/b")
+        eq(d["DeleteMarker"], True, "DeleteMarker")
+        seen = []
+        for page in CLIENTS["s3"].get_paginator("list_object_versions").paginate(
+                Bucket=vbucket, PaginationConfig={"PageSize": 2}):
+            seen += [(v["Key"], v["VersionId"]) for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        eq(len(seen), 4, "versions and markers")
+        r = call("s3", "DeleteObjects", Bucket=vbucket, Delete={"Objects": [{"Key": k, "VersionId": v}
+                                                                       for k, v in seen]})
+        eq(len(r.get("Deleted", [])), 4, "Deleted")
+        call("s3", "DeleteBucket", Bucket=vbucket)
+
     # EKS
     eks_name = "eks-cluster-" + TAG
 

@@ -78,9 +78,10 @@ function tool(def) end
 ---@field id? string|fun(obj: table): string
 ---@field find fun(): table?
 ---@field owned? fun(obj: table): boolean, string?
----@field keep? fun(obj: table): string?
+---@field keep? string|fun(obj: table): string?
+---@field field? string
 ---@field delete fun(obj: table)
----@field gone? string[]
+---@field gone? string|string[]
 ---@field every? number
 ---@field timeout? number
 ---@field retry? fun(err: table): string?

@@ -1,6 +1,7 @@
 -- The simulated Amazon FSx API (regional), FSx for Lustre only:
 -- CreateFileSystem, DescribeFileSystems, DeleteFileSystem.
--- Records: "filesystem" (id FileSystemId).
+-- Records: "filesystem" (id FileSystemId). The subnet and security group
+-- checks, and the network interfaces EC2 shows, are in fsx/network.lua.
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
 
@@ -43,7 +44,7 @@ end
 
 local function view(fs)
   local out = D.copy(fs)
-  out.token = nil
+  out.token, out._groups = nil, nil
   return out
 end
 
@@ -81,12 +82,7 @@ function ops.CreateFileSystem(ctx, input)
     ctx.error("InvalidNetworkSettings", "The subnet ID '" .. tostring(subnets[1]) .. "' does not exist", 400,
       { InvalidSubnetId = subnets[1] })
   end
-  for _, id in ipairs(input.SecurityGroupIds or {}) do
-    if not D.security_group(ctx, id) then
-      ctx.error("InvalidNetworkSettings", "The security group '" .. id .. "' does not exist", 400,
-        { InvalidSecurityGroupId = id })
-    end
-  end
+  local groups = require("sandbox.services.fsx.network").groups(ctx, input, s)
   local id = ctx.id("fs")
   local mount = deploy == "SCRATCH_1" and "fsx" or ctx.hex(8):gsub("%d", function(d)
     return string.char(97 + tonumber(d)) end)
@@ -111,6 +107,7 @@ function ops.CreateFileSystem(ctx, input)
         or nil,
     },
     AdministrativeActions = json.array(), token = input.ClientRequestToken,
+    _groups = groups, -- not shown: the groups of its network interfaces (EC2 lists them)
   }
   if lc.ImportPath then
     fs.LustreConfiguration.DataRepositoryConfiguration = { Lifecycle = "CREATING", ImportPath = lc.ImportPath,

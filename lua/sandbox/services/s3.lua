@@ -6,7 +6,8 @@
 --   ServerSideEncryptionConfiguration), PublicAccessBlock (or nil),
 --   Tags = [{Key, Value}] }
 -- Objects are records "object/<bucket>"/<key> (see s3/objects.lua);
--- multipart uploads are in s3/multipart.lua.
+-- multipart uploads are in s3/multipart.lua; the versions a versioned
+-- bucket keeps in s3/versions.lua.
 local json = require "hypd.json"
 
 local M = { scope = "global", operations = {}, transitions = {} }
@@ -314,5 +315,9 @@ objects.bucket, multipart.bucket, multipart.store = M.bucket, M.bucket, objects.
 for _, family in ipairs { objects, multipart } do
   for name, fn in pairs(family.operations) do ops[name] = fn end
 end
+-- versioned buckets keep what is overwritten or deleted (s3/versions.lua)
+local versions = require "sandbox.services.s3.versions"
+versions.bucket, versions.OWNER = M.bucket, OWNER
+versions.wrap(ops)
 
 return M

@@ -1,6 +1,7 @@
 -- sandbox.services.ec2.interfaces: DescribeNetworkInterfaces, read-only.
 -- The sandbox runs no instances, so the interfaces are the requester-managed
--- ones its own resources hold: NAT gateways and interface VPC endpoints.
+-- ones its own resources hold: NAT gateways, interface VPC endpoints and
+-- FSx file systems.
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
@@ -36,6 +37,10 @@ local function all(ctx)
       out[#out + 1] = interface(ctx, eni, e.SubnetIds[i], "vpc_endpoint", "VPC Endpoint Interface " .. e.VpcEndpointId,
         nil, e.Groups)
     end
+  end
+  -- FSx file systems' interfaces (sandbox.services.fsx.network)
+  for _, e in ipairs(require("sandbox.services.fsx.network").interfaces(ctx)) do
+    out[#out + 1] = interface(ctx, e.id, e.subnet, "lustre", e.description, nil, e.groups)
   end
   return out
 end

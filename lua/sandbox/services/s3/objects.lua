@@ -1,11 +1,13 @@
 -- sandbox S3 objects: put, get (with ranges and conditions), head, delete,
--- batch delete, copy, ListObjectsV2 (prefix, delimiter, pages).
+-- copy, ListObjectsV2 (prefix, delimiter, pages). The batch delete
+-- (DeleteObjects) is in s3/versions.lua, with the versions.
 --
 -- Record "object/<bucket>"/<key>: { Key, Size, ETag (quoted md5 hex),
 --   LastModified, ContentType, Metadata, VersionId, ServerSideEncryption,
 --   StorageClass }; its bytes are the record "body/<bucket>"/<key>:
 --   { Body (base64) }, apart so listings do not read object bodies.
--- Only the latest version of a key is kept, even in a versioned bucket.
+-- This is the current version of a key; what a versioned bucket keeps
+-- besides is in s3/versions.lua.
 local core = require "hypd.core"
 local json = require "hypd.json"
 
@@ -183,27 +185,6 @@ function ops.DeleteObject(ctx, input)
   return {}
 end
 
-function ops.DeleteObjects(ctx, input)
-  local b = M.bucket(ctx, input.Bucket)
-  local list = (input.Delete or {}).Objects or {}
-  if #list == 0 or #list > 1000 then
-    ctx.error("MalformedXML", "The XML you provided was not well-formed or did not validate against our " ..
-      "published schema", 400)
-  end
-  local deleted, errs = json.array(), json.array()
-  for _, item in ipairs(list) do
-    local key = item.Key
-    if type(key) ~= "string" or key == "" or #key > 1024 then
-      errs[#errs + 1] = { Key = tostring(key), Code = "InvalidArgument", Message = "Invalid key" }
-    else
-      remove(ctx, b.Name, key)
-      if not input.Delete.Quiet then deleted[#deleted + 1] = { Key = key, VersionId = item.VersionId } end
-    end
-  end
-  ctx.target = b.Name
-  return { Deleted = #deleted > 0 and deleted or nil, Errors = #errs > 0 and errs or nil }
-end
-
 local function unescape(s) return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)) end
 
 function ops.CopyObject(ctx, input)
@@ -240,14 +221,20 @@ local function urlenc(s)
   return (s:gsub("[^%w%-%._~/]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
-function ops.ListObjectsV2(ctx, input)
-  local b = M.bucket(ctx, input.Bucket)
+-- max_keys(ctx, input) -> the page size a listing asks for (MaxKeys, at most 1000)
+local function max_keys(ctx, input)
   local max = input.MaxKeys ~= nil and math.tointeger(tonumber(input.MaxKeys)) or 1000
   if not max or max < 0 then
     ctx.error("InvalidArgument", "Argument maxKeys must be an integer between 0 and 2147483647", 400,
       { ArgumentName = "maxKeys", ArgumentValue = tostring(input.MaxKeys) })
   end
-  max = math.min(max, 1000)
+  return math.min(max, 1000)
+end
+M.max_keys, M.urlenc = max_keys, urlenc -- also s3/versions.lua's
+
+function ops.ListObjectsV2(ctx, input)
+  local b = M.bucket(ctx, input.Bucket)
+  local max = max_keys(ctx, input)
   if input.EncodingType ~= nil and input.EncodingType ~= "url" then
     ctx.error("InvalidArgument", "Invalid Encoding Method specified in Request", 400,
       { ArgumentName = "encoding-type", ArgumentValue = tostring(input.EncodingType) })
