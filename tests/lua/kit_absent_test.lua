@@ -60,7 +60,7 @@ t.test("a thing that is not hypd's stays: kept and reported, or a CONFLICT when 
   t.ok(errors.is(err, "CONFLICT"), tostring(err and err.message))
   t.like(err.message, "its owner is someone")
   t.like(err.message, "nothing was deleted")
-  t.eq(err.details.field, "claim_name")
+  t.eq(err.field, "claim_name")
   t.ok(w.things["t-2"], "still there")
   t.eq(w.calls, {})
 end)

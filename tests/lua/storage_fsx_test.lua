@@ -206,7 +206,7 @@ t.test("storage_delete keeps the file system unless asked and forced, finds a ke
   function()
     local r = SH.ok_run("storage_delete", { claim_name = "fsx-claim", delete_file_system = true })
     local kept = {}
-    for _, k in ipairs(r.kept) do kept[k.type] = k.reason end
+    for _, k in ipairs(r.kept) do kept[k.type] = k.why end
     t.like(kept["fsx:file-system"], "^it may hold data")
     t.like(kept["eks:addon"], "FSx CSI driver")
     t.eq(call("fsx", "DescribeFileSystems", { FileSystemIds = { E.fs } }).FileSystems[1].Lifecycle, "AVAILABLE")
@@ -217,7 +217,7 @@ t.test("storage_delete keeps the file system unless asked and forced, finds a ke
     local again = SH.ok_run("storage_create_fsx", {})
     t.eq(again.file_system_id, E.fs)
     r = SH.ok_run("storage_delete", { claim_name = "fsx-claim" })
-    t.like(r.kept[1].reason, "^not asked")
+    t.like(r.kept[1].why, "^not asked")
     -- the kept file system is found again by its claim's name, and deleted when forced
     local m = SH.mark()
     local t0 = require("hypd.core").now()

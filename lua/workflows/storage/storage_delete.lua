@@ -154,12 +154,7 @@ local function bucket(ctx)
       st.objects_deleted = n
       s3.delete_bucket(ctx, name, region)
     end }
-  if action == "kept" or action == "keep" then
-    entry.reason = keep
-    note(st, "kept", entry)
-  else
-    note(st, "deleted", entry)
-  end
+  if action ~= "kept" then note(st, "deleted", entry) end -- the kit reports what it keeps (ctx.state.kept)
 end
 
 local function file_system(ctx)
@@ -198,11 +193,7 @@ local function file_system(ctx)
       end
       ctx:call("fsx", "DeleteFileSystem", req)
     end }
-  if action == "kept" or action == "keep" then
-    entry.reason = keep
-    note(st, "kept", entry)
-    return
-  end
+  if action == "kept" then return end -- reported by the kit (ctx.state.kept)
   note(st, "deleted", entry)
   ctx:poll { what = "FSx file system " .. id .. " to be deleted", every = F.DELETE_POLL, timeout = F.DELETE_LIMIT,
     check = function()
@@ -233,7 +224,7 @@ local function data(ctx)
     bucket(ctx)
   elseif st.kind == "fsx" and st.file_system_id then
     file_system(ctx)
-    note(st, "kept", { type = "eks:addon", name = S.ADDONS.fsx, reason = "the cluster's FSx CSI driver (with its " ..
+    note(st, "kept", { type = "eks:addon", name = S.ADDONS.fsx, why = "the cluster's FSx CSI driver (with its " ..
       "role): other FSx volumes use it; cluster_delete removes it" })
   end
   if ctx.plan then return end
