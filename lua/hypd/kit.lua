@@ -56,6 +56,24 @@
 --   Cancellable at every wait, instant under the virtual clock. A plan
 --   does not wait: poll answers nil at once.
 --
+-- ctx:absent(spec) -> action, why: a resource that must not exist (what a
+-- disable or a teardown removes), the reverse of ensure.
+--   spec.type, spec.name, spec.label   as ensure
+--   spec.find      fn() -> obj | nil: the resource as it is now
+--   spec.owned     fn(obj) -> true | false, why: is it hypd's? One that is
+--                  not is kept, never deleted (action "kept", why)
+--   spec.delete    fn(obj): the deletion (its phase is recorded first)
+--   spec.gone      fn() -> true once it no longer exists (default: find()
+--                  answers nil); with spec.every, polled until then
+--   spec.every, spec.timeout   the pace and limit of that wait (no wait
+--                  without every)
+--   spec.missing   error codes of delete that mean it is gone already
+--   spec.retry, retry_every, retry_for   as ensure: an error of delete
+--                  that means "not yet" (a policy still detaching)
+--   spec.fields    what a plan shows of it
+--   action: "deleted" | "absent" | "kept" (a plan: "delete" | "absent" |
+--   "kept"); a plan lists what it would delete, and what it would keep.
+--
 -- In plan mode (ctx.plan) the read half of each ensure runs; what it would
 -- create or change is added to ctx.planned (the plan the call returns), a
 -- planned id ("planned:ec2:vpc:hypd-demo-vpc") stands in for what does not
@@ -74,6 +92,8 @@ M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
   needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
   current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
+local ABSENT_KEYS = { type = true, name = true, label = true, find = true, owned = true, delete = true, gone = true,
+  every = true, timeout = true, missing = true, retry = true, retry_every = true, retry_for = true, fields = true }
 local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
   expired = true }
 
@@ -244,6 +264,37 @@ function M.ensure(ctx, spec)
   return obj, "created"
 end
 
+function M.absent(ctx, spec)
+  assert(type(spec) == "table" and spec.type and spec.name and spec.find and spec.delete,
+    "absent{type, name, find, delete, ...}")
+  check_keys(spec, ABSENT_KEYS, "absent")
+  local obj = spec.find()
+  if obj == nil then return "absent" end
+  if spec.owned then
+    local ok, why = spec.owned(obj)
+    if not ok then
+      why = why or "not made by hypd"
+      if ctx.plan then plan_entry(ctx, "kept", spec, { reason = why }) end
+      ctx:progress(what(spec) .. " kept: " .. tostring(why))
+      return "kept", why
+    end
+  end
+  if ctx.plan then
+    plan_entry(ctx, "delete", spec, { fields = spec.fields })
+    return "delete"
+  end
+  ctx:phase("deleting " .. what(spec))
+  local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
+  if not ok and not is_exists({ exists = spec.missing }, err) then error(err, 0) end
+  if spec.every then
+    local gone = spec.gone or function() return spec.find() == nil end
+    M.poll(ctx, { what = what(spec) .. " to be deleted", every = spec.every, timeout = spec.timeout,
+      check = function() return gone() end })
+  end
+  if ctx.save then ctx:save() end
+  return "deleted"
+end
+
 function M.poll(ctx, spec)
   assert(type(spec) == "table" and spec.what and spec.check and spec.every, "poll{what, check, every}")
   check_keys(spec, POLL_KEYS, "poll")
@@ -277,6 +328,7 @@ end
 -- install(Ctx): the kit as methods of a context class
 function M.install(Ctx)
   Ctx.ensure = M.ensure
+  Ctx.absent = M.absent
   Ctx.poll = M.poll
 end
 

@@ -27,12 +27,18 @@ local BUILTIN = {
   { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true },
   { "apps", "v1", "daemonsets", "DaemonSet", true, { "ds" }, status = true },
   { "batch", "v1", "jobs", "Job", true, {}, status = true },
+  { "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, status = false },
+  { "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, status = false },
   { "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,
     { "crd", "crds" }, status = true },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
--- arrive with the EKS add-on that owns them (training and inference operators)
+-- arrive with the EKS add-on that owns them (training and inference
+-- operators) or with managed Karpenter (HyperPod's AutoScaling turned on:
+-- sandbox.k8s.controllers.karpenter)
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
     columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
@@ -40,9 +46,8 @@ M.CRDS = {
   { "ray.io", "v1", "rayjobs", "RayJob", true, {}, always = true },
   { "ray.io", "v1", "rayclusters", "RayCluster", true, {}, always = true },
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
-  { "karpenter.sh", "v1", "nodepools", "NodePool", false, {}, always = true },
-  { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {},
-    always = true },
+  { "karpenter.sh", "v1", "nodepools", "NodePool", false, {} },
+  { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {} },
 }
 
 local function make(row, verbs)

@@ -130,6 +130,9 @@ local function resources(itype)
   return cap, alloc
 end
 
+-- resources(instance_type) -> capacity, allocatable of a node of that type
+M.resources = resources
+
 -- the state a HyperPod node shows on its Node: health label value, Ready,
 -- or nil when it should have no Node
 local function health(n, c)

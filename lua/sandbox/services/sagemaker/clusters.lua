@@ -1,6 +1,7 @@
 -- SageMaker HyperPod clusters: CreateCluster, DescribeCluster, ListClusters,
 -- DeleteCluster, UpdateCluster (instance-group upsert and delete, node
 -- recovery, tiered storage, autoscaling).
+local AS = require "sandbox.services.sagemaker.autoscaling"
 local C = require "sandbox.services.sagemaker.common"
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
@@ -43,7 +44,7 @@ local function check_eks(ctx, orch)
   return eks
 end
 
-local function check_settings(ctx, input)
+local function check_settings(ctx, input, c)
   if input.NodeRecovery and input.NodeRecovery ~= "Automatic" and input.NodeRecovery ~= "None" then
     C.invalid(ctx, "NodeRecovery must be Automatic or None.")
   end
@@ -55,9 +56,7 @@ local function check_settings(ctx, input)
       C.invalid(ctx, "TieredStorageConfig.InstanceMemoryAllocationPercentage must be between 20 and 100.")
     end
   end
-  if input.ClusterRole and not D.role(ctx, input.ClusterRole) then
-    C.invalid(ctx, "ClusterRole " .. input.ClusterRole .. " does not exist.")
-  end
+  AS.check_role(ctx, input, c)
 end
 
 local function autoscaling(ctx, input, c)
@@ -72,8 +71,7 @@ local function autoscaling(ctx, input, c)
       C.invalid(ctx, "AutoScaling requires NodeProvisioningMode Continuous.")
     end
   end
-  return { Mode = a.Mode, AutoScalerType = a.AutoScalerType or (a.Mode == "Enable" and "Karpenter" or nil),
-    Status = "InService" }
+  return AS.status(c, { Mode = a.Mode, AutoScalerType = a.AutoScalerType or (a.Mode == "Enable" and "Karpenter" or nil) })
 end
 
 function ops.CreateCluster(ctx, input)
@@ -195,6 +193,7 @@ function tr.cluster_created(ctx, args)
     for _, n in ipairs(C.nodes(ctx, c.ClusterName)) do ctx.state:delete("node", n.InstanceId) end
   else
     c.ClusterStatus = "InService"
+    AS.settle(c)
   end
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
@@ -293,7 +292,7 @@ function ops.UpdateCluster(ctx, input)
     C.check_group(ctx, spec, c.VpcConfig, where)
     changes[#changes + 1] = { spec = spec, group = g }
   end
-  check_settings(ctx, input)
+  check_settings(ctx, input, c)
   local scaling = autoscaling(ctx, input, c)
   if #changes == 0 and not next(deleting) and not input.NodeRecovery and not input.TieredStorageConfig
     and not scaling and not input.ClusterRole and not input.NodeProvisioningMode then
@@ -375,6 +374,7 @@ function tr.cluster_updated(ctx, args)
   end
   c.groups = kept
   c.ClusterStatus = "InService"
+  AS.settle(c)
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
 end
