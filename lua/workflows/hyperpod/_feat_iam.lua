@@ -92,7 +92,7 @@ function M.role(ctx, env, feature, name, trust, description)
     end }
 end
 
-local function short(arn) return tostring(arn):match("([^/]+)$") end
+local function short(arn) return tostring(arn):match("([^/:]+)$") end
 
 local function attached(ctx, role)
   local list, err = hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = role }, ctx:aws_opts())

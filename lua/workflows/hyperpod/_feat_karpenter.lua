@@ -202,6 +202,23 @@ function M.enable(ctx, env, want)
     K.ensure(ctx, conn, class, { field = M.name })
     K.ensure(ctx, conn, pool, { field = M.name })
   end
+  if ctx.plan then return end
+  -- HyperPod reads each node class: Ready, or why not
+  for _, ig in ipairs(groups(env)) do
+    ctx:poll { what = "HyperpodNodeClass " .. class_name(ig) .. " to be Ready", every = 5, timeout = 5 * 60,
+      check = function()
+        local c = K.get(conn, M.CLASS_API, "HyperpodNodeClass", class_name(ig))
+        local ready
+        for _, cond in ipairs(((c or {}).status or {}).conditions or {}) do
+          if cond.type == "Ready" then ready = cond end
+        end
+        if ready and ready.status == "False" then
+          hypd.errors.raise("FAILED", "HyperpodNodeClass " .. class_name(ig) .. " is not Ready: " ..
+            tostring(ready.reason) .. ": " .. tostring(ready.message))
+        end
+        return ready ~= nil and ready.status == "True", "HyperpodNodeClass " .. class_name(ig) .. " not Ready yet"
+      end }
+  end
 end
 
 -- read_consolidate(ctx, env) -> the consolidateAfter hypd's NodePools have now (kept on a re-run)

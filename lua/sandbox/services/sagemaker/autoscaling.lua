@@ -1,10 +1,10 @@
 -- SageMaker HyperPod autoscaling: what managed Karpenter needs of the
 -- service. BatchAddClusterNodes (the target count of a group rises, new
 -- nodes launch and join), the cluster role's checks (it must exist and
--- trust hyperpod.sagemaker.amazonaws.com; it cannot change while
--- autoscaling is on) and AutoScaling.Status (Creating while an update
+-- trust hyperpod.sagemaker.amazonaws.com when autoscaling turns on; it
+-- cannot change while autoscaling is on) and AutoScaling.Status (Creating while an update
 -- turns it on, Deleting while one turns it off, InService after).
--- clusters.lua calls check_role, status and settle; the Karpenter side is
+-- clusters.lua calls check_role, check_trust, status and settle; the Karpenter side is
 -- sandbox/k8s/controllers/karpenter.lua.
 local C = require "sandbox.services.sagemaker.common"
 local D = require "sandbox.services.eks.deps"
@@ -47,14 +47,21 @@ function M.check_role(ctx, input, c)
   if not arn then return end
   local role = D.role(ctx, arn)
   if not role then C.invalid(ctx, "ClusterRole " .. arn .. " does not exist.") end
-  if not M.trusts(role, M.SERVICE) then
-    C.invalid(ctx, "ClusterRole " .. arn .. " cannot be assumed by " .. M.SERVICE .. ": its trust policy must " ..
-      "allow " .. M.SERVICE .. " to call sts:AssumeRole.")
-  end
   local on = c and c.AutoScaling and c.AutoScaling.Mode == "Enable"
   local turning_off = input.AutoScaling and input.AutoScaling.Mode == "Disable"
   if on and not turning_off and c.ClusterRole and c.ClusterRole ~= arn then
     C.invalid(ctx, "ClusterRole cannot be updated while autoscaling is enabled.")
+  end
+end
+
+-- check_trust(ctx, arn): autoscaling turns on with this role: HyperPod must
+-- be able to assume it
+function M.check_trust(ctx, arn)
+  local role = D.role(ctx, arn)
+  if not role then C.invalid(ctx, "ClusterRole " .. tostring(arn) .. " does not exist.") end
+  if not M.trusts(role, M.SERVICE) then
+    C.invalid(ctx, "ClusterRole " .. arn .. " cannot be assumed by " .. M.SERVICE .. ": its trust policy must " ..
+      "allow " .. M.SERVICE .. " to call sts:AssumeRole.")
   end
 end
 

@@ -70,6 +70,7 @@ local function autoscaling(ctx, input, c)
     if (input.NodeProvisioningMode or c.NodeProvisioningMode) ~= "Continuous" then
       C.invalid(ctx, "AutoScaling requires NodeProvisioningMode Continuous.")
     end
+    AS.check_trust(ctx, input.ClusterRole or c.ClusterRole)
   end
   return AS.status(c, { Mode = a.Mode, AutoScalerType = a.AutoScalerType or (a.Mode == "Enable" and "Karpenter" or nil) })
 end
