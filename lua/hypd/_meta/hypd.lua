@@ -70,6 +70,22 @@ function tool(def) end
 ---@field retry_for? number
 ---@field placeholder? fun(id: string): table
 
+---@class hypd.AbsentSpec
+---@field type string
+---@field name string
+---@field label? string
+---@field find fun(): table?
+---@field delete fun(obj: table)
+---@field owned? fun(obj: table): boolean, string?
+---@field gone? fun(): boolean
+---@field every? number
+---@field timeout? number
+---@field missing? string|string[]
+---@field retry? fun(err: table): string?
+---@field retry_every? number
+---@field retry_for? number
+---@field fields? table
+
 ---@class hypd.PollSpec
 ---@field what string
 ---@field check fun(): boolean, string?, any
@@ -105,6 +121,9 @@ function Ctx:save() end
 ---@param spec hypd.EnsureSpec
 ---@return table obj, string action
 function Ctx:ensure(spec) end
+---@param spec hypd.AbsentSpec
+---@return string action, string? why
+function Ctx:absent(spec) end
 ---@param spec hypd.PollSpec
 ---@return any
 function Ctx:poll(spec) end
