@@ -332,38 +332,38 @@ end
 
 local check_value
 
--- check_object(spec, v, field, fields) -> v with its properties checked
--- (defaults filled): each field of v must be one of spec.properties
-local function check_object(spec, v, field, fields)
-  local out = json.object()
+-- check_fields(props, v, prefix, fields, owner, note, out) -> out: the
+-- fields of object v checked against props (name -> spec): an unknown one
+-- refused, a missing required one named (note(spec) adds to its message),
+-- defaults filled. prefix names nested fields ("feature."); owner is who
+-- takes them (a tool, or the parameter of an object)
+local function check_fields(props, v, prefix, fields, owner, note, out)
   local names = {}
   for k in pairs(v) do names[#names + 1] = tostring(k) end
   table.sort(names)
+  local known = {}
+  for k in pairs(props) do known[#known + 1] = k end
+  table.sort(known)
   for _, k in ipairs(names) do
-    local sub = field .. "." .. errors.echo(k, 40)
-    local ps = spec.properties[k]
-    if not ps then
-      local known = {}
-      for p in pairs(spec.properties) do known[#known + 1] = p end
-      table.sort(known)
-      fields[#fields + 1] = { field = sub, rule = "unknown", message = sub .. ": unknown field (" .. field ..
-        " takes " .. table.concat(known, ", ") .. ")" }
-    elseif v[k] ~= json.null then
-      local nv = check_value(ps, v[k], sub, fields)
-      if nv ~= nil then out[k] = nv end
+    if not props[k] then
+      local shown = prefix .. errors.echo(k, 40)
+      fields[#fields + 1] = { field = shown, rule = "unknown", message = shown .. ": unknown field (" .. owner ..
+        " takes " .. (#known > 0 and table.concat(known, ", ") or "no arguments") .. ")" }
     end
   end
-  local pnames = {}
-  for k in pairs(spec.properties) do pnames[#pnames + 1] = k end
-  table.sort(pnames)
-  for _, k in ipairs(pnames) do
-    local ps = spec.properties[k]
-    if v[k] == nil or v[k] == json.null then
-      if ps.required then
-        fields[#fields + 1] = { field = field .. "." .. k, rule = "required", message = field .. "." .. k .. ": required" }
-      elseif ps.default ~= nil then
-        out[k] = ps.default
+  for _, k in ipairs(known) do
+    local spec, x = props[k], v[k]
+    if x == nil or x == json.null then
+      if spec.required then
+        fields[#fields + 1] = { field = prefix .. k, rule = "required", message = prefix .. k .. ": required" ..
+          (note and note(spec) or "") }
+      elseif spec.default ~= nil then
+        out[k] = spec.default
       end
+    else
+      local nv = check_value(spec, x, prefix .. k, fields)
+      if nv ~= nil then out[k] = nv end
+      if spec.secret and type(x) == "string" then core.add_secret(x) end
     end
   end
   return out
@@ -409,7 +409,7 @@ function check_value(spec, v, field, fields)
   elseif vt == "array" and spec.items then
     for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
   elseif vt == "object" and spec.properties then
-    v = check_object(spec, v, field, fields)
+    v = check_fields(spec.properties, v, field .. ".", fields, field, nil, json.object())
   end
   return v
 end
@@ -421,40 +421,10 @@ function M.validate(def, args)
     return errors.fail("VALIDATION", def.name .. ": arguments must be a JSON object",
       { fields = { { field = "", rule = "type", message = "arguments must be a JSON object" } } })
   end
-  local fields, out = {}, {}
-  local names = {}
-  for k in pairs(args) do names[#names + 1] = tostring(k) end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    if not def.params[k] then
-      local shown = errors.echo(k, 40)
-      fields[#fields + 1] = { field = shown, rule = "unknown", message = shown .. ": unknown field (" .. def.name ..
-        " takes " .. (next(def.params) and table.concat((function()
-          local ps = {}
-          for p in pairs(def.params) do ps[#ps + 1] = p end
-          table.sort(ps)
-          return ps
-        end)(), ", ") or "no arguments") .. ")" }
-    end
-  end
-  local pnames = {}
-  for k in pairs(def.params) do pnames[#pnames + 1] = k end
-  table.sort(pnames)
-  for _, k in ipairs(pnames) do
-    local spec, v = def.params[k], args[k]
-    if v == nil or v == json.null then
-      if spec.required then
-        fields[#fields + 1] = { field = k, rule = "required", message = k .. ": required" ..
-          (spec.decision and decision_note(def.name) or "") }
-      elseif spec.default ~= nil then
-        out[k] = spec.default
-      end
-    else
-      local nv = check_value(spec, v, k, fields)
-      if nv ~= nil then out[k] = nv end
-      if spec.secret and type(v) == "string" then core.add_secret(v) end
-    end
-  end
+  local fields = {}
+  local out = check_fields(def.params, args, "", fields, def.name, function(spec)
+    return spec.decision and decision_note(def.name) or ""
+  end, {})
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end

@@ -21,6 +21,14 @@ local LABELS = [[
     app.kubernetes.io/instance: kuberay-operator
     app.kubernetes.io/version: "1.6.1"]]
 
+-- the metadata of the namespaced objects named kuberay-operator
+local OPERATOR = [[
+metadata:
+  name: kuberay-operator
+  namespace: kuberay-system
+  labels:
+@LABELS@]]
+
 local MANIFESTS = [[
 apiVersion: v1
 kind: Namespace
@@ -31,11 +39,7 @@ metadata:
 ---
 apiVersion: v1
 kind: ServiceAccount
-metadata:
-  name: kuberay-operator
-  namespace: kuberay-system
-  labels:
-@LABELS@
+@OPERATOR@
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -69,21 +73,6 @@ rules:
   verbs: ["create", "get", "list", "update"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: kuberay-operator
-  labels:
-@LABELS@
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: kuberay-operator
-subjects:
-- kind: ServiceAccount
-  name: kuberay-operator
-  namespace: kuberay-system
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: kuberay-operator-leader-election
@@ -98,29 +87,9 @@ rules:
   resources: ["events"]
   verbs: ["create", "patch"]
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: kuberay-operator-leader-election
-  namespace: kuberay-system
-  labels:
-@LABELS@
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: kuberay-operator-leader-election
-subjects:
-- kind: ServiceAccount
-  name: kuberay-operator
-  namespace: kuberay-system
----
 apiVersion: v1
 kind: Service
-metadata:
-  name: kuberay-operator
-  namespace: kuberay-system
-  labels:
-@LABELS@
+@OPERATOR@
 spec:
   type: ClusterIP
   selector:
@@ -134,11 +103,7 @@ spec:
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata:
-  name: kuberay-operator
-  namespace: kuberay-system
-  labels:
-@LABELS@
+@OPERATOR@
 spec:
   replicas: 1
   strategy:
@@ -193,18 +158,27 @@ spec:
 
 local CRDS = { { "rayclusters", "RayCluster" }, { "rayjobs", "RayJob" }, { "rayservices", "RayService" } }
 
-local function plain(s, from, to)
-  local i = s:find(from, 1, true)
-  while i do
-    s = s:sub(1, i - 1) .. to .. s:sub(i + #from)
-    i = s:find(from, i + #to, true)
-  end
-  return s
+-- binding(kind, name, namespace) -> the (Cluster)RoleBinding of the
+-- operator's service account to the role of that name
+local function binding(kind, name, ns)
+  return { apiVersion = "rbac.authorization.k8s.io/v1", kind = kind .. "Binding",
+    metadata = { name = name, namespace = ns, labels = { ["app.kubernetes.io/name"] = "kuberay-operator",
+      ["app.kubernetes.io/instance"] = "kuberay-operator", ["app.kubernetes.io/version"] = "1.6.1" } },
+    roleRef = { apiGroup = "rbac.authorization.k8s.io", kind = kind, name = name },
+    subjects = { { kind = "ServiceAccount", name = "kuberay-operator", namespace = M.NAMESPACE } } }
 end
 
 function M.objects()
-  local text = plain(plain(MANIFESTS, "@LABELS@", LABELS), "@IMAGE@", M.IMAGE)
-  return hypd.yaml.decode_all(text)
+  local text = MANIFESTS:gsub("@OPERATOR@", function() return OPERATOR end):gsub("@LABELS@", function() return LABELS end)
+    :gsub("@IMAGE@", function() return M.IMAGE end)
+  local out = {}
+  for _, o in ipairs(hypd.yaml.decode_all(text)) do
+    out[#out + 1] = o
+    -- each role followed by its binding
+    if o.kind == "ClusterRole" then out[#out + 1] = binding("ClusterRole", o.metadata.name) end
+    if o.kind == "Role" then out[#out + 1] = binding("Role", o.metadata.name, M.NAMESPACE) end
+  end
+  return out
 end
 
 function M.crds()

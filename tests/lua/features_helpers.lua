@@ -13,6 +13,11 @@ local FH = {}
 
 FH.THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 
+-- aws(opts) -> call(service, operation, params): the test's own AWS calls
+function FH.aws(opts)
+  return function(service, operation, params) return require("hypd.aws").call(service, operation, params or {}, opts) end
+end
+
 function FH.wait(check, limit, every)
   local t0 = require("hypd.core").now()
   while not check() do
@@ -50,22 +55,12 @@ function FH.cluster(call, name, octet, opts)
   return { eks = eks, hp = hp, role = role, subnets = subnets, sg = sg }
 end
 
--- the sandbox audit log in this process: mark() -> position; since(m) -> {"service Operation" = n}, total
+-- the sandbox audit log in this process: mark() -> position; since(m) ->
+-- {"service Operation" = n}, total (eks_helpers' own)
+local E = dofile("tests/lua/eks_helpers.lua")
+FH.mark, FH.since = E.mark, E.since
 local store = require "hypd.store"
-function FH.mark()
-  local evs = store.events(0, 1000000) or {}
-  return #evs > 0 and evs[#evs].seq or 0
-end
-function FH.since(m)
-  local counts, total = {}, 0
-  for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "sandbox.audit" and not e.data.refused then
-      local k = e.data.service .. " " .. e.data.operation
-      counts[k], total = (counts[k] or 0) + 1, total + 1
-    end
-  end
-  return counts, total
-end
+
 -- hypd's own audit of Kubernetes writes since m
 function FH.k8s_writes(m)
   local out = {}

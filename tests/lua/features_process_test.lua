@@ -15,11 +15,9 @@
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local H = dofile("tests/lua/helpers.lua")
-
-local dir = H.tmpdir()
-local kc = H.kubectl_harness(dir)
-local env, pid = {}, nil
 local EKS, HP, ACCT = "fp", "fp-hp", "123456789012"
+local dir = H.tmpdir()
+local kc, env, pid = H.kubectl_harness(dir), {}, nil
 local absent -- why the first test could not run (nil: it ran)
 local function skip() return t.skip(absent or "no cluster: the first test failed to make it") end
 
@@ -103,13 +101,8 @@ local FEATURES = {
 }
 
 t.test("a sandbox process with an EKS and a HyperPod cluster made with boto3, and kubectl for it", function()
-  if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then
-    absent = "no kubectl or boto3 on this machine"
-    return skip()
-  end
-  env, pid = H.sandbox_process(dir, "--virtual-clock")
-  env = env or {}
-  kc.env = env
+  env, pid, absent = H.kubectl_sandbox(dir, kc)
+  if absent then return skip() end
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, out, err = kc.sh("python3 tests/tools/features_cluster.py make " .. EKS .. " " .. HP .. " 61")
   t.eq(rc, 0, err)

@@ -12,18 +12,13 @@
 -- The full on / on again / off round of every feature, checked with boto3
 -- and kubectl, is features_process_test.lua.
 local t = require "hypd.tap"
-local aws = require "hypd.aws"
-local core = require "hypd.core"
-local json = require "hypd.json"
-local op = require "hypd.op"
-local task = require "hypd.task"
-local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
-
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
-local function call(s, o, p) return aws.call(s, o, p or {}, OPTS) end
+local call = FH.aws(OPTS)
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
+local task, tool = require "hypd.task", require "hypd.tool"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local OPERATOR = { name = "operator-tester", scope = "operate", front = "test" }
 local UPDATE, DISABLE, GET = "hyperpod_update_advanced_features", "hyperpod_disable_advanced_features",

@@ -12,18 +12,7 @@ local store = require "hypd.store"
 local tool = require "hypd.tool"
 require("hypd.tools").load()
 
-local crash = os.getenv("CRASH_PHASE")
-op.subscribe(function(ev)
-  if ev.kind ~= "operation.phase" then return end
-  if crash and tostring(ev.phase):find(crash, 1, true) then
-    local f = io.open("/proc/self/stat")
-    local pid = f:read("n")
-    f:close()
-    io.stdout:write("# crash at ", ev.phase, "\n")
-    io.stdout:flush()
-    os.execute("kill -9 " .. pid)
-  end
-end)
+dofile("tests/tools/crash_at.lua")(os.getenv("CRASH_PHASE"))
 
 local function mark()
   local evs = store.events(0, 1000000) or {}

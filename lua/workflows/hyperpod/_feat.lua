@@ -76,6 +76,11 @@ M.PARAMS = {
   cert_manager = toggle("cert-manager (the EKS add-on cert-manager)."),
 }
 
+-- the HyperPod cluster parameter of the three tools
+M.HYPERPOD_CLUSTER = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$|^arn:aws[a-z-]*:sagemaker:",
+  pattern_help = "a HyperPod cluster name or ARN",
+  description = "the HyperPod cluster (default: the one on the EKS cluster given, or on the active cluster)" }
+
 -- want(v) -> {enabled, options...} for a parameter's value (true, false or an object)
 function M.want(v)
   if type(v) == "boolean" then return { enabled = v } end
@@ -212,6 +217,43 @@ end
 function M.refresh(ctx, env)
   if env.hp_name then env.hyperpod = hp.find(ctx, nil, env.hp_name) end
   return env
+end
+
+M.POLL, M.LIMIT = 30, 45 * 60   -- a HyperPod cluster update takes 5 to 10 minutes
+
+-- setting(ctx, env, what, spec) -> the cluster once done: settings of the
+-- HyperPod cluster made to hold with one UpdateCluster when they differ
+-- (spec.desired, spec.current(c), spec.request(c) -> its input; spec.retry,
+-- retry_every, retry_for as ensure's), then waited for until the cluster is
+-- InService again and spec.done(c) holds (spec.waiting names the wait;
+-- spec.failed(c) -> a message when it cannot come)
+function M.setting(ctx, env, what, spec)
+  local name = env.hp_name
+  ctx:ensure { type = "sagemaker:cluster-setting", label = "HyperPod cluster", name = name .. " " .. what,
+    id = "ClusterArn", search = function() return hp.find(ctx, nil, name) end,
+    create = function() hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end,
+    desired = spec.desired, current = spec.current, retry = spec.retry, retry_every = spec.retry_every,
+    retry_for = spec.retry_for,
+    update = function(c)
+      if c.ClusterStatus ~= "InService" then
+        hypd.errors.raise("STATE", "HyperPod cluster " .. name .. " is " .. tostring(c.ClusterStatus) ..
+          "; its " .. what .. " can change only when it is InService: call again once it is")
+      end
+      ctx:call("sagemaker", "UpdateCluster", spec.request(c))
+      return c
+    end }
+  if ctx.plan then return nil end
+  return ctx:poll { what = "HyperPod cluster " .. name .. " " .. (spec.waiting or "to be InService"), every = M.POLL,
+    timeout = M.LIMIT,
+    check = function()
+      local c = hp.find(ctx, nil, name)
+      if not c then hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end
+      local why = (c.ClusterStatus == "Failed" and tostring(c.FailureMessage)) or (spec.failed and spec.failed(c))
+      if why then hypd.errors.raise("FAILED", "HyperPod cluster " .. name .. " " .. what .. " failed: " .. why) end
+      return c.ClusterStatus == "InService" and (not spec.done or spec.done(c)),
+        "HyperPod cluster " .. name .. " " .. tostring(c.ClusterStatus) .. (spec.note and (", " .. spec.note(c)) or ""),
+        c
+    end }
 end
 
 -- need_hyperpod(env, feature)

@@ -23,11 +23,9 @@
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
 local K = require "hyperpod._feat_k8s"
-local hp = require "hyperpod._hp"
 
 local M = { name = "karpenter", hyperpod = true }
 
-M.POLL, M.LIMIT = 30, 45 * 60
 M.ROLE_WAIT, M.ROLE_FOR = 20, 120   -- IAM propagation: 20 s between tries (InstantStart waits 20 s once)
 M.CLASS_API, M.POOL_API = "karpenter.sagemaker.amazonaws.com/v1", "karpenter.sh/v1"
 M.DISRUPTION = { consolidationPolicy = "WhenEmptyOrUnderutilized", consolidateAfter = "0s", budgetNodes = "90%" }
@@ -122,18 +120,15 @@ end
 -- autoscaling(ctx, env, want): the cluster's AutoScaling (and what goes
 -- with it) made to hold, then waited for until InService
 local function autoscaling(ctx, env, want, role_arn)
-  local name = env.hp_name
   local desired = { AutoScaling = want }
   if want.Mode == "Enable" then
     desired.NodeRecovery = "Automatic"
     desired.NodeProvisioningMode = "Continuous"
   end
-  ctx:ensure { type = "sagemaker:cluster-setting", label = "HyperPod cluster", name = name .. " AutoScaling",
-    search = function() return hp.find(ctx, nil, name) end, id = "ClusterArn",
-    create = function() hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end,
-    desired = desired,
+  local function as_of(c) return c.AutoScaling or { Mode = "Disable", Status = "InService" } end
+  return F.setting(ctx, env, "AutoScaling", { desired = desired,
     current = function(c)
-      local as = c.AutoScaling or { Mode = "Disable" }
+      local as = as_of(c)
       return { AutoScaling = { Mode = as.Mode, AutoScalerType = want.AutoScalerType and as.AutoScalerType or nil },
         NodeRecovery = desired.NodeRecovery and c.NodeRecovery, NodeProvisioningMode = desired.NodeProvisioningMode and
         c.NodeProvisioningMode }
@@ -144,37 +139,23 @@ local function autoscaling(ctx, env, want, role_arn)
         return "SageMaker does not see role " .. tostring(role_arn) .. " yet"
       end
     end,
-    update = function(c)
-      if c.ClusterStatus ~= "InService" then
-        hypd.errors.raise("STATE", "HyperPod cluster " .. name .. " is " .. tostring(c.ClusterStatus) ..
-          "; its autoscaling can change only when it is InService: call again once it is")
-      end
-      local req = { ClusterName = name, AutoScaling = want }
+    request = function(c)
+      local req = { ClusterName = env.hp_name, AutoScaling = want }
       if want.Mode == "Enable" then
         -- the role cannot change while autoscaling is on
         if not (c.AutoScaling and c.AutoScaling.Mode == "Enable") then req.ClusterRole = role_arn end
         if c.NodeRecovery ~= "Automatic" then req.NodeRecovery = "Automatic" end
         if c.NodeProvisioningMode ~= "Continuous" then req.NodeProvisioningMode = "Continuous" end
       end
-      ctx:call("sagemaker", "UpdateCluster", req)
-      return c
-    end }
-  if ctx.plan then return end
-  ctx:poll { what = "HyperPod cluster " .. name .. " autoscaling to be " .. want.Mode .. "d", every = M.POLL,
-    timeout = M.LIMIT,
-    check = function()
-      local c = hp.find(ctx, nil, name)
-      if not c then hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end
-      local as = c.AutoScaling or { Mode = "Disable", Status = "InService" }
-      if as.Status == "Failed" or c.ClusterStatus == "Failed" then
-        hypd.errors.raise("FAILED", "HyperPod cluster " .. name .. " autoscaling failed: " ..
-          tostring(as.FailureMessage or c.FailureMessage))
-      end
-      local done = c.ClusterStatus == "InService" and as.Mode == want.Mode and
-        (want.Mode == "Disable" or as.Status == "InService")
-      return done, "HyperPod cluster " .. name .. " " .. tostring(c.ClusterStatus) .. ", autoscaling " ..
-        tostring(as.Mode) .. " " .. tostring(as.Status), c
-    end }
+      return req
+    end,
+    waiting = "autoscaling to be " .. want.Mode .. "d",
+    failed = function(c) return as_of(c).Status == "Failed" and tostring(as_of(c).FailureMessage) or nil end,
+    done = function(c)
+      local as = as_of(c)
+      return as.Mode == want.Mode and (want.Mode == "Disable" or as.Status == "InService")
+    end,
+    note = function(c) return "autoscaling " .. tostring(as_of(c).Mode) .. " " .. tostring(as_of(c).Status) end })
 end
 
 function M.enable(ctx, env, want)

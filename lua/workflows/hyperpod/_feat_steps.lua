@@ -18,11 +18,8 @@ local F = require "hyperpod._feat"
 local M = {}
 
 function M.target(p)
-  local region = p.region
-  if not region then
-    local ok, r = pcall(hypd.aws.region, {})
-    region = ok and r or "default"
-  end
+  local ok, region = pcall(hypd.aws.region, { region = p.region })
+  if not ok then region = p.region or "default" end
   local name = p.cluster or p.hyperpod_cluster
   if not name then
     local act = hypd.clusters.active()
@@ -182,6 +179,18 @@ function M.result(ctx)
     end
   end
   ctx.state.result = { cluster = env.eks, region = env.region, hyperpod_cluster = env.hp_name, features = out }
+end
+
+-- steps(mode, wants_of) -> the steps of the update tool (mode "enable") or
+-- of the disable tool ("disable"); wants_of(params) -> {feature = want}
+function M.steps(mode, wants_of)
+  local steps = { { name = "check", run = function(ctx) M.check(ctx, wants_of(ctx.params), mode) end } }
+  if mode == "enable" then steps[#steps + 1] = { name = "disable", run = M.disable_step } end
+  local first, last, by = 1, #F.ORDER, 1
+  if mode == "disable" then first, last, by = #F.ORDER, 1, -1 end
+  for i = first, last, by do steps[#steps + 1] = M.feature_step(F.ORDER[i], mode) end
+  steps[#steps + 1] = { name = "result", run = M.result }
+  return steps
 end
 
 return M

@@ -21,7 +21,6 @@ local M = { name = "tiered_checkpointing", hyperpod = true }
 
 M.NS, M.SA = "default", "tiered-storage-sa"
 M.ANNOTATION = "eks.amazonaws.com/role-arn"
-M.POLL, M.LIMIT = 30, 45 * 60   -- UpdateCluster takes 5 to 10 minutes
 
 M.POLICY = { Version = "2012-10-17", Statement = {
   { Sid = "CheckpointsInS3", Effect = "Allow", Action = "s3:*", Resource = "*" },
@@ -73,10 +72,7 @@ end
 -- cluster(ctx, env, config): the cluster's TieredStorageConfig made to
 -- hold, every group resent as it is, then waited for until InService
 local function cluster(ctx, env, want)
-  local name = env.hp_name
-  local d = ctx:ensure { type = "sagemaker:cluster-setting", label = "HyperPod cluster", name = name .. " TieredStorageConfig",
-    search = function() return hp.find(ctx, nil, name) end, id = "ClusterArn",
-    create = function() hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end,
+  return F.setting(ctx, env, "TieredStorageConfig", {
     desired = { TieredStorageConfig = want },
     current = function(c)
       local ts = c.TieredStorageConfig or { Mode = "Disable" }
@@ -84,26 +80,11 @@ local function cluster(ctx, env, want)
       return { TieredStorageConfig = { Mode = ts.Mode, InstanceMemoryAllocationPercentage =
         want.InstanceMemoryAllocationPercentage and ts.InstanceMemoryAllocationPercentage or nil } }
     end,
-    update = function(c)
-      if c.ClusterStatus ~= "InService" then
-        hypd.errors.raise("STATE", "HyperPod cluster " .. name .. " is " .. tostring(c.ClusterStatus) ..
-          "; its TieredStorageConfig can change only when it is InService: call again once it is")
-      end
+    request = function(c)
       local groups = {}
       for _, g in ipairs(c.InstanceGroups or {}) do groups[#groups + 1] = hp.update_group(g) end
-      ctx:call("sagemaker", "UpdateCluster", { ClusterName = name, InstanceGroups = groups, TieredStorageConfig = want })
-      return c
-    end }
-  if ctx.plan then return d end
-  return ctx:poll { what = "HyperPod cluster " .. name .. " to be InService", every = M.POLL, timeout = M.LIMIT,
-    check = function()
-      local c = hp.find(ctx, nil, name)
-      if not c then hypd.errors.raise("NOT_FOUND", "HyperPod cluster " .. name .. " is gone") end
-      if c.ClusterStatus == "Failed" then
-        hypd.errors.raise("FAILED", "HyperPod cluster " .. name .. " failed: " .. tostring(c.FailureMessage))
-      end
-      return c.ClusterStatus == "InService", "HyperPod cluster " .. name .. " " .. tostring(c.ClusterStatus), c
-    end }
+      return { ClusterName = env.hp_name, InstanceGroups = groups, TieredStorageConfig = want }
+    end })
 end
 
 function M.enable(ctx, env, want)

@@ -6,13 +6,11 @@ local P = require "_params"
 local F = require "hyperpod._feat"
 local S = require "hyperpod._feat_steps"
 
-local steps = { { name = "check", run = function(ctx)
+local steps = S.steps("disable", function(p)
   local wants = {}
-  for _, name in ipairs(ctx.params.features) do wants[name] = { enabled = false } end
-  S.check(ctx, wants, "disable")
-end } }
-for i = #F.ORDER, 1, -1 do steps[#steps + 1] = S.feature_step(F.ORDER[i], "disable") end
-steps[#steps + 1] = { name = "result", run = S.result }
+  for _, name in ipairs(p.features) do wants[name] = { enabled = false } end
+  return wants
+end)
 
 return tool {
   name = "hyperpod_disable_advanced_features",
@@ -40,9 +38,7 @@ return tool {
   k8s = { "get", "list", "delete" },
   params = {
     cluster = P.cluster,
-    hyperpod_cluster = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$|^arn:aws[a-z-]*:sagemaker:",
-      pattern_help = "a HyperPod cluster name or ARN",
-      description = "the HyperPod cluster (default: the one on the EKS cluster given, or on the active cluster)" },
+    hyperpod_cluster = F.HYPERPOD_CLUSTER,
     region = P.region,
     features = { type = "array", required = true, decision = true, items = { type = "string", enum = F.ORDER },
       description = "the features to turn off (a list, or a,b,c): " .. table.concat(F.ORDER, ", ") },

@@ -26,9 +26,7 @@ return tool {
   k8s = { "get", "list" },
   params = {
     cluster = P.cluster,
-    hyperpod_cluster = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$|^arn:aws[a-z-]*:sagemaker:",
-      pattern_help = "a HyperPod cluster name or ARN",
-      description = "the HyperPod cluster (default: the one on the EKS cluster given, or on the active cluster)" },
+    hyperpod_cluster = F.HYPERPOD_CLUSTER,
     region = P.region,
     features = { type = "array", items = { type = "string", enum = F.ORDER },
       description = "only these features (default: all seven)" },

@@ -8,22 +8,18 @@ local S = require "hyperpod._feat_steps"
 
 local params = {
   cluster = P.cluster,
-  hyperpod_cluster = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$|^arn:aws[a-z-]*:sagemaker:",
-    pattern_help = "a HyperPod cluster name or ARN",
-    description = "the HyperPod cluster (default: the one on the EKS cluster given, or on the active cluster)" },
+  hyperpod_cluster = F.HYPERPOD_CLUSTER,
   region = P.region,
 }
 for name, spec in pairs(F.PARAMS) do params[name] = spec end
 
-local steps = { { name = "check", run = function(ctx)
+local steps = S.steps("enable", function(p)
   local wants = {}
   for _, name in ipairs(F.ORDER) do
-    if ctx.params[name] ~= nil then wants[name] = F.want(ctx.params[name]) end
+    if p[name] ~= nil then wants[name] = F.want(p[name]) end
   end
-  S.check(ctx, wants, "enable")
-end }, { name = "disable", run = S.disable_step } }
-for _, name in ipairs(F.ORDER) do steps[#steps + 1] = S.feature_step(name, "enable") end
-steps[#steps + 1] = { name = "result", run = S.result }
+  return wants
+end)
 
 return tool {
   name = "hyperpod_update_advanced_features",
