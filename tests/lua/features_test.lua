@@ -357,6 +357,53 @@ t.test("a pod that no group's instance type can take adds no node", function()
   assert(k:delete("v1", "Pod", "too-big", { namespace = "default" }))
 end)
 
+t.test("a plan to turn Karpenter off lists what it would delete and change, through the destructive tool", function()
+  local m = FH.mark()
+  local rows = plan { karpenter = false }
+  local n = "feat-a"
+  has(rows, "delete k8s:nodepool gpu-nodepool")
+  has(rows, "delete k8s:hyperpodnodeclass cpu-nodeclass")
+  has(rows, "change sagemaker:cluster-setting " .. C.hp .. " AutoScaling")
+  has(rows, "delete iam:role-policy-attachment SageMakerHyperPodKarpenterPolicy-" .. n .. " on hyperpod-karpenter-role-" .. n)
+  has(rows, "delete iam:role hyperpod-karpenter-role-" .. n)
+  has(rows, "delete iam:policy SageMakerHyperPodKarpenterPolicy-" .. n)
+  local _, total = FH.since(m)
+  t.eq({ total, #FH.k8s_writes(m) }, { 0, 0 }, "nothing sent")
+  t.eq(get("karpenter").status, "enabled")
+end)
+
+t.test("a KubeRay operator someone else installed reads as on, and turning it off keeps it", function()
+  local k = require("hypd.k8s").connect { cluster = EKS, region = "us-west-2" }
+  -- made the way Helm makes them (hypd.k8s would mark them as hypd's): straight into the cluster's store
+  local cl = require("sandbox.k8s").cluster("us-west-2", EKS)
+  local helm = { ["app.kubernetes.io/managed-by"] = "Helm" }
+  assert(cl:create(cl.reg:find("", "v1", "namespaces"), { metadata = { name = "kuberay-system", labels = helm } }))
+  assert(cl:create(cl.reg:find("apps", "v1", "deployments"), { metadata = { name = "kuberay-operator",
+    namespace = "kuberay-system", labels = helm }, spec = { replicas = 1,
+      selector = { matchLabels = { app = "kuberay" } }, template = { metadata = { labels = { app = "kuberay" } },
+        spec = { containers = { { name = "op", image = "quay.io/kuberay/operator:v1.4.2" } } } } } }))
+  local s = get("kuberay_operator")
+  t.eq({ s.enabled, s.source }, { true, "kubernetes" }, json.encode(s))
+  t.like(s.note, "Helm")
+  local m = FH.mark()
+  local v = update { kuberay_operator = false }
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.eq(v.result.features.kuberay_operator.action, "kept")
+  t.eq(#FH.k8s_writes(m), 0, "nothing deleted")
+  t.ok(k:get("apps/v1", "Deployment", "kuberay-operator", { namespace = "kuberay-system" }), "still there")
+  assert(k:delete("apps/v1", "Deployment", "kuberay-operator", { namespace = "kuberay-system" }))
+  assert(k:delete("v1", "Namespace", "kuberay-system"))
+  task.sleep(5)
+  t.eq(get("kuberay_operator").status, "disabled")
+end)
+
+t.test("the sandbox's inference add-on refuses to be made without its required configuration", function()
+  local _, err = require("hypd.aws").try("eks", "CreateAddon", { clusterName = EKS,
+    addonName = "amazon-sagemaker-hyperpod-inference" }, OPTS)
+  t.eq(err.code, "InvalidParameterException")
+  t.like(err.message, "executionRoleArn")
+end)
+
 t.test("the status tool follows an operation with wait_seconds", function()
   local acc = assert(tool.call(UPDATE, { cluster = EKS, kuberay_operator = true }, ADMIN))
   local r = assert(tool.call(GET, { cluster = EKS, wait_seconds = 60 }, ADMIN))

@@ -83,7 +83,7 @@ function M.read(ctx, env)
   F.part(parts, role)
   local d = env.hyperpod or {}
   local as = d.AutoScaling or {}
-  F.part(parts, { part = "AutoScaling Mode Enable (Karpenter) on HyperPod cluster " .. tostring(env.hp_name),
+  F.part(parts, { part = "AutoScaling Mode Enable (Karpenter) on HyperPod cluster " .. (env.hp_name or "(none)"),
     present = as.Mode == "Enable", status = as.Status, ok = as.Status == "InService",
     pending = as.Status == "Creating" or as.Status == "Deleting" or d.ClusterStatus == "Updating" or nil,
     failed = as.Status == "Failed" or nil, note = as.FailureMessage, role = d.ClusterRole })

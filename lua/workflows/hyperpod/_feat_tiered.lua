@@ -43,7 +43,7 @@ function M.read(ctx, env)
   local n = F.names(env)
   local parts = {}
   local s = setting(env.hyperpod)
-  F.part(parts, { part = "TieredStorageConfig Mode Enable on HyperPod cluster " .. tostring(env.hp_name),
+  F.part(parts, { part = "TieredStorageConfig Mode Enable on HyperPod cluster " .. (env.hp_name or "(none)"),
     present = s.mode == "Enable", status = s.mode, ok = true,
     pending = env.hyperpod and env.hyperpod.ClusterStatus == "Updating" or nil })
   local pol = I.read_policy(ctx, env, n.tiered_policy)
