@@ -12,7 +12,7 @@
 --   ctx:k8s([cluster]) -> a Kubernetes connection (the tool's cluster
 --     parameter, else the active cluster)
 --   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
---   ctx:ensure{...}, ctx:poll{...}: the workflow kit (hypd.kit)
+--   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.kit)
 local aws = require "hypd.aws"
 local errors = require "hypd.errors"
 local task = require "hypd.task"

@@ -79,6 +79,7 @@
 --                  every is not given
 --   spec.retry, retry_every, retry_for   "not yet" errors of delete (a
 --                  dependency still draining), as for ensure
+--   spec.fields    what a plan shows of it
 --   action: "deleted" | "absent" | "kept" (why says why); a plan: "delete"
 --   | "absent" | "kept". What is kept is added to ctx.state.kept ({type,
 --   name, id, why}) for the tool's report.
@@ -103,7 +104,8 @@ local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = t
   current = true, update = true, retry = true, retry_every = true, retry_for = true, placeholder = true }
 local ABSENT_KEYS = { type = true, name = true, label = true, id = true, field = true, find = true, owned = true,
   keep = true,
-  delete = true, gone = true, every = true, timeout = true, retry = true, retry_every = true, retry_for = true }
+  delete = true, gone = true, every = true, timeout = true, retry = true, retry_every = true, retry_for = true,
+  fields = true }
 local POLL_KEYS = { what = true, check = true, every = true, timeout = true, since = true, phase = true,
   expired = true }
 
@@ -282,6 +284,7 @@ local function kept(ctx, spec, obj, why)
   list[#list + 1] = { type = spec.type, name = spec.name, id = obj and id_of(spec, obj), why = why }
   ctx.state.kept = list
   if ctx.plan then plan_entry(ctx, "keep", spec, { id = obj and id_of(spec, obj), why = why }) end
+  if not ctx.plan then ctx:progress(what(spec) .. " kept: " .. tostring(why)) end
   return "kept", why
 end
 
@@ -304,7 +307,7 @@ function M.absent(ctx, spec)
   if type(why) == "function" then why = why(obj) end
   if why then return kept(ctx, spec, obj, why) end
   if ctx.plan then
-    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj) })
+    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj), fields = spec.fields })
     return "delete"
   end
   ctx:phase("deleting " .. what(spec))
@@ -359,8 +362,8 @@ end
 -- install(Ctx): the kit as methods of a context class
 function M.install(Ctx)
   Ctx.ensure = M.ensure
-  Ctx.poll = M.poll
   Ctx.absent = M.absent
+  Ctx.poll = M.poll
 end
 
 return M

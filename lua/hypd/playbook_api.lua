@@ -118,7 +118,11 @@ local function tools_api(name)
       if c.parent and r.operation_id then
         local view = op.wait(r.operation_id)
         if view.status ~= "succeeded" then
-          errors.raise(view.error and view.error.code or "FAILED", string.format("%s (operation %s) %s: %s", tname,
+          -- a child that was cancelled fails its parent: CANCELLED raised
+          -- here would read as this host stopping (the parent kept running)
+          local code = view.error and view.error.code or "FAILED"
+          if view.status == "cancelled" or code == "CANCELLED" then code = "FAILED" end
+          errors.raise(code, string.format("%s (operation %s) %s: %s", tname,
             r.operation_id, tostring(view.status), tostring(view.error and view.error.message or view.phase)),
             { operation_id = r.operation_id })
         end

@@ -15,9 +15,11 @@
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --   }
 --
--- Param specs: type (string, integer, number, boolean, array, object), required,
+-- Param specs: type (string, integer, number, boolean, array, object, or a
+-- list of them: {"boolean", "object"} takes either), required,
 -- default, enum, pattern (an ECMAScript regex, as JSON Schema has it),
--- minimum, maximum, min_length, max_length, items (a spec), description,
+-- minimum, maximum, min_length, max_length, items (a spec), properties (an
+-- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
 -- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
 --
@@ -60,13 +62,27 @@ M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe 
 
 local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 0) end
 
+-- types_of(spec) -> the list of types a spec takes (its type, or its list of types)
+local function types_of(spec)
+  if type(spec.type) == "table" then return spec.type end
+  return { spec.type }
+end
+M.types_of = types_of
+
 local function check_spec(tname, pname, spec)
   if type(spec) ~= "table" then bad_def(tname, "param " .. pname .. " needs a table") end
   for k in pairs(spec) do
     if not SPEC_KEYS[k] then bad_def(tname, "param " .. pname .. ": unknown key " .. tostring(k)) end
   end
-  if not TYPES[spec.type] then bad_def(tname, "param " .. pname .. ": type must be one of string, integer, " ..
-    "number, boolean, array, object") end
+  local ts = types_of(spec)
+  local typed = #ts > 0
+  for _, t in ipairs(ts) do typed = typed and TYPES[t] == true end
+  if not typed then bad_def(tname, "param " .. pname .. ": type must be one of string, integer, " ..
+    "number, boolean, array, object (or a list of them)") end
+  if spec.properties ~= nil then
+    if type(spec.properties) ~= "table" then bad_def(tname, "param " .. pname .. ": properties is a table of specs") end
+    for k, v in pairs(spec.properties) do check_spec(tname, pname .. "." .. tostring(k), v) end
+  end
   if spec.pattern_help ~= nil and (type(spec.pattern_help) ~= "string" or not spec.pattern) then
     bad_def(tname, "param " .. pname .. ": pattern_help is the pattern said in words (a string beside pattern)")
   end
@@ -194,13 +210,27 @@ end
 -- schemas -----------------------------------------------------------------------
 
 local function spec_schema(spec)
-  local s = { type = spec.type, description = spec.description, default = spec.default, pattern = spec.pattern,
+  local ty = spec.type
+  if type(ty) == "table" then
+    ty = json.array()
+    for i, x in ipairs(spec.type) do ty[i] = x end
+  end
+  local s = { type = ty, description = spec.description, default = spec.default, pattern = spec.pattern,
     minimum = spec.minimum, maximum = spec.maximum, minLength = spec.min_length, maxLength = spec.max_length }
   if spec.enum then s.enum = json.array(); for i, v in ipairs(spec.enum) do s.enum[i] = v end end
   if spec.items then s.items = spec_schema(spec.items) end
-  if spec.type == "object" then
+  local object = false
+  for _, t in ipairs(types_of(spec)) do object = object or t == "object" end
+  if object then
     s.properties = json.object()
     for k, v in pairs(spec.properties or {}) do s.properties[k] = spec_schema(v) end
+    if spec.properties then
+      s.additionalProperties = false
+      local req = json.array()
+      for k, v in pairs(spec.properties) do if v.required then req[#req + 1] = k end end
+      table.sort(req)
+      if #req > 0 then s.required = req end
+    end
   end
   if spec.pattern_help then s["x-hypd-pattern-help"] = spec.pattern_help end
   if spec.secret then s.writeOnly = true end
@@ -259,8 +289,7 @@ end
 
 -- validation ----------------------------------------------------------------------
 
-local function type_ok(spec, v)
-  local t = spec.type
+local function type_is(t, v)
   if t == "string" then return type(v) == "string" end
   if t == "boolean" then return type(v) == "boolean" end
   -- an integer is exactly a 64-bit integer: 1e400, 2^63 or a 30-digit
@@ -273,6 +302,13 @@ local function type_ok(spec, v)
   end
   if t == "object" then return type(v) == "table" and not json.is_array(v) end
   return false
+end
+
+-- type_ok(spec, v) -> the first of the spec's types v has, or nil
+local function type_ok(spec, v)
+  for _, t in ipairs(types_of(spec)) do
+    if type_is(t, v) then return t end
+  end
 end
 
 local function describe(v)
@@ -295,17 +331,63 @@ local function decision_note(tname)
   return " (a decision: ask the person who wants " .. (WHO[tname:match("^([a-z]+)_")] or "this done") .. ")"
 end
 
-local function check_value(spec, v, field, fields)
+local function type_rule(spec)
+  local words = {}
+  for i, t in ipairs(types_of(spec)) do words[i] = TYPE_RULE[t] or ("a " .. t) end
+  return table.concat(words, " or ")
+end
+
+local check_value
+
+-- check_fields(props, v, prefix, fields, owner, note, out) -> out: the
+-- fields of object v checked against props (name -> spec): an unknown one
+-- refused, a missing required one named (note(spec) adds to its message),
+-- defaults filled. prefix names nested fields ("feature."); owner is who
+-- takes them (a tool, or the parameter of an object)
+local function check_fields(props, v, prefix, fields, owner, note, out)
+  local names = {}
+  for k in pairs(v) do names[#names + 1] = tostring(k) end
+  table.sort(names)
+  local known = {}
+  for k in pairs(props) do known[#known + 1] = k end
+  table.sort(known)
+  for _, k in ipairs(names) do
+    if not props[k] then
+      local shown = prefix .. errors.echo(k, 40)
+      fields[#fields + 1] = { field = shown, rule = "unknown", message = shown .. ": unknown field (" .. owner ..
+        " takes " .. (#known > 0 and table.concat(known, ", ") or "no arguments") .. ")" }
+    end
+  end
+  for _, k in ipairs(known) do
+    local spec, x = props[k], v[k]
+    if x == nil or x == json.null then
+      if spec.required then
+        fields[#fields + 1] = { field = prefix .. k, rule = "required", message = prefix .. k .. ": required" ..
+          (note and note(spec) or "") }
+      elseif spec.default ~= nil then
+        out[k] = spec.default
+      end
+    else
+      local nv = check_value(spec, x, prefix .. k, fields)
+      if nv ~= nil then out[k] = nv end
+      if spec.secret and type(x) == "string" then core.add_secret(x) end
+    end
+  end
+  return out
+end
+
+function check_value(spec, v, field, fields)
   local function add(rule, msg) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " .. msg } end
-  if not type_ok(spec, v) then
-    add("type", "must be " .. (TYPE_RULE[spec.type] or "a " .. spec.type) .. "; got " .. describe(v))
+  local vt = type_ok(spec, v)
+  if not vt then
+    add("type", "must be " .. type_rule(spec) .. "; got " .. describe(v))
     return
   end
   if type(v) == "string" and utf8.len(v) == nil then
     add("utf8", "must be UTF-8 text (it holds bytes that are not)")
     return
   end
-  if spec.type == "integer" then v = math.tointeger(v) end
+  if vt == "integer" then v = math.tointeger(v) end
   if spec.enum then
     local hit = false
     for _, e in ipairs(spec.enum) do hit = hit or e == v end
@@ -331,8 +413,10 @@ local function check_value(spec, v, field, fields)
   elseif type(v) == "number" then
     if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
     if spec.maximum and v > spec.maximum then add("maximum", "must be at most " .. spec.maximum .. "; got " .. v) end
-  elseif spec.type == "array" and spec.items then
+  elseif vt == "array" and spec.items then
     for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
+  elseif vt == "object" and spec.properties then
+    v = check_fields(spec.properties, v, field .. ".", fields, field, nil, json.object())
   end
   return v
 end
@@ -344,40 +428,10 @@ function M.validate(def, args)
     return errors.fail("VALIDATION", def.name .. ": arguments must be a JSON object",
       { fields = { { field = "", rule = "type", message = "arguments must be a JSON object" } } })
   end
-  local fields, out = {}, {}
-  local names = {}
-  for k in pairs(args) do names[#names + 1] = tostring(k) end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    if not def.params[k] then
-      local shown = errors.echo(k, 40)
-      fields[#fields + 1] = { field = shown, rule = "unknown", message = shown .. ": unknown field (" .. def.name ..
-        " takes " .. (next(def.params) and table.concat((function()
-          local ps = {}
-          for p in pairs(def.params) do ps[#ps + 1] = p end
-          table.sort(ps)
-          return ps
-        end)(), ", ") or "no arguments") .. ")" }
-    end
-  end
-  local pnames = {}
-  for k in pairs(def.params) do pnames[#pnames + 1] = k end
-  table.sort(pnames)
-  for _, k in ipairs(pnames) do
-    local spec, v = def.params[k], args[k]
-    if v == nil or v == json.null then
-      if spec.required then
-        fields[#fields + 1] = { field = k, rule = "required", message = k .. ": required" ..
-          (spec.decision and decision_note(def.name) or "") }
-      elseif spec.default ~= nil then
-        out[k] = spec.default
-      end
-    else
-      local nv = check_value(spec, v, k, fields)
-      if nv ~= nil then out[k] = nv end
-      if spec.secret and type(v) == "string" then core.add_secret(v) end
-    end
-  end
+  local fields = {}
+  local out = check_fields(def.params, args, "", fields, def.name, function(spec)
+    return spec.decision and decision_note(def.name) or ""
+  end, {})
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
@@ -428,10 +482,7 @@ end
 -- integers, numbers and booleans from their text, arrays and objects from
 -- JSON (an array of strings also from "a,b,c"); anything that does not
 -- parse stays text, for validation to name
-function M.coerce(params, name, text)
-  local spec = params and params[name]
-  if not spec or type(text) ~= "string" then return text end
-  local t = spec.type
+local function coerce_as(spec, t, text)
   if t == "integer" then
     local n = math.tointeger(tonumber(text))
     if n then return n end
@@ -450,6 +501,16 @@ function M.coerce(params, name, text)
       for item in text:gmatch("[^,]+") do out[#out + 1] = item end
       return out
     end
+  end
+  return nil
+end
+
+function M.coerce(params, name, text)
+  local spec = params and params[name]
+  if not spec or type(text) ~= "string" then return text end
+  for _, t in ipairs(types_of(spec)) do
+    local v = coerce_as(spec, t, text)
+    if v ~= nil then return v end
   end
   return text
 end

@@ -155,6 +155,18 @@ function M.eks_cluster(call, name, octet, o)
   return c
 end
 
+-- kubectl_sandbox(dir, h) -> env, pid | nil, nil, why: a sandbox process
+-- under the virtual clock for kubectl and boto3 to judge (h, a
+-- kubectl_harness, gets its environment); why: the machine lacks one of them
+function M.kubectl_sandbox(dir, h)
+  if M.sh("command -v kubectl") ~= 0 or M.sh("python3 -c 'import boto3'") ~= 0 then
+    return nil, nil, "no kubectl or boto3 on this machine"
+  end
+  local env, pid = M.sandbox_process(dir, "--virtual-clock")
+  h.env = env or {}
+  return h.env, pid
+end
+
 -- kubectl_harness(dir) -> h: kubectl against a sandbox process's cluster.
 -- h.env is the sandbox's AWS environment (the test fills it in), h.kc the
 -- kubeconfig path; h.sh(cmd) runs cmd with that environment and

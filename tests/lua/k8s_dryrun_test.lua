@@ -78,13 +78,8 @@ local function unchanged(what)
 end
 
 t.test("a sandbox cluster with a ConfigMap and a Deployment created by kubectl apply", function()
-  if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then
-    absent = "no kubectl or boto3 on this machine"
-    return skip()
-  end
-  env, pid = H.sandbox_process(dir, "--virtual-clock")
-  env = env or {}
-  kc.env = env
+  env, pid, absent = H.kubectl_sandbox(dir, kc)
+  if absent then return skip() end
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, _, err = with_env("python3 tests/tools/hyperpod_cluster.py dry-demo hp-dry ml.g5.12xlarge 1")
   t.eq(rc, 0, err)

@@ -17,13 +17,8 @@ local absent -- why the first test could not make the cluster (nil: it tried)
 local function skip() return t.skip(absent or "no cluster: the first test failed to make it") end
 
 t.test("a sandbox with a HyperPod-ready EKS cluster and a kubeconfig from hypd kubeconfig", function()
-  if H.sh("command -v kubectl") ~= 0 or H.sh("python3 -c 'import boto3'") ~= 0 then
-    absent = "no kubectl or boto3 on this machine"
-    return skip()
-  end
-  env, pid = H.sandbox_process(dir, "--virtual-clock")
-  env = env or {}
-  kc.env = env
+  env, pid, absent = H.kubectl_sandbox(dir, kc)
+  if absent then return skip() end
   t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
   local rc, out, err = with_env("python3 tests/tools/hyperpod_cluster.py kc-demo hp-demo ml.g5.12xlarge 2")
   t.eq(rc, 0, err)

@@ -9,20 +9,11 @@ local op = require "hypd.op"
 local tool = require "hypd.tool"
 require("hypd.tools").load()
 
-local crash = os.getenv("CRASH_PHASE")
 local phases = 0
 op.subscribe(function(ev)
-  if ev.kind ~= "operation.phase" then return end
-  phases = phases + 1
-  if crash and tostring(ev.phase):find(crash, 1, true) then
-    local f = io.open("/proc/self/stat")
-    local pid = f:read("n")
-    f:close()
-    io.stdout:write("# crash at ", ev.phase, "\n")
-    io.stdout:flush()
-    os.execute("kill -9 " .. pid)
-  end
+  if ev.kind == "operation.phase" then phases = phases + 1 end
 end)
+dofile("tests/tools/crash_at.lua")(os.getenv("CRASH_PHASE"))
 
 t.test("cluster_create_eks runs to the end", function()
   op.resume()

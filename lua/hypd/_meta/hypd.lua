@@ -87,6 +87,7 @@ function tool(def) end
 ---@field retry? fun(err: table): string?
 ---@field retry_every? number
 ---@field retry_for? number
+---@field fields? table
 
 ---@class hypd.PollSpec
 ---@field what string

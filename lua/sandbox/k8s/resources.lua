@@ -39,8 +39,9 @@ local BUILTIN = {
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
 -- arrive with the EKS add-on that owns them (training and inference
--- operators) or with what a client applies (the KubeRay operator's ray.io
--- CRDs: a new EKS cluster has none)
+-- operators), with managed Karpenter (HyperPod's AutoScaling turned on:
+-- sandbox.k8s.controllers.karpenter) or with what a client applies (the
+-- KubeRay operator's ray.io CRDs: a new EKS cluster has none)
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
     columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
@@ -48,9 +49,8 @@ M.CRDS = {
   { "ray.io", "v1", "rayjobs", "RayJob", true, {} },
   { "ray.io", "v1", "rayclusters", "RayCluster", true, {} },
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
-  { "karpenter.sh", "v1", "nodepools", "NodePool", false, {}, always = true },
-  { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {},
-    always = true },
+  { "karpenter.sh", "v1", "nodepools", "NodePool", false, {} },
+  { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {} },
 }
 
 local function make(row, verbs)

@@ -14,13 +14,14 @@
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
 --   addons         EKS add-ons as their workloads and CRDs
 --   volumes        PersistentVolumeClaims bound to PersistentVolumes
+--   karpenter      HyperPod's managed Karpenter: NodePools scale groups
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local log = require "hypd.log"
 
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs",
-  "addons", "volumes" }
+  "addons", "volumes", "karpenter" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

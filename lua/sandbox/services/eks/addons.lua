@@ -38,7 +38,8 @@ local CATALOG = {
     { "v1.2.0-eksbuild.1", FROM_130 }, { "v1.1.0-eksbuild.1", FROM_130 }, { "v1.0.1-eksbuild.1", FROM_130 } } },
   ["amazon-sagemaker-hyperpod-inference"] = { type = "machine-learning", ns = "hyperpod-inference-system",
     iam = true, config = true, needs = { "cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver",
-    "metrics-server" }, versions = { { "v1.1.0-eksbuild.1", FROM_131 }, { "v1.0.0-eksbuild.1", FROM_131 } } },
+    "metrics-server" }, required = { "executionRoleArn", "tlsCertificateS3Bucket", "hyperpodClusterArn" },
+    versions = { { "v1.1.0-eksbuild.1", FROM_131 }, { "v1.0.0-eksbuild.1", FROM_131 } } },
   ["amazon-sagemaker-hyperpod-observability"] = { type = "observability", ns = "hyperpod-observability", iam = true,
     versions = { { "v1.0.2-eksbuild.1", FROM_130 }, { "v1.0.0-eksbuild.1", FROM_130 } } },
   ["amazon-sagemaker-hyperpod-taskgovernance"] = { type = "machine-learning", ns = "kueue-system",
@@ -74,12 +75,20 @@ local function get(ctx, cluster, name)
   return D.child(ctx, "addon", cluster, name, "No addon: " .. tostring(name) .. " found in cluster: " .. tostring(cluster))
 end
 
-local function check_config(ctx, values)
+local function check_config(ctx, values, cat)
+  local v
   if values ~= nil and values ~= "" then
-    local v = json.decode(values)
+    v = json.decode(values)
     if type(v) ~= "table" then
       ctx.error("InvalidParameterException", "ConfigurationValue provided in request is not supported: " ..
         "configuration values must be a JSON or YAML object")
+    end
+  end
+  -- an add-on that requires configuration refuses to be made without its required keys
+  for _, k in ipairs((cat or {}).required or {}) do
+    if type(v) ~= "table" or v[k] == nil or v[k] == "" then
+      ctx.error("InvalidParameterException", "ConfigurationValue provided in request is not supported: " ..
+        "Json schema validation failed with error: [$: required property '" .. k .. "' not found]")
     end
   end
 end
@@ -110,7 +119,7 @@ function ops.CreateAddon(ctx, input)
     ctx.error("InvalidParameterException", "Addon version " .. tostring(version) .. " specified is not supported " ..
       "for " .. name .. " in Kubernetes version " .. c.version)
   end
-  check_config(ctx, input.configurationValues)
+  check_config(ctx, input.configurationValues, cat)
   local ns = (input.namespaceConfig or {}).namespace or cat.ns
   local arn = ctx:arn(string.format("addon/%s/%s/%s", c.name, name, D.uuid(ctx)))
   local pias = json.array()

@@ -71,6 +71,9 @@ aws_policy("/", "AmazonSageMakerHyperPodInferenceAccess",
 aws_policy("/", "AmazonSageMakerHyperPodGatedModelAccess",
   "Provides access to SageMaker JumpStart gated models for HyperPod.",
   allow({ "s3:GetObject", "s3:ListBucket" }))
+aws_policy("/", "AmazonSageMakerHyperPodTrainingOperatorAccess",
+  "Provides the permissions the SageMaker HyperPod training operator needs.",
+  allow({ "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes" }))
 aws_policy("/", "AmazonSSMManagedInstanceCore", "The policy for Amazon EC2 Role to enable AWS Systems Manager " ..
   "service core functionality.", allow({ "ssm:*", "ssmmessages:*", "ec2messages:*" }))
 aws_policy("/", "AmazonS3FullAccess", "Provides full access to all buckets via the AWS Management Console.",

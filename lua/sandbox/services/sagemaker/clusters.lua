@@ -1,6 +1,7 @@
 -- SageMaker HyperPod clusters: CreateCluster, DescribeCluster, ListClusters,
 -- DeleteCluster, UpdateCluster (instance-group upsert and delete, node
 -- recovery, tiered storage, autoscaling).
+local AS = require "sandbox.services.sagemaker.autoscaling"
 local C = require "sandbox.services.sagemaker.common"
 local D = require "sandbox.services.eks.deps"
 local U = require "sandbox.services.sagemaker.upsert"
@@ -47,7 +48,7 @@ local function check_eks(ctx, orch)
   return eks
 end
 
-local function check_settings(ctx, input)
+local function check_settings(ctx, input, c)
   if input.NodeRecovery and input.NodeRecovery ~= "Automatic" and input.NodeRecovery ~= "None" then
     C.invalid(ctx, "NodeRecovery must be Automatic or None.")
   end
@@ -59,9 +60,7 @@ local function check_settings(ctx, input)
       C.invalid(ctx, "TieredStorageConfig.InstanceMemoryAllocationPercentage must be between 20 and 100.")
     end
   end
-  if input.ClusterRole and not D.role(ctx, input.ClusterRole) then
-    C.invalid(ctx, "ClusterRole " .. input.ClusterRole .. " does not exist.")
-  end
+  AS.check_role(ctx, input, c)
 end
 
 local function autoscaling(ctx, input, c)
@@ -75,9 +74,9 @@ local function autoscaling(ctx, input, c)
     if (input.NodeProvisioningMode or c.NodeProvisioningMode) ~= "Continuous" then
       C.invalid(ctx, "AutoScaling requires NodeProvisioningMode Continuous.")
     end
+    AS.check_trust(ctx, input.ClusterRole or c.ClusterRole)
   end
-  return { Mode = a.Mode, AutoScalerType = a.AutoScalerType or (a.Mode == "Enable" and "Karpenter" or nil),
-    Status = "InService" }
+  return AS.status(c, { Mode = a.Mode, AutoScalerType = a.AutoScalerType or (a.Mode == "Enable" and "Karpenter" or nil) })
 end
 
 function ops.CreateCluster(ctx, input)
@@ -200,6 +199,7 @@ function tr.cluster_created(ctx, args)
     for _, n in ipairs(C.nodes(ctx, c.ClusterName)) do ctx.state:delete("node", n.InstanceId) end
   else
     c.ClusterStatus = "InService"
+    AS.settle(c)
   end
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
@@ -291,7 +291,7 @@ function ops.UpdateCluster(ctx, input)
   local adding = 0
   for _, ch in ipairs(changes) do if not ch.group then adding = adding + 1 end end
   U.deletable(ctx, c, deleting, adding)
-  check_settings(ctx, input)
+  check_settings(ctx, input, c)
   require("sandbox.services.sagemaker.quotas").check(ctx, c.ClusterName, input.InstanceGroups)
   local scaling = autoscaling(ctx, input, c)
   if #changes == 0 and not next(deleting) and not input.NodeRecovery and not input.TieredStorageConfig
@@ -370,6 +370,7 @@ function tr.cluster_updated(ctx, args)
   end
   c.groups = kept
   c.ClusterStatus = "InService"
+  AS.settle(c)
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
 end

@@ -45,7 +45,10 @@ end
 -- k8s(ctx): after node records change, the Node objects of the EKS
 -- clusters follow (sandbox.k8s.controllers.nodes); never fails the AWS side
 function M.k8s(ctx)
-  local ok, err = pcall(function() require("sandbox.k8s.controllers.nodes").sync(ctx.region) end)
+  local ok, err = pcall(function()
+    require("sandbox.k8s.controllers.nodes").sync(ctx.region)
+    require("sandbox.k8s.controllers.karpenter").sync(ctx.region)
+  end)
   if not ok then log.warn("sandbox", "HyperPod nodes: Kubernetes sync failed: %s", tostring(err)) end
 end
 

@@ -1,0 +1,54 @@
+-- hyperpod_update_advanced_features: turns the managed features of a
+-- HyperPod cluster on or off, only those named (field presence: an absent
+-- feature is left as it is). The steps are in hyperpod/_feat_steps, each
+-- feature's chain in hyperpod/_feat_*.
+local P = require "_params"
+local F = require "hyperpod._feat"
+local S = require "hyperpod._feat_steps"
+
+local params = {
+  cluster = P.cluster,
+  hyperpod_cluster = F.HYPERPOD_CLUSTER,
+  region = P.region,
+}
+for name, spec in pairs(F.PARAMS) do params[name] = spec end
+
+local steps = S.steps("enable", function(p)
+  local wants = {}
+  for _, name in ipairs(F.ORDER) do
+    if p[name] ~= nil then wants[name] = F.want(p[name]) end
+  end
+  return wants
+end)
+
+return tool {
+  name = "hyperpod_update_advanced_features",
+  summary = "Turn managed features of a HyperPod cluster on or off: only the ones named change",
+  description = "Changes only the features named (absent ones are left as they are): training_operator, " ..
+    "inference_operator, tiered_checkpointing (with memory_percentage), karpenter (with consolidate_after), " ..
+    "fsx_csi_driver, kuberay_operator, cert_manager; each true or false, or {\"enabled\": ..., settings}. " ..
+    "Each one's actual state is read first and nothing is sent for a feature already as asked. Turning one on " ..
+    "builds its whole chain (IAM roles and policies, EKS add-ons, cluster settings, Kubernetes objects, " ..
+    "prerequisites such as cert-manager first) and waits until it works; a chain a crash left half built is " ..
+    "finished. Turning one off removes the same chain in reverse: that deletes roles, add-ons and objects, so " ..
+    "it is done by hyperpod_disable_advanced_features (destructive, scope admin), which this tool calls as a " ..
+    "child operation: a caller without admin scope is refused before anything changes. This tool itself is " ..
+    "mutating and never deletes. Conflicts (cert_manager off while the training operator stays on, ...) and " ..
+    "missing prerequisites are refused before anything changes. It answers at once with an operation; follow " ..
+    "it with hyperpod_get_advanced_features (wait_seconds). plan = true lists every link it would make.",
+  kind = "mutating",
+  status_tool = "hyperpod_get_advanced_features",
+  aws = { "eks:DescribeCluster", "eks:DescribeAddon", "eks:CreateAddon", "eks:UpdateAddon",
+    "eks:ListPodIdentityAssociations", "eks:DescribePodIdentityAssociation", "eks:CreatePodIdentityAssociation",
+    "sagemaker:ListClusters", "sagemaker:DescribeCluster", "sagemaker:UpdateCluster",
+    "iam:GetRole", "iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:ListAttachedRolePolicies",
+    "iam:AttachRolePolicy", "iam:GetPolicy", "iam:GetPolicyVersion", "iam:ListPolicyVersions", "iam:CreatePolicy",
+    "iam:CreatePolicyVersion", "iam:GetOpenIDConnectProvider", "iam:PassRole",
+    "s3:HeadBucket", "s3:GetBucketTagging", "s3:CreateBucket", "s3:PutPublicAccessBlock", "s3:PutBucketTagging",
+    "ec2:DescribeSubnets", "ec2:DescribeRouteTables", "ec2:DescribeVpcEndpoints", "ec2:CreateTags",
+    "ec2:CreateVpcEndpoint", "ec2:ModifyVpcEndpoint" },
+  k8s = { "get", "list", "apply" },
+  params = params,
+  target = S.target,
+  steps = steps,
+}
