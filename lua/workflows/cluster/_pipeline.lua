@@ -1,0 +1,204 @@
+-- cluster/_pipeline: cluster_create's steps, stages 1 to 5 as child
+-- operations of the tools that own them (the same workflows a caller runs
+-- one by one), with the work that needs no earlier stage started early.
+--
+--   check         every stage planned first (reads only): a bad decision of
+--                 any stage is refused before anything is made
+--   eks           stage 1 (cluster_create_eks) while, beside it, the HyperPod
+--                 execution role, the lifecycle bucket and the S3 storage
+--                 bucket are made (they need no EKS cluster)
+--   active        stage 2: the new cluster becomes the active one
+--   dependencies  stage 3 (cluster_configure_dependencies)
+--   hyperpod_and_storage   stage 4 (hyperpod_create) and, beside it, stage
+--                 5's storage_create_s3 (it needs the CSI driver of stage 3,
+--                 not the HyperPod cluster); storage_create_fsx after stage
+--                 4, in the compute subnet stage 4 made
+--   features      the managed features asked for
+--                 (hyperpod_update_advanced_features)
+--   result        what was made, with each stage's operation
+--
+-- A crash resumes at the step it was in; a child operation that step
+-- started is found again and waited for (hypd.tools.call), never started
+-- twice. In plan mode every child plans, and their plans are one plan.
+local create = require "hyperpod._create"
+local net = require "cluster._eks_network"
+local s3 = require "storage._s3"
+
+local M = {}
+
+M.EKS_KEYS = { "kubernetes_version", "vpc_cidr", "public_subnet_cidrs", "private_subnet_cidrs" }
+M.HYPERPOD_KEYS = { "instance_type", "instance_count", "instance_group", "node_recovery" }
+for k in pairs(create.GROUP_PARAMS) do M.HYPERPOD_KEYS[#M.HYPERPOD_KEYS + 1] = k end
+table.sort(M.HYPERPOD_KEYS)
+
+-- the AWS actions of the early work, run in cluster_create's own operation
+M.AWS = {}
+for _, list in ipairs { create.AWS_ROLE, create.AWS_LIFECYCLE, s3.AWS } do
+  for _, a in ipairs(list) do M.AWS[#M.AWS + 1] = a end
+end
+
+local function pick(p, keys, into)
+  for _, k in ipairs(keys) do if p[k] ~= nil then into[k] = p[k] end end
+  return into
+end
+
+-- the parameters of each stage's tool, from cluster_create's
+function M.args(p, region, hp_zone)
+  local eks = net.name(p.cluster_tag)
+  local out = {
+    cluster_create_eks = pick(p.eks or {}, M.EKS_KEYS, { cluster_tag = p.cluster_tag, region = region }),
+    cluster_configure_dependencies = { cluster = eks, region = region, kuberay = p.kuberay },
+    hyperpod_create = pick(p, M.HYPERPOD_KEYS, { cluster = eks, region = region }),
+  }
+  if p.s3_storage then
+    out.storage_create_s3 = { cluster = eks, region = region, bucket = p.s3_bucket }
+  end
+  if p.fsx_storage then
+    -- in the zone of the HyperPod compute subnet (known once stage 4 ran)
+    local zone = hp_zone or p.availability_zone
+    out.storage_create_fsx = { cluster = eks, region = region, availability_zone = zone }
+  end
+  if p.features and next(p.features) then
+    local f = { cluster = eks, region = region }
+    for k, v in pairs(p.features) do f[k] = v end
+    out.hyperpod_update_advanced_features = f
+  end
+  return out
+end
+
+-- the order the stages run (and plan) in
+M.ORDER = { "cluster_create_eks", "cluster_configure_dependencies", "hyperpod_create", "storage_create_s3",
+  "storage_create_fsx", "hyperpod_update_advanced_features" }
+
+local function args_of(ctx)
+  local hp = (ctx.state.stages or {}).hyperpod_create
+  return M.args(ctx.params, ctx:aws_region(), hp and hp.result and hp.result.availability_zone)
+end
+
+-- together(fns): runs each fn as its own task and waits for all of them;
+-- the first error is raised once every one has stopped (none is left
+-- running behind a failed step)
+local function together(fns)
+  local tasks = {}
+  for i, fn in ipairs(fns) do tasks[i] = hypd.spawn(fn, { name = "cluster_create part " .. i }) end
+  local first
+  for _, t in ipairs(tasks) do
+    local ok, err = t.wait()
+    if not ok and first == nil then first = err end
+  end
+  if first ~= nil then error(first, 0) end
+end
+
+-- LATER: stages whose plan needs what earlier stages make (the managed
+-- features read the HyperPod cluster and its Kubernetes objects); on an
+-- account without the cluster yet, a plan lists them as "later"
+M.LATER = { hyperpod_update_advanced_features = true }
+
+-- later(ctx, name, a, err) -> true when a plan of stage name cannot be made
+-- yet (its cluster is only planned): a "later" entry is added instead
+local function later(ctx, name, a, err)
+  if not (M.LATER[name] and type(err) == "table" and err.code == "NOT_FOUND") then return false end
+  if ctx.plan then
+    ctx.planned = ctx.planned or hypd.json.array()
+    local what = {}
+    for k, v in pairs(a) do if k ~= "cluster" and k ~= "region" then what[#what + 1] = k .. "=" .. tostring(v) end end
+    table.sort(what)
+    ctx.planned[#ctx.planned + 1] = { action = "later", type = "hypd:tool", name = name,
+      why = name .. " (" .. table.concat(what, ", ") .. ") plans its chain once the HyperPod cluster exists: " ..
+        tostring(err.message) }
+  end
+  return true
+end
+
+-- stage(ctx, name) -> the child's result (nil when the stage is not asked for)
+local function stage(ctx, name)
+  local a = args_of(ctx)[name]
+  if not a then return nil end
+  if ctx.plan then
+    local ok, r = pcall(hypd.tools.call, name, a)
+    if ok then return r end
+    if later(ctx, name, a, r) then return nil end
+    error(r, 0)
+  end
+  local r = hypd.tools.call(name, a)
+  if not ctx.plan then
+    ctx.state.stages = ctx.state.stages or {}
+    ctx.state.stages[name] = { result = r }
+    ctx:save()
+  end
+  return r
+end
+
+local function check(ctx)
+  if ctx.plan then return end -- the plan is the whole run's
+  local a = args_of(ctx)
+  local counts = { create = 0, change = 0 }
+  for _, name in ipairs(M.ORDER) do
+    if a[name] then
+      local args = {}
+      for k, v in pairs(a[name]) do args[k] = v end
+      args.plan = true
+      local ok, r = pcall(hypd.tools.call, name, args)
+      if not ok and not later(ctx, name, args, r) then error(r, 0) end
+      if ok then counts.create, counts.change = counts.create + (r.create or 0), counts.change + (r.change or 0) end
+    end
+  end
+  ctx:progress(string.format("planned: %d to create, %d to change", counts.create, counts.change))
+  ctx.state.planned = counts
+end
+
+local function early(ctx)
+  if ctx.plan then return end -- hyperpod_create and storage_create_s3 plan these
+  local tag = ctx.params.cluster_tag
+  create.ensure_role(ctx, tag)
+  create.ensure_lifecycle(ctx, tag)
+  if ctx.params.s3_storage then s3.ensure_bucket(ctx, tag, ctx.params.s3_bucket) end
+end
+
+local function eks(ctx)
+  together { function() stage(ctx, "cluster_create_eks") end, function() early(ctx) end }
+end
+
+local function active(ctx)
+  if ctx.plan then return end
+  local eks_name = net.name(ctx.params.cluster_tag)
+  local rec = hypd.clusters.get(eks_name, ctx:aws_region()) or {}
+  hypd.clusters.set_active { name = eks_name, region = ctx:aws_region(), arn = rec.arn }
+end
+
+local function hyperpod(ctx)
+  together {
+    function()
+      stage(ctx, "hyperpod_create")
+      stage(ctx, "storage_create_fsx") -- in the compute subnet stage 4 made
+    end,
+    function() stage(ctx, "storage_create_s3") end,
+  }
+end
+
+local function result(ctx)
+  local st, p = ctx.state, ctx.params
+  local out = { cluster_tag = p.cluster_tag, region = ctx:aws_region(), cluster = net.name(p.cluster_tag),
+    stages = hypd.json.object() }
+  for name, s in pairs(st.stages or {}) do out.stages[name] = s.result end
+  local hp = (st.stages or {}).hyperpod_create
+  out.hyperpod_cluster = hp and hp.result and (hp.result.hyperpod_cluster or hp.result.cluster_name) or nil
+  st.result = out
+end
+
+M.steps = {
+  { name = "check", run = check },
+  { name = "eks", run = eks },
+  { name = "active", run = active },
+  { name = "dependencies", run = function(ctx) stage(ctx, "cluster_configure_dependencies") end },
+  { name = "hyperpod_and_storage", run = hyperpod },
+  { name = "features", run = function(ctx) stage(ctx, "hyperpod_update_advanced_features") end },
+  { name = "result", run = result },
+}
+
+function M.target(p)
+  local ok, region = pcall(hypd.aws.region, { region = p.region })
+  return "pipeline/" .. (ok and region or tostring(p.region)) .. "/" .. tostring(p.cluster_tag)
+end
+
+return M

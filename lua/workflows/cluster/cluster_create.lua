@@ -1,0 +1,67 @@
+-- cluster_create: stages 1 to 5 as one operation (the steps are in
+-- cluster/_pipeline): each stage is its own tool, run as a child operation.
+local P = require "_params"
+local F = require "hyperpod._feat"
+local create = require "hyperpod._create"
+local pipeline = require "cluster._pipeline"
+
+local CIDRS = { type = "array", items = { type = "string" } }
+
+local params = {
+  cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
+    description = "Short lowercase name of the cluster (3 to 32 characters: a-z, 0-9, '-'); it names every " ..
+      "resource (EKS cluster hypd-<tag>, HyperPod cluster hypd-<tag>-hp, ...). Ask the person; never invent it." }),
+  region = P.region,
+  eks = { type = "object", description = "Stage 1's options, as cluster_create_eks takes them (its rules apply " ..
+      "and are checked before anything is made): kubernetes_version, vpc_cidr, public_subnet_cidrs, " ..
+      "private_subnet_cidrs.",
+    properties = { kubernetes_version = { type = "string" }, vpc_cidr = { type = "string" },
+      public_subnet_cidrs = CIDRS, private_subnet_cidrs = CIDRS } },
+  kuberay = { type = "boolean", default = false,
+    description = "Stage 3 also installs the KubeRay operator (Ray clusters and jobs)" },
+  instance_type = P.with(P.instance_type, { required = true, decision = true,
+    description = "the instance type of the HyperPod cluster's first group, e.g. ml.g5.12xlarge " ..
+      "(aws_get_instance_types lists what a zone offers)" }),
+  instance_count = P.with(P.instance_count, { required = true, decision = true,
+    description = "how many instances the first group has (within the account's quota or the training plan)" }),
+  instance_group = P.with(P.instance_group, { description = "the first instance group's name (default <tag>-ig)" }),
+  s3_storage = { type = "boolean", default = true,
+    description = "Stage 5: an S3 bucket mounted as the claim s3-claim (Mountpoint for S3); its bucket is made " ..
+      "while EKS is still creating" },
+  s3_bucket = { type = "string", pattern = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+    pattern_help = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-'",
+    description = "an existing bucket to mount instead of hypd's own hypd-<tag>-data-..." },
+  fsx_storage = { type = "boolean", default = false,
+    description = "Stage 5: also an FSx for Lustre file system (1.2 TiB PERSISTENT_2) as the claim fsx-claim, in " ..
+      "the HyperPod compute subnet" },
+  features = { type = "object", properties = F.PARAMS,
+    description = "Managed features to turn on once the HyperPod cluster is InService, as " ..
+      "hyperpod_update_advanced_features takes them, e.g. {\"training_operator\": true}" },
+}
+for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
+
+-- the early work runs in this operation; each stage's tool declares its own
+local AWS = { "sts:GetCallerIdentity" }
+for _, a in ipairs(pipeline.AWS) do AWS[#AWS + 1] = a end
+
+return tool {
+  name = "cluster_create",
+  summary = "Stages 1 to 5 in one operation: EKS, active cluster, dependencies, HyperPod, storage, features",
+  description = "Takes an AWS account to a HyperPod cluster on EKS with its storage in one operation, each stage " ..
+    "run as a child operation of the tool that owns it: cluster_create_eks, then the cluster made active, " ..
+    "cluster_configure_dependencies, hyperpod_create with storage_create_s3 beside it (and storage_create_fsx " ..
+    "when asked), then hyperpod_update_advanced_features for the features asked for. First it plans every " ..
+    "stage, so a bad decision of any stage (instance type, zone, quota, CIDRs, training plan) is refused " ..
+    "before anything is made. Work that needs no earlier stage (the HyperPod execution role, the lifecycle " ..
+    "bucket, the S3 storage bucket) is made while EKS is still creating. The decisions are cluster_tag, " ..
+    "instance_type, instance_count, availability_zone and capacity_type: ask the person. It takes 30 to 45 " ..
+    "minutes on AWS and answers at once with an operation: follow it with cluster_get_creation_status " ..
+    "(wait_seconds), which shows every stage. A crash resumes where it stopped; calling it again changes " ..
+    "nothing once done; plan = true lists every resource of the five stages.",
+  kind = "mutating",
+  aws = AWS,
+  params = params,
+  status_tool = "cluster_get_creation_status",
+  target = pipeline.target,
+  steps = pipeline.steps,
+}
