@@ -16,7 +16,8 @@
 -- the action and the rule. Every mutating call that is sent is written to
 -- the audit log with the tool, the operation, the caller and the front end.
 --
---   guard.new{tool = def, op_id, caller, plan} -> g
+--   guard.new{tool = def, op_id, caller, plan, patient} -> g (patient: its
+--     AWS calls get an operation's attempts, hypd.aws OPERATION_ATTEMPTS)
 --   guard.with(g, fn, ...) -> fn's results, g the current task's guard
 --   guard.current() -> g | nil (the current task's or an ancestor's)
 --   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
@@ -36,7 +37,8 @@ local G = {}
 G.__index = G
 
 function M.new(o)
-  return setmetatable({ tool = o.tool, op_id = o.op_id, caller = o.caller, plan = o.plan and true or false }, G)
+  return setmetatable({ tool = o.tool, op_id = o.op_id, caller = o.caller, plan = o.plan and true or false,
+    patient = o.patient }, G)
 end
 
 function M.current()

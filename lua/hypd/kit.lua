@@ -42,7 +42,7 @@
 --
 -- ctx:poll(spec) -> the value check returned with done = true.
 --   spec.what      what is awaited ("NAT gateway nat-1 to be available")
---   spec.check     fn() -> done, note, value (note: the progress text); it
+--   spec.check     fn(waited) -> done, note, value (note: the progress text); it
 --                  raises when the wait cannot succeed (a failed resource)
 --   spec.every     seconds between checks (the service's pace), or
 --                  fn(waited) -> seconds: a pace that changes as the wait
@@ -336,7 +336,7 @@ function M.poll(ctx, spec)
   local limit = spec.timeout or M.POLL_TIMEOUT
   if spec.phase ~= false then ctx:phase(spec.phase or ("waiting for " .. spec.what)) end
   while true do
-    local done, note, value = spec.check()
+    local done, note, value = spec.check(core.now() - started)
     if done then return value end
     local waited = core.now() - started
     local every = type(spec.every) == "function" and spec.every(waited) or spec.every

@@ -285,7 +285,8 @@ end
 function M.plan(def, params, caller)
   local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller, plan = true,
     progress = caller and caller.progress }
-  local g = guard.new { tool = def, caller = caller, plan = true }
+  -- a plan inside an operation (cluster_create's check) is as patient as it
+  local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
   g.ctx = ctx -- a staged tool its steps call (hypd.tools.call) plans too, into this plan
   local ok, err = pcall(guard.with, g, function()
     ctx.region = region_of(def, params, ctx.state)

@@ -91,7 +91,7 @@ function tool(def) end
 
 ---@class hypd.PollSpec
 ---@field what string
----@field check fun(): boolean, string?, any
+---@field check fun(waited: number): boolean, string?, any
 ---@field every number
 ---@field timeout? number
 ---@field since? number

@@ -31,6 +31,12 @@ local task = require "hypd.task"
 
 local M = {}
 
+-- an operation's calls get more attempts than the SDKs' 3: a 40-minute
+-- workflow rides out a burst of throttling (the backoff grows to 20 s)
+-- instead of stopping; AWS_MAX_ATTEMPTS or the profile's max_attempts,
+-- when set, decide instead
+M.OPERATION_ATTEMPTS = 8
+
 -- services hypd talks to; `true` = read-only use. A service is named by
 -- its IAM action prefix (botocore's "service-quotas" is "servicequotas")
 M.SERVICES = {
@@ -182,7 +188,9 @@ function M.try(service, operation, params, opts)
   local key = service .. "/" .. region
   local client = clients[key] or retry.client()
   clients[key] = client
-  local max = opts.max_attempts or tonumber(os.getenv("AWS_MAX_ATTEMPTS") or "") or cfg.max_attempts or 3
+  local g = guard.current()
+  local max = opts.max_attempts or tonumber(os.getenv("AWS_MAX_ATTEMPTS") or "") or cfg.max_attempts or
+    (g and (g.op_id or g.patient) and M.OPERATION_ATTEMPTS) or 3
   local spent = 0
   for attempt = 1, max do
     local resp, terr = http.request(request)

@@ -39,6 +39,7 @@ M.IN_SERVICE_POLL, M.IN_SERVICE_LIMIT = 60, 90 * 60 -- HyperPod takes about 15 m
 -- creation or update cannot be done yet (under 10 minutes), close once it is due
 function M.in_service_pace(waited) return waited < 10 * 60 and 120 or 30 end
 M.NODES_POLL, M.NODES_LIMIT = 30, 30 * 60
+M.CAPACITY_GRACE = 15 * 60 -- how long HyperPod may look for capacity before the wait stops and says so
 M.ROLE_RETRY_WAIT, M.ROLE_RETRY_FOR = 10, 60       -- a new execution role SageMaker does not see yet
 M.VOLUME_GB = 500
 M.DEEP_CHECKS = { "InstanceStress", "InstanceConnectivity" }
@@ -325,12 +326,30 @@ function M.wait_nodes(ctx, st, group, want)
       errors.raise("TIMEOUT", string.format("%s after %d s%s%s", note or "nodes have not joined", math.floor(waited),
         #waiting > 0 and "; HyperPod says: " or "", table.concat(waiting, "; ")), { instance_group = group })
     end,
-    check = function()
+    check = function(waited)
       local n, list = M.joined(ctx, st.eks_name, st.hyperpod_name, group)
       names = list
+      if n < want and waited >= M.CAPACITY_GRACE then M.short_of_capacity(ctx, st, group) end
       return n >= want, string.format("%d of %d nodes of %s Ready in Kubernetes", n, want, group)
     end }
   return names
+end
+
+-- short_of_capacity(ctx, st, group): raises INSUFFICIENT_CAPACITY when
+-- HyperPod says it cannot launch the group's instances now (continuous
+-- provisioning keeps the group and keeps trying: a later call waits again)
+function M.short_of_capacity(ctx, st, group)
+  for _, n in ipairs(hypd.aws.all("sagemaker", "ListClusterNodes", { ClusterName = st.hyperpod_name,
+      InstanceGroupNameContains = group }, ctx:aws_opts())) do
+    local msg = (n.InstanceStatus or {}).Message
+    if n.InstanceGroupName == group and msg and msg:find("InsufficientCapacity", 1, true) then
+      errors.raise("INSUFFICIENT_CAPACITY", string.format("HyperPod cannot launch the instances of group %s now " ..
+        "(%s). The group stays and HyperPod keeps trying (continuous provisioning): call this tool again later " ..
+        "to wait for them, or add the capacity in another zone that offers the type with " ..
+        "hyperpod_add_instance_group (aws_get_instance_types lists the zones)", group, msg),
+        { instance_group = group, instance_id = n.InstanceId })
+    end
+  end
 end
 
 -- the steps of hyperpod_create -------------------------------------------------------------

@@ -142,6 +142,8 @@ local function settle(ctx, c, g, nodes)
         ctx.state:put("node", n.InstanceId, n)
       end
       g.Status = "Degraded"
+      -- continuous provisioning keeps trying, as HyperPod does
+      ctx:later(M.CAPACITY_RETRY, "capacity_retry", { name = c.ClusterName, group = g.InstanceGroupName })
       return nil
     end
     for _, n in ipairs(nodes) do ctx.state:delete("node", n.InstanceId) end
@@ -203,6 +205,29 @@ function tr.cluster_created(ctx, args)
   end
   ctx.state:put("cluster", c.ClusterName, c)
   C.k8s(ctx)
+end
+
+-- capacity_retry: a group waiting for capacity (continuous provisioning)
+-- tries again; its nodes come up once the capacity fault is gone
+M.CAPACITY_RETRY = 300
+function tr.capacity_retry(ctx, args)
+  local c = ctx.state:get("cluster", args.name)
+  if not c then return end
+  for _, g in ipairs(c.groups) do
+    if g.InstanceGroupName == args.group and g.Status == "Degraded" then
+      local waiting = {}
+      for _, n in ipairs(C.nodes(ctx, c.ClusterName, g.InstanceGroupName)) do
+        if n.Status == "Pending" and tostring(n.Message):find("^Waiting for capacity") then
+          waiting[#waiting + 1] = n
+        end
+      end
+      if #waiting > 0 then
+        settle(ctx, c, g, waiting)
+        ctx.state:put("cluster", c.ClusterName, c)
+        C.k8s(ctx)
+      end
+    end
+  end
 end
 
 function ops.DescribeCluster(ctx, input)

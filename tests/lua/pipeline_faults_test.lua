@@ -1,0 +1,101 @@
+-- cluster_create under injected faults, against the in-process sandbox
+-- under the virtual clock: with 30% of the requests to every AWS service
+-- throttled and 5% answered with a server error, the pipeline completes or
+-- stops with an error that names the call and what to do, and a re-run
+-- finishes it, making each resource once (the same mutations as a calm
+-- run); with no capacity for the type in the first zone, it stops at the
+-- HyperPod stage with INSUFFICIENT_CAPACITY saying what to do, the rest of
+-- the pipeline done, and once capacity is back a re-run finishes it.
+local t = require "hypd.tap"
+local faults = require "sandbox.faults"
+local json = require "hypd.json"
+local op = require "hypd.op"
+local tool = require "hypd.tool"
+local H = dofile("tests/lua/helpers.lua")
+require("hypd.tools").load()
+
+local sandbox_srv = H.sandbox_here()
+local E = dofile("tests/lua/eks_helpers.lua")
+local mark, since = E.mark, E.since
+
+local SERVICES = { "ec2", "eks", "iam", "s3", "sagemaker", "servicequotas", "sts" }
+local function pipeline(tag)
+  return { cluster_tag = tag, instance_type = "ml.g5.12xlarge", instance_count = 1, availability_zone = "us-west-2a",
+    features = { training_operator = true } }
+end
+
+local function run(params)
+  local acc, err = tool.call("cluster_create", params, E.WHO)
+  assert(acc, json.encode(err))
+  return op.wait(acc.operation_id)
+end
+
+-- creates(counts) -> the create-like mutations only (a stopped run's re-run
+-- may read and wait more, never make more)
+local function creates(counts)
+  local out = {}
+  for k, n in pairs(counts) do
+    if k:match(" Create") or k:match(" Put") or k:match(" Allocate") or k:match(" Attach") or
+      k:match(" Associate") then out[k] = n end
+  end
+  return out
+end
+
+local calm
+t.test("a calm run of the pipeline succeeds (the counts to compare with)", function()
+  local m = mark()
+  local v = run(pipeline("calm"))
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  calm = creates((since(m)))
+end)
+
+t.test("with 30% of the requests throttled and 5% failing, the pipeline completes, re-run when it stops with a " ..
+  "clear error, and makes each resource once", function()
+  local svc = {}
+  for _, s in ipairs(SERVICES) do svc[s] = { throttle = 0.3, error5xx = 0.05 } end
+  assert(faults.configure { seed = 12345, services = svc })
+  t.cleanup(function() faults.configure {} end)
+  local m = mark()
+  local v, tries, stops = nil, 0, {}
+  repeat
+    tries = tries + 1
+    v = run(pipeline("storm"))
+    if v.status ~= "succeeded" then
+      stops[#stops + 1] = v.error
+      -- a stop names what failed: the throttled or failing call, and the stage's operation
+      t.ok(v.error and v.error.message and (v.error.message:match("Rate exceeded") or
+        v.error.message:match("internal error") or v.error.message:match("Throttl") or
+        v.error.message:match("RequestLimitExceeded") or v.error.message:match("SlowDown")),
+        "a clear error: " .. json.encode(v.error))
+    end
+  until v.status == "succeeded" or tries >= 8
+  t.eq(v.status, "succeeded", tries .. " runs; stops: " .. json.encode(stops))
+  print("# " .. tries .. " run(s); stopped by: " .. json.encode(stops))
+  faults.configure {}
+  t.eq(creates((since(m))), calm, "the same resources as the calm run, each once")
+end)
+
+t.test("with no capacity in the first zone, the pipeline stops at the HyperPod stage saying what to do; once " ..
+  "capacity is back a re-run finishes it", function()
+  assert(faults.configure { insufficient_capacity = { { instance_type = "ml.g5.12xlarge", zone = "usw2-az2" } } })
+  t.cleanup(function() faults.configure {} end)
+  local v = run(pipeline("short"))
+  t.eq(v.status, "failed")
+  t.eq(v.error.code, "INSUFFICIENT_CAPACITY", json.encode(v.error))
+  t.like(v.error.message, "InsufficientCapacity")
+  t.like(v.error.message, "call this tool again later")
+  t.like(v.error.message, "hyperpod_add_instance_group")
+  local done = {}
+  for _, s in ipairs(v.steps) do done[s.name] = s.status end
+  t.eq({ done.eks, done.dependencies, done.hyperpod_and_storage }, { "done", "done", "failed" })
+  local storage = E.call("s3", "HeadBucket", { Bucket = "hypd-short-data-123456789012-us-west-2" })
+  t.ok(storage, "the storage beside it was made")
+  faults.configure {}
+  local m = mark()
+  v = run(pipeline("short"))
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local made = creates((since(m)))
+  t.eq(made["sagemaker CreateCluster"], nil, "the HyperPod cluster is not made again")
+  t.eq(made["ec2 CreateVpc"], nil, "nor the network")
+  t.ok(sandbox_srv.port > 0) -- (this reference keeps the sandbox's server from being collected)
+end)
