@@ -214,6 +214,27 @@ t.test("every stage re-run, and cluster_create again, sends no mutating AWS call
 end)
 
 
+t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipeline pass when the sandbox " ..
+  "enforces it", function()
+  local policy = require "sandbox.policy"
+  local doc = assert(require("hypd.iam_policy").document {})
+  assert(policy.set(doc))
+  t.cleanup(function() policy.set(nil) end)
+  local _, denied = require("hypd.aws").try("ec2", "TerminateInstances", { InstanceIds = { "i-0123456789abcdef0" } },
+    E.OPTS)
+  t.eq(denied and denied.code, "UnauthorizedOperation", "the policy is enforced: what it does not allow is refused")
+  local m = mark()
+  local v = op.wait(assert(tool.call("cluster_create", with(HP, { cluster_tag = "iam",
+    features = { training_operator = true } }), E.WHO)).operation_id)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local refused = {}
+  for _, e in ipairs(require("hypd.store").events(m, 1000000) or {}) do
+    if e.kind == "sandbox.audit" and e.data.refused then refused[#refused + 1] = e.data.action end
+  end
+  t.eq(refused, {}, "nothing was refused")
+  policy.set(nil)
+end)
+
 t.test("the sandbox served the whole pipeline on one port", function()
   t.ok(sandbox_srv.port > 0 and srv.port > 0) -- (these references keep the servers from being collected)
 end)
