@@ -35,8 +35,8 @@ end)
 local POINTS = { "creating VPC hypd-crash-vpc", "creating internet gateway hypd-crash-igw",
   "creating subnet hypd-crash-public-us-west-2b", "creating Elastic IP hypd-crash-nat-eip",
   "creating NAT gateway hypd-crash-nat", "creating route 0.0.0.0/0 in hypd-crash-public-rt",
-  "creating security group hypd-crash-cluster", "creating route table hypd-crash-private-rt",
-  "creating IAM role hypd-crash-eks-cluster-role", "creating EKS cluster hypd-crash",
+  "creating security group hypd-crash-cluster", "creating IAM role hypd-crash-eks-cluster-role",
+  "creating EKS cluster hypd-crash", "creating route table hypd-crash-private-rt",
   "waiting for EKS cluster hypd-crash to be ACTIVE" }
 
 t.test("killed with SIGKILL at eleven chosen points, the operation still completes", function()

@@ -44,21 +44,21 @@ local function EMPTY(tag)
   end
   list[#list + 1] = "ec2:elastic-ip " .. n .. "-nat-eip"
   list[#list + 1] = "ec2:nat-gateway " .. n .. "-nat"
-  for _, kind in ipairs { "public", "private" } do
+  local function routes(kind)
     list[#list + 1] = "ec2:route-table " .. n .. "-" .. kind .. "-rt"
     list[#list + 1] = "ec2:route 0.0.0.0/0 in " .. n .. "-" .. kind .. "-rt"
     for _, az in ipairs { "a", "b" } do
       list[#list + 1] = "ec2:route-table-association " .. n .. "-" .. kind .. "-rt with " .. n .. "-" .. kind ..
         "-us-west-2" .. az
     end
-    if kind == "public" then
-      list[#list + 1] = "ec2:security-group " .. n .. "-cluster"
-      list[#list + 1] = "ec2:security-group-rule all traffic within " .. n .. "-cluster"
-    end
   end
+  routes("public")
+  list[#list + 1] = "ec2:security-group " .. n .. "-cluster"
+  list[#list + 1] = "ec2:security-group-rule all traffic within " .. n .. "-cluster"
   list[#list + 1] = "iam:role " .. n .. "-eks-cluster-role"
   list[#list + 1] = "iam:role-policy-attachment AmazonEKSClusterPolicy on " .. n .. "-eks-cluster-role"
   list[#list + 1] = "eks:cluster " .. n
+  routes("private") -- after the cluster: the NAT gateway's wait overlaps EKS's
   list[#list + 1] = "eks:access-entry " .. CALLER .. " on " .. n
   list[#list + 1] = "eks:access-policy-association AmazonEKSClusterAdminPolicy for " .. CALLER .. " on " .. n
   for i, x in ipairs(list) do list[i] = "create " .. x end
@@ -180,8 +180,8 @@ t.test("a drifted stage: the plan lists exactly what differs, and the next call 
     "change ec2:subnet hypd-sierra-private-us-west-2a",
     "create ec2:route-table-association hypd-sierra-public-rt with hypd-sierra-public-us-west-2b",
     "create ec2:security-group-rule all traffic within hypd-sierra-cluster",
-    "change ec2:route 0.0.0.0/0 in hypd-sierra-private-rt",
     "create iam:role-policy-attachment AmazonEKSClusterPolicy on hypd-sierra-eks-cluster-role",
+    "change ec2:route 0.0.0.0/0 in hypd-sierra-private-rt",
     "create eks:access-entry " .. CALLER .. " on hypd-sierra",
     "create eks:access-policy-association AmazonEKSClusterAdminPolicy for " .. CALLER .. " on hypd-sierra" })
   t.eq({ p.create, p.change }, { 5, 4 })
@@ -204,9 +204,9 @@ t.test("a drifted stage: the plan lists exactly what differs, and the next call 
     "updating subnet hypd-sierra-private-us-west-2a",
     "creating route table association hypd-sierra-public-rt with hypd-sierra-public-us-west-2b",
     "creating security group rule all traffic within hypd-sierra-cluster",
+    "creating policy attachment AmazonEKSClusterPolicy on hypd-sierra-eks-cluster-role",
     "waiting for NAT gateway " .. st.nat_gateway_id .. " to be available",
     "updating route 0.0.0.0/0 in hypd-sierra-private-rt",
-    "creating policy attachment AmazonEKSClusterPolicy on hypd-sierra-eks-cluster-role",
     "waiting for EKS cluster hypd-sierra to be ACTIVE",
     "creating access entry " .. CALLER .. " on hypd-sierra",
     "creating access policy association AmazonEKSClusterAdminPolicy for " .. CALLER .. " on hypd-sierra" })

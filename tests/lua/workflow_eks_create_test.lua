@@ -57,22 +57,23 @@ local function SCRIPT(tag)
   end
   add("creating Elastic IP hypd-%T-nat-eip", "ec2 AllocateAddress")
   add("creating NAT gateway hypd-%T-nat", "ec2 CreateNatGateway")
-  for _, kind in ipairs { "public", "private" } do
-    if kind == "private" then add("waiting for NAT gateway NAT to be available") end
+  local function routes(kind)
     add("creating route table hypd-%T-" .. kind .. "-rt", "ec2 CreateRouteTable")
     add("creating route 0.0.0.0/0 in hypd-%T-" .. kind .. "-rt", "ec2 CreateRoute")
     for _, az in ipairs { "a", "b" } do
       add("creating route table association hypd-%T-" .. kind .. "-rt with hypd-%T-" .. kind .. "-us-west-2" .. az,
         "ec2 AssociateRouteTable")
     end
-    if kind == "public" then
-      add("creating security group hypd-%T-cluster", "ec2 CreateSecurityGroup")
-      add("creating security group rule all traffic within hypd-%T-cluster", "ec2 AuthorizeSecurityGroupIngress")
-    end
   end
+  routes("public")
+  add("creating security group hypd-%T-cluster", "ec2 CreateSecurityGroup")
+  add("creating security group rule all traffic within hypd-%T-cluster", "ec2 AuthorizeSecurityGroupIngress")
   add("creating IAM role hypd-%T-eks-cluster-role", "iam CreateRole")
   add("creating policy attachment AmazonEKSClusterPolicy on hypd-%T-eks-cluster-role", "iam AttachRolePolicy")
   add("creating EKS cluster hypd-%T", "eks CreateCluster")
+  -- the NAT gateway's wait and the private routes while EKS creates
+  add("waiting for NAT gateway NAT to be available")
+  routes("private")
   add("waiting for EKS cluster hypd-%T to be ACTIVE")
   return rows
 end
@@ -140,7 +141,7 @@ t.test("the params take a cluster tag, a region, a Kubernetes version and a VPC 
   local names = {}
   for i, s in ipairs(eks.steps) do names[i] = s.name end
   t.eq(names, { "vpc", "internet_gateway", "subnets", "nat_gateway", "public_routes", "security_group",
-    "private_routes", "iam", "cluster", "wait_active", "access" })
+    "iam", "cluster", "private_routes", "wait_active", "access" })
   local def = tool.get("cluster_create_eks")
   t.eq(#def.steps, #eks.steps)
   t.eq(def.params.plan.type, "boolean", "every staged tool can plan")
@@ -703,6 +704,11 @@ t.test("a VPC of the tag is reused as it is: its own CIDR, a foreign subnet's bl
 end)
 
 t.test("under throttling and server errors, calling again after each failed operation creates each thing once", function()
+  -- the SDKs' 3 attempts (an operation's 8 would ride these faults out), so that some operations stop
+  local aws = require "hypd.aws"
+  local attempts = aws.OPERATION_ATTEMPTS
+  aws.OPERATION_ATTEMPTS = 3
+  t.cleanup(function() aws.OPERATION_ATTEMPTS = attempts end)
   assert(faults.configure { seed = 11, services = { ec2 = { throttle = 0.15, error5xx = 0.08, reset = 0.03 },
     iam = { throttle = 0.1, error5xx = 0.1 }, eks = { throttle = 0.1, error5xx = 0.1 }, sts = { error5xx = 0.2 } } })
   local m = mark()

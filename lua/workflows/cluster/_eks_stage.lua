@@ -214,11 +214,17 @@ local function access(ctx)
   r.active = st.made_active or (hypd.clusters.active() or {}).name == r.cluster_name
 end
 
+-- the network's steps, then the cluster; the NAT gateway's wait and the
+-- private routes come after the cluster is asked for, so the two waits
+-- overlap (EKS needs the subnets, not their route to the internet)
 M.steps = {}
-for _, s in ipairs(net.steps) do M.steps[#M.steps + 1] = s end
+for _, s in ipairs(net.steps) do
+  if s.name ~= "private_routes" then M.steps[#M.steps + 1] = s end
+end
 for _, s in ipairs {
   { name = "iam", run = iam },
   { name = "cluster", run = cluster },
+  { name = "private_routes", run = net.private_routes },
   { name = "wait_active", run = wait_active },
   { name = "access", run = access },
 } do M.steps[#M.steps + 1] = s end
