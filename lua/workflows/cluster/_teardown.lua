@@ -391,7 +391,7 @@ function M.bucket(ctx, o)
       s3.delete_bucket(ctx, o.name, region or b.Region)
     end }
 end
-M.AWS_BUCKET = { "s3:HeadBucket", "s3:GetBucketTagging", "s3:GetBucketVersioning", "s3:ListObjectVersions",
+M.AWS_BUCKET = { "s3:HeadBucket", "s3:GetBucketTagging", "s3:ListObjectVersions",
   "s3:DeleteObjects", "s3:DeleteBucket" }
 
 -- buckets(ctx, tag, force): every S3 bucket of the account that carries the

@@ -36,6 +36,7 @@ local function note(ctx, action, type, name)
     st.deleted = st.deleted or json.array()
     for _, d in ipairs(st.deleted) do if d.type == type and d.name == name then return end end
     st.deleted[#st.deleted + 1] = { type = type, name = name }
+    if ctx.save then ctx:save() end -- a step resumed after a stop still reports it
   end
 end
 
