@@ -12,7 +12,6 @@
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local op = require "hypd.op"
-local task = require "hypd.task"
 local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
@@ -49,20 +48,7 @@ local function kept(r, typ, name)
   end
 end
 
--- stop_at(prefix, target): the next phase starting with prefix of the
--- operation whose target starts with target stops it as a stopping host
--- does (cancelled at its next wait, the record left running)
-local function stop_at(prefix, target)
-  local off
-  off = op.subscribe(function(ev)
-    if ev.kind == "operation.phase" and tostring(ev.target):find(target, 1, true) == 1 and
-        tostring(ev.phase):find(prefix, 1, true) == 1 then
-      off()
-      local victim = op.active()[ev.operation_id]
-      task.spawn(function() victim:cancel("the host is stopping (the test stops it)") end)
-    end
-  end)
-end
+local stop_at = E.stop_at
 
 local function head(bucket) return try("s3", "HeadBucket", { Bucket = bucket }) end
 
@@ -197,4 +183,21 @@ t.test("with force and the foreign group gone, cluster_delete deletes the data b
   t.eq({ counts["s3 DeleteBucket"], counts["ec2 DeleteVpc"] }, { 1, 1 })
   t.eq(kept(r, "s3:bucket"), nil, "nothing of S3 kept")
   require("sandbox.policy").set(nil)
+end)
+
+t.test("cluster_delete, stopped while the EKS cluster goes and resumed, deletes each thing once", function()
+  Hp.stage1("tdr")
+  local m = mark()
+  stop_at("waiting for EKS cluster hypd-tdr to be gone", "delete/us-west-2/tdr", true)
+  local acc = assert(tool.call("cluster_delete", { cluster_tag = "tdr" }, ADMIN))
+  local v = op.wait(acc.operation_id)
+  t.eq(v.status, "running", "stopped, left running: " .. tostring(v.phase))
+  v = E.resume(acc.operation_id)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local counts = since(m)
+  t.eq({ counts["eks DeleteCluster"], counts["ec2 DeleteNatGateway"], counts["ec2 ReleaseAddress"],
+    counts["ec2 DeleteInternetGateway"], counts["ec2 DeleteSubnet"], counts["ec2 DeleteVpc"], counts["iam DeleteRole"] },
+    { 1, 1, 1, 1, 4, 1, 1 }, json.encode(counts))
+  t.eq(#call("ec2", "DescribeVpcs", { Filters = E.by_tag("tdr") }).Vpcs, 0, "nothing left")
+  t.eq(#v.result.kept, 0, "nothing kept: " .. json.encode(v.result.kept))
 end)

@@ -178,9 +178,8 @@ local AWS = { "eks:DescribeCluster", "sts:GetCallerIdentity", "sagemaker:Describ
   "sagemaker:ListTags", "sagemaker:DeleteCluster", "ec2:DescribeSubnets", "ec2:DescribeVpcEndpoints",
   "ec2:DescribeRouteTables", "ec2:DescribeVpcs", "ec2:DeleteVpcEndpoints", "ec2:DisassociateRouteTable",
   "ec2:DeleteRouteTable", "ec2:DeleteSubnet", "ec2:DisassociateVpcCidrBlock", "fsx:DescribeFileSystems" }
-for _, list in ipairs { td.AWS_BUCKET, td.AWS_ROLE } do
-  for _, a in ipairs(list) do AWS[#AWS + 1] = a end
-end
+table.move(td.AWS_BUCKET, 1, #td.AWS_BUCKET, #AWS + 1, AWS)
+table.move(td.AWS_ROLE, 1, #td.AWS_ROLE, #AWS + 1, AWS)
 
 return tool {
   name = "hyperpod_delete",
