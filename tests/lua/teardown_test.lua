@@ -133,7 +133,6 @@ end)
 t.test("cluster_delete keeps the bucket holding data and a security group someone else made, and the VPC with it",
   function()
   local policy = require "sandbox.policy"
-  local doc = policy.get and policy.get()
   policy.set(nil) -- someone else, with their own rights
   local sg = call("ec2", "CreateSecurityGroup", { GroupName = "someone-elses", Description = "not hypd's",
     VpcId = W.vpc }).GroupId

@@ -372,7 +372,7 @@ function M.bucket(ctx, o)
       return h
     end,
     owned = function(b) return b.Tags[M.TAG] == o.tag, "it does not carry " .. M.TAG .. "=" .. o.tag end,
-    keep = function(b)
+    keep = function()
       if o.force then return nil end
       local r = ctx:call("s3", "ListObjectVersions", { Bucket = o.name, MaxKeys = 1000 })
       local data = {}
