@@ -4,7 +4,8 @@
 -- hand. `hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]`.
 --
 --   iam_policy.document{tools = {names}, kind = k} -> policy | nil, err
---     tools: only these tools (each must exist); kind: the tools of this
+--     tools: only these tools (each must exist) and the tools they call
+--     (a tool's calls list, for its hypd.tools.call); kind: the tools of this
 --     kind and the milder ones (read: read tools; mutating: read and
 --     mutating; destructive, the default: all)
 local errors = require "hypd.errors"
@@ -59,6 +60,16 @@ function M.document(opts)
     end
   else
     defs = tool.list()
+  end
+  -- the tools a tool calls (its calls list: hypd.tools.call) are part of what it does
+  local have, i = {}, 1
+  for _, def in ipairs(defs) do have[def.name] = true end
+  while i <= #defs do
+    for _, name in ipairs(defs[i].calls or {}) do
+      local c = tool.get(name)
+      if c and not have[name] then have[name], defs[#defs + 1] = true, c end
+    end
+    i = i + 1
   end
   local seen, actions, from = {}, {}, {}
   for _, def in ipairs(defs) do

@@ -48,7 +48,8 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
-  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true }
+  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true,
+  calls = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, create = true, apply = true, patch = true,
   update = true, delete = true }
 

@@ -72,10 +72,15 @@ end
 -- with prefix stops the operation as a stopping host does (SIGTERM): its task
 -- is cancelled at its next wait, with no cancel request, so the record stays
 -- running with its state as saved and op.resume() continues it
-function E.interrupt_at(tag, prefix)
+function E.interrupt_at(tag, prefix) return E.stop_at(prefix, "eks/us-west-2/" .. tag, true) end
+
+-- stop_at(prefix, target [, exact]): the same for the operation whose target
+-- starts with target (is target, with exact)
+function E.stop_at(prefix, target, exact)
   local off
   off = op.subscribe(function(ev)
-    if ev.kind == "operation.phase" and ev.target == "eks/us-west-2/" .. tag and
+    local tg = tostring(ev.target)
+    if ev.kind == "operation.phase" and (exact and tg == target or not exact and tg:find(target, 1, true) == 1) and
         tostring(ev.phase):find(prefix, 1, true) == 1 then
       off()
       local victim = op.active()[ev.operation_id]

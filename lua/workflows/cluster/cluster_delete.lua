@@ -5,18 +5,35 @@ local td = require "cluster._teardown"
 
 local function eks_name(tag) return "hypd-" .. tag end
 
+-- merge(ctx, kept): a child's kept list into this operation's (once each)
+local function merge(ctx, list)
+  local st = ctx.state
+  st.kept = st.kept or hypd.json.array()
+  for _, k in ipairs(list or {}) do
+    local seen = false
+    for _, e in ipairs(st.kept) do seen = seen or (e.type == k.type and e.name == k.name) end
+    if not seen then st.kept[#st.kept + 1] = k end
+  end
+end
+
 return tool {
   name = "cluster_delete",
   summary = "Delete everything hypd made for a cluster tag, in reverse order; report what was kept and why",
   description = "Deletes, in the reverse order of creation, what hypd made for cluster_tag (everything carrying " ..
-    "the tag hypd:cluster-tag=<tag>) and nothing else: the HyperPod cluster (hyperpod_delete), the storage, " ..
-    "the EKS cluster hypd-<tag> with its add-ons, the IAM roles, policies and OIDC provider, then the network " ..
-    "(endpoints, NAT gateway, Elastic IP, route tables, internet gateway, subnets, security groups, VPC). It " ..
-    "waits for each deletion and reports what was kept and why (a bucket holding data unless force, a " ..
-    "resource someone else made, the default route table and security group that go with their VPC). It " ..
-    "answers with an operation; follow it with operation_get. plan = true lists what it would delete.",
+    "the tag hypd:cluster-tag=<tag>) and nothing else: each storage hypd made (storage_delete, with its bucket " ..
+    "or file system), the HyperPod cluster and what it needed (hyperpod_delete), the EKS cluster hypd-<tag> " ..
+    "with its add-ons (managed features' add-ons included), the S3 buckets left with the tag (a feature's TLS " ..
+    "bucket), the IAM roles, policies and OIDC provider, then the network (endpoints, NAT gateway, Elastic IP, " ..
+    "route tables, internet gateway, subnets, security groups, VPC). It waits for each deletion and reports in " ..
+    "kept what was kept and why: a bucket or file system that holds data (unless force = true: then it is " ..
+    "deleted with its data), a resource someone else made (a subnet or security group without the tag, and the " ..
+    "VPC that holds it), the default route table and security group that go with their VPC. EKS node groups " ..
+    "hypd did not make are refused before anything is deleted. Calling it again once done sends nothing. It " ..
+    "answers with an operation; follow it with operation_get (wait_seconds). plan = true lists what it would " ..
+    "delete and keep.",
   kind = "destructive",
   status_tool = "operation_get",
+  calls = { "storage_list", "storage_delete", "hyperpod_delete" },
   aws = { "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
     "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway", "ec2:DeleteSubnet", "ec2:DeleteSecurityGroup", "ec2:DeleteVpc",
@@ -25,7 +42,8 @@ return tool {
     "iam:DeleteRolePolicy", "iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile",
     "iam:DeleteRole", "iam:ListPolicies", "iam:GetPolicy", "iam:ListPolicyVersions", "iam:DeletePolicyVersion",
     "iam:DeletePolicy", "iam:ListOpenIDConnectProviders", "iam:GetOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider", "sagemaker:ListClusters", "sagemaker:DescribeCluster" },
+    "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "s3:ListBuckets", "s3:HeadBucket",
+    "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket" },
   params = {
     cluster_tag = P.with(P.cluster_tag, { required = true, decision = true,
       description = "the tag of the cluster to delete: everything tagged hypd:cluster-tag=<tag> goes" }),
@@ -35,30 +53,55 @@ return tool {
   },
   target = function(p) return "delete/" .. (p.region or hypd.aws.region()) .. "/" .. p.cluster_tag end,
   steps = {
-    { name = "hyperpod", run = function(ctx)
-      local c = ctx:try("eks", "DescribeCluster", { name = eks_name(ctx.params.cluster_tag) })
+    { name = "check", run = function(ctx)
+      -- refused before anything is deleted: EKS does not delete a cluster
+      -- that still has managed node groups, and hypd deletes only its own
+      local name = eks_name(ctx.params.cluster_tag)
+      local c = ctx:try("eks", "DescribeCluster", { name = name })
       ctx.state.oidc_issuer = c and c.cluster.identity and c.cluster.identity.oidc and c.cluster.identity.oidc.issuer
-      if c and hypd.tools.exists("hyperpod_delete") then
-        hypd.tools.call("hyperpod_delete", { cluster = c.cluster.name, region = ctx:aws_region(),
-          force = ctx.params.force })
+      ctx.state.eks_exists = c ~= nil and c.cluster.status ~= "DELETING"
+      if c and c.cluster.status ~= "DELETING" then
+        local foreign = {}
+        for _, ng in ipairs(hypd.aws.all("eks", "ListNodegroups", { clusterName = name }, ctx:aws_opts())) do
+          local d = ctx:try("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = ng })
+          if d and (d.nodegroup.tags or {})[td.TAG] ~= ctx.params.cluster_tag then foreign[#foreign + 1] = ng end
+        end
+        if #foreign > 0 then
+          hypd.errors.raise("CONFLICT", string.format("EKS cluster %s has node groups hypd did not make (%s): " ..
+            "nothing was deleted; delete them first (cluster_delete_node_group), then call cluster_delete again",
+            name, table.concat(foreign, ", ")), { fields = { { field = "cluster_tag", rule = "own_node_groups",
+              message = "node groups hypd did not make: " .. table.concat(foreign, ", ") } } })
+        end
       end
     end },
     { name = "storage", run = function(ctx)
-      if hypd.tools.exists("storage_delete") then
-        hypd.tools.call("storage_delete", { cluster_tag = ctx.params.cluster_tag, region = ctx:aws_region(),
-          all = true, delete_data = true, force = ctx.params.force })
+      -- stage 5 first (the reverse order): each storage of the cluster, its
+      -- bucket or file system with it; one that holds data is kept unless force
+      if not ctx.state.eks_exists then return end
+      local name = eks_name(ctx.params.cluster_tag)
+      local list = hypd.tools.call("storage_list", { cluster = name, region = ctx:aws_region() })
+      for _, s in ipairs(list.storages or {}) do
+        if s.managed_by_hypd and s.claim then
+          local r = hypd.tools.call("storage_delete", { cluster = name, region = ctx:aws_region(),
+            claim_name = s.claim, namespace = s.namespace or "default", delete_bucket = true,
+            delete_file_system = true, force = ctx.params.force })
+          merge(ctx, r.kept)
+        end
       end
     end },
+    { name = "hyperpod", run = function(ctx)
+      if not ctx.state.eks_exists then return end
+      local r = hypd.tools.call("hyperpod_delete", { cluster = eks_name(ctx.params.cluster_tag),
+        region = ctx:aws_region(), force = ctx.params.force })
+      merge(ctx, r.kept)
+    end },
     { name = "eks_cluster", run = function(ctx)
-      local name = eks_name(ctx.params.cluster_tag)
-      local ngs = ctx:try("eks", "ListNodegroups", { clusterName = name })
-      local left = ngs and ngs.nodegroups or {}
-      if #left > 0 and not ctx.plan then
-        hypd.errors.raise("CONFLICT", string.format("EKS cluster %s still has node groups hypd did not make (%s): " ..
-          "delete them first (cluster_delete_node_group), then call cluster_delete again", name,
-          table.concat(left, ", ")), { field = "cluster_tag" })
-      end
-      td.eks_cluster(ctx, name, ctx.params.cluster_tag)
+      td.eks_cluster(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
+    end },
+    { name = "buckets", run = function(ctx)
+      -- what is left with the tag: a managed feature's bucket (the inference
+      -- TLS bucket), a bucket an earlier run kept
+      td.buckets(ctx, ctx.params.cluster_tag, ctx.params.force)
     end },
     { name = "iam", run = function(ctx) td.iam_sweep(ctx, ctx.params.cluster_tag, ctx.state.oidc_issuer) end },
     { name = "network", run = function(ctx) td.ec2_sweep(ctx, ctx.params.cluster_tag) end },
