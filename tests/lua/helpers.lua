@@ -105,6 +105,11 @@ function M.sandbox_here(opts)
   opts = opts or {}
   local core, sandbox = require "hypd.core", require "sandbox"
   local srv = assert(sandbox.start { listen = "127.0.0.1:0" })
+  -- held for the process's life: a server nobody holds is collected and
+  -- stops, and a test file's locals die once its chunk has run
+  local kept = package.loaded["tests.sandbox_servers"] or {}
+  package.loaded["tests.sandbox_servers"] = kept
+  kept[#kept + 1] = srv
   core.setenv("AWS_PROFILE")
   core.setenv("AWS_SESSION_TOKEN")
   for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end

@@ -214,8 +214,8 @@ t.test("every stage re-run, and cluster_create again, sends no mutating AWS call
 end)
 
 
-t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipeline pass when the sandbox " ..
-  "enforces it", function()
+t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipeline and its teardown pass when " ..
+  "the sandbox enforces it", function()
   local policy = require "sandbox.policy"
   local doc = assert(require("hypd.iam_policy").document {})
   assert(policy.set(doc))
@@ -232,7 +232,25 @@ t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipel
     if e.kind == "sandbox.audit" and e.data.refused then refused[#refused + 1] = e.data.action end
   end
   t.eq(refused, {}, "nothing was refused")
+  -- and the teardown of everything it made, under the same policy
+  m = mark()
+  v = op.wait(assert(tool.call("cluster_delete", { cluster_tag = "iam", force = true },
+    { name = "boss", scope = "admin", front = "test" })).operation_id)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  refused = {}
+  for _, e in ipairs(require("hypd.store").events(m, 1000000) or {}) do
+    if e.kind == "sandbox.audit" and e.data.refused then refused[#refused + 1] = e.data.action end
+  end
+  t.eq(refused, {}, "nothing was refused in the teardown")
   policy.set(nil)
+  local left = E.call("ec2", "DescribeVpcs", { Filters = { { Name = "tag:hypd:cluster-tag", Values = { "iam" } } } })
+  t.eq(#left.Vpcs, 0, "the VPC is gone")
+  local _, gone = require("hypd.aws").try("sagemaker", "DescribeCluster", { ClusterName = "hypd-iam-hp" }, E.OPTS)
+  t.eq(gone and gone.code, "ResourceNotFound", "the HyperPod cluster is gone")
+  _, gone = require("hypd.aws").try("eks", "DescribeCluster", { name = "hypd-iam" }, E.OPTS)
+  t.eq(gone and gone.code, "ResourceNotFoundException", "the EKS cluster is gone")
+  _, gone = require("hypd.aws").try("iam", "GetRole", { RoleName = "hypd-iam-hyperpod-exec" }, E.OPTS)
+  t.eq(gone and gone.code, "NoSuchEntity", "the execution role is gone")
 end)
 
 t.test("the sandbox served the whole pipeline on one port", function()
