@@ -56,7 +56,8 @@ t.test("with 30% of the requests throttled and 5% failing, the pipeline complete
   assert(faults.configure { seed = 12345, services = svc })
   t.cleanup(function() faults.configure {} end)
   local m = mark()
-  local v, tries, stops = nil, 0, {}
+  local v
+  local tries, stops = 0, {}
   repeat
     tries = tries + 1
     v = run(pipeline("storm"))
@@ -73,6 +74,31 @@ t.test("with 30% of the requests throttled and 5% failing, the pipeline complete
   print("# " .. tries .. " run(s); stopped by: " .. json.encode(stops))
   faults.configure {}
   t.eq(creates((since(m))), calm, "the same resources as the calm run, each once")
+end)
+
+t.test("a re-run right after the EKS stage stopped with its cluster still CREATING goes on (the later stages " ..
+  "are checked when they run), and makes nothing twice", function()
+  local failed = false
+  local restore = E.swap("ec2", "CreateRoute", function(original, ctx, input)
+    if not failed and tostring(input.NatGatewayId):match("^nat%-") then
+      failed = true
+      ctx.error("InternalError", "the private route's answer was lost (the test)", 500)
+    end
+    return original(ctx, input)
+  end)
+  local v = run(pipeline("early"))
+  restore()
+  t.eq(v.status, "failed")
+  t.like(v.error.message, "cluster_create_eks")
+  t.eq(E.call("eks", "DescribeCluster", { name = "hypd-early" }).cluster.status, "CREATING")
+  local m = mark()
+  v = run(pipeline("early"))
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local made = creates((since(m)))
+  for _, k in ipairs { "eks CreateCluster", "ec2 CreateVpc", "ec2 CreateNatGateway", "ec2 CreateSubnet" } do
+    t.ok((made[k] or 0) <= (k == "ec2 CreateSubnet" and 1 or 0), k .. " is not made again (the compute subnet " ..
+      "is new): " .. json.encode(made))
+  end
 end)
 
 t.test("with no capacity in the first zone, the pipeline stops at the HyperPod stage saying what to do; once " ..

@@ -214,6 +214,25 @@ t.test("every stage re-run, and cluster_create again, sends no mutating AWS call
 end)
 
 
+t.test("cluster_get_status with wait_seconds answers as soon as the cluster changes, not at the end of the wait",
+  function()
+    local acc = assert(tool.call("hyperpod_scale_instance_group", { cluster = "hypd-agent",
+      instance_group = "agent-ig", instance_count = 3 }, E.WHO))
+    local core = require "hypd.core"
+    local early, calls, s = 0, 0, nil
+    repeat
+      local before = core.now()
+      s = mcp_call("cluster_get_status", { cluster = "hypd-agent", wait_seconds = 300 })
+      calls = calls + 1
+      if core.now() - before < 299 then early = early + 1 end
+    until (s.hyperpod and s.hyperpod.instance_groups[1].current == 3 and s.hyperpod.status == "InService") or
+      calls > 10
+    t.eq(s.hyperpod.instance_groups[1].current, 3, "followed to the end in " .. calls .. " calls")
+    t.ok(early >= 1, "an answer came with the change, before the wait was up (" .. early .. " of " .. calls .. ")")
+    local v = op.wait(acc.operation_id)
+    t.eq(v.status, "succeeded", json.encode(v.error))
+  end)
+
 t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipeline and its teardown pass when " ..
   "the sandbox enforces it", function()
   local policy = require "sandbox.policy"

@@ -89,23 +89,46 @@ local function together(fns)
   if first ~= nil then error(first, 0) end
 end
 
--- LATER: stages whose plan needs what earlier stages make (the managed
--- features read the HyperPod cluster and its Kubernetes objects); on an
--- account without the cluster yet, a plan lists them as "later"
-M.LATER = { hyperpod_update_advanced_features = true }
+-- What each later stage waits for: a plan of it (the check step's, or a
+-- plan of the whole pipeline) can be made only once that is ready. Until
+-- then its errors that say so are no refusal: the stage is listed as
+-- "later". A bad decision (VALIDATION) of a stage that needs only EKS is
+-- still refused: those plan against a planned EKS cluster. The stages that
+-- need the HyperPod cluster are planned once it is InService.
+M.NEEDS = { cluster_configure_dependencies = "eks", storage_create_s3 = "eks", hyperpod_create = "eks",
+  storage_create_fsx = "hyperpod", hyperpod_update_advanced_features = "hyperpod" }
+local NOT_READY = { NOT_FOUND = true, CONFLICT = true, STATE = true }
+
+-- ready(ctx, what) -> true when the EKS cluster is ACTIVE, or the HyperPod cluster InService
+local function ready(ctx, what)
+  local tag = ctx.params.cluster_tag
+  if what == "eks" then
+    local c = ctx:try("eks", "DescribeCluster", { name = net.name(tag) })
+    return c ~= nil and c.cluster.status == "ACTIVE"
+  end
+  local c = ctx:try("sagemaker", "DescribeCluster", { ClusterName = "hypd-" .. tag .. "-hp" })
+  return c ~= nil and c.ClusterStatus == "InService"
+end
 
 -- later(ctx, name, a, err) -> true when a plan of stage name cannot be made
--- yet (its cluster is only planned): a "later" entry is added instead
+-- yet (what it needs is not ready): a "later" entry is added to a plan
 local function later(ctx, name, a, err)
-  if not (M.LATER[name] and type(err) == "table" and err.code == "NOT_FOUND") then return false end
+  local needs = M.NEEDS[name]
+  if not needs or type(err) ~= "table" then return false end
+  if needs == "eks" and not NOT_READY[err.code] then return false end
+  if ready(ctx, needs) then return false end
   if ctx.plan then
     ctx.planned = ctx.planned or hypd.json.array()
     local what = {}
-    for k, v in pairs(a) do if k ~= "cluster" and k ~= "region" then what[#what + 1] = k .. "=" .. tostring(v) end end
+    for k, v in pairs(a) do
+      if k ~= "cluster" and k ~= "region" and k ~= "plan" then what[#what + 1] = k .. "=" .. tostring(v) end
+    end
     table.sort(what)
     ctx.planned[#ctx.planned + 1] = { action = "later", type = "hypd:tool", name = name,
-      why = name .. " (" .. table.concat(what, ", ") .. ") plans its chain once the HyperPod cluster exists: " ..
-        tostring(err.message) }
+      why = string.format("%s (%s) plans once the %s is ready: %s", name, table.concat(what, ", "),
+        needs == "eks" and "EKS cluster" or "HyperPod cluster", tostring(err.message)) }
+  else
+    ctx:progress(name .. " is checked when it runs: " .. tostring(err.message))
   end
   return true
 end

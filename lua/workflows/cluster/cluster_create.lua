@@ -41,7 +41,7 @@ local params = {
 for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
 
 -- the early work runs in this operation; each stage's tool declares its own
-local AWS = { "sts:GetCallerIdentity" }
+local AWS = { "sts:GetCallerIdentity", "eks:DescribeCluster", "sagemaker:DescribeCluster" }
 for _, a in ipairs(pipeline.AWS) do AWS[#AWS + 1] = a end
 
 return tool {

@@ -3,50 +3,75 @@
 local P = require "_params"
 local hp = require "cluster._hyperpods"
 
+local PACE = 15 -- seconds between looks while a caller waits for a change
+
+-- view(ctx, p) -> the status, and a signature of what can change in it
+local function view(ctx, p)
+  local name, region = hp.which(p)
+  if region then ctx.region = region end
+  local c = ctx:call("eks", "DescribeCluster", { name = name }).cluster
+  local addons = {}
+  for _, a in ipairs(hypd.aws.all("eks", "ListAddons", { clusterName = name }, ctx:aws_opts())) do
+    local d = ctx:try("eks", "DescribeAddon", { clusterName = name, addonName = a })
+    d = d and d.addon
+    addons[#addons + 1] = { name = a, version = d and d.addonVersion, status = d and d.status }
+  end
+  local h = hp.by_eks(ctx)[c.arn]
+  local hyperpod
+  if h then
+    local groups = {}
+    for _, g in ipairs(h.describe.InstanceGroups or {}) do
+      groups[#groups + 1] = { name = g.InstanceGroupName, instance_type = g.InstanceType,
+        current = g.CurrentCount, target = g.TargetCount, status = g.Status }
+    end
+    hyperpod = { name = h.name, status = h.status, arn = h.arn, node_recovery = h.describe.NodeRecovery,
+      instance_groups = groups }
+  end
+  local ops = {}
+  local tag = (c.tags or {})[hp.TAG]
+  for _, v in ipairs(hypd.operations.list { status = "running" }) do
+    if v.target and (v.target:find(name, 1, true) or (tag and v.target:find("/" .. tag, 1, true))) then
+      ops[#ops + 1] = { operation_id = v.operation_id, tool = v.tool, phase = v.phase }
+    end
+  end
+  local act = hypd.clusters.active()
+  local out = { region = ctx:aws_region(), active = act ~= nil and act.name == name and act.region == ctx:aws_region(),
+    eks = { name = c.name, arn = c.arn, status = c.status, version = c.version, endpoint = c.endpoint,
+      platform_version = c.platformVersion, authentication_mode = (c.accessConfig or {}).authenticationMode,
+      vpc_id = (c.resourcesVpcConfig or {}).vpcId, subnet_ids = (c.resourcesVpcConfig or {}).subnetIds,
+      managed = tag ~= nil, cluster_tag = tag },
+    addons = addons, hyperpod = hyperpod, operations = ops }
+  -- what a waiting caller watches: every status and running phase
+  local sig = { tostring(c.status), tostring(hyperpod and hyperpod.status) }
+  for _, a in ipairs(addons) do sig[#sig + 1] = a.name .. "=" .. tostring(a.status) end
+  for _, g in ipairs(hyperpod and hyperpod.instance_groups or {}) do
+    sig[#sig + 1] = g.name .. "=" .. tostring(g.status) .. "/" .. tostring(g.current) .. "/" .. tostring(g.target)
+  end
+  for _, o in ipairs(ops) do sig[#sig + 1] = o.operation_id .. "=" .. tostring(o.phase) end
+  return out, table.concat(sig, " ")
+end
+
 return tool {
   name = "cluster_get_status",
   summary = "EKS status, version, endpoint, add-ons, HyperPod instance groups and running operations",
   description = "Reports one EKS cluster (the active one unless named): status, Kubernetes version, endpoint, " ..
     "authentication mode and VPC; its EKS add-ons with versions and status; the attached HyperPod cluster " ..
-    "with each instance group's type and current/target count; and hypd operations running on it.",
+    "with each instance group's type and current/target count; and hypd operations running on it. With " ..
+    "wait_seconds it answers as soon as one of those statuses, or a running operation's phase, changes (or when " ..
+    "the time is up).",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListAddons", "eks:DescribeAddon", "sagemaker:ListClusters",
     "sagemaker:DescribeCluster" },
-  params = { cluster = P.cluster, region = P.region },
+  params = { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds },
   run = function(ctx, p)
-    local name, region = hp.which(p)
-    if region then ctx.region = region end
-    local c = ctx:call("eks", "DescribeCluster", { name = name }).cluster
-    local addons = {}
-    for _, a in ipairs(hypd.aws.all("eks", "ListAddons", { clusterName = name }, ctx:aws_opts())) do
-      local d = ctx:try("eks", "DescribeAddon", { clusterName = name, addonName = a })
-      d = d and d.addon
-      addons[#addons + 1] = { name = a, version = d and d.addonVersion, status = d and d.status }
+    local out, sig = view(ctx, p)
+    local deadline = hypd.now() + p.wait_seconds
+    while hypd.now() + PACE <= deadline do
+      ctx:sleep(PACE)
+      local now, s = view(ctx, p)
+      if s ~= sig then return now end
+      out = now
     end
-    local h = hp.by_eks(ctx)[c.arn]
-    local hyperpod
-    if h then
-      local groups = {}
-      for _, g in ipairs(h.describe.InstanceGroups or {}) do
-        groups[#groups + 1] = { name = g.InstanceGroupName, instance_type = g.InstanceType,
-          current = g.CurrentCount, target = g.TargetCount, status = g.Status }
-      end
-      hyperpod = { name = h.name, status = h.status, arn = h.arn, node_recovery = h.describe.NodeRecovery,
-        instance_groups = groups }
-    end
-    local ops = {}
-    local tag = (c.tags or {})[hp.TAG]
-    for _, v in ipairs(hypd.operations.list { status = "running" }) do
-      if v.target and (v.target:find(name, 1, true) or (tag and v.target:find("/" .. tag, 1, true))) then
-        ops[#ops + 1] = { operation_id = v.operation_id, tool = v.tool, phase = v.phase }
-      end
-    end
-    local act = hypd.clusters.active()
-    return { region = ctx:aws_region(), active = act ~= nil and act.name == name and act.region == ctx:aws_region(),
-      eks = { name = c.name, arn = c.arn, status = c.status, version = c.version, endpoint = c.endpoint,
-        platform_version = c.platformVersion, authentication_mode = (c.accessConfig or {}).authenticationMode,
-        vpc_id = (c.resourcesVpcConfig or {}).vpcId, subnet_ids = (c.resourcesVpcConfig or {}).subnetIds,
-        managed = tag ~= nil, cluster_tag = tag },
-      addons = addons, hyperpod = hyperpod, operations = ops }
+    return out
   end,
 }

@@ -215,7 +215,8 @@ function M.eks_cluster(ctx, p)
     error(err, 0)
   end
   local c = out.cluster
-  if c.status ~= "ACTIVE" then
+  -- a plan may look at a cluster still being created (its VPC is known)
+  if c.status ~= "ACTIVE" and not (ctx.plan and c.status == "CREATING") then
     errors.raise("CONFLICT", "EKS cluster " .. e.name .. " is " .. tostring(c.status) .. "; HyperPod needs it " ..
       "ACTIVE (follow cluster_get_creation_status)", { field = "cluster" })
   end
