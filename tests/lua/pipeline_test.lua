@@ -219,7 +219,8 @@ t.test("cluster_get_status with wait_seconds answers as soon as the cluster chan
     local acc = assert(tool.call("hyperpod_scale_instance_group", { cluster = "hypd-agent",
       instance_group = "agent-ig", instance_count = 3 }, E.WHO))
     local core = require "hypd.core"
-    local early, calls, s = 0, 0, nil
+    local early, calls = 0, 0
+    local s
     repeat
       local before = core.now()
       s = mcp_call("cluster_get_status", { cluster = "hypd-agent", wait_seconds = 300 })
