@@ -149,6 +149,13 @@ local function operations_api()
   }
 end
 
+-- hypd.json: hypd.json's functions and equal(a, b), JSON equality (the kit's)
+local function json_api()
+  local j = copy(json)
+  j.equal = require("hypd.kit").same
+  return j
+end
+
 -- build(name) -> the hypd table of playbook `name`
 function M.build(name)
   local component = "playbook " .. name
@@ -166,7 +173,7 @@ function M.build(name)
     digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
     spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
     http = { request = http.request, get = http.get },
-    json = copy(json),
+    json = json_api(),
     log = l,
     errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
     state = state_api(name),

@@ -104,7 +104,8 @@ function M.managed(role, name) return "arn:" .. M.partition(role.Arn) .. ":iam::
 function M.attach(ctx, role, policy_arn, short_name)
   local name = role.RoleName or tostring(role.Arn):match("role/(.+)$")
   return ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
-    name = (short_name or policy_arn:match("([^/]+)$")) .. " on " .. name, needs = role.Arn, id = "PolicyArn",
+    name = (short_name or policy_arn:match("([^/:]+)$")) .. " on " .. name, needs = { role.Arn, policy_arn },
+    id = "PolicyArn",
     retry = net.not_yet, fields = { RoleName = name, PolicyArn = policy_arn },
     search = function()
       for _, p in ipairs(hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = name }, ctx:aws_opts())) do

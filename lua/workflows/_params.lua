@@ -50,4 +50,17 @@ function M.with(spec, changes)
   return out
 end
 
+-- where(p) -> region, cluster: what a call with P.cluster and P.region works
+-- on (the named cluster, else the active one; the region given, else the
+-- active cluster's, else the configured one, else "default"), for targets
+function M.where(p)
+  local act = hypd.clusters.active() or {}
+  local region = p.region or (not p.cluster and act.region)
+  if not region then
+    local ok, r = pcall(hypd.aws.region, {})
+    region = ok and r or "default"
+  end
+  return region, p.cluster or act.name or "?"
+end
+
 return M

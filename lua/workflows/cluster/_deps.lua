@@ -176,19 +176,10 @@ function M.s3_policy(info)
 end
 
 -- same(a, b) -> true when two JSON values are equal
-function M.same(a, b)
-  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
-  for k, v in pairs(a) do if not M.same(v, b[k]) then return false end end
-  for k in pairs(b) do if a[k] == nil then return false end end
-  return true
-end
+M.same = hypd.json.equal
 
 -- policy_doc(text) -> the JSON of an IAM policy document IAM answers URL-encoded
-function M.policy_doc(text)
-  if type(text) ~= "string" then return text end
-  local decoded = text:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
-  return json.decode(decoded) or json.decode(text)
-end
+M.policy_doc = require("_iam").doc
 
 -- add-ons ---------------------------------------------------------------------
 

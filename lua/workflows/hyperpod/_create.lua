@@ -492,13 +492,8 @@ M.steps = {
 }
 
 function M.target(p)
-  local act = hypd.clusters.active() or {}
-  local region = p.region or (not p.cluster and act.region)
-  if not region then
-    local ok, r = pcall(hypd.aws.region, {})
-    region = ok and r or "default"
-  end
-  return "hyperpod/" .. region .. "/" .. (p.cluster or act.name or "?")
+  local region, name = P.where(p)
+  return "hyperpod/" .. region .. "/" .. name
 end
 
 return M

@@ -14,16 +14,8 @@ local json = hypd.json
 
 local M = {}
 
-local function urldecode(s)
-  return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
-end
-
 -- doc(text) -> the policy document as a table (IAM answers it URL-encoded)
-function M.doc(s)
-  if type(s) ~= "string" then return s end
-  if s:sub(1, 1) == "%" then s = urldecode(s) end
-  return json.decode(s)
-end
+M.doc = require("_iam").doc
 
 function M.arn(env, kind, name) return string.format("arn:%s:iam::%s:%s/%s", env.partition, env.account, kind, name) end
 function M.aws_policy(env, name) return string.format("arn:%s:iam::aws:policy/%s", env.partition, name) end
@@ -103,21 +95,8 @@ local function attached(ctx, role)
   return list
 end
 
-function M.attach(ctx, role, policy_arn)
-  local name = role.RoleName
-  return ctx:ensure { type = "iam:role-policy-attachment", label = "policy attachment",
-    name = short(policy_arn) .. " on " .. name, needs = { role.Arn, policy_arn }, id = "PolicyArn", retry = not_yet,
-    fields = { RoleName = name, PolicyArn = policy_arn },
-    search = function()
-      for _, p in ipairs(attached(ctx, name)) do
-        if p.PolicyArn == policy_arn then return p end
-      end
-    end,
-    create = function()
-      ctx:call("iam", "AttachRolePolicy", { RoleName = name, PolicyArn = policy_arn })
-      return { PolicyArn = policy_arn }
-    end }
-end
+-- attach(ctx, role, policy_arn): the managed or customer policy attached
+function M.attach(ctx, role, policy_arn) return require("_iam").attach(ctx, role, policy_arn) end
 
 local function default_document(ctx, p)
   local v = ctx:call("iam", "GetPolicyVersion", { PolicyArn = p.Arn, VersionId = p.DefaultVersionId }).PolicyVersion
@@ -244,11 +223,6 @@ function M.read_policy(ctx, env, name)
 end
 
 -- same(a, b) -> true when two JSON values are equal
-function M.same(a, b)
-  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
-  for k, v in pairs(a) do if not M.same(v, b[k]) then return false end end
-  for k in pairs(b) do if a[k] == nil then return false end end
-  return true
-end
+M.same = hypd.json.equal
 
 return M

@@ -146,14 +146,8 @@ end
 
 -- target(p) -> the operation target of a storage tool: one claim of one cluster
 function M.target(p)
-  local act = hypd.clusters.active() or {}
-  local region = p.region or (not p.cluster and act.region)
-  if not region then
-    local ok, r = pcall(hypd.aws.region, {})
-    region = ok and r or "default"
-  end
-  return string.format("storage/%s/%s/%s/%s", region, p.cluster or act.name or "?", p.namespace or "default",
-    tostring(p.claim_name))
+  local region, cluster = require("_params").where(p)
+  return string.format("storage/%s/%s/%s/%s", region, cluster, p.namespace or "default", tostring(p.claim_name))
 end
 
 -- Kubernetes objects -----------------------------------------------------------
