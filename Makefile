@@ -30,7 +30,8 @@ LDFLAGS    += $(SAN)
 HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find lua -name '*.yaml' | LC_ALL=C sort) \
-            $(shell find skills -name SKILL.md | LC_ALL=C sort)
+            $(shell find skills -name SKILL.md | LC_ALL=C sort) \
+            $(shell find web -type f ! -name '.*' 2>/dev/null | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml $(BUILD)/fuzz/fuzz_yaml
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff

@@ -2,6 +2,7 @@
 --
 --   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
 --   /mcp         hypd.api.mcp.http(req, caller)
+--   /, files     the web UI (hypd.api.web: web/ compiled in, or --web DIR)
 --   /ws          hypd.api.ws.handler(req) (it
 --                authenticates itself: the Authorization header of the
 --                upgrade, or a first message, since browsers cannot set
@@ -33,6 +34,7 @@ local sched = require "hypd._sched"
 local server = require "hypd.server"
 local statelock = require "hypd.statelock"
 local task = require "hypd.task"
+local web = require "hypd.api.web"
 local ws = require "hypd.api.ws"
 
 local M = {}
@@ -51,43 +53,23 @@ local function under(path, prefix)
   return path == prefix or path:sub(1, #prefix + 1) == prefix .. "/"
 end
 
--- GET /: until the web UI exists, a page that says where everything is
-local HOME = [[<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>hypd</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"></head>
-<body>
-<h1>hypd</h1>
-<p>A control plane for SageMaker HyperPod clusters on EKS. This server has no web UI yet; it serves:</p>
-<ul>
-<li><b>REST</b> under <a href="/api/v1/health"><code>/api/v1</code></a> (every route but
-<code>/api/v1/health</code> needs <code>Authorization: Bearer &lt;token&gt;</code>);
-the OpenAPI 3.1 document is <code>/api/v1/openapi.json</code>.</li>
-<li><b>MCP</b> (streamable HTTP) at <code>/mcp</code>, with the same bearer token; or over stdio with
-<code>hypd mcp --api http://HOST:PORT</code> and <code>HYPD_TOKEN</code>.</li>
-<li><b>Events</b> over a WebSocket at <code>/ws</code>, and Prometheus <b>metrics</b> at <code>/metrics</code>.</li>
-</ul>
-<p>From a shell: <code>hypd tools</code> lists the tools; <code>hypd call --api URL TOOL key=value</code>
-calls one.</p>
-</body></html>
-]]
-
-local HOME_HEADERS = { ["content-type"] = "text/html; charset=utf-8", ["cache-control"] = "no-store",
-  ["x-content-type-options"] = "nosniff",
-  ["content-security-policy"] = "default-src 'none'; style-src 'self'; frame-ancestors 'none'; base-uri 'none'" }
-
 local function route(req)
   local path = req.path
-  if path == "/" and (req.method == "GET" or req.method == "HEAD") then
-    return { status = 200, headers = HOME_HEADERS, body = HOME }, "/"
-  end
   if under(path, rest.BASE) then return rest.handle(req) end
   if path == "/metrics" then return metrics.handle(req), "/metrics" end
   if under(path, "/mcp") then return mcp(req), "/mcp" end
   -- /ws authenticates itself: browsers cannot set headers on a WebSocket
   if under(path, "/ws") then return ws.handler(req), "/ws" end
+  local page = web.handle(req)
+  if page then return page, "/web" end
   return rest.error_response(errors.new("NOT_FOUND", "no route " .. errors.echo(path, 80) .. " (the API is under " .. rest.BASE ..
     ")"), 404), "unmatched"
 end
+
+-- what every answer carries besides its own headers: nothing may frame or
+-- sniff it; an answer that is not a page of the UI may load nothing
+local ALWAYS = { ["x-content-type-options"] = "nosniff",
+  ["content-security-policy"] = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'" }
 
 function M.handle(req)
   local ok, resp, name = pcall(route, req)
@@ -100,6 +82,12 @@ function M.handle(req)
     resp, name = rest.error_response(e, 500), "error"
   end
   metrics.request(name or "unmatched", resp.status or 200)
+  if resp.headers or resp.status then
+    resp.headers = resp.headers or {}
+    for k, v in pairs(ALWAYS) do
+      if resp.headers[k] == nil then resp.headers[k] = v end
+    end
+  end
   return resp
 end
 
@@ -155,6 +143,16 @@ function M.start(opts)
     local env = sandbox_env(ssrv.port)
     info.sandbox_url = env.AWS_ENDPOINT_URL
   end
+  if opts.web then
+    local f = io.open(opts.web .. "/index.html", "rb")
+    if not f then
+      if info.sandbox then info.sandbox:stop() end
+      return errors.fail("VALIDATION", "--web " .. opts.web .. ": no index.html there (give the web/ directory " ..
+        "of a hypd source tree)", { field = "web" })
+    end
+    f:close()
+    web.dir = opts.web
+  end
   load_tools()
   metrics.install()
   local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY }
@@ -179,7 +177,9 @@ function M.start(opts)
   statelock.advertise(info.url)
   local resumed = assert(op.resume())
   if resumed > 0 then log.info("serve", "resumed %d running operations", resumed) end
+  info.login = info.url .. "/#login=" .. auth.login_code { scope = "admin" }
   out:write("hypd serve: listening on ", info.url, "\n",
+    "  web UI  ", info.url, "/   (sign in with a token, or once with this link: ", info.login, ")\n",
     "  REST    ", info.url, rest.BASE, "  (OpenAPI: ", info.url, rest.BASE, "/openapi.json)\n",
     "  MCP     ", info.url, "/mcp\n",
     "  metrics ", info.url, "/metrics\n")

@@ -86,7 +86,8 @@ t.test("GET /api/v1/health needs no token and reports version, tools and running
   t.eq(b.operations_running, 0)
 end)
 
-t.test("GET / is a small HTML page naming the API, the OpenAPI document and MCP, with a strict CSP", function()
+t.test("GET / is the web UI, whose page names the API, the OpenAPI document and MCP without JavaScript, " ..
+  "with a strict CSP", function()
   local _, _, r = req("GET", "/")
   t.eq(r.status, 200)
   t.like(r.headers["content-type"], "^text/html")

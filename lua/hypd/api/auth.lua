@@ -16,6 +16,13 @@
 --     for a failed attempt from a peer that failed M.MAX_FAILURES times
 --     within M.WINDOW seconds (a valid token is never throttled)
 --   auth.count() -> number of tokens
+--   auth.login_code{scope, ttl} -> code: a one-time code for the web UI's
+--     sign-in link (hypd serve prints http://HOST:PORT/#login=<code>: in the
+--     URL fragment it reaches no log and no proxy); kept in this process
+--     only, as its hash, for ttl seconds (default M.LOGIN_TTL)
+--   auth.exchange(code, peer) -> token, info | nil, err: the code, once,
+--     for a new token of its scope named web-<hex> (a failure counts as a
+--     failed authentication of the peer)
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
@@ -29,6 +36,7 @@ M.SCOPES = { read = 1, operate = 2, admin = 3 }
 M.MAX_FAILURES = 10   -- failed authentications per peer ...
 M.WINDOW = 60         -- ... within this many seconds, then 429
 M.TOUCH_EVERY = 60    -- last_used_at is written at most this often per token
+M.LOGIN_TTL = 24 * 3600 -- how long a sign-in link stays good (once)
 
 local NAME = "^[A-Za-z0-9][A-Za-z0-9_.@:-]*$"
 local failures = {}   -- peer -> { mono timestamps of recent failures }
@@ -170,6 +178,37 @@ function M.reset() failures = {} end
 -- A request that carries a valid token is served whatever else came from
 -- its address (every loopback client, each SSM port forward, shares one):
 -- only further failed attempts from a throttled address are refused.
+local codes = {} -- hash of a login code -> { scope, expires (mono) }
+
+function M.login_code(opts)
+  opts = opts or {}
+  assert(M.SCOPES[opts.scope or "admin"], "login_code: a scope")
+  local code = core.b64encode(core.random_bytes(24), true)
+  core.add_secret(code)
+  codes[hash(code)] = { scope = opts.scope or "admin", expires = core.mono() + (opts.ttl or M.LOGIN_TTL) }
+  return code
+end
+
+function M.exchange(code, peer)
+  local wait = M.blocked(peer)
+  if wait then
+    return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
+      "; try again in " .. wait .. " s", { retry_after = wait })
+  end
+  local h = type(code) == "string" and #code <= 128 and hash(code)
+  local c = h and codes[h]
+  if c then codes[h] = nil end -- once, whatever follows
+  if not c or core.mono() > c.expires then
+    return failed(peer, "this sign-in link is not valid: it was used already, has expired, or belongs to another " ..
+      "start of the server (each start prints a new one; or sign in with a token)")
+  end
+  local name = "web-" .. (core.random_bytes(4):gsub(".", function(b) return string.format("%02x", b:byte()) end))
+  local token, info_or_err = M.create { name = name, scope = c.scope }
+  if not token then return nil, info_or_err end
+  store.event("audit", nil, { action = "token.login", token = name, scope = c.scope })
+  return token, info_or_err
+end
+
 function M.check(header, peer)
   if type(header) ~= "string" or header == "" then
     return errors.fail("UNAUTHORIZED", "a token is required: send it in the Authorization header with the " ..

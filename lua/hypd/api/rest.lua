@@ -5,6 +5,8 @@
 -- registry's own.
 --
 --   GET  /api/v1/health                  {ok, version, tools, operations_running} (no token)
+--   POST /api/v1/auth/login {code}       a sign-in link's one-time code for a token (no token)
+--   GET  /api/v1/auth/whoami             {name, scope, id} of the caller's token
 --   GET  /api/v1/tools                   {tools = [{name, kind, scope, summary, description,
 --                                          status_tool, staged, input_schema, output_schema}]}
 --   GET  /api/v1/tools/{name}            one of those
@@ -188,6 +190,20 @@ function handlers.health()
     operations_running = running_count() })
 end
 
+-- POST /auth/login {code}: the one-time code of a sign-in link for a token
+function handlers.login(req)
+  local body, berr = M.body(req)
+  if not body then return berr end
+  local token, info = auth.exchange(type(body) == "table" and body.code or nil, req.peer)
+  if not token then return M.error_response(info) end
+  return M.json_response(200, { token = token, name = info.name, scope = info.scope })
+end
+
+-- GET /auth/whoami: the caller's token (its name and scope)
+function handlers.whoami(_, caller)
+  return M.json_response(200, { name = caller.name, scope = caller.scope, id = caller.token_id })
+end
+
 function handlers.tools()
   local errs = json.array()
   for i, e in ipairs(require("hypd.tools").errors()) do errs[i] = { file = e.file, message = e.message } end
@@ -266,6 +282,8 @@ end
 
 local ROUTES = {
   { "^/health$", "/health", GET = handlers.health, public = true },
+  { "^/auth/login$", "/auth/login", POST = handlers.login, public = true },
+  { "^/auth/whoami$", "/auth/whoami", GET = handlers.whoami },
   { "^/tools$", "/tools", GET = handlers.tools },
   { "^/tools/([^/]+)$", "/tools/{name}", GET = handlers.tool_get, POST = handlers.tool_call },
   { "^/operations$", "/operations", GET = handlers.operations },

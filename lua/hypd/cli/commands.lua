@@ -193,11 +193,13 @@ M[#M + 1] = {
   summary = "REST, MCP, /ws and metrics on one port",
   usage = [=[
 usage: hypd serve [--listen ADDR:PORT] [--state DIR] [--playbooks DIR] [--grace SECONDS]
-                  [--sandbox [--speed N]]
+                  [--sandbox [--speed N]] [--web DIR]
 
-Serves the REST API (/api/v1), MCP (/mcp), WebSocket events (/ws) and
-Prometheus metrics (/metrics) on one port, default 127.0.0.1:3099 (port 0
-picks a free one). Every request but GET /api/v1/health needs a bearer
+Serves the web UI (/), the REST API (/api/v1), MCP (/mcp), WebSocket
+events (/ws) and Prometheus metrics (/metrics) on one port, default
+127.0.0.1:3099 (port 0 picks a free one). The UI's files are compiled in;
+--web DIR serves them from a directory instead (working on web/). Each
+start prints a sign-in link for the UI that works once. Every request but GET /api/v1/health needs a bearer
 token. The first start with no token creates an admin token and prints it
 once; a non-loopback address is refused until a token exists (hypd token
 create). Operations left running resume. --sandbox also runs the simulated
@@ -210,7 +212,7 @@ One process at a time owns a state directory: a second hypd serve on it
 exits 1 naming the one that holds it (use --api URL to talk to that one);
 started while the holder is stopping, it waits for it (its grace + 5 s).
 ]=],
-  options = { listen = "ADDR:PORT", speed = "N", grace = "SECONDS", sandbox = true },
+  options = { listen = "ADDR:PORT", speed = "N", grace = "SECONDS", sandbox = true, web = "DIR" },
   signals = true,
   check = function(o)
     local bad = number(o, "speed", positive, "--speed must be a positive number, not '%s'")
@@ -220,7 +222,7 @@ started while the holder is stopping, it waits for it (its grace + 5 s).
   end,
   run = function(o)
     return require("hypd.serve").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
-      speed = o.speed, grace = o.grace }
+      speed = o.speed, grace = o.grace, web = o.web }
   end,
 }
 
