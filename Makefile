@@ -36,7 +36,7 @@ CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)
 FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml $(BUILD)/fuzz/fuzz_yaml
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
-.PHONY: all run test bench asan deps lint clean fuzz-smoke
+.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -78,6 +78,10 @@ $(BUILD)/embed: examples/embed/embed.c host/hypd.h $(BUILD)/libhypd.a
 # simulated AWS account in the same process, its durations RUN_SPEED times
 # faster (an EKS cluster in well under a minute); state in RUN_STATE. Prints
 # the URL, a fresh admin token and the sandbox's export lines; Ctrl-C stops it.
+# the web UI's vendored library (committed; run after changing its pin in mk/web-vendor/)
+web-vendor:
+	@mk/web-vendor.sh
+
 RUN_STATE  ?= /tmp/hypd-run
 RUN_LISTEN ?= 127.0.0.1:3099
 RUN_SPEED  ?= 30

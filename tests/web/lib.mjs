@@ -1,0 +1,52 @@
+// The browser scenarios' shared part: the browser, the server's address,
+// token and sign-in link (tests/web/run.sh passes them), and scenario(),
+// which runs one scenario on a fresh page, prints its "ok - ..." or
+// "not ok - ..." line and saves a screenshot of its final page. A console
+// error or an uncaught exception in the page fails the scenario it happens
+// in (opts.allowConsole: one that provokes errors on purpose).
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+
+export const URL = process.env.HYPD_URL;
+export const TOKEN = process.env.HYPD_TOKEN;
+export const LOGIN = process.env.HYPD_LOGIN;
+const SHOTS = process.env.HYPD_SHOTS || "/tmp";
+mkdirSync(SHOTS, { recursive: true });
+
+export const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+
+export const ok = (cond, name, why = "") => console.log(`${cond ? "ok" : "not ok"} - ${name}${cond || !why ? "" : " # " + why}`);
+
+// scenario(name, fn(page, check)): a fresh page (its own session storage);
+// check(cond, what) records one assertion; the scenario is one test line
+export async function scenario(name, fn, opts = {}) {
+  const context = await browser.newContext({ viewport: opts.viewport || { width: 1280, height: 800 },
+    colorScheme: opts.colorScheme || "light" });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
+  page.on("pageerror", (e) => problems.push("page error: " + e.message));
+  const failed = [];
+  const check = (cond, what) => { if (!cond) failed.push(what); };
+  try {
+    await fn(page, check);
+  } catch (e) {
+    failed.push(String(e && e.message || e).split("\n")[0]);
+  }
+  const shot = `${SHOTS}/${name.replace(/[^a-z0-9]+/gi, "-").toLowerCase()}.png`;
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  const all = failed.concat(opts.allowConsole ? [] : problems);
+  ok(all.length === 0, name, all.join("; "));
+  await context.close();
+}
+
+
+// signIn(page [, token]): the page, signed in with a token (the admin one by default)
+export async function signIn(page, token = TOKEN) {
+  await page.goto(URL + "/");
+  await page.fill("#token", token);
+  await page.click("#signin");
+  await page.waitForSelector("#who");
+}
