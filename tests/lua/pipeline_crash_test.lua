@@ -23,12 +23,33 @@ local function start(name)
   return r
 end
 
-local function driver(r, extra)
-  return H.with_env(r.env, r.dir, "HYPD_CLOCK=virtual TOOL=cluster_create ARGS=" .. H.quote(ARGS) .. " " ..
-    (extra or "") .. " " .. H.hypd .. " test tests/tools/op_driver.lua")
+-- driver(r, extra [, tool, args]): the host process once (cluster_create by default)
+local function driver(r, extra, tool, args)
+  return H.with_env(r.env, r.dir, "HYPD_CLOCK=virtual TOOL=" .. (tool or "cluster_create") .. " ARGS=" ..
+    H.quote(args or ARGS) .. " " .. (extra or "") .. " " .. H.hypd .. " test tests/tools/op_driver.lua")
 end
 
 local function result_of(out) return json.decode(out:match("# result ([^\n]+)") or "null") end
+
+-- kills(r, list, n, tool, args) -> points, final: n runs, each killed at or past the
+-- i-th of n + 1 equal parts of the phases in file list, then one to the end
+local function kills(r, list, count, n, tool, args)
+  local at, final = {}, nil
+  for i = 1, n do
+    local _, out = driver(r, "CRASH_LIST=" .. H.quote(list) .. " CRASH_FROM=" .. (i * count // (n + 1)), tool, args)
+    local point = out:match("# crash at ([^\n]*)")
+    if not point then
+      final = result_of(out)
+      break
+    end
+    at[#at + 1] = point
+  end
+  if not final then
+    local _, out = driver(r, nil, tool, args)
+    final = result_of(out)
+  end
+  return at, final
+end
 
 -- mutations(r) -> {operation = count} of the sandbox's audit log
 local function mutations(r)
@@ -63,26 +84,9 @@ t.test("killed with SIGKILL at twenty points of the pipeline, cluster_create sti
   local r = start("crash")
   -- run i dies at the first phase at or past the i-th of KILLS + 1 equal
   -- parts of the uninterrupted run's phases
-  local kills, at, final = 0, {}, nil
-  for i = 1, KILLS do
-    local rc, out = driver(r, "CRASH_LIST=" .. H.quote(LIST) .. " CRASH_FROM=" .. (i * control_phases // (KILLS + 1)))
-    local point = out:match("# crash at ([^\n]*)")
-    if point then
-      t.ok(rc ~= 0, "killed at " .. point)
-      kills = kills + 1
-      at[#at + 1] = point
-    else
-      final = result_of(out)
-      break
-    end
-  end
-  t.eq(kills, KILLS, "killed at " .. #at .. " points: " .. table.concat(at, " | "))
+  local at, final = kills(r, LIST, control_phases, KILLS)
+  t.eq(#at, KILLS, "killed at " .. #at .. " points: " .. table.concat(at, " | "))
   print("# killed at: " .. table.concat(at, " | "))
-  if not final then
-    local rc, out = driver(r)
-    t.eq(rc, 0)
-    final = result_of(out)
-  end
   t.eq((final or {}).status, "succeeded", json.encode(final))
 end)
 
@@ -114,6 +118,41 @@ t.test("cluster_create again after success sends no mutation", function()
   t.eq((result_of(out) or {}).status, "succeeded")
   t.eq(mutations(runs.crash), before)
 end)
+
+-- the teardown, killed too
+local TEARDOWN = json.encode { cluster_tag = "crash", force = true }
+local teardown_list, teardown_phases = nil, 0
+t.test("an uninterrupted cluster_delete in the control sandbox takes it all away", function()
+  if not runs.control then return t.skip("no control run") end
+  local rc, out = driver(runs.control, "PHASES=1", "cluster_delete", TEARDOWN)
+  t.eq(rc, 0, out:sub(-1500))
+  t.eq((result_of(out) or {}).status, "succeeded", out:sub(-1500))
+  local lines = {}
+  for p in out:gmatch("# phase ([^\n]+)") do lines[#lines + 1] = p end
+  teardown_phases = #lines
+  teardown_list = runs.control.dir .. "/teardown-phases"
+  H.write(teardown_list, table.concat(lines, "\n") .. "\n")
+  t.ok(teardown_phases > 20, teardown_phases .. " phases")
+end)
+
+t.test("cluster_delete killed with SIGKILL at ten points still completes, deleting each thing once, nothing left",
+  function()
+    if not runs.crash or teardown_phases == 0 then return t.skip("no cluster or no control teardown") end
+    local at, final = kills(runs.crash, teardown_list, teardown_phases, 10, "cluster_delete", TEARDOWN)
+    t.eq(#at, 10, "killed at " .. table.concat(at, " | "))
+    t.eq((final or {}).status, "succeeded", json.encode(final))
+    t.eq(mutations(runs.crash), mutations(runs.control), "the same calls as the uninterrupted teardown, each once")
+    if H.sh("python3 -c 'import boto3'") ~= 0 then return t.skip("boto3 is absent") end
+    local rc, out, err = H.with_env(runs.crash.env, runs.crash.dir, [==[python3 -c '
+import boto3, json
+f = [{"Name": "tag:hypd:cluster-tag", "Values": ["crash"]}]
+ec2, sm, eks = boto3.client("ec2"), boto3.client("sagemaker"), boto3.client("eks")
+print(json.dumps({"vpcs": len(ec2.describe_vpcs(Filters=f)["Vpcs"]),
+  "subnets": len(ec2.describe_subnets(Filters=f)["Subnets"]),
+  "hyperpod": len(sm.list_clusters()["ClusterSummaries"]), "eks": len(eks.list_clusters()["clusters"])}))']==])
+    t.eq(rc, 0, err)
+    t.eq(json.decode(out), { vpcs = 0, subnets = 0, hyperpod = 0, eks = 0 })
+  end)
 
 t.cleanup(function()
   for _, r in pairs(runs) do

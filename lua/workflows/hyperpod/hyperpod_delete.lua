@@ -65,7 +65,14 @@ local function cluster(ctx)
     every = pace, timeout = DELETE_LIMIT, gone = { "ResourceNotFound" },
     find = function()
       local c = create.describe(ctx, name)
-      if c then c.Tags = ctx:call("sagemaker", "ListTags", { ResourceArn = c.ClusterArn }).Tags end
+      if not c then return nil end
+      local tags, err = ctx:try("sagemaker", "ListTags", { ResourceArn = c.ClusterArn })
+      if not tags then
+        -- gone between the two calls (SageMaker says so with ValidationException)
+        if err.code == "ValidationException" or err.code == "ResourceNotFound" then return nil end
+        error(err, 0)
+      end
+      c.Tags = tags.Tags
       return c
     end,
     owned = function(c)
