@@ -1,0 +1,58 @@
+// Operations: the history of every operation, whoever started it (UI,
+// REST, an agent over MCP, the command line), filtered by status and tool
+// in the URL (#/operations?status=running&tool=cluster_create), live.
+import { html, useEffect, useState } from "/vendor/preact-htm.js";
+import { listOperations } from "/lib/api.js";
+import * as ws from "/lib/ws.js";
+import { href, setQuery } from "/lib/router.js";
+import { useSession } from "/lib/session.js";
+import { Empty, ErrorBox, Loading, Pill, Time, duration } from "/lib/ui.js";
+import { elapsed } from "/lib/op.js";
+
+const STATUSES = ["running", "succeeded", "failed", "cancelled"];
+
+function Operations({ query }) {
+  const { tools } = useSession();
+  const [ops, setOps] = useState(null);
+  const [error, setError] = useState(null);
+  const status = query.status || "";
+  const tool = query.tool || "";
+  useEffect(() => {
+    let live = true;
+    let timer = null;
+    const load = () => listOperations({ status, tool, limit: query.limit || 200 }).then(
+      (r) => { if (live) { setOps(r.operations || []); setError(null); } }, (e) => live && setError(e));
+    load();
+    const soon = () => { clearTimeout(timer); timer = setTimeout(load, 250); };
+    const off = ws.on("operations", (ev) => { if (!tool || ev.tool === tool) soon(); });
+    return () => { live = false; clearTimeout(timer); off(); };
+  }, [status, tool]);
+  const names = [...new Set((tools || []).map((t) => t.name).concat(tool ? [tool] : []))].sort();
+  return html`<h1>Operations</h1>
+    <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
+      <label for="filter-status">Status</label>
+      <select id="filter-status" onChange=${(e) => setQuery({ status: e.target.value })}>
+        <option value="" selected=${!status}>any</option>
+        ${STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s}</option>`)}
+      </select>
+      <label for="filter-tool">Tool</label>
+      <select id="filter-tool" onChange=${(e) => setQuery({ tool: e.target.value })}>
+        <option value="" selected=${!tool}>any</option>
+        ${names.map((n) => html`<option value=${n} selected=${n === tool}>${n}</option>`)}
+      </select>
+    </form>
+    <${ErrorBox} error=${error}/>
+    ${ops === null ? !error && html`<${Loading} what="Loading operations"/>`
+      : ops.length === 0 ? html`<${Empty} title=${status || tool ? "No operation matches these filters." : "No operations yet."}>
+          ${status || tool ? html`<a href=${href("/operations")}>Show every operation</a>` : html`Start one from <a href=${href("/clusters")}>Clusters</a> or <a href=${href("/tools")}>Tools</a>.`}</${Empty}>`
+      : html`<div class="table-wrap"><table class="table ops">
+        <thead><tr><th scope="col">Tool</th><th scope="col">Status</th><th scope="col">Phase</th><th scope="col">Caller</th>
+          <th scope="col">Front end</th><th scope="col">Started</th><th scope="col">Duration</th></tr></thead>
+        <tbody>${ops.map((o) => html`<tr data-op=${o.operation_id}>
+          <td><a href=${href("/operations/" + o.operation_id)}>${o.tool}</a><div class="muted small"><code>${o.target || o.operation_id}</code></div></td>
+          <td><${Pill} status=${o.status}/></td><td class="phase">${o.phase}</td><td>${o.caller}</td><td>${o.frontend}</td>
+          <td><${Time} t=${o.created_at}/></td><td>${duration(elapsed(o))}</td></tr>`)}</tbody>
+      </table></div>`}`;
+}
+
+export default { path: "/operations", title: "Operations", nav: "Operations", view: Operations };
