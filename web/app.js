@@ -7,7 +7,7 @@
 import { html, render, useCallback, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool, listOperations, listTools, login, token, whoami } from "/lib/api.js";
 import * as ws from "/lib/ws.js";
-import { href, match, useRoute } from "/lib/router.js";
+import { href, match, parse, useRoute } from "/lib/router.js";
 import { Session, denied, useSession } from "/lib/session.js";
 import { ErrorBox, Pill } from "/lib/ui.js";
 import names from "/pages/index.js";
@@ -114,7 +114,6 @@ function App({ who }) {
   let page = null;
   let params = null;
   for (const p of pages || []) { params = match(p.path, route.path); if (params) { page = p; break; } }
-  useEffect(() => { if (route.path === "/" && pages) location.replace(href("/clusters")); }, [route.path, pages]);
   useEffect(() => {
     const t = page ? (typeof page.title === "function" ? page.title(params) : page.title) : "Not found";
     document.title = t + " · hypd";
@@ -169,6 +168,7 @@ async function start() {
     return render(html`<${SignIn} message=${e.message}/>`, root);
   }
   ws.start();
+  if (parse().path === "/") history.replaceState(null, "", href("/clusters"));
   render(html`<${App} who=${who}/>`, root);
 }
 
