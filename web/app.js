@@ -107,8 +107,12 @@ function App({ who }) {
     Promise.all(names.map((n) => import(`/pages/${n}.js`).then((m) => ({ name: n, ...m.default })))).then(setPages);
     reloadTools();
     refreshClusters();
-    const off = ws.on("state", () => refreshClusters());
-    return off;
+    // the active cluster changes (state), and operations that end may have made or removed one
+    let t = null;
+    const soon = () => { clearTimeout(t); t = setTimeout(refreshClusters, 300); };
+    const off = ws.on("state", soon);
+    const offOps = ws.on("operations", (ev) => { if (ev.status !== "running") soon(); });
+    return () => { off(); offOps(); clearTimeout(t); };
   }, []);
   useEffect(() => setNavOpen(false), [route.path]);
   let page = null;

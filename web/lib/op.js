@@ -125,7 +125,7 @@ export function OperationView({ id }) {
     </header>
     <section class="op-now" aria-live="polite">
       <p><strong>Phase:</strong> <span class="op-phase">${view.phase}</span></p>
-      ${note && html`<p class="op-note"><strong>Note:</strong> ${note}</p>`}
+      ${note && running(view) && html`<p class="op-note"><strong>Note:</strong> ${note}</p>`}
     </section>
     <${ErrorBox} error=${cancelErr}/>
     <section><h2>Steps</h2><${Steps} view=${view}/></section>
