@@ -45,7 +45,8 @@ function useRunning() {
       return n;
     }));
     const offS = ws.on("status", (s) => { if (s === "open") load(); });
-    return () => { off(); offS(); };
+    const offP = ws.whileDown(load, 3000);
+    return () => { off(); offS(); offP(); };
   }, []);
   return Object.values(ops);
 }

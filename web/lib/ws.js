@@ -74,3 +74,10 @@ export function on(topic, fn) {
   listeners.get(topic).add(fn);
   return () => listeners.get(topic).delete(fn);
 }
+
+// whileDown(fn, ms = 5000) -> stop: calls fn every ms while the connection
+// is not open (the pages' fallback to polling); returns a function that stops it
+export function whileDown(fn, ms = 5000) {
+  const i = setInterval(() => { if (status !== "open") fn(); }, ms);
+  return () => clearInterval(i);
+}

@@ -25,7 +25,9 @@ function Operations({ query }) {
     load();
     const soon = () => { clearTimeout(timer); timer = setTimeout(load, 250); };
     const off = ws.on("operations", (ev) => { if (!tool || ev.tool === tool) soon(); });
-    return () => { live = false; clearTimeout(timer); off(); };
+    const offS = ws.on("status", (s) => { if (s === "open") soon(); });
+    const offP = ws.whileDown(load, 5000);
+    return () => { live = false; clearTimeout(timer); off(); offS(); offP(); };
   }, [status, tool]);
   const names = [...new Set((tools || []).map((t) => t.name).concat(tool ? [tool] : []))].sort();
   return html`<h1>Operations</h1>
