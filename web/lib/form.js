@@ -93,7 +93,7 @@ function useChoices(choices, values) {
 
 function Help({ s, id }) {
   const bits = [];
-  if (s.description) bits.push(s.description.replace(/([^.!?)])\s*$/, "$1."));
+  if (s.description) bits.push(s.description.replace(/([^.!?])\s*$/, "$1."));
   if (s["x-hypd-pattern-help"]) bits.push("Format: " + s["x-hypd-pattern-help"] + ".");
   if (s.minimum !== undefined || s.maximum !== undefined)
     bits.push(`From ${s.minimum ?? "−∞"} to ${s.maximum ?? "∞"}.`);
@@ -134,13 +134,13 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
     const list = choice.list || [];
     const known = list.some((o) => String(o.value) === String(value ?? ""));
     control = html`<select ...${common} onChange=${(e) => onChange(e.target.value === "" ? undefined : e.target.value)}>
-      <option value="" selected=${value === undefined || value === ""}>${choice.loading ? "Loading choices…" : "— choose —"}</option>
+      <option value="" selected=${value === undefined || value === ""}>${choice.loading ? "Loading choices…" : required ? "— choose —" : "— not set —"}</option>
       ${!known && value !== undefined && value !== "" && html`<option value=${value} selected>${value}</option>`}
       ${list.map((o) => html`<option value=${o.value} selected=${String(o.value) === String(value ?? "")}>${o.label ?? o.value}</option>`)}
     </select>`;
   } else if (s.enum) {
     control = html`<select ...${common} onChange=${(e) => onChange(e.target.value === "" ? undefined : s.enum.find((x) => String(x) === e.target.value))}>
-      ${(!required || value === undefined) && s.default === undefined && html`<option value="" selected=${value === undefined}>— choose —</option>`}
+      ${(!required || value === undefined) && s.default === undefined && html`<option value="" selected=${value === undefined}>${required ? "— choose —" : "— not set —"}</option>`}
       ${s.enum.map((x) => html`<option value=${String(x)} selected=${x === value}>${String(x)}</option>`)}
     </select>`;
   } else if (types[0] === "boolean") {
@@ -195,7 +195,7 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
 function JsonInput({ common, value, onChange, ctx, path }) {
   const [text, setText] = useState(value === undefined ? "" : JSON.stringify(value, null, 2));
   const [bad, setBad] = useState(null);
-  return html`<textarea class="code" rows="3" spellcheck="false" ...${common} value=${text} placeholder="JSON, e.g. {&quot;key&quot;: &quot;value&quot;}"
+  return html`<textarea class="code" rows="3" spellcheck="false" ...${common} value=${text} placeholder=${'JSON, e.g. {"key": "value"}'}
     onInput=${(e) => {
       const t = e.target.value;
       setText(t);

@@ -20,12 +20,12 @@ function Clusters() {
     <${ErrorBox} error=${err}/>
     ${!clusters ? html`<${Loading} what="Loading clusters"/>`
       : list.length === 0 ? html`<${Empty} title="No clusters yet.">Create one or import an existing EKS cluster.</${Empty}>`
-      : html`<div class="table-wrap"><table class="table clusters">
+      : html`<div class="table-wrap"><table class="table clusters stack">
         <thead><tr><th scope="col">Cluster</th><th scope="col">EKS</th><th scope="col">HyperPod</th><th scope="col">Version</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
         <tbody>${list.map((c) => html`<tr data-cluster=${c.name}>
           <td><a href=${href("/cluster/" + c.name)}>${c.name}</a> ${c.active && html`<span class="mark mark-active">active</span>`}</td>
-          <td><${Pill} status=${c.status}/></td><td>${c.hyperpod ? html`${c.hyperpod.name} <${Pill} status=${c.hyperpod.status}/>` : html`<span class="muted">none</span>`}</td>
-          <td>${c.version}</td>
+          <td data-label="EKS"><${Pill} status=${c.status}/></td><td data-label="HyperPod">${c.hyperpod ? html`${c.hyperpod.name} <${Pill} status=${c.hyperpod.status}/>` : html`<span class="muted">none</span>`}</td>
+          <td data-label="Version">${c.version}</td>
           <td>${!c.active && html`<${Act} kind="mutating" class="btn-small" onClick=${() => sw(c.name)}>Make active</${Act}>`}</td></tr>`)}</tbody>
       </table></div>`}`;
 }

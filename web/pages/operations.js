@@ -47,13 +47,14 @@ function Operations({ query }) {
     ${ops === null ? !error && html`<${Loading} what="Loading operations"/>`
       : ops.length === 0 ? html`<${Empty} title=${status || tool ? "No operation matches these filters." : "No operations yet."}>
           ${status || tool ? html`<a href=${href("/operations")}>Show every operation</a>` : html`Start one from <a href=${href("/clusters")}>Clusters</a> or <a href=${href("/tools")}>Tools</a>.`}</${Empty}>`
-      : html`<div class="table-wrap"><table class="table ops">
+      : html`<div class="table-wrap"><table class="table ops stack">
         <thead><tr><th scope="col">Tool</th><th scope="col">Status</th><th scope="col">Phase</th><th scope="col">Caller</th>
           <th scope="col">Front end</th><th scope="col">Started</th><th scope="col">Duration</th></tr></thead>
         <tbody>${ops.map((o) => html`<tr data-op=${o.operation_id}>
-          <td><a href=${href("/operations/" + o.operation_id)}>${o.tool}</a><div class="muted small"><code>${o.target || o.operation_id}</code></div></td>
-          <td><${Pill} status=${o.status}/></td><td class="phase">${o.phase}</td><td>${o.caller}</td><td>${o.frontend}</td>
-          <td><${Time} t=${o.created_at}/></td><td>${duration(elapsed(o))}</td></tr>`)}</tbody>
+          <td><div><a href=${href("/operations/" + o.operation_id)}>${o.tool}</a><div class="muted small"><code>${o.target || o.operation_id}</code></div></div></td>
+          <td data-label="Status"><${Pill} status=${o.status}/></td><td class="phase" data-label="Phase">${o.phase}</td>
+          <td data-label="Caller">${o.caller}</td><td data-label="Front end">${o.frontend}</td>
+          <td data-label="Started"><${Time} t=${o.created_at}/></td><td data-label="Duration">${duration(elapsed(o))}</td></tr>`)}</tbody>
       </table></div>`}`;
 }
 
