@@ -78,7 +78,8 @@ function Steps({ view }) {
     ${steps.map((s) => html`<li class=${"step step-" + (s.status || "pending")} data-step=${s.name}>
       <span class="step-name">${s.name}</span>
       <${Pill} status=${s.status === "running" ? "running" : s.status || "pending"}/>
-      <span class="step-time">${s.seconds !== undefined ? duration(s.seconds) : s.started_at ? "running" : ""}</span>
+      <span class="step-time">${s.seconds !== undefined ? duration(s.seconds)
+        : s.status === "running" && s.started_at ? duration(Math.max(0, Math.max(Date.now() / 1000, view.updated_at || 0) - s.started_at)) + " so far" : ""}</span>
       <span class="step-bar" aria-hidden="true"><span class="step-fill" ref=${(el) => { if (el) el.style.width = Math.round(100 * (s.seconds || 0) / total) + "%"; }}></span></span>
       ${s.error && html`<span class="step-error">${s.error}</span>`}
     </li>`)}
@@ -130,9 +131,9 @@ export function OperationView({ id }) {
     <${ErrorBox} error=${cancelErr}/>
     <section><h2>Steps</h2><${Steps} view=${view}/></section>
     ${(view.children || []).length > 0 && html`<section><h2>Child operations</h2>
-      <table class="table children"><thead><tr><th scope="col">Tool</th><th scope="col">Status</th><th scope="col">Phase</th><th scope="col">Started</th></tr></thead>
-      <tbody>${view.children.map((c) => html`<tr><td><a href=${href("/operations/" + c.operation_id)}>${c.tool}</a></td>
-        <td><${Pill} status=${c.status}/></td><td>${c.phase}</td><td><${Time} t=${c.created_at}/></td></tr>`)}</tbody></table></section>`}
+      <div class="table-wrap"><table class="table children stack"><thead><tr><th scope="col">Tool</th><th scope="col">Status</th><th scope="col">Phase</th><th scope="col">Started</th></tr></thead>
+      <tbody>${view.children.map((c) => html`<tr data-op=${c.operation_id}><td><a href=${href("/operations/" + c.operation_id)}>${c.tool}</a></td>
+        <td data-label="Status"><${Pill} status=${c.status}/></td><td data-label="Phase">${c.phase}</td><td data-label="Started"><${Time} t=${c.created_at}/></td></tr>`)}</tbody></table></div></section>`}
     ${view.status === "failed" || view.status === "cancelled" ? html`<section><h2>Error</h2><${ErrorBox} error=${view.error || { message: view.phase }}/></section>` : null}
     ${view.status === "succeeded" && html`<section><h2>Result</h2><${Json} value=${view.result}/></section>`}
     <${Log} events=${events} start=${view.created_at}/>

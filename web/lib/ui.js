@@ -4,7 +4,7 @@
 import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
 import { denied, useSession } from "./session.js";
 
-const TONE = { running: "run", pending: "run", succeeded: "ok", done: "ok", active: "ok", inservice: "ok",
+const TONE = { running: "run", pending: "muted", queued: "muted", succeeded: "ok", done: "ok", active: "ok", inservice: "ok",
   ready: "ok", true: "ok", failed: "bad", error: "bad", cancelled: "warn", skipped: "muted", unknown: "muted" };
 const ICON = { run: "●", ok: "✓", bad: "✕", warn: "■", muted: "○" };
 

@@ -11,7 +11,16 @@ import { OperationView } from "/lib/op.js";
 import { PlanView } from "/lib/plan.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Json, Loading } from "/lib/ui.js";
+import { denied, useSession } from "/lib/session.js";
 import { KIND_LABEL } from "./tools.js";
+
+// the word a person types to confirm a destructive call: the value of its
+// first required string parameter (the cluster tag, the storage name...), or the tool's name
+function confirmWord(def, p) {
+  const props = (def.input_schema && def.input_schema.properties) || {};
+  const k = (def.input_schema.required || []).find((n) => props[n] && props[n].type === "string" && typeof p[n] === "string" && p[n]);
+  return k ? p[k] : def.name;
+}
 
 function Tool({ params, query }) {
   const name = params.name;
@@ -21,6 +30,7 @@ function Tool({ params, query }) {
   const [busy, setBusy] = useState(false);
   const [result, setResult] = useState(null); // {kind: "read"|"plan", value, params}
   const [ask, setAsk] = useState(null);       // params waiting for a destructive confirmation
+  const { who } = useSession();
   useEffect(() => { getTool(name).then(setDef, setLoadErr); }, [name]);
   if (loadErr) return html`<h1>${name}</h1><${ErrorBox} error=${loadErr}/><p><a href=${href("/tools")}>All tools</a></p>`;
   if (!def) return html`<${Loading} what="Loading the tool"/>`;
@@ -36,10 +46,25 @@ function Tool({ params, query }) {
       setResult(null);
     } finally { setBusy(false); }
   };
-  const submit = (p, action) => {
+  // a destructive call asks first, naming what goes: for a staged tool, the
+  // delete rows of its plan; otherwise the parameters it was given
+  const submit = async (p, action) => {
     if (action.plan) return run(p, true);
-    if (def.kind === "destructive") return setAsk(p);
-    return run(p, false);
+    if (def.kind !== "destructive") return run(p, false);
+    let items = Object.entries(p).map(([k, v]) => `${k} = ${JSON.stringify(v)}`);
+    if (def.staged) {
+      setBusy(true);
+      try {
+        const plan = await callTool(name, { ...p, plan: true });
+        items = (plan.plan || []).filter((r) => r.action === "delete").map((r) => `${r.type} ${r.name}`);
+        if (!items.length) items = ["nothing: its plan deletes nothing"];
+      } catch (e) {
+        setErrors(e);
+        return;
+      } finally { setBusy(false); }
+    }
+    setErrors(null);
+    setAsk({ params: p, items });
   };
   const actions = def.staged ? [{ label: "Plan", plan: true, kind: def.kind }, { label: "Run", kind: def.kind }] : [{ label: "Run", kind: def.kind }];
   return html`<p class="crumbs"><a href=${href("/tools")}>Tools</a> / <code>${name}</code></p>
@@ -48,6 +73,7 @@ function Tool({ params, query }) {
     <details class="description"><summary>What it does</summary><p>${def.description}</p>
       <p class="muted">Needs scope ${def.scope}. ${def.source === "built-in" ? "Built in." : html`From <code>${def.source}</code>.`}
       ${def.status_tool && html` Followed with <a href=${href("/tools/" + def.status_tool)}><code>${def.status_tool}</code></a>.`}</p></details>
+    ${denied(who, def.kind) && html`<p class="notice" id="scope-notice">${denied(who, def.kind)}: its form is shown, but it cannot be run with this token.</p>`}
     <div class="tool-layout">
       <section class="tool-form" aria-label="parameters">
         <${SchemaForm} schema=${def.input_schema} id="tool-form" hide=${def.staged ? ["plan"] : []} errors=${errors} busy=${busy}
@@ -61,10 +87,9 @@ function Tool({ params, query }) {
         ${result && result.kind === "result" && html`<h2>Result</h2><${Json} value=${result.value}/>`}
       </section>
     </div>
-    <${Confirm} open=${!!ask} title=${`Run ${name}?`} action="Run it" typeToConfirm=${name}
-      items=${ask ? Object.entries(ask).map(([k, v]) => `${k} = ${JSON.stringify(v)}`) : []}
-      lost=${def.summary + ". This cannot be undone."}
-      onConfirm=${() => { const p = ask; setAsk(null); run(p, false); }} onClose=${() => setAsk(null)}/>`;
+    <${Confirm} open=${!!ask} title=${`Run ${name}?`} action="Run it" typeToConfirm=${ask && confirmWord(def, ask.params)}
+      items=${ask ? ask.items : []} lost=${def.summary + ". This cannot be undone."}
+      onConfirm=${() => { const p = ask.params; setAsk(null); run(p, false); }} onClose=${() => setAsk(null)}/>`;
 }
 
 export default { path: "/tools/:name", title: (p) => p.name, view: Tool };

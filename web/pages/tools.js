@@ -25,10 +25,10 @@ function Tools({ query }) {
       : list.length === 0 ? html`<${Empty} title="No tool matches."><a href=${href("/tools")}>Show every tool</a></${Empty}>`
       : Object.entries(groups).map(([g, ts]) => html`<section class="tool-group"><h2>${g}</h2>
         <ul class="tool-list">${ts.map((t) => html`<li data-tool=${t.name}>
-          <a href=${href("/tools/" + t.name)}><code>${t.name}</code></a>
+          <div class="tool-head"><a href=${href("/tools/" + t.name)}><code>${t.name}</code></a>
           <span class=${"kind kind-" + t.kind}>${KIND_LABEL[t.kind] || t.kind}</span>
           ${t.staged && html`<span class="kind">staged</span>`}
-          ${t.source !== "built-in" && html`<span class="kind kind-playbook" title=${t.source}>playbook</span>`}
+          ${t.source !== "built-in" && html`<span class="kind kind-playbook" title=${t.source}>playbook</span>`}</div>
           <div class="muted">${t.summary}</div></li>`)}</ul></section>`)}`;
 }
 

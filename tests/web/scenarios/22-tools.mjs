@@ -2,7 +2,7 @@
 // a read tool's result as JSON; the server's validation errors beside the
 // field they name; Plan (its rows) before Run, and the run followed live.
 import { BAD_REQUEST, URL, scenario, signIn } from "../lib.mjs";
-import { rest } from "../api.mjs";
+import { rest, waitFor } from "../api.mjs";
 
 await scenario("the Tools page lists every tool of the registry and searches them", async (page, check) => {
   const all = (await rest("/tools")).body.tools.length;
@@ -61,4 +61,35 @@ await scenario("Plan shows the rows a staged tool would create, then Run follows
   await page.waitForSelector(".operation[data-status=succeeded]", { timeout: 20000 });
   check((await page.$$("li.step")).length >= 3, "the operation's steps are listed");
   check(/hypd-web-tools-plan/.test(await page.textContent(".operation pre.json")), "the result is shown");
+});
+
+await scenario("a destructive tool asks first: it names what its plan deletes, and the person types the cluster tag", async (page, check) => {
+  const made = await rest("/tools/cluster_create_eks", { body: { cluster_tag: "web-doomed" } });
+  await waitFor(async () => (await rest(`/operations/${made.body.operation_id}`)).body.status === "succeeded", 20000, "the cluster");
+  await signIn(page);
+  await page.goto(URL + "/#/tools/cluster_delete");
+  await page.waitForSelector("[name=cluster_tag]");
+  await page.fill("[name=cluster_tag]", "web-doomed");
+  await page.click("#tool-form-run");
+  await page.waitForSelector("dialog[open]");
+  const items = await page.textContent("dialog[open] .confirm-items");
+  check(/hypd-web-doomed/.test(items), "the dialog names what goes: " + items.slice(0, 120));
+  const go = "dialog[open] button[type=submit]";
+  check(await page.$eval(go, (b) => b.disabled), "nothing goes before the tag is typed");
+  await page.fill("#confirm-type", "web-doome");
+  check(await page.$eval(go, (b) => b.disabled), "a wrong word keeps it disabled");
+  await page.fill("#confirm-type", "web-doomed");
+  check(await page.$eval(go, (b) => !b.disabled), "the tag enables it");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("dialog[open]", { state: "detached", timeout: 2000 }).catch(() => {});
+  check((await page.$("dialog[open]")) === null, "Escape closes it");
+  check(!(await rest("/operations?tool=cluster_delete&limit=500")).body.operations.some((o) => o.params.cluster_tag === "web-doomed"),
+    "and nothing was deleted");
+  await page.click("#tool-form-run");
+  await page.waitForSelector("dialog[open]");
+  check((await page.inputValue("#confirm-type")) === "", "the typed word is asked again");
+  await page.fill("#confirm-type", "web-doomed");
+  await page.click(go);
+  await page.waitForSelector(".operation[data-status=succeeded]", { timeout: 20000 });
+  check((await rest("/tools/cluster_list", { body: {} })).body.clusters.every((c) => c.name !== "hypd-web-doomed"), "the cluster is gone");
 });

@@ -12,6 +12,10 @@ const PAGES = [["clusters", "/clusters"], ["operations", "/operations"], ["tools
 
 for (const [width, scheme] of [[1280, "dark"], [420, "light"], [420, "dark"], [1280, "light"]]) {
   await scenario(`the main pages at ${width} px, ${scheme}: no sideways scrolling, contrast, labels`, async (page, check) => {
+    await page.goto(URL + "/");
+    await page.waitForSelector("#token");
+    await page.screenshot({ path: `${SHOTS}/page-signin-${width}-${scheme}.png` });
+    check((await contrastProblems(page)).length === 0 && (await unlabelled(page)).length === 0, "the sign-in page: contrast and labels");
     await signIn(page);
     for (const [name, route] of PAGES) {
       await page.goto(URL + "/#" + route);
@@ -25,6 +29,11 @@ for (const [width, scheme] of [[1280, "dark"], [420, "light"], [420, "dark"], [1
       const loose = await unlabelled(page);
       check(loose.length === 0, `${name}: controls without a label: ${loose.join(", ")}`);
     }
+    await page.click("#ops-indicator");
+    await page.waitForSelector("#ops-drawer");
+    await page.screenshot({ path: `${SHOTS}/page-drawer-${width}-${scheme}.png` });
+    check((await contrastProblems(page)).length === 0, "the drawer: contrast");
+    await page.keyboard.press("Escape");
     const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     check(scheme === "dark" ? dark === "rgb(13, 17, 23)" : dark === "rgb(255, 255, 255)", `the ${scheme} palette is used (${dark})`);
     if (width < 700) {
@@ -33,6 +42,7 @@ for (const [width, scheme] of [[1280, "dark"], [420, "light"], [420, "dark"], [1
       check(await page.isVisible("#nav a:text-is('Tools')"), "the menu button opens it");
       await page.click("#nav a:text-is('Tools')");
       await page.waitForSelector("h1:text-is('Tools')");
+      await page.waitForSelector("#nav", { state: "hidden", timeout: 2000 }).catch(() => {});
       check(!(await page.isVisible("#nav")), "choosing a page closes it");
     } else {
       check(await page.isVisible("#nav"), "the navigation is shown");
