@@ -26,7 +26,7 @@ function Clusters() {
           <td><a href=${href("/cluster/" + c.name)}>${c.name}</a> ${c.active && html`<span class="mark mark-active">active</span>`}</td>
           <td data-label="EKS"><${Pill} status=${c.status}/></td><td data-label="HyperPod">${c.hyperpod ? html`${c.hyperpod.name} <${Pill} status=${c.hyperpod.status}/>` : html`<span class="muted">none</span>`}</td>
           <td data-label="Version">${c.version}</td>
-          <td>${!c.active && html`<${Act} kind="mutating" class="btn-small" onClick=${() => sw(c.name)}>Make active</${Act}>`}</td></tr>`)}</tbody>
+          <td>${!c.active && html`<${Act} kind="mutating" quiet=${true} class="btn-small" onClick=${() => sw(c.name)}>Make active</${Act}>`}</td></tr>`)}</tbody>
       </table></div>`}`;
 }
 

@@ -8,6 +8,7 @@ import { href, setQuery } from "/lib/router.js";
 import { useSession } from "/lib/session.js";
 import { Empty, ErrorBox, Loading, Pill, Time, duration } from "/lib/ui.js";
 import { elapsed } from "/lib/op.js";
+import { useSort } from "/lib/table.js";
 
 const STATUSES = ["running", "succeeded", "failed", "cancelled"];
 
@@ -29,6 +30,7 @@ function Operations({ query }) {
     const offP = ws.whileDown(load, 5000);
     return () => { live = false; clearTimeout(timer); off(); offS(); offP(); };
   }, [status, tool]);
+  const sort = useSort(ops || [], { key: "created_at", dir: "desc" }, (o, k) => (k === "duration" ? elapsed(o) : o[k]));
   const names = [...new Set((tools || []).map((t) => t.name).concat(tool ? [tool] : []))].sort();
   return html`<h1>Operations</h1>
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
@@ -48,9 +50,9 @@ function Operations({ query }) {
       : ops.length === 0 ? html`<${Empty} title=${status || tool ? "No operation matches these filters." : "No operations yet."}>
           ${status || tool ? html`<a href=${href("/operations")}>Show every operation</a>` : html`Start one from <a href=${href("/clusters")}>Clusters</a> or <a href=${href("/tools")}>Tools</a>.`}</${Empty}>`
       : html`<div class="table-wrap"><table class="table ops stack">
-        <thead><tr><th scope="col">Tool</th><th scope="col">Status</th><th scope="col">Phase</th><th scope="col">Caller</th>
-          <th scope="col">Front end</th><th scope="col">Started</th><th scope="col">Duration</th></tr></thead>
-        <tbody>${ops.map((o) => html`<tr data-op=${o.operation_id}>
+        <thead><tr>${sort.th("tool", "Tool")}${sort.th("status", "Status")}${sort.th("phase", "Phase")}${sort.th("caller", "Caller")}
+          ${sort.th("frontend", "Front end")}${sort.th("created_at", "Started")}${sort.th("duration", "Duration")}</tr></thead>
+        <tbody>${sort.rows.map((o) => html`<tr data-op=${o.operation_id}>
           <td><div><a href=${href("/operations/" + o.operation_id)}>${o.tool}</a><div class="muted small"><code>${o.target || o.operation_id}</code></div></div></td>
           <td data-label="Status"><${Pill} status=${o.status}/></td><td class="phase" data-label="Phase">${o.phase}</td>
           <td data-label="Caller">${o.caller}</td><td data-label="Front end">${o.frontend}</td>

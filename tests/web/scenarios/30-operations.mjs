@@ -13,6 +13,14 @@ await scenario("the Operations page lists every operation with its caller and fr
   await page.waitForSelector("table.ops tbody tr");
   const row = await page.$$eval("table.ops tbody tr", (rs) => rs.map((r) => r.textContent));
   check(row.some((t) => t.includes("cluster_create_eks") && t.includes("sandbox") && t.includes("rest")), "caller and front end are shown");
+  // sorted by keyboard: the Tool header's button, then Enter
+  await page.focus("button[data-sort=tool]");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("th[aria-sort=ascending] button[data-sort=tool]");
+  const tools = await page.$$eval("table.ops tbody tr td:first-child a", (as) => as.map((a) => a.textContent));
+  check(tools.join() === [...tools].sort((a, b) => a.localeCompare(b)).join(), "Enter on a header sorts by it");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("th[aria-sort=descending] button[data-sort=tool]");
   await page.selectOption("#filter-status", "succeeded");
   await page.waitForFunction(() => location.hash.includes("status=succeeded"));
   await page.waitForFunction(() => [...document.querySelectorAll("table.ops tbody tr")].every((r) => /succeeded/.test(r.textContent)));
@@ -87,6 +95,7 @@ await scenario("the operations drawer shows a running operation's phase live", a
     await page.waitForFunction((id) => document.querySelector(`#ops-drawer [data-op="${id}"] .drawer-phase`)?.textContent === "asking STS who we are", id);
     check(/[1-9]/.test(await page.textContent(".ops-count")), "the indicator counts it");
     check(frames.some((f) => f.includes(id) && f.includes("operation.phase")), "its phases came over /ws");
+    await page.screenshot({ path: `${process.env.HYPD_SHOTS || "/tmp"}/drawer-with-a-running-operation.png` });
     check((await page.textContent(`#ops-drawer [data-op="${id}"]`)).includes(HOLD_TOOL), "the drawer names its tool");
     await rest(`/operations/${id}/cancel`, { body: {} });
     await waitFor(async () => (await page.$(`#ops-drawer [data-op="${id}"]`)) === null, 5000, "the drawer to drop it");
