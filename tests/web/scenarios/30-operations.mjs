@@ -40,12 +40,18 @@ await scenario("the Operations page lists every operation with its caller and fr
   check(/No operation matches/.test(await page.textContent(".empty")), "an empty filter says so");
 });
 
-await scenario("cancel an operation from its page, after a confirmation that Escape closes", async (page, check) => {
+// openHeld(page, start, label) -> id: signed in, on the page of a new held operation, in its held phase
+async function openHeld(page, start, label) {
   await signIn(page);
+  const id = await start(label);
+  await page.goto(URL + "/#/operations/" + id);
+  await page.waitForSelector(`.op-phase:text-is("${HOLD_PHASE}")`);
+  return id;
+}
+
+await scenario("cancel an operation from its page, after a confirmation that Escape closes", async (page, check) => {
   await held(async (start) => {
-    const id = await start("web-cancel");
-    await page.goto(URL + "/#/operations/" + id);
-    await page.waitForSelector(`.op-phase:text-is("${HOLD_PHASE}")`);
+    const id = await openHeld(page, start, "web-cancel");
     await page.click("#op-cancel");
     await page.waitForSelector("dialog[open]");
     check(await page.evaluate(() => document.activeElement.closest("dialog") !== null), "the focus is in the dialog");
@@ -66,11 +72,8 @@ await scenario("cancel an operation from its page, after a confirmation that Esc
 });
 
 await scenario("reload the page mid-operation and see the same progress", async (page, check) => {
-  await signIn(page);
   await held(async (start) => {
-    const id = await start("web-reload");
-    await page.goto(URL + "/#/operations/" + id);
-    await page.waitForSelector(`.op-phase:text-is("${HOLD_PHASE}")`);
+    const id = await openHeld(page, start, "web-reload");
     const before = await page.$$eval("li.step", (ls) => ls.map((l) => l.dataset.step + ":" + l.className));
     await page.reload();
     await page.waitForSelector(`.op-phase:text-is("${HOLD_PHASE}")`);
@@ -99,7 +102,6 @@ await scenario("the operations drawer shows a running operation's phase live", a
     check((await page.textContent(`#ops-drawer [data-op="${id}"]`)).includes(HOLD_TOOL), "the drawer names its tool");
     await rest(`/operations/${id}/cancel`, { body: {} });
     await waitFor(async () => (await page.$(`#ops-drawer [data-op="${id}"]`)) === null, 5000, "the drawer to drop it");
-    check(true, "");
     await page.keyboard.press("Escape");
     await page.waitForSelector("#ops-drawer", { state: "detached" });
   });
