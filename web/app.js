@@ -1,39 +1,157 @@
 // hypd's web UI: the entry module. Signs in (a pasted token, or the
-// one-time code of a sign-in link in the URL fragment), then shows who is
-// signed in. The token lives in this tab's session storage only.
-const KEY = "hypd.token";
-const app = document.getElementById("app");
+// one-time code of a sign-in link in the URL fragment; the token lives in
+// this tab's session storage only), then draws the shell: the left
+// navigation (from web/pages/index.js), the top bar (active cluster and
+// region with a switcher, who is signed in, the running operations), the
+// page of the hash route, and the drawer of running operations.
+import { html, render, useCallback, useEffect, useState } from "/vendor/preact-htm.js";
+import { callTool, listOperations, listTools, login, token, whoami } from "/lib/api.js";
+import * as ws from "/lib/ws.js";
+import { href, match, parse, useRoute } from "/lib/router.js";
+import { Session, denied, useSession } from "/lib/session.js";
+import { ErrorBox, Pill } from "/lib/ui.js";
+import names from "/pages/index.js";
 
-async function api(path, opts = {}) {
-  const token = sessionStorage.getItem(KEY);
-  const headers = { ...(opts.headers || {}) };
-  if (token) headers.authorization = "Bearer " + token;
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
-  const r = await fetch("/api/v1" + path, { ...opts, headers,
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw Object.assign(new Error((body.error && body.error.message) || r.statusText), body.error || {});
-  return body;
+const root = document.getElementById("app");
+
+function SignIn({ message }) {
+  const [value, setValue] = useState("");
+  return html`<main class="signin">
+    <form onSubmit=${(e) => { e.preventDefault(); token.set(value.trim()); start(); }}>
+      <h1>hypd</h1>
+      <p><label for="token">Token</label></p>
+      <p class="help" id="token-help">Paste a token (<code>hypd token create</code>), or open the sign-in link <code>hypd serve</code> prints.</p>
+      <input id="token" type="password" autocomplete="off" aria-describedby="token-help" value=${value} onInput=${(e) => setValue(e.target.value)}/>
+      <button id="signin" class="btn btn-primary" type="submit">Sign in</button>
+      <p id="message" role="alert">${message || ""}</p>
+    </form>
+  </main>`;
 }
 
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  for (const k of kids) e.append(k);
-  return e;
+// the running operations, kept live: {id: {operation_id, tool, phase, status}}
+function useRunning() {
+  const [ops, setOps] = useState({});
+  useEffect(() => {
+    const load = () => listOperations({ status: "running", limit: 100 }).then((r) => {
+      const o = {};
+      for (const v of r.operations || []) o[v.operation_id] = { operation_id: v.operation_id, tool: v.tool, phase: v.phase, status: v.status, created_at: v.created_at };
+      setOps(o);
+    }, () => {});
+    load();
+    const off = ws.on("operations", (ev) => setOps((o) => {
+      const n = { ...o };
+      if (ev.status === "running") n[ev.operation_id] = { ...(o[ev.operation_id] || {}), operation_id: ev.operation_id, tool: ev.tool, phase: ev.phase, status: ev.status, note: ev.message || (o[ev.operation_id] || {}).note };
+      else delete n[ev.operation_id];
+      return n;
+    }));
+    const offS = ws.on("status", (s) => { if (s === "open") load(); });
+    const offP = ws.whileDown(load, 3000);
+    return () => { off(); offS(); offP(); };
+  }, []);
+  return Object.values(ops);
 }
 
-async function signIn(message) {
-  const input = el("input", { id: "token", type: "password", autocomplete: "off", "aria-label": "token" });
-  const go = el("button", { id: "signin", type: "submit" }, "Sign in");
-  const form = el("form", {}, el("h1", {}, "hypd"), el("p", {}, "Paste a token (hypd token create)"), input, go,
-    el("p", { id: "message", role: "alert" }, message || ""));
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    sessionStorage.setItem(KEY, input.value.trim());
-    start();
+function Drawer({ ops, onClose }) {
+  useEffect(() => {
+    const k = (e) => { if (e.key === "Escape") onClose(); };
+    window.addEventListener("keydown", k);
+    document.getElementById("ops-drawer-close")?.focus();
+    return () => window.removeEventListener("keydown", k);
+  }, []);
+  return html`<aside id="ops-drawer" class="drawer" aria-label="Running operations">
+    <div class="drawer-head"><h2>Running operations</h2>
+      <button id="ops-drawer-close" class="btn btn-small" onClick=${onClose} aria-label="Close the running operations">Close</button></div>
+    ${ops.length === 0 ? html`<p class="muted">Nothing is running. <a href=${href("/operations")} onClick=${onClose}>See every operation</a>.</p>`
+      : html`<ul class="drawer-list">${ops.map((o) => html`<li data-op=${o.operation_id}>
+        <a href=${href("/operations/" + o.operation_id)} onClick=${onClose}><strong>${o.tool}</strong></a> <${Pill} status=${o.status}/>
+        <div class="drawer-phase">${o.phase}</div>${o.note && html`<div class="muted drawer-note">${o.note}</div>`}</li>`)}</ul>
+        <p><a href=${href("/operations", { status: "running" })} onClick=${onClose}>All running operations</a></p>`}
+  </aside>`;
+}
+
+function ClusterSwitch() {
+  const s = useSession();
+  const [err, setErr] = useState(null);
+  const why = denied(s.who, "mutating");
+  const list = (s.clusters && s.clusters.clusters) || [];
+  const active = s.clusters && s.clusters.active;
+  const change = async (e) => {
+    const name = e.target.value;
+    if (!name || name === active) return;
+    try { await callTool("cluster_switch", { cluster: name }); setErr(null); s.refreshClusters(); } catch (x) { setErr(x); e.target.value = active || ""; }
+  };
+  return html`<div class="switch">
+    <label for="cluster-switch">Cluster</label>
+    <span class=${why ? "needs-scope" : ""} title=${why || "Switch the active cluster (cluster_switch)"}>
+    <select id="cluster-switch" onChange=${change} disabled=${!!why || !s.clusters} title=${why || undefined}>
+      ${!active && html`<option value="">${s.clusters ? (list.length ? "— none active —" : "no clusters") : "…"}</option>`}
+      ${list.map((c) => html`<option value=${c.name} selected=${c.name === active}>${c.name}</option>`)}
+    </select></span>
+    <span class="region" title="region">${(s.clusters && s.clusters.region) || ""}</span>
+    ${err && html`<span class="field-error" role="alert">${err.message}</span>`}
+  </div>`;
+}
+
+function App({ who }) {
+  const route = useRoute();
+  const [pages, setPages] = useState(null);
+  const [tools, setTools] = useState(null);
+  const [toolsError, setToolsError] = useState(null);
+  const [clusters, setClusters] = useState(null);
+  const [drawer, setDrawer] = useState(false);
+  const [navOpen, setNavOpen] = useState(false);
+  const running = useRunning();
+  const reloadTools = useCallback(() => listTools().then((r) => { setTools(r.tools || []); setToolsError(null); return r; },
+    (e) => setToolsError(e)), []);
+  const refreshClusters = useCallback(() => callTool("cluster_list", {}).then(setClusters, () => setClusters({ clusters: [], error: true })), []);
+  useEffect(() => {
+    Promise.all(names.map((n) => import(`/pages/${n}.js`).then((m) => ({ name: n, ...m.default })))).then(setPages);
+    reloadTools();
+    refreshClusters();
+    // the active cluster changes (state), and operations that end may have made or removed one
+    let t = null;
+    const soon = () => { clearTimeout(t); t = setTimeout(refreshClusters, 300); };
+    const off = ws.on("state", soon);
+    const offOps = ws.on("operations", (ev) => { if (ev.status !== "running") soon(); });
+    return () => { off(); offOps(); clearTimeout(t); };
+  }, []);
+  useEffect(() => setNavOpen(false), [route.path]);
+  let page = null;
+  let params = null;
+  for (const p of pages || []) { params = match(p.path, route.path); if (params) { page = p; break; } }
+  useEffect(() => {
+    const t = page ? (typeof page.title === "function" ? page.title(params) : page.title) : "Not found";
+    document.title = t + " · hypd";
   });
-  app.replaceChildren(form);
+  const session = { who, tools, toolsError, reloadTools, clusters, refreshClusters };
+  const nav = (pages || []).filter((p) => p.nav);
+  const current = (p) => route.path === (p.navPath || p.path) || route.path.startsWith((p.navPath || p.path) + "/") || page === p;
+  const View = page && page.view;
+  return html`<${Session.Provider} value=${session}>
+    <div class=${"shell" + (navOpen ? " nav-open" : "")}>
+      <a class="skip" href="#main" onClick=${(e) => { e.preventDefault(); document.getElementById("main").focus(); }}>Skip to content</a>
+      <header class="topbar">
+        <button class="btn nav-toggle" aria-expanded=${navOpen ? "true" : "false"} aria-controls="nav" onClick=${() => setNavOpen(!navOpen)}>Menu</button>
+        <a class="brand" href=${href("/clusters")}>hypd</a>
+        <${ClusterSwitch}/>
+        <span class="spacer"></span>
+        <button id="ops-indicator" class=${"btn ops-indicator" + (running.length ? " busy" : "")} aria-expanded=${drawer ? "true" : "false"}
+          aria-controls="ops-drawer" onClick=${() => setDrawer(!drawer)}>
+          <span class="ops-count">${running.length}</span> running</button>
+        <span id="who" class="who" title=${`token ${who.name}, scope ${who.scope}`}>${who.name} <span class=${"scope scope-" + who.scope}>${who.scope}</span></span>
+        <button class="btn btn-small" id="signout" onClick=${() => { token.clear(); ws.stop(); history.replaceState(null, "", location.pathname); start(); }}>Sign out</button>
+      </header>
+      <nav id="nav" class="nav" aria-label="Main">
+        <ul>${nav.map((p) => html`<li><a href=${href(p.navPath || p.path.replace(/\/:[^/]*\?$/, ""))} aria-current=${current(p) ? "page" : undefined}>${p.nav}</a></li>`)}</ul>
+      </nav>
+      <main id="main" class="main" tabindex="-1">
+        ${!pages ? null : View ? html`<${View} key=${route.path} params=${params} query=${route.query}/>`
+          : html`<h1>Not found</h1><p>No page at <code>${route.path}</code>. <a href=${href("/clusters")}>Clusters</a></p>`}
+        ${toolsError && html`<${ErrorBox} error=${toolsError}/>`}
+      </main>
+      ${drawer && html`<${Drawer} ops=${running} onClose=${() => { setDrawer(false); document.getElementById("ops-indicator")?.focus(); }}/>`}
+    </div>
+  </${Session.Provider}>`;
 }
 
 async function start() {
@@ -41,20 +159,23 @@ async function start() {
   if (m) {
     history.replaceState(null, "", location.pathname);
     try {
-      const r = await api("/auth/login", { method: "POST", body: { code: m[1] } });
-      sessionStorage.setItem(KEY, r.token);
+      token.set((await login(m[1])).token);
     } catch (e) {
-      return signIn(e.message);
+      return render(html`<${SignIn} message=${e.message}/>`, root);
     }
   }
-  if (!sessionStorage.getItem(KEY)) return signIn();
+  if (!token.get()) return render(html`<${SignIn}/>`, root);
+  let who;
   try {
-    const who = await api("/auth/whoami");
-    app.replaceChildren(el("p", { id: "who" }, `Signed in as ${who.name} (${who.scope})`));
+    who = await whoami();
   } catch (e) {
-    sessionStorage.removeItem(KEY);
-    signIn(e.message);
+    token.clear();
+    return render(html`<${SignIn} message=${e.message}/>`, root);
   }
+  ws.start();
+  if (parse().path === "/") history.replaceState(null, "", href("/clusters"));
+  render(html`<${App} who=${who}/>`, root);
 }
 
+window.addEventListener("hypd:unauthorized", () => { token.clear(); ws.stop(); render(html`<${SignIn} message="The token is no longer valid; sign in again."/>`, root); });
 start();

@@ -3,7 +3,8 @@
 // which runs one scenario on a fresh page, prints its "ok - ..." or
 // "not ok - ..." line and saves a screenshot of its final page. A console
 // error or an uncaught exception in the page fails the scenario it happens
-// in (opts.allowConsole: one that provokes errors on purpose).
+// in (opts.allowConsole: one that provokes errors on purpose; a RegExp
+// allows only the messages it matches, e.g. BAD_REQUEST below).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 
@@ -37,11 +38,16 @@ export async function scenario(name, fn, opts = {}) {
   }
   const shot = `${SHOTS}/${name.replace(/[^a-z0-9]+/gi, "-").toLowerCase()}.png`;
   await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
-  const all = failed.concat(opts.allowConsole ? [] : problems);
+  const allowed = opts.allowConsole instanceof RegExp ? problems.filter((p) => !opts.allowConsole.test(p)) : opts.allowConsole ? [] : problems;
+  const all = failed.concat(allowed);
   ok(all.length === 0, name, all.join("; "));
   await context.close();
 }
 
+
+// the browser's own console line for an answer with an error status (a
+// scenario that provokes a refusal on purpose allows only these)
+export const BAD_REQUEST = /Failed to load resource: the server responded with a status of (400|403|422)/;
 
 // signIn(page [, token]): the page, signed in with a token (the admin one by default)
 export async function signIn(page, token = TOKEN) {

@@ -60,7 +60,8 @@ HYPD_CLOCK=virtual HYPD_STATE=$tmp/state "$HYPD" --playbooks "$tmp/playbooks" se
 pids+=($!)
 if ! url=$(wait_line "$tmp/serve.out" 'listening on' "${pids[-1]}") ||
 	! token=$(wait_line "$tmp/serve.out" 'export HYPD_TOKEN=' "${pids[-1]}") ||
-	! login=$(wait_line "$tmp/serve.out" '/#login=' "${pids[-1]}"); then
+	! login=$(wait_line "$tmp/serve.out" '/#login=' "${pids[-1]}") ||
+	! sandbox=$(wait_line "$tmp/serve.out" 'export AWS_ENDPOINT_URL=' "${pids[-1]}"); then
 	result "not ok" "hypd serve starts and prints its URL, token and sign-in link"
 	comment "$tmp/serve.err"
 	finish
@@ -69,10 +70,11 @@ url=${url##* }
 token=${token##*=}
 login=${login##*link: }
 login=${login%)}
+sandbox=${sandbox##*=}
 
 out=$tmp/ui.out
 HYPD=$HYPD HYPD_STATE=$tmp/state HYPD_URL=$url HYPD_TOKEN=$token HYPD_LOGIN=$login HYPD_PLAYBOOKS=$tmp/playbooks \
-	HYPD_SHOTS=$SHOTS timeout -k 5 900 node $DIR/ui.mjs >"$out" 2>"$tmp/ui.err"
+	HYPD_SANDBOX=$sandbox HYPD_SHOTS=$SHOTS timeout -k 5 900 node $DIR/ui.mjs >"$out" 2>"$tmp/ui.err"
 rc=$?
 while IFS= read -r line; do
 	case $line in

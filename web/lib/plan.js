@@ -1,0 +1,26 @@
+// <PlanView plan=result/>: what a staged tool called with plan = true
+// answers ({create, change, delete, keep, plan: [{action, type, name, id,
+// fields, changes}]}), as counts and a table of rows, like Terraform's plan.
+import { html } from "/vendor/preact-htm.js";
+
+const SIGN = { create: "+", change: "~", delete: "−", keep: "=" };
+
+function fieldsText(o) {
+  if (!o || typeof o !== "object") return "";
+  return Object.entries(o).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : String(v)}`).join("; ");
+}
+
+export function PlanView({ plan }) {
+  const rows = (plan && plan.plan) || [];
+  return html`<section class="plan" aria-label="plan">
+    <p class="plan-counts">
+      ${["create", "change", "delete", "keep"].map((k) => html`<span class=${"plan-count plan-" + k}><strong>${plan[k] || 0}</strong> to ${k}</span> `)}
+    </p>
+    ${rows.length === 0 ? html`<p class="muted">Nothing to do: everything is as it should be.</p>` : html`
+    <table class="table plan-rows"><thead><tr><th scope="col">Action</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Details</th></tr></thead>
+    <tbody>${rows.map((r) => html`<tr class=${"plan-row plan-" + r.action} data-action=${r.action}>
+      <td><span class=${"plan-action plan-" + r.action}><span aria-hidden="true">${SIGN[r.action] || "·"}</span> ${r.action}</span></td>
+      <td><code>${r.type}</code></td><td>${r.name}</td>
+      <td class="plan-fields">${fieldsText(r.changes && Object.keys(r.changes).length ? r.changes : r.fields)}</td></tr>`)}</tbody></table>`}
+  </section>`;
+}

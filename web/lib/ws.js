@@ -1,0 +1,83 @@
+// One /ws connection for the whole tab: it authenticates with the tab's
+// token in its first message (never in the URL), subscribes to the
+// operation and state topics, reconnects with a growing delay (0.5 s to
+// 30 s) and hands each event to the listeners of its topic:
+//   on("operations", fn)  every operation event {kind, operation_id, phase, status, ...}
+//   on("operation:" + id, fn)  the events of one operation
+//   on("state", fn)       resource.changed events
+//   on("status", fn)      "connecting" | "open" | "closed" (a reconnect after
+//                          "open" means events may have been missed: refetch)
+import { token } from "./api.js";
+
+const listeners = new Map(); // topic -> Set of functions
+let sock = null;
+let delay = 500;
+let timer = null;
+let wanted = false;
+export let status = "closed";
+
+function emit(topic, ev) {
+  for (const fn of listeners.get(topic) || []) {
+    try { fn(ev); } catch (e) { console.warn("a /ws listener failed", e); }
+  }
+}
+
+function setStatus(s) {
+  if (s === status) return;
+  status = s;
+  emit("status", s);
+}
+
+function connect() {
+  clearTimeout(timer);
+  const t = token.get();
+  if (!wanted || !t) return;
+  setStatus("connecting");
+  const s = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+  sock = s;
+  s.onopen = () => s.send(JSON.stringify({ type: "auth", token: t }));
+  s.onmessage = (m) => {
+    let msg;
+    try { msg = JSON.parse(m.data); } catch { return; }
+    if (msg.type === "ready") {
+      delay = 500;
+      s.send(JSON.stringify({ type: "subscribe", topics: ["operations", "state"] }));
+      setStatus("open");
+    } else if (msg.type === "event") {
+      emit(msg.topic, msg.event);
+      if (msg.topic === "operations" && msg.event && msg.event.operation_id) emit("operation:" + msg.event.operation_id, msg.event);
+    }
+  };
+  s.onclose = (ev) => {
+    if (sock !== s) return;
+    sock = null;
+    setStatus("closed");
+    if (!wanted || ev.code === 4401) return; // signed out, or the token is refused
+    timer = setTimeout(connect, delay);
+    delay = Math.min(delay * 2, 30000);
+  };
+  s.onerror = () => {}; // onclose follows and reconnects
+}
+
+// start(): connect (after signing in); stop(): close and stay closed
+export function start() { wanted = true; if (!sock) connect(); }
+export function stop() {
+  wanted = false;
+  clearTimeout(timer);
+  if (sock) { const s = sock; sock = null; s.close(); }
+  setStatus("closed");
+}
+
+// on(topic, fn) -> a function that removes the listener
+export function on(topic, fn) {
+  if (!listeners.has(topic)) listeners.set(topic, new Set());
+  listeners.get(topic).add(fn);
+  return () => listeners.get(topic).delete(fn);
+}
+
+// whileDown(fn, ms = 5000) -> stop: calls fn every ms while the connection
+// is not open (the pages' fallback to polling); returns a function that stops it
+export function whileDown(fn, ms = 5000) {
+  const i = setInterval(() => { if (status !== "open") fn(); }, ms);
+  return () => clearInterval(i);
+}

@@ -1,0 +1,95 @@
+// One tool (#/tools/NAME[?op=ID]): its description and generated form.
+// A read tool's result is shown as JSON; a staged tool can be planned
+// ("Plan": the rows it would create, change, delete or keep) before it
+// runs, and its operation is followed live (its id goes into the URL, so a
+// reload finds it again); a destructive tool asks first.
+import { html, useEffect, useState } from "/vendor/preact-htm.js";
+import { callTool, getTool } from "/lib/api.js";
+import { SchemaForm } from "/lib/form.js";
+import { standard } from "/lib/choices.js";
+import { OperationView } from "/lib/op.js";
+import { PlanView } from "/lib/plan.js";
+import { href, setQuery } from "/lib/router.js";
+import { Act, Confirm, ErrorBox, Json, Loading } from "/lib/ui.js";
+import { denied, useSession } from "/lib/session.js";
+import { KIND_LABEL } from "./tools.js";
+
+// the word a person types to confirm a destructive call: the value of its
+// first required string parameter (the cluster tag, the storage name...), or the tool's name
+function confirmWord(def, p) {
+  const props = (def.input_schema && def.input_schema.properties) || {};
+  const k = (def.input_schema.required || []).find((n) => props[n] && props[n].type === "string" && typeof p[n] === "string" && p[n]);
+  return k ? p[k] : def.name;
+}
+
+function Tool({ params, query }) {
+  const name = params.name;
+  const [def, setDef] = useState(null);
+  const [loadErr, setLoadErr] = useState(null);
+  const [errors, setErrors] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState(null); // {kind: "read"|"plan", value, params}
+  const [ask, setAsk] = useState(null);       // params waiting for a destructive confirmation
+  const { who } = useSession();
+  useEffect(() => { getTool(name).then(setDef, setLoadErr); }, [name]);
+  if (loadErr) return html`<h1>${name}</h1><${ErrorBox} error=${loadErr}/><p><a href=${href("/tools")}>All tools</a></p>`;
+  if (!def) return html`<${Loading} what="Loading the tool"/>`;
+  const run = async (p, plan) => {
+    setBusy(true);
+    setErrors(null);
+    try {
+      const r = await callTool(name, plan ? { ...p, plan: true } : p);
+      if (r && r.operation_id && !plan) { setResult(null); setQuery({ op: r.operation_id }); }
+      else setResult({ kind: plan ? "plan" : "result", value: r, params: p });
+    } catch (e) {
+      setErrors(e);
+      setResult(null);
+    } finally { setBusy(false); }
+  };
+  // a destructive call asks first, naming what goes: for a staged tool, the
+  // delete rows of its plan; otherwise the parameters it was given
+  const submit = async (p, action) => {
+    if (action.plan) return run(p, true);
+    if (def.kind !== "destructive") return run(p, false);
+    let items = Object.entries(p).map(([k, v]) => `${k} = ${JSON.stringify(v)}`);
+    if (def.staged) {
+      setBusy(true);
+      try {
+        const plan = await callTool(name, { ...p, plan: true });
+        items = (plan.plan || []).filter((r) => r.action === "delete").map((r) => `${r.type} ${r.name}`);
+        if (!items.length) items = ["nothing: its plan deletes nothing"];
+      } catch (e) {
+        setErrors(e);
+        return;
+      } finally { setBusy(false); }
+    }
+    setErrors(null);
+    setAsk({ params: p, items });
+  };
+  const actions = def.staged ? [{ label: "Plan", plan: true, kind: def.kind }, { label: "Run", kind: def.kind }] : [{ label: "Run", kind: def.kind }];
+  return html`<p class="crumbs"><a href=${href("/tools")}>Tools</a> / <code>${name}</code></p>
+    <h1><code>${name}</code> <span class=${"kind kind-" + def.kind}>${KIND_LABEL[def.kind] || def.kind}</span></h1>
+    <p class="summary">${def.summary}</p>
+    <details class="description"><summary>What it does</summary><p>${def.description}</p>
+      <p class="muted">Needs scope ${def.scope}. ${def.source === "built-in" ? "Built in." : html`From <code>${def.source}</code>.`}
+      ${def.status_tool && html` Followed with <a href=${href("/tools/" + def.status_tool)}><code>${def.status_tool}</code></a>.`}</p></details>
+    ${denied(who, def.kind) && html`<p class="notice" id="scope-notice">${denied(who, def.kind)}: its form is shown, but it cannot be run with this token.</p>`}
+    <div class="tool-layout">
+      <section class="tool-form" aria-label="parameters">
+        <${SchemaForm} schema=${def.input_schema} id="tool-form" hide=${def.staged ? ["plan"] : []} errors=${errors} busy=${busy}
+          choices=${standard(def.input_schema)} actions=${actions} onSubmit=${submit}/>
+      </section>
+      <section class="tool-out" aria-label="result" aria-live="polite">
+        ${query.op && html`<div class="op-panel"><p><a href=${href("/operations/" + query.op)}>Open the operation page</a></p>
+          <${OperationView} id=${query.op}/></div>`}
+        ${result && result.kind === "plan" && html`<h2>Plan</h2><${PlanView} plan=${result.value}/>
+          <p><${Act} kind=${def.kind} id="plan-run" onClick=${() => submit(result.params, { label: "Run" })}>Run this plan</${Act}></p>`}
+        ${result && result.kind === "result" && html`<h2>Result</h2><${Json} value=${result.value}/>`}
+      </section>
+    </div>
+    <${Confirm} open=${!!ask} title=${`Run ${name}?`} action="Run it" typeToConfirm=${ask && confirmWord(def, ask.params)}
+      items=${ask ? ask.items : []} lost=${def.summary + ". This cannot be undone."}
+      onConfirm=${() => { const p = ask.params; setAsk(null); run(p, false); }} onClose=${() => setAsk(null)}/>`;
+}
+
+export default { path: "/tools/:name", title: (p) => p.name, view: Tool };
