@@ -1,0 +1,42 @@
+// What the cluster scenarios (scenarios/5*-9*.mjs) share: a cluster made
+// through the REST API for a scenario's setup (cluster_create, waited for),
+// and the wizard's decisions filled in.
+import { TOKEN, URL } from "./lib.mjs";
+
+export async function call(tool, params) {
+  const r = await fetch(`${URL}/api/v1/tools/${tool}`, { method: "POST", body: JSON.stringify(params),
+    headers: { authorization: "Bearer " + TOKEN, "content-type": "application/json" } });
+  const body = await r.json();
+  if (!r.ok) throw new Error(`${tool}: ${JSON.stringify(body.error || body)}`);
+  return body;
+}
+
+export async function waitOperation(id, seconds = 120) {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const r = await fetch(`${URL}/api/v1/operations/${id}?wait_seconds=5`, { headers: { authorization: "Bearer " + TOKEN } });
+    const v = await r.json();
+    if (v.status !== "running") return v;
+    if (Date.now() > end) throw new Error(`operation ${id} still running after ${seconds} s`);
+  }
+}
+
+// cluster(tag, extra) -> "hypd-<tag>" once cluster_create has finished (it fails the scenario otherwise)
+export async function cluster(tag, extra = {}) {
+  const r = await call("cluster_create", { cluster_tag: tag, availability_zone: "us-west-2a", instance_type: "ml.g5.2xlarge", instance_count: 1, ...extra });
+  const v = await waitOperation(r.operation_id);
+  if (v.status !== "succeeded") throw new Error(`cluster_create ${tag}: ${v.status} (${v.phase})`);
+  return "hypd-" + tag;
+}
+
+// decide(page, {tag, zone, type, count}): the wizard's decisions
+export async function decide(page, { tag, zone = "us-west-2a", type = "ml.g5.2xlarge", count = 1 }) {
+  await page.goto(URL + "/#/create");
+  await page.waitForSelector("#create-form-cluster_tag");
+  await page.fill("#create-form-cluster_tag", tag);
+  await page.waitForSelector(`#create-form-availability_zone option[value="${zone}"]`, { state: "attached" });
+  await page.selectOption("#create-form-availability_zone", zone);
+  await page.waitForSelector(`#create-form-instance_type option[value="${type}"]`, { state: "attached" });
+  await page.selectOption("#create-form-instance_type", type);
+  await page.fill("#create-form-instance_count", String(count));
+}
