@@ -1,7 +1,7 @@
 // What the cluster scenarios (scenarios/5*-9*.mjs) share: a cluster made
 // through the REST API for a scenario's setup (cluster_create, waited for),
 // and the wizard's decisions filled in.
-import { TOKEN, URL } from "./lib.mjs";
+import { TOKEN, URL, signIn } from "./lib.mjs";
 
 export async function call(tool, params) {
   const r = await fetch(`${URL}/api/v1/tools/${tool}`, { method: "POST", body: JSON.stringify(params),
@@ -31,7 +31,7 @@ export async function cluster(tag, extra = {}) {
 
 // decide(page, {tag, zone, type, count}): the wizard's decisions
 export async function decide(page, { tag, zone = "us-west-2a", type = "ml.g5.2xlarge", count = 1 }) {
-  await page.goto(URL + "/#/create");
+  await openAt(page, "/create");
   await page.waitForSelector("#create-form-cluster_tag");
   await page.fill("#create-form-cluster_tag", tag);
   await page.waitForSelector(`#create-form-availability_zone option[value="${zone}"]`, { state: "attached" });
@@ -39,4 +39,12 @@ export async function decide(page, { tag, zone = "us-west-2a", type = "ml.g5.2xl
   await page.waitForSelector(`#create-form-instance_type option[value="${type}"]`, { state: "attached" });
   await page.selectOption("#create-form-instance_type", type);
   await page.fill("#create-form-instance_count", String(count));
+}
+
+// openAt(page, hash): signed in, the shell ready (its first redirect to
+// #/clusters done), then the page at hash ("/cluster/x?tab=nodes")
+export async function openAt(page, hash) {
+  await signIn(page);
+  await page.waitForFunction(() => location.hash.startsWith("#/clusters") && document.querySelector("#nav a"));
+  await page.goto(URL + "/#" + hash);
 }

@@ -5,6 +5,7 @@
 // frame with its loading and empty states; a switch.
 import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
 import { callTool, getTool } from "./api.js";
+import * as ws from "./ws.js";
 import { OperationView, useOperation } from "./op.js";
 import { setQuery } from "./router.js";
 import { Empty, ErrorBox, Loading } from "./ui.js";
@@ -22,6 +23,14 @@ export function useRead(tool, params) {
       (error) => live && setSt((s) => ({ data: s.data, error, loading: false })));
     return () => { live = false; };
   }, [tool, key, n]);
+  // read again (once things settle) when an operation ends or a resource changes
+  useEffect(() => {
+    let timer = null;
+    const soon = () => { clearTimeout(timer); timer = setTimeout(() => setN((x) => x + 1), 400); };
+    const offOps = ws.on("operations", (ev) => { if (ev.status && ev.status !== "running") soon(); });
+    const offState = ws.on("state", soon);
+    return () => { clearTimeout(timer); offOps(); offState(); };
+  }, []);
   return { ...st, reload: () => setN((x) => x + 1) };
 }
 
@@ -51,7 +60,7 @@ export function Section({ title, id, loading, error, empty, emptyHint, actions, 
 export function Follow({ id, onDone, onClose }) {
   const { view } = useOperation(id);
   const done = useRef(null);
-  const ended = view && view.status !== "running";
+  const ended = !!view && view.operation_id === id && view.status !== "running"; // (a view of the previous id is not this one's end)
   useEffect(() => {
     if (ended && done.current !== id) { done.current = id; onDone && onDone(view); }
   }, [ended, id]);

@@ -25,5 +25,5 @@ export default function Deps({ cluster, query }) {
     </table></div>
   </${Section}>
   <${ErrorBox} error=${mut.error}/>
-  ${mut.op && html`<${Follow} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}`;
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}`;
 }

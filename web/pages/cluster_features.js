@@ -46,5 +46,5 @@ export default function Features({ cluster, query }) {
     ${mut.op ? html`<${Pending} id=${mut.op}>${body}</${Pending}>` : body([])}
   </${Section}>
   <${ErrorBox} error=${mut.error}/>
-  ${mut.op && html`<${Follow} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}`;
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}`;
 }

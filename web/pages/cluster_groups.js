@@ -63,7 +63,7 @@ export default function Groups({ cluster, query, reloadStatus }) {
       ...(scaling.training_plan ? { training_plan: scaling.training_plan } : {}) }}
     onCancel=${() => setQuery({ form: "" })}/>`}
   ${!form && html`<${ErrorBox} error=${mut.error}/>`}
-  ${mut.op && html`<${Follow} id=${mut.op} onDone=${done} onClose=${mut.close}/>`}
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${done} onClose=${mut.close}/>`}
   <${Confirm} open=${!!ask} title=${ask ? `Delete the instance group ${ask.name}?` : ""} typeToConfirm=${ask && ask.name} action="Delete the group"
     items=${ask ? [`instance group ${ask.name} (${ask.current_count} × ${ask.instance_type})`] : []}
     lost=${"Every instance of the group is terminated: the work running on them stops and their local volumes (/opt/sagemaker and instance storage) are wiped."}

@@ -79,7 +79,7 @@ export default function Storage({ cluster, query }) {
   ${form === "s3" && html`<${CreateForm} tool="storage_create_s3" label="Create S3 storage" cluster=${cluster} mut=${mut} onDone=${() => setQuery({ form: "" })}/>`}
   ${form === "fsx" && html`<${CreateForm} tool="storage_create_fsx" label="Create FSx for Lustre storage" cluster=${cluster} mut=${mut} onDone=${() => setQuery({ form: "" })}/>`}
   ${!form && html`<${ErrorBox} error=${mut.error}/>`}
-  ${mut.op && html`<${Follow} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}
   ${browse && html`<${Contents} key=${browse.claim} cluster=${cluster} claim=${browse.claim} namespace=${browse.namespace} prefix=${query.prefix || ""}/>`}
   <${Confirm} open=${!!ask} title=${ask ? `Delete the storage ${ask.claim}?` : ""} typeToConfirm=${ask && ask.claim} action="Delete the storage"
     items=${ask ? [`claim ${ask.namespace}/${ask.claim}`, `volume ${ask.volume}`] : []} lost=${ask ? lost(ask) : ""}

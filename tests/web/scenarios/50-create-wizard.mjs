@@ -1,12 +1,11 @@
 // The create wizard: decisions, the plan for review, the run on
 // confirmation and its five stages to InService in the progress panel.
-import { URL, scenario, signIn } from "../lib.mjs";
+import { scenario } from "../lib.mjs";
 import { decide } from "../clusters.mjs";
 
 const STAGES = ["cluster_create_eks", "cluster_configure_dependencies", "hyperpod_create", "storage_create_s3", "hyperpod_update_advanced_features"];
 
 await scenario("create a cluster through the wizard: plan, confirm, five stages complete", async (page, check) => {
-  await signIn(page);
   await decide(page, { tag: "wz-one", count: 2 });
   check(!(await page.isVisible("#create-form-volume_size_gb")), "the other options are folded away");
   await page.click("#more-options");

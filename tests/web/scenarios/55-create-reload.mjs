@@ -1,10 +1,9 @@
 // A reload in the middle of a creation shows the same progress: the
 // operation is in the URL and everything is read from the server.
-import { scenario, signIn } from "../lib.mjs";
+import { scenario } from "../lib.mjs";
 import { decide } from "../clusters.mjs";
 
 await scenario("reload mid-creation: the same stages and phases", async (page, check) => {
-  await signIn(page);
   await decide(page, { tag: "wz-two" });
   await page.click("#create-form-plan");
   await page.waitForSelector("#create-run");

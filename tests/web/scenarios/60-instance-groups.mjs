@@ -1,7 +1,7 @@
 // Cluster › Instance groups: add a CPU group through its form, then scale it
 // (its fixed-at-create fields read-only), each change followed live.
-import { URL, scenario, signIn } from "../lib.mjs";
-import { cluster } from "../clusters.mjs";
+import { scenario } from "../lib.mjs";
+import { cluster, openAt } from "../clusters.mjs";
 
 const opDone = (page, not) => page.waitForFunction((old) => {
   const f = document.querySelector(".follow");
@@ -9,10 +9,9 @@ const opDone = (page, not) => page.waitForFunction((old) => {
 }, not, { timeout: 60000 });
 
 await scenario("add an instance group and scale it", async (page, check) => {
-  const name = await cluster("ui-groups");
-  await signIn(page);
-  await page.goto(`${URL}/#/cluster/${name}?tab=groups`);
-  await page.waitForSelector('tr[data-group="ui-groups-ig"]');
+  const name = await cluster(process.env.TAG || "ui-groups");
+  await openAt(page, `/cluster/${name}?tab=groups`);
+  await page.waitForSelector('tr[data-group]');
   await page.click("#group-add");
   await page.waitForSelector("#add-group-instance_group");
   await page.fill("#add-group-instance_group", "cpu1");

@@ -1,11 +1,10 @@
 // Cluster › Nodes: reboot one after a confirmation that names it.
-import { URL, scenario, signIn } from "../lib.mjs";
-import { cluster } from "../clusters.mjs";
+import { scenario } from "../lib.mjs";
+import { cluster, openAt } from "../clusters.mjs";
 
 await scenario("reboot a node after the confirmation that names it", async (page, check) => {
   const name = await cluster("ui-nodes");
-  await signIn(page);
-  await page.goto(`${URL}/#/cluster/${name}?tab=nodes`);
+  await openAt(page, `/cluster/${name}?tab=nodes`);
   await page.waitForSelector("tr[data-node]");
   const id = await page.getAttribute("tr[data-node]", "data-node");
   check((await page.textContent(`tr[data-node="${id}"]`)).includes("Ready"), "the node's Kubernetes readiness is shown");

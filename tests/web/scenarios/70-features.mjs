@@ -1,12 +1,11 @@
 // Cluster › Features: the training operator switched on on a cluster made
 // without it; pending while its operation runs, then the state read back.
-import { URL, scenario, signIn } from "../lib.mjs";
-import { cluster } from "../clusters.mjs";
+import { scenario } from "../lib.mjs";
+import { cluster, openAt } from "../clusters.mjs";
 
 await scenario("toggle the training operator on and see the actual state read back", async (page, check) => {
   const name = await cluster("ui-feat", { s3_storage: false });
-  await signIn(page);
-  await page.goto(`${URL}/#/cluster/${name}?tab=features`);
+  await openAt(page, `/cluster/${name}?tab=features`);
   await page.waitForSelector('[data-feature="training_operator"][data-enabled="false"]');
   check(!(await page.isChecked("#feat-training_operator")), "it reads as off");
   await page.click('label[for="feat-training_operator"]');

@@ -1,12 +1,11 @@
 // Cluster › Storage: create S3 storage through its form, then list its
 // contents (the bucket is new, so the listing is empty and says so).
-import { URL, scenario, signIn } from "../lib.mjs";
-import { cluster } from "../clusters.mjs";
+import { scenario } from "../lib.mjs";
+import { cluster, openAt } from "../clusters.mjs";
 
 await scenario("create S3 storage and list its contents", async (page, check) => {
   const name = await cluster("ui-store", { s3_storage: false });
-  await signIn(page);
-  await page.goto(`${URL}/#/cluster/${name}?tab=storage`);
+  await openAt(page, `/cluster/${name}?tab=storage`);
   await page.waitForSelector("#storage .empty");
   check((await page.textContent("#storage .empty")).includes("No storage yet"), "the empty state says what to do");
   await page.click("#storage-add-s3");

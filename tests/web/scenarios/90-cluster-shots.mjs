@@ -1,14 +1,14 @@
 // Screenshots of Clusters, the wizard (with a plan) and Cluster at 1280 and
 // 420 px, light and dark, under the test output folder.
-import { URL, scenario, signIn } from "../lib.mjs";
+import { URL, scenario } from "../lib.mjs";
+import { openAt } from "../clusters.mjs";
 
 const SHOTS = process.env.HYPD_SHOTS || "/tmp";
 for (const width of [1280, 420]) {
   for (const scheme of ["light", "dark"]) {
     await scenario(`cluster pages at ${width} px, ${scheme}`, async (page, check) => {
-      await signIn(page);
+      await openAt(page, "/clusters");
       const shot = (n) => page.screenshot({ path: `${SHOTS}/pages-${n}-${width}-${scheme}.png`, fullPage: true });
-      await page.goto(URL + "/#/clusters");
       await page.waitForSelector("table.clusters tr[data-cluster]");
       await shot("clusters");
       await page.goto(URL + "/#/create");
