@@ -16,7 +16,7 @@ export default function Deps({ cluster, query }) {
       actions=${html`<${Act} kind="mutating" id="deps-rerun" class="btn-small" disabled=${mut.busy || (mut.op && true)}
         onClick=${() => mut.run("cluster_configure_dependencies", { cluster })}>${off ? `Reconcile (${off} not present)` : "Re-run"}</${Act}>`}>
     <p class="dep-counts">${Object.entries(counts).filter(([, n]) => n).map(([k, n]) => html`<span class="chip">${n} ${k}</span> `)}</p>
-    <div class="table-wrap"><table class="table deps">
+    <div class="table-wrap cwrap"><table class="table deps">
       <thead><tr><th scope="col">Item</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Details</th></tr></thead>
       <tbody>${items.map((i) => html`<tr data-item=${i.item} data-state=${i.state}>
         <td><code>${i.item}</code></td><td>${i.kind}</td>

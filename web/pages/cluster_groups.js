@@ -42,7 +42,7 @@ export default function Groups({ cluster, query, reloadStatus }) {
     empty=${noHp ? "This cluster has no HyperPod cluster yet." : groups.length === 0 ? "No instance groups." : null}
     emptyHint=${noHp ? "Create one with hyperpod_create (Tools), or create the cluster through the wizard." : "Add one: a GPU group for work, or a CPU group for system pods."}
     actions=${html`<${Act} kind="mutating" id="group-add" class="btn-small" onClick=${() => open("add")}>Add an instance group</${Act}>`}>
-    <div class="table-wrap"><table class="table groups">
+    <div class="table-wrap cwrap"><table class="table groups">
       <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th>
         <th scope="col">Fixed at create <span class="muted small">(read-only)</span></th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${g.name}>

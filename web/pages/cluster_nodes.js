@@ -50,7 +50,7 @@ export default function Nodes({ cluster, query }) {
         ${[...new Set(groups.concat(group ? [group] : []))].map((g) => html`<option value=${g} selected=${g === group}>${g}</option>`)}
       </select>
       ${r.data && r.data.kubernetes_error && html`<span class="field-error">Kubernetes: ${r.data.kubernetes_error}</span>`}</div>
-    <div class="table-wrap"><table class="table nodes">
+    <div class="table-wrap cwrap"><table class="table nodes">
       <thead><tr><th scope="col"><span class="sr-only">Select</span></th><th scope="col">Node</th><th scope="col">Group</th><th scope="col">Instance</th>
         <th scope="col">Health</th><th scope="col">Kubernetes</th><th scope="col">Launched</th></tr></thead>
       <tbody>${nodes.map((n) => html`<tr data-node=${n.instance_id} class=${sel.has(n.instance_id) ? "row-selected" : ""}>

@@ -38,7 +38,7 @@ function Contents({ cluster, claim, namespace, prefix }) {
     ${r.loading && !r.data ? html`<${Loading} what="Listing"/>`
       : folders.length + objects.length === 0 ? html`<div class="empty contents-empty"><p class="empty-title">${prefix ? "This folder is empty." : "The bucket is empty."}</p>
           <p>Copy data in with <code>aws s3 cp</code> or from a pod that mounts the claim.</p></div>`
-      : html`<div class="table-wrap"><table class="table objects"><thead><tr><th scope="col">Name</th><th scope="col">Size</th><th scope="col">Modified</th></tr></thead>
+      : html`<div class="table-wrap cwrap"><table class="table objects"><thead><tr><th scope="col">Name</th><th scope="col">Size</th><th scope="col">Modified</th></tr></thead>
         <tbody>${folders.map((f) => { const p = typeof f === "string" ? f : f.prefix || f.name; return html`<tr data-folder=${p}>
             <td><button type="button" class="linkish" onClick=${() => go(p)}>${p.slice(prefix.length)}</button></td><td class="muted">folder</td><td></td></tr>`; })}
           ${objects.map((o) => html`<tr data-object=${o.key}><td><code>${(o.key || "").slice(prefix.length)}</code></td><td class="num">${bytes(o.size)}</td>
@@ -63,7 +63,7 @@ export default function Storage({ cluster, query }) {
       empty=${r.data && list.length === 0 ? "No storage yet." : null} emptyHint="Create an S3 bucket mount or an FSx for Lustre file system."
       actions=${html`<${Act} kind="mutating" class="btn-small" id="storage-add-s3" onClick=${() => setQuery({ form: "s3" })}>Create S3 storage</${Act}>
         <${Act} kind="mutating" class="btn-small" id="storage-add-fsx" onClick=${() => setQuery({ form: "fsx" })}>Create FSx storage</${Act}>`}>
-    <div class="table-wrap"><table class="table storages">
+    <div class="table-wrap cwrap"><table class="table storages">
       <thead><tr><th scope="col">Claim</th><th scope="col">Type</th><th scope="col">Backed by</th><th scope="col">Status</th><th scope="col">Capacity</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${list.map((s) => html`<tr data-claim=${s.claim}>
         <td><code>${s.namespace}/${s.claim}</code><div class="muted small">${s.managed_by_hypd ? "made by hypd" : "not hypd's"}</div></td>

@@ -64,7 +64,7 @@ function Clusters({ query }) {
     ${!clusters ? html`<${Loading} what="Loading clusters"/>`
       : list.length === 0 ? html`<${Empty} title="No clusters yet.">
           <a href=${href("/create")}>Create one</a> or <a href=${href("/clusters", { import: "1" })}>import an existing EKS cluster</a>.</${Empty}>`
-      : html`<div class="table-wrap"><table class="table clusters">
+      : html`<div class="table-wrap cwrap"><table class="table clusters">
         <caption class="sr-only">EKS clusters in ${clusters.region}</caption>
         <thead><tr><th scope="col">Cluster</th><th scope="col">EKS</th><th scope="col">HyperPod</th><th scope="col">Version</th><th scope="col">Managed</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
         <tbody>${list.map((c) => html`<tr data-cluster=${c.name} class=${c.active ? "row-active" : ""}>

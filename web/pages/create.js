@@ -79,7 +79,7 @@ export function GroupedPlan({ plan }) {
       const creates = rs.filter((r) => r.action === "create").length;
       return html`<details class="plan-group" data-family=${fam} open=${fam === "ec2" || fam === "sagemaker" || fam === "hypd"}>
         <summary><strong>${FAMILY[fam] || fam}</strong> <span class="muted">${rs.length} ${rs.length === 1 ? "item" : "items"}${creates ? `, ${creates} to create` : ""}</span></summary>
-        <div class="table-wrap"><table class="table plan-rows"><thead><tr><th scope="col">Action</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Details</th></tr></thead>
+        <div class="table-wrap cwrap"><table class="table plan-rows"><thead><tr><th scope="col">Action</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Details</th></tr></thead>
         <tbody>${rs.map((r) => html`<tr class=${"plan-row plan-" + r.action} data-action=${r.action}>
           <td><span class=${"plan-action plan-" + r.action}>${r.action}</span></td><td><code>${(r.type || "").split(":").slice(1).join(":")}</code></td>
           <td class="plan-name">${r.name}</td><td class="plan-fields">${detail(r)}</td></tr>`)}</tbody></table></div>
