@@ -35,7 +35,7 @@ export default function Features({ cluster, query }) {
         title=${why || undefined} label=${LABEL[name] || name} onChange=${(on) => flip(name, on)}/>
       <span class="feature-state">${isPending ? html`<span class="pill pill-run" data-state="pending"><span aria-hidden="true">●</span> pending</span>` : html`<${State} state=${f.status || (f.enabled ? "enabled" : "disabled")}/>`}</span>
       ${(f.missing || []).length > 0 && f.enabled && html`<span class="field-error small">missing: ${f.missing.join(", ")}</span>`}
-      <details class="feature-parts"><summary>${(f.parts || []).length} parts</summary><ul class="plain small">${(f.parts || []).map((p) => html`<li>
+      <details class="feature-parts"><summary>${(f.parts || []).length} ${(f.parts || []).length === 1 ? "part" : "parts"}</summary><ul class="plain small">${(f.parts || []).map((p) => html`<li>
         <${State} state=${p.present ? (p.pending ? "pending" : p.failed ? "failed" : "present") : "missing"}/> ${p.part}${p.version ? " " + p.version : ""}</li>`)}</ul></details>
     </li>`;
   })}</ul>`;

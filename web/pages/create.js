@@ -6,7 +6,8 @@
 // cluster); on confirmation the run, and its five stages (the operation's
 // children) in a live progress panel with a timeline of phases. Everything
 // after the run is read from the operation, so a reload shows the same.
-import { html, useState } from "/vendor/preact-htm.js";
+import { html, useEffect, useState } from "/vendor/preact-htm.js";
+import { useSession } from "/lib/session.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { standard } from "/lib/choices.js";
@@ -107,7 +108,8 @@ function Stage({ stage, child, parent, n, view }) {
       <div class="muted small"><code>${stage.tool}</code>: ${stage.what}</div>
       ${v && html`<div class="stage-phase">${v.phase}</div>`}
       ${!asked && html`<div class="muted small">Not asked for (no features were chosen).</div>`}
-      ${view && view.steps && html`<${Timeline} view=${view} compact=${true}/>`}
+      ${view && view.steps && (view.status === "running" ? html`<${Timeline} view=${view} compact=${true}/>`
+        : html`<details class="stage-phases"><summary>${(view.steps || []).filter((x) => x.started_at).length} phases</summary><${Timeline} view=${view} compact=${true}/></details>`)}
     </div></li>`;
 }
 
@@ -130,6 +132,9 @@ export function Timeline({ view, compact }) {
 
 function Progress({ id }) {
   const { view, error, note } = useOperation(id);
+  const { refreshClusters } = useSession();
+  const ok = view && view.operation_id === id && view.status === "succeeded";
+  useEffect(() => { if (ok) refreshClusters(); }, [ok]);
   if (error && !view) return html`<${ErrorBox} error=${error}/>`;
   if (!view) return html`<${Loading} what="Loading the creation"/>`;
   const kids = view.children || [];
@@ -138,14 +143,13 @@ function Progress({ id }) {
   return html`<section class="progress" aria-label="progress" data-status=${view.status} aria-busy=${view.status === "running" ? "true" : "false"}>
     <div class="progress-head">
       <h2>Creating <code>${tag}</code> <${Pill} status=${view.status}/></h2>
-      <span class="muted">${duration(elapsed(view))} so far (simulated AWS time under the sandbox's clock)</span>
+      <span class="muted">${duration(elapsed(view))} ${view.status === "running" ? "so far" : "in all"}</span>
     </div>
     <p class="op-now" aria-live="polite"><strong>Now:</strong> <span class="progress-phase">${view.phase}</span>${note && html` — <span class="muted">${note}</span>`}</p>
     <ol class="stages">${STAGES.map((s, i) => html`<${kids.some((c) => c.tool === s.tool) ? LiveStage : Stage} key=${s.tool} stage=${s} n=${i + 1} parent=${view} child=${kids.find((c) => c.tool === s.tool)}/>`)}</ol>
     <h3>Timeline of phases</h3>
     <${Timeline} view=${view}/>
-    ${view.status === "succeeded" && html`<p class="notice" role="status">The cluster <a href=${href("/cluster/" + (result.cluster || "hypd-" + tag))}><code>${result.cluster || "hypd-" + tag}</code></a>
-      is ready${result.hyperpod_cluster ? html` with HyperPod cluster <code>${result.hyperpod_cluster}</code>` : ""}.</p>`}
+    ${view.status === "succeeded" && html`<p class="notice" role="status">The cluster <a href=${href("/cluster/" + (result.cluster || "hypd-" + tag))}><code>${result.cluster || "hypd-" + tag}</code></a>${" "}is ready${result.hyperpod_cluster ? html` with HyperPod cluster <code>${result.hyperpod_cluster}</code>` : ""}.</p>`}
     ${(view.status === "failed" || view.status === "cancelled") && html`<${ErrorBox} error=${view.error || { message: view.phase }}/>
       <p>Running it again finds what was made and goes on. <a href=${href("/create")}>Start again</a></p>`}
     <p><a href=${href("/operations/" + id)}>The operation's full log</a></p>
