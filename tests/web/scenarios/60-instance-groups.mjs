@@ -9,7 +9,7 @@ const opDone = (page, not) => page.waitForFunction((old) => {
 }, not, { timeout: 60000 });
 
 await scenario("add an instance group and scale it", async (page, check) => {
-  const name = await cluster(process.env.TAG || "ui-groups");
+  const name = await cluster("ui-groups");
   await openAt(page, `/cluster/${name}?tab=groups`);
   await page.waitForSelector('tr[data-group]');
   await page.click("#group-add");
