@@ -3,10 +3,10 @@
 // definition (its JSON Schema, cached); following a mutation's operation
 // live (its id in the URL's query, so a reload finds it again); a section
 // frame with its loading and empty states; a switch.
-import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
-import { callTool, getTool } from "./api.js";
+import { html, useEffect, useState } from "/vendor/preact-htm.js";
+import { callTool, getOperation, getTool } from "./api.js";
 import * as ws from "./ws.js";
-import { OperationView, useOperation } from "./op.js";
+import { OperationView } from "./op.js";
 import { setQuery } from "./router.js";
 import { Empty, ErrorBox, Loading } from "./ui.js";
 
@@ -55,16 +55,33 @@ export function Section({ title, id, loading, error, empty, emptyHint, actions, 
   </section>`;
 }
 
-// <Follow id onDone/>: an operation followed live (OperationView); onDone(view)
-// once it has ended (the section reads its state again then)
-export function Follow({ id, onDone, onClose }) {
-  const { view } = useOperation(id);
-  const done = useRef(null);
-  const ended = !!view && view.operation_id === id && view.status !== "running"; // (a view of the previous id is not this one's end)
+// <Follow id onDone onView/>: an operation followed live (OperationView); onView(view)
+// at each change it sees, onDone(view)
+// once it has ended (the section reads its state again then). The end is
+// found by a long poll of the operation (GET .../operations/{id}?wait_seconds),
+// independent of the view's own updates.
+export function Follow({ id, onDone, onView, onClose }) {
+  const [status, setStatus] = useState("loading");
   useEffect(() => {
-    if (ended && done.current !== id) { done.current = id; onDone && onDone(view); }
-  }, [ended, id]);
-  return html`<div class="follow" data-op=${id} data-status=${view ? view.status : "loading"}>
+    let live = true;
+    (async () => {
+      while (live) {
+        try {
+          const v = await getOperation(id, { wait_seconds: 20 });
+          if (!live) return;
+          setStatus(v.status);
+          onView && onView(v);
+          if (v.status !== "running") { onDone && onDone(v); return; }
+        } catch (e) {
+          if (!live) return;
+          setStatus("unknown");
+          await new Promise((f) => setTimeout(f, 2000));
+        }
+      }
+    })();
+    return () => { live = false; };
+  }, [id]);
+  return html`<div class="follow" data-op=${id} data-status=${status}>
     ${onClose && html`<button type="button" class="btn btn-small follow-close" onClick=${onClose} aria-label="Close the operation panel">Close</button>`}
     <${OperationView} id=${id}/></div>`;
 }

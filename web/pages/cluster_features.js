@@ -4,8 +4,7 @@
 // feature; the switch stays pending while the operation runs (the
 // operation id is in the URL, so a reload keeps it pending) and then
 // shows the state read again, the parts of its chain on demand.
-import { html } from "/vendor/preact-htm.js";
-import { useOperation } from "/lib/op.js";
+import { html, useState } from "/vendor/preact-htm.js";
 import { denied, useSession } from "/lib/session.js";
 import { ErrorBox } from "/lib/ui.js";
 import { Follow, Section, State, Toggle, useMutation, useRead } from "/lib/cluster-ui.js";
@@ -14,17 +13,14 @@ const LABEL = { cert_manager: "cert-manager", fsx_csi_driver: "FSx for Lustre CS
   inference_operator: "Inference operator", tiered_checkpointing: "Tiered checkpointing", karpenter: "Karpenter autoscaling",
   kuberay_operator: "KubeRay operator" };
 
-function Pending({ id, children }) {
-  const { view } = useOperation(id);
-  const running = !view || view.status === "running";
-  const asked = running && view && view.params ? Object.keys(view.params).filter((k) => LABEL[k]) : [];
-  return children(running ? (view ? asked : null) : []);
-}
-
 export default function Features({ cluster, query }) {
   const { who } = useSession();
   const r = useRead("hyperpod_get_advanced_features", { cluster });
   const mut = useMutation(query);
+  const [opView, setOpView] = useState(null); // the feature operation's latest view (from Follow)
+  const mine = opView && opView.operation_id === mut.op ? opView : null;
+  // null: every switch pending until the operation is read; else the features it changes while it runs
+  const pending = !mut.op ? [] : !mine ? null : mine.status === "running" ? Object.keys(mine.params || {}).filter((k) => LABEL[k]) : [];
   const feats = (r.data && r.data.features) || {};
   const why = denied(who, "mutating");
   const flip = (name, on) => mut.run("hyperpod_update_advanced_features", { cluster, [name]: on });
@@ -43,8 +39,8 @@ export default function Features({ cluster, query }) {
       empty=${r.data && Object.keys(feats).length === 0 ? "No features reported." : null}
       actions=${html`<button type="button" class="btn btn-small" onClick=${r.reload}>Read again</button>`}>
     <p class="muted small">Each switch shows the state read back from the cluster. Flipping one changes only that feature; it stays pending while its operation runs.</p>
-    ${mut.op ? html`<${Pending} id=${mut.op}>${body}</${Pending}>` : body([])}
+    ${body(pending)}
   </${Section}>
   <${ErrorBox} error=${mut.error}/>
-  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}`;
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onView=${setOpView} onDone=${r.reload} onClose=${mut.close}/>`}`;
 }

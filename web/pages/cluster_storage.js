@@ -20,14 +20,15 @@ function CreateForm({ tool, label, cluster, mut, onDone }) {
     <button type="button" class="btn btn-small" onClick=${onDone}>Cancel</button></div>`;
 }
 
-function Contents({ cluster, claim, namespace, prefix }) {
+function Contents({ cluster, claim, namespace, prefix, size }) {
   const [tokens, setTokens] = useState([]); // page tokens of the pages before this one
   const [tok, setTok] = useState(undefined);
-  const r = useRead("storage_list_contents", { cluster, claim_name: claim, namespace, prefix, page_size: 100, ...(tok ? { page_token: tok } : {}) });
+  const r = useRead("storage_list_contents", { cluster, claim_name: claim, namespace, prefix, page_size: size, ...(tok ? { page_token: tok } : {}) });
   const d = r.data || {};
   const folders = d.folders || [];
   const objects = d.objects || [];
   const go = (p) => { setTokens([]); setTok(undefined); setQuery({ prefix: p }); };
+  const pageNo = tokens.length + 1;
   const parts = prefix.split("/").filter(Boolean);
   return html`<section class="contents panel" aria-label=${"contents of " + claim} data-claim=${claim}>
     <div class="csec-head"><h3>Contents of <code>${claim}</code> ${d.bucket && html`<span class="muted small">s3://${d.bucket}/</span>`}</h3>
@@ -45,7 +46,7 @@ function Contents({ cluster, claim, namespace, prefix }) {
             <td>${o.last_modified ? html`<time datetime=${o.last_modified} title=${o.last_modified}>${String(o.last_modified).replace("T", " ").slice(0, 16)}</time>` : ""}</td></tr>`)}</tbody></table></div>`}
     <p class="pager">${tokens.length > 0 && html`<button type="button" class="btn btn-small" onClick=${() => { setTok(tokens[tokens.length - 1]); setTokens(tokens.slice(0, -1)); }}>Previous page</button>`}
       ${d.next_page_token && html`<button type="button" class="btn btn-small" id="contents-next" onClick=${() => { setTokens([...tokens, tok]); setTok(d.next_page_token); }}>Next page</button>`}
-      <span class="muted small">${folders.length} ${folders.length === 1 ? "folder" : "folders"}, ${objects.length} ${objects.length === 1 ? "object" : "objects"}${d.truncated ? " on this page" : ""}</span></p>
+      <span class="muted small" id="contents-count">page ${pageNo}: ${folders.length} ${folders.length === 1 ? "folder" : "folders"}, ${objects.length} ${objects.length === 1 ? "object" : "objects"}${d.truncated ? " on this page" : ""}</span></p>
   </section>`;
 }
 
@@ -80,7 +81,8 @@ export default function Storage({ cluster, query }) {
   ${form === "fsx" && html`<${CreateForm} tool="storage_create_fsx" label="Create FSx for Lustre storage" cluster=${cluster} mut=${mut} onDone=${() => setQuery({ form: "" })}/>`}
   ${!form && html`<${ErrorBox} error=${mut.error}/>`}
   ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onDone=${r.reload} onClose=${mut.close}/>`}
-  ${browse && html`<${Contents} key=${browse.claim} cluster=${cluster} claim=${browse.claim} namespace=${browse.namespace} prefix=${query.prefix || ""}/>`}
+  ${browse && html`<${Contents} key=${browse.claim} cluster=${cluster} claim=${browse.claim} namespace=${browse.namespace} prefix=${query.prefix || ""}
+    size=${Math.min(1000, Math.max(1, Number(query.size) || 100))}/>`}
   <${Confirm} open=${!!ask} title=${ask ? `Delete the storage ${ask.claim}?` : ""} typeToConfirm=${ask && ask.claim} action="Delete the storage"
     items=${ask ? [`claim ${ask.namespace}/${ask.claim}`, `volume ${ask.volume}`] : []} lost=${ask ? lost(ask) : ""}
     onConfirm=${() => { const s = ask; setAsk(null); mut.run("storage_delete", { cluster, claim_name: s.claim, namespace: s.namespace }); }} onClose=${() => setAsk(null)}/>`;

@@ -1,9 +1,9 @@
 // Cluster › Storage: create S3 storage through its form, then list its
 // contents (the bucket is new, so the listing is empty and says so).
-import { scenario } from "../lib.mjs";
-import { cluster, openAt } from "../clusters.mjs";
+import { URL, scenario } from "../lib.mjs";
+import { call, cluster, openAt } from "../clusters.mjs";
 
-await scenario("create S3 storage and list its contents", async (page, check) => {
+await scenario("create S3 storage and list its contents: an empty bucket", async (page, check) => {
   const name = await cluster("ui-store", { s3_storage: false });
   await openAt(page, `/cluster/${name}?tab=storage`);
   await page.waitForSelector("#storage .empty");
@@ -24,4 +24,33 @@ await scenario("create S3 storage and list its contents", async (page, check) =>
   await page.waitForSelector("dialog[open]");
   check(/bucket .* and its data are kept/.test(await page.textContent("dialog[open] .lost")), "deleting says the bucket is kept");
   await page.click("dialog[open] .dialog-actions button[type=button]");
+});
+
+await scenario("S3 storage of an existing bucket: its folders and objects, a page at a time", async (page, check) => {
+  const name = "hypd-ui-store";
+  // the cluster's lifecycle bucket holds hypd's lifecycle scripts: mount it as it is
+  const groups = await call("hyperpod_list_instance_groups", { cluster: name });
+  const bucket = groups.instance_groups[0].lifecycle.source.replace(/^s3:\/\//, "").split("/")[0];
+  await openAt(page, `/cluster/${name}?tab=storage`);
+  await page.waitForSelector("#storage-add-s3");
+  await page.click("#storage-add-s3");
+  await page.waitForSelector("#form-storage_create_s3-bucket");
+  await page.fill("#form-storage_create_s3-bucket", bucket);
+  await page.fill("#form-storage_create_s3-claim_name", "scripts");
+  await page.click("#form-storage_create_s3-create");
+  await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForSelector('tr[data-claim="scripts"]', { timeout: 15000 });
+  await page.goto(`${URL}/#/cluster/${name}?tab=storage&browse=scripts&size=1`);
+  await page.waitForSelector('.contents tr[data-folder="lifecycle/"]');
+  await page.click('.contents tr[data-folder="lifecycle/"] button');
+  await page.waitForSelector('.contents tr[data-folder="lifecycle/base-config/"]');
+  await page.click('.contents tr[data-folder="lifecycle/base-config/"] button');
+  await page.waitForSelector(".contents tr[data-object]");
+  const first = await page.getAttribute(".contents tr[data-object]", "data-object");
+  check(first.startsWith("lifecycle/base-config/"), "an object of the folder is listed: " + first);
+  check(/B$/.test((await page.textContent(".contents tr[data-object] td.num")).trim()), "with its size");
+  await page.click("#contents-next");
+  await page.waitForFunction((k) => { const r = document.querySelector(".contents tr[data-object]"); return r && r.dataset.object !== k; }, first);
+  check((await page.textContent("#contents-count")).includes("page 2"), "the next page shows another object");
+  check((await page.evaluate(() => location.hash)).includes("prefix=lifecycle%2Fbase-config%2F"), "the folder is in the URL");
 });
