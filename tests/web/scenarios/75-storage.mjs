@@ -53,4 +53,13 @@ await scenario("S3 storage of an existing bucket: its folders and objects, a pag
   await page.waitForFunction((k) => { const r = document.querySelector(".contents tr[data-object]"); return r && r.dataset.object !== k; }, first);
   check((await page.textContent("#contents-count")).includes("page 2"), "the next page shows another object");
   check((await page.evaluate(() => location.hash)).includes("prefix=lifecycle%2Fbase-config%2F"), "the folder is in the URL");
+  await page.goto(`${URL}/#/cluster/${name}?tab=storage`);
+  await page.click('[data-delete="scripts"]');
+  await page.waitForSelector("dialog[open]");
+  check(await page.isDisabled("dialog[open] button[type=submit]"), "deleting waits for the claim's name");
+  await page.fill("#confirm-type", "scripts");
+  await page.click("dialog[open] button[type=submit]");
+  await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForFunction(() => !document.querySelector('tr[data-claim="scripts"]'), null, { timeout: 15000 });
+  check(true, "the storage is gone from the list");
 });
