@@ -6,7 +6,7 @@
 import { html, useState } from "/vendor/preact-htm.js";
 import { SchemaForm } from "/lib/form.js";
 import { standard } from "/lib/choices.js";
-import { setQuery } from "/lib/router.js";
+import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { Follow, Section, useMutation, useRead, useToolDef } from "/lib/cluster-ui.js";
 
@@ -40,7 +40,7 @@ export default function Groups({ cluster, query, reloadStatus }) {
   const noHp = r.error && /no HyperPod|NOT_FOUND/i.test(r.error.code + " " + r.error.message);
   return html`<${Section} id="groups" title="Instance groups" loading=${r.loading && !r.data} error=${noHp ? null : r.error}
     empty=${noHp ? "This cluster has no HyperPod cluster yet." : groups.length === 0 ? "No instance groups." : null}
-    emptyHint=${noHp ? "Create one with hyperpod_create (Tools), or create the cluster through the wizard." : "Add one: a GPU group for work, or a CPU group for system pods."}
+    emptyHint=${noHp ? html`Create one with <a href=${href("/tools/hyperpod_create")}><code>hyperpod_create</code></a>, or a whole cluster with <a href=${href("/create")}>the wizard</a>.` : "Add one: a GPU group for work, or a CPU group for system pods."}
     actions=${html`<${Act} kind="mutating" id="group-add" class="btn-small" onClick=${() => open("add")}>Add an instance group</${Act}>`}>
     <div class="table-wrap cwrap"><table class="table groups">
       <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th>

@@ -6,7 +6,7 @@
 import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { setQuery } from "/lib/router.js";
-import { Act, Confirm, ErrorBox, Pill } from "/lib/ui.js";
+import { Act, Confirm, ErrorBox, Pill, Time } from "/lib/ui.js";
 import { Section, useRead } from "/lib/cluster-ui.js";
 
 const ACTIONS = {
@@ -60,7 +60,7 @@ export default function Nodes({ cluster, query }) {
         <td><${Pill} status=${n.instance_status}/></td>
         <td><${Pill} status=${n.health_status} title=${"HyperPod health: " + n.health_status}/></td>
         <td>${n.kubernetes ? html`<${Pill} status=${n.kubernetes.ready ? "Ready" : n.kubernetes.joined ? "NotReady" : "not joined"}/>` : html`<span class="muted">unknown</span>`}</td>
-        <td class="small">${n.launch_time ? html`<time datetime=${n.launch_time} title=${n.launch_time}>${n.launch_time.replace("T", " ").slice(0, 16)}</time>` : ""}</td></tr>`)}</tbody>
+        <td class="small">${n.launch_time ? html`<${Time} t=${Date.parse(n.launch_time) / 1000}/>` : ""}</td></tr>`)}</tbody>
     </table></div>
     <p class="pager">${page.prev.length > 0 && html`<button type="button" class="btn btn-small" onClick=${() => setPage((p) => ({ token: p.prev[p.prev.length - 1], prev: p.prev.slice(0, -1) }))}>Previous page</button>`}
       ${r.data && r.data.next_page_token && html`<button type="button" class="btn btn-small" onClick=${() => setPage((p) => ({ token: r.data.next_page_token, prev: [...p.prev, p.token] }))}>Next page</button>`}</p>

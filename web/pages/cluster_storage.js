@@ -43,7 +43,7 @@ function Contents({ cluster, claim, namespace, prefix, size }) {
         <tbody>${folders.map((f) => { const p = typeof f === "string" ? f : f.prefix || f.name; return html`<tr data-folder=${p}>
             <td><button type="button" class="linkish" onClick=${() => go(p)}>${p.slice(prefix.length)}</button></td><td class="muted">folder</td><td></td></tr>`; })}
           ${objects.map((o) => html`<tr data-object=${o.key}><td><code>${(o.key || "").slice(prefix.length)}</code></td><td class="num">${bytes(o.size)}</td>
-            <td>${o.last_modified ? html`<time datetime=${o.last_modified} title=${o.last_modified}>${String(o.last_modified).replace("T", " ").slice(0, 16)}</time>` : ""}</td></tr>`)}</tbody></table></div>`}
+            <td>${o.last_modified ? html`<${Time} t=${Date.parse(o.last_modified) / 1000}/>` : ""}</td></tr>`)}</tbody></table></div>`}
     <p class="pager">${tokens.length > 0 && html`<button type="button" class="btn btn-small" onClick=${() => { setTok(tokens[tokens.length - 1]); setTokens(tokens.slice(0, -1)); }}>Previous page</button>`}
       ${d.next_page_token && html`<button type="button" class="btn btn-small" id="contents-next" onClick=${() => { setTokens([...tokens, tok]); setTok(d.next_page_token); }}>Next page</button>`}
       <span class="muted small" id="contents-count">page ${pageNo}: ${folders.length} ${folders.length === 1 ? "folder" : "folders"}, ${objects.length} ${objects.length === 1 ? "object" : "objects"}${d.truncated ? " on this page" : ""}</span></p>

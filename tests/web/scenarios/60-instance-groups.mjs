@@ -8,7 +8,7 @@ const opDone = (page, not) => page.waitForFunction((old) => {
   return f && f.dataset.op !== old && f.dataset.status === "succeeded";
 }, not, { timeout: 60000 });
 
-await scenario("add an instance group and scale it", async (page, check) => {
+await scenario("add an instance group, scale it, delete it after typing its name", async (page, check) => {
   const name = await cluster("ui-groups");
   await openAt(page, `/cluster/${name}?tab=groups`);
   await page.waitForSelector('tr[data-group]');
@@ -34,4 +34,14 @@ await scenario("add an instance group and scale it", async (page, check) => {
   await opDone(page, first);
   await page.waitForSelector('tr[data-group="cpu1"] .count[data-current="2"]', { timeout: 15000 });
   check(await page.$('tr[data-group="cpu1"] .count[data-current="2"]'), "the group is scaled to 2");
+  const second = await page.getAttribute(".follow", "data-op");
+  await page.click('[data-delete="cpu1"]');
+  await page.waitForSelector("dialog[open]");
+  check((await page.textContent("dialog[open] .confirm-items")).includes("cpu1 (2 × ml.m5.xlarge)"), "the dialog names the group and its instances");
+  check(/local volumes .* wiped/.test(await page.textContent("dialog[open] .lost")), "and says their local volumes are wiped");
+  await page.fill("#confirm-type", "cpu1");
+  await page.click("dialog[open] button[type=submit]");
+  await opDone(page, second);
+  await page.waitForFunction(() => !document.querySelector('tr[data-group="cpu1"]'), null, { timeout: 15000 });
+  check(true, "the group is gone");
 });
