@@ -29,15 +29,24 @@ export async function cluster(tag, extra = {}) {
   return "hypd-" + tag;
 }
 
+// choose(page, select, value): once the select's choices (from a read tool) hold value, pick it
+export async function choose(page, select, value) {
+  await page.waitForSelector(`${select} option[value="${value}"]`, { state: "attached" });
+  await page.selectOption(select, value);
+}
+
 // decide(page, {tag, zone, type, count}): the wizard's decisions
-export async function decide(page, { tag, zone = "us-west-2a", type = "ml.g5.2xlarge", count = 1 }) {
+export async function decide(page, opts) {
   await openAt(page, "/create");
+  await decisions(page, opts);
+}
+
+// decisions(page, {tag, zone, type, count}): the same, on the wizard already open
+export async function decisions(page, { tag, zone = "us-west-2a", type = "ml.g5.2xlarge", count = 1 }) {
   await page.waitForSelector("#create-form-cluster_tag");
   await page.fill("#create-form-cluster_tag", tag);
-  await page.waitForSelector(`#create-form-availability_zone option[value="${zone}"]`, { state: "attached" });
-  await page.selectOption("#create-form-availability_zone", zone);
-  await page.waitForSelector(`#create-form-instance_type option[value="${type}"]`, { state: "attached" });
-  await page.selectOption("#create-form-instance_type", type);
+  await choose(page, "#create-form-availability_zone", zone);
+  await choose(page, "#create-form-instance_type", type);
   await page.fill("#create-form-instance_count", String(count));
 }
 

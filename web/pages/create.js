@@ -169,7 +169,11 @@ function Wizard() {
   const others = Object.keys(props).filter((k) => !props[k]["x-hypd-decision"] && k !== "plan");
   const doPlan = async (p) => {
     setBusy(true); setErrors(null); setPlan(null);
-    try { setPlan({ params: p, value: await callTool(TOOL, { ...p, plan: true }) }); } catch (e) { setErrors(e); } finally { setBusy(false); }
+    try { setPlan({ params: p, value: await callTool(TOOL, { ...p, plan: true }) }); } catch (e) {
+      setErrors(e);
+      // an error on a folded option unfolds them, so that it shows beside its field
+      if ((e.fields || []).some((f) => others.includes(String(f.field).split(/[.[]/)[0]))) setMore(true);
+    } finally { setBusy(false); }
   };
   const run = async () => {
     setAsk(false); setBusy(true);

@@ -1,7 +1,7 @@
 // Cluster › Instance groups: add a CPU group through its form, then scale it
 // (its fixed-at-create fields read-only), each change followed live.
 import { scenario } from "../lib.mjs";
-import { cluster, openAt } from "../clusters.mjs";
+import { choose, cluster, openAt } from "../clusters.mjs";
 
 const opDone = (page, not) => page.waitForFunction((old) => {
   const f = document.querySelector(".follow");
@@ -15,10 +15,8 @@ await scenario("add an instance group, scale it, delete it after typing its name
   await page.click("#group-add");
   await page.waitForSelector("#add-group-instance_group");
   await page.fill("#add-group-instance_group", "cpu1");
-  await page.waitForSelector('#add-group-availability_zone option[value="us-west-2a"]', { state: "attached" });
-  await page.selectOption("#add-group-availability_zone", "us-west-2a");
-  await page.waitForSelector('#add-group-instance_type option[value="ml.m5.xlarge"]', { state: "attached" });
-  await page.selectOption("#add-group-instance_type", "ml.m5.xlarge");
+  await choose(page, "#add-group-availability_zone", "us-west-2a");
+  await choose(page, "#add-group-instance_type", "ml.m5.xlarge");
   await page.fill("#add-group-instance_count", "1");
   await page.click("#add-group-add-the-group");
   await opDone(page, "");

@@ -1,7 +1,8 @@
-// Screenshots of Clusters, the wizard (with a plan) and Cluster at 1280 and
+// Screenshots of Clusters, the wizard (with a plan, and a creation's
+// progress) and Cluster's sections at 1280 and
 // 420 px, light and dark, under the test output folder.
-import { URL, scenario } from "../lib.mjs";
-import { openAt } from "../clusters.mjs";
+import { TOKEN, URL, scenario } from "../lib.mjs";
+import { decisions, openAt } from "../clusters.mjs";
 
 const SHOTS = process.env.HYPD_SHOTS || "/tmp";
 for (const width of [1280, 420]) {
@@ -12,16 +13,14 @@ for (const width of [1280, 420]) {
       await page.waitForSelector("table.clusters tr[data-cluster]");
       await shot("clusters");
       await page.goto(URL + "/#/create");
-      await page.waitForSelector("#create-form-cluster_tag");
-      await page.fill("#create-form-cluster_tag", "shots");
-      await page.waitForSelector('#create-form-availability_zone option[value="us-west-2b"]', { state: "attached" });
-      await page.selectOption("#create-form-availability_zone", "us-west-2b");
-      await page.waitForSelector('#create-form-instance_type option[value="ml.g5.12xlarge"]', { state: "attached" });
-      await page.selectOption("#create-form-instance_type", "ml.g5.12xlarge");
-      await page.fill("#create-form-instance_count", "4");
+      await decisions(page, { tag: "shots", zone: "us-west-2b", type: "ml.g5.12xlarge", count: 4 });
       await page.click("#create-form-plan");
       await page.waitForSelector(".grouped-plan");
       await shot("create");
+      const ops = await (await fetch(`${URL}/api/v1/operations?tool=cluster_create&status=succeeded&limit=1`, { headers: { authorization: "Bearer " + TOKEN } })).json();
+      await page.goto(`${URL}/#/create?op=${ops.operations[0].operation_id}`);
+      await page.waitForSelector('.progress[data-status="succeeded"] [data-stage="hyperpod_create"][data-status="succeeded"]');
+      await shot("create-progress");
       const name = await page.evaluate(() => document.getElementById("cluster-switch").value);
       for (const tab of ["groups", "nodes", "deps", "features", "storage"]) {
         await page.goto(`${URL}/#/cluster/${name}?tab=${tab}`);
