@@ -97,7 +97,9 @@ function LiveStage(props) {
 
 function Stage({ stage, child, parent, n, view }) {
   const v = child ? (view || child) : null;
-  const asked = stage.tool !== "hyperpod_update_advanced_features" || !!(parent.params && parent.params.features && Object.keys(parent.params.features).length);
+  const pp = parent.params || {};
+  const asked = stage.tool === "hyperpod_update_advanced_features" ? !!(pp.features && Object.keys(pp.features).length)
+    : stage.tool === "storage_create_s3" ? pp.s3_storage !== false : true;
   const status = v ? v.status : parent.status === "running" ? "pending" : asked ? (parent.status === "succeeded" ? "skipped" : "not started") : "skipped";
   return html`<li class=${"stage stage-" + status} data-stage=${stage.tool} data-status=${status}>
     <span class="stage-n" aria-hidden="true">${n}</span>
@@ -107,7 +109,7 @@ function Stage({ stage, child, parent, n, view }) {
         ${child && html`<a class="small" href=${href("/operations/" + child.operation_id)}>operation</a>`}</div>
       <div class="muted small"><code>${stage.tool}</code>: ${stage.what}</div>
       ${v && html`<div class="stage-phase">${v.phase}</div>`}
-      ${!asked && html`<div class="muted small">Not asked for (no features were chosen).</div>`}
+      ${!asked && html`<div class="muted small">Not asked for (${stage.tool === "storage_create_s3" ? "s3_storage was off" : "no features were chosen"}).</div>`}
       ${view && view.steps && (view.status === "running" ? html`<${Timeline} view=${view} compact=${true}/>`
         : html`<details class="stage-phases"><summary>${(view.steps || []).filter((x) => x.started_at).length} phases</summary><${Timeline} view=${view} compact=${true}/></details>`)}
     </div></li>`;
@@ -142,7 +144,7 @@ function Progress({ id }) {
   const result = view.result || {};
   return html`<section class="progress" aria-label="progress" data-status=${view.status} aria-busy=${view.status === "running" ? "true" : "false"}>
     <div class="progress-head">
-      <h2>Creating <code>${tag}</code> <${Pill} status=${view.status}/></h2>
+      <h2>${view.status === "running" ? "Creating" : view.status === "succeeded" ? "Created" : "Creating"} <code>${tag}</code> <${Pill} status=${view.status}/></h2>
       <span class="muted">${duration(elapsed(view))} ${view.status === "running" ? "so far" : "in all"}</span>
     </div>
     <p class="op-now" aria-live="polite"><strong>Now:</strong> <span class="progress-phase">${view.phase}</span>${note && html` — <span class="muted">${note}</span>`}</p>
