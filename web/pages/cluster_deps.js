@@ -16,12 +16,12 @@ export default function Deps({ cluster, query }) {
       actions=${html`<${Act} kind="mutating" id="deps-rerun" class="btn-small" disabled=${mut.busy || (mut.op && true)}
         onClick=${() => mut.run("cluster_configure_dependencies", { cluster })}>${off ? `Reconcile (${off} not present)` : "Re-run"}</${Act}>`}>
     <p class="dep-counts">${Object.entries(counts).filter(([, n]) => n).map(([k, n]) => html`<span class="chip">${n} ${k}</span> `)}</p>
-    <div class="table-wrap cwrap"><table class="table deps">
+    <div class="table-wrap cwrap"><table class="table deps stack">
       <thead><tr><th scope="col">Item</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Details</th></tr></thead>
       <tbody>${items.map((i) => html`<tr data-item=${i.item} data-state=${i.state}>
-        <td><code>${i.item}</code></td><td>${i.kind}</td>
-        <td><${State} state=${i.state}/></td>
-        <td class="small">${[i.version, i.status, i.owner && "owner " + i.owner, i.message || i.reason].filter(Boolean).join(" · ")}</td></tr>`)}</tbody>
+        <td><code>${i.item}</code></td><td data-label="Kind">${i.kind}</td>
+        <td data-label="State"><${State} state=${i.state}/></td>
+        <td class="small" data-label="Details">${[i.version, i.status, i.owner && "owner " + i.owner, i.message || i.reason].filter(Boolean).join(" · ")}</td></tr>`)}</tbody>
     </table></div>
   </${Section}>
   <${ErrorBox} error=${mut.error}/>

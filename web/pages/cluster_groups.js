@@ -42,14 +42,14 @@ export default function Groups({ cluster, query, reloadStatus }) {
     empty=${noHp ? "This cluster has no HyperPod cluster yet." : groups.length === 0 ? "No instance groups." : null}
     emptyHint=${noHp ? html`Create one with <a href=${href("/tools/hyperpod_create")}><code>hyperpod_create</code></a>, or a whole cluster with <a href=${href("/create")}>the wizard</a>.` : "Add one: a GPU group for work, or a CPU group for system pods."}
     actions=${html`<${Act} kind="mutating" id="group-add" class="btn-small" onClick=${() => open("add")}>Add an instance group</${Act}>`}>
-    <div class="table-wrap cwrap"><table class="table groups">
+    <div class="table-wrap cwrap"><table class="table groups stack">
       <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th>
         <th scope="col">Fixed at create <span class="muted small">(read-only)</span></th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${g.name}>
-        <td><code>${g.name}</code></td><td><${Pill} status=${g.status}/></td>
-        <td class="num"><span class="count" data-current=${g.current_count}>${g.current_count}</span> <span class="muted">of ${g.target_count}</span></td>
-        <td><code>${g.instance_type}</code></td>
-        <td class="small" title=${FIXED_REASON}>${g.capacity_type} · ${(g.subnets || []).map((s) => s.availability_zone).join(", ") || "—"}${g.efa_only ? " · efa-only" : ""}${g.training_plan ? " · plan " + g.training_plan : ""}</td>
+        <td><code>${g.name}</code></td><td data-label="Status"><${Pill} status=${g.status}/></td>
+        <td class="num" data-label="Instances"><span class="count" data-current=${g.current_count}>${g.current_count}</span> <span class="muted">of ${g.target_count}</span></td>
+        <td data-label="Type"><code>${g.instance_type}</code></td>
+        <td class="small" data-label="Fixed" title=${FIXED_REASON}>${g.capacity_type} · ${(g.subnets || []).map((s) => s.availability_zone).join(", ") || "—"}${g.efa_only ? " · efa-only" : ""}${g.training_plan ? " · plan " + g.training_plan : ""}</td>
         <td class="row-actions"><${Act} kind="mutating" class="btn-small" data-scale=${g.name} onClick=${() => open("scale:" + g.name)}>Scale</${Act}>
           <${Act} kind="destructive" class="btn-small" data-delete=${g.name} onClick=${() => setAsk(g)}>Delete</${Act}></td></tr>`)}</tbody>
     </table></div>

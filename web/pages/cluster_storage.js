@@ -64,15 +64,15 @@ export default function Storage({ cluster, query }) {
       empty=${r.data && list.length === 0 ? "No storage yet." : null} emptyHint="Create an S3 bucket mount or an FSx for Lustre file system."
       actions=${html`<${Act} kind="mutating" class="btn-small" id="storage-add-s3" onClick=${() => setQuery({ form: "s3" })}>Create S3 storage</${Act}>
         <${Act} kind="mutating" class="btn-small" id="storage-add-fsx" onClick=${() => setQuery({ form: "fsx" })}>Create FSx storage</${Act}>`}>
-    <div class="table-wrap cwrap"><table class="table storages">
+    <div class="table-wrap cwrap"><table class="table storages stack">
       <thead><tr><th scope="col">Claim</th><th scope="col">Type</th><th scope="col">Backed by</th><th scope="col">Status</th><th scope="col">Capacity</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${list.map((s) => html`<tr data-claim=${s.claim}>
         <td><code>${s.namespace}/${s.claim}</code><div class="muted small">${s.managed_by_hypd ? "made by hypd" : "not hypd's"}</div></td>
-        <td>${s.type === "s3" ? "S3" : s.type === "fsx" ? "FSx for Lustre" : s.type}</td>
-        <td><code class="wrap">${s.bucket || s.file_system_id || s.dns_name || "—"}</code></td>
-        <td><${Pill} status=${s.claim_phase || "unknown"} title=${"claim " + (s.claim_phase || "?") + ", volume " + (s.volume_phase || "?")}/>
+        <td data-label="Type">${s.type === "s3" ? "S3" : s.type === "fsx" ? "FSx for Lustre" : s.type}</td>
+        <td data-label="Backed by"><code class="wrap">${s.bucket || s.file_system_id || s.dns_name || "—"}</code></td>
+        <td data-label="Status"><${Pill} status=${s.claim_phase || "unknown"} title=${"claim " + (s.claim_phase || "?") + ", volume " + (s.volume_phase || "?")}/>
           ${s.bucket_status && html`<div class="muted small">bucket ${s.bucket_status}</div>`}${s.file_system_status && html`<div class="muted small">file system ${s.file_system_status}</div>`}</td>
-        <td>${s.capacity}</td>
+        <td data-label="Capacity">${s.capacity}</td>
         <td class="row-actions">${s.type === "s3" && html`<button type="button" class="btn btn-small" data-browse=${s.claim} onClick=${() => setQuery({ browse: s.claim, prefix: "" })}>Contents</button>`}
           <${Act} kind="destructive" class="btn-small" data-delete=${s.claim} onClick=${() => setAsk(s)}>Delete</${Act}></td></tr>`)}</tbody>
     </table></div>

@@ -64,16 +64,16 @@ function Clusters({ query }) {
     ${!clusters ? html`<${Loading} what="Loading clusters"/>`
       : list.length === 0 ? html`<${Empty} title="No clusters yet.">
           <a href=${href("/create")}>Create one</a> or <a href=${href("/clusters", { import: "1" })}>import an existing EKS cluster</a>.</${Empty}>`
-      : html`<div class="table-wrap cwrap"><table class="table clusters">
+      : html`<div class="table-wrap cwrap"><table class="table clusters stack">
         <caption class="sr-only">EKS clusters in ${clusters.region}</caption>
         <thead><tr><th scope="col">Cluster</th><th scope="col">EKS</th><th scope="col">HyperPod</th><th scope="col">Version</th><th scope="col">Managed</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
         <tbody>${list.map((c) => html`<tr data-cluster=${c.name} class=${c.active ? "row-active" : ""}>
           <td><a href=${href("/cluster/" + c.name)}>${c.name}</a> ${c.active && html`<span class="mark mark-active">active</span>`}
             ${c.cluster_tag && html`<div class="muted small">tag <code>${c.cluster_tag}</code></div>`}</td>
-          <td><${Pill} status=${c.status}/></td><td>${c.hyperpod ? html`<span class="nowrap">${c.hyperpod.name}</span> <${Pill} status=${c.hyperpod.status}/>` : html`<span class="muted">none</span>`}</td>
-          <td>${c.version}</td><td>${c.managed ? "by hypd" : html`<span class="muted">no</span>`}</td>
+          <td data-label="EKS"><${Pill} status=${c.status}/></td><td data-label="HyperPod">${c.hyperpod ? html`<span class="nowrap">${c.hyperpod.name}</span> <${Pill} status=${c.hyperpod.status}/>` : html`<span class="muted">none</span>`}</td>
+          <td data-label="Version">${c.version}</td><td data-label="Managed">${c.managed ? "by hypd" : html`<span class="muted">no</span>`}</td>
           <td>${c.active ? html`<span class="muted small">the default for every tool</span>`
-            : html`<${Act} kind="mutating" class="btn-small" data-switch=${c.name} onClick=${() => sw(c.name)}>Make active</${Act}>`}</td></tr>`)}</tbody>
+            : html`<${Act} kind="mutating" quiet=${true} class="btn-small" data-switch=${c.name} onClick=${() => sw(c.name)}>Make active</${Act}>`}</td></tr>`)}</tbody>
       </table></div>`}`;
 }
 
