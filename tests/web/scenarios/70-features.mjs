@@ -1,0 +1,20 @@
+// Cluster › Features: the training operator switched on on a cluster made
+// without it; pending while its operation runs, then the state read back.
+import { scenario } from "../lib.mjs";
+import { cluster, openAt } from "../clusters.mjs";
+
+await scenario("toggle the training operator on and see the actual state read back", async (page, check) => {
+  const name = await cluster("ui-feat", { s3_storage: false });
+  await openAt(page, `/cluster/${name}?tab=features`);
+  await page.waitForSelector('[data-feature="training_operator"][data-enabled="false"]');
+  check(!(await page.isChecked("#feat-training_operator")), "it reads as off");
+  await page.click('label[for="feat-training_operator"]');
+  await page.waitForFunction(() => location.hash.includes("op=op-"));
+  await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForSelector('[data-feature="training_operator"][data-enabled="true"][data-pending="false"]', { timeout: 15000 });
+  check(await page.isChecked("#feat-training_operator"), "the switch is on");
+  check((await page.textContent('[data-feature="training_operator"] .feature-state')).includes("enabled"), "the state read back is enabled");
+  await page.reload();
+  await page.waitForSelector('[data-feature="training_operator"][data-enabled="true"]');
+  check(true, "still on after a reload");
+});

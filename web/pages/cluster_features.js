@@ -1,0 +1,46 @@
+// Cluster › Features: the HyperPod cluster's managed features as switches.
+// Each shows the actual state read back (hyperpod_get_advanced_features);
+// flipping one calls hyperpod_update_advanced_features with only that
+// feature; the switch stays pending while the operation runs (the
+// operation id is in the URL, so a reload keeps it pending) and then
+// shows the state read again, the parts of its chain on demand.
+import { html, useState } from "/vendor/preact-htm.js";
+import { denied, useSession } from "/lib/session.js";
+import { ErrorBox } from "/lib/ui.js";
+import { Follow, Section, State, Toggle, useMutation, useRead } from "/lib/cluster-ui.js";
+
+const LABEL = { cert_manager: "cert-manager", fsx_csi_driver: "FSx for Lustre CSI driver", training_operator: "Training operator",
+  inference_operator: "Inference operator", tiered_checkpointing: "Tiered checkpointing", karpenter: "Karpenter autoscaling",
+  kuberay_operator: "KubeRay operator" };
+
+export default function Features({ cluster, query }) {
+  const { who } = useSession();
+  const r = useRead("hyperpod_get_advanced_features", { cluster });
+  const mut = useMutation(query);
+  const [opView, setOpView] = useState(null); // the feature operation's latest view (from Follow)
+  const mine = opView && opView.operation_id === mut.op ? opView : null;
+  // null: every switch pending until the operation is read; else the features it changes while it runs
+  const pending = !mut.op ? [] : !mine ? null : mine.status === "running" ? Object.keys(mine.params || {}).filter((k) => LABEL[k]) : [];
+  const feats = (r.data && r.data.features) || {};
+  const why = denied(who, "mutating");
+  const flip = (name, on) => mut.run("hyperpod_update_advanced_features", { cluster, [name]: on });
+  const body = (pending) => html`<ul class="features">${Object.entries(feats).map(([name, f]) => {
+    const isPending = mut.busy || pending === null || (pending || []).includes(name) || (!!mut.op && r.loading);
+    return html`<li class="feature" data-feature=${name} data-enabled=${f.enabled ? "true" : "false"} data-pending=${isPending ? "true" : "false"}>
+      <${Toggle} id=${"feat-" + name} checked=${!!f.enabled} pending=${isPending} disabled=${!!why || (pending || []).length > 0}
+        title=${why || undefined} label=${LABEL[name] || name} onChange=${(on) => flip(name, on)}/>
+      <span class="feature-state">${isPending ? html`<span class="pill pill-run" data-state="pending"><span aria-hidden="true">●</span> pending</span>` : html`<${State} state=${f.status || (f.enabled ? "enabled" : "disabled")}/>`}</span>
+      ${(f.missing || []).length > 0 && f.enabled && html`<span class="field-error small">missing: ${f.missing.join(", ")}</span>`}
+      <details class="feature-parts"><summary>${(f.parts || []).length} ${(f.parts || []).length === 1 ? "part" : "parts"}</summary><ul class="plain small">${(f.parts || []).map((p) => html`<li>
+        <${State} state=${p.present ? (p.pending ? "pending" : p.failed ? "failed" : "present") : "missing"}/> ${p.part}${p.version ? " " + p.version : ""}</li>`)}</ul></details>
+    </li>`;
+  })}</ul>`;
+  return html`<${Section} id="features" title="Advanced features" loading=${r.loading && !r.data} error=${r.error}
+      empty=${r.data && Object.keys(feats).length === 0 ? "No features reported." : null}
+      actions=${html`<button type="button" class="btn btn-small" onClick=${r.reload}>Read again</button>`}>
+    <p class="muted small">Each switch shows the state read back from the cluster. Flipping one changes only that feature; it stays pending while its operation runs.</p>
+    ${body(pending)}
+  </${Section}>
+  <${ErrorBox} error=${mut.error}/>
+  ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onView=${setOpView} onDone=${r.reload} onClose=${mut.close}/>`}`;
+}
