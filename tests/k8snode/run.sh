@@ -37,47 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-result() { # result "ok"|"not ok" DESCRIPTION
-	n=$((n + 1))
-	echo "$1 $n - $2"
-}
-skip() { result ok "$1 # SKIP $2"; } # skip DESCRIPTION REASON: counted apart, never as a pass
-comment() { sed 's/^/#   /' "$1" | tail -n "${2:-15}"; }
-finish() {
-	echo "1..$n"
-	exit 0
-}
-
-# tap LABEL CMD...: the checks CMD prints ("ok - ..."/"not ok - ..."), numbered
-tap() {
-	local label=$1 line rc
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	while IFS= read -r line; do
-		case $line in
-		"ok - "*) n=$((n + 1)); echo "ok $n - ${line#ok - }" ;;
-		"not ok - "*) n=$((n + 1)); echo "not ok $n - ${line#not ok - }" ;;
-		*) echo "# $line" ;;
-		esac
-	done <"$tmp/out"
-	if [ "$rc" -ne 0 ]; then
-		result "not ok" "$label exits 0 # exit $rc"
-		comment "$tmp/err"
-	fi
-}
-
-# wait_line FILE PATTERN PID: waits (10 s at most) for a line matching
-# PATTERN in FILE, written by process PID; prints the match
-wait_line() {
-	local _
-	for _ in $(seq 100); do
-		if grep -m1 -E "$2" "$1" 2>/dev/null; then return 0; fi
-		kill -0 "$3" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
+. tests/tap.sh # result, skip, comment, finish, tap, wait_line
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	skip "@kubernetes/client-node against a sandbox EKS cluster" "node or npm is absent"

@@ -24,20 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-result() { n=$((n + 1)); echo "$1 $n - $2"; }
-skip() { result ok "$1 # SKIP $2"; }
-comment() { sed 's/^/#   /' "$1" | tail -n "${2:-20}"; }
-finish() { echo "1..$n"; exit 0; }
-
-wait_line() { # wait_line FILE PATTERN PID: the first line matching PATTERN (20 s at most)
-	local _
-	for _ in $(seq 200); do
-		if grep -m1 -E "$2" "$1" 2>/dev/null; then return 0; fi
-		kill -0 "$3" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
+. tests/tap.sh # result, skip, comment, finish, tap, wait_line
 
 WHAT="the web UI in headless chromium"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then skip "$WHAT" "node or npm is absent"; finish; fi
@@ -58,10 +45,10 @@ mkdir -p "$SHOTS" "$tmp/state" "$tmp/playbooks"
 HYPD_CLOCK=virtual HYPD_STATE=$tmp/state "$HYPD" --playbooks "$tmp/playbooks" serve --sandbox \
 	--listen 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
 pids+=($!)
-if ! url=$(wait_line "$tmp/serve.out" 'listening on' "${pids[-1]}") ||
-	! token=$(wait_line "$tmp/serve.out" 'export HYPD_TOKEN=' "${pids[-1]}") ||
-	! login=$(wait_line "$tmp/serve.out" '/#login=' "${pids[-1]}") ||
-	! sandbox=$(wait_line "$tmp/serve.out" 'export AWS_ENDPOINT_URL=' "${pids[-1]}"); then
+if ! url=$(wait_line "$tmp/serve.out" 'listening on' "${pids[-1]}" 20) ||
+	! token=$(wait_line "$tmp/serve.out" 'export HYPD_TOKEN=' "${pids[-1]}" 20) ||
+	! login=$(wait_line "$tmp/serve.out" '/#login=' "${pids[-1]}" 20) ||
+	! sandbox=$(wait_line "$tmp/serve.out" 'export AWS_ENDPOINT_URL=' "${pids[-1]}" 20); then
 	result "not ok" "hypd serve starts and prints its URL, token and sign-in link"
 	comment "$tmp/serve.err"
 	finish
@@ -72,19 +59,6 @@ login=${login##*link: }
 login=${login%)}
 sandbox=${sandbox##*=}
 
-out=$tmp/ui.out
 HYPD=$HYPD HYPD_STATE=$tmp/state HYPD_URL=$url HYPD_TOKEN=$token HYPD_LOGIN=$login HYPD_PLAYBOOKS=$tmp/playbooks \
-	HYPD_SANDBOX=$sandbox HYPD_SHOTS=$SHOTS timeout -k 5 900 node $DIR/ui.mjs >"$out" 2>"$tmp/ui.err"
-rc=$?
-while IFS= read -r line; do
-	case $line in
-	"ok - "*) n=$((n + 1)); echo "ok $n - ${line#ok - }" ;;
-	"not ok - "*) n=$((n + 1)); echo "not ok $n - ${line#not ok - }" ;;
-	*) echo "# $line" ;;
-	esac
-done <"$out"
-if [ "$rc" -ne 0 ]; then
-	result "not ok" "the browser scenarios end (exit $rc)"
-	comment "$tmp/ui.err"
-fi
+	HYPD_SANDBOX=$sandbox HYPD_SHOTS=$SHOTS tap "the browser scenarios" timeout -k 5 900 node $DIR/ui.mjs
 finish
