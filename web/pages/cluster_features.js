@@ -3,10 +3,13 @@
 // flipping one calls hyperpod_update_advanced_features with only that
 // feature; the switch stays pending while the operation runs (the
 // operation id is in the URL, so a reload keeps it pending) and then
-// shows the state read again, the parts of its chain on demand.
+// shows the state read again, the parts of its chain on demand. Turning one
+// off removes its chain (roles, add-ons, objects: the destructive child
+// hyperpod_disable_advanced_features), so it asks first, naming the parts,
+// and needs a token that may delete.
 import { html, useState } from "/vendor/preact-htm.js";
 import { denied, useSession } from "/lib/session.js";
-import { ErrorBox } from "/lib/ui.js";
+import { Confirm, ErrorBox } from "/lib/ui.js";
 import { Follow, Section, State, Toggle, useMutation, useRead } from "/lib/cluster-ui.js";
 
 const LABEL = { cert_manager: "cert-manager", fsx_csi_driver: "FSx for Lustre CSI driver", training_operator: "Training operator",
@@ -23,12 +26,16 @@ export default function Features({ cluster, query }) {
   const pending = !mut.op ? [] : !mine ? null : mine.status === "running" ? Object.keys(mine.params || {}).filter((k) => LABEL[k]) : [];
   const feats = (r.data && r.data.features) || {};
   const why = denied(who, "mutating");
-  const flip = (name, on) => mut.run("hyperpod_update_advanced_features", { cluster, [name]: on });
+  const whyOff = denied(who, "destructive"); // turning off deletes the chain
+  const [ask, setAsk] = useState(null);      // the feature waiting for the confirmation to turn off
+  const send = (name, on) => mut.run("hyperpod_update_advanced_features", { cluster, [name]: on });
+  const flip = (name, on) => (on ? send(name, true) : setAsk(name));
   const body = (pending) => html`<ul class="features">${Object.entries(feats).map(([name, f]) => {
     const isPending = mut.busy || pending === null || (pending || []).includes(name) || (!!mut.op && r.loading);
     return html`<li class="feature" data-feature=${name} data-enabled=${f.enabled ? "true" : "false"} data-pending=${isPending ? "true" : "false"}>
-      <${Toggle} id=${"feat-" + name} checked=${!!f.enabled} pending=${isPending} disabled=${!!why || (pending || []).length > 0}
-        title=${why || undefined} label=${LABEL[name] || name} onChange=${(on) => flip(name, on)}/>
+      <${Toggle} id=${"feat-" + name} checked=${!!f.enabled} pending=${isPending}
+        disabled=${!!why || (f.enabled && !!whyOff) || (pending || []).length > 0}
+        title=${why || (f.enabled && whyOff) || undefined} label=${LABEL[name] || name} onChange=${(on) => flip(name, on)}/>
       <span class="feature-state">${isPending ? html`<span class="pill pill-run" data-state="pending"><span aria-hidden="true">●</span> pending</span>` : html`<${State} state=${f.status || (f.enabled ? "enabled" : "disabled")}/>`}</span>
       ${(f.missing || []).length > 0 && f.enabled && html`<span class="field-error small">missing: ${f.missing.join(", ")}</span>`}
       <details class="feature-parts"><summary>${(f.parts || []).length} ${(f.parts || []).length === 1 ? "part" : "parts"}</summary><ul class="plain small">${(f.parts || []).map((p) => html`<li>
@@ -41,6 +48,11 @@ export default function Features({ cluster, query }) {
     <p class="muted small">Each switch shows the state read back from the cluster. Flipping one changes only that feature; it stays pending while its operation runs.</p>
     ${body(pending)}
   </${Section}>
+  <${Confirm} open=${!!ask} title=${ask ? `Turn ${LABEL[ask] || ask} off?` : ""} action="Turn it off"
+    items=${ask ? ((feats[ask] || {}).parts || []).filter((x) => x.present).map((x) => x.part) : []}
+    lost=${"Its chain is removed in reverse: the IAM roles and policies, EKS add-ons and Kubernetes objects hypd made " +
+      "for it. Workloads that use it stop working."}
+    onConfirm=${() => { const name = ask; setAsk(null); send(name, false); }} onClose=${() => setAsk(null)}/>
   <${ErrorBox} error=${mut.error}/>
   ${mut.op && html`<${Follow} key=${mut.op} id=${mut.op} onView=${setOpView} onDone=${r.reload} onClose=${mut.close}/>`}`;
 }
