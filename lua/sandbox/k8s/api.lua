@@ -383,6 +383,83 @@ local function patch(cl, r, rt, req, q, dry)
   return reply(200, updated)
 end
 
+-- selector_string(sel) -> a LabelSelector as the string Scale.status.selector
+-- carries (metav1.FormatLabelSelector: requirements sorted by key)
+local function selector_string(sel)
+  local reqs = {}
+  for k, v in pairs((sel or {}).matchLabels or {}) do reqs[#reqs + 1] = { k, k .. "=" .. v } end
+  for _, e in ipairs((sel or {}).matchExpressions or {}) do
+    local vals = {}
+    for i, v in ipairs(e.values or {}) do vals[i] = v end
+    table.sort(vals)
+    local op = e.operator
+    local text = op == "Exists" and e.key or op == "DoesNotExist" and "!" .. e.key
+      or e.key .. " " .. op:lower() .. " (" .. table.concat(vals, ",") .. ")"
+    reqs[#reqs + 1] = { e.key, text }
+  end
+  table.sort(reqs, function(a, b) return a[1] < b[1] end)
+  local out = {}
+  for i, r in ipairs(reqs) do out[i] = r[2] end
+  return table.concat(out, ",")
+end
+
+-- to_scale(obj) -> the autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet
+local function to_scale(obj)
+  local md = obj.metadata
+  return { kind = "Scale", apiVersion = "autoscaling/v1",
+    metadata = { name = md.name, namespace = md.namespace, uid = md.uid, resourceVersion = md.resourceVersion,
+      creationTimestamp = md.creationTimestamp },
+    spec = { replicas = (obj.spec or {}).replicas or 1 },
+    status = { replicas = (obj.status or {}).replicas or 0, selector = selector_string((obj.spec or {}).selector) } }
+end
+
+-- scale(cl, r, rt, req, q, verb, dry): GET, PUT and PATCH of .../scale, as
+-- the API server's ScaleREST: the Scale is read from and written to the
+-- object's spec.replicas (a PUT's resourceVersion, when given, must be current)
+local function scale(cl, r, rt, req, q, verb, dry)
+  local live = cl:get(r, rt.ns, rt.name)
+  if not live then return failure(objects.not_found(r, rt.name)) end
+  local cur = to_scale(live)
+  if verb == "get" then return reply(200, cur) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local want
+  if verb == "update" then
+    want = body
+    local md = body.metadata or {}
+    if md.resourceVersion and md.resourceVersion ~= "" and md.resourceVersion ~= live.metadata.resourceVersion then
+      return fail(409, "Conflict", string.format("Operation cannot be fulfilled on %s %q: the object has been " ..
+        "modified; please apply your changes to the latest version and try again", objects.qualified(r), rt.name),
+        objects.details(r, rt.name))
+    end
+  else
+    local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
+    if ctype == "application/merge-patch+json" or ctype == "application/strategic-merge-patch+json" then
+      want = merge.merge_patch(cur, body)
+    elseif ctype == "application/json-patch+json" then
+      local perr
+      want, perr = json_patch(merge.copy(cur), body)
+      if not want then return fail(422, "Invalid", "the server rejected our request due to an error in our request: " .. perr) end
+    else
+      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
+        "types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+    end
+  end
+  local n = math.tointeger((want.spec or {}).replicas or 0)
+  if not n or n < 0 then
+    local why = "Invalid value: " .. tostring((want.spec or {}).replicas) .. ": must be greater than or equal to 0"
+    return fail(422, "Invalid", string.format('Scale.autoscaling "%s" is invalid: spec.replicas: %s', rt.name, why),
+      { name = rt.name, group = "autoscaling", kind = "Scale",
+        causes = { { reason = "FieldValueInvalid", message = why, field = "spec.replicas" } } })
+  end
+  local obj = merge.copy(live)
+  obj.spec = obj.spec or json.object()
+  obj.spec.replicas = n
+  local out, st = cl:update(r, obj, { manager = manager(req, q), dry = dry })
+  if not out then return failure(st) end
+  return reply(200, to_scale(out))
+end
+
 -- delete_options(req, q) -> {propagation, dry} | nil, Status: the
 -- DeleteOptions in the body when there is one (kubectl sends them there),
 -- else in the query, as the API server reads them
@@ -458,7 +535,8 @@ function M.handle(cl, req, user)
   if not r or (rt.ns and not r.namespaced) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
-  if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)) then
+  if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
+      or (rt.sub == "scale" and r.scale)) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
   local q = parse_query(req.query)
@@ -478,6 +556,14 @@ function M.handle(cl, req, user)
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
     return pods.serve(cl, r, rt, q)
+  end
+  if rt.sub == "scale" then
+    if verb ~= "get" and verb ~= "update" and verb ~= "patch" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    local dry, st = dry_run(values(req.query, "dryRun"), verb == "get" and "GetOptions" or WRITES[verb].options)
+    if dry == nil then return failure(st) end
+    return scale(cl, r, rt, req, q, verb, dry)
   end
   if verb == "list" then return list(cl, r, rt, q, req) end
   if verb == "watch" then return watch(cl, r, rt, q) end

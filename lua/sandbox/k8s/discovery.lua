@@ -59,6 +59,10 @@ function M.resource_list(reg, group, version)
         out[#out + 1] = { name = r.resource .. "/status", singularName = "", namespaced = r.namespaced,
           kind = r.kind, verbs = { "get", "patch", "update" } }
       end
+      if r.scale then
+        out[#out + 1] = { name = r.resource .. "/scale", singularName = "", namespaced = r.namespaced,
+          group = "autoscaling", version = "v1", kind = "Scale", verbs = { "get", "patch", "update" } }
+      end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",
           verbs = { "get" } }

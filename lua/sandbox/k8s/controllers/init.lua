@@ -9,6 +9,7 @@
 --   scheduler      Pending pods to nodes (GPU, EFA, selectors, taints)
 --   kubelet        bound pods run, print, finish, fail with their node
 --   deployments    Deployments and ReplicaSets
+--   statefulsets   StatefulSets (ordinal pods)
 --   jobs           batch/v1 Jobs
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
@@ -20,7 +21,7 @@ local log = require "hypd.log"
 
 local M = {}
 
-M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs",
+M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "jobs", "daemonsets", "hyperpod_jobs",
   "addons", "volumes", "karpenter" }
 
 local mods = {}

@@ -1,0 +1,155 @@
+-- What kubectl needs of the sandbox's Kubernetes API beyond get/apply/delete
+-- (issue 14, "What the sandbox must add"): the scale subresource of
+-- Deployments, ReplicaSets and StatefulSets; a Job's generated selector and
+-- controller-uid labels; Services with ClusterIPs, the `kubernetes` Service,
+-- Endpoints and EndpointSlices; the "all" category; SelfSubjectAccessReview
+-- and SelfSubjectReview. A `hypd sandbox --virtual-clock` process with a
+-- HyperPod-ready EKS cluster, judged by kubectl and by hypd's own
+-- Kubernetes client (hypd.k8s from the kubeconfig `hypd kubeconfig` writes).
+local t = require "hypd.tap"
+local core = require "hypd.core"
+local json = require "hypd.json"
+local H = dofile("tests/lua/helpers.lua")
+
+local dir = H.tmpdir()
+local kc = H.kubectl_harness(dir)
+local env, pid, absent = {}, nil, nil
+local ready, conn = false, nil
+local kubectl = kc.kubectl
+local function skip() return t.skip(absent or "no cluster: the first test failed to make it") end
+
+-- until_ok(fn [, tries]) -> fn's last answer once it is truthy (the
+-- controllers run on the sandbox's virtual clock; a few polls suffice)
+local function until_ok(fn, tries)
+  local v
+  for _ = 1, tries or 100 do
+    v = fn()
+    if v then return v end
+    os.execute("sleep 0.1")
+  end
+  return v
+end
+
+local function get_json(args)
+  local rc, out = kubectl(args .. " -o json")
+  return rc == 0 and json.decode(out) or nil
+end
+
+local function names(list)
+  local out = {}
+  for _, o in ipairs(list.items or {}) do out[#out + 1] = o.metadata.name end
+  table.sort(out)
+  return out
+end
+
+t.test("a sandbox with a HyperPod-ready EKS cluster, a kubeconfig, and hypd's client on it", function()
+  env, pid, absent = H.kubectl_sandbox(dir, kc)
+  if absent then return skip() end
+  local rc, _, err = kc.sh("python3 tests/tools/hyperpod_cluster.py gaps-eks gaps-hp ml.g5.12xlarge 2")
+  t.eq(rc, 0, err)
+  rc, _, err = kc.sh(H.hypd .. " kubeconfig --cluster gaps-eks --write " .. H.quote(kc.kc))
+  t.eq(rc, 0, err)
+  for k, v in pairs(env) do core.setenv(k, v) end
+  core.setenv("AWS_PROFILE")
+  core.setenv("AWS_SESSION_TOKEN")
+  conn = require("hypd.k8s").from_kubeconfig { path = kc.kc }
+  ready = rc == 0 and conn ~= nil
+end)
+
+local DEPLOY = [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: "nginx:1.27", ports: [{name: http, containerPort: 80}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - {name: db, image: "postgres:16"}
+]]
+
+t.test("kubectl scale of a Deployment and a StatefulSet: the scale subresource, and the controllers follow", function()
+  if not ready then return skip() end
+  H.write(dir .. "/work.yaml", DEPLOY)
+  local rc, out, err = kubectl("apply -f " .. H.quote(dir .. "/work.yaml"))
+  t.eq(rc, 0, err)
+  t.eq(out, "deployment.apps/web created\nstatefulset.apps/db created\n")
+  rc, out, err = kubectl("scale deployment/web --replicas=3")
+  t.eq({ rc, out }, { 0, "deployment.apps/web scaled\n" }, err)
+  local d = until_ok(function()
+    local x = get_json("get deployment web")
+    return x and (x.status or {}).readyReplicas == 3 and x
+  end)
+  t.eq(d and d.spec.replicas, 3, "spec.replicas follows the Scale")
+  t.eq(d and d.status.readyReplicas, 3, "three ready pods")
+  -- the Scale itself, as autoscaling/v1 with the selector as a string
+  local sc = assert(conn:call("GET", "/apis/apps/v1/namespaces/default/deployments/web/scale"))
+  t.eq({ sc.kind, sc.apiVersion, sc.spec.replicas, sc.status.replicas, sc.status.selector },
+    { "Scale", "autoscaling/v1", 3, 3, "app=web" })
+  -- a PUT with a stale resourceVersion is a Conflict, as ScaleREST answers
+  local body = json.encode { kind = "Scale", apiVersion = "autoscaling/v1",
+    metadata = { name = "web", namespace = "default", resourceVersion = "1" }, spec = { replicas = 2 } }
+  local v, e = conn:call("PUT", "/apis/apps/v1/namespaces/default/deployments/web/scale",
+    { body = body, headers = { ["content-type"] = "application/json" } })
+  t.eq({ v, e and e.status }, { nil, 409 })
+  -- a negative count is Invalid
+  rc = kubectl("scale deployment/web --replicas=-1")
+  t.ok(rc ~= 0, "a negative replica count is refused")
+  -- the ReplicaSet has its own scale subresource
+  local rs = get_json("get rs -l app=web")
+  local rsname = rs and rs.items[1] and rs.items[1].metadata.name
+  sc = assert(conn:call("GET", "/apis/apps/v1/namespaces/default/replicasets/" .. tostring(rsname) .. "/scale"))
+  t.eq(sc.spec.replicas, 3, "the ReplicaSet's Scale")
+  -- StatefulSet: pods db-0 .. db-2 in order, then down to db-0
+  rc, out, err = kubectl("scale statefulset db --replicas=3")
+  t.eq({ rc, out }, { 0, "statefulset.apps/db scaled\n" }, err)
+  local pods = until_ok(function()
+    local l = get_json("get pods -l app=db")
+    return l and #l.items == 3 and l
+  end)
+  t.eq(pods and names(pods), { "db-0", "db-1", "db-2" })
+  t.eq(pods and pods.items[1].metadata.labels["statefulset.kubernetes.io/pod-name"], "db-0")
+  local s = until_ok(function()
+    local x = get_json("get statefulset db")
+    return x and (x.status or {}).readyReplicas == 3 and x
+  end)
+  t.eq(s and s.status.readyReplicas, 3)
+  local _, table_out = kubectl("get statefulset db")
+  t.like(table_out, "^NAME%s+READY%s+AGE\ndb%s+3/3%s+")
+  rc, out, err = kubectl("scale sts/db --replicas=1")
+  t.eq({ rc, out }, { 0, "statefulset.apps/db scaled\n" }, err)
+  pods = until_ok(function()
+    local l = get_json("get pods -l app=db")
+    return l and #l.items == 1 and l
+  end)
+  t.eq(pods and names(pods), { "db-0" }, "scaled down from the highest ordinal")
+  -- discovery names the subresources as the API server does
+  local apps = assert(conn:call("GET", "/apis/apps/v1"))
+  local subs = {}
+  for _, r in ipairs(apps.resources) do
+    if r.name:match("/scale$") then subs[#subs + 1] = r.name .. " " .. r.group .. "/" .. r.version .. " " .. r.kind end
+  end
+  table.sort(subs)
+  t.eq(subs, { "deployments/scale autoscaling/v1 Scale", "replicasets/scale autoscaling/v1 Scale",
+    "statefulsets/scale autoscaling/v1 Scale" })
+end)
+
+t.cleanup(function()
+  if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
+  os.execute("rm -rf " .. H.quote(dir))
+end)
