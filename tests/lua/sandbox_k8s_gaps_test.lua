@@ -149,6 +149,61 @@ t.test("kubectl scale of a Deployment and a StatefulSet: the scale subresource, 
     "statefulsets/scale autoscaling/v1 Scale" })
 end)
 
+t.test("a Job gets its generated selector and controller-uid labels; kubectl logs job/NAME reads its own pod", function()
+  if not ready then return skip() end
+  -- (a manifest: `kubectl create job` sends protobuf, which the sandbox does not read yet)
+  H.write(dir .. "/job.yaml", [[
+apiVersion: batch/v1
+kind: Job
+metadata: {name: hello}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: "busybox:1.36", command: [echo, hi]}]
+]])
+  local rc, out, err = kubectl("create -f " .. H.quote(dir .. "/job.yaml"))
+  t.eq({ rc, out }, { 0, "job.batch/hello created\n" }, err)
+  local j = get_json("get job hello")
+  local uid = j and j.metadata.uid
+  t.eq(j and j.spec.selector, { matchLabels = { ["batch.kubernetes.io/controller-uid"] = uid } })
+  t.eq(j and j.spec.template.metadata.labels, { ["batch.kubernetes.io/controller-uid"] = uid,
+    ["batch.kubernetes.io/job-name"] = "hello", ["controller-uid"] = uid, ["job-name"] = "hello" })
+  local pods = until_ok(function()
+    local l = get_json("get pods -l job-name=hello")
+    return l and #l.items == 1 and l
+  end)
+  local pod = pods and pods.items[1]
+  t.eq(pod and pod.metadata.labels["batch.kubernetes.io/controller-uid"], uid)
+  -- the Deployment's pods exist too; kubectl picks by the Job's selector
+  until_ok(function()
+    local p = get_json("get pod " .. (pod and pod.metadata.name or "none"))
+    return p and p.status.phase ~= "Pending"
+  end)
+  local _, direct = kubectl("logs " .. (pod and pod.metadata.name or "none"))
+  rc, out, err = kubectl("logs job/hello")
+  t.eq(rc, 0, err)
+  t.eq(out, direct, "the Job's own pod's log")
+  t.ok(#out > 0, "it wrote something")
+  t.like(err, "^$")
+  -- a selector of one's own needs manualSelector, as the API server says
+  H.write(dir .. "/badjob.yaml", [[
+apiVersion: batch/v1
+kind: Job
+metadata: {name: picky}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: "busybox:1.36"}]
+]])
+  rc, _, err = kubectl("create -f " .. H.quote(dir .. "/badjob.yaml"))
+  t.eq(rc, 1)
+  t.like(err, 'The Job "picky" is invalid: spec.selector: Invalid value: .*`selector` will be auto%-generated')
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

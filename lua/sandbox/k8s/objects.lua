@@ -238,6 +238,8 @@ function Cluster:create(r, obj, opts)
     obj.spec = obj.spec or { finalizers = { "kubernetes" } }
     obj.status = { phase = "Active" }
   end
+  local refused = require("sandbox.k8s.admit").create(self, r, obj)
+  if refused then return nil, refused end
   if opts.dry then return obj end
   self:commit("ADDED", r, obj)
   if r.kind == "Namespace" then self:root_ca(md.name) end
