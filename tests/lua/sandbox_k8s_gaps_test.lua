@@ -204,6 +204,79 @@ spec:
   t.like(err, 'The Job "picky" is invalid: spec.selector: Invalid value: .*`selector` will be auto%-generated')
 end)
 
+t.test("Services get ClusterIPs from 10.100.0.0/16; `kubernetes` is in default; Endpoints and EndpointSlices " ..
+  "follow ready pods", function()
+  if not ready then return skip() end
+  local k = get_json("get service kubernetes -n default")
+  t.eq(k and { k.spec.clusterIP, k.spec.type, k.spec.ports[1].port, k.spec.ports[1].name },
+    { "10.100.0.1", "ClusterIP", 443, "https" })
+  H.write(dir .. "/svc.yaml", [[
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 8080, targetPort: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: taken}
+spec:
+  clusterIP: 10.100.0.1
+  ports: [{port: 80}]
+]])
+  local rc, out, err = kubectl("create -f " .. H.quote(dir .. "/svc.yaml"))
+  t.eq(rc, 1)
+  t.eq(out, "service/web created\n")
+  t.like(err, "spec%.clusterIPs: Invalid value: %[%]string{\"10%.100%.0%.1\"}: failed to allocate IP 10%.100%.0%.1: " ..
+    "provided IP is already allocated")
+  local svc = get_json("get service web")
+  local ip = svc and svc.spec.clusterIP
+  t.like(ip, "^10%.100%.%d+%.%d+$")
+  t.eq(svc and { svc.spec.clusterIPs, svc.spec.ipFamilies, svc.spec.ipFamilyPolicy, svc.spec.sessionAffinity,
+    svc.spec.ports[1].protocol }, { { ip }, { "IPv4" }, "SingleStack", "None", "TCP" })
+  local _, table_out = kubectl("get service web")
+  t.like(table_out, "\nweb%s+ClusterIP%s+" .. ip:gsub("%.", "%%.") .. "%s+<none>%s+8080/TCP%s+")
+  -- the Deployment from before runs 3 ready pods: all of them, on containerPort 80 (the port named http)
+  local ep = until_ok(function()
+    local e = get_json("get endpoints web")
+    return e and e.subsets and #(e.subsets[1].addresses or {}) == 3 and e
+  end)
+  t.eq(ep and #ep.subsets[1].addresses, 3)
+  t.eq(ep and ep.subsets[1].ports, { { name = "http", port = 80, protocol = "TCP" } })
+  local pods = get_json("get pods -l app=web")
+  local ips = {}
+  for _, p in ipairs(pods and pods.items or {}) do ips[#ips + 1] = p.status.podIP end
+  local got = {}
+  for _, a in ipairs(ep and ep.subsets[1].addresses or {}) do got[#got + 1] = a.ip end
+  table.sort(ips)
+  table.sort(got)
+  t.eq(got, ips, "the ready pods' IPs")
+  local slices = get_json("get endpointslices.discovery.k8s.io -l kubernetes.io/service-name=web")
+  local sl = slices and slices.items[1]
+  t.eq(slices and #slices.items, 1)
+  t.eq(sl and { sl.addressType, #sl.endpoints, sl.endpoints[1].conditions.ready, sl.ports[1].port },
+    { "IPv4", 3, true, 80 })
+  t.eq(sl and sl.metadata.ownerReferences[1].name, "web")
+  -- scaled to 1, the Endpoints follow
+  rc, _, err = kubectl("scale deployment web --replicas=1")
+  t.eq(rc, 0, err)
+  ep = until_ok(function()
+    local e = get_json("get endpoints web")
+    return e and e.subsets and #(e.subsets[1].addresses or {}) == 1 and e
+  end)
+  t.eq(ep and #ep.subsets[1].addresses, 1)
+  -- the Service gone, its Endpoints and slices go too
+  rc, _, err = kubectl("delete service web")
+  t.eq(rc, 0, err)
+  local gone = until_ok(function()
+    local l = get_json("get endpoints")
+    local s2 = get_json("get endpointslices -l kubernetes.io/service-name=web")
+    return l and s2 and #names(s2) == 0 and not (table.concat(names(l), ","):find("web")) and true
+  end)
+  t.ok(gone, "no Endpoints or EndpointSlice of web left")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

@@ -19,6 +19,7 @@ local BUILTIN = {
   { "", "v1", "pods", "Pod", true, { "po" }, status = true, log = true, all = true },
   { "", "v1", "services", "Service", true, { "svc" }, status = true, all = true },
   { "", "v1", "endpoints", "Endpoints", true, { "ep" } },
+  { "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, status = false },
   { "", "v1", "configmaps", "ConfigMap", true, { "cm" } },
   { "", "v1", "secrets", "Secret", true, {} },
   { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" } },
