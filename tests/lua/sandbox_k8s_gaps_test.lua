@@ -277,6 +277,32 @@ spec:
   t.ok(gone, "no Endpoints or EndpointSlice of web left")
 end)
 
+t.test("kubectl get all: the all category as the API server has it", function()
+  if not ready then return skip() end
+  local want = { pods = true, services = true, deployments = true, replicasets = true, statefulsets = true,
+    daemonsets = true, jobs = true, cronjobs = true }
+  local got = {}
+  for _, gv in ipairs { "/api/v1", "/apis/apps/v1", "/apis/batch/v1" } do
+    for _, r in ipairs(assert(conn:call("GET", gv)).resources) do
+      for _, c in ipairs(r.categories or {}) do if c == "all" then got[r.name] = true end end
+    end
+  end
+  t.eq(got, want)
+  local rc, out, err = kubectl("get all -A -o json")
+  t.eq(rc, 0, err)
+  local kinds = {}
+  for _, o in ipairs(json.decode(out).items) do kinds[o.kind] = true end
+  for _, k in ipairs { "Namespace", "Node", "ConfigMap", "Secret", "Event", "ServiceAccount" } do
+    t.eq(kinds[k], nil, k .. " is not in all")
+  end
+  t.ok(kinds.Pod and kinds.Service and kinds.Deployment and kinds.ReplicaSet and kinds.StatefulSet and kinds.Job,
+    "pods, services, deployments, replicasets, statefulsets and jobs are")
+  local _, text = kubectl("get all")
+  t.like(text, "\nservice/kubernetes%s+ClusterIP%s+10%.100%.0%.1%s")
+  t.like(text, "\ndeployment%.apps/web%s+1/1%s")
+  t.like(text, "\nstatefulset%.apps/db%s+1/1%s")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

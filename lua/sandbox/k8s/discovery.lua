@@ -53,7 +53,7 @@ function M.resource_list(reg, group, version)
       for i, s in ipairs(r.short) do short[i] = s end
       out[#out + 1] = { name = r.resource, singularName = r.singular, namespaced = r.namespaced, kind = r.kind,
         verbs = r.verbs, shortNames = #short > 0 and short or nil,
-        categories = (r.group == "" or r.group == "apps" or r.group == "batch") and { "all" } or nil,
+        categories = r.categories,
         storageVersionHash = core.b64encode(core.digest("sha256", r.group .. r.resource, "raw"):sub(1, 8)) }
       if r.status then
         out[#out + 1] = { name = r.resource .. "/status", singularName = "", namespaced = r.namespaced,

@@ -140,6 +140,7 @@ function M.from_crd(crd)
         group = spec.group, version = v.name, resource = names.plural, kind = names.kind,
         singular = names.singular or (names.kind or ""):lower(), namespaced = spec.scope ~= "Cluster",
         short = names.shortNames or {}, verbs = ALL, status = subs.status ~= nil, columns = cols,
+        categories = type(names.categories) == "table" and #names.categories > 0 and names.categories or nil,
         schema = v.schema and v.schema.openAPIV3Schema, crd = crd.metadata.name,
       }
     end
