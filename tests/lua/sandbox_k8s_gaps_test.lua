@@ -303,6 +303,69 @@ t.test("kubectl get all: the all category as the API server has it", function()
   t.like(text, "\nstatefulset%.apps/db%s+1/1%s")
 end)
 
+t.test("kubectl auth can-i and auth whoami: SelfSubjectAccessReview and SelfSubjectReview from the access entry", function()
+  if not ready then return skip() end
+  local rc, out, err = kubectl("auth can-i create pods")
+  t.eq({ rc, out }, { 0, "yes\n" }, err)
+  rc, out, err = kubectl("auth can-i delete deployments.apps -n kube-system")
+  t.eq({ rc, out }, { 0, "yes\n" }, err)
+  rc, out, err = kubectl("auth whoami -o json")
+  t.eq(rc, 0, err)
+  local who = json.decode(out) or {}
+  t.eq({ who.kind, who.apiVersion }, { "SelfSubjectReview", "authentication.k8s.io/v1" })
+  local ui = (who.status or {}).userInfo or {}
+  t.like(ui.extra and ui.extra.arn and ui.extra.arn[1], "^arn:aws:")
+  t.ok(#(ui.groups or {}) > 0 and ui.groups[#ui.groups] == "system:authenticated", "system:authenticated")
+  rc, out, err = kubectl("auth whoami")
+  t.eq(rc, 0, err)
+  t.like(out, "^ATTRIBUTE%s+VALUE\nUsername%s+" .. tostring(ui.username):gsub("%p", "%%%0") .. "\n")
+  -- a view-only principal: reads yes, writes no (exit 1), secrets no
+  local v = assert(conn:call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+    body = json.encode { apiVersion = "authorization.k8s.io/v1", kind = "SelfSubjectAccessReview",
+      spec = { resourceAttributes = { verb = "list", resource = "pods", namespace = "default" } } },
+    headers = { ["content-type"] = "application/json" } }))
+  t.eq({ v.kind, v.status.allowed, v.spec.resourceAttributes.verb }, { "SelfSubjectAccessReview", true, "list" })
+  local _, e = conn:call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+    body = json.encode { apiVersion = "authorization.k8s.io/v1", kind = "SelfSubjectAccessReview", spec = {} },
+    headers = { ["content-type"] = "application/json" } })
+  t.eq(e and e.status, 422, "a review with no attributes is Invalid")
+  _, e = conn:call("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+  t.eq(e and e.status, 405, "reviews are only created")
+end)
+
+t.test("a view-only access entry: kubectl auth can-i says no to writes and to secrets", function()
+  if not ready then return skip() end
+  local py = [[
+import boto3, json
+iam, eks, sts = boto3.client("iam"), boto3.client("eks"), boto3.client("sts")
+me = sts.get_caller_identity()["Arn"]
+trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": me},
+  "Action": "sts:AssumeRole"}]}
+arn = iam.create_role(RoleName="gaps-viewer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+key = sts.assume_role(RoleArn=arn, RoleSessionName="gaps-viewer-session")["Credentials"]
+eks.create_access_entry(clusterName="gaps-eks", principalArn=arn, username="viewer")
+eks.associate_access_policy(clusterName="gaps-eks", principalArn=arn,
+  policyArn="arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", accessScope={"type": "cluster"})
+print(key["AccessKeyId"], key["SecretAccessKey"], key["SessionToken"])
+]]
+  H.write(dir .. "/viewer.py", py)
+  local rc, out, err = kc.sh("python3 " .. H.quote(dir .. "/viewer.py"))
+  t.eq(rc, 0, err)
+  local akid, secret, session = out:match("^(%S+) (%S+) (%S+)")
+  if not akid then return end
+  local as = "AWS_ACCESS_KEY_ID=" .. akid .. " AWS_SECRET_ACCESS_KEY=" .. H.quote(secret) ..
+    " AWS_SESSION_TOKEN=" .. H.quote(session) .. " "
+  rc, out = kubectl("auth can-i list pods", "env " .. as)
+  t.eq({ rc, out }, { 0, "yes\n" })
+  rc, out = kubectl("auth can-i create pods", "env " .. as)
+  t.eq({ rc, out }, { 1, "no\n" })
+  rc, out = kubectl("auth can-i get secrets", "env " .. as)
+  t.eq({ rc, out }, { 1, "no\n" })
+  rc, out, err = kubectl("auth whoami", "env " .. as)
+  t.eq(rc, 0, err)
+  t.like(out, "\nUsername%s+viewer\n")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

@@ -493,6 +493,107 @@ local function delete_collection(cl, r, rt, q, opts)
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
+-- protobuf_review(body) -> the JSON shape of a SelfSubjectAccessReview or
+-- SelfSubjectReview sent as application/vnd.kubernetes.protobuf (kubectl
+-- 1.32+ does): the "k8s\0" envelope, runtime.Unknown's raw (field 2) and
+-- in it spec (2) with resourceAttributes (1) or nonResourceAttributes (2),
+-- as in authorization/v1 generated.proto | nil (not that shape)
+local function protobuf_review(body)
+  local function fields(s)
+    local out, i = {}, 1
+    while i <= #s do
+      local key, shift = 0, 0
+      repeat
+        local b = s:byte(i) or 0
+        key, shift, i = key | ((b & 0x7f) << shift), shift + 7, i + 1
+      until b < 0x80 or i > #s
+      local num, wt = key >> 3, key & 7
+      if wt == 0 then
+        repeat local b = s:byte(i) or 0; i = i + 1 until b < 0x80 or i > #s
+      elseif wt == 2 then
+        local len; len, shift = 0, 0
+        repeat
+          local b = s:byte(i) or 0
+          len, shift, i = len | ((b & 0x7f) << shift), shift + 7, i + 1
+        until b < 0x80 or i > #s
+        out[num] = s:sub(i, i + len - 1)
+        i = i + len
+      else
+        return nil
+      end
+    end
+    return out
+  end
+  if body:sub(1, 4) ~= "k8s\0" then return nil end
+  local unknown = fields(body:sub(5))
+  local obj = unknown and unknown[2] and fields(unknown[2])
+  if not obj then return nil end
+  local spec = fields(obj[2] or "") or {}
+  local out = { spec = {} }
+  if spec[1] then
+    local a = fields(spec[1]) or {}
+    out.spec.resourceAttributes = { namespace = a[1], verb = a[2], group = a[3], version = a[4], resource = a[5],
+      subresource = a[6], name = a[7] }
+  elseif spec[2] then
+    local a = fields(spec[2]) or {}
+    out.spec.nonResourceAttributes = { path = a[1], verb = a[2] }
+  end
+  return out
+end
+
+-- review(cl, r, req, user): SelfSubjectAccessReview and SelfSubjectReview,
+-- answered from the caller's access (its access entry and policies) and
+-- never stored, as the API server's review endpoints do
+local function review(cl, r, req, user)
+  local body, err
+  if (req.headers["content-type"] or ""):match("^application/vnd%.kubernetes%.protobuf") then
+    body = protobuf_review(req.body or "")
+    if not body then
+      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
+    end
+  else
+    body, err = decode_body(req)
+    if not body then return failure(err) end
+  end
+  local out = { kind = r.kind, apiVersion = resources.gv(r), metadata = json.object(), spec = body.spec,
+    status = json.object() }
+  if r.kind == "SelfSubjectReview" then
+    local groups = json.array()
+    for i, g in ipairs(user.groups or {}) do groups[i] = g end
+    out.spec = nil
+    out.status = { userInfo = { username = user.name, uid = user.uid, groups = groups, extra = user.extra } }
+    return reply(201, out)
+  end
+  local spec = body.spec or {}
+  local ra, nra = spec.resourceAttributes, spec.nonResourceAttributes
+  if type(ra) ~= "table" and type(nra) ~= "table" then
+    local why = "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    return fail(422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: ' ..
+      why, { group = "authorization.k8s.io", kind = "SelfSubjectAccessReview",
+        causes = { { reason = "FieldValueRequired", message = why, field = "spec.resourceAttributes" } } })
+  end
+  local allowed
+  if type(ra) == "table" then
+    local group, resource = ra.group or "", ra.resource or ""
+    local target
+    for _, x in ipairs(cl.reg.list) do
+      if x.group == group and x.resource == resource and (not ra.version or ra.version == "" or ra.version == "*"
+          or x.version == ra.version) then target = x break end
+    end
+    target = target or { group = group, resource = resource, namespaced = (ra.namespace or "") ~= "" }
+    local ns = (ra.namespace or "") ~= "" and ra.namespace or nil
+    allowed = user.can(ra.verb or "", target, ns)
+  else
+    -- the non-resource URLs (/healthz, /version, /api...) any signed-in user may read; the rest needs an admin
+    local path = nra.path or ""
+    allowed = (nra.verb == "get" and (path:match("^/healthz") or path:match("^/livez") or path:match("^/readyz")
+      or path:match("^/version") or path:match("^/api") or path:match("^/openapi"))) and true
+      or user.can(nra.verb or "", { group = "", resource = "*" }, nil)
+  end
+  out.status = { allowed = allowed and true or false }
+  return reply(201, out)
+end
+
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
 -- the writes with a body, and the options kind their query parameters are
 local WRITES = { create = { fn = create, options = "CreateOptions" }, update = { fn = replace, options = "UpdateOptions" },
@@ -538,6 +639,12 @@ function M.handle(cl, req, user)
   if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
       or (rt.sub == "scale" and r.scale)) then
     return fail(404, "NotFound", "the server could not find the requested resource")
+  end
+  if r.review then
+    if req.method ~= "POST" or rt.name or rt.sub then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return review(cl, r, req, user)
   end
   local q = parse_query(req.query)
   local verb = VERB[req.method]

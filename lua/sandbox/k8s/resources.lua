@@ -40,6 +40,11 @@ local BUILTIN = {
   { "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {}, status = false },
   { "rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, status = false },
   { "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, status = false },
+  -- reviews: created and answered, never stored (sandbox.k8s.api)
+  { "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false, {}, status = false,
+    review = true },
+  { "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", false, {}, status = false,
+    review = true },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
@@ -59,10 +64,11 @@ M.CRDS = {
 }
 
 local function make(row, verbs)
+  if row.review then verbs = { "create" } end
   return {
     group = row[1], version = row[2], resource = row[3], kind = row[4], namespaced = row[5],
     short = row[6] or {}, singular = row[4]:lower(), verbs = verbs, status = row.status ~= false,
-    log = row.log, scale = row.scale, columns = row.columns, categories = row.all and { "all" } or nil,
+    log = row.log, scale = row.scale, review = row.review, columns = row.columns, categories = row.all and { "all" } or nil,
   }
 end
 
