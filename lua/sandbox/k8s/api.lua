@@ -383,6 +383,83 @@ local function patch(cl, r, rt, req, q, dry)
   return reply(200, updated)
 end
 
+-- selector_string(sel) -> a LabelSelector as the string Scale.status.selector
+-- carries (metav1.FormatLabelSelector: requirements sorted by key)
+local function selector_string(sel)
+  local reqs = {}
+  for k, v in pairs((sel or {}).matchLabels or {}) do reqs[#reqs + 1] = { k, k .. "=" .. v } end
+  for _, e in ipairs((sel or {}).matchExpressions or {}) do
+    local vals = {}
+    for i, v in ipairs(e.values or {}) do vals[i] = v end
+    table.sort(vals)
+    local op = e.operator
+    local text = op == "Exists" and e.key or op == "DoesNotExist" and "!" .. e.key
+      or e.key .. " " .. op:lower() .. " (" .. table.concat(vals, ",") .. ")"
+    reqs[#reqs + 1] = { e.key, text }
+  end
+  table.sort(reqs, function(a, b) return a[1] < b[1] end)
+  local out = {}
+  for i, r in ipairs(reqs) do out[i] = r[2] end
+  return table.concat(out, ",")
+end
+
+-- to_scale(obj) -> the autoscaling/v1 Scale of a Deployment, ReplicaSet or StatefulSet
+local function to_scale(obj)
+  local md = obj.metadata
+  return { kind = "Scale", apiVersion = "autoscaling/v1",
+    metadata = { name = md.name, namespace = md.namespace, uid = md.uid, resourceVersion = md.resourceVersion,
+      creationTimestamp = md.creationTimestamp },
+    spec = { replicas = (obj.spec or {}).replicas or 1 },
+    status = { replicas = (obj.status or {}).replicas or 0, selector = selector_string((obj.spec or {}).selector) } }
+end
+
+-- scale(cl, r, rt, req, q, verb, dry): GET, PUT and PATCH of .../scale, as
+-- the API server's ScaleREST: the Scale is read from and written to the
+-- object's spec.replicas (a PUT's resourceVersion, when given, must be current)
+local function scale(cl, r, rt, req, q, verb, dry)
+  local live = cl:get(r, rt.ns, rt.name)
+  if not live then return failure(objects.not_found(r, rt.name)) end
+  local cur = to_scale(live)
+  if verb == "get" then return reply(200, cur) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local want
+  if verb == "update" then
+    want = body
+    local md = body.metadata or {}
+    if md.resourceVersion and md.resourceVersion ~= "" and md.resourceVersion ~= live.metadata.resourceVersion then
+      return fail(409, "Conflict", string.format("Operation cannot be fulfilled on %s %q: the object has been " ..
+        "modified; please apply your changes to the latest version and try again", objects.qualified(r), rt.name),
+        objects.details(r, rt.name))
+    end
+  else
+    local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
+    if ctype == "application/merge-patch+json" or ctype == "application/strategic-merge-patch+json" then
+      want = merge.merge_patch(cur, body)
+    elseif ctype == "application/json-patch+json" then
+      local perr
+      want, perr = json_patch(merge.copy(cur), body)
+      if not want then return fail(422, "Invalid", "the server rejected our request due to an error in our request: " .. perr) end
+    else
+      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
+        "types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+    end
+  end
+  local n = math.tointeger((want.spec or {}).replicas or 0)
+  if not n or n < 0 then
+    local why = "Invalid value: " .. tostring((want.spec or {}).replicas) .. ": must be greater than or equal to 0"
+    return fail(422, "Invalid", string.format('Scale.autoscaling "%s" is invalid: spec.replicas: %s', rt.name, why),
+      { name = rt.name, group = "autoscaling", kind = "Scale",
+        causes = { { reason = "FieldValueInvalid", message = why, field = "spec.replicas" } } })
+  end
+  local obj = merge.copy(live)
+  obj.spec = obj.spec or json.object()
+  obj.spec.replicas = n
+  local out, st = cl:update(r, obj, { manager = manager(req, q), dry = dry })
+  if not out then return failure(st) end
+  return reply(200, to_scale(out))
+end
+
 -- delete_options(req, q) -> {propagation, dry} | nil, Status: the
 -- DeleteOptions in the body when there is one (kubectl sends them there),
 -- else in the query, as the API server reads them
@@ -414,6 +491,107 @@ local function delete_collection(cl, r, rt, q, opts)
   end
   return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
+end
+
+-- protobuf_review(body) -> the JSON shape of a SelfSubjectAccessReview or
+-- SelfSubjectReview sent as application/vnd.kubernetes.protobuf (kubectl
+-- 1.32+ does): the "k8s\0" envelope, runtime.Unknown's raw (field 2) and
+-- in it spec (2) with resourceAttributes (1) or nonResourceAttributes (2),
+-- as in authorization/v1 generated.proto | nil (not that shape)
+local function protobuf_review(body)
+  local function fields(s)
+    local out, i = {}, 1
+    while i <= #s do
+      local key, shift = 0, 0
+      repeat
+        local b = s:byte(i) or 0
+        key, shift, i = key | ((b & 0x7f) << shift), shift + 7, i + 1
+      until b < 0x80 or i > #s
+      local num, wt = key >> 3, key & 7
+      if wt == 0 then
+        repeat local b = s:byte(i) or 0; i = i + 1 until b < 0x80 or i > #s
+      elseif wt == 2 then
+        local len; len, shift = 0, 0
+        repeat
+          local b = s:byte(i) or 0
+          len, shift, i = len | ((b & 0x7f) << shift), shift + 7, i + 1
+        until b < 0x80 or i > #s
+        out[num] = s:sub(i, i + len - 1)
+        i = i + len
+      else
+        return nil
+      end
+    end
+    return out
+  end
+  if body:sub(1, 4) ~= "k8s\0" then return nil end
+  local unknown = fields(body:sub(5))
+  local obj = unknown and unknown[2] and fields(unknown[2])
+  if not obj then return nil end
+  local spec = fields(obj[2] or "") or {}
+  local out = { spec = {} }
+  if spec[1] then
+    local a = fields(spec[1]) or {}
+    out.spec.resourceAttributes = { namespace = a[1], verb = a[2], group = a[3], version = a[4], resource = a[5],
+      subresource = a[6], name = a[7] }
+  elseif spec[2] then
+    local a = fields(spec[2]) or {}
+    out.spec.nonResourceAttributes = { path = a[1], verb = a[2] }
+  end
+  return out
+end
+
+-- review(cl, r, req, user): SelfSubjectAccessReview and SelfSubjectReview,
+-- answered from the caller's access (its access entry and policies) and
+-- never stored, as the API server's review endpoints do
+local function review(cl, r, req, user)
+  local body, err
+  if (req.headers["content-type"] or ""):match("^application/vnd%.kubernetes%.protobuf") then
+    body = protobuf_review(req.body or "")
+    if not body then
+      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
+    end
+  else
+    body, err = decode_body(req)
+    if not body then return failure(err) end
+  end
+  local out = { kind = r.kind, apiVersion = resources.gv(r), metadata = json.object(), spec = body.spec,
+    status = json.object() }
+  if r.kind == "SelfSubjectReview" then
+    local groups = json.array()
+    for i, g in ipairs(user.groups or {}) do groups[i] = g end
+    out.spec = nil
+    out.status = { userInfo = { username = user.name, uid = user.uid, groups = groups, extra = user.extra } }
+    return reply(201, out)
+  end
+  local spec = body.spec or {}
+  local ra, nra = spec.resourceAttributes, spec.nonResourceAttributes
+  if type(ra) ~= "table" and type(nra) ~= "table" then
+    local why = "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    return fail(422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: ' ..
+      why, { group = "authorization.k8s.io", kind = "SelfSubjectAccessReview",
+        causes = { { reason = "FieldValueRequired", message = why, field = "spec.resourceAttributes" } } })
+  end
+  local allowed
+  if type(ra) == "table" then
+    local group, resource = ra.group or "", ra.resource or ""
+    local target
+    for _, x in ipairs(cl.reg.list) do
+      if x.group == group and x.resource == resource and (not ra.version or ra.version == "" or ra.version == "*"
+          or x.version == ra.version) then target = x break end
+    end
+    target = target or { group = group, resource = resource, namespaced = (ra.namespace or "") ~= "" }
+    local ns = (ra.namespace or "") ~= "" and ra.namespace or nil
+    allowed = user.can(ra.verb or "", target, ns)
+  else
+    -- the non-resource URLs (/healthz, /version, /api...) any signed-in user may read; the rest needs an admin
+    local path = nra.path or ""
+    allowed = (nra.verb == "get" and (path:match("^/healthz") or path:match("^/livez") or path:match("^/readyz")
+      or path:match("^/version") or path:match("^/api") or path:match("^/openapi"))) and true
+      or user.can(nra.verb or "", { group = "", resource = "*" }, nil)
+  end
+  out.status = { allowed = allowed and true or false }
+  return reply(201, out)
 end
 
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
@@ -458,8 +636,15 @@ function M.handle(cl, req, user)
   if not r or (rt.ns and not r.namespaced) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
-  if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)) then
+  if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
+      or (rt.sub == "scale" and r.scale)) then
     return fail(404, "NotFound", "the server could not find the requested resource")
+  end
+  if r.review then
+    if req.method ~= "POST" or rt.name or rt.sub then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return review(cl, r, req, user)
   end
   local q = parse_query(req.query)
   local verb = VERB[req.method]
@@ -478,6 +663,14 @@ function M.handle(cl, req, user)
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
     return pods.serve(cl, r, rt, q)
+  end
+  if rt.sub == "scale" then
+    if verb ~= "get" and verb ~= "update" and verb ~= "patch" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    local dry, st = dry_run(values(req.query, "dryRun"), verb == "get" and "GetOptions" or WRITES[verb].options)
+    if dry == nil then return failure(st) end
+    return scale(cl, r, rt, req, q, verb, dry)
   end
   if verb == "list" then return list(cl, r, rt, q, req) end
   if verb == "watch" then return watch(cl, r, rt, q) end

@@ -75,15 +75,27 @@ local function principal_arn(arn)
   return arn
 end
 
--- user(cluster, region, principal) -> {name, can(verb, r, ns)} | nil (no access entry)
+-- user(cluster, region, principal) -> {name, uid, groups, extra, can(verb, r, ns)} | nil (no access entry)
 function M.user(cluster, region, principal)
   local arn = principal_arn(principal.arn)
   local e = state.view(region, "eks"):get("access_entry", cluster .. "/" .. arn)
   if not e then return nil end
   local name = (e.username or arn):gsub("{{SessionName}}", principal.arn:match("assumed%-role/[^/]+/(.+)$") or "")
   local masters = false
-  for _, g in ipairs(e.kubernetesGroups or {}) do masters = masters or g == "system:masters" end
-  return { name = name, can = function(verb, r, ns)
+  local groups = {}
+  for _, g in ipairs(e.kubernetesGroups or {}) do
+    masters = masters or g == "system:masters"
+    groups[#groups + 1] = g
+  end
+  groups[#groups + 1] = "system:authenticated"
+  -- what EKS's authenticator adds to the user it reports (SelfSubjectReview)
+  local extra = { arn = { principal.arn }, canonicalArn = { arn },
+    principalId = { principal.user_id and principal.user_id:match("^([^:]+)") or "" },
+    sessionName = { principal.arn:match("assumed%-role/[^/]+/(.+)$") or "" },
+    accessKeyId = principal.access_key and { principal.access_key } or nil }
+  local account = arn:match("^arn:aws:iam::(%d+):") or ""
+  return { name = name, groups = groups, extra = extra,
+    uid = "aws-iam-authenticator:" .. account .. ":" .. (extra.principalId[1] or ""), can = function(verb, r, ns)
     if masters then return true end
     for parn, p in pairs(e.policies or {}) do
       local policy = parn:match(POLICY)

@@ -53,11 +53,15 @@ function M.resource_list(reg, group, version)
       for i, s in ipairs(r.short) do short[i] = s end
       out[#out + 1] = { name = r.resource, singularName = r.singular, namespaced = r.namespaced, kind = r.kind,
         verbs = r.verbs, shortNames = #short > 0 and short or nil,
-        categories = (r.group == "" or r.group == "apps" or r.group == "batch") and { "all" } or nil,
+        categories = r.categories,
         storageVersionHash = core.b64encode(core.digest("sha256", r.group .. r.resource, "raw"):sub(1, 8)) }
       if r.status then
         out[#out + 1] = { name = r.resource .. "/status", singularName = "", namespaced = r.namespaced,
           kind = r.kind, verbs = { "get", "patch", "update" } }
+      end
+      if r.scale then
+        out[#out + 1] = { name = r.resource .. "/scale", singularName = "", namespaced = r.namespaced,
+          group = "autoscaling", version = "v1", kind = "Scale", verbs = { "get", "patch", "update" } }
       end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",

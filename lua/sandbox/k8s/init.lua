@@ -61,6 +61,14 @@ local function seed(cl)
   for _, row in ipairs(resources.CRDS) do
     if row.always and not cl:get(crd, nil, row[3] .. "." .. row[1]) then cl:create(crd, resources.crd(row)) end
   end
+  -- the API server's own Service, on the first IP of the service CIDR
+  local svc = cl.reg:find("", "v1", "services")
+  if not cl:get(svc, "default", "kubernetes") then
+    cl:create(svc, { metadata = { name = "kubernetes", namespace = "default",
+      labels = { component = "apiserver", provider = "kubernetes" } },
+      spec = { clusterIP = require("sandbox.k8s.admit").KUBERNETES_IP,
+        ports = { { name = "https", port = 443, protocol = "TCP", targetPort = 443 } } } })
+  end
   local sa = cl.reg:find("", "v1", "serviceaccounts")
   for _, n in ipairs { "default", "kube-system", "kube-public", "kube-node-lease" } do
     if not cl:get(sa, n, "default") then cl:create(sa, { metadata = { name = "default", namespace = n } }) end

@@ -238,6 +238,8 @@ function Cluster:create(r, obj, opts)
     obj.spec = obj.spec or { finalizers = { "kubernetes" } }
     obj.status = { phase = "Active" }
   end
+  local refused = require("sandbox.k8s.admit").create(self, r, obj)
+  if refused then return nil, refused end
   if opts.dry then return obj end
   self:commit("ADDED", r, obj)
   if r.kind == "Namespace" then self:root_ca(md.name) end
@@ -288,6 +290,7 @@ function Cluster:update(r, new, opts)
   end
   out.apiVersion, out.kind = resources.gv(r), r.kind
   out.metadata.resourceVersion = old.metadata.resourceVersion
+  if opts.subresource ~= "status" then require("sandbox.k8s.admit").update(self, r, old, out) end
   if opts.manager then merge.track(old, out, opts.manager, "Update", self:now()) end
   if merge.equal(out, old) then return old end
   if opts.dry then return out end

@@ -5,7 +5,9 @@
 --
 -- A resource: { group, version, resource (plural), singular, kind,
 -- namespaced, short = {...}, verbs = "all" | "read", status (has a status
--- subresource), log (pods), columns (for kubectl's Table) }
+-- subresource), log (pods), scale (a scale subresource, autoscaling/v1
+-- Scale of spec.replicas), categories (discovery's, e.g. "all" for what
+-- `kubectl get all` lists), columns (for kubectl's Table) }
 local M = {}
 
 local ALL = { "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch" }
@@ -14,19 +16,22 @@ local READ = { "get", "list", "watch" }
 local BUILTIN = {
   { "", "v1", "namespaces", "Namespace", false, { "ns" }, status = true },
   { "", "v1", "nodes", "Node", false, { "no" }, status = true },
-  { "", "v1", "pods", "Pod", true, { "po" }, status = true, log = true },
-  { "", "v1", "services", "Service", true, { "svc" }, status = true },
+  { "", "v1", "pods", "Pod", true, { "po" }, status = true, log = true, all = true },
+  { "", "v1", "services", "Service", true, { "svc" }, status = true, all = true },
   { "", "v1", "endpoints", "Endpoints", true, { "ep" } },
+  { "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, status = false },
   { "", "v1", "configmaps", "ConfigMap", true, { "cm" } },
   { "", "v1", "secrets", "Secret", true, {} },
   { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" } },
   { "", "v1", "events", "Event", true, { "ev" } },
   { "", "v1", "persistentvolumes", "PersistentVolume", false, { "pv" }, status = true },
   { "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, { "pvc" }, status = true },
-  { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true },
-  { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true },
-  { "apps", "v1", "daemonsets", "DaemonSet", true, { "ds" }, status = true },
-  { "batch", "v1", "jobs", "Job", true, {}, status = true },
+  { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true, all = true },
+  { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true, all = true },
+  { "apps", "v1", "statefulsets", "StatefulSet", true, { "sts" }, status = true, scale = true, all = true },
+  { "apps", "v1", "daemonsets", "DaemonSet", true, { "ds" }, status = true, all = true },
+  { "batch", "v1", "jobs", "Job", true, {}, status = true, all = true },
+  { "batch", "v1", "cronjobs", "CronJob", true, { "cj" }, status = true, all = true },
   { "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,
     { "crd", "crds" }, status = true },
   -- RBAC: what manifests (device plugins, agents, operators) bring; kept
@@ -35,6 +40,11 @@ local BUILTIN = {
   { "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {}, status = false },
   { "rbac.authorization.k8s.io", "v1", "roles", "Role", true, {}, status = false },
   { "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, {}, status = false },
+  -- reviews: created and answered, never stored (sandbox.k8s.api)
+  { "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false, {}, status = false,
+    review = true },
+  { "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", false, {}, status = false,
+    review = true },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
@@ -54,10 +64,11 @@ M.CRDS = {
 }
 
 local function make(row, verbs)
+  if row.review then verbs = { "create" } end
   return {
     group = row[1], version = row[2], resource = row[3], kind = row[4], namespaced = row[5],
     short = row[6] or {}, singular = row[4]:lower(), verbs = verbs, status = row.status ~= false,
-    log = row.log, scale = row.scale, columns = row.columns,
+    log = row.log, scale = row.scale, review = row.review, columns = row.columns, categories = row.all and { "all" } or nil,
   }
 end
 
@@ -135,6 +146,7 @@ function M.from_crd(crd)
         group = spec.group, version = v.name, resource = names.plural, kind = names.kind,
         singular = names.singular or (names.kind or ""):lower(), namespaced = spec.scope ~= "Cluster",
         short = names.shortNames or {}, verbs = ALL, status = subs.status ~= nil, columns = cols,
+        categories = type(names.categories) == "table" and #names.categories > 0 and names.categories or nil,
         schema = v.schema and v.schema.openAPIV3Schema, crd = crd.metadata.name,
       }
     end

@@ -139,6 +139,16 @@ local COLUMNS = {
     { "Desired", "integer", function(d) return (d.spec or {}).replicas or 1 end },
     { "Current", "integer", function(d) return (d.status or {}).replicas or 0 end },
     { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE },
+  StatefulSet = { NAME,
+    { "Ready", "string", function(d)
+      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end }, AGE },
+  CronJob = { NAME, { "Schedule", "string", function(j) return (j.spec or {}).schedule or "" end },
+    { "Timezone", "string", function(j) return (j.spec or {}).timeZone or "<none>" end },
+    { "Suspend", "boolean", function(j) return (j.spec or {}).suspend == true end },
+    { "Active", "integer", function(j) return #((j.status or {}).active or {}) end },
+    { "Last Schedule", "string", function(j)
+      local l = (j.status or {}).lastScheduleTime
+      return l and M.age(l) or "<none>" end }, AGE },
   DaemonSet = { NAME,
     { "Desired", "integer", function(d) return (d.status or {}).desiredNumberScheduled or 0 end },
     { "Current", "integer", function(d) return (d.status or {}).currentNumberScheduled or 0 end },

@@ -9,6 +9,8 @@
 --   scheduler      Pending pods to nodes (GPU, EFA, selectors, taints)
 --   kubelet        bound pods run, print, finish, fail with their node
 --   deployments    Deployments and ReplicaSets
+--   statefulsets   StatefulSets (ordinal pods)
+--   endpoints      Endpoints and EndpointSlices of Services
 --   jobs           batch/v1 Jobs
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
@@ -20,8 +22,8 @@ local log = require "hypd.log"
 
 local M = {}
 
-M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "jobs", "daemonsets", "hyperpod_jobs",
-  "addons", "volumes", "karpenter" }
+M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
+  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

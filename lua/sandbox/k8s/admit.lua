@@ -1,0 +1,143 @@
+-- sandbox.k8s.admit: what the API server fills in or refuses when an
+-- object of some kinds is created, after the name and namespace checks and
+-- the uid (which a Job's selector names) are set. create(cl, r, obj) ->
+-- nil | Status (the create is refused).
+local json = require "hypd.json"
+
+local M = {}
+
+local function invalid(r, name, field, why, reason)
+  return { kind = "Status", apiVersion = "v1", metadata = json.object(), status = "Failure", code = 422,
+    reason = "Invalid", message = string.format("%s.%s %q is invalid: %s: %s", r.kind, r.group ~= "" and r.group
+      or "core", name, field, why),
+    details = { name = name, group = r.group ~= "" and r.group or nil, kind = r.kind,
+      causes = { { reason = reason or "FieldValueInvalid", message = why, field = field } } } }
+end
+
+local by_kind = {}
+
+-- batch/v1 Job: unless spec.manualSelector, the selector is generated from
+-- the uid and the pod template gets the labels it selects (the Job
+-- strategy's PrepareForCreate and generateSelector)
+by_kind["batch/Job"] = function(_, r, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.manualSelector == true then return nil end
+  local uid, name = obj.metadata.uid, obj.metadata.name
+  if spec.selector ~= nil then
+    return invalid(r, name, "spec.selector", "Invalid value: " .. json.encode(spec.selector) ..
+      ": `selector` will be auto-generated")
+  end
+  spec.selector = { matchLabels = { ["batch.kubernetes.io/controller-uid"] = uid } }
+  local t = spec.template or json.object()
+  spec.template = t
+  t.metadata = t.metadata or json.object()
+  local l = t.metadata.labels or json.object()
+  t.metadata.labels = l
+  l["batch.kubernetes.io/controller-uid"], l["batch.kubernetes.io/job-name"] = uid, name
+  l["controller-uid"], l["job-name"] = uid, name
+  return nil
+end
+
+-- the service CIDR EKS gives a cluster (IPv4) and the first IP, the
+-- `kubernetes` Service's; kube-dns is 10.100.0.10 there
+M.SERVICE_CIDR, M.KUBERNETES_IP = "10.100.0.0/16", "10.100.0.1"
+local function ip_of(n) return string.format("10.100.%d.%d", n >> 8, n & 255) end
+local function offset(ip)
+  local a, b = tostring(ip):match("^10%.100%.(%d+)%.(%d+)$")
+  a, b = tonumber(a), tonumber(b)
+  if not a or a > 255 or b > 255 then return nil end
+  local n = (a << 8) | b
+  if n == 0 or n == 0xffff then return nil end
+  return n
+end
+
+local function used_ips(cl, r)
+  local used = {}
+  for _, s in ipairs(cl:list(r)) do
+    local ip = (s.spec or {}).clusterIP
+    if ip and ip ~= "None" then used[ip] = s end
+  end
+  return used
+end
+
+-- v1 Service: the defaults the API server sets, a ClusterIP from the
+-- service CIDR (or the one asked for, checked) and NodePorts for NodePort
+-- and LoadBalancer Services
+by_kind["/Service"] = function(cl, r, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  local name = obj.metadata.name
+  spec.type = spec.type or "ClusterIP"
+  spec.sessionAffinity = spec.sessionAffinity or "None"
+  for _, p in ipairs(spec.ports or {}) do
+    p.protocol = p.protocol or "TCP"
+    if spec.type ~= "ExternalName" then p.targetPort = p.targetPort or p.port end
+  end
+  if spec.type == "ExternalName" then return nil end
+  spec.internalTrafficPolicy = spec.internalTrafficPolicy or "Cluster"
+  spec.ipFamilies = spec.ipFamilies or { "IPv4" }
+  spec.ipFamilyPolicy = spec.ipFamilyPolicy or "SingleStack"
+  local want = spec.clusterIP or (spec.clusterIPs or {})[1]
+  if want == "None" then
+    spec.clusterIP, spec.clusterIPs = "None", { "None" }
+  else
+    local used = used_ips(cl, r)
+    if want and want ~= "" then
+      local why
+      if not offset(want) then
+        why = string.format("Invalid value: []string{%q}: failed to allocate IP %s: the provided IP (%s) is not " ..
+          "in the valid range. The range of valid IPs is %s", want, want, want, M.SERVICE_CIDR)
+      elseif used[want] then
+        why = string.format("Invalid value: []string{%q}: failed to allocate IP %s: provided IP is already " ..
+          "allocated", want, want)
+      end
+      if why then return invalid(r, name, "spec.clusterIPs", why) end
+    else
+      -- a stable first choice from the name, then the next free one
+      local h = 0
+      for c in (obj.metadata.namespace .. "/" .. name):gmatch(".") do h = (h * 31 + c:byte()) % 65521 end
+      local n = 16 + h % (0xffff - 17)
+      while used[ip_of(n)] do n = n % (0xfffe) + 1 end
+      want = ip_of(n)
+    end
+    spec.clusterIP, spec.clusterIPs = want, { want }
+  end
+  if spec.type == "NodePort" or spec.type == "LoadBalancer" then
+    spec.externalTrafficPolicy = spec.externalTrafficPolicy or "Cluster"
+    local taken = {}
+    for _, s in ipairs(cl:list(r)) do
+      for _, p in ipairs((s.spec or {}).ports or {}) do if p.nodePort then taken[p.nodePort] = true end end
+    end
+    local n = 30000
+    for _, p in ipairs(spec.ports or {}) do
+      if not p.nodePort then
+        while taken[n] do n = n + 1 end
+        p.nodePort, taken[n] = n, true
+      end
+    end
+  end
+  return nil
+end
+
+-- update(cl, r, old, new): what an update may not take away: a Service
+-- keeps its ClusterIP and NodePorts when the new one omits them
+function M.update(_, r, old, new)
+  if r.group ~= "" or r.kind ~= "Service" or not old.spec or not new.spec then return end
+  new.spec.clusterIP = new.spec.clusterIP or old.spec.clusterIP
+  new.spec.clusterIPs = new.spec.clusterIPs or old.spec.clusterIPs
+  local ports = {}
+  for _, p in ipairs(old.spec.ports or {}) do ports[(p.name or "") .. "/" .. tostring(p.port)] = p.nodePort end
+  for _, p in ipairs(new.spec.ports or {}) do
+    p.nodePort = p.nodePort or ports[(p.name or "") .. "/" .. tostring(p.port)]
+  end
+end
+
+function M.create(cl, r, obj)
+  local f = by_kind[r.group .. "/" .. r.kind]
+  if f then return f(cl, r, obj) end
+  return nil
+end
+
+M.invalid = invalid
+return M
