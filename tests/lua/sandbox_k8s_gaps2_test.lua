@@ -98,6 +98,82 @@ t.test("kubectl exec, cp, attach and port-forward are refused with a Status that
   t.eq(subs, { "pods/attach", "pods/exec", "pods/log", "pods/portforward", "pods/status" })
 end)
 
+-- curl(args) -> rc, body, http status of a curl run
+local function curl(args)
+  local rc, out = kc.sh("curl -s -w '\\n%{http_code}' " .. args)
+  local body, code = (out or ""):match("^(.*)\n(%d+)$")
+  return rc, body or out, tonumber(code)
+end
+
+t.test("S3 presigned URLs: aws s3 presign and boto3's generate_presigned_url, GET and PUT, path and virtual-host style", function()
+  if not ready then return skip() end
+  H.write(dir .. "/hello.txt", "hello\n")
+  local rc, _, err = kc.sh("aws s3 mb s3://gaps2-presign >/dev/null && aws s3 cp " .. H.quote(dir .. "/hello.txt") ..
+    " s3://gaps2-presign/hello.txt")
+  t.eq(rc, 0, err)
+  -- the CLI signs presigned URLs with SigV4 when the config says s3v4
+  H.write(dir .. "/s3v4.cfg", "[default]\ns3 =\n    signature_version = s3v4\n")
+  local out
+  rc, out, err = kc.sh("AWS_CONFIG_FILE=" .. H.quote(dir .. "/s3v4.cfg") ..
+    " aws s3 presign s3://gaps2-presign/hello.txt --region us-west-2 --expires-in 300")
+  t.eq(rc, 0, err)
+  local url = out:match("^(%S+)")
+  t.like(url or "", "X%-Amz%-Algorithm=AWS4%-HMAC%-SHA256&X%-Amz%-Credential=.*&X%-Amz%-Signature=%x+$")
+  local code, body
+  rc, body, code = curl(H.quote(url))
+  t.eq({ code, body }, { 200, "hello\n" }, "GET with the CLI's presigned URL")
+  -- a tampered signature or key is refused
+  rc, body, code = curl(H.quote(url:gsub("hello%.txt", "other.txt", 1)))
+  t.eq(code, 403)
+  t.like(body, "<Code>SignatureDoesNotMatch</Code>")
+  -- boto3: GET and PUT, path style and virtual-host style (bucket.localhost)
+  H.write(dir .. "/presign.py", [[
+import boto3, os, sys
+from botocore.config import Config
+ep = os.environ["AWS_ENDPOINT_URL"].replace("127.0.0.1", "localhost")
+for style in ("path", "virtual"):
+    s3 = boto3.client("s3", region_name="us-west-2", endpoint_url=ep,
+                      config=Config(signature_version="s3v4", s3={"addressing_style": style}))
+    print(s3.generate_presigned_url("get_object", Params={"Bucket": "gaps2-presign", "Key": "hello.txt"}, ExpiresIn=300))
+    print(s3.generate_presigned_url("put_object", Params={"Bucket": "gaps2-presign", "Key": "put-" + style + ".txt"},
+                                    ExpiresIn=300))
+print(s3.generate_presigned_url("get_object", Params={"Bucket": "gaps2-presign", "Key": "hello.txt"}, ExpiresIn=1))
+]])
+  rc, out, err = kc.sh("python3 " .. H.quote(dir .. "/presign.py"))
+  t.eq(rc, 0, err)
+  local urls = {}
+  for u in (out or ""):gmatch("[^\n]+") do urls[#urls + 1] = u end
+  t.eq(#urls, 5)
+  t.like(urls[3] or "", "^http://gaps2%-presign%.localhost:%d+/hello%.txt%?", "virtual-host style")
+  for i, style in ipairs { "path", "virtual" } do
+    rc, body, code = curl(H.quote(urls[2 * i - 1] or ""))
+    t.eq({ code, body }, { 200, "hello\n" }, "boto3 GET, " .. style)
+    H.write(dir .. "/put.txt", "put " .. style .. "\n")
+    rc, body, code = curl("-X PUT --data-binary @" .. H.quote(dir .. "/put.txt") .. " " .. H.quote(urls[2 * i] or ""))
+    t.eq(code, 200, "boto3 PUT, " .. style .. ": " .. tostring(body))
+    rc, out = kc.sh("aws s3 cp s3://gaps2-presign/put-" .. style .. ".txt -")
+    t.eq(out, "put " .. style .. "\n", "the PUT object is there")
+  end
+  -- expiry is honoured to the second (by both the wall and the virtual clock)
+  os.execute("sleep 2.2")
+  rc, body, code = curl(H.quote(urls[5] or ""))
+  t.eq(code, 403)
+  t.like(body, "<Code>AccessDenied</Code><Message>Request has expired</Message>")
+  t.like(body, "<X%-Amz%-Expires>1</X%-Amz%-Expires>")
+  -- more than a week is refused as S3 refuses it
+  rc, body, code = curl(H.quote((url:gsub("X%-Amz%-Expires=%d+", "X-Amz-Expires=604801"))))
+  t.eq(code, 400)
+  t.like(body, "<Code>AuthorizationQueryParametersError</Code><Message>X%-Amz%-Expires must be less than a week")
+  -- SigV2 (the CLI's default for presign): S3's answer for a bucket that takes SigV4 only
+  rc, out, err = kc.sh("aws s3 presign s3://gaps2-presign/hello.txt --region us-west-2")
+  t.eq(rc, 0, err)
+  t.like(out, "AWSAccessKeyId=.*Signature=.*Expires=%d+")
+  rc, body, code = curl(H.quote(out:match("^(%S+)") or ""))
+  t.eq(code, 400)
+  t.like(body, "<Code>InvalidRequest</Code><Message>The authorization mechanism you have provided is not supported. " ..
+    "Please use AWS4%-HMAC%-SHA256.</Message>")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))
