@@ -174,6 +174,85 @@ print(s3.generate_presigned_url("get_object", Params={"Bucket": "gaps2-presign",
     "Please use AWS4%-HMAC%-SHA256.</Message>")
 end)
 
+t.test("metrics.k8s.io is served only while the metrics-server add-on is ACTIVE, and kubectl top nodes and top pods work", function()
+  if not ready then return skip() end
+  -- before the add-on: no group in discovery, and kubectl top says the Metrics API is not available
+  local _, e = conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes")
+  t.eq(e and e.status, 404, "no metrics API without metrics-server")
+  local groups = assert(conn:call("GET", "/apis"))
+  local has = false
+  for _, g in ipairs(groups.groups) do if g.name == "metrics.k8s.io" then has = true end end
+  t.eq(has, false, "not in discovery")
+  local rc, out, err = kubectl("top nodes --cache-dir " .. H.quote(dir .. "/cache-before"))
+  t.ok(rc ~= 0, "kubectl top fails")
+  t.like(err, "Metrics API not available", out)
+  H.write(dir .. "/addon.py", [[
+import boto3, time
+eks = boto3.client("eks")
+eks.create_addon(clusterName="gaps2-eks", addonName="metrics-server")
+for _ in range(600):
+    if eks.describe_addon(clusterName="gaps2-eks", addonName="metrics-server")["addon"]["status"] == "ACTIVE":
+        print("ACTIVE")
+        break
+    time.sleep(0.1)
+]])
+  rc, out, err = kc.sh("python3 " .. H.quote(dir .. "/addon.py"))
+  t.eq({ rc, out }, { 0, "ACTIVE\n" }, err)
+  groups = until_ok(function()
+    local g = conn:call("GET", "/apis/metrics.k8s.io")
+    return g and g
+  end)
+  t.eq(groups and groups.preferredVersion.groupVersion, "metrics.k8s.io/v1beta1", "the group in discovery")
+  local l = assert(conn:call("GET", "/apis/metrics.k8s.io/v1beta1"))
+  local rs = {}
+  for _, r in ipairs(l.resources) do rs[#rs + 1] = r.name .. ":" .. r.kind .. ":" .. table.concat(r.verbs, ",") end
+  table.sort(rs)
+  t.eq(rs, { "nodes:NodeMetrics:get,list", "pods:PodMetrics:get,list" })
+  -- NodeMetrics: one per node, with the usage as metrics-server writes it
+  local nm = assert(conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes"))
+  local nodes = assert(conn:call("GET", "/api/v1/nodes"))
+  t.eq({ nm.kind, nm.apiVersion, #nm.items }, { "NodeMetricsList", "metrics.k8s.io/v1beta1", #nodes.items })
+  local n1 = nm.items[1] or { usage = {}, metadata = {} }
+  t.like(n1.usage.cpu or "", "^%d+n$")
+  t.like(n1.usage.memory or "", "^%d+Ki$")
+  t.eq(n1.window, "20.031s")
+  local one = assert(conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes/" .. n1.metadata.name))
+  t.eq({ one.kind, one.metadata.name, one.usage.memory }, { "NodeMetrics", n1.metadata.name, n1.usage.memory },
+    "get, the same usage as the list (deterministic)")
+  -- PodMetrics of the running pod box, from its requests (250m, 64Mi): between 20% and 60%, 30% and 70%
+  local pm = assert(conn:call("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/box"))
+  t.eq({ pm.kind, pm.metadata.name, pm.containers[1].name }, { "PodMetrics", "box", "box" })
+  local cpu = tonumber(pm.containers[1].usage.cpu:match("^(%d+)n$")) / 1e6
+  local mem = tonumber(pm.containers[1].usage.memory:match("^(%d+)Ki$")) / 1024
+  t.ok(cpu >= 50 and cpu < 150, "cpu " .. cpu .. "m from a 250m request")
+  t.ok(mem >= 19 and mem < 45, "memory " .. mem .. "Mi from a 64Mi request")
+  _, e = conn:call("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/nope")
+  t.eq(e and e.status, 404)
+  _, e = conn:call("DELETE", "/apis/metrics.k8s.io/v1beta1/nodes/" .. n1.metadata.name)
+  t.eq(e and e.status, 405, "metrics are read-only")
+  -- kubectl top
+  rc, out, err = kubectl("top nodes")
+  t.eq(rc, 0, err)
+  t.like(out, "^NAME%s+CPU%(cores%)%s+CPU%(%%%)%s+MEMORY%(bytes%)%s+MEMORY%(%%%)%s*\n")
+  t.like(out, "\n" .. n1.metadata.name:gsub("%p", "%%%0") .. "%s+%d+m%s+%d+%%%s+%d+Mi%s+%d+%%")
+  rc, out, err = kubectl("top pods -A")
+  t.eq(rc, 0, err)
+  t.like(out, "^NAMESPACE%s+NAME%s+CPU%(cores%)%s+MEMORY%(bytes%)")
+  t.like(out, "\ndefault%s+box%s+%d+m%s+%d+Mi")
+  t.like(out, "\nkube%-system%s+metrics%-server%-")
+  rc, out, err = kubectl("top pod box --containers")
+  t.eq(rc, 0, err)
+  t.like(out, "\nbox%s+box%s+%d+m%s+%d+Mi")
+  -- the add-on deleted: the API goes away
+  rc, _, err = kc.sh("aws eks delete-addon --cluster-name gaps2-eks --addon-name metrics-server >/dev/null")
+  t.eq(rc, 0, err)
+  local gone = until_ok(function()
+    local _, e2 = conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes")
+    return e2 and e2.status == 404
+  end, 300)
+  t.ok(gone, "no metrics API once the add-on is deleted")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

@@ -7,6 +7,7 @@
 local discovery = require "sandbox.k8s.discovery"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
+local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
 local resources = require "sandbox.k8s.resources"
@@ -677,6 +678,7 @@ function M.handle(cl, req, user)
       r.resource .. (rt.sub and "/" .. rt.sub or ""), r.group, where),
       objects.details(r, rt.name))
   end
+  if r.metrics then return metrics.serve(cl, r, rt, q, verb) end
   if stream then
     if req.method ~= "GET" and req.method ~= "POST" then
       return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
