@@ -253,6 +253,110 @@ for _ in range(600):
   t.ok(gone, "no metrics API once the add-on is deleted")
 end)
 
+local SSA_ALICE = [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ssa, labels: {app: ssa}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ssa}}
+  template:
+    metadata: {labels: {app: ssa}}
+    spec:
+      containers:
+      - {name: web, image: "nginx:1.27"}
+]]
+local SSA_BOB = [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ssa}
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+      - {name: web, image: "nginx:1.28"}
+]]
+
+-- owners(obj, path...) -> the sorted managers whose fieldsV1 hold the path
+local function owners(obj, ...)
+  local out = {}
+  for _, m in ipairs(obj.metadata.managedFields or {}) do
+    local v = m.fieldsV1
+    for _, seg in ipairs { ... } do v = type(v) == "table" and v[seg] or nil end
+    if v then out[#out + 1] = m.manager .. "/" .. m.operation end
+  end
+  table.sort(out)
+  return out
+end
+
+t.test("server-side apply: a conflict names the fields; --force-conflicts moves their ownership to the new manager", function()
+  if not ready then return skip() end
+  H.write(dir .. "/alice.yaml", SSA_ALICE)
+  H.write(dir .. "/bob.yaml", SSA_BOB)
+  local rc, out, err = kubectl("apply --server-side --field-manager=alice -f " .. H.quote(dir .. "/alice.yaml"))
+  t.eq({ rc, out }, { 0, "deployment.apps/ssa serverside-applied\n" }, err)
+  -- the same manager again: no conflict with itself, nothing changes
+  rc, out, err = kubectl("apply --server-side --field-manager=alice -f " .. H.quote(dir .. "/alice.yaml"))
+  t.eq({ rc, out }, { 0, "deployment.apps/ssa serverside-applied\n" }, err)
+  -- bob sets two fields alice owns to other values: the conflict names both, as the API server words it
+  rc, out, err = kubectl("apply --server-side --field-manager=bob -f " .. H.quote(dir .. "/bob.yaml"))
+  t.ok(rc ~= 0, "a conflict without --force-conflicts")
+  t.like(err, 'Apply failed with 2 conflicts: conflicts with "alice":\n', out)
+  t.like(err, '\n%- %.spec%.replicas\n')
+  t.like(err, '\n%- %.spec%.template%.spec%.containers%[name="web"%]%.image\n')
+  t.ok(not err:find(".metadata", 1, true), "no conflict on .metadata: " .. err)
+  -- the Status's causes carry each field
+  local body = json.encode { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = "ssa" },
+    spec = { replicas = 5 } }
+  local v, e = conn:call("PATCH", "/apis/apps/v1/namespaces/default/deployments/ssa?fieldManager=carol",
+    { body = body, headers = { ["content-type"] = "application/apply-patch+yaml" } })
+  t.eq({ v, e and e.status }, { nil, 409 })
+  t.eq(e and e.message, 'Apply failed with 1 conflict: conflict with "alice": .spec.replicas')
+  t.eq(e and e.fields, { { field = ".spec.replicas", reason = "FieldManagerConflict", message = 'conflict with "alice"' } })
+  -- the same value is no conflict: ownership is shared
+  body = json.encode { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = "ssa", labels = { app = "ssa" } } }
+  v = assert(conn:call("PATCH", "/apis/apps/v1/namespaces/default/deployments/ssa?fieldManager=dave",
+    { body = body, headers = { ["content-type"] = "application/apply-patch+yaml" } }))
+  t.eq(owners(v, "f:metadata", "f:labels", "f:app"), { "alice/Apply", "dave/Apply" }, "shared ownership")
+  -- forced: bob owns the fields, alice no longer does, and alice keeps the rest
+  rc, out, err = kubectl("apply --server-side --force-conflicts --field-manager=bob -f " .. H.quote(dir .. "/bob.yaml"))
+  t.eq({ rc, out }, { 0, "deployment.apps/ssa serverside-applied\n" }, err)
+  local d = get_json("get deployment ssa --show-managed-fields")
+  t.eq(d and { d.spec.replicas, d.spec.template.spec.containers[1].image }, { 3, "nginx:1.28" })
+  d = d or { metadata = {} }
+  t.eq(owners(d, "f:spec", "f:replicas"), { "bob/Apply" }, "bob owns .spec.replicas")
+  local img = { "f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"web"}', "f:image" }
+  t.eq(owners(d, table.unpack(img)), { "bob/Apply" }, "bob owns the image")
+  t.eq(owners(d, "f:spec", "f:selector"), { "alice/Apply" }, "alice keeps the selector")
+  for _, m in ipairs(d.metadata.managedFields or {}) do
+    if m.manager == "alice" then
+      t.eq(m.fieldsV1["f:spec"]["f:replicas"], nil, "alice's entry lost .spec.replicas")
+    end
+  end
+  -- alice, now in conflict with bob, is told so
+  rc, out, err = kubectl("apply --server-side --field-manager=alice -f " .. H.quote(dir .. "/alice.yaml"))
+  t.ok(rc ~= 0)
+  t.like(err, 'conflicts with "bob":\n%- %.spec%.replicas\n', out)
+  -- an Update manager is named with its apiVersion, as the API server does
+  rc, out, err = kubectl("scale deployment/ssa --replicas=4")
+  t.eq(rc, 0, err)
+  rc, out, err = kubectl("apply --server-side --field-manager=bob -f " .. H.quote(dir .. "/bob.yaml"))
+  t.ok(rc ~= 0)
+  t.like(err, 'Apply failed with 1 conflict: conflict with "kubectl" using apps/v1: %.spec%.replicas', out)
+  -- two managers whose metadata is only the name do not conflict on .metadata
+  H.write(dir .. "/cm-erin.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {a: '1'}\n")
+  H.write(dir .. "/cm-frank.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {b: '2'}\n")
+  rc, out, err = kubectl("apply --server-side --field-manager=erin -f " .. H.quote(dir .. "/cm-erin.yaml"))
+  t.eq(rc, 0, err)
+  rc, out, err = kubectl("apply --server-side --field-manager=frank -f " .. H.quote(dir .. "/cm-frank.yaml"))
+  t.eq({ rc, out }, { 0, "configmap/shared serverside-applied\n" }, err)
+  local cm = get_json("get configmap shared --show-managed-fields") or { metadata = {} }
+  t.eq(cm.data, { a = "1", b = "2" })
+  t.eq({ owners(cm, "f:data", "f:a"), owners(cm, "f:data", "f:b"), owners(cm, "f:metadata") },
+    { { "erin/Apply" }, { "frank/Apply" }, {} }, "no one owns a bare .metadata")
+end)
+
 t.cleanup(function()
   if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
   os.execute("rm -rf " .. H.quote(dir))

@@ -339,16 +339,31 @@ local function patch(cl, r, rt, req, q, dry)
     end
     local out, conflicts = merge.apply(live, body, mgr, truthy(q.force), cl:now())
     if not out then
-      local causes, names = json.array(), {}
+      -- worded as the API server words it (structured-merge-diff's
+      -- Conflicts.Error): one conflict on a line, more grouped by manager
+      local causes, by, whos = json.array(), {}, {}
+      table.sort(conflicts, function(a, b) return a.field < b.field end)
       for _, c in ipairs(conflicts) do
-        causes[#causes + 1] = { reason = "FieldManagerConflict", message = "conflict with \"" .. c.manager .. "\"",
-          field = "." .. c.field }
-        names[#names + 1] = "- " .. c.manager .. ": ." .. c.field
+        causes[#causes + 1] = { reason = "FieldManagerConflict", message = "conflict with " .. c.who, field = c.field }
+        if not by[c.who] then by[c.who] = {}; whos[#whos + 1] = c.who end
+        table.insert(by[c.who], c.field)
+      end
+      local text
+      if #conflicts == 1 then
+        text = "conflict with " .. conflicts[1].who .. ": " .. conflicts[1].field
+      else
+        table.sort(whos)
+        local lines = {}
+        for _, w in ipairs(whos) do
+          lines[#lines + 1] = "conflicts with " .. w .. ":"
+          for _, f in ipairs(by[w]) do lines[#lines + 1] = "- " .. f end
+        end
+        text = table.concat(lines, "\n")
       end
       local d = objects.details(r, rt.name)
       d.causes = causes
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
-        ": " .. table.concat(names, "\n"), d)
+        ": " .. text, d)
     end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
