@@ -238,7 +238,8 @@ function M.verify(req, protocol)
     expect, err = sigv4.sign {
       method = req.method, path = req.path, query = table.concat(parts, "&"), headers = headers, body = req.body,
       -- S3's query signing never covers the payload (the URL is made before it)
-      payload_hash = service == "s3" and "UNSIGNED-PAYLOAD" or nil, access_key = akid, secret_key = who.secret, session_token = token ~= "" and token or nil,
+      payload_hash = service == "s3" and "UNSIGNED-PAYLOAD" or nil,
+      access_key = akid, secret_key = who.secret, session_token = token ~= "" and token or nil,
       region = region, service = service, when = when, normalize = service ~= "s3",
       presign = tonumber(presigned["X-Amz-Expires"]),
     }

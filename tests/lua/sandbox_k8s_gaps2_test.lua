@@ -105,7 +105,8 @@ local function curl(args)
   return rc, body or out, tonumber(code)
 end
 
-t.test("S3 presigned URLs: aws s3 presign and boto3's generate_presigned_url, GET and PUT, path and virtual-host style", function()
+t.test("S3 presigned URLs: aws s3 presign and boto3's generate_presigned_url, GET and PUT, path and virtual-host style",
+function()
   if not ready then return skip() end
   H.write(dir .. "/hello.txt", "hello\n")
   local rc, _, err = kc.sh("aws s3 mb s3://gaps2-presign >/dev/null && aws s3 cp " .. H.quote(dir .. "/hello.txt") ..
@@ -120,10 +121,10 @@ t.test("S3 presigned URLs: aws s3 presign and boto3's generate_presigned_url, GE
   local url = out:match("^(%S+)")
   t.like(url or "", "X%-Amz%-Algorithm=AWS4%-HMAC%-SHA256&X%-Amz%-Credential=.*&X%-Amz%-Signature=%x+$")
   local code, body
-  rc, body, code = curl(H.quote(url))
+  _, body, code = curl(H.quote(url))
   t.eq({ code, body }, { 200, "hello\n" }, "GET with the CLI's presigned URL")
   -- a tampered signature or key is refused
-  rc, body, code = curl(H.quote(url:gsub("hello%.txt", "other.txt", 1)))
+  _, body, code = curl(H.quote(url:gsub("hello%.txt", "other.txt", 1)))
   t.eq(code, 403)
   t.like(body, "<Code>SignatureDoesNotMatch</Code>")
   -- boto3: GET and PUT, path style and virtual-host style (bucket.localhost)
@@ -146,35 +147,35 @@ print(s3.generate_presigned_url("get_object", Params={"Bucket": "gaps2-presign",
   t.eq(#urls, 5)
   t.like(urls[3] or "", "^http://gaps2%-presign%.localhost:%d+/hello%.txt%?", "virtual-host style")
   for i, style in ipairs { "path", "virtual" } do
-    rc, body, code = curl(H.quote(urls[2 * i - 1] or ""))
+    _, body, code = curl(H.quote(urls[2 * i - 1] or ""))
     t.eq({ code, body }, { 200, "hello\n" }, "boto3 GET, " .. style)
     H.write(dir .. "/put.txt", "put " .. style .. "\n")
-    rc, body, code = curl("-X PUT --data-binary @" .. H.quote(dir .. "/put.txt") .. " " .. H.quote(urls[2 * i] or ""))
+    _, body, code = curl("-X PUT --data-binary @" .. H.quote(dir .. "/put.txt") .. " " .. H.quote(urls[2 * i] or ""))
     t.eq(code, 200, "boto3 PUT, " .. style .. ": " .. tostring(body))
     rc, out = kc.sh("aws s3 cp s3://gaps2-presign/put-" .. style .. ".txt -")
-    t.eq(out, "put " .. style .. "\n", "the PUT object is there")
+    t.eq({ rc, out }, { 0, "put " .. style .. "\n" }, "the PUT object is there")
   end
   -- expiry is honoured to the second (by both the wall and the virtual clock)
   os.execute("sleep 2.2")
-  rc, body, code = curl(H.quote(urls[5] or ""))
+  _, body, code = curl(H.quote(urls[5] or ""))
   t.eq(code, 403)
   t.like(body, "<Code>AccessDenied</Code><Message>Request has expired</Message>")
   t.like(body, "<X%-Amz%-Expires>1</X%-Amz%-Expires>")
   -- more than a week is refused as S3 refuses it
-  rc, body, code = curl(H.quote((url:gsub("X%-Amz%-Expires=%d+", "X-Amz-Expires=604801"))))
+  _, body, code = curl(H.quote((url:gsub("X%-Amz%-Expires=%d+", "X-Amz-Expires=604801"))))
   t.eq(code, 400)
   t.like(body, "<Code>AuthorizationQueryParametersError</Code><Message>X%-Amz%-Expires must be less than a week")
   -- SigV2 (the CLI's default for presign): S3's answer for a bucket that takes SigV4 only
   rc, out, err = kc.sh("aws s3 presign s3://gaps2-presign/hello.txt --region us-west-2")
   t.eq(rc, 0, err)
   t.like(out, "AWSAccessKeyId=.*Signature=.*Expires=%d+")
-  rc, body, code = curl(H.quote(out:match("^(%S+)") or ""))
+  _, body, code = curl(H.quote(out:match("^(%S+)") or ""))
   t.eq(code, 400)
   t.like(body, "<Code>InvalidRequest</Code><Message>The authorization mechanism you have provided is not supported. " ..
     "Please use AWS4%-HMAC%-SHA256.</Message>")
 end)
 
-t.test("metrics.k8s.io is served only while the metrics-server add-on is ACTIVE, and kubectl top nodes and top pods work", function()
+t.test("metrics.k8s.io is served only while the metrics-server add-on is ACTIVE; kubectl top nodes and top pods work", function()
   if not ready then return skip() end
   -- before the add-on: no group in discovery, and kubectl top says the Metrics API is not available
   local _, e = conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes")
@@ -294,6 +295,7 @@ t.test("server-side apply: a conflict names the fields; --force-conflicts moves 
   if not ready then return skip() end
   H.write(dir .. "/alice.yaml", SSA_ALICE)
   H.write(dir .. "/bob.yaml", SSA_BOB)
+  local _
   local rc, out, err = kubectl("apply --server-side --field-manager=alice -f " .. H.quote(dir .. "/alice.yaml"))
   t.eq({ rc, out }, { 0, "deployment.apps/ssa serverside-applied\n" }, err)
   -- the same manager again: no conflict with itself, nothing changes
@@ -339,7 +341,7 @@ t.test("server-side apply: a conflict names the fields; --force-conflicts moves 
   t.ok(rc ~= 0)
   t.like(err, 'conflicts with "bob":\n%- %.spec%.replicas\n', out)
   -- an Update manager is named with its apiVersion, as the API server does
-  rc, out, err = kubectl("scale deployment/ssa --replicas=4")
+  rc, _, err = kubectl("scale deployment/ssa --replicas=4")
   t.eq(rc, 0, err)
   rc, out, err = kubectl("apply --server-side --field-manager=bob -f " .. H.quote(dir .. "/bob.yaml"))
   t.ok(rc ~= 0)
@@ -347,7 +349,7 @@ t.test("server-side apply: a conflict names the fields; --force-conflicts moves 
   -- two managers whose metadata is only the name do not conflict on .metadata
   H.write(dir .. "/cm-erin.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {a: '1'}\n")
   H.write(dir .. "/cm-frank.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {b: '2'}\n")
-  rc, out, err = kubectl("apply --server-side --field-manager=erin -f " .. H.quote(dir .. "/cm-erin.yaml"))
+  rc, _, err = kubectl("apply --server-side --field-manager=erin -f " .. H.quote(dir .. "/cm-erin.yaml"))
   t.eq(rc, 0, err)
   rc, out, err = kubectl("apply --server-side --field-manager=frank -f " .. H.quote(dir .. "/cm-frank.yaml"))
   t.eq({ rc, out }, { 0, "configmap/shared serverside-applied\n" }, err)

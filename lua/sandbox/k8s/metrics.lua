@@ -64,8 +64,6 @@ local function running(pod)
   return (pod.status or {}).phase == "Running" and pod.spec and pod.spec.nodeName
 end
 
-local function stamp(t) return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t)) end
-
 local function labels(obj)
   local out = json.object()
   for k, v in pairs(obj.metadata.labels or {}) do out[k] = v end
