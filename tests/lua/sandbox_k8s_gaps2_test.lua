@@ -6,45 +6,15 @@
 -- across --force-conflicts. A `hypd sandbox --virtual-clock` process with a
 -- HyperPod-ready EKS cluster, judged by kubectl, the aws CLI, boto3 and curl.
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local json = require "hypd.json"
-local H = dofile("tests/lua/helpers.lua")
-
-local dir = H.tmpdir()
-local kc = H.kubectl_harness(dir)
-local env, pid, absent = {}, nil, nil
-local ready, conn = false, nil
-local kubectl = kc.kubectl
-local function skip() return t.skip(absent or "no cluster: the first test failed to make it") end
-
--- until_ok(fn [, tries]) -> fn's last answer once it is truthy
-local function until_ok(fn, tries)
-  local v
-  for _ = 1, tries or 100 do
-    v = fn()
-    if v then return v end
-    os.execute("sleep 0.1")
-  end
-  return v
-end
-
-local function get_json(args)
-  local rc, out = kubectl(args .. " -o json")
-  return rc == 0 and json.decode(out) or nil
-end
+local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
+local H, dir, kc, kubectl = S.H, S.dir, S.kc, S.kubectl
+local until_ok, get_json, skip = S.until_ok, S.get_json, S.skip
+local conn -- hypd's client, once the first test has made the cluster
 
 t.test("a sandbox with a HyperPod-ready EKS cluster, a kubeconfig, and hypd's client on it", function()
-  env, pid, absent = H.kubectl_sandbox(dir, kc)
-  if absent then return skip() end
-  local rc, _, err = kc.sh("python3 tests/tools/hyperpod_cluster.py gaps2-eks gaps2-hp ml.g5.12xlarge 2")
-  t.eq(rc, 0, err)
-  rc, _, err = kc.sh(H.hypd .. " kubeconfig --cluster gaps2-eks --write " .. H.quote(kc.kc))
-  t.eq(rc, 0, err)
-  for k, v in pairs(env) do core.setenv(k, v) end
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  conn = require("hypd.k8s").from_kubeconfig { path = kc.kc }
-  ready = rc == 0 and conn ~= nil
+  S.start("gaps2-eks", "gaps2-hp")
+  conn = S.conn
 end)
 
 local POD = [[
@@ -59,7 +29,7 @@ spec:
 ]]
 
 t.test("kubectl exec, cp, attach and port-forward are refused with a Status that says the sandbox does not offer them", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   H.write(dir .. "/pod.yaml", POD)
   local rc, _, err = kubectl("apply -f " .. H.quote(dir .. "/pod.yaml"))
   t.eq(rc, 0, err)
@@ -107,7 +77,7 @@ end
 
 t.test("S3 presigned URLs: aws s3 presign and boto3's generate_presigned_url, GET and PUT, path and virtual-host style",
 function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   H.write(dir .. "/hello.txt", "hello\n")
   local rc, _, err = kc.sh("aws s3 mb s3://gaps2-presign >/dev/null && aws s3 cp " .. H.quote(dir .. "/hello.txt") ..
     " s3://gaps2-presign/hello.txt")
@@ -176,7 +146,7 @@ print(s3.generate_presigned_url("get_object", Params={"Bucket": "gaps2-presign",
 end)
 
 t.test("metrics.k8s.io is served only while the metrics-server add-on is ACTIVE; kubectl top nodes and top pods work", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   -- before the add-on: no group in discovery, and kubectl top says the Metrics API is not available
   local _, e = conn:call("GET", "/apis/metrics.k8s.io/v1beta1/nodes")
   t.eq(e and e.status, 404, "no metrics API without metrics-server")
@@ -292,7 +262,7 @@ local function owners(obj, ...)
 end
 
 t.test("server-side apply: a conflict names the fields; --force-conflicts moves their ownership to the new manager", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   H.write(dir .. "/alice.yaml", SSA_ALICE)
   H.write(dir .. "/bob.yaml", SSA_BOB)
   local _
@@ -359,7 +329,4 @@ t.test("server-side apply: a conflict names the fields; --force-conflicts moves 
     { { "erin/Apply" }, { "frank/Apply" }, {} }, "no one owns a bare .metadata")
 end)
 
-t.cleanup(function()
-  if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
-  os.execute("rm -rf " .. H.quote(dir))
-end)
+t.cleanup(S.cleanup)
