@@ -153,6 +153,24 @@ function M.verify(req, protocol)
       signed, sig, when_s = unescape(q["X-Amz-SignedHeaders"] or ""), q["X-Amz-Signature"], q["X-Amz-Date"]
     end
   end
+  if not akid and protocol == "rest-xml" then
+    local q = query_params(req.query)
+    -- Signature Version 2 (a query with AWSAccessKeyId, Expires and
+    -- Signature, or an "AWS AKID:sig" header): S3 buckets made since June
+    -- 2020 take SigV4 only, and answer this
+    if (q.AWSAccessKeyId and q.Signature) or (auth and auth:match("^AWS [^:]+:")) then
+      return fail("InvalidRequest", "The authorization mechanism you have provided is not supported. " ..
+        "Please use AWS4-HMAC-SHA256.", 400)
+    end
+  end
+  if presigned and protocol == "rest-xml" then
+    local expires = tonumber(presigned["X-Amz-Expires"] or "")
+    if not (expires and expires >= 0 and expires <= 604800) then
+      return fail("AuthorizationQueryParametersError", expires and expires > 604800 and
+        "X-Amz-Expires must be less than a week (in seconds) that is 604800" or
+        "X-Amz-Expires should be a number", 400)
+    end
+  end
   if not akid then return refuse("missing", protocol) end
   local who = lookup(akid)
   if not who then return refuse("unknown_key", protocol) end
@@ -171,8 +189,15 @@ function M.verify(req, protocol)
     end
     if presigned then
       local expires = tonumber(presigned["X-Amz-Expires"]) or 0
+      -- S3 honours X-Amz-Expires to the second; STS (EKS tokens) takes the
+      -- usual 15 minutes past it
+      if protocol == "rest-xml" and now > when + math.max(expires, 0) then
+        return table.pack(nil, { code = "AccessDenied", message = "Request has expired", status = 403, type = "Sender",
+          fields = { ["X-Amz-Expires"] = tostring(expires),
+            Expires = os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(when + expires)),
+            ServerTime = os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(now)) } })
+      end
       if now > when + math.max(expires, 0) + M.SKEW then
-        if protocol == "rest-xml" then return table.pack(fail("AccessDenied", "Request has expired")) end
         return table.pack(refuse("skew", protocol, "Signature expired", skewed))
       end
     elseif now - when > M.SKEW then
@@ -212,6 +237,8 @@ function M.verify(req, protocol)
     end
     expect, err = sigv4.sign {
       method = req.method, path = req.path, query = table.concat(parts, "&"), headers = headers, body = req.body,
+      -- S3's query signing never covers the payload (the URL is made before it)
+      payload_hash = service == "s3" and "UNSIGNED-PAYLOAD" or nil,
       access_key = akid, secret_key = who.secret, session_token = token ~= "" and token or nil,
       region = region, service = service, when = when, normalize = service ~= "s3",
       presign = tonumber(presigned["X-Amz-Expires"]),

@@ -7,53 +7,16 @@
 -- HyperPod-ready EKS cluster, judged by kubectl and by hypd's own
 -- Kubernetes client (hypd.k8s from the kubeconfig `hypd kubeconfig` writes).
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local json = require "hypd.json"
-local H = dofile("tests/lua/helpers.lua")
-
-local dir = H.tmpdir()
-local kc = H.kubectl_harness(dir)
-local env, pid, absent = {}, nil, nil
-local ready, conn = false, nil
-local kubectl = kc.kubectl
-local function skip() return t.skip(absent or "no cluster: the first test failed to make it") end
-
--- until_ok(fn [, tries]) -> fn's last answer once it is truthy (the
--- controllers run on the sandbox's virtual clock; a few polls suffice)
-local function until_ok(fn, tries)
-  local v
-  for _ = 1, tries or 100 do
-    v = fn()
-    if v then return v end
-    os.execute("sleep 0.1")
-  end
-  return v
-end
-
-local function get_json(args)
-  local rc, out = kubectl(args .. " -o json")
-  return rc == 0 and json.decode(out) or nil
-end
-
-local function names(list)
-  local out = {}
-  for _, o in ipairs(list.items or {}) do out[#out + 1] = o.metadata.name end
-  table.sort(out)
-  return out
-end
+local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
+local H, dir, kc, kubectl = S.H, S.dir, S.kc, S.kubectl
+local until_ok, get_json, skip = S.until_ok, S.get_json, S.skip
+local names = S.names
+local conn -- hypd's client, once the first test has made the cluster
 
 t.test("a sandbox with a HyperPod-ready EKS cluster, a kubeconfig, and hypd's client on it", function()
-  env, pid, absent = H.kubectl_sandbox(dir, kc)
-  if absent then return skip() end
-  local rc, _, err = kc.sh("python3 tests/tools/hyperpod_cluster.py gaps-eks gaps-hp ml.g5.12xlarge 2")
-  t.eq(rc, 0, err)
-  rc, _, err = kc.sh(H.hypd .. " kubeconfig --cluster gaps-eks --write " .. H.quote(kc.kc))
-  t.eq(rc, 0, err)
-  for k, v in pairs(env) do core.setenv(k, v) end
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  conn = require("hypd.k8s").from_kubeconfig { path = kc.kc }
-  ready = rc == 0 and conn ~= nil
+  S.start("gaps-eks", "gaps-hp")
+  conn = S.conn
 end)
 
 local DEPLOY = [[
@@ -84,7 +47,7 @@ spec:
 ]]
 
 t.test("kubectl scale of a Deployment and a StatefulSet: the scale subresource, and the controllers follow", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   H.write(dir .. "/work.yaml", DEPLOY)
   local rc, out, err = kubectl("apply -f " .. H.quote(dir .. "/work.yaml"))
   t.eq(rc, 0, err)
@@ -150,7 +113,7 @@ t.test("kubectl scale of a Deployment and a StatefulSet: the scale subresource, 
 end)
 
 t.test("a Job gets its generated selector and controller-uid labels; kubectl logs job/NAME reads its own pod", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   -- (a manifest: `kubectl create job` sends protobuf, which the sandbox does not read yet)
   H.write(dir .. "/job.yaml", [[
 apiVersion: batch/v1
@@ -206,7 +169,7 @@ end)
 
 t.test("Services get ClusterIPs from 10.100.0.0/16; `kubernetes` is in default; Endpoints and EndpointSlices " ..
   "follow ready pods", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   local k = get_json("get service kubernetes -n default")
   t.eq(k and { k.spec.clusterIP, k.spec.type, k.spec.ports[1].port, k.spec.ports[1].name },
     { "10.100.0.1", "ClusterIP", 443, "https" })
@@ -278,7 +241,7 @@ spec:
 end)
 
 t.test("kubectl get all: the all category as the API server has it", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   local want = { pods = true, services = true, deployments = true, replicasets = true, statefulsets = true,
     daemonsets = true, jobs = true, cronjobs = true }
   local got = {}
@@ -304,7 +267,7 @@ t.test("kubectl get all: the all category as the API server has it", function()
 end)
 
 t.test("kubectl auth can-i and auth whoami: SelfSubjectAccessReview and SelfSubjectReview from the access entry", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   local rc, out, err = kubectl("auth can-i create pods")
   t.eq({ rc, out }, { 0, "yes\n" }, err)
   rc, out, err = kubectl("auth can-i delete deployments.apps -n kube-system")
@@ -334,7 +297,7 @@ t.test("kubectl auth can-i and auth whoami: SelfSubjectAccessReview and SelfSubj
 end)
 
 t.test("a view-only access entry: kubectl auth can-i says no to writes and to secrets", function()
-  if not ready then return skip() end
+  if not S.ready then return skip() end
   local py = [[
 import boto3, json
 iam, eks, sts = boto3.client("iam"), boto3.client("eks"), boto3.client("sts")
@@ -366,7 +329,4 @@ print(key["AccessKeyId"], key["SecretAccessKey"], key["SessionToken"])
   t.like(out, "\nUsername%s+viewer\n")
 end)
 
-t.cleanup(function()
-  if pid then os.execute("kill " .. tostring(pid) .. " 2>/dev/null") end
-  os.execute("rm -rf " .. H.quote(dir))
-end)
+t.cleanup(S.cleanup)

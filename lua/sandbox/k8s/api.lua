@@ -7,6 +7,7 @@
 local discovery = require "sandbox.k8s.discovery"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
+local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
 local resources = require "sandbox.k8s.resources"
@@ -15,6 +16,7 @@ local tbl = require "sandbox.k8s.table"
 local core = require "hypd.core"
 
 local M = {}
+local STREAMS, refuse_stream
 
 local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
@@ -337,16 +339,31 @@ local function patch(cl, r, rt, req, q, dry)
     end
     local out, conflicts = merge.apply(live, body, mgr, truthy(q.force), cl:now())
     if not out then
-      local causes, names = json.array(), {}
+      -- worded as the API server words it (structured-merge-diff's
+      -- Conflicts.Error): one conflict on a line, more grouped by manager
+      local causes, by, whos = json.array(), {}, {}
+      table.sort(conflicts, function(a, b) return a.field < b.field end)
       for _, c in ipairs(conflicts) do
-        causes[#causes + 1] = { reason = "FieldManagerConflict", message = "conflict with \"" .. c.manager .. "\"",
-          field = "." .. c.field }
-        names[#names + 1] = "- " .. c.manager .. ": ." .. c.field
+        causes[#causes + 1] = { reason = "FieldManagerConflict", message = "conflict with " .. c.who, field = c.field }
+        if not by[c.who] then by[c.who] = {}; whos[#whos + 1] = c.who end
+        table.insert(by[c.who], c.field)
+      end
+      local text
+      if #conflicts == 1 then
+        text = "conflict with " .. conflicts[1].who .. ": " .. conflicts[1].field
+      else
+        table.sort(whos)
+        local lines = {}
+        for _, w in ipairs(whos) do
+          lines[#lines + 1] = "conflicts with " .. w .. ":"
+          for _, f in ipairs(by[w]) do lines[#lines + 1] = "- " .. f end
+        end
+        text = table.concat(lines, "\n")
       end
       local d = objects.details(r, rt.name)
       d.causes = causes
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
-        ": " .. table.concat(names, "\n"), d)
+        ": " .. text, d)
     end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
@@ -594,6 +611,21 @@ local function review(cl, r, req, user)
   return reply(201, out)
 end
 
+-- the pods' streaming subresources: the simulated containers run no
+-- processes and listen on no ports, so the sandbox refuses them with a
+-- Status (400 BadRequest, as the API server answers when the kubelet
+-- cannot serve one) that kubectl prints, after the pod itself is found
+STREAMS = { exec = "exec", attach = "attach", portforward = "port-forward" }
+
+refuse_stream = function(cl, r, rt, what)
+  local pod = cl:get(r, rt.ns, rt.name)
+  if not pod then return fail(404, "NotFound", string.format('pods "%s" not found', rt.name), objects.details(r, rt.name)) end
+  local why = what == "port-forward" and "listen on no ports; reach a simulated model server through its Service"
+    or "run no processes; read their output with kubectl logs"
+  return fail(400, "BadRequest", string.format('%s is not offered by the hypd sandbox: the containers of pod "%s" ' ..
+    "are simulated and %s", what, rt.name, why))
+end
+
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
 -- the writes with a body, and the options kind their query parameters are
 local WRITES = { create = { fn = create, options = "CreateOptions" }, update = { fn = replace, options = "UpdateOptions" },
@@ -636,8 +668,9 @@ function M.handle(cl, req, user)
   if not r or (rt.ns and not r.namespaced) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
+  local stream = rt.sub and r.log and STREAMS[rt.sub]
   if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
-      or (rt.sub == "scale" and r.scale)) then
+      or (rt.sub == "scale" and r.scale) or stream) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
   if r.review then
@@ -659,6 +692,13 @@ function M.handle(cl, req, user)
       objects.qualified(r), rt.name and (" \"" .. rt.name .. "\"") or "", user.name, verb,
       r.resource .. (rt.sub and "/" .. rt.sub or ""), r.group, where),
       objects.details(r, rt.name))
+  end
+  if r.metrics then return metrics.serve(cl, r, rt, q, verb) end
+  if stream then
+    if req.method ~= "GET" and req.method ~= "POST" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return refuse_stream(cl, r, rt, stream)
   end
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end

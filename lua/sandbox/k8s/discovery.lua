@@ -66,6 +66,13 @@ function M.resource_list(reg, group, version)
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",
           verbs = { "get" } }
+        -- the streaming subresources are listed as the API server lists
+        -- them; the sandbox refuses them with a Status (sandbox.k8s.api)
+        for _, sub in ipairs { "attach", "exec", "portforward" } do
+          out[#out + 1] = { name = r.resource .. "/" .. sub, singularName = "", namespaced = true,
+            kind = sub == "portforward" and "PodPortForwardOptions" or sub == "exec" and "PodExecOptions"
+              or "PodAttachOptions", verbs = { "create", "get" } }
+        end
       end
     end
   end

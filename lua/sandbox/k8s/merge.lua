@@ -127,7 +127,10 @@ local function fieldset(v, top, meta)
     if not (top and SKIP_TOP[k]) and not (meta and SKIP_META[k]) then
       local key = "f:" .. k
       if is_map(x) and next(x) ~= nil then
-        out[key] = fieldset(x, false, top and k == "metadata")
+        -- a map left with nothing to own (metadata with only its name) is
+        -- no field of the set, as in the API server's field sets
+        local sub = fieldset(x, false, top and k == "metadata")
+        if next(sub) ~= nil then out[key] = sub end
       elseif key_of(k, x) then
         local mk = key_of(k, x)
         local items = json.object()
@@ -237,6 +240,30 @@ local function csa_owned(live)
   return owned
 end
 
+-- path_string(path) -> a field path as structured-merge-diff prints it:
+-- .spec.replicas, .spec.containers[name="web"].image, .spec.args[="x"]
+function M.path_string(p)
+  local out = {}
+  for seg in (p .. "\0"):gmatch("(.-)%z") do
+    local f, k, v = seg:match("^f:(.*)$"), seg:match("^k:(.*)$"), seg:match("^v:(.*)$")
+    if f then
+      out[#out + 1] = "." .. f
+    elseif k then
+      local key = json.decode(k)
+      local names, parts = {}, {}
+      for name in pairs(type(key) == "table" and key or {}) do names[#names + 1] = name end
+      table.sort(names)
+      for _, name in ipairs(names) do parts[#parts + 1] = name .. "=" .. json.encode(key[name]) end
+      out[#out + 1] = "[" .. table.concat(parts, ",") .. "]"
+    elseif v then
+      out[#out + 1] = "[=" .. v .. "]"
+    else
+      out[#out + 1] = "." .. seg
+    end
+  end
+  return table.concat(out)
+end
+
 -- apply(live|nil, applied, manager, force, now_text) -> new object | nil, conflicts
 -- (the result carries updated managedFields; callers compare it with live)
 function M.apply(live, applied, manager, force, now_text)
@@ -255,8 +282,9 @@ function M.apply(live, applied, manager, force, now_text)
   for i, m in ipairs(live and others or {}) do
     for p in pairs(leaves(m.fieldsV1)) do
       if new_leaves[p] and not M.equal(get_path(live, p), get_path(applied, p)) then
-        conflicts[#conflicts + 1] = { manager = m.manager, field = p:gsub("%z", "."):gsub("f:", ""), path = p,
-          owner = i }
+        conflicts[#conflicts + 1] = { manager = m.manager, field = M.path_string(p), path = p, owner = i,
+          who = m.operation == "Apply" and string.format("%q", m.manager)
+            or string.format("%q using %s", m.manager, m.apiVersion or "v1") }
       end
     end
   end

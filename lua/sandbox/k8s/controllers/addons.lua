@@ -15,6 +15,7 @@
 -- cluster with the objects it owns.
 local CATALOG = require("sandbox.services.eks.addons").CATALOG
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local metrics = require "sandbox.k8s.metrics"
 local resources = require "sandbox.k8s.resources"
 local state = require "sandbox.state"
 
@@ -24,6 +25,9 @@ M.ROLE_ANN = "eks.amazonaws.com/role-arn"
 
 -- add-on statuses under which its objects exist
 local PRESENT = { ACTIVE = true, UPDATING = true, DEGRADED = true, DELETING = true }
+-- metrics-server's statuses under which metrics.k8s.io is served (its
+-- APIService is removed as the add-on is deleted)
+local METRICS = { ACTIVE = true, UPDATING = true, DEGRADED = true }
 
 -- what each add-on runs: { kind, name, image = ECR repository, replicas,
 -- host = hostNetwork, app = k8s-app label, labels = extra pod labels, ns,
@@ -123,7 +127,9 @@ ctl_.handlers.addons = function(ctl)
   local want, keys, spaces = {}, {}, {}
   local list = state.view(ctl.region, "eks"):list("addon")
   table.sort(list, function(x, y) return x.addonName < y.addonName end)
+  local serves_metrics = false
   for _, a in ipairs(list) do
+    if a.clusterName == cl.name and a.addonName == "metrics-server" and METRICS[a.status] then serves_metrics = true end
     local man = M.MANIFESTS[a.addonName]
     if a.clusterName == cl.name and PRESENT[a.status] and man then
       local home = (a.namespaceConfig or {}).namespace or (CATALOG[a.addonName] or {}).ns or "kube-system"
@@ -139,6 +145,7 @@ ctl_.handlers.addons = function(ctl)
       end
     end
   end
+  metrics.set(cl, serves_metrics)
   for ns, addon in pairs(spaces) do
     if not cl:get(nsr, nil, ns) then
       cl:create(nsr, { metadata = { name = ns, labels = { ["app.kubernetes.io/managed-by"] = "EKS",
