@@ -101,6 +101,25 @@ t.test("a re-run right after the EKS stage stopped with its cluster still CREATI
   end
 end)
 
+t.test("a re-run after the dependencies stage stopped without the S3 CSI driver goes on: storage is checked when " ..
+  "it runs, after the driver is installed", function()
+  local failed = false
+  local restore = E.swap("eks", "CreateAddon", function(original, ctx, input)
+    if not failed and input.addonName == "aws-mountpoint-s3-csi-driver" then
+      failed = true
+      ctx.error("InvalidParameterException", "the add-on was refused once (the test)", 400)
+    end
+    return original(ctx, input)
+  end)
+  local v = run(pipeline("deps"))
+  restore()
+  t.eq(v.status, "failed")
+  t.like(v.error.message, "cluster_configure_dependencies")
+  v = run(pipeline("deps"))
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.ok(E.call("s3", "HeadBucket", { Bucket = "hypd-deps-data-123456789012-us-west-2" }), "the storage was made")
+end)
+
 t.test("with no capacity in the first zone, the pipeline stops at the HyperPod stage saying what to do; once " ..
   "capacity is back a re-run finishes it", function()
   assert(faults.configure { insufficient_capacity = { { instance_type = "ml.g5.12xlarge", zone = "usw2-az2" } } })

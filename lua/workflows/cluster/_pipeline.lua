@@ -90,11 +90,12 @@ local function together(fns)
 end
 
 -- What each later stage waits for: a plan of it (the check step's, or a
--- plan of the whole pipeline) can be made only once that is ready. Until
--- then its errors that say so are no refusal: the stage is listed as
--- "later". A bad decision (VALIDATION) of a stage that needs only EKS is
--- still refused: those plan against a planned EKS cluster. The stages that
--- need the HyperPod cluster are planned once it is InService.
+-- plan of the whole pipeline) can be made only once what earlier stages
+-- make is there. Until then its errors that say so are no refusal: the
+-- stage is listed as "later". A bad decision (VALIDATION) of a stage that
+-- needs only EKS is still refused: those plan against a planned EKS
+-- cluster. The stages that need the HyperPod cluster are planned once it is
+-- InService.
 M.NEEDS = { cluster_configure_dependencies = "eks", storage_create_s3 = "eks", hyperpod_create = "eks",
   storage_create_fsx = "hyperpod", hyperpod_update_advanced_features = "hyperpod" }
 local NOT_READY = { NOT_FOUND = true, CONFLICT = true, STATE = true }
@@ -115,8 +116,15 @@ end
 local function later(ctx, name, a, err)
   local needs = M.NEEDS[name]
   if not needs or type(err) ~= "table" then return false end
-  if needs == "eks" and not NOT_READY[err.code] then return false end
-  if ready(ctx, needs) then return false end
+  if needs == "eks" then
+    -- a bad decision is refused now; any other refusal says something an
+    -- earlier stage makes is not there yet (the cluster, the CSI driver a
+    -- stopped dependencies stage did not install): the stage itself checks
+    -- again when it runs, and stops with its own error if it still holds
+    if not NOT_READY[err.code] then return false end
+  elseif ready(ctx, needs) then
+    return false
+  end
   if ctx.plan then
     ctx.planned = ctx.planned or hypd.json.array()
     local what = {}
