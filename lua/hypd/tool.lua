@@ -306,7 +306,8 @@ local function type_is(t, v)
   if t == "boolean" then return type(v) == "boolean" end
   -- an integer is exactly a 64-bit integer: 1e400, 2^63 or a 30-digit
   -- number is not one (math.tointeger refuses them), nor is 1.5
-  if t == "integer" then return math.tointeger(v) ~= nil end
+  -- (and a number: math.tointeger takes the text "8" too)
+  if t == "integer" then return type(v) == "number" and math.tointeger(v) ~= nil end
   -- a number is finite: 1e400 reads as infinity
   if t == "number" then return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
   if t == "array" then
