@@ -2,11 +2,14 @@
 -- HyperPodPyTorchJob, model and dataset from the storage.
 local C = require "_common"
 
+local IMAGE = "modelscope-registry.us-west-1.cr.aliyuncs.com/modelscope-repo/modelscope:" ..
+  "ubuntu22.04-cuda12.4.0-py311-torch2.6.0-vllm0.8.5.post1-modelscope1.27.1-swift3.5.3"
+
 return {
   name = "ms-swift",
   description = "Fine-tunes a model with MS-Swift as a HyperPodPyTorchJob (swift sft, or swift rlhf for DPO/GRPO): " ..
     "the model from /s3 (or a Hugging Face id), the dataset file from /s3, checkpoints written to /s3/outputs/JOB.",
-  params = C.params("modelscope-registry.us-west-1.cr.aliyuncs.com/modelscope-repo/modelscope:ubuntu22.04-cuda12.4.0-py311-torch2.6.0-vllm0.8.5.post1-modelscope1.27.1-swift3.5.3", {
+  params = C.params(IMAGE, {
     model = C.MODEL,
     dataset = C.path("the dataset file under /s3 (datasets/train.jsonl)", true),
     mode = { type = "string", enum = { "sft", "dpo", "grpo" }, default = "sft",

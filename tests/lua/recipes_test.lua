@@ -154,10 +154,10 @@ t.test("hypd call training_render prints the objects as JSON", function()
   t.eq(rc, 0, err)
   local r = json.decode(out or "")
   t.eq(r and r.objects[1].kind, "HyperPodPyTorchJob")
-  rc, _, err = H.run_hypd({ HYPD_STATE = dir .. "/state" }, "call", "training_render", "recipe=pytorch-torchrun",
+  local rc2, _, err2 = H.run_hypd({ HYPD_STATE = dir .. "/state" }, "call", "training_render", "recipe=pytorch-torchrun",
     "params:=" .. json.encode(args("pytorch-torchrun", { gpus_per_node = 0 })))
-  t.eq(rc ~= 0, true)
-  t.like(err, "gpus_per_node: must be at least 1")
+  t.eq(rc2 ~= 0, true)
+  t.like(err2, "gpus_per_node: must be at least 1")
 end)
 
 t.test("a recipe in the playbook directory replaces the built-in; a broken one is refused with its error", function()
