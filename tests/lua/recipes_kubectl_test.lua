@@ -25,7 +25,9 @@ t.test("a sandbox EKS cluster with the HyperPodPyTorchJob and ray.io CRDs", func
   if not S.ready then return end
   local resources = require "sandbox.k8s.resources"
   for _, row in ipairs(resources.CRDS) do
-    if row[1] == "sagemaker.amazonaws.com" or row[1] == "ray.io" then assert(S.conn:apply(resources.crd(row), { force = true })) end
+    if row[1] == "sagemaker.amazonaws.com" or row[1] == "ray.io" then
+      assert(S.conn:apply(resources.crd(row), { force = true }))
+    end
   end
   t.ok(S.until_ok(function() return kubectl("get hyperpodpytorchjobs,rayjobs") == 0 end), "the kinds are served")
 end)
