@@ -9,7 +9,7 @@ return {
     "/s3/outputs/JOB (CHECKPOINT_DIR, OUTPUT_DIR).",
   params = C.params("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.6.0-gpu-py312-cu126-ubuntu22.04-ec2", {
     script = C.path("the training script, a path under /s3 (scripts/train.py)", true),
-    args = { type = "array", items = { type = "string", max_length = 1024 }, default = {},
+    args = { type = "array", items = { type = "string", max_length = 1024 }, default = hypd.json.array(),
       description = "the script's arguments" },
     launcher = { type = "string", enum = { "hyperpodrun", "torchrun" }, default = "hyperpodrun",
       description = "hyperpodrun (torchrun with the training operator's elastic agent) or plain torchrun" },

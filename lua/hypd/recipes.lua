@@ -33,13 +33,26 @@ local function read_file(path)
   return src
 end
 
+-- loose(path): refused when other users may write it (as hypd.tools refuses playbooks)
+local function loose(path)
+  local st = core.stat(path)
+  if st and st.mode & 18 ~= 0 then
+    errors.raise("VALIDATION", string.format("recipe %s is refused: it is writable by other users (mode %04o); " ..
+      "fix it with: chmod go-w %s", path, st.mode, path), { field = "recipe" })
+  end
+end
+
 -- source(mod) -> text, chunkname, origin for recipes/<mod>.lua | nil
 local function source(mod)
   local dir = config.playbooks_dir
   if dir then
     local path = dir .. "/recipes/" .. mod .. ".lua"
     local src = read_file(path)
-    if src then return src, "@" .. path, path end
+    if src then
+      loose(dir .. "/recipes")
+      loose(path)
+      return src, "@" .. path, path
+    end
   end
   local src, chunk = core.embedded(PREFIX .. mod)
   if src then return src, chunk, "built-in" end

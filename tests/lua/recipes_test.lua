@@ -193,6 +193,10 @@ return { name = "pytorch-torchrun", description = "the operator's own torchrun r
     "params = { gpus = { type = 'int' } } }")
   _, err = render("pytorch-torchrun")
   t.like(err and err.message, "is refused: recipe pytorch%-torchrun: param gpus: type must be one of")
+  H.write(own, "return {}")
+  os.execute("chmod 0666 " .. H.quote(own))
+  _, err = render("pytorch-torchrun")
+  t.like(err and err.message, "is refused: it is writable by other users %(mode 0666%); fix it with: chmod go%-w")
   local listed
   for _, x in ipairs(assert(tool.call("training_list_recipes", {}, WHO)).recipes) do
     if x.name == "pytorch-torchrun" then listed = x end
