@@ -25,13 +25,7 @@ local NAME = "^[a-z0-9][a-z0-9-]*$"
 local PREFIX = "recipes."
 local KEYS = { name = true, description = true, params = true, check = true, render = true }
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local src = f:read("a")
-  f:close()
-  return src
-end
+local read_file = playbook.read_file
 
 -- loose(path): refused when other users may write it (as hypd.tools refuses playbooks)
 local function loose(path)
