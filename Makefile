@@ -30,6 +30,7 @@ LDFLAGS    += $(SAN)
 HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find lua -name '*.yaml' | LC_ALL=C sort) \
+            $(shell find recipes -name '*.lua' | LC_ALL=C sort) \
             $(shell find skills -name SKILL.md | LC_ALL=C sort) \
             $(shell find web -type f ! -name '.*' 2>/dev/null | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))

@@ -98,6 +98,7 @@ local function read_file(path)
   f:close()
   return src
 end
+M.read_file = read_file -- read_file(path) -> its text | nil (hypd.recipes reads its files so)
 
 -- M.source(name [, embedded]) -> source, chunkname, playbook name; with
 -- embedded, only what is compiled into hypd (a built-in tool's own file)

@@ -13,6 +13,7 @@
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
 --   hypd.manifests  load(name, vars), text, list: the Kubernetes manifests
 --                   kept as YAML in the Lua tree (lua/manifests/)
+--   hypd.recipes    list, get, validate, render: the training recipes (recipes/)
 --   hypd.sleep, now, checkpoint, digest, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
@@ -189,6 +190,7 @@ function M.build(name)
     cidr = copy(cidr),
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
     manifests = copy(require "hypd.manifests"),
+    recipes = copy(require "hypd.recipes"),
   }
 end
 

@@ -61,7 +61,11 @@ local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
 M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe calls this way)
 
-local function bad_def(name, msg) error(string.format("tool %s: %s", tostring(name), msg), 0) end
+-- bad_def(name, msg): a tool's name, or an owner already said ("recipe x")
+local function bad_def(name, msg)
+  local who = tostring(name)
+  error((who:match("^recipe ") and who or "tool " .. who) .. ": " .. msg, 0)
+end
 
 -- types_of(spec) -> the list of types a spec takes (its type, or its list of types)
 local function types_of(spec)
@@ -157,12 +161,19 @@ function M.check_def(def)
   if def.check ~= nil and type(def.check) ~= "function" then
     bad_def(name, "check is a function(params) that raises VALIDATION")
   end
-  for pname, spec in pairs(def.params or {}) do
-    if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(name, "param names are snake_case") end
-    if pname == "plan" and def.steps and spec ~= M.PLAN then
-      bad_def(name, "plan is the parameter every staged tool gets")
-    end
-    check_spec(name, pname, spec)
+  if def.steps and def.params and def.params.plan ~= nil and def.params.plan ~= M.PLAN then
+    bad_def(name, "plan is the parameter every staged tool gets")
+  end
+  M.check_params(name, def.params)
+end
+
+-- check_params(owner, params): raises what is wrong with a table of param
+-- specs (a tool's, a recipe's), naming owner
+function M.check_params(owner, params)
+  if params ~= nil and type(params) ~= "table" then bad_def(owner, "params is a table of param specs") end
+  for pname, spec in pairs(params or {}) do
+    if not tostring(pname):match("^[a-z][a-z0-9_]*$") then bad_def(owner, "param names are snake_case") end
+    check_spec(owner, pname, spec)
   end
 end
 
@@ -295,7 +306,8 @@ local function type_is(t, v)
   if t == "boolean" then return type(v) == "boolean" end
   -- an integer is exactly a 64-bit integer: 1e400, 2^63 or a 30-digit
   -- number is not one (math.tointeger refuses them), nor is 1.5
-  if t == "integer" then return math.tointeger(v) ~= nil end
+  -- (and a number: math.tointeger takes the text "8" too)
+  if t == "integer" then return type(v) == "number" and math.tointeger(v) ~= nil end
   -- a number is finite: 1e400 reads as infinity
   if t == "number" then return type(v) == "number" and v == v and v > -math.huge and v < math.huge end
   if t == "array" then

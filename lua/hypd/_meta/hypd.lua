@@ -179,3 +179,7 @@ hypd.yaml = { decode = function(text, opts) end, decode_all = function(text, opt
 ---The Kubernetes manifests kept as YAML in lua/manifests/ (a playbook directory's manifests/ overrides):
 ---load(name, vars) -> objects (${key} replaced from vars), text(name) -> yaml, origin, list() -> names
 hypd.manifests = { load = function(name, vars) end, text = function(name) end, list = function() end }
+---The training recipes of recipes/ (a playbook directory's recipes/ overrides and adds): list() -> {{name,
+---description, params, source}}, get(name), validate(name, params) -> params, render(name, params, ctx) -> params, objects
+hypd.recipes = { list = function() end, get = function(name) end, validate = function(name, params) end,
+  render = function(name, params, ctx) end }

@@ -118,7 +118,8 @@ local function playbook_files(dir)
       local base = f:match("^([%w_%-]+)%.lua$")
       if fst and fst.type == "file" and base and base:sub(1, 1) ~= "_" then
         out[#out + 1] = { path = path, module = prefix .. base, st = fst }
-      elseif fst and fst.type == "dir" and prefix == "" and f:match("^[%w_%-]+$") and f:sub(1, 1) ~= "_" then
+      elseif fst and fst.type == "dir" and prefix == "" and f:match("^[%w_%-]+$") and f:sub(1, 1) ~= "_" and
+          f ~= "recipes" then -- recipes/ holds training recipes (hypd.recipes), not tools
         if loose(path, fst) then return nil, loose(path, fst) end
         scan(path, f .. ".")
       end

@@ -1,0 +1,201 @@
+-- recipes/_common.lua: what every recipe shares. The parameters of a job
+-- on the cluster (name, image, instance type or group, replicas, GPUs and
+-- EFA, recovery budget), the data contract (the S3 storage claim mounted at
+-- /s3 in every pod: datasets read from it, checkpoints and outputs written
+-- under it), and the objects: a HyperPodPyTorchJob (sagemaker.amazonaws.com/v1)
+-- and a RayJob (ray.io/v1).
+local M = {}
+
+M.MOUNT = "/s3"
+M.MANAGED = { ["app.kubernetes.io/managed-by"] = "hypd" }
+
+-- GPUs and EFA interfaces per instance type (the HyperPod GPU types)
+M.GPU = {
+  ["ml.g5.xlarge"] = { 1, 0 }, ["ml.g5.2xlarge"] = { 1, 0 }, ["ml.g5.4xlarge"] = { 1, 0 },
+  ["ml.g5.8xlarge"] = { 1, 1 }, ["ml.g5.16xlarge"] = { 1, 1 }, ["ml.g5.12xlarge"] = { 4, 1 },
+  ["ml.g5.24xlarge"] = { 4, 1 }, ["ml.g5.48xlarge"] = { 8, 1 },
+  ["ml.g6.xlarge"] = { 1, 0 }, ["ml.g6.2xlarge"] = { 1, 0 }, ["ml.g6.4xlarge"] = { 1, 0 },
+  ["ml.g6.8xlarge"] = { 1, 1 }, ["ml.g6.16xlarge"] = { 1, 1 }, ["ml.g6.12xlarge"] = { 4, 1 },
+  ["ml.g6.24xlarge"] = { 4, 1 }, ["ml.g6.48xlarge"] = { 8, 1 },
+  ["ml.g6e.xlarge"] = { 1, 0 }, ["ml.g6e.2xlarge"] = { 1, 0 }, ["ml.g6e.4xlarge"] = { 1, 0 },
+  ["ml.g6e.8xlarge"] = { 1, 1 }, ["ml.g6e.16xlarge"] = { 1, 1 }, ["ml.g6e.12xlarge"] = { 4, 1 },
+  ["ml.g6e.24xlarge"] = { 4, 2 }, ["ml.g6e.48xlarge"] = { 8, 4 },
+  ["ml.p4d.24xlarge"] = { 8, 4 }, ["ml.p4de.24xlarge"] = { 8, 4 },
+  ["ml.p5.48xlarge"] = { 8, 32 }, ["ml.p5e.48xlarge"] = { 8, 32 }, ["ml.p5en.48xlarge"] = { 8, 16 },
+  ["ml.p6-b200.48xlarge"] = { 8, 8 },
+}
+
+local DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+-- a path under /s3: no leading '/', no '..'
+local SEG = "[A-Za-z0-9_-][A-Za-z0-9._-]*"
+local REL = "^" .. SEG .. "(/" .. SEG .. ")*$"
+
+local function s(spec) return spec end
+
+-- the parameters every recipe takes
+function M.params(image, extra)
+  local p = {
+    job_name = s { type = "string", required = true, decision = true, pattern = DNS, max_length = 53,
+      pattern_help = "a Kubernetes name: lowercase letters, digits and '-', starting and ending with a letter or digit",
+      description = "the job's name (its pods and its output folder are named after it)" },
+    namespace = s { type = "string", default = "default", pattern = DNS, max_length = 63,
+      pattern_help = "a Kubernetes namespace name", description = "the namespace the job runs in" },
+    image = s { type = "string", default = image, pattern = "^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$", max_length = 512,
+      pattern_help = "a container image reference like registry/name:tag", description = "the container image" },
+    instance_type = s { type = "string", required = true, decision = true, pattern = "^ml\\.[a-z0-9-]+\\.[a-z0-9]+$",
+      pattern_help = "a HyperPod instance type like ml.g5.12xlarge",
+      description = "the instance type the pods run on (sets the GPU and EFA requests unless given)" },
+    instance_group = s { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+      pattern_help = "an instance group name: up to 63 letters, digits and '-'",
+      description = "place the pods on this HyperPod instance group (instead of by instance type)" },
+    replicas = s { type = "integer", default = 1, minimum = 1, maximum = 1000,
+      description = "how many nodes (pods) the job runs on" },
+    gpus_per_node = s { type = "integer", minimum = 1, maximum = 64,
+      description = "GPUs each pod requests (and processes per node); default: the instance type's GPUs" },
+    efa_per_node = s { type = "integer", minimum = 0, maximum = 64,
+      description = "EFA interfaces each pod requests; default: the instance type's" },
+    storage_claim = s { type = "string", default = "s3-claim", pattern = DNS, max_length = 253,
+      pattern_help = "a PersistentVolumeClaim name",
+      description = "the S3 storage claim mounted at /s3 (datasets are read from it, outputs written to it)" },
+    max_retries = s { type = "integer", default = 5, minimum = 0, maximum = 100,
+      description = "the recovery budget: how many times the job is restarted after a failure (jobMaxRetryCount)" },
+  }
+  for k, v in pairs(extra or {}) do p[k] = v end
+  return p
+end
+
+-- path(description [, required]) -> the spec of a path under /s3
+function M.path(description, required)
+  return { type = "string", required = required, decision = required or nil, pattern = REL, max_length = 1024,
+    pattern_help = "a path inside the storage (under /s3), without a leading '/' or '..'", description = description }
+end
+
+-- a Hugging Face model id or a path under /s3
+M.MODEL = { type = "string", required = true, decision = true, max_length = 256,
+  pattern = REL,
+  pattern_help = "a Hugging Face model id (Qwen/Qwen2.5-0.5B-Instruct) or a path under /s3 (models/qwen)",
+  description = "the model: a path under /s3 (what model_download wrote) or a Hugging Face model id" }
+
+-- model_path(m) -> /s3/<m> when it names a folder of the storage (models/...), else the id
+function M.model_path(m)
+  if m:match("^models/") then return M.MOUNT .. "/" .. m end
+  return m
+end
+
+-- sizes(p) -> gpus, efa per pod (a VALIDATION naming gpus_per_node when unknown)
+function M.sizes(p)
+  local known = M.GPU[p.instance_type]
+  local gpus = p.gpus_per_node or (known and known[1])
+  if not gpus then
+    local msg = "gpus_per_node: required for " .. p.instance_type .. " (hypd does not know its GPUs)"
+    hypd.errors.raise("VALIDATION", msg, { fields = { { field = "gpus_per_node", rule = "required", message = msg } } })
+  end
+  return gpus, p.efa_per_node or (known and known[2]) or 0
+end
+
+-- dirs(p) -> the job's checkpoint and output folders under /s3
+function M.dirs(p)
+  return M.MOUNT .. "/checkpoints/" .. p.job_name, M.MOUNT .. "/outputs/" .. p.job_name
+end
+
+local function labels(p, recipe)
+  return { ["app.kubernetes.io/managed-by"] = "hypd", ["app.kubernetes.io/name"] = p.job_name,
+    ["hypd.io/recipe"] = recipe }
+end
+
+-- pod_spec(p, container) -> a pod's spec with the data contract and placement
+function M.pod_spec(p, c, gpu)
+  local ckpt, out = M.dirs(p)
+  c.volumeMounts = { { name = "s3", mountPath = M.MOUNT }, { name = "shm", mountPath = "/dev/shm" } }
+  local env = { { name = "DATA_DIR", value = M.MOUNT }, { name = "CHECKPOINT_DIR", value = ckpt },
+    { name = "OUTPUT_DIR", value = out } }
+  for _, e in ipairs(c.env or {}) do env[#env + 1] = e end
+  c.env = env
+  if gpu then
+    local gpus, efa = M.sizes(p)
+    local res = { ["nvidia.com/gpu"] = gpus }
+    if efa > 0 then
+      res["vpc.amazonaws.com/efa"] = efa
+      c.env[#c.env + 1] = { name = "FI_PROVIDER", value = "efa" }
+    end
+    c.env[#c.env + 1] = { name = "NCCL_SOCKET_IFNAME", value = "eth0" }
+    c.resources = { requests = res, limits = res }
+  end
+  local sel = p.instance_group and { ["sagemaker.amazonaws.com/instance-group-name"] = p.instance_group } or
+    { ["node.kubernetes.io/instance-type"] = p.instance_type }
+  return { nodeSelector = sel, containers = { c },
+    tolerations = gpu and { { key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" } } or nil,
+    volumes = { { name = "s3", persistentVolumeClaim = { claimName = p.storage_claim } },
+      { name = "shm", emptyDir = { medium = "Memory" } } } }
+end
+
+-- launch(p, argv) -> torchrun with the job's nodes and processes per node, then argv
+-- (hyperpodrun, the training operator's torchrun with its elastic agent on
+-- port 8080, unless p.launcher is "torchrun")
+function M.launch(p, argv)
+  local gpus = M.sizes(p)
+  local parts = { p.launcher or "hyperpodrun", "--nnodes=" .. p.replicas, "--nproc-per-node=" .. gpus }
+  if parts[1] == "hyperpodrun" then
+    for _, a in ipairs { "--server-host=0.0.0.0", "--server-port=8080", "--tee=3", "--log_dir=/tmp/hyperpod" } do
+      parts[#parts + 1] = a
+    end
+  end
+  for _, a in ipairs(argv) do parts[#parts + 1] = a end
+  return parts
+end
+
+-- pytorch_job(p, recipe, container) -> a HyperPodPyTorchJob
+function M.pytorch_job(p, recipe, c)
+  local gpus = M.sizes(p)
+  c.name = c.name or "pytorch"
+  c.ports = { { containerPort = 8080, name = "elastic-agent" } }
+  return {
+    apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
+    metadata = { name = p.job_name, namespace = p.namespace, labels = labels(p, recipe) },
+    spec = {
+      nprocPerNode = tostring(gpus),
+      replicaSpecs = { { name = "pods", replicas = p.replicas, template = {
+        metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, true) } } },
+      runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "All",
+        restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 } },
+    },
+  }
+end
+
+-- ray_job(p, recipe, entrypoint, ray_version) -> a RayJob: a head pod
+-- (no GPUs) and p.replicas GPU workers, every pod with the data contract;
+-- the cluster goes when the job ends; p.max_retries is its backoffLimit
+function M.ray_job(p, recipe, entrypoint, ray_version)
+  local function pod(name, gpu)
+    local c = { name = name, image = p.image, ports = name == "ray-head" and {
+      { containerPort = 6379, name = "gcs" }, { containerPort = 8265, name = "dashboard" },
+      { containerPort = 10001, name = "client" } } or nil }
+    return { metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, gpu) }
+  end
+  local gpus = M.sizes(p)
+  return {
+    apiVersion = "ray.io/v1", kind = "RayJob",
+    metadata = { name = p.job_name, namespace = p.namespace, labels = labels(p, recipe) },
+    spec = {
+      entrypoint = entrypoint, shutdownAfterJobFinishes = true, ttlSecondsAfterFinished = 300,
+      backoffLimit = p.max_retries, submissionMode = "K8sJobMode",
+      rayClusterSpec = {
+        rayVersion = ray_version,
+        headGroupSpec = { rayStartParams = { ["dashboard-host"] = "0.0.0.0", ["num-gpus"] = "0" },
+          template = pod("ray-head", false) },
+        workerGroupSpecs = { { groupName = "gpu-workers", replicas = p.replicas, minReplicas = p.replicas,
+          maxReplicas = p.replicas, rayStartParams = { ["num-gpus"] = tostring(gpus) },
+          template = pod("ray-worker", true) } },
+      },
+    },
+  }
+end
+
+-- shell(lines) -> a container command running the lines with sh -c
+function M.shell(lines) return { "/bin/sh", "-c", table.concat(lines, "\n") } end
+
+-- quote(s) -> s quoted for sh
+function M.quote(v) return "'" .. tostring(v):gsub("'", "'\\''") .. "'" end
+
+M.labels = labels
+return M
