@@ -1,0 +1,172 @@
+-- training/_jobs: what the training job tools share: the kinds a recipe
+-- makes (HyperPodPyTorchJob, RayJob) and the operator each needs, the
+-- checks training_submit makes before creating anything (the operator is
+-- on; some instance group can ever hold the request), and a job's view
+-- (phase, replicas, restarts of the budget, pods and nodes, events, logs).
+local cap = require "hyperpod._capacity"
+
+local M = {}
+
+M.MANAGED_BY = "app.kubernetes.io/managed-by"
+M.GROUP_LABEL = cap.GROUP_LABEL
+M.TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+-- the job kinds: API version, the CRD that serves it, and the call that
+-- enables its operator
+M.KINDS = {
+  HyperPodPyTorchJob = { api = "sagemaker.amazonaws.com/v1", crd = "hyperpodpytorchjobs.sagemaker.amazonaws.com",
+    operator = "the HyperPod training operator (EKS add-on amazon-sagemaker-hyperpod-training-operator)",
+    fix = "hyperpod_update_advanced_features training_operator=true" },
+  RayJob = { api = "ray.io/v1", crd = "rayjobs.ray.io", operator = "KubeRay (the ray.io CRDs)",
+    fix = "cluster_configure_dependencies kuberay=true" },
+}
+M.ORDER = { "HyperPodPyTorchJob", "RayJob" }
+
+local function missing(err)
+  return type(err) == "table" and (err.code == "NotFound" or err.status == 404)
+end
+
+-- served(conn, kind) -> true when the kind's CRD is on the cluster
+function M.served(conn, kind)
+  local k = M.KINDS[kind]
+  local o, err = conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", k.crd)
+  if o then return true end
+  if missing(err) then return false end
+  error(err, 0)
+end
+
+-- placements(obj) -> { {replicas, selector} } the pod sets a job object asks for
+function M.placements(o)
+  local out = {}
+  local function add(n, tpl)
+    out[#out + 1] = { replicas = tonumber(n) or 1, selector = ((tpl or {}).spec or {}).nodeSelector or {} }
+  end
+  if o.kind == "RayJob" then
+    local rc = (o.spec or {}).rayClusterSpec or {}
+    add(1, (rc.headGroupSpec or {}).template)
+    for _, g in ipairs(rc.workerGroupSpecs or {}) do add(g.replicas, g.template) end
+  else
+    for _, r in ipairs((o.spec or {}).replicaSpecs or {}) do add(r.replicas, r.template) end
+  end
+  return out
+end
+
+local function refuse(field, rule, msg)
+  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
+end
+
+-- fit(describe, obj): refuses (naming params.instance_type, params.instance_group
+-- or params.replicas) when no instance group of the HyperPod cluster can ever
+-- hold the job's pods: the group or type is not in the cluster, or the pods
+-- placed on it outnumber its instances (TargetCount: what it is scaled to)
+function M.fit(d, o)
+  local groups = d.InstanceGroups or {}
+  local names = {}
+  for _, g in ipairs(groups) do
+    names[#names + 1] = g.InstanceGroupName .. " (" .. tostring(g.InstanceType) .. " x" ..
+      tostring(g.TargetCount or g.CurrentCount or 0) .. ")"
+  end
+  local have = #names > 0 and table.concat(names, ", ") or "none"
+  for _, pl in ipairs(M.placements(o)) do
+    local gname, itype = pl.selector[M.GROUP_LABEL], pl.selector[M.TYPE_LABEL]
+    local n, field, what = 0, nil, nil
+    if gname then
+      field, what = "params.instance_group", "instance group " .. gname
+      local found
+      for _, g in ipairs(groups) do
+        if g.InstanceGroupName == gname then found = g; n = g.TargetCount or g.CurrentCount or 0 end
+      end
+      if not found then
+        refuse(field, "exists", string.format("instance_group: HyperPod cluster %s has no instance group %s " ..
+          "(groups: %s); add it with hyperpod_add_instance_group or pick one of these", d.ClusterName, gname, have))
+      end
+    elseif itype then
+      field, what = "params.instance_type", "instance type " .. itype
+      local found
+      for _, g in ipairs(groups) do
+        if g.InstanceType == itype then found = true; n = n + (g.TargetCount or g.CurrentCount or 0) end
+      end
+      if not found then
+        refuse(field, "exists", string.format("instance_type: HyperPod cluster %s has no instance group of %s " ..
+          "(groups: %s); add one with hyperpod_add_instance_group or pick a type it has", d.ClusterName, itype, have))
+      end
+    end
+    if field and pl.replicas > n then
+      refuse("params.replicas", "fits", string.format("replicas: %d pods on %s can never run: it has %d " ..
+        "instance(s) (groups: %s); lower replicas or scale the group with hyperpod_scale_instance_group",
+        pl.replicas, what, n, have))
+    end
+  end
+end
+
+-- phase(job) -> the newest True condition's type (Created, Running,
+-- Restarting, Completed, Failed), "Pending" when there is none
+function M.phase(job)
+  local st = job.status or {}
+  local best, at
+  for _, c in ipairs(st.conditions or {}) do
+    if c.status == "True" then
+      local t = c.lastTransitionTime or ""
+      if not at or t >= at then best, at = c.type, t end
+    end
+  end
+  if job.kind == "RayJob" then
+    local s = st.jobDeploymentStatus or st.jobStatus
+    if s == "Complete" or st.jobStatus == "SUCCEEDED" then return "Completed" end
+    if s == "Failed" or st.jobStatus == "FAILED" then return "Failed" end
+    if st.jobStatus == "RUNNING" then return "Running" end
+    return s or "Pending"
+  end
+  return best or "Pending"
+end
+
+M.DONE = { Completed = true, Failed = true }
+
+-- budget(job) -> the restart budget (runPolicy.jobMaxRetryCount)
+function M.budget(job)
+  local rp = (job.spec or {}).runPolicy or {}
+  return tonumber(rp.jobMaxRetryCount) or (job.kind == "RayJob" and tonumber((job.spec or {}).backoffLimit)) or 0
+end
+
+function M.replicas(job)
+  local n = 0
+  for _, pl in ipairs(M.placements(job)) do n = n + pl.replicas end
+  return n
+end
+
+-- summary(job) -> the short view training_list_jobs gives
+function M.summary(job)
+  local md = job.metadata
+  return { name = md.name, namespace = md.namespace, kind = job.kind, recipe = (md.labels or {})["hypd.io/recipe"],
+    phase = M.phase(job), replicas = M.replicas(job), restarts = tonumber((job.status or {}).restartCount) or 0,
+    max_retries = M.budget(job), created = md.creationTimestamp }
+end
+
+-- find(conn, name, ns) -> the job object (either kind) | nil
+function M.find(conn, name, ns)
+  for _, kind in ipairs(M.ORDER) do
+    local k = M.KINDS[kind]
+    local o, err = conn:get(k.api, kind, name, { namespace = ns })
+    if o then return o end
+    if not missing(err) then error(err, 0) end
+  end
+end
+
+-- pods(conn, job) -> the job's pods
+function M.pods(conn, job)
+  local ns, name = job.metadata.namespace, job.metadata.name
+  local sel = job.kind == "RayJob" and { ["ray.io/cluster"] = ((job.status or {}).rayClusterName or name) }
+    or { HPJob = name }
+  local items = conn:list("v1", "Pod", { namespace = ns, labels = sel }) or {}
+  if #items == 0 then
+    -- any pod the job owns (its label may differ on a real operator)
+    for _, p in ipairs(conn:list("v1", "Pod", { namespace = ns }) or {}) do
+      for _, r in ipairs(p.metadata.ownerReferences or {}) do
+        if r.uid == job.metadata.uid then items[#items + 1] = p end
+      end
+    end
+  end
+  return items
+end
+
+return M

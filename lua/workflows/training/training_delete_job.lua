@@ -1,0 +1,49 @@
+-- training_delete_job: a training job hypd submitted, deleted (its pods go
+-- with it) and waited for until gone; one not labelled
+-- app.kubernetes.io/managed-by=hypd is refused.
+local P = require "_params"
+local J = require "training._jobs"
+local K = require "hyperpod._feat_k8s"
+local cap = require "hyperpod._capacity"
+local hp = require "hyperpod._hp"
+
+local DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+local function run(ctx)
+  local p, st = ctx.params, ctx.state
+  local e = hp.eks(ctx, p)
+  local conn = ctx:k8s(e.name)
+  local job = J.find(conn, p.name, p.namespace)
+  if not job then
+    st.result = { cluster = e.name, name = p.name, namespace = p.namespace, action = "absent" }
+    return
+  end
+  local ok, why = K.owned(job)
+  if not ok then
+    hypd.errors.raise("CONFLICT", string.format("%s %s/%s is %s: hypd deletes only the jobs it submitted",
+      job.kind, p.namespace, p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
+  end
+  local action = K.absent(ctx, conn, J.KINDS[job.kind].api, job.kind, p.name, p.namespace)
+  st.result = { cluster = e.name, region = e.region, name = p.name, namespace = p.namespace, kind = job.kind,
+    action = action }
+end
+
+return tool {
+  name = "training_delete_job",
+  summary = "Delete a training job hypd submitted (its pods go with it)",
+  description = "Deletes the HyperPodPyTorchJob or RayJob of that name on the active (or named) cluster and " ..
+    "waits until it is gone; its pods stop and go with it. Only a job labelled " ..
+    "app.kubernetes.io/managed-by=hypd is deleted; any other is refused. Checkpoints and outputs under /s3 " ..
+    "stay. A job already gone answers action absent.",
+  kind = "destructive",
+  aws = { "eks:DescribeCluster" },
+  k8s = { "get", "list", "delete" },
+  params = { cluster = P.cluster, region = P.region,
+    name = { type = "string", required = true, pattern = DNS, max_length = 63, pattern_help = "a Kubernetes name",
+      description = "the job's name" },
+    namespace = { type = "string", default = "default", pattern = DNS, max_length = 63,
+      pattern_help = "a Kubernetes namespace name", description = "the job's namespace" } },
+  status_tool = "training_list_jobs",
+  target = function(p) return (cap.target(p, p.namespace .. "/" .. p.name):gsub("^hyperpod/", "training/")) end,
+  steps = { { name = "delete", run = run } },
+}

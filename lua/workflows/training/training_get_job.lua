@@ -1,0 +1,99 @@
+-- training_get_job: a training job as it is now: phase, replicas, restarts
+-- used of its budget, its pods and their nodes, recent events and the last
+-- log lines of its pods; with wait_seconds, first waits for the phase (or
+-- the restart count) to change.
+local P = require "_params"
+local J = require "training._jobs"
+local hp = require "hyperpod._hp"
+
+local NAME = { type = "string", required = true, pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
+  pattern_help = "a Kubernetes name", description = "the job's name (its recipe's job_name)" }
+local NS = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
+  pattern_help = "a Kubernetes namespace name", description = "the job's namespace" }
+
+local function view(conn, p)
+  local job = J.find(conn, p.name, p.namespace)
+  if not job then
+    hypd.errors.raise("NOT_FOUND", "no training job " .. p.namespace .. "/" .. p.name ..
+      " (training_list_jobs lists them)", { fields = { { field = "name", rule = "exists", message = "name: no such job" } } })
+  end
+  local s = J.summary(job)
+  local st = job.status or {}
+  s.restarts_left = math.max(0, s.max_retries - s.restarts)
+  s.conditions = st.conditions or hypd.json.array()
+  s.faulty = st.latestFaultyPodInstanceList
+  s.pods = hypd.json.array()
+  for _, pod in ipairs(J.pods(conn, job)) do
+    local ps = pod.status or {}
+    local restarts = 0
+    for _, cs in ipairs(ps.containerStatuses or {}) do restarts = restarts + (tonumber(cs.restartCount) or 0) end
+    local row = { name = pod.metadata.name, phase = ps.phase, node = pod.spec.nodeName, restarts = restarts }
+    local text, err = conn:logs(pod.metadata.name, { namespace = pod.metadata.namespace, tail = p.tail_lines })
+    if text then
+      local lines = hypd.json.array()
+      for line in tostring(text):gmatch("[^\n]+") do lines[#lines + 1] = line end
+      row.logs = lines
+    else
+      row.logs_error = tostring(err and err.message or err)
+    end
+    s.pods[#s.pods + 1] = row
+  end
+  local events = hypd.json.array()
+  local uid = job.metadata.uid
+  for _, ev in ipairs(conn:list("v1", "Event", { namespace = p.namespace }) or {}) do
+    local io = ev.involvedObject or {}
+    local mine = io.uid == uid or (io.kind == job.kind and io.name == p.name)
+    if not mine and io.kind == "Pod" then
+      for _, pod in ipairs(s.pods) do if pod.name == io.name then mine = true end end
+    end
+    if mine then
+      events[#events + 1] = { type = ev.type, reason = ev.reason, message = ev.message, object = io.kind .. "/" ..
+        tostring(io.name), time = ev.lastTimestamp or ev.eventTime or (ev.metadata or {}).creationTimestamp }
+    end
+  end
+  table.sort(events, function(a, b) return tostring(a.time) < tostring(b.time) end)
+  while #events > p.events do table.remove(events, 1) end
+  s.events = events
+  return s
+end
+
+return tool {
+  name = "training_get_job",
+  summary = "A training job now: phase, replicas, restarts used of the budget, pods, nodes, events, last log lines",
+  description = "Reads a training job (HyperPodPyTorchJob or RayJob) of the active (or named) cluster: its phase " ..
+    "(Pending, Created, Running, Restarting, Completed, Failed), replicas, restarts used of its recovery budget " ..
+    "(runPolicy.jobMaxRetryCount) and the pod at fault of the last restart, its pods with their nodes and " ..
+    "phases, the recent events of the job and its pods, and the last log lines of each pod (tail_lines). " ..
+    "With wait_seconds it first waits up to that long for the phase or restart count to change, so an agent " ..
+    "follows a job submitted with training_submit with a few calls.",
+  kind = "read",
+  aws = { "eks:DescribeCluster" },
+  k8s = { "get", "list", "logs" },
+  params = { name = NAME, namespace = NS, cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
+    tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
+      description = "the last log lines shown per pod" },
+    events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
+  run = function(ctx, p)
+    local e = hp.eks(ctx, p)
+    local conn = ctx:k8s(e.name)
+    local s = view(conn, p)
+    if p.wait_seconds > 0 and not J.DONE[s.phase] then
+      local before, deadline = s.phase .. "/" .. s.restarts, hypd.now() + p.wait_seconds
+      local first = true
+      s.changed = false
+      ctx:poll { what = "the job's phase to change", every = math.min(5, p.wait_seconds),
+        timeout = p.wait_seconds + 5, phase = false,
+        check = function()
+          if first then first = false; return false, "the job is " .. s.phase end
+          local job = J.find(conn, p.name, p.namespace)
+          local now = job and (J.phase(job) .. "/" .. (tonumber((job.status or {}).restartCount) or 0)) or "gone"
+          return now ~= before or hypd.now() >= deadline
+        end }
+      local after = view(conn, p)
+      after.changed = (after.phase .. "/" .. after.restarts) ~= before
+      s = after
+    end
+    s.cluster, s.region = e.name, e.region
+    return s
+  end,
+}

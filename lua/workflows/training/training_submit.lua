@@ -1,0 +1,95 @@
+-- training_submit: a recipe's objects (training_render's) applied to the
+-- cluster with server-side apply (field manager hypd), after the checks
+-- that refuse before anything is created: the operator the job's kind needs
+-- is on, and some instance group of the HyperPod cluster can ever hold it.
+local P = require "_params"
+local R = require "training._recipe"
+local J = require "training._jobs"
+local cap = require "hyperpod._capacity"
+local K = require "hyperpod._feat_k8s"
+
+local function check(ctx)
+  local p, st = ctx.params, ctx.state
+  local params, objects = R.render(ctx, p.recipe, p.params)
+  local e, d = cap.cluster(ctx, p)
+  st.eks, st.region, st.hyperpod = e.name, e.region, e.hyperpod
+  local conn = ctx:k8s(e.name)
+  for _, o in ipairs(objects) do
+    local k = J.KINDS[o.kind]
+    if k and not J.served(conn, o.kind) then
+      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is not enabled on cluster %s: enable it " ..
+        "with %s, then submit again", o.kind, k.operator, e.name, k.fix),
+        { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. k.fix } },
+          fix = k.fix })
+    end
+    if k then J.fit(d, o) end
+  end
+  st.params, st.objects = params, objects
+end
+
+local function apply(ctx)
+  local st = ctx.state
+  local conn = ctx:k8s(st.eks)
+  st.applied = {}
+  for _, o in ipairs(st.objects) do
+    local obj, action = K.ensure(ctx, conn, o)
+    st.applied[#st.applied + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace,
+      action = action, uid = obj and obj.uid }
+  end
+end
+
+local function wait(ctx)
+  local st = ctx.state
+  if ctx.plan then return end
+  local conn = ctx:k8s(st.eks)
+  local main = st.objects[1]
+  local ns, name = main.metadata.namespace, main.metadata.name
+  st.phase = ctx:poll { what = main.kind .. " " .. ns .. "/" .. name .. " to be Running", every = 5,
+    timeout = 30 * 60,
+    check = function()
+      local job = J.find(conn, name, ns)
+      local ph = job and J.phase(job) or "Pending"
+      return ph == "Running" or J.DONE[ph] ~= nil, "the job is " .. ph, ph
+    end }
+end
+
+local function result(ctx)
+  local st, p = ctx.state, ctx.params
+  if ctx.plan then return end
+  local main = st.objects[1]
+  st.result = { cluster = st.eks, region = st.region, hyperpod_cluster = st.hyperpod, recipe = p.recipe,
+    name = main.metadata.name, namespace = main.metadata.namespace, kind = main.kind, phase = st.phase,
+    objects = st.applied, params = st.params,
+    next = "training_get_job name=" .. main.metadata.name .. " namespace=" .. main.metadata.namespace ..
+      " wait_seconds=60" }
+end
+
+return tool {
+  name = "training_submit",
+  summary = "Submit a training recipe: its objects applied to the cluster, followed until the job runs",
+  description = "Renders the recipe with its parameters (as training_render does; training_list_recipes gives " ..
+    "the schemas) and applies the objects to the active (or named) cluster with server-side apply (field " ..
+    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done). " ..
+    "Before creating anything it refuses when the operator the job needs is not enabled, naming the call that " ..
+    "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
+    "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
+    "instance group of the HyperPod cluster can ever hold it (the instance type or group is not in the " ..
+    "cluster, or replicas exceed its instance count). plan=true lists the objects it would create. Follow " ..
+    "the job with training_get_job (wait_seconds).",
+  kind = "mutating",
+  aws = cap.aws(),
+  k8s = { "get", "list", "apply" },
+  params = { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region },
+  status_tool = "training_get_job",
+  target = function(p)
+    local job = type(p.params) == "table" and p.params.job_name or "?"
+    local ns = type(p.params) == "table" and p.params.namespace or "default"
+    return (cap.target(p, tostring(ns) .. "/" .. tostring(job)):gsub("^hyperpod/", "training/"))
+  end,
+  steps = {
+    { name = "check", run = check },
+    { name = "apply", run = apply },
+    { name = "wait", run = wait },
+    { name = "result", run = result },
+  },
+}
