@@ -46,7 +46,7 @@ local function field_rules(err)
   return out
 end
 
-t.test("a cluster: EKS and a HyperPod cluster with a group of two ml.g5.12xlarge nodes", function()
+t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
   local eks = H.eks_cluster(call, EKS, 81)
   local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
     Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
@@ -54,7 +54,7 @@ t.test("a cluster: EKS and a HyperPod cluster with a group of two ml.g5.12xlarge
   local sg = call("ec2", "CreateSecurityGroup", { GroupName = EKS .. "-hp", Description = "hyperpod",
     VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
   call("sagemaker", "CreateCluster", { ClusterName = HP, NodeRecovery = "None",
-    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 2,
+    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 3,
       ExecutionRole = role } },
     Orchestrator = { Eks = { ClusterArn = eks.arn } },
     VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
@@ -65,9 +65,9 @@ t.test("a cluster: EKS and a HyperPod cluster with a group of two ml.g5.12xlarge
     for _, node in ipairs(conn:list("v1", "Node") or {}) do
       if (node.metadata.labels or {})["node.kubernetes.io/instance-type"] == "ml.g5.12xlarge" then n = n + 1 end
     end
-    return n == 2
+    return n == 3
   end)
-  t.ok(true, "two GPU nodes in Kubernetes")
+  t.ok(true, "three GPU nodes in Kubernetes")
 end)
 
 t.test("without the training operator submit refuses before creating anything, naming the call that enables it",
@@ -80,6 +80,13 @@ t.test("without the training operator submit refuses before creating anything, n
     local _, total = FH.since(m)
     t.eq(total, 0, "no AWS mutation")
     t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
+    local verl = json.object()
+    verl.job_name, verl.instance_type, verl.model = "rl", "ml.g5.12xlarge", "models/qwen"
+    verl.train_files, verl.val_files = "datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"
+    local acc = assert(tool.call("training_submit", { recipe = "verl", params = verl, cluster = EKS }, ADMIN))
+    local v = op.wait(acc.operation_id)
+    t.eq(v.error and v.error.code, "CONFLICT")
+    t.like(v.error and v.error.message, "a RayJob needs KubeRay .*cluster_configure_dependencies kuberay=true")
   end)
 
 t.test("with the operator, submit refuses when no instance group can ever fit: type, group, replicas", function()
@@ -90,12 +97,14 @@ t.test("with the operator, submit refuses when no instance group can ever fit: t
   local m = FH.mark()
   local _, err = submit { instance_type = "ml.p5.48xlarge" }
   t.eq(field_rules(err), { "params.instance_type:exists" })
-  t.like(err.message, "has no instance group of ml%.p5%.48xlarge %(groups: gpu %(ml%.g5%.12xlarge x2%)%)")
+  t.like(err.message, "has no instance group of ml%.p5%.48xlarge %(groups: gpu %(ml%.g5%.12xlarge x3%)%)")
   _, err = submit { instance_group = "gpu-b" }
   t.eq(field_rules(err), { "params.instance_group:exists" })
-  _, err = submit { replicas = 3 }
+  _, err = submit { replicas = 4 }
   t.eq(field_rules(err), { "params.replicas:fits" })
-  t.like(err.message, "3 pods on instance type ml%.g5%.12xlarge can never run: it has 2 instance")
+  t.like(err.message, "4 pods on instance type ml%.g5%.12xlarge can never run: it has 3 instance")
+  _, err = submit { instance_group = "gpu", replicas = 4 }
+  t.eq(field_rules(err), { "params.replicas:fits" }, "by group as well")
   _, err = submit { gpus_per_node = 0 }
   t.eq(field_rules(err), { "params.gpus_per_node:minimum" }, "bad recipe input is named as params.<field>")
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
@@ -178,4 +187,45 @@ t.test("training_list_jobs lists hypd's jobs; training_delete_job deletes only h
   t.eq(v.status, "succeeded", v.error and v.error.message)
   t.eq(#jobs(), 1, "demo is gone")
   t.eq(#assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN)).jobs, 0)
+end)
+
+local nodes = require "sandbox.k8s.controllers.nodes"
+
+local function follow(name, until_fn)
+  local g
+  for _ = 1, 20 do
+    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60 }, ADMIN))
+    if until_fn(g) then return g end
+  end
+  return g
+end
+
+t.test("a node failing mid-run restarts the job within its budget, and training_get_job shows the restart",
+  function()
+    local r, err = submit { job_name = "resilient" }
+    t.ok(r, err and err.message)
+    if not r then return end
+    local g = assert(tool.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
+    local victim = g.pods[1].node
+    assert(nodes.fail("us-west-2", HP, victim:match("^hyperpod%-(.+)$")))
+    g = follow("resilient", function(x) return x.restarts > 0 end)
+    t.eq({ g.restarts, g.max_retries, g.restarts_left }, { 1, 5, 4 })
+    t.eq(g.faulty and g.faulty.faultyPodList, { "resilient-pod-0" }, "the pod at fault")
+    local reasons = {}
+    for _, e in ipairs(g.events) do reasons[#reasons + 1] = e.reason end
+    t.like(table.concat(reasons, ","), "JobRestarting")
+    g = follow("resilient", function(x) return x.phase == "Completed" or x.phase == "Failed" end)
+    t.eq(g.phase, "Completed", "it finishes on the healthy nodes")
+  end)
+
+t.test("past its budget the job fails and training_get_job says so", function()
+  local r, err = submit { job_name = "fragile", max_retries = 0 }
+  t.ok(r, err and err.message)
+  if not r then return end
+  local g = assert(tool.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
+  assert(nodes.fail("us-west-2", HP, g.pods[2].node:match("^hyperpod%-(.+)$")))
+  g = follow("fragile", function(x) return x.phase == "Failed" or x.phase == "Completed" end)
+  t.eq({ g.phase, g.restarts, g.max_retries, g.restarts_left }, { "Failed", 0, 0, 0 })
+  local last = g.conditions[#g.conditions]
+  t.like(last and last.message, "the 0 retries allowed are used up")
 end)
