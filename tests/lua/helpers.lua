@@ -196,4 +196,12 @@ function M.kubectl_harness(dir)
   return h
 end
 
+-- field_rules(err) -> the sorted "field:rule" of a VALIDATION's fields
+function M.field_rules(err)
+  local out = {}
+  for _, f in ipairs(err and err.fields or {}) do out[#out + 1] = f.field .. ":" .. f.rule end
+  table.sort(out)
+  return out
+end
+
 return M

@@ -52,12 +52,7 @@ local function pods(o)
   return out
 end
 
-local function field_rules(err)
-  local out = {}
-  for _, f in ipairs(err and err.fields or {}) do out[#out + 1] = f.field .. ":" .. f.rule end
-  table.sort(out)
-  return out
-end
+local field_rules = H.field_rules
 
 t.test("training_list_recipes lists the four built-in recipes with descriptions and parameter schemas", function()
   local r = assert(tool.call("training_list_recipes", {}, WHO))

@@ -39,12 +39,7 @@ local function jobs()
   return conn:list("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", { namespace = "default" }) or {}
 end
 
-local function field_rules(err)
-  local out = {}
-  for _, f in ipairs(err and err.fields or {}) do out[#out + 1] = f.field .. ":" .. f.rule end
-  table.sort(out)
-  return out
-end
+local field_rules = H.field_rules
 
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
   local eks = H.eks_cluster(call, EKS, 81)
