@@ -100,7 +100,10 @@ t.test("with the operator, submit refuses when no instance group can ever fit: t
   t.like(err.message, "4 pods on instance type ml%.g5%.12xlarge can never run: it has 3 instance")
   _, err = submit { instance_group = "gpu", replicas = 4 }
   t.eq(field_rules(err), { "params.replicas:fits" }, "by group as well")
-  _, err = submit { gpus_per_node = 0 }
+  local acc
+  acc, err = tool.call("training_submit", { recipe = "pytorch-torchrun", params = params { gpus_per_node = 0 },
+    cluster = EKS }, ADMIN)
+  t.eq(acc, nil, "bad recipe input is refused at the call: no operation")
   t.eq(field_rules(err), { "params.gpus_per_node:minimum" }, "bad recipe input is named as params.<field>")
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
   t.eq(#jobs(), 0, "no job")

@@ -81,6 +81,8 @@ return tool {
   k8s = { "get", "list", "apply" },
   params = { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region },
   status_tool = "training_get_job",
+  -- bad recipe parameters are refused at the call, before an operation starts
+  check = function(p) R.render(nil, p.recipe, p.params) end,
   target = function(p)
     local job = type(p.params) == "table" and p.params.job_name or "?"
     local ns = type(p.params) == "table" and p.params.namespace or "default"
