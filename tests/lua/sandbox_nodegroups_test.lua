@@ -510,10 +510,21 @@ t.test("kubectl sees a node group's Nodes join with EKS's labels, follow its sca
     n = n + 1
   end
   t.eq(n, 3, "kubectl get nodes shows three Ready")
+  -- the Nodes follow the group as its controller reconciles, a moment after
+  -- the update reads Successful: looked for again for up to 10 s
+  local function settled(want)
+    local got
+    for _ = 1, 100 do
+      got = #count()
+      if got == want then break end
+      os.execute("sleep 0.1")
+    end
+    return got
+  end
   py("scale 5")
-  t.eq(#count(), 5, "five after scaling up")
+  t.eq(settled(5), 5, "five after scaling up")
   py("scale 1")
-  t.eq(#count(), 1, "one after scaling down")
+  t.eq(settled(1), 1, "one after scaling down")
   py("delete")
   t.eq(#count(), 0, "none once deleted")
 end)
