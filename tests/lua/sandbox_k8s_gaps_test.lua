@@ -229,6 +229,11 @@ spec:
     return e and e.subsets and #(e.subsets[1].addresses or {}) == 1 and e
   end)
   t.eq(ep and #ep.subsets[1].addresses, 1)
+  -- kubectl's tables show them as the API server's printer does
+  local _, ep_table = kubectl("get endpoints web")
+  t.like(ep_table, "^NAME%s+ENDPOINTS%s+AGE\nweb%s+[%d.]+:80%s+")
+  local _, sl_table = kubectl("get endpointslices -l kubernetes.io/service-name=web")
+  t.like(sl_table, "^NAME%s+ADDRESSTYPE%s+PORTS%s+ENDPOINTS%s+AGE\nweb%-%S+%s+IPv4%s+80%s+[%d.]+%s+")
   -- the Service gone, its Endpoints and slices go too
   rc, _, err = kubectl("delete service web")
   t.eq(rc, 0, err)

@@ -168,6 +168,32 @@ local COLUMNS = {
   Service = { NAME, { "Type", "string", function(s) return (s.spec or {}).type or "ClusterIP" end },
     { "Cluster-IP", "string", function(s) return (s.spec or {}).clusterIP or "<none>" end },
     { "External-IP", "string", function() return "<none>" end }, { "Port(s)", "string", ports }, AGE },
+  -- the printer's forms: the first three address:port pairs, then "+ N more..."
+  Endpoints = { NAME, { "Endpoints", "string", function(e)
+    local out = {}
+    for _, sub in ipairs(e.subsets or {}) do
+      for _, a in ipairs(sub.addresses or {}) do
+        for _, pt in ipairs(sub.ports or { {} }) do
+          out[#out + 1] = a.ip .. (pt.port and (":" .. pt.port) or "")
+        end
+      end
+    end
+    if #out == 0 then return "<none>" end
+    if #out > 3 then return table.concat(out, ",", 1, 3) .. " + " .. (#out - 3) .. " more..." end
+    return table.concat(out, ",") end }, AGE },
+  EndpointSlice = { NAME, { "AddressType", "string", function(e) return e.addressType or "IPv4" end },
+    { "Ports", "string", function(e)
+      local out = {}
+      for _, pt in ipairs(e.ports or {}) do out[#out + 1] = tostring(pt.port) end
+      return #out > 0 and table.concat(out, ",") or "<unset>" end },
+    { "Endpoints", "string", function(e)
+      local out = {}
+      for _, x in ipairs(e.endpoints or {}) do
+        for _, a in ipairs(x.addresses or {}) do out[#out + 1] = a end
+      end
+      if #out == 0 then return "<unset>" end
+      if #out > 3 then return table.concat(out, ",", 1, 3) .. " + " .. (#out - 3) .. " more..." end
+      return table.concat(out, ",") end }, AGE },
   ConfigMap = { NAME, { "Data", "integer", function(c) return count(c.data) + count(c.binaryData) end }, AGE },
   Secret = { NAME, { "Type", "string", function(s) return s.type or "Opaque" end },
     { "Data", "integer", function(s) return count(s.data) end }, AGE },
