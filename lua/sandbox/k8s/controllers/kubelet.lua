@@ -12,6 +12,7 @@
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local logs = require "sandbox.k8s.logs"
+local programs = require "sandbox.k8s.programs"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
 local M = {}
@@ -30,6 +31,8 @@ function M.run_seconds(pod)
   local rp = pod.spec.restartPolicy or "Always"
   if rp == "Always" then return nil end
   if ann and tonumber(ann) then return tonumber(ann) end
+  local prog = programs.run_seconds(pod)
+  if prog then return prog end
   if ctl_.owner(pod, "Job") then return M.JOB_SECONDS end
 end
 
@@ -143,6 +146,7 @@ local function start(ctl, pr, pod, node)
     ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
     for _, line in ipairs(M.lines(c)) do logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line) end
   end
+  programs.started(ctl, cur)
   return cur
 end
 
@@ -222,7 +226,7 @@ ctl_.handlers.pod = function(ctl, k)
     return ctl:at(m.finish_at, "pod", k)
   end
   if now < m.finish_at then return ctl:at(m.finish_at, "pod", k) end
-  local code = tonumber((pod.metadata.annotations or {})[M.EXIT]) or 0
+  local code = tonumber((pod.metadata.annotations or {})[M.EXIT]) or programs.exit_code(pod) or 0
   M.stop(ctl, pr, pod, code == 0 and "Succeeded" or "Failed", code, code == 0 and "Completed" or "Error")
 end
 
