@@ -7,6 +7,10 @@
 //   on("state", fn)       resource.changed events
 //   on("status", fn)      "connecting" | "open" | "closed" (a reconnect after
 //                          "open" means events may have been missed: refetch)
+//   on("msg:" + type, fn) every other message of that type (logs.line,
+//                          logs.end, error...), as the server sent it
+// send(msg) sends a message while the connection is open (false otherwise);
+// reconnect() drops the connection as a network failure would (it comes back).
 import { token } from "./api.js";
 
 const listeners = new Map(); // topic -> Set of functions
@@ -46,6 +50,8 @@ function connect() {
     } else if (msg.type === "event") {
       emit(msg.topic, msg.event);
       if (msg.topic === "operations" && msg.event && msg.event.operation_id) emit("operation:" + msg.event.operation_id, msg.event);
+    } else if (typeof msg.type === "string") {
+      emit("msg:" + msg.type, msg);
     }
   };
   s.onclose = (ev) => {
@@ -66,6 +72,21 @@ export function stop() {
   clearTimeout(timer);
   if (sock) { const s = sock; sock = null; s.close(); }
   setStatus("closed");
+}
+
+// send(msg) -> true when sent (the connection is open and authenticated)
+export function send(msg) {
+  if (!sock || status !== "open") return false;
+  sock.send(JSON.stringify(msg));
+  return true;
+}
+
+// reconnect(): close the socket as a dropped network would; it reconnects
+export function reconnect() {
+  if (!sock) return;
+  const s = sock;
+  delay = 200;
+  s.close();
 }
 
 // on(topic, fn) -> a function that removes the listener
