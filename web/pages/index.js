@@ -8,4 +8,5 @@
 //     view: ({ params, query }) => html`...`,  // a Preact component
 //   }
 // The session (who, tools, clusters) is useSession() from /lib/session.js.
-export default ["clusters", "create", "cluster", "training", "training_job", "models", "operations", "operation", "tools", "tool"];
+export default ["clusters", "create", "cluster", "training", "training_job", "inference", "inference_detail", "models",
+  "operations", "operation", "tools", "tool"];
