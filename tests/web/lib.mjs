@@ -20,6 +20,24 @@ export const browser = await chromium.launch({ executablePath: "/usr/bin/chromiu
 
 export const ok = (cond, name, why = "") => console.log(`${cond ? "ok" : "not ok"} - ${name}${cond || !why ? "" : " # " + why}`);
 
+// skip(name, why): a scenario that cannot run here, reported as TAP's skip
+// ("ok - name # SKIP why"; tests/run counts it apart, never as a pass)
+export const skip = (name, why) => console.log(`ok - ${name} # SKIP ${why}`);
+
+// missingTools(names) -> the names GET /api/v1/tools does not list on this server
+export async function missingTools(names) {
+  const r = await fetch(`${URL}/api/v1/tools`, { headers: { authorization: "Bearer " + TOKEN } });
+  const have = new Set(((await r.json()).tools || []).map((t) => t.name));
+  return names.filter((n) => !have.has(n));
+}
+
+// needing(tools, name, fn, opts): the scenario, or its skip naming the tools this server lacks
+export async function needing(tools, name, fn, opts) {
+  const lack = await missingTools(tools);
+  if (lack.length) return skip(name, `the server has no ${lack.join(", ")} (not merged yet)`);
+  return scenario(name, fn, opts);
+}
+
 // scenario(name, fn(page, check)): a fresh page (its own session storage);
 // check(cond, what) records one assertion; the scenario is one test line
 export async function scenario(name, fn, opts = {}) {

@@ -70,13 +70,20 @@ export function useLogs(target, { fallback, hasTool = () => false, tail = 200, e
     let sent = false;
     let timer = null;
     const set = (o) => live && setSt((s) => ({ ...s, ...o }));
-    const add = (list, via) => {
-      const fresh = [];
-      for (const l of list) if (m.accept(l)) fresh.push({ ...l, via });
-      if (!fresh.length) return;
-      lines = lines.concat(fresh);
+    // lines are drawn in batches (a fast stream sends hundreds a second)
+    let pending = [];
+    let flushTimer = null;
+    const flush = () => {
+      flushTimer = null;
+      if (!pending.length) return;
+      lines = lines.concat(pending);
+      pending = [];
       if (lines.length > MAX) lines = lines.slice(lines.length - MAX);
       set({ lines });
+    };
+    const add = (list, via) => {
+      for (const l of list) if (m.accept(l)) pending.push({ ...l, via });
+      if (pending.length && !flushTimer) flushTimer = setTimeout(flush, 100);
     };
     const follow = (replay) => {
       const msg = { type: "logs.follow", id, kind: target.kind, name: target.name };
@@ -102,7 +109,7 @@ export function useLogs(target, { fallback, hasTool = () => false, tail = 200, e
           if (!live) return;
           lines = (r || []).map((l) => ({ ...l, via: "snapshot" }));
           set({ lines, mode: "snapshot", error: null });
-        } else set({ mode: "unavailable" });
+        } else { set({ mode: "unavailable" }); return; }
       } catch (e) { set({ error: e }); }
       if (live && !ended) timer = setTimeout(poll, every);
     };
@@ -116,6 +123,7 @@ export function useLogs(target, { fallback, hasTool = () => false, tail = 200, e
     const offEnd = ws.on("msg:logs.end", (msg) => {
       if (msg.id !== id) return;
       ended = { reason: msg.reason, message: msg.message };
+      flush();
       set({ ended });
     });
     const offErr = ws.on("msg:error", (msg) => {
@@ -133,6 +141,7 @@ export function useLogs(target, { fallback, hasTool = () => false, tail = 200, e
     return () => {
       live = false;
       clearTimeout(timer);
+      clearTimeout(flushTimer);
       offLine(); offEnd(); offErr(); offStatus();
       if (sent && !ended) ws.send({ type: "logs.stop", id });
     };
@@ -151,8 +160,9 @@ const clock = (t) => {
   return isNaN(d) ? String(t) : d.toISOString().slice(11, 19);
 };
 
-// <LogView target={kind, name, namespace?, cluster?, container?} fallback hasTool title/>
-export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs" }) {
+// <LogView target={kind, name, namespace?, cluster?, container?} fallback hasTool title finished/>
+// (finished: the workload is done and has no pods, so no lines is expected)
+export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs", finished = false }) {
   const { lines, mode, ended, note, error } = useLogs(target, { fallback, hasTool });
   const [paused, setPaused] = useState(false);
   const [pod, setPod] = useState("");
@@ -184,7 +194,7 @@ export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs"
     ${note && html`<p class="notice log-note">${note}. ${mode === "snapshot" ? "Showing the last lines of each pod instead, read again every few seconds." : "Reading them every few seconds instead."}</p>`}
     ${error && html`<p class="field-error">${error.message}</p>`}
     <ol class="loglines" ref=${box} onScroll=${onScroll} tabindex="0" aria-live="off" data-lines=${lines.length}>
-      ${shown.length === 0 && html`<li class="muted log-empty">${ended ? "No lines." : mode === "unavailable" ? "No logs can be read here." : "No lines yet."}</li>`}
+      ${shown.length === 0 && html`<li class="muted log-empty">${ended ? "No lines." : finished ? "No lines: the workload has finished and its pods are gone." : mode === "unavailable" ? "No logs can be read here." : "No lines yet."}</li>`}
       ${shown.map((l) => html`<li data-pod=${l.pod} data-via=${l.via}><span class="log-pod">${l.pod}</span><span class="log-time">${clock(l.time)}</span><span class="log-line">${l.line}</span></li>`)}
     </ol>
     ${paused && html`<p class="small muted">Autoscroll is paused. <button type="button" class="linkish" onClick=${() => setPaused(false)}>Follow the newest lines</button></p>`}

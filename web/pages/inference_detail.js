@@ -8,7 +8,7 @@ import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
-import { Act, Confirm, ErrorBox, Json, Loading, Pill, duration } from "/lib/ui.js";
+import { Act, Confirm, ErrorBox, Json, Loading, Pill, Time, duration } from "/lib/ui.js";
 import { useRead } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, lacking, useCluster, useHas } from "/lib/workload.js";
 import { ToolForm } from "./inference.js";
@@ -111,7 +111,7 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
       ${(d.events || []).length === 0 ? html`<p class="muted">No events.</p>` : html`<div class="table-wrap"><table class="table events stack">
         <thead><tr><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th><th scope="col">Time</th></tr></thead>
         <tbody>${d.events.map((e) => html`<tr class=${e.type === "Warning" ? "ev-warn" : ""}><td data-label="Type">${e.type}</td><td data-label="Reason">${e.reason}</td>
-          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small">${e.time}</td></tr>`)}</tbody></table></div>`}
+          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small">${e.time ? html`<${Time} t=${Date.parse(e.time) / 1000}/>` : ""}</td></tr>`)}</tbody></table></div>`}
     </section>
     <details><summary>Everything inference_get answers</summary><${Json} value=${d}/></details>`}
     <${Confirm} open=${ask} title=${`Delete the endpoint ${name}?`} typeToConfirm=${name} action="Delete the endpoint"

@@ -8,7 +8,7 @@ import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { href, setQuery } from "/lib/router.js";
-import { Act, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
+import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
 import { Follow, Section, useRead } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, Yaml, errorsUnder, lacking, useCluster, useHas } from "/lib/workload.js";
 
@@ -84,7 +84,7 @@ function Jobs({ cluster }) {
         <td><a href=${jobHref(j, cluster)}><code>${j.namespace}/${j.name}</code></a><div class="muted small">${j.kind}</div></td>
         <td data-label="Phase"><${Pill} status=${j.phase}/></td><td data-label="Recipe">${j.recipe || html`<span class="muted">—</span>`}</td>
         <td data-label="Replicas" class="num">${j.replicas}</td>
-        <td data-label="Restarts" class="num">${j.restarts} of ${j.max_retries}</td><td data-label="Created" class="small">${j.created}</td></tr>`)}</tbody>
+        <td data-label="Restarts" class="num">${j.restarts} of ${j.max_retries}</td><td data-label="Created" class="small"><${Time} t=${j.created ? Date.parse(j.created) / 1000 : undefined}/></td></tr>`)}</tbody>
     </table></div>
     ${r.data && (r.data.not_served || []).length > 0 && html`<p class="muted small">Not served on this cluster (their operator is off): ${r.data.not_served.join(", ")}.</p>`}
   </${Section}>`;

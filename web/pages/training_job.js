@@ -8,10 +8,12 @@ import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
-import { Act, Confirm, ErrorBox, Loading, Pill } from "/lib/ui.js";
+import { Act, Confirm, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
 import { ClusterPick, lacking, Missing, useCluster, useHas, usePoll } from "/lib/workload.js";
 
 const DONE = { Completed: true, Failed: true, Succeeded: true };
+// stamp("2026-12-01T14:33:22Z") -> epoch seconds (for <Time/>: relative, the absolute time on hover)
+export const stamp = (t) => (t ? Date.parse(t) / 1000 : undefined);
 
 // <Budget used max/>: restarts used of the recovery budget, as words and a bar
 export function Budget({ used = 0, max = 0 }) {
@@ -54,7 +56,7 @@ function Job({ params, query }) {
       <div><dt>Kind</dt><dd><code>${d.kind}</code></dd></div>
       <div><dt>Recipe</dt><dd>${d.recipe || "—"}</dd></div>
       <div><dt>Replicas</dt><dd class="num">${d.replicas}</dd></div>
-      <div><dt>Created</dt><dd>${d.created}</dd></div>
+      <div><dt>Created</dt><dd><${Time} t=${stamp(d.created)}/></dd></div>
       <div><dt>Cluster</dt><dd><code>${d.cluster}</code> <span class="muted">${d.region}</span></dd></div>
     </dl>
     <${Budget} used=${d.restarts} max=${d.max_retries}/>
@@ -67,16 +69,16 @@ function Job({ params, query }) {
       <tbody>${d.pods.map((x) => html`<tr data-pod=${x.name}><td><code>${x.name}</code></td><td data-label="Phase"><${Pill} status=${x.phase}/></td>
         <td data-label="Node"><code class="wrap">${x.node || "—"}</code></td><td data-label="Restarts" class="num">${x.restarts}</td></tr>`)}</tbody></table></div>`}
     </section>
-    <${LogView} target=${{ kind: "training_job", name, namespace, ...(cluster ? { cluster } : {}) }} fallback=${fallback} hasTool=${has} title="Logs"/>
+    <${LogView} target=${{ kind: "training_job", name, namespace, ...(cluster ? { cluster } : {}) }} fallback=${fallback} hasTool=${has} finished=${!!DONE[d.phase] && (d.pods || []).length === 0} title="Logs"/>
     <section aria-labelledby="cond-h"><h2 id="cond-h">Conditions</h2>
       ${(d.conditions || []).length === 0 ? html`<p class="muted">None yet.</p>` : html`<ul class="plain conditions">${d.conditions.map((c) => html`<li>
-        <span class=${"cond cond-" + (c.status === "True" ? "true" : "false")} title=${c.reason}><span aria-hidden="true">${c.status === "True" ? "✓" : "○"}</span> ${c.type}${c.status === "True" ? "" : " (no longer)"}</span> <span class="small">${c.message}</span> <span class="muted small">${c.lastTransitionTime}</span></li>`)}</ul>`}
+        <span class=${"cond cond-" + (c.status === "True" ? "true" : "false")} title=${c.reason}><span aria-hidden="true">${c.status === "True" ? "✓" : "○"}</span> ${c.type}${c.status === "True" ? "" : " (no longer)"}</span> <span class="small">${c.message}</span> <span class="muted small"><${Time} t=${stamp(c.lastTransitionTime)}/></span></li>`)}</ul>`}
     </section>
     <section aria-labelledby="ev-h"><h2 id="ev-h">Events</h2>
       ${(d.events || []).length === 0 ? html`<p class="muted">No events.</p>` : html`<div class="table-wrap"><table class="table events stack">
         <thead><tr><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th><th scope="col">Time</th></tr></thead>
         <tbody>${d.events.map((e) => html`<tr class=${e.type === "Warning" ? "ev-warn" : ""}><td data-label="Type">${e.type}</td><td data-label="Reason">${e.reason}</td>
-          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small">${e.time}</td></tr>`)}</tbody></table></div>`}
+          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small"><${Time} t=${stamp(e.time)}/></td></tr>`)}</tbody></table></div>`}
     </section>`}
     <${Confirm} open=${ask} title=${`Delete the job ${name}?`} typeToConfirm=${name} action="Delete the job"
       items=${[`${d ? d.kind : "job"} ${namespace}/${name}`, "its pods"]} lost="The job stops now; its pods and their logs go. Checkpoints and outputs under /s3 stay in the bucket."

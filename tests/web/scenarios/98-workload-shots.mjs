@@ -1,0 +1,40 @@
+// Screenshots of Training (a recipe's form and its review), a job's page,
+// Models and Inference at 1280 and 420 px, light and dark; nothing wider
+// than the window.
+import { URL, scenario } from "../lib.mjs";
+import { openAt } from "../clusters.mjs";
+import { fill } from "../workloads.mjs";
+
+const SHOTS = process.env.HYPD_SHOTS || "/tmp";
+for (const width of [1280, 420]) {
+  for (const scheme of ["light", "dark"]) {
+    await scenario(`workload pages at ${width} px, ${scheme}`, async (page, check) => {
+      const name = "hypd-ui-train"; // made by 92-training
+      await openAt(page, `/training?cluster=${name}&recipe=llama-factory`);
+      const shot = (n) => page.screenshot({ path: `${SHOTS}/pages-${n}-${width}-${scheme}.png`, fullPage: true });
+      const over = async (what) => {
+        const px = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        check(px <= 1, `${what}: nothing wider than the window (${px} px over)`);
+      };
+      await page.waitForSelector("#recipe-form-job_name");
+      await fill(page, "recipe-form", { job_name: "shot", instance_type: "ml.g5.2xlarge", model: "models/qwen", dataset: "alpaca", dataset_dir: "datasets/alpaca" });
+      await page.click("#recipe-form-review");
+      await page.waitForSelector("#review-yaml");
+      await shot("training");
+      await over("training");
+      await page.goto(`${URL}/#/training/ui-job?cluster=${name}`);
+      await page.waitForSelector("#budget");
+      await page.waitForSelector("#logs[data-mode]");
+      await shot("training-job");
+      await over("the job page");
+      await page.goto(`${URL}/#/models?cluster=${name}`);
+      await page.waitForSelector("#download-form, .missing");
+      await shot("models");
+      await over("models");
+      await page.goto(`${URL}/#/inference?cluster=${name}&deploy=container`);
+      await page.waitForSelector("#deploy-form-container, .missing");
+      await shot("inference");
+      await over("inference");
+    }, { viewport: { width, height: 900 }, colorScheme: scheme });
+  }
+}
