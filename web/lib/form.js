@@ -4,7 +4,8 @@
 // free-form objects (JSON), and unions of types (a choice of which). The
 // x-hypd extensions: x-hypd-decision (marked as a choice the person must
 // make), x-hypd-fixed (read-only when the form edits something that exists),
-// x-hypd-pattern-help, writeOnly (a secret: a password field).
+// x-hypd-pattern-help, writeOnly (a secret: a password field); a string of
+// maxLength 16384 or more (a prompt, a script) is a textarea.
 //
 //   <SchemaForm schema id="run" values={prefill} hide={["plan"]}
 //     existing={false} fixedReason="..." errors={ApiError}
@@ -169,6 +170,9 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
       value=${o[k]} required=${req.has(k)} onChange=${(v) => onChange({ ...o, [k]: v })}/>`)}</div>`;
   } else if (types[0] === "object" || types.length === 0) {
     control = html`<${JsonInput} common=${common} value=${value} onChange=${onChange} ctx=${ctx} path=${path}/>`;
+  } else if (!s.writeOnly && s.maxLength >= 16384) {
+    // a long text (a prompt, a script): several lines
+    control = html`<textarea rows="4" spellcheck="false" maxlength=${s.maxLength} ...${common} value=${value ?? ""} onInput=${(e) => onChange(e.target.value)}/>`;
   } else {
     control = html`<input type=${s.writeOnly ? "password" : "text"} autocomplete=${s.writeOnly ? "new-password" : "off"} spellcheck="false"
       minlength=${s.minLength} maxlength=${s.maxLength} ...${common} value=${value ?? ""} onInput=${(e) => onChange(e.target.value)}/>`;

@@ -5,7 +5,7 @@ import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
 import { denied, useSession } from "./session.js";
 
 const TONE = { running: "run", pending: "muted", queued: "muted", succeeded: "ok", done: "ok", active: "ok", inservice: "ok",
-  ready: "ok", true: "ok", completed: "ok", complete: "ok", restarting: "warn", created: "muted", failed: "bad", error: "bad", cancelled: "warn", skipped: "muted", unknown: "muted" };
+  ready: "ok", true: "ok", completed: "ok", complete: "ok", partlyready: "warn", restarting: "warn", created: "muted", failed: "bad", error: "bad", cancelled: "warn", skipped: "muted", unknown: "muted" };
 const ICON = { run: "●", ok: "✓", bad: "✕", warn: "■", muted: "○" };
 
 // <Pill status="running" [title]/>: the status as a word and a symbol (never by colour alone)

@@ -8,7 +8,7 @@ import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { href, setQuery } from "/lib/router.js";
-import { Act, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
+import { Act, Confirm, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { Follow, Section, useRead, useToolDef } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, lacking, useCluster, useHas } from "/lib/workload.js";
 
@@ -22,9 +22,11 @@ const DEPLOY = [
 ];
 
 export const endpointHref = (e, cluster) => href("/inference/" + e.name, { namespace: e.namespace && e.namespace !== "default" ? e.namespace : "", cluster });
-const kindOf = (e) => e.kind || e.type || (e.labels && e.labels["hypd.io/inference-kind"]) || "";
-const ready = (e) => (e.ready_replicas ?? e.ready ?? (e.replicas && e.replicas.ready));
-const desired = (e) => (typeof e.replicas === "object" && e.replicas ? e.replicas.desired ?? e.replicas.spec : e.replicas);
+const kindOf = (e) => e.kind || "";
+const ready = (e) => (typeof e.replicas === "object" && e.replicas ? e.replicas.ready : e.ready);
+const desired = (e) => (typeof e.replicas === "object" && e.replicas ? e.replicas.desired : e.replicas);
+// state(e) -> a word for the list: ready (all replicas), starting, scaled to zero
+export const state = (e) => (desired(e) === 0 ? "scaled to 0" : ready(e) >= desired(e) ? "ready" : ready(e) > 0 ? "partly ready" : "pending");
 
 // <ToolForm tool cluster values hide choices label onResult/>: one tool's generated form, its answer or operation followed
 export function ToolForm({ tool, cluster, values = {}, hide = [], choices, label = "Deploy", id, onResult }) {
@@ -71,51 +73,64 @@ function Deploy({ cluster, query, has, onDone }) {
 
 // a model pool's pods: which model each serves (business=<model>, or unassigned), assign and release
 function Pool({ pool, cluster, has }) {
-  const r = useRead("inference_get", { name: pool.name, namespace: pool.namespace || "default", ...(cluster ? { cluster } : {}) });
+  const id = { name: pool.name, namespace: pool.namespace || "default", ...(cluster ? { cluster } : {}) };
+  const r = useRead("inference_get", id);
   const [busy, setBusy] = useState(null);
   const [err, setErr] = useState(null);
   const [model, setModel] = useState("");
+  const [ask, setAsk] = useState(null);
   const pods = (r.data && r.data.pods) || [];
+  const models = (r.data && r.data.models) || [];
   const act = async (tool, pod) => {
     setBusy(pod.name); setErr(null);
+    const ns = pool.namespace || "default";
     try {
-      await callTool(tool, { name: pool.name, pod: pod.name, namespace: pool.namespace || "default",
-        ...(tool === "inference_assign_pool_pod" ? { model } : {}), ...(cluster ? { cluster } : {}) });
+      await callTool(tool, tool === "inference_assign_pool_pod"
+        ? { pool: pool.name, model, pods: [pod.name], namespace: ns, ...(cluster ? { cluster } : {}) }
+        : { pool: pool.name, pods: [pod.name], namespace: ns, ...(cluster ? { cluster } : {}) });
       r.reload();
     } catch (e) { setErr(e); } finally { setBusy(null); }
   };
   const can = has("inference_assign_pool_pod") && has("inference_release_pool_pod");
-  return html`<div class="panel pool" data-pool=${pool.name}><div class="csec-head"><h3>Pool <code>${pool.namespace || "default"}/${pool.name}</code></h3>
+  const inp = "pool-model-" + pool.name;
+  return html`<div class="panel pool" data-pool=${pool.name}><div class="csec-head"><h3>Pool <code>${id.namespace}/${pool.name}</code>
+      <span class="muted small">${r.data ? `${r.data.unassigned ?? "?"} of ${pods.length} unassigned` : ""}</span></h3>
       <a class="small" href=${endpointHref(pool, cluster)}>details</a></div>
     ${!can && html`<${Missing} tools=${lacking(has, ["inference_assign_pool_pod", "inference_release_pool_pod"])} what="Assigning pool pods"/>`}
-    <p class="scale-form"><label for=${"pool-model-" + pool.name}>Model to assign</label>
-      <input id=${"pool-model-" + pool.name} value=${model} placeholder="a model (service) name" onInput=${(e) => setModel(e.target.value)}/></p>
+    <p class="scale-form"><label for=${inp}>Model to assign</label>
+      <input id=${inp} value=${model} placeholder="a model name (its Service)" pattern="[a-z0-9]([-a-z0-9]*[a-z0-9])?" onInput=${(e) => setModel(e.target.value)}/>
+      <span class="muted small">Assigning relabels a pod <code>business=MODEL</code>; the Service <code>MODEL</code> selects it.</span></p>
     <${ErrorBox} error=${r.error || err}/>
     ${r.loading && !r.data ? html`<${Loading}/>` : pods.length === 0 ? html`<p class="muted">No pods.</p>` : html`
-    <div class="table-wrap"><table class="table pool-pods stack"><thead><tr><th scope="col">Pod</th><th scope="col">Phase</th><th scope="col">Serves</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
-      <tbody>${pods.map((p) => { const b = p.business || (p.labels && p.labels.business) || "unassigned"; return html`<tr data-pod=${p.name} data-business=${b}>
-        <td><code>${p.name}</code></td><td data-label="Phase"><${Pill} status=${p.phase}/></td><td data-label="Serves">${b === "unassigned" ? html`<span class="muted">unassigned</span>` : html`<code>${b}</code>`}</td>
+    <div class="table-wrap"><table class="table pool-pods stack"><thead><tr><th scope="col">Pod</th><th scope="col">Phase</th><th scope="col">Node</th><th scope="col">Serves</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
+      <tbody>${pods.map((p) => { const b = p.assigned || "unassigned"; return html`<tr data-pod=${p.name} data-business=${b}>
+        <td><code>${p.name}</code></td><td data-label="Phase"><${Pill} status=${p.phase}/></td><td data-label="Node"><code class="wrap">${p.node || "—"}</code></td>
+        <td data-label="Serves">${b === "unassigned" ? html`<span class="muted">unassigned</span>` : html`<code>${b}</code>`}</td>
         <td class="row-actions">${b === "unassigned"
-          ? html`<${Act} kind="mutating" class="btn-small" data-assign=${p.name} disabled=${!can || !model || busy} onClick=${() => act("inference_assign_pool_pod", p)}>Assign</${Act}>`
-          : html`<${Act} kind="mutating" class="btn-small" data-release=${p.name} disabled=${!can || busy} onClick=${() => act("inference_release_pool_pod", p)}>Release</${Act}>`}</td></tr>`; })}</tbody></table></div>`}
+          ? html`<${Act} kind="mutating" class="btn-small" data-assign=${p.name} disabled=${!can || !model || !!busy} title=${model ? "" : "Type the model's name first"} onClick=${() => act("inference_assign_pool_pod", p)}>Assign to ${model || "…"}</${Act}>`
+          : html`<${Act} kind="destructive" class="btn-small" data-release=${p.name} disabled=${!can || !!busy} onClick=${() => setAsk(p)}>Release</${Act}>`}</td></tr>`; })}</tbody></table></div>`}
+    ${models.length > 0 && html`<p class="small">Models served: ${models.map((m) => html`<span class="chip"><code>${m.name}</code> ${(m.endpoints || []).length} ${(m.endpoints || []).length === 1 ? "pod" : "pods"}${m.cluster_ip ? ", " + m.cluster_ip + ":" + m.port : ""}</span> `)}</p>`}
+    <${Confirm} open=${!!ask} title=${ask ? `Release ${ask.name}?` : ""} action="Release it" items=${ask ? [`pod ${ask.name} from model ${ask.assigned}`] : []}
+      lost=${ask ? `The pod stops serving ${ask.assigned} and becomes a warm worker again; a model left with no pod loses its Service.` : ""}
+      onConfirm=${() => { const p = ask; setAsk(null); act("inference_release_pool_pod", p); }} onClose=${() => setAsk(null)}/>
   </div>`;
 }
 
 function Endpoints({ cluster, has, n }) {
   const r = useRead("inference_list", cluster ? { cluster } : {});
   useEffect(() => { if (n) r.reload(); }, [n]);
-  const list = (r.data && (r.data.endpoints || r.data.deployments || r.data.items)) || [];
+  const list = (r.data && r.data.deployments) || [];
   const pools = list.filter((e) => kindOf(e) === "pool");
   return html`<${Section} id="endpoints" title="Endpoints" loading=${r.loading && !r.data} error=${r.error}
       empty=${r.data && list.length === 0 ? "Nothing deployed yet." : null} emptyHint="Deploy a model below: a container image, a managed endpoint or a JumpStart model."
       actions=${html`<button type="button" class="btn btn-small" onClick=${r.reload}>Refresh</button>`}>
     <div class="table-wrap"><table class="table endpoints stack">
-      <thead><tr><th scope="col">Name</th><th scope="col">Kind</th><th scope="col">Status</th><th scope="col">Ready</th><th scope="col">Service</th></tr></thead>
+      <thead><tr><th scope="col">Name</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Ready</th><th scope="col">Image</th></tr></thead>
       <tbody>${list.map((e) => html`<tr data-endpoint=${e.name}>
         <td><a href=${endpointHref(e, cluster)}><code>${e.namespace || "default"}/${e.name}</code></a></td>
-        <td data-label="Kind">${kindOf(e)}</td><td data-label="Status"><${Pill} status=${e.status || e.phase || "unknown"}/></td>
-        <td data-label="Ready" class="num">${ready(e) ?? "—"} / ${desired(e) ?? "—"}</td>
-        <td data-label="Service"><code class="wrap">${typeof e.service === "object" && e.service ? e.service.name : e.service || "—"}</code></td></tr>`)}</tbody>
+        <td data-label="Kind">${kindOf(e)}${e.engine ? html` <span class="muted small">${e.engine}</span>` : ""}</td><td data-label="State"><${Pill} status=${state(e)}/></td>
+        <td data-label="Ready" class="num">${ready(e) ?? "—"} of ${desired(e) ?? "—"}</td>
+        <td data-label="Image"><code class="wrap">${e.image || "—"}</code>${e.port ? html` <span class="muted small">port ${e.port}</span>` : ""}</td></tr>`)}</tbody>
     </table></div>
   </${Section}>
   ${pools.length > 0 && html`<section class="csec" id="pools" aria-labelledby="pools-h"><h2 id="pools-h">Model pools</h2>

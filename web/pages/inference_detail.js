@@ -9,8 +9,7 @@ import { callTool } from "/lib/api.js";
 import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Json, Loading, Pill, Time, duration } from "/lib/ui.js";
-import { useRead } from "/lib/cluster-ui.js";
-import { ClusterPick, Missing, lacking, useCluster, useHas } from "/lib/workload.js";
+import { ClusterPick, Missing, lacking, useCluster, useHas, usePoll } from "/lib/workload.js";
 import { ToolForm } from "./inference.js";
 
 // answer(r) -> the text of a chat completion, however the tool puts it
@@ -37,11 +36,12 @@ function Prompt({ id, cluster, has }) {
   const took = latency(result);
   return html`<section class="panel prompt-box" id="prompt" aria-labelledby="prompt-h"><h2 id="prompt-h">Test prompt</h2>
     <p class="muted small">An OpenAI-style chat completion sent to the endpoint through the Kubernetes API's service proxy (<code>inference_call_model</code>).</p>
-    <${ToolForm} tool="inference_call_model" cluster=${cluster} values=${id} label="Send" id="prompt-form" onResult=${setResult}/>
+    <${ToolForm} tool="inference_call_model" cluster=${cluster} values=${id} hide=${["messages", "timeout_seconds"]} label="Send" id="prompt-form" onResult=${setResult}/>
     ${result && html`<div class="prompt-result" aria-live="polite"><div class="prompt-meta">
         ${took !== undefined && html`<span>Latency <strong id="prompt-latency">${duration(took)}</strong></span>`}
         ${result.model && html`<span>Model <code>${result.model}</code></span>`}
         ${result.service && html`<span>Through <code>${typeof result.service === "object" ? result.service.name : result.service}</code></span>`}
+        ${result.pod && html`<span>Answered by <code>${result.pod}</code></span>`}
         ${result.usage && html`<span class="muted small">${result.usage.prompt_tokens ?? "?"} prompt + ${result.usage.completion_tokens ?? "?"} completion tokens</span>`}</div>
       <p class="answer" id="prompt-answer">${answer(result) || html`<span class="muted">(no text in the answer)</span>`}</p>
       <details><summary>The whole answer</summary><${Json} value=${result}/></details></div>`}
@@ -51,7 +51,7 @@ function Prompt({ id, cluster, has }) {
 function Pending({ d }) {
   const pods = (d.pods || []).filter((p) => p.phase === "Pending");
   if (!pods.length) return null;
-  const why = d.pending_reason || d.why_pending || (d.events || []).filter((e) => e.reason === "FailedScheduling").map((e) => e.message).pop();
+  const why = d.pending_reason || pods.map((p) => p.pending_reason).find(Boolean) || (d.events || []).filter((e) => e.reason === "FailedScheduling").map((e) => e.message).pop();
   return html`<div class="notice warn" id="pending-why" role="status"><strong>${pods.length} ${pods.length === 1 ? "pod is" : "pods are"} Pending.</strong>
     ${why ? html` The scheduler says: <span class="pending-reason">${why}</span>` : " No scheduler event explains it yet."}</div>`;
 }
@@ -69,7 +69,8 @@ function Detail({ params, query }) {
 }
 
 function DetailOf({ id, name, namespace, cluster, query, has }) {
-  const r = useRead("inference_get", id);
+  // read, then long-polled (inference_get's wait_seconds: it answers when replicas, pods or their assignment change)
+  const r = usePoll("inference_get", id, { done: (x) => x.gone, wait: 20 });
   const [ask, setAsk] = useState(false);
   const [delErr, setDelErr] = useState(null);
   const d = r.data;
@@ -77,8 +78,8 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
     setAsk(false);
     try { await callTool("inference_delete", id); navigate("/inference", { cluster: query.cluster }); } catch (e) { setDelErr(e); }
   };
-  const svc = d && (typeof d.service === "object" ? d.service : d.service ? { name: d.service } : null);
-  const reps = d && (typeof d.replicas === "object" && d.replicas ? d.replicas : { desired: d.replicas, ready: d.ready_replicas });
+  const svc = d && d.service;
+  const reps = (d && d.replicas) || {};
   return html`<p class="crumbs"><a href=${href("/inference", { cluster: query.cluster })}>Inference</a> / <code>${namespace}/${name}</code></p>
     <div class="page-head"><h1>Endpoint <code>${name}</code> ${d && html`<${Pill} status=${d.status || d.phase || "unknown"}/>`}</h1><${ClusterPick} value=${cluster}/></div>
     <${ErrorBox} error=${r.error}/>
@@ -87,8 +88,11 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
       <div><dt>Kind</dt><dd>${d.kind || d.type || "—"}</dd></div>
       <div><dt>Replicas</dt><dd class="num" id="replicas">${reps.ready ?? "?"} ready of ${reps.desired ?? "?"}</dd></div>
       ${d.image && html`<div><dt>Image</dt><dd><code class="wrap">${d.image}</code></dd></div>`}
-      ${svc && html`<div><dt>Service</dt><dd><code>${svc.name}</code> <span class="muted">${svc.type || ""} ${svc.cluster_ip || svc.clusterIP || ""}${svc.port ? ":" + svc.port : ""}</span></dd></div>`}
-      ${d.gpus !== undefined && html`<div><dt>GPUs per pod</dt><dd class="num">${d.gpus}</dd></div>`}
+      ${d.engine && html`<div><dt>Engine</dt><dd>${d.engine}</dd></div>`}
+      ${d.port && html`<div><dt>Port</dt><dd class="num">${d.port}</dd></div>`}
+      <div><dt>Service</dt><dd id="service">${svc ? html`<code>${svc.name}</code> <span class="muted">${svc.type || ""} ${svc.cluster_ip || ""}${svc.port ? ":" + svc.port : ""}${svc.external ? " · " + svc.external : ""}
+        · ${(svc.endpoints || []).length} ready ${(svc.endpoints || []).length === 1 ? "endpoint" : "endpoints"}</span>` : d.kind === "pool" ? html`<span class="muted">none (a pool: each assigned model has its own)</span>` : html`<span class="muted">none</span>`}</dd></div>
+      ${d.object && html`<div><dt>Object</dt><dd><code>${d.object}</code></dd></div>`}
     </dl>
     <${Pending} d=${d}/>
     <div class="actions">
@@ -102,7 +106,8 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
     <section aria-labelledby="pods-h"><h2 id="pods-h">Pods</h2>
       ${(d.pods || []).length === 0 ? html`<p class="muted">No pods.</p>` : html`<div class="table-wrap"><table class="table pods stack">
         <thead><tr><th scope="col">Pod</th><th scope="col">Phase</th><th scope="col">Ready</th><th scope="col">Node</th><th scope="col">Restarts</th></tr></thead>
-        <tbody>${d.pods.map((p) => html`<tr data-pod=${p.name}><td><code>${p.name}</code></td><td data-label="Phase"><${Pill} status=${p.phase}/></td>
+        <tbody>${d.pods.map((p) => html`<tr data-pod=${p.name}><td><code>${p.name}</code>${p.assigned && html`<div class="small">serves <code>${p.assigned}</code></div>`}
+          ${p.pending_reason && html`<div class="small pending-reason">${p.pending_reason}</div>`}</td><td data-label="Phase"><${Pill} status=${p.terminating ? "terminating" : p.phase}/></td>
           <td data-label="Ready">${p.ready === undefined ? "—" : p.ready ? "yes" : "no"}</td><td data-label="Node"><code class="wrap">${p.node || "—"}</code></td>
           <td data-label="Restarts" class="num">${p.restarts ?? "—"}</td></tr>`)}</tbody></table></div>`}
     </section>

@@ -1,9 +1,9 @@
-// Models (#/models[?cluster=&op=ID&job=NAME&namespace=]): download a model
-// from Hugging Face into the S3 storage (model_download's form; its token
-// is a password field, never shown again), the download followed (the
-// operation, then job_get_status's long poll and the job's live logs), and
-// the files it wrote (storage_list_contents). The downloads so far are
-// job_list's.
+// Models (#/models[?cluster=&op=ID | job=NAME&namespace=]): download a
+// model from Hugging Face into the S3 storage (model_download's form; its
+// token is a password field, never shown again), the download followed (its
+// operation; job_get_status's long poll, by the operation's id until the
+// Job is known; the Job's live logs), then the files it wrote, listed from
+// the storage (storage_list_contents). The Jobs so far are job_list's.
 import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
@@ -13,7 +13,7 @@ import { Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { Follow, Section, bytes, useRead, useToolDef } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, lacking, useCluster, useHas, usePoll } from "/lib/workload.js";
 
-const HIDE = ["cluster", "region", "plan", "wait_seconds"];
+const HIDE = ["cluster", "region", "plan", "wait_seconds", "operation_id"];
 const FINAL = /^(succeeded|completed|complete|failed|error)$/i;
 const phaseOf = (d) => d && (d.phase || d.status || d.state);
 
@@ -25,16 +25,9 @@ function secrets(schema) {
   return { ...schema, properties: props };
 }
 
-// what a download's operation result says about where it went
-export function target(r = {}) {
-  const job = r.job_name || (typeof r.job === "string" ? r.job : r.job && r.job.name) || r.name;
-  return { job, namespace: r.namespace || (r.job && r.job.namespace) || "default",
-    claim: r.storage_claim || r.claim_name || r.claim || "s3-claim", prefix: r.prefix || r.s3_prefix || r.path || "" };
-}
-
 function Facts({ data }) {
   const skip = new Set(["cluster", "region", "events", "pods", "logs", "conditions", "changed"]);
-  const rows = Object.entries(data || {}).filter(([k, v]) => !skip.has(k) && v !== null && typeof v !== "object");
+  const rows = Object.entries(data || {}).filter(([k, v]) => !skip.has(k) && v !== null && v !== undefined && v !== "" && typeof v !== "object");
   return html`<dl class="facts summary-facts progress-facts">${rows.map(([k, v]) => html`<div data-fact=${k}><dt>${k.replace(/_/g, " ")}</dt>
     <dd>${/^(phase|status|state)$/.test(k) ? html`<${Pill} status=${String(v)}/>` : String(v)}</dd></div>`)}</dl>`;
 }
@@ -57,17 +50,27 @@ function Files({ cluster, claim, namespace, prefix }) {
   </section>`;
 }
 
-function Progress({ cluster, t, has }) {
-  const p = { name: t.job, namespace: t.namespace, ...(cluster ? { cluster } : {}) };
-  const st = usePoll("job_get_status", p, { done: (d) => FINAL.test(String(phaseOf(d) || "")), wait: 20, enabled: has("job_get_status") === true });
+// the download: by ?op= (job_get_status finds the Job from the operation) or by ?job=
+function Progress({ cluster, op, job, namespace, has }) {
+  const p = { ...(op ? { operation_id: op } : { name: job, namespace }), ...(cluster ? { cluster } : {}) };
+  const st = usePoll("job_get_status", p, { done: (d) => FINAL.test(String(d.phase || "")) && (!d.operation || d.operation.status !== "running"), wait: 20 });
+  const d = st.data || {};
   const ph = phaseOf(st.data);
-  return html`<section class="panel download" aria-label="the download" data-job=${t.job} data-phase=${ph || ""}>
-    <div class="csec-head"><h2>Download job <code>${t.namespace}/${t.job}</code> ${ph && html`<${Pill} status=${ph}/>`}</h2>
-      <button type="button" class="btn btn-small" onClick=${() => setQuery({ job: "", op: "" })}>Close</button></div>
-    ${has("job_get_status") === false ? html`<${Missing} tools=${["job_get_status"]} what="The download's progress"/>` : html`
-      <${ErrorBox} error=${st.error}/>${st.data ? html`<${Facts} data=${st.data}/>` : !st.error && html`<${Loading} what="Reading the job"/>`}`}
-    <${LogView} target=${{ kind: "job", name: t.job, namespace: t.namespace, ...(cluster ? { cluster } : {}) }} hasTool=${has} title="The job's logs" id="job-logs"/>
-    ${has("storage_list_contents") && html`<${Files} key=${ph} cluster=${cluster} claim=${t.claim} namespace=${t.namespace} prefix=${t.prefix}/>`}
+  const w = d.download;
+  const name = d.pods ? d.name : null; // the Job exists once its view has pods (job_get_status's own answer before it: Pending, no pods)
+  return html`<section class="panel download" aria-label="the download" data-job=${d.name || job || ""} data-phase=${ph || ""}>
+    <div class="csec-head"><h2>Download ${d.name ? html`<code>${d.namespace}/${d.name}</code>` : ""} ${ph && html`<${Pill} status=${ph}/>`}</h2>
+      <button type="button" class="btn btn-small" onClick=${() => setQuery({ job: "", op: "", namespace: "" })}>Close</button></div>
+    <${ErrorBox} error=${st.error}/>
+    ${st.data ? html`<${Facts} data=${{ model: w && w.model_id, revision: w && w.revision, phase: ph, message: d.message,
+      active: d.active, succeeded: d.succeeded, failed: d.failed, started: d.start_time, finished: d.completion_time,
+      files: w && w.files ? w.files.length : undefined, bytes: w && w.bytes !== undefined ? bytes(w.bytes) : undefined, into: w && w.s3_uri }}/>
+      ${(d.pods || []).length > 0 && html`<p class="small">${d.pods.map((x) => html`<span class="chip"><code>${x.name}</code> ${x.phase}${x.node ? " on " + x.node : ""}</span> `)}</p>`}`
+      : !st.error && html`<${Loading} what="Reading the job"/>`}
+    ${name && html`<${LogView} target=${{ kind: "job", name, namespace: d.namespace, ...(cluster ? { cluster } : {}) }} hasTool=${has}
+      finished=${FINAL.test(ph || "") && (d.pods || []).length === 0} title="The job's logs" id="job-logs"/>`}
+    ${w && w.claim_name && has("storage_list_contents") && FINAL.test(ph || "") && html`<${Files} key=${ph} cluster=${cluster} claim=${w.claim_name}
+      namespace=${d.namespace} prefix=${w.destination + "/"}/>`}
   </section>`;
 }
 
@@ -82,16 +85,15 @@ function Downloads({ cluster }) {
   </${Section}>`;
 }
 
-function DownloadForm({ cluster, setDone }) {
+function DownloadForm({ cluster }) {
   const { def, error } = useToolDef("model_download");
   const [errors, setErrors] = useState(null);
   const [busy, setBusy] = useState(false);
   const submit = async (p) => {
-    setBusy(true); setErrors(null); setDone(null);
+    setBusy(true); setErrors(null);
     try {
       const r = await callTool("model_download", { ...p, ...(cluster ? { cluster } : {}) });
-      if (r.operation_id) setQuery({ op: r.operation_id, job: "" });
-      else setDone(r);
+      if (r.operation_id) setQuery({ op: r.operation_id, job: "", namespace: "" });
     } catch (e) { setErrors(e); } finally { setBusy(false); }
   };
   return html`<section class="panel form-panel" aria-label="download a model"><h2>Download from Hugging Face <span class="muted small"><code>model_download</code></span></h2>
@@ -105,17 +107,15 @@ function DownloadForm({ cluster, setDone }) {
 function Models({ query }) {
   const has = useHas();
   const cluster = useCluster(query);
-  const [done, setDone] = useState(null); // a direct answer of model_download
   const missing = lacking(has, ["model_download", "job_get_status", "job_list"]);
-  const fromOp = (v) => { if (v.status === "succeeded" && v.result) { const t = target(v.result); if (t.job && t.job !== query.job) setQuery({ job: t.job, namespace: t.namespace, claim: t.claim, prefix: t.prefix }); } };
-  const t = query.job ? { job: query.job, namespace: query.namespace || "default", claim: query.claim || "s3-claim", prefix: query.prefix || "" } : done && target(done);
+  const follow = cluster && has("job_get_status") && (query.op || query.job);
   return html`<div class="page-head"><h1>Models</h1><${ClusterPick} value=${cluster}/></div>
     <p class="muted">Models are downloaded from Hugging Face into the cluster's S3 storage (mounted at <code>/s3</code> in training and inference pods) by a CPU-only Kubernetes Job, so no GPU idles while files move.</p>
     ${missing.length > 0 && html`<${Missing} tools=${missing} what=${missing.includes("model_download") ? "Downloading a model" : "Part of this page"}/>`}
     ${!cluster && html`<${Empty} title="No active cluster.">Pick or <a href=${href("/create")}>create</a> a cluster first.</${Empty}>`}
-    ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster} setDone=${setDone}/>`}
-    ${query.op && html`<${Follow} key=${query.op} id=${query.op} onView=${fromOp} onClose=${() => setQuery({ op: "" })}/>`}
-    ${cluster && t && t.job && html`<${Progress} key=${t.job} cluster=${cluster} t=${t} has=${has}/>`}
+    ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster}/>`}
+    ${query.op && html`<${Follow} key=${query.op} id=${query.op} onClose=${() => setQuery({ op: "" })}/>`}
+    ${follow && html`<${Progress} key=${query.op || query.job} cluster=${cluster} op=${query.op} job=${query.job} namespace=${query.namespace || "default"} has=${has}/>`}
     ${cluster && has("job_list") && html`<${Downloads} cluster=${cluster}/>`}`;
 }
 
