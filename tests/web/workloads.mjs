@@ -45,7 +45,11 @@ export async function fill(page, form, values) {
     const el = await page.$(sel);
     if (!el) continue;
     const tag = await el.evaluate((e) => e.tagName + ":" + (e.type || ""));
-    if (tag.startsWith("SELECT")) await page.selectOption(sel, String(v));
+    if (tag.startsWith("SELECT")) {
+      // its choices may come from a read tool: wait for the option
+      await page.waitForSelector(`${sel} option[value="${String(v)}"]`, { state: "attached", timeout: 15000 });
+      await page.selectOption(sel, String(v));
+    }
     else if (tag.endsWith("checkbox")) { if ((await el.isChecked()) !== !!v) await el.click(); }
     else await page.fill(sel, String(v));
     done.push(k);

@@ -29,3 +29,8 @@ export function standard(schema) {
   if (plain("instance_type")) out.instance_type = { load: instanceTypes, deps: ["region", "availability_zone"] };
   return out;
 }
+
+// clusterTypes(cluster) -> a loader of the instance types the cluster's HyperPod groups have
+export const clusterTypes = (cluster) => async () => ((await callTool("hyperpod_list_instance_groups", cluster ? { cluster } : {})).instance_groups || [])
+  .map((g) => ({ value: g.instance_type, label: `${g.instance_type} — group ${g.name}, ${g.current_count} of ${g.target_count} nodes` }))
+  .filter((g, i, all) => all.findIndex((x) => x.value === g.value) === i);

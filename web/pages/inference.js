@@ -7,6 +7,7 @@
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
+import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { Follow, Section, useRead, useToolDef } from "/lib/cluster-ui.js";
@@ -66,7 +67,7 @@ function Deploy({ cluster, query, has, onDone }) {
       <h3>${tab.title} <span class="muted small"><code>${tab.tool}</code></span></h3><p class="muted small">${tab.what}.</p>
       ${!has(tab.tool) ? has(tab.tool) === false && html`<${Missing} tools=${[tab.tool]} what=${tab.title + " deployment"}/>`
         : html`<${ToolForm} key=${tab.tool} tool=${tab.tool} cluster=${cluster} label=${tab.id === "autoscaling" ? "Set autoscaling" : "Deploy"}
-            id=${"deploy-form-" + tab.id} choices=${tab.id === "jumpstart" ? jumpstart : undefined} onResult=${onDone}/>`}
+            id=${"deploy-form-" + tab.id} choices=${{ instance_type: clusterTypes(cluster), ...(tab.id === "jumpstart" ? jumpstart : {}) }} onResult=${onDone}/>`}
     </div>`}
   </section>`;
 }

@@ -10,7 +10,7 @@ import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Json, Loading, Pill, Time, duration } from "/lib/ui.js";
 import { ClusterPick, Missing, lacking, useCluster, useHas, usePoll } from "/lib/workload.js";
-import { ToolForm } from "./inference.js";
+import { ToolForm, state } from "./inference.js";
 
 // answer(r) -> the text of a chat completion, however the tool puts it
 export function answer(r) {
@@ -81,7 +81,7 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
   const svc = d && d.service;
   const reps = (d && d.replicas) || {};
   return html`<p class="crumbs"><a href=${href("/inference", { cluster: query.cluster })}>Inference</a> / <code>${namespace}/${name}</code></p>
-    <div class="page-head"><h1>Endpoint <code>${name}</code> ${d && html`<${Pill} status=${d.status || d.phase || "unknown"}/>`}</h1><${ClusterPick} value=${cluster}/></div>
+    <div class="page-head"><h1>Endpoint <code>${name}</code> ${d && html`<${Pill} status=${d.gone ? "deleted" : state(d)}/>`}</h1><${ClusterPick} value=${cluster}/></div>
     <${ErrorBox} error=${r.error}/>
     ${!d ? !r.error && html`<${Loading} what="Reading the endpoint"/>` : html`
     <dl class="facts summary-facts endpoint-facts">

@@ -4,7 +4,7 @@
 // operation; job_get_status's long poll, by the operation's id until the
 // Job is known; the Job's live logs), then the files it wrote, listed from
 // the storage (storage_list_contents). The Jobs so far are job_list's.
-import { html, useState } from "/vendor/preact-htm.js";
+import { html, useMemo, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { LogView } from "/lib/logs.js";
@@ -74,10 +74,22 @@ function Progress({ cluster, op, job, namespace, has }) {
   </section>`;
 }
 
+// a finished download: what its operation answered, and its folder in the storage
+function Done({ cluster, r, has }) {
+  return html`<section class="panel download" aria-label="the download" data-job=${r.name} data-phase=${r.phase || "Succeeded"}>
+    <div class="csec-head"><h2>Downloaded <code>${r.model_id}</code> <${Pill} status=${r.phase || "Succeeded"}/></h2>
+      <button type="button" class="btn btn-small" onClick=${() => setQuery({ op: "" })}>Close</button></div>
+    <${Facts} data=${{ revision: r.revision, files: (r.files || []).length, bytes: r.bytes !== undefined ? bytes(r.bytes) : undefined,
+      into: r.s3_uri, "in pods": r.path, job: `${r.namespace}/${r.name}` }}/>
+    <p class="muted small">Use it as <code>${r.destination}</code> in a training recipe's <code>model</code>, or mount the claim and serve <code>${r.path}</code>.</p>
+    ${has("storage_list_contents") && html`<${Files} cluster=${cluster} claim=${r.claim_name} namespace=${r.namespace} prefix=${r.destination + "/"}/>`}
+  </section>`;
+}
+
 function Downloads({ cluster }) {
   const r = useRead("job_list", cluster ? { cluster } : {});
   const jobs = (r.data && (r.data.jobs || r.data.items)) || [];
-  return html`<${Section} id="downloads" title="Jobs" loading=${r.loading && !r.data} error=${r.error}
+  return html`<${Section} id="downloads" title="Download jobs" loading=${r.loading && !r.data} error=${r.error}
       empty=${r.data && jobs.length === 0 ? "No download jobs yet." : null} emptyHint="Download a model above: it runs as a CPU-only Kubernetes Job.">
     <div class="table-wrap"><table class="table stack"><thead><tr><th scope="col">Job</th><th scope="col">Status</th><th scope="col">Model</th></tr></thead>
       <tbody>${jobs.map((j) => html`<tr data-job=${j.name}><td><button type="button" class="linkish" onClick=${() => setQuery({ job: j.name, namespace: j.namespace || "", op: "" })}><code>${j.namespace || "default"}/${j.name}</code></button></td>
@@ -89,17 +101,19 @@ function DownloadForm({ cluster }) {
   const { def, error } = useToolDef("model_download");
   const [errors, setErrors] = useState(null);
   const [busy, setBusy] = useState(false);
+  const schema = useMemo(() => def && secrets(def.input_schema), [def]);
+  const [n, setN] = useState(0); // a new form after each download: the token is not kept in the page
   const submit = async (p) => {
     setBusy(true); setErrors(null);
     try {
       const r = await callTool("model_download", { ...p, ...(cluster ? { cluster } : {}) });
-      if (r.operation_id) setQuery({ op: r.operation_id, job: "", namespace: "" });
+      if (r.operation_id) { setN((x) => x + 1); setQuery({ op: r.operation_id, job: "", namespace: "" }); }
     } catch (e) { setErrors(e); } finally { setBusy(false); }
   };
   return html`<section class="panel form-panel" aria-label="download a model"><h2>Download from Hugging Face <span class="muted small"><code>model_download</code></span></h2>
       ${error ? html`<${ErrorBox} error=${error}/>` : !def ? html`<${Loading} what="Loading the form"/>` : html`
         <p class="muted small">${def.summary}. A token is kept in a Kubernetes Secret and never shown or logged.</p>
-        <${SchemaForm} schema=${secrets(def.input_schema)} id="download-form" hide=${HIDE} errors=${errors} busy=${busy}
+        <${SchemaForm} key=${n} schema=${schema} id="download-form" hide=${HIDE} errors=${errors} busy=${busy}
           actions=${[{ label: "Download", kind: def.kind }]} onSubmit=${submit}/>`}
     </section>`;
 }
@@ -108,14 +122,20 @@ function Models({ query }) {
   const has = useHas();
   const cluster = useCluster(query);
   const missing = lacking(has, ["model_download", "job_get_status", "job_list"]);
-  const follow = cluster && has("job_get_status") && (query.op || query.job);
+  // the download's operation: while it runs, the Job is followed (job_get_status by the
+  // operation's id); once it has succeeded, its result says where the files went
+  const [opView, setOpView] = useState(null);
+  const v = opView && opView.operation_id === query.op ? opView : null;
+  const running = v && v.status === "running" && v.phase !== "check";
+  const follow = cluster && has("job_get_status") && ((query.op && running) || (!query.op && query.job));
   return html`<div class="page-head"><h1>Models</h1><${ClusterPick} value=${cluster}/></div>
     <p class="muted">Models are downloaded from Hugging Face into the cluster's S3 storage (mounted at <code>/s3</code> in training and inference pods) by a CPU-only Kubernetes Job, so no GPU idles while files move.</p>
     ${missing.length > 0 && html`<${Missing} tools=${missing} what=${missing.includes("model_download") ? "Downloading a model" : "Part of this page"}/>`}
     ${!cluster && html`<${Empty} title="No active cluster.">Pick or <a href=${href("/create")}>create</a> a cluster first.</${Empty}>`}
     ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster}/>`}
-    ${query.op && html`<${Follow} key=${query.op} id=${query.op} onClose=${() => setQuery({ op: "" })}/>`}
+    ${query.op && html`<${Follow} key=${query.op} id=${query.op} onView=${setOpView} onClose=${() => setQuery({ op: "" })}/>`}
     ${follow && html`<${Progress} key=${query.op || query.job} cluster=${cluster} op=${query.op} job=${query.job} namespace=${query.namespace || "default"} has=${has}/>`}
+    ${v && v.status === "succeeded" && v.result && html`<${Done} cluster=${cluster} r=${v.result} has=${has}/>`}
     ${cluster && has("job_list") && html`<${Downloads} cluster=${cluster}/>`}`;
 }
 

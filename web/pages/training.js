@@ -4,9 +4,10 @@
 // and copy), "Submit" (training_submit, its operation followed live), and
 // the cluster's jobs (training_list_jobs), each linking to its page
 // (web/pages/training_job.js).
-import { html, useState } from "/vendor/preact-htm.js";
+import { html, useMemo, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
+import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
 import { Follow, Section, useRead } from "/lib/cluster-ui.js";
@@ -28,6 +29,10 @@ function RecipeForm({ recipe, cluster, query }) {
   const [errors, setErrors] = useState(null);
   const [busy, setBusy] = useState(false);
   const [review, setReview] = useState(null); // {objects, params}
+  // the list is read again when operations end: the same schema must not reset what was typed
+  const schemaKey = JSON.stringify(recipe.params);
+  const schema = useMemo(() => recipe.params, [schemaKey]);
+  const choices = useMemo(() => (schema.properties && schema.properties.instance_type ? { instance_type: clusterTypes(cluster) } : undefined), [schemaKey, cluster]);
   const submit = async (params) => {
     setBusy(true); setErrors(null);
     try {
@@ -51,7 +56,7 @@ function RecipeForm({ recipe, cluster, query }) {
     <p class="muted small">Every pod mounts the S3 storage claim at <code>/s3</code>: datasets are read from it, checkpoints and outputs written under
       <code>/s3/checkpoints/JOB</code> and <code>/s3/outputs/JOB</code>.${cluster ? html` Submitted to cluster <code>${cluster}</code>.` : " No cluster is active: pick one above."}</p>
     <div class="tool-layout">
-      <div><${SchemaForm} schema=${recipe.params} id="recipe-form" errors=${errorsUnder(errors, "params")} busy=${busy}
+      <div><${SchemaForm} schema=${schema} id="recipe-form" choices=${choices} errors=${errorsUnder(errors, "params")} busy=${busy}
         actions=${[{ label: "Review", kind: "read", plan: true }, { label: "Submit", kind: "mutating" }]} onSubmit=${run}/></div>
       <div aria-live="polite">
         ${review && html`<section class="review" aria-label="review"><h3>What Submit applies</h3>

@@ -11,9 +11,9 @@ await needing(TOOLS, "inference: deploy a container from its form and get an ans
   const name = await cluster("ui-infer");
   await openAt(page, `/inference?cluster=${name}&deploy=container`);
   await page.waitForSelector("#deploy-form-container");
-  const filled = await fill(page, "deploy-form-container", { name: "chat", image: "vllm/vllm-openai:v0.8.5",
-    model: "Qwen/Qwen2.5-0.5B-Instruct", model_id: "Qwen/Qwen2.5-0.5B-Instruct", gpus: 1, gpus_per_pod: 1, gpu_count: 1, port: 8000, replicas: 1 });
-  check(filled.includes("name") && filled.includes("image"), "the form has name and image fields: " + filled.join(", "));
+  const filled = await fill(page, "deploy-form-container", { name: "chat", engine: "vllm", image: "vllm/vllm-openai:v0.8.5",
+    gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
+  check(filled.length === 6, "the form has the fields asked for: " + filled.join(", "));
   await page.click("#deploy-form-container-deploy");
   await page.waitForSelector('#deploy .follow[data-status="succeeded"], #deploy .notice[role="status"]', { timeout: 60000 });
   await page.waitForSelector('tr[data-endpoint="chat"]', { timeout: 30000 });

@@ -9,7 +9,7 @@ const TOOLS = ["model_download", "job_get_status", "job_list", "storage_list_con
 const SECRET = "hf_uitestSECRETtoken1234567890";
 
 await needing(TOOLS, "models: download a model from its form, follow the job and see its files in storage", async (page, check) => {
-  const name = await cluster("ui-models");
+  const name = await cluster("ui-models", { instance_type: "ml.m5.2xlarge" }); // the download runs on CPU nodes only
   await openAt(page, `/models?cluster=${name}`);
   await page.waitForSelector("#download-form");
   const tokenField = await page.$('#download-form input[type="password"]');
@@ -24,6 +24,9 @@ await needing(TOOLS, "models: download a model from its form, follow the job and
   await page.waitForSelector(".model-files tr[data-object]", { timeout: 60000 });
   const files = await page.$$eval(".model-files tr[data-object]", (xs) => xs.map((x) => x.dataset.object));
   check(files.some((f) => /config\.json$|\.safetensors$|\.bin$/.test(f)), "the model's files are in the storage: " + files.slice(0, 4).join(", "));
-  const text = await page.evaluate(() => document.body.innerText + " " + location.href);
-  check(!text.includes(SECRET), "the token is shown nowhere on the page or in the URL");
+  const text = await page.evaluate(() => document.body.innerText + " " + location.href + " " +
+    [...document.querySelectorAll("input, textarea")].map((e) => e.value).join(" "));
+  check(!text.includes(SECRET), "the token is shown nowhere on the page, in its fields or in the URL");
+  const ops = await page.evaluate(async () => (await import("/lib/api.js")).getOperation(new URLSearchParams(location.hash.split("?")[1]).get("op")));
+  check(!JSON.stringify(ops).includes(SECRET), "nor in the operation the page reads");
 });
