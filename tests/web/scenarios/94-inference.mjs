@@ -1,36 +1,72 @@
-// Inference: deploy a container (vLLM's image) from its generated form, see
-// it in the list, open it, and get an answer with its latency from the test
-// prompt box; then delete it after the typed confirmation.
+// Inference: deploy a container (vLLM's image) from its generated form,
+// see it in the list and on its page (replicas, pods, its Service);
+// a model pool's warm pods assigned to a model and released with the
+// buttons; scale; delete after the typed confirmation; and an answer with
+// its latency from the test prompt box.
 import { URL, needing } from "../lib.mjs";
 import { cluster, openAt } from "../clusters.mjs";
 import { fill } from "../workloads.mjs";
 
-const TOOLS = ["inference_deploy_container", "inference_list", "inference_get", "inference_call_model", "inference_delete"];
+const DEPLOY = ["inference_deploy_container", "inference_list", "inference_get", "inference_scale", "inference_delete",
+  "inference_assign_pool_pod", "inference_release_pool_pod"];
 
-await needing(TOOLS, "inference: deploy a container from its form and get an answer from the test prompt box", async (page, check) => {
-  const name = await cluster("ui-infer");
-  await openAt(page, `/inference?cluster=${name}&deploy=container`);
+async function deploy(page, name, values) {
+  if (await page.$("#who")) await page.goto(`${URL}/#/inference?cluster=${name}&deploy=container`);
+  else await openAt(page, `/inference?cluster=${name}&deploy=container`);
   await page.waitForSelector("#deploy-form-container");
-  const filled = await fill(page, "deploy-form-container", { name: "chat", engine: "vllm", image: "vllm/vllm-openai:v0.8.5",
-    gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
-  check(filled.length === 6, "the form has the fields asked for: " + filled.join(", "));
+  const filled = await fill(page, "deploy-form-container", values);
   await page.click("#deploy-form-container-deploy");
-  await page.waitForSelector('#deploy .follow[data-status="succeeded"], #deploy .notice[role="status"]', { timeout: 60000 });
-  await page.waitForSelector('tr[data-endpoint="chat"]', { timeout: 30000 });
+  await page.waitForSelector('#deploy .follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForSelector(`tr[data-endpoint="${values.name}"]`, { timeout: 30000 });
+  return filled;
+}
+
+await needing(DEPLOY, "inference: deploy a container and a model pool from the form, assign and release pool pods, scale, delete", async (page, check) => {
+  const name = await cluster("ui-infer", { instance_count: 3 });
+  const filled = await deploy(page, name, { name: "chat", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
+  check(filled.length === 5, "the form has the fields asked for: " + filled.join(", "));
+  check(/1 of 1/.test(await page.textContent('tr[data-endpoint="chat"]')), "the list shows it ready, 1 of 1");
   await page.click('tr[data-endpoint="chat"] a');
-  await page.waitForSelector("#prompt-form");
-  await fill(page, "prompt-form", { prompt: "Say hello in one word.", message: "Say hello in one word." });
-  await page.click("#prompt-form-send");
-  await page.waitForSelector("#prompt-answer", { timeout: 30000 });
-  check((await page.textContent("#prompt-answer")).trim().length > 0, "the model answers");
-  check(await page.isVisible("#prompt-latency"), "with its latency: " + (await page.textContent("#prompt-latency").catch(() => "none")));
+  await page.waitForSelector("#replicas");
+  check((await page.textContent("#replicas")).includes("1 ready of 1"), "its page shows the replicas");
+  check(/chat.*ClusterIP.*1 ready endpoint/.test(await page.textContent("#service")), "and the Service it is reached through: " + await page.textContent("#service"));
+  await page.click(".scale summary");
+  await fill(page, "scale-form", { replicas: 2 });
+  await page.click("#scale-form-scale");
+  await page.waitForFunction(() => /of 2/.test(document.getElementById("replicas").textContent), null, { timeout: 30000 });
+  check(true, "scaled to 2 from its page");
   await page.click("#endpoint-delete");
   await page.waitForSelector("dialog[open]");
   check(await page.isDisabled("dialog[open] button[type=submit]"), "deleting waits for the name to be typed");
   await page.fill("#confirm-type", "chat");
   await page.click("dialog[open] button[type=submit]");
   await page.waitForFunction(() => location.hash.startsWith("#/inference") && !location.hash.includes("/chat"));
-  await page.goto(`${URL}/#/inference?cluster=${name}`);
   await page.waitForFunction(() => !document.querySelector('tr[data-endpoint="chat"]'), null, { timeout: 30000 });
-  check(true, "it is gone from the list");
+  check(true, "deleted: it is gone from the list");
+  // a pool of two warm workers; one assigned to a model, then released
+  await deploy(page, name, { name: "warm", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 2, service: "pool" });
+  await page.waitForSelector('.pool[data-pool="warm"] tr[data-business="unassigned"]');
+  check((await page.$$('.pool[data-pool="warm"] tr[data-pod]')).length === 2, "the pool shows its two warm pods");
+  await page.fill("#pool-model-warm", "qwen");
+  await page.click('.pool[data-pool="warm"] tr[data-business="unassigned"] [data-assign]');
+  await page.waitForSelector('.pool[data-pool="warm"] tr[data-business="qwen"]', { timeout: 30000 });
+  check((await page.$$('.pool[data-pool="warm"] tr[data-business="unassigned"]')).length === 1, "one pod serves qwen, one is still warm");
+  await page.click('.pool[data-pool="warm"] tr[data-business="qwen"] [data-release]');
+  await page.waitForSelector("dialog[open]");
+  await page.click("dialog[open] button[type=submit]");
+  await page.waitForFunction(() => document.querySelectorAll('.pool[data-pool="warm"] tr[data-business="unassigned"]').length === 2, null, { timeout: 30000 });
+  check(true, "released: both pods are warm again");
+});
+
+await needing(["inference_deploy_container", "inference_get", "inference_call_model"], "inference: a deployed container answers the test prompt box, with its latency", async (page, check) => {
+  const name = "hypd-ui-infer";
+  await deploy(page, name, { name: "talk", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
+  await page.click('tr[data-endpoint="talk"] a');
+  await page.waitForSelector("#prompt-form-prompt");
+  await page.fill("#prompt-form-prompt", "Say hello in one word.");
+  await page.click("#prompt-form-send");
+  await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
+  check(!(await page.$("#prompt .form-errors")), "no error: " + (await page.textContent("#prompt .form-errors").catch(() => "")));
+  check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
+  check(await page.isVisible("#prompt-latency").catch(() => false), "with its latency");
 });
