@@ -230,6 +230,13 @@ t.test("a model pool: three warm workers, two assigned to a model, its Service s
     for _, p in ipairs(g.pods) do t.eq(p.assigned, "unassigned", p.name) end
     local pods = conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } })
     t.eq(pods[1].metadata.labels["deployment-type"], "model-pool")
+    local m = FH.mark()
+    local plan = assert(run("inference_assign_pool_pod", { pool = "warm", model = "qwen", count = 2, plan = true }))
+    local rows = {}
+    for _, e in ipairs(plan.plan) do rows[#rows + 1] = e.action .. " " .. e.type end
+    t.eq(rows, { "change k8s:pod", "change k8s:pod", "create k8s:service" }, "a plan: two relabels, one Service")
+    t.eq(plan.plan[1].changes, { business = { from = "unassigned", to = "qwen" } })
+    t.eq(#FH.k8s_writes(m), 0, "the plan sent nothing")
     local a
     a, err = run("inference_assign_pool_pod", { pool = "warm", model = "qwen", count = 2 })
     t.ok(a, err and err.message)
@@ -283,8 +290,21 @@ t.test("release one: the Service keeps the other; scaling down refuses to remove
   end), "two workers left")
   t.ok(conn:get("v1", "Pod", pool_pods[2], { namespace = "default" }), "the assigned worker stays")
   t.eq(endpoints("qwen"), { pool_pods[2] })
+  -- up to 3 again; inference_get wait_seconds answers on the change
+  s = assert(run("inference_scale", { name = "warm", replicas = 3 }))
+  t.eq({ s.from, s.replicas }, { 2, 3 })
+  local g = get("warm", { wait_seconds = 60 })
+  t.eq(g.changed, true, "wait_seconds answered on a change")
+  for _ = 1, 5 do
+    if g.replicas.ready == 3 then break end
+    g = get("warm", { wait_seconds = 60 })
+  end
+  t.eq({ g.replicas.desired, g.replicas.ready, g.unassigned }, { 3, 3, 2 })
   local _, de = run("inference_delete", { name = "warm" })
   t.eq(field_rules(de), { "force:assigned" }, "a pool with assigned workers needs force")
+  _, de = run("inference_deploy_container", { name = "warm", engine = "sglang", instance_type = "ml.g5.12xlarge",
+    gpus = 1, replicas = 0, service = "pool" })
+  t.eq(field_rules(de), { "replicas:assigned" }, "a redeploy with fewer workers is held to the same rule")
   r, err = run("inference_release_pool_pod", { model = "qwen" })
   t.ok(r, err and err.message)
   t.eq(r and r.models[1].service_action, "deleted", "no pods left: the model's Service goes")
@@ -299,7 +319,7 @@ t.test("inference_list lists every kind; inference_delete deletes hypd's objects
     t.eq(rows, { "huge:container", "qwen-vllm:container", "warm:pool" })
     l = assert(tool.call("inference_list", { cluster = EKS, kind = "pool" }, ADMIN))
     t.eq(#l.deployments, 1)
-    t.eq({ l.deployments[1].engine, l.deployments[1].port, l.deployments[1].replicas }, { "sglang", 30000, 2 })
+    t.eq({ l.deployments[1].engine, l.deployments[1].port, l.deployments[1].replicas }, { "sglang", 30000, 3 })
     assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
       metadata = { name = "theirs", namespace = "default", labels = { ["hypd.io/inference-kind"] = "container" } },
       spec = { selector = { matchLabels = { app = "theirs" } }, template = {
@@ -324,4 +344,54 @@ t.test("inference_list lists every kind; inference_delete deletes hypd's objects
     t.eq(field_rules(ge), { "name:exists" })
     l = assert(tool.call("inference_list", { cluster = EKS }, ADMIN))
     t.eq(#l.deployments, 0)
+  end)
+
+t.test("a managed InferenceEndpointConfig (its controller's Deployment and Service) is listed, got, scaled, deleted",
+  function()
+    local resources = require "sandbox.k8s.resources"
+    for _, row in ipairs(resources.CRDS) do
+      if row[4] == "InferenceEndpointConfig" then assert(conn:create(resources.crd(row))) end
+    end
+    local L = { ["hypd.io/inference"] = "llm", ["hypd.io/inference-kind"] = "managed" }
+    local cr
+    for _ = 1, 10 do -- the CRD is served a moment after it is created
+      cr = conn:create { apiVersion = "inference.sagemaker.aws.amazon.com/v1", kind = "InferenceEndpointConfig",
+        metadata = { name = "llm", namespace = "default", labels = L },
+        spec = { modelName = "llm", replicas = 1, instanceType = "ml.g5.12xlarge",
+          worker = { image = "vllm/vllm-openai:latest" } } }
+      if cr then break end
+      task.sleep(1)
+    end
+    assert(cr, "the InferenceEndpointConfig")
+    -- what the operator makes: a Deployment and a Service owned by the CR, pods carrying its labels
+    local pl = { app = "llm-worker", ["hypd.io/inference"] = "llm", ["hypd.io/inference-kind"] = "managed" }
+    local owner = { { apiVersion = "inference.sagemaker.aws.amazon.com/v1", kind = "InferenceEndpointConfig",
+      name = "llm", uid = cr.metadata.uid, controller = true } }
+    assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
+      metadata = { name = "llm", namespace = "default", ownerReferences = owner, labels = L },
+      spec = { replicas = 1, selector = { matchLabels = { app = "llm-worker" } }, template = {
+        metadata = { labels = pl }, spec = { containers = { { name = "worker", image = "vllm/vllm-openai:latest",
+          ports = { { name = "http", containerPort = 8080 } } } } } } } })
+    assert(conn:create { apiVersion = "v1", kind = "Service",
+      metadata = { name = "llm-routing", namespace = "default", ownerReferences = owner },
+      spec = { selector = { app = "llm-worker" }, ports = { { name = "http", port = 8080, targetPort = "http" } } } })
+    settle(function() return #endpoints("llm-routing") == 1 end)
+    local l = assert(tool.call("inference_list", { cluster = EKS }, ADMIN))
+    local rows = {}
+    for _, d in ipairs(l.deployments) do rows[#rows + 1] = d.name .. ":" .. d.kind .. ":" .. d.object end
+    t.eq(rows, { "llm:managed:InferenceEndpointConfig/llm" }, "listed once, by its CR")
+    local g = get("llm")
+    t.eq({ g.kind, g.object, g.deployment, g.port }, { "managed", "InferenceEndpointConfig/llm", "llm", 8080 })
+    t.eq({ g.replicas.desired, g.replicas.ready }, { 1, 1 })
+    t.eq(g.service and g.service.name, "llm-routing", "the Service that selects its pods")
+    t.eq(g.service and #g.service.endpoints, 1)
+    local r, err = run("inference_scale", { name = "llm", replicas = 2 })
+    t.ok(r, err and err.message)
+    local live = assert(conn:get("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "llm",
+      { namespace = "default" }))
+    t.eq(live.spec.replicas, 2, "spec.replicas of the CR (its operator scales the Deployment)")
+    r, err = run("inference_delete", { name = "llm" })
+    t.ok(r, err and err.message)
+    t.eq(conn:get("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "llm", { namespace = "default" }),
+      nil)
   end)

@@ -9,6 +9,7 @@
 --     high pod-deletion-cost, so a scale-down removes unassigned workers
 --     first) or business=unassigned (the cost removed)
 --   counts(d) -> unassigned, assigned, {model -> n}
+--   refuse_cut(d, replicas, name): no scale-down that removes assigned workers
 local I = require "inference._inference"
 local K = require "hyperpod._feat_k8s"
 
@@ -83,6 +84,22 @@ function M.counts(d)
     end
   end
   return unassigned, assigned, models
+end
+
+-- refuse_cut(d, replicas, name): a CONFLICT naming replicas when scaling
+-- pool d to replicas would remove assigned workers (fewer unassigned pods
+-- than the reduction)
+function M.refuse_cut(d, replicas, name)
+  local desired = I.replicas(d)
+  if replicas >= desired then return end
+  local unassigned, assigned, models = M.counts(d)
+  local cut = desired - replicas
+  if cut <= unassigned then return end
+  local msg = string.format("replicas: scaling pool %s from %d to %d would remove %d workers but only %d " ..
+    "are unassigned: %d are assigned (%s). Release them first with inference_release_pool_pod, or scale to " ..
+    "at least %d", name, desired, replicas, cut, unassigned, assigned, M.models_text(models), desired - unassigned)
+  hypd.errors.raise("CONFLICT", msg, { fields = { { field = "replicas", rule = "assigned", message = msg } },
+    assigned = assigned, unassigned = unassigned })
 end
 
 -- models_text(models) -> "a: 2, b: 1"

@@ -10,6 +10,7 @@ local I = require "inference._inference"
 local C = require "inference._container"
 local K = require "hyperpod._feat_k8s"
 local hp = require "hyperpod._hp"
+local PL = require "inference._pool"
 
 local IMAGE = "^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$"
 local WORD = { type = "string", max_length = 4096 }
@@ -56,11 +57,19 @@ local function check(ctx)
   local port, source = C.port_of(p)
   st.port, st.port_source = port, source
   local kind = p.service == "pool" and "pool" or "container"
-  local d = I.find(conn, p.name, p.namespace, true)
+  local d = I.find(conn, p.name, p.namespace, kind ~= "pool")
   if d and d.kind ~= kind then
     hypd.errors.raise("CONFLICT", string.format("%s/%s is already an inference deployment of kind %s, not %s: " ..
       "delete it with inference_delete or choose another name", p.namespace, p.name, d.kind, kind),
       { fields = { { field = "name", rule = "kind", message = "name: already a " .. d.kind .. " deployment" } } })
+  end
+  if d and kind == "pool" then PL.refuse_cut(d, p.replicas, p.name) end
+  local svc = kind ~= "pool" and K.get(conn, "v1", "Service", p.name, p.namespace)
+  local owner = svc and (svc.metadata.labels or {})[I.NAME]
+  if owner and owner ~= p.name then
+    hypd.errors.raise("CONFLICT", string.format("Service %s/%s belongs to inference deployment %s (a model of " ..
+      "its pool); choose another name", p.namespace, p.name, owner),
+      { fields = { { field = "name", rule = "service", message = "name: Service " .. p.name .. " is " .. owner .. "'s" } } })
   end
   st.warnings = warnings(conn, p)
   st.objects = C.objects(p, port)

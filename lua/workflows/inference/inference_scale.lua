@@ -16,18 +16,7 @@ local function run(ctx)
       d.object.kind, p.namespace, p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
   end
   local desired = I.replicas(d)
-  if d.kind == "pool" and p.replicas < desired then
-    local unassigned, assigned, models = PL.counts(d)
-    local cut = desired - p.replicas
-    if cut > unassigned then
-      local msg = string.format("replicas: scaling pool %s from %d to %d would remove %d workers but only %d " ..
-        "are unassigned: %d are assigned (%s). Release them first with inference_release_pool_pod, or scale to " ..
-        "at least %d", p.name, desired, p.replicas, cut, unassigned, assigned, PL.models_text(models),
-        desired - unassigned)
-      hypd.errors.raise("CONFLICT", msg, { fields = { { field = "replicas", rule = "assigned", message = msg } },
-        assigned = assigned, unassigned = unassigned })
-    end
-  end
+  if d.kind == "pool" then PL.refuse_cut(d, p.replicas, p.name) end
   local o = d.object
   local cr = o.kind ~= "Deployment"
   local _, action = ctx:ensure { type = "k8s:" .. o.kind:lower() .. "/scale", label = o.kind, name = p.namespace ..
