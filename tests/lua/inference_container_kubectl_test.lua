@@ -70,7 +70,7 @@ t.test("kubectl get endpoints: the model's Service lists exactly the two assigne
   t.eq(rc, 0)
   t.like(out, "qwen%s+[%d.]+:8000,[%d.]+:8000", "the table: two addresses on the pool's port")
   rc, out = kubectl("get pods -l business=qwen -o name")
-  t.eq(select(2, out:gsub("pod/", "")), 2)
+  t.eq({ rc, select(2, out:gsub("pod/", "")) }, { 0, 2 })
   r, err = run("inference_release_pool_pod", { pods = { assigned[1] } })
   t.ok(r, err and err.message)
   t.ok(S.until_ok(function() return #addresses("qwen") == 1 end), "kubectl sees the release")
