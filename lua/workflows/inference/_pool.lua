@@ -17,6 +17,11 @@ local M = {}
 
 M.ASSIGNED_COST = "1000"
 
+-- refuse(code, field, rule, msg): an error naming field and rule
+function M.refuse(code, field, rule, msg)
+  hypd.errors.raise(code, msg, { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } })
+end
+
 function M.pool(ctx, p, field)
   local e, conn, d = I.get(ctx, { name = p.pool, namespace = p.namespace, cluster = p.cluster, region = p.region })
   if d.kind ~= "pool" then

@@ -9,9 +9,7 @@ local C = require "inference._container"
 local K = require "hyperpod._feat_k8s"
 local PL = require "inference._pool"
 
-local function refuse(code, field, rule, msg)
-  hypd.errors.raise(code, msg, { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } })
-end
+local refuse = PL.refuse
 
 local function run(ctx)
   local p, st = ctx.params, ctx.state
