@@ -34,10 +34,13 @@ M.POOL_TYPE = "deployment-type"
 M.DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 M.KINDS = { "container", "pool", "managed", "jumpstart", "router" }
 
--- the custom resources of the managed kinds (inference operator)
+-- the custom resources of the managed kinds (inference operator), in the
+-- order they are looked for (the operator's CRDs have served
+-- JumpStartModel as v1alpha1 and as v1; both have spec.replicas)
 M.CRS = {
   { kind = "InferenceEndpointConfig", api = "inference.sagemaker.aws.amazon.com/v1", label = "managed" },
   { kind = "JumpStartModel", api = "inference.sagemaker.aws.amazon.com/v1", label = "jumpstart" },
+  { kind = "JumpStartModel", api = "inference.sagemaker.aws.amazon.com/v1alpha1", label = "jumpstart" },
 }
 
 M.DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -55,9 +58,7 @@ end
 local function tryget(conn, api, kind, name, ns)
   local o, err = conn:get(api, kind, name, { namespace = ns })
   if o then return o end
-  if missing(err) or (type(err) == "table" and (err.code == "NOT_FOUND" or err.code == "VALIDATION")) then
-    return nil
-  end
+  if missing(err) then return nil end
   error(err, 0)
 end
 
@@ -65,9 +66,7 @@ end
 local function trylist(conn, api, kind, opts)
   local items, err = conn:list(api, kind, opts)
   if items then return items end
-  if missing(err) or (type(err) == "table" and (err.code == "NOT_FOUND" or err.code == "VALIDATION")) then
-    return {}
-  end
+  if missing(err) then return {} end
   error(err, 0)
 end
 
@@ -202,10 +201,12 @@ function M.list(conn, ns)
   for _, c in ipairs(M.CRS) do
     for _, cr in ipairs(trylist(conn, c.api, c.kind, opts)) do
       cr.kind, cr.apiVersion = cr.kind or c.kind, cr.apiVersion or c.api
-      local d = { kind = lbl(cr)[M.KIND] or c.label, name = cr.metadata.name, namespace = cr.metadata.namespace,
-        object = cr, deployment = cr_deployment(conn, cr, cr.metadata.namespace) }
-      seen[d.namespace .. "/" .. d.name] = true
-      out[#out + 1] = d
+      local k = cr.metadata.namespace .. "/" .. cr.metadata.name
+      if not seen[k] then
+        seen[k] = true
+        out[#out + 1] = { kind = lbl(cr)[M.KIND] or c.label, name = cr.metadata.name,
+          namespace = cr.metadata.namespace, object = cr, deployment = cr_deployment(conn, cr, cr.metadata.namespace) }
+      end
     end
   end
   for _, dep in ipairs(conn:list("apps/v1", "Deployment", opts) or {}) do
