@@ -121,6 +121,12 @@ t.test("plan mode lists the Deployment and the Service it would create and sends
   local c = dep and dep.spec.template.spec.containers[1]
   t.eq(c and c.ports[1].containerPort, 8200, "the port from --port=8200")
   t.eq(r and r.plan[2].fields.spec.ports[1].port, 8200)
+  -- a shell command line in one element counts word by word
+  r = assert(run("inference_deploy_container", { name = "sh-line", engine = "custom", image = "ghcr.io/acme/srv:1",
+    instance_type = "ml.g5.12xlarge", gpus = 2, plan = true,
+    command = { "/bin/sh", "-c", "python -m server --tp 4 --port 9001" } }))
+  c = r.plan[1].fields.spec.template.spec.containers[1]
+  t.eq({ c.ports[1].containerPort, c.resources.limits["nvidia.com/gpu"] }, { 9001, "2" })
   t.eq(#FH.k8s_writes(m), 0)
   t.eq(#(conn:list("apps/v1", "Deployment", { namespace = "default" }) or {}), 0)
 end)
