@@ -292,6 +292,21 @@ t.test("release one: the Service keeps the other; scaling down refuses to remove
   _, de = run("inference_deploy_container", { name = "warm", engine = "sglang", instance_type = "ml.g5.12xlarge",
     gpus = 1, replicas = 0, service = "pool" })
   t.eq(field_rules(de), { "replicas:assigned" }, "a redeploy with fewer workers is held to the same rule")
+  -- the newest worker assigned: a scale-down takes the unassigned one, not the newest (pod-deletion-cost)
+  local newest
+  for _, pod in ipairs(conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } })) do
+    if not newest or pod.metadata.creationTimestamp > newest.metadata.creationTimestamp then newest = pod end
+  end
+  local a = assert(run("inference_assign_pool_pod", { pool = "warm", model = "fresh", pods = { newest.metadata.name } }))
+  t.eq(a.pods[1].action, "changed")
+  s = assert(run("inference_scale", { name = "warm", replicas = 2 }))
+  t.ok(settle(function()
+    return #conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } }) == 2
+  end), "two workers left")
+  t.ok(conn:get("v1", "Pod", newest.metadata.name, { namespace = "default" }), "the newest, assigned, stays")
+  t.ok(conn:get("v1", "Pod", pool_pods[2], { namespace = "default" }), "and the other assigned one")
+  r, err = run("inference_release_pool_pod", { model = "fresh" })
+  t.eq(r and r.models[1].service_action, "deleted", err and err.message)
   r, err = run("inference_release_pool_pod", { model = "qwen" })
   t.ok(r, err and err.message)
   t.eq(r and r.models[1].service_action, "deleted", "no pods left: the model's Service goes")
@@ -306,7 +321,7 @@ t.test("inference_list lists every kind; inference_delete deletes hypd's objects
     t.eq(rows, { "huge:container", "qwen-vllm:container", "warm:pool" })
     l = assert(tool.call("inference_list", { cluster = EKS, kind = "pool" }, ADMIN))
     t.eq(#l.deployments, 1)
-    t.eq({ l.deployments[1].engine, l.deployments[1].port, l.deployments[1].replicas }, { "sglang", 30000, 3 })
+    t.eq({ l.deployments[1].engine, l.deployments[1].port, l.deployments[1].replicas }, { "sglang", 30000, 2 })
     assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
       metadata = { name = "theirs", namespace = "default", labels = { ["hypd.io/inference-kind"] = "container" } },
       spec = { selector = { matchLabels = { app = "theirs" } }, template = {
