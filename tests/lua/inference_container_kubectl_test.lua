@@ -77,6 +77,12 @@ t.test("kubectl get endpoints: the model's Service lists exactly the two assigne
   t.eq(addresses("qwen"), { assigned[2] })
   local svc = S.get_json("get service qwen")
   t.eq(svc and svc.spec.selector, { business = "qwen" })
+  -- the command line's door to the same read
+  local crc, cout, cerr = S.kc.sh(S.H.hypd .. " call inference_get name=warm cluster=" .. EKS .. " tail_lines:=0")
+  t.eq(crc, 0, cerr)
+  local g = json.decode(cout)
+  t.eq({ g and g.kind, g and g.unassigned, g and g.models[1].name, g and g.models[1].endpoints },
+    { "pool", 2, "qwen", { assigned[2] } }, "hypd call inference_get")
 end)
 
 t.test("kubectl get events: the Pending deploy's FailedScheduling is the scheduler's message", function()
