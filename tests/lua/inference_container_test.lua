@@ -249,6 +249,10 @@ t.test("a model pool: three warm workers, two assigned to a model, its Service s
     t.eq(g.unassigned, 1)
     t.eq(g.models[1].name, "qwen")
     t.eq(g.models[1].endpoints, names)
+    g = get("qwen")
+    t.eq({ g.name, g.kind, g.model, g.service.name, g.service.port }, { "warm", "pool", "qwen", "qwen", 30000 },
+      "a model's name finds its pool and its Service")
+    t.eq(g.service.endpoints, names)
   end)
 
 t.test("release one: the Service keeps the other; scaling down refuses to remove assigned workers", function()

@@ -18,6 +18,9 @@
 --     <name> preferred; nil for a pool), services (every one selecting them)}
 --   I.get(ctx, p) -> e, conn, d: the EKS cluster (hp.eks), its connection,
 --     and the deployment p.name in p.namespace; NOT_FOUND naming "name"
+--     (with p.models, a pool's model name finds the pool: I.find_model)
+--   I.find_model(conn, model, ns) -> the pool serving model, d.model set and
+--     d.service its Service <model> (what a call to the model goes to)
 --   I.list(conn, ns | nil) -> {d...}: hypd's (ns nil: every namespace), without pods
 --   I.pods(conn, d), I.services(conn, ns, pods), I.labels(name, kind)
 --   I.view(conn, d, opts) -> the status inference_get answers
@@ -178,12 +181,26 @@ function M.find(conn, name, ns, no_pods)
   end
 end
 
+-- find_model(conn, model, ns) -> d | nil: the pool serving model (a
+-- pool's model Service <model>, labelled hypd.io/model), with d.model =
+-- model, d.service = that Service and d.pods the pool's pods
+function M.find_model(conn, model, ns)
+  local s = tryget(conn, "v1", "Service", model, ns)
+  local l = lbl(s)
+  if not s or l[M.MODEL] ~= model or l[M.KIND] ~= "pool" or not l[M.NAME] then return nil end
+  local d = M.find(conn, l[M.NAME], ns)
+  if not d or d.kind ~= "pool" then return nil end
+  d.model, d.service = model, s
+  return d
+end
+
 -- get(ctx, p) -> e, conn, d: the deployment p.name in p.namespace of the
--- call's cluster; NOT_FOUND naming "name" when there is none
+-- call's cluster (or, when p.name is a model of a pool, that pool with
+-- d.model); NOT_FOUND naming "name" when there is none
 function M.get(ctx, p, no_pods)
   local e = require("hyperpod._hp").eks(ctx, p)
   local conn = ctx:k8s(e.name)
-  local d = M.find(conn, p.name, p.namespace, no_pods)
+  local d = M.find(conn, p.name, p.namespace, no_pods) or (p.models and M.find_model(conn, p.name, p.namespace))
   if not d then
     hypd.errors.raise("NOT_FOUND", string.format("no inference deployment %s/%s on cluster %s (inference_list " ..
       "lists them)", p.namespace, p.name, e.name),
@@ -336,6 +353,11 @@ function M.view(conn, d, opts)
     v.pods[#v.pods + 1] = row
   end
   v.pending_reason = pending
+  if d.model then
+    v.model = d.model
+    v.service = M.service_view(d.service)
+    v.service.endpoints = endpoints(conn, d.namespace, d.model)
+  end
   if d.kind == "pool" then
     v.unassigned = unassigned
     v.models = hypd.json.array()

@@ -46,6 +46,11 @@ local function run(ctx)
     end
     PL.order(free)
     for i = 1, math.max(0, need) do chosen[#chosen + 1] = free[i] end
+    if need < 0 then
+      st.note = string.format("model %s already has %d pods of pool %s, more than count %d: none assigned; " ..
+        "inference_release_pool_pod model=%s count=%d gives the extra back", p.model, #mine, p.pool, p.count,
+        p.model, -need)
+    end
   end
   -- the Service first exists only as hypd's model Service of this pool
   local svc = K.get(conn, "v1", "Service", p.model, p.namespace)
@@ -70,7 +75,7 @@ local function run(ctx)
   st.result = { cluster = e.name, region = e.region, pool = p.pool, namespace = p.namespace, model = p.model,
     pods = st.pods, service = { name = p.model, type = s.spec.type, port = port, selector = s.spec.selector,
       action = action },
-    next = "inference_get name=" .. p.pool .. " namespace=" .. p.namespace }
+    note = st.note, next = "inference_get name=" .. p.pool .. " namespace=" .. p.namespace }
 end
 
 return tool {

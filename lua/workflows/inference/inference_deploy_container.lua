@@ -115,8 +115,9 @@ local function result(ctx)
     if o.kind == "Service" then svc = { name = o.metadata.name, type = o.spec.type, port = st.port } end
   end
   st.result = { cluster = st.eks, region = st.region, name = p.name, namespace = p.namespace,
-    kind = p.service == "pool" and "pool" or "container", engine = p.engine, image = st.objects[1].spec.template.spec
-      .containers[1].image, gpus = p.gpus, port = st.port, port_from = st.port_source, replicas = p.replicas,
+    kind = p.service == "pool" and "pool" or "container", engine = p.engine,
+    image = st.objects[1].spec.template.spec.containers[1].image, gpus = p.gpus, port = st.port,
+    port_from = st.port_source, replicas = p.replicas,
     instance_type = p.instance_type, service = svc, phase = st.phase, pending_reason = st.pending_reason,
     warnings = st.warnings, objects = st.applied,
     next = p.service == "pool" and

@@ -11,7 +11,8 @@ return tool {
   name = "inference_get",
   summary = "An inference deployment now: replicas ready/desired, pods, Service and port, events, last log lines",
   description = "Reads the inference deployment <name> (any kind: container, pool, managed, jumpstart, router) " ..
-    "of the active (or named) cluster: replicas ready of desired, each pod with its node, phase, readiness " ..
+    "of the active (or named) cluster (a model name of a pool gives the pool, with that model's Service): " ..
+    "replicas ready of desired, each pod with its node, phase, readiness " ..
     "and (pool) assignment (business label: unassigned or the model), pending_reason with the scheduler's " ..
     "message when a pod cannot be placed (e.g. '0/3 nodes are available: 3 Insufficient nvidia.com/gpu. ...'), " ..
     "the Service to call and its port with the pods behind it (a pool: models, one Service per model), the " ..
@@ -27,7 +28,8 @@ return tool {
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
   run = function(ctx, p)
-    local e, conn, d = I.get(ctx, p)
+    local e, conn, d = I.get(ctx, { name = p.name, namespace = p.namespace, cluster = p.cluster, region = p.region,
+      models = true })
     local opts = { tail = p.tail_lines, events = p.events }
     local v = I.view(conn, d, opts)
     if p.wait_seconds > 0 then
@@ -37,11 +39,12 @@ return tool {
         timeout = p.wait_seconds + 5, phase = false,
         check = function()
           if first then first = false; return false end
-          local now = I.find(conn, p.name, p.namespace)
+          local now = I.find(conn, d.name, p.namespace)
           if not now then return true end
           return I.signature(I.view(conn, now, { tail = 0, events = 0 })) ~= before or hypd.now() >= deadline
         end }
-      local now = I.find(conn, p.name, p.namespace)
+      local now = I.find(conn, d.name, p.namespace)
+      if now and d.model then now.model, now.service = d.model, d.service end
       if not now then
         v = { name = p.name, namespace = p.namespace, kind = d.kind, gone = true }
       else
