@@ -117,6 +117,9 @@ t.test("plan mode lists the Deployment and the Service it would create and sends
   local rows = {}
   for _, e in ipairs(r and r.plan or {}) do rows[#rows + 1] = e.action .. " " .. e.type .. " " .. e.name end
   t.eq(rows, { "create k8s:deployment default/qwen-vllm", "create k8s:service default/qwen-vllm" })
+  local other = assert(run("inference_deploy_container", args { plan = true, namespace = "serving" }))
+  t.eq(other.plan[1].action .. " " .. other.plan[1].type .. " " .. other.plan[1].name, "create k8s:namespace serving",
+    "a namespace not there yet is made first")
   local dep = r and r.plan[1].fields
   local c = dep and dep.spec.template.spec.containers[1]
   t.eq(c and c.ports[1].containerPort, 8200, "the port from --port=8200")

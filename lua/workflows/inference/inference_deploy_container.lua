@@ -79,6 +79,9 @@ local function apply(ctx)
   local st = ctx.state
   local conn = ctx:k8s(st.eks)
   st.applied = {}
+  -- the namespace, when it is not there yet (any owner's will do)
+  K.ensure(ctx, conn, { apiVersion = "v1", kind = "Namespace", metadata = { name = ctx.params.namespace,
+    labels = { [I.MANAGED_BY] = "hypd" } } }, { shared = true })
   for _, o in ipairs(st.objects) do
     local obj, action = K.ensure(ctx, conn, o, { field = "name" })
     st.applied[#st.applied + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace,
