@@ -203,6 +203,15 @@ t.test("more GPUs than any node offers: deployed, stays Pending, and inference_g
     end
     t.eq(found and found.message, REASON, "the scheduler's FailedScheduling event")
     t.eq(found and found.type, "Warning")
+    -- an instance type the cluster does not have: the same, for the selector
+    r, err = run("inference_deploy_container", { name = "elsewhere", engine = "vllm",
+      instance_type = "ml.p5.48xlarge", gpus = 8, cluster = EKS })
+    t.ok(r, err and err.message)
+    t.eq(r and r.phase, "Pending")
+    t.like(r and json.encode(r.warnings) or "", "no node of instance type ml%.p5%.48xlarge is in the cluster now")
+    t.eq(r and r.pending_reason, "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. " ..
+      "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+    t.eq(assert(run("inference_delete", { name = "elsewhere" })).action, "deleted")
   end)
 
 local pool_pods
