@@ -11,7 +11,7 @@
 --   jumpstart  JumpStartModel <name>, likewise
 --
 --   local I = require "inference._inference"
---   I.find(conn, name, ns) -> d | nil, where d = {kind, name, namespace,
+--   I.find(conn, name, ns [, no_pods]) -> d | nil, where d = {kind, name, namespace,
 --     object (the top object: Deployment or CR), deployment (the Deployment
 --     that runs the pods, or nil while a controller has not made it yet),
 --     pods (list), service (the Service to call: selecting the pods,
@@ -22,8 +22,13 @@
 --   I.find_model(conn, model, ns) -> the pool serving model, d.model set and
 --     d.service its Service <model> (what a call to the model goes to)
 --   I.list(conn, ns | nil) -> {d...}: hypd's (ns nil: every namespace), without pods
---   I.pods(conn, d), I.services(conn, ns, pods), I.labels(name, kind)
+--   I.pods(conn, d), I.services(conn, ns, pods [, prefer]), I.labels(name, kind [, extra])
+--   I.port(d) -> the serving port (container port named http); I.replicas(d)
+--     -> desired, ready; I.summary(d) -> inference_list's row
 --   I.view(conn, d, opts) -> the status inference_get answers
+--   I.NAME_PARAM, I.NS_PARAM: the name and namespace parameters; I.target(p, what)
+-- For a call to a deployment (contract 3): d.service (a pool's model:
+-- find_model(...).service) and its port, through the API service proxy.
 local M = {}
 
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
