@@ -37,6 +37,15 @@ local function warnings(conn, p)
     out[#out + 1] = string.format("%d GPUs per pod is more than any %s node offers (%d): the pods stay Pending; " ..
       "inference_get shows the scheduler's reason", p.gpus, p.instance_type, most)
   end
+  if p.service == "external" then
+    local lbc = conn:list("apps/v1", "Deployment", { all_namespaces = true,
+      fields = "metadata.name=aws-load-balancer-controller" }) or {}
+    if #lbc == 0 then
+      out[#out + 1] = "no AWS Load Balancer Controller is on the cluster (a Deployment aws-load-balancer-" ..
+        "controller): the NLB is made only once it runs (the inference operator brings one: " ..
+        "hyperpod_update_advanced_features inference_operator=true); the Service works inside the cluster meanwhile"
+    end
+  end
   local tp = C.tp_size(p)
   if tp and tp ~= p.gpus then
     out[#out + 1] = string.format("the command asks for tensor parallelism %d but each pod requests %d GPU(s) " ..
