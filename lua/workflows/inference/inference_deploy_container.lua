@@ -38,11 +38,15 @@ local function warnings(conn, p)
       "inference_get shows the scheduler's reason", p.gpus, p.instance_type, most)
   end
   if p.service == "external" then
-    local lbc = conn:list("apps/v1", "Deployment", { all_namespaces = true,
-      fields = "metadata.name=aws-load-balancer-controller" }) or {}
-    if #lbc == 0 then
-      out[#out + 1] = "no AWS Load Balancer Controller is on the cluster (a Deployment aws-load-balancer-" ..
-        "controller): the NLB is made only once it runs (the inference operator brings one: " ..
+    local found = false -- by its chart's label or its name (an add-on may prefix it)
+    for _, dep in ipairs(conn:list("apps/v1", "Deployment", { all_namespaces = true }) or {}) do
+      local l = dep.metadata.labels or {}
+      found = found or l["app.kubernetes.io/name"] == "aws-load-balancer-controller" or
+        dep.metadata.name:find("aws-load-balancer-controller", 1, true) ~= nil
+    end
+    if not found then
+      out[#out + 1] = "no AWS Load Balancer Controller is on the cluster (no Deployment named or labelled " ..
+        "aws-load-balancer-controller): the NLB is made only once it runs (the inference operator brings one: " ..
         "hyperpod_update_advanced_features inference_operator=true); the Service works inside the cluster meanwhile"
     end
   end
