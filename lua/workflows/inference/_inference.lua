@@ -335,10 +335,14 @@ function M.view(conn, d, opts)
   local unassigned = 0
   for _, pod in ipairs(d.pods or {}) do
     local ps = pod.status or {}
-    local restarts = 0
-    for _, cs in ipairs(ps.containerStatuses or {}) do restarts = restarts + (tonumber(cs.restartCount) or 0) end
+    local restarts, waiting = 0, nil
+    for _, cs in ipairs(ps.containerStatuses or {}) do
+      restarts = restarts + (tonumber(cs.restartCount) or 0)
+      local w = (cs.state or {}).waiting or (cs.state or {}).terminated
+      if w and w.reason and not waiting then waiting = w.reason .. (w.message and (": " .. w.message) or "") end
+    end
     local row = { name = pod.metadata.name, node = pod.spec.nodeName, phase = ps.phase or "Pending",
-      ready = ready(pod), restarts = restarts, ip = ps.podIP }
+      ready = ready(pod), restarts = restarts, ip = ps.podIP, container_state = waiting }
     if d.kind == "pool" then
       row.assigned = lbl(pod)[M.BUSINESS]
       if row.assigned == M.UNASSIGNED then unassigned = unassigned + 1 end
