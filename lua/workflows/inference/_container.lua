@@ -170,15 +170,15 @@ function M.objects(p, port)
   }
   local out = { dep }
   if kind ~= "pool" then
-    out[2] = M.service(p.name, p.namespace, p.name, { [I.NAME] = p.name }, port, p.service, p.scheme,
+    out[2] = M.service(p.name, p.namespace, { [I.NAME] = p.name }, port, p.service, p.scheme,
       I.labels(p.name, kind, { app = p.name }))
   end
   return out
 end
 
--- service(name, ns, _, selector, port, variant, scheme, labels) -> a Service
+-- service(name, ns, selector, port, variant, scheme, labels) -> a Service
 -- (variant clusterip: ClusterIP; external: an NLB LoadBalancer)
-function M.service(name, ns, _, selector, port, variant, scheme, labels)
+function M.service(name, ns, selector, port, variant, scheme, labels)
   local ext = variant == "external"
   local ann
   if ext then

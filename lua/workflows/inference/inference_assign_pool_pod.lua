@@ -68,7 +68,7 @@ local function run(ctx)
       action = PL.relabel(ctx, conn, pod, p.model) }
   end
   local port = I.port(d)
-  local s = C.service(p.model, p.namespace, nil, { [I.BUSINESS] = p.model }, port, p.service, p.scheme,
+  local s = C.service(p.model, p.namespace, { [I.BUSINESS] = p.model }, port, p.service, p.scheme,
     I.labels(p.pool, "pool", { [I.MODEL] = p.model }))
   local _, action = K.ensure(ctx, conn, s, { field = "model" })
   if ctx.plan then return end
