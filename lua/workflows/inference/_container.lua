@@ -11,6 +11,9 @@
 --   port_of(p) -> port, source ("param" | "command" | "engine"), or a VALIDATION
 --   tp_size(p) -> the --tensor-parallel-size / --tp the command names, or nil
 --   objects(p, port) -> {Deployment [, Service]}
+--   service(name, ns, selector, port, variant, scheme, labels) -> a Service
+--     (ClusterIP, or for variant "external" an NLB LoadBalancer)
+--   check(p): the tool's rules across fields (image, port, env)
 local I = require "inference._inference"
 
 local M = {}
