@@ -68,6 +68,7 @@ t.test("a cluster: EKS and a HyperPod group of three ml.g5.12xlarge nodes, and t
   t.ok(true, "three GPU nodes and the claim")
 end)
 
+local SGLANG = { "python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/qwen", "--host", "0.0.0.0" }
 local BASE = { name = "qwen-vllm", engine = "vllm", instance_type = "ml.g5.12xlarge", gpus = 1 }
 local function args(extra)
   local a = {}
@@ -95,6 +96,7 @@ t.test("bad input is refused at the call, naming field and rule, and nothing is 
     { args { engine = "custom" }, { "image:required" } },
     { args { port = 70000 }, { "port:maximum" } },
     { args { env = { ["BAD NAME"] = "x" } }, { "env:name" } },
+    { args { engine = "sglang" }, { "command:required" } },
   }
   for i, c in ipairs(cases) do
     local acc, err = tool.call("inference_deploy_container", c[1], ADMIN)
@@ -181,7 +183,7 @@ local REASON = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preempti
 
 t.test("more GPUs than any node offers: deployed, stays Pending, and inference_get gives the scheduler's reason",
   function()
-    local r, err = run("inference_deploy_container", { name = "huge", engine = "sglang",
+    local r, err = run("inference_deploy_container", { name = "huge", engine = "sglang", command = SGLANG,
       instance_type = "ml.g5.12xlarge", gpus = 8, service = "external", cluster = EKS })
     t.ok(r, err and err.message)
     if not r then return end
@@ -213,13 +215,19 @@ t.test("more GPUs than any node offers: deployed, stays Pending, and inference_g
     t.eq(r and r.pending_reason, "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. " ..
       "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     t.eq(assert(run("inference_delete", { name = "elsewhere" })).action, "deleted")
+    -- SGLang without --host listens on 127.0.0.1 only: said before it is deployed
+    r = assert(run("inference_deploy_container", { name = "local-only", engine = "sglang", replicas = 0,
+      command = { "python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/qwen" },
+      instance_type = "ml.g5.12xlarge", gpus = 1, cluster = EKS }))
+    t.like(json.encode(r.warnings), "names no %-%-host: SGLang then listens on 127%.0%.0%.1 only")
+    t.eq(assert(run("inference_delete", { name = "local-only" })).action, "deleted")
   end)
 
 local pool_pods
 
 t.test("a model pool: three warm workers, two assigned to a model, its Service selects exactly those two",
   function()
-    local r, err = run("inference_deploy_container", { name = "warm", engine = "sglang",
+    local r, err = run("inference_deploy_container", { name = "warm", engine = "sglang", command = SGLANG,
       instance_type = "ml.g5.12xlarge", gpus = 1, replicas = 3, service = "pool", cluster = EKS })
     t.ok(r, err and err.message)
     if not r then return end
@@ -306,8 +314,8 @@ t.test("release one: the Service keeps the other; scaling down refuses to remove
   t.eq({ g.replicas.desired, g.replicas.ready, g.unassigned }, { 3, 3, 2 })
   local _, de = run("inference_delete", { name = "warm" })
   t.eq(field_rules(de), { "force:assigned" }, "a pool with assigned workers needs force")
-  _, de = run("inference_deploy_container", { name = "warm", engine = "sglang", instance_type = "ml.g5.12xlarge",
-    gpus = 1, replicas = 0, service = "pool" })
+  _, de = run("inference_deploy_container", { name = "warm", engine = "sglang", command = SGLANG,
+    instance_type = "ml.g5.12xlarge", gpus = 1, replicas = 0, service = "pool" })
   t.eq(field_rules(de), { "replicas:assigned" }, "a redeploy with fewer workers is held to the same rule")
   -- the newest worker assigned: a scale-down takes the unassigned one, not the newest (pod-deletion-cost)
   local newest

@@ -87,6 +87,13 @@ function M.port_of(p)
     "not guess the port an image serves on)")
 end
 
+-- listens_all(p) -> false when an SGLang command names no --host (SGLang
+-- then listens on 127.0.0.1, out of the Service's reach)
+function M.listens_all(p)
+  if p.engine ~= "sglang" then return true end
+  return #flag(p, { "--host" }) > 0
+end
+
 -- tp_size(p) -> the tensor-parallel size the command names, or nil (never
 -- used for the GPU request: only to warn when it differs)
 function M.tp_size(p)
@@ -99,6 +106,11 @@ function M.check(p)
   local e = M.ENGINES[p.engine]
   if not p.image and not e.image then
     refuse("image", "required", "image: required for engine custom (vllm and sglang have a default image)")
+  end
+  if p.engine == "sglang" and not p.command then
+    refuse("command", "required", "command: required for engine sglang (its image starts no server), e.g. " ..
+      "[\"python3\", \"-m\", \"sglang.launch_server\", \"--model-path\", \"/s3/models/qwen\", \"--host\", " ..
+      "\"0.0.0.0\", \"--port\", \"30000\"]")
   end
   for k, v in pairs(p.env or {}) do
     if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_.-]*$") then

@@ -50,6 +50,10 @@ local function warnings(conn, p)
         "hyperpod_update_advanced_features inference_operator=true); the Service works inside the cluster meanwhile"
     end
   end
+  if not C.listens_all(p) then
+    out[#out + 1] = "the SGLang command names no --host: SGLang then listens on 127.0.0.1 only and the " ..
+      "Service cannot reach it; add --host 0.0.0.0"
+  end
   local tp = C.tp_size(p)
   if tp and tp ~= p.gpus then
     out[#out + 1] = string.format("the command asks for tensor parallelism %d but each pod requests %d GPU(s) " ..
