@@ -69,6 +69,7 @@ t.test("a cluster: EKS and a HyperPod group of three ml.g5.12xlarge nodes, and t
 end)
 
 local SGLANG = { "python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/qwen", "--host", "0.0.0.0" }
+local TOKEN = "hf_" .. string.rep("aB3", 12) -- shaped like a Hugging Face token
 local BASE = { name = "qwen-vllm", engine = "vllm", instance_type = "ml.g5.12xlarge", gpus = 1 }
 local function args(extra)
   local a = {}
@@ -97,11 +98,17 @@ t.test("bad input is refused at the call, naming field and rule, and nothing is 
     { args { port = 70000 }, { "port:maximum" } },
     { args { env = { ["BAD NAME"] = "x" } }, { "env:name" } },
     { args { engine = "sglang" }, { "command:required" } },
+    { args { env = { HF_TOKEN = "x" } }, { "env.HF_TOKEN:secret" } },
+    { args { env = { MODEL_AUTH = TOKEN } }, { "env.MODEL_AUTH:secret" } },
+    { args { args = { "--model", "m", "--hf-token", TOKEN } }, { "args[3]:secret" } },
+    { args { args = { "--api-key=" .. TOKEN } }, { "args[0]:secret" } },
+    { args { secret_env = { HF_TOKEN = "no-key" } }, { "secret_env.HF_TOKEN:pattern" } },
   }
   for i, c in ipairs(cases) do
     local acc, err = tool.call("inference_deploy_container", c[1], ADMIN)
     t.eq(acc, nil, "case " .. i .. ": no operation")
     t.eq(field_rules(err), c[2], "case " .. i .. ": " .. tostring(err and err.message))
+    t.eq(json.encode(err or {}):find(TOKEN, 1, true), nil, "case " .. i .. ": the token is never echoed")
   end
   local _, err = tool.call("inference_assign_pool_pod", { pool = "p", model = "m", cluster = EKS }, ADMIN)
   t.eq(field_rules(err), { "count:one_of" }, "assign needs count or pods")
@@ -119,7 +126,11 @@ t.test("plan mode lists the Deployment and the Service it would create and sends
   local rows = {}
   for _, e in ipairs(r and r.plan or {}) do rows[#rows + 1] = e.action .. " " .. e.type .. " " .. e.name end
   t.eq(rows, { "create k8s:deployment default/qwen-vllm", "create k8s:service default/qwen-vllm" })
-  local other = assert(run("inference_deploy_container", args { plan = true, namespace = "serving" }))
+  local other = assert(run("inference_deploy_container", args { plan = true, namespace = "serving",
+    env = { HF_HUB_OFFLINE = "1" }, secret_env = { HF_TOKEN = "hf-token/token" } }))
+  t.eq(other.plan[2].fields.spec.template.spec.containers[1].env, { { name = "HF_HUB_OFFLINE", value = "1" },
+    { name = "HF_TOKEN", valueFrom = { secretKeyRef = { name = "hf-token", key = "token" } } } },
+    "secret_env becomes a secretKeyRef")
   t.eq(other.plan[1].action .. " " .. other.plan[1].type .. " " .. other.plan[1].name, "create k8s:namespace serving",
     "a namespace not there yet is made first")
   local dep = r and r.plan[1].fields

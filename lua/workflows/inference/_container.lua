@@ -13,7 +13,8 @@
 --   objects(p, port) -> {Deployment [, Service]}
 --   service(name, ns, selector, port, variant, scheme, labels) -> a Service
 --     (ClusterIP, or for variant "external" an NLB LoadBalancer)
---   check(p): the tool's rules across fields (image, port, env)
+--   check(p): the tool's rules across fields (image, port, env; no secret
+--     in env, command or args: secret_env names Kubernetes Secrets instead)
 local I = require "inference._inference"
 
 local M = {}
@@ -101,6 +102,23 @@ function M.tp_size(p)
   return v and math.tointeger(tonumber(v))
 end
 
+-- secret_name(name) -> true for an environment variable that holds a
+-- secret by its name (HF_TOKEN, *_SECRET*, *PASSWORD*, *API_KEY*, ...)
+function M.secret_name(name)
+  local u = name:upper()
+  return u:find("TOKEN", 1, true) or u:find("SECRET", 1, true) or u:find("PASSWORD", 1, true) or
+    u:find("PASSWD", 1, true) or u:find("API_KEY", 1, true) or u:find("ACCESS_KEY", 1, true) or
+    u:find("PRIVATE_KEY", 1, true) or false
+end
+
+-- secret_value(v) -> true for a value shaped like a Hugging Face token
+-- (hf_...) or an AWS secret access key
+function M.secret_value(v)
+  v = tostring(v)
+  return v:match("^hf_[A-Za-z0-9]+$") ~= nil and #v >= 23 or
+    (#v == 40 and v:match("^[A-Za-z0-9/+]+$") ~= nil and v:match("[/+]") ~= nil and v:match("%u") ~= nil)
+end
+
 -- check(p): the rules across fields (the tool's check, before any operation)
 function M.check(p)
   local e = M.ENGINES[p.engine]
@@ -117,17 +135,51 @@ function M.check(p)
       refuse("env", "name", "env: " .. tostring(k) .. " is not an environment variable name")
     end
     if type(v) ~= "string" then refuse("env." .. k, "type", "env." .. k .. ": must be a string") end
+    if M.secret_name(k) or M.secret_value(v) then
+      refuse("env." .. k, "secret", "env." .. k .. ": looks like a secret, and env values are kept in plain " ..
+        "text (in the operation and the Deployment); put it in a Kubernetes Secret and name it in secret_env: " ..
+        "{\"" .. k .. "\": \"<secret name>/<key>\"}")
+    end
+  end
+  for k, v in pairs(p.secret_env or {}) do
+    if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_.-]*$") then
+      refuse("secret_env", "name", "secret_env: " .. tostring(k) .. " is not an environment variable name")
+    end
+    local sname = type(v) == "string" and v:match("^([a-z0-9][-a-z0-9.]*)/[-._%w]+$")
+    if not sname or sname:match("[-.]$") or #sname > 253 then
+      refuse("secret_env." .. k, "pattern", "secret_env." .. k .. ": must be <secret name>/<key>")
+    end
+  end
+  for _, f in ipairs { "command", "args" } do
+    for i, x in ipairs(p[f] or {}) do
+      for w in tostring(x):gmatch("%S+") do
+        if M.secret_value(w:match("=(.*)$") or w) then
+          refuse(f .. "[" .. (i - 1) .. "]", "secret", f .. "[" .. (i - 1) .. "]: holds what looks like a " ..
+            "token; pass secrets through secret_env (a Kubernetes Secret), never on the command line")
+        end
+      end
+    end
   end
   return M.port_of(p)
 end
 
-local function sorted_env(env)
-  if not env then return nil end
-  local keys = {}
-  for k in pairs(env) do keys[#keys + 1] = k end
-  table.sort(keys)
+-- sorted_env(env, secret_env) -> the container's env: values, then
+-- valueFrom secretKeyRef for each secret_env NAME = "<secret>/<key>"
+local function sorted_env(env, secret_env)
   local out = {}
-  for i, k in ipairs(keys) do out[i] = { name = k, value = env[k] } end
+  for _, src in ipairs { env or {}, secret_env or {} } do
+    local keys = {}
+    for k in pairs(src) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      if src == secret_env then
+        local sname, skey = src[k]:match("^([^/]+)/(.+)$")
+        out[#out + 1] = { name = k, valueFrom = { secretKeyRef = { name = sname, key = skey } } }
+      else
+        out[#out + 1] = { name = k, value = src[k] }
+      end
+    end
+  end
   return #out > 0 and out or nil
 end
 
@@ -141,7 +193,7 @@ function M.objects(p, port)
     podl[I.BUSINESS], podl[I.POOL_TYPE] = I.UNASSIGNED, "model-pool"
   end
   local c = { name = e.container, image = p.image or e.image, command = p.command, args = p.args,
-    ports = { { name = "http", containerPort = port, protocol = "TCP" } }, env = sorted_env(p.env),
+    ports = { { name = "http", containerPort = port, protocol = "TCP" } }, env = sorted_env(p.env, p.secret_env),
     securityContext = { capabilities = { add = { "IPC_LOCK" } } },
     volumeMounts = { { name = "shm", mountPath = "/dev/shm" } } }
   if p.gpus > 0 then

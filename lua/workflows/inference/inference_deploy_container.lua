@@ -200,7 +200,10 @@ return tool {
     storage_claim = { type = "string", default = "s3-claim", pattern = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
       max_length = 253, pattern_help = "a PersistentVolumeClaim name, or \"\" for none",
       description = "the S3 storage claim mounted read-only at /s3 (\"\": none)" },
-    env = { type = "object", description = "environment variables of the container: {NAME: \"value\"}" },
+    env = { type = "object", description = "environment variables of the container: {NAME: \"value\"} (kept in " ..
+      "plain text: what looks like a secret, by name or value, is refused; use secret_env)" },
+    secret_env = { type = "object", description = "environment variables from Kubernetes Secrets: " ..
+      "{NAME: \"<secret name>/<key>\"}, e.g. {\"HF_TOKEN\": \"hf-token/token\"}" },
     cluster = P.cluster, region = P.region,
   },
   check = C.check,
