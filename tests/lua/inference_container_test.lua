@@ -330,12 +330,13 @@ t.test("release one: the Service keeps the other; scaling down refuses to remove
   t.eq(field_rules(de), { "replicas:assigned" }, "a redeploy with fewer workers is held to the same rule")
   -- the newest worker assigned: a scale-down takes the unassigned one, not the newest (pod-deletion-cost)
   local newest
-  for _, pod in ipairs(conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } })) do
-    if not newest or pod.metadata.creationTimestamp > newest.metadata.creationTimestamp then newest = pod end
+  for _, w in ipairs(conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } })) do
+    if not newest or w.metadata.creationTimestamp > newest.metadata.creationTimestamp then newest = w end
   end
   local a = assert(run("inference_assign_pool_pod", { pool = "warm", model = "fresh", pods = { newest.metadata.name } }))
   t.eq(a.pods[1].action, "changed")
   s = assert(run("inference_scale", { name = "warm", replicas = 2 }))
+  t.eq({ s.from, s.replicas }, { 3, 2 })
   t.ok(settle(function()
     return #conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "warm" } }) == 2
   end), "two workers left")
