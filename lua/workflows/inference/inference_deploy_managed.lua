@@ -33,7 +33,8 @@ local params = {
   replicas = { type = "integer", minimum = 1, maximum = 100, default = 1, decision = true,
     description = "spec.replicas: model server pods" },
   image = { type = "string", required = true, decision = true, max_length = 512,
-    pattern = "^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$",
+    pattern = "^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*" ..
+      "(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$",
     pattern_help = "an image reference like vllm/vllm-openai:v0.8.5 or <account>.dkr.ecr.<region>.amazonaws.com/repo:tag",
     description = "worker.image: the model server image" },
   args = { type = "array", items = STR, description = "worker.args (vLLM: args only, the image's entrypoint runs them)" },

@@ -40,12 +40,13 @@ local key = ctl_.key
 
 local function split(k) return k:match("^([^|]*)|([^/]*)/(.*)$") end
 
--- hypd_labels(obj) -> the object's labels a client put there for itself
--- (app.kubernetes.io/managed-by and hypd.io/*), copied onto its pods
+-- client_labels(obj) -> the object's labels a client put there for itself
+-- (app.kubernetes.io/managed-by and hypd.io/*, but the operation that last
+-- wrote it), copied onto its pods
 local function client_labels(obj)
   local out = {}
   for k, v in pairs(obj.metadata.labels or {}) do
-    if k == "app.kubernetes.io/managed-by" or k:find("^hypd%.io/") then out[k] = v end
+    if (k == "app.kubernetes.io/managed-by" or k:find("^hypd%.io/")) and k ~= "hypd.io/operation" then out[k] = v end
   end
   return out
 end
