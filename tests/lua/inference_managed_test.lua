@@ -109,6 +109,12 @@ t.test("bad input is refused at the call naming the field: no GPU count, s3 with
     t.eq(field_rules(err), { "model_location:pattern" })
     _, err = tool.call("inference_deploy_managed", managed { routing_strategy = "random" }, ADMIN)
     t.eq(field_rules(err), { "routing_strategy:enum" })
+    _, err = tool.call("inference_deploy_managed", managed { image = "vLLM/vllm openai:latest" }, ADMIN)
+    t.eq(field_rules(err), { "image:pattern" }, "an invalid image reference")
+    _, err = tool.call("inference_deploy_managed", managed { max_replicas = 3, min_replicas = 4 }, ADMIN)
+    t.eq(field_rules(err), { "min_replicas:maximum" })
+    _, err = tool.call("inference_deploy_managed", managed { max_replicas = 3, prometheus_query = "sum(x)" }, ADMIN)
+    t.eq(field_rules(err), { "prometheus_target:required" })
   end)
 
 t.test("with the operator, an instance type the cluster lacks is refused before anything is created", function()
@@ -213,6 +219,66 @@ print(json.dumps({"n": len(ids), "sorted": ids == sorted(ids),
   "version": d["HubContentVersion"], "default": doc["DefaultInferenceInstanceType"], "gated": "HostingEulaUri" in doc,
   "versions": [s["HubContentVersion"] for s in v["HubContentSummaries"]], "missing": missing}))
 ]==]
+
+t.test("a changed call updates the object in place and the operator follows it", function()
+  local r, err = deploy("inference_deploy_managed", managed { replicas = 1 })
+  t.ok(r, err and err.message)
+  t.eq({ r and r.object.action, r and r.replicas }, { "changed", 1 })
+  local d = conn:get("apps/v1", "Deployment", "qwen", { namespace = "default" })
+  t.eq(d and d.spec.replicas, 1, "the Deployment follows spec.replicas")
+  local ep = call("sagemaker", "DescribeEndpoint", { EndpointName = "qwen-sm" })
+  t.eq(ep.ProductionVariants[1].DesiredInstanceCount, 1)
+end)
+
+t.test("an FSx model with autoscaling gets a KEDA ScaledObject on its Deployment", function()
+  local a = managed { name = "mistral", model_source = "fsx", fsx_file_system_id = "fs-0123456789abcdef0",
+    fsx_mount_name = "abcdefgh", model_location = "mistral-7b", replicas = 1, min_replicas = 1, max_replicas = 3,
+    prometheus_query = "sum(rate(vllm:num_requests_waiting[1m]))", prometheus_target = 5,
+    enable_l2_cache = false, l2_backend = "redis", l2_url = "redis://cache:6379" }
+  a.s3_bucket = nil
+  local _, err = tool.call("inference_deploy_managed", a, ADMIN)
+  t.eq(field_rules(err), { "enable_l2_cache:required" })
+  a.enable_l2_cache = true
+  _, err = deploy("inference_deploy_managed", a)
+  t.eq(field_rules(err), { "endpoint_name:exists" }, "a SageMaker endpoint name another deployment registered")
+  t.like(err and err.message, "qwen%-sm is already registered by InferenceEndpointConfig default/qwen")
+  a.endpoint_name = nil
+  local r
+  r, err = deploy("inference_deploy_managed", a)
+  t.ok(r, err and err.message)
+  if not r then return end
+  t.eq(r.state, "DeploymentComplete")
+  local iec = conn:get(API, "InferenceEndpointConfig", "mistral", { namespace = "default" })
+  t.eq(iec.spec.modelSourceConfig, { modelSourceType = "fsx", modelLocation = "mistral-7b",
+    fsxStorage = { fileSystemId = "fs-0123456789abcdef0", mountName = "abcdefgh" } })
+  t.eq(iec.spec.kvCacheSpec.l2CacheSpec, { l2CacheBackend = "redis", l2CacheLocalUrl = "redis://cache:6379" })
+  t.eq({ iec.spec.autoScalingSpec.minReplicaCount, iec.spec.autoScalingSpec.maxReplicaCount,
+    iec.spec.autoScalingSpec.prometheusTrigger.targetValue }, { 1, 3, 5 })
+  local so = conn:get("keda.sh/v1alpha1", "ScaledObject", "mistral-scaled-object", { namespace = "default" })
+  t.ok(so, "a ScaledObject")
+  if so then
+    t.eq(so.spec.scaleTargetRef.name, "mistral")
+    t.eq({ so.spec.minReplicaCount, so.spec.maxReplicaCount, so.spec.triggers[1].type }, { 1, 3, "prometheus" })
+    t.eq(so.metadata.ownerReferences[1].uid, iec.metadata.uid)
+  end
+  t.eq(iec.status.endpoints, nil, "no SageMaker endpoint without endpoint_name")
+end)
+
+t.test("a JumpStartModel applied by hand with a type its model does not support is DeploymentFailed", function()
+  assert(conn:apply({ apiVersion = API, kind = "JumpStartModel", metadata = { name = "by-hand", namespace = "default" },
+    spec = { model = { modelId = "huggingface-llm-qwen2-5-72b-instruct", acceptEula = false },
+      server = { instanceType = "ml.g5.12xlarge" } } }, { field_manager = "kubectl" }))
+  local o
+  FH.wait(function()
+    o = conn:get(API, "JumpStartModel", "by-hand", { namespace = "default" })
+    return ((o or {}).status or {}).state == "DeploymentFailed"
+  end)
+  local last = o.status.conditions[#o.status.conditions]
+  t.eq({ last.type, last.reason }, { "DeploymentFailed", "UnsupportedInstanceType" })
+  t.like(last.message, "supported: ml%.g5%.48xlarge")
+  t.eq(conn:get("apps/v1", "Deployment", "by-hand", { namespace = "default" }), nil, "nothing runs")
+  assert(conn:delete(API, "JumpStartModel", "by-hand", { namespace = "default" }))
+end)
 
 t.test("the public hub answers boto3 and the aws CLI with botocore's shapes: paging, filters, versions, documents",
   function()

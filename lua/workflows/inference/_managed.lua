@@ -31,7 +31,7 @@ M.ENDPOINT = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$", 
   description = "register the deployment as this SageMaker endpoint (DescribeEndpoint shows it), so it can be " ..
     "invoked through SageMaker Runtime too; absent: no registration" }
 
-M.AWS = cap.aws("sagemaker:DescribeHubContent", "sagemaker:ListHubContentVersions")
+M.AWS = cap.aws("sagemaker:DescribeHubContent", "sagemaker:ListHubContentVersions", "sagemaker:DescribeEndpoint")
 
 -- labels(name, kind) -> the contract labels of an inference object
 function M.labels(name, kind)
@@ -82,6 +82,30 @@ function M.in_cluster(d, itype)
     #have > 0 and table.concat(have, ", ") or "none"))
 end
 
+-- endpoint_free(ctx, conn, kind): refuses (naming endpoint_name) a
+-- SageMaker endpoint name that exists and is not this object's own
+-- registration (its status.endpoints.sagemaker.endpointArn)
+function M.endpoint_free(ctx, conn, kind)
+  local p = ctx.params
+  if not p.endpoint_name then return end
+  local e, err = ctx:try("sagemaker", "DescribeEndpoint", { EndpointName = p.endpoint_name })
+  if not e then
+    if err.code == "ValidationException" or err.code == "ResourceNotFound" then return end
+    error(err, 0)
+  end
+  local function arn(o) return (((o.status or {}).endpoints or {}).sagemaker or {}).endpointArn end
+  local own = K.get(conn, M.API, kind, p.name, p.namespace)
+  if own and arn(own) == e.EndpointArn then return end
+  local by
+  for other in pairs(M.CRDS) do
+    for _, o in ipairs(conn:list(M.API, other, { all_namespaces = true }) or {}) do
+      if arn(o) == e.EndpointArn then by = other .. " " .. o.metadata.namespace .. "/" .. o.metadata.name end
+    end
+  end
+  refuse("VALIDATION", "endpoint_name", "exists", string.format("SageMaker endpoint %s is already registered%s; " ..
+    "pick another endpoint_name", p.endpoint_name, by and (" by " .. by) or (" (" .. e.EndpointArn .. ")")))
+end
+
 -- check(ctx, kind [, later]) -> e, d, conn: the cluster the call works on,
 -- after the refusals every deploy makes (operator on; instance type in the
 -- cluster, unless `later`: the caller calls M.in_cluster itself)
@@ -92,6 +116,7 @@ function M.check(ctx, kind, later)
   local conn = ctx:k8s(e.name)
   M.operator(conn, kind, e.name)
   if not later then M.in_cluster(d, p.instance_type) end
+  M.endpoint_free(ctx, conn, kind)
   return e, d, conn
 end
 
@@ -178,8 +203,9 @@ function M.message(obj)
   return best and best.message
 end
 
--- wait(ctx): follows the object until the operator reports it complete;
--- DeploymentFailed fails the operation with the operator's reason
+-- wait(ctx): follows the object until the operator reports it complete
+-- for its current generation (status.observedGeneration); DeploymentFailed
+-- fails the operation with the operator's reason
 function M.wait(ctx)
   local st = ctx.state
   if ctx.plan then return end
@@ -192,6 +218,10 @@ function M.wait(ctx)
     check = function()
       last = K.get(conn, M.API, o.kind, name, ns)
       local s = M.state(last)
+      -- the operator's answer counts once it has seen this generation
+      local seen = last and (tonumber((last.status or {}).observedGeneration) or 0) >=
+        (tonumber(last.metadata.generation) or 1)
+      if not seen and M.DONE[s] then s = "DeploymentInProgress" end
       return M.DONE[s] ~= nil, s .. (M.message(last) and (": " .. M.message(last)) or ""), s
     end }
   if st.state == "DeploymentFailed" then

@@ -222,9 +222,10 @@ end
 local function endpoint(ctl, obj, s, ready, avail)
   local actx = aws.ctx(ctl.region, "sagemaker")
   local E = require "sandbox.services.sagemaker.endpoints"
-  local e = E.register(actx, { name = s.endpoint, model = s.model, instance_type = s.itype, replicas = s.replicas,
-    ready_replicas = avail, ready = ready, image = s.image,
+  local e, why = E.register(actx, { name = s.endpoint, model = s.model, instance_type = s.itype,
+    replicas = s.replicas, ready_replicas = avail, ready = ready, image = s.image,
     source = obj.kind .. "/" .. obj.metadata.namespace .. "/" .. obj.metadata.name })
+  if not e then return { state = "Failed", endpointArn = "", configArn = "", modelArn = "" }, why end
   local cfg = actx.state:get("endpoint_config", e.EndpointConfigName)
   return { state = e.EndpointStatus, endpointArn = e.EndpointArn, configArn = cfg and cfg.EndpointConfigArn or "",
     modelArn = actx:arn("model/" .. tostring(s.model or obj.metadata.name):lower(), "sagemaker") }
@@ -267,19 +268,28 @@ ctl_.handlers.inference = function(ctl, k)
     and (ds.observedGeneration or 0) >= (d.metadata.generation or 1)
   st.replicas = avail
   st.selector = "app=" .. name
-  if done then
+  local why
+  local was = mem[k] and mem[k].endpoint
+  if was and was ~= s.endpoint then
+    require("sandbox.services.sagemaker.endpoints").deregister(aws.ctx(ctl.region, "sagemaker"), was)
+  end
+  if s.endpoint then
+    local sm
+    sm, why = endpoint(ctl, obj, s, done, avail)
+    st.endpoints = { sagemaker = sm }
+    mem[k] = { endpoint = not why and s.endpoint or nil }
+  else
+    st.endpoints = nil
+    mem[k] = {}
+  end
+  if why then
+    set_state(st, "DeploymentFailed", "SageMakerEndpointRegistrationFailed", why)
+  elseif done then
     set_state(st, "DeploymentComplete", "DeploymentComplete", string.format(
       "Deployment %s has %d of %d replicas available.", name, avail, want))
   else
     set_state(st, "DeploymentInProgress", "DeploymentInProgress", string.format(
       "Deployment %s has %d of %d replicas available.", name, avail, want))
-  end
-  if s.endpoint then
-    st.endpoints = { sagemaker = endpoint(ctl, obj, s, done, avail) }
-    mem[k] = { endpoint = s.endpoint }
-  else
-    st.endpoints = nil
-    mem[k] = {}
   end
   local before = (obj.status or {}).state
   ctl_.put_status(ctl, r, obj, st)

@@ -15,11 +15,14 @@ local ops = M.operations
 
 -- register(ctx, {name, model, instance_type, replicas, ready, image, source})
 -- -> the endpoint record (created Creating, InService once ready; changed
--- only where it differs)
+-- only where it differs) | nil, message when another source registered it
 function M.register(ctx, o)
   local now = math.floor(ctx.now())
   local cfg_name = o.name .. "-config"
   local e = ctx.state:get("endpoint", o.name)
+  if e and e.source ~= o.source then
+    return nil, "Cannot create already existing endpoint \"" .. e.EndpointArn .. "\"."
+  end
   local status = o.ready and "InService" or "Creating"
   local variant = { VariantName = "AllTraffic", CurrentWeight = 1.0, DesiredWeight = 1.0,
     CurrentInstanceCount = o.ready_replicas or 0, DesiredInstanceCount = o.replicas or 1,
