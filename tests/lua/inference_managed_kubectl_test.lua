@@ -84,7 +84,7 @@ t.test("hypd deploys an InferenceEndpointConfig and kubectl applies a JumpStartM
     local v = op.wait(acc.operation_id)
     t.eq(v.status, "succeeded", v.error and v.error.message)
     H.write(dir .. "/jsm.yaml", JSM)
-    local rc, out
+    local rc, out, _
     rc, _, err = kubectl("apply -f " .. H.quote(dir .. "/jsm.yaml"))
     t.eq(rc, 0, err)
     local j = until_ok(function()
