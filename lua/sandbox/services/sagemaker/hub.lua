@@ -180,6 +180,18 @@ local function in_window(s, input)
   return true
 end
 
+local function not_found(ctx, input)
+  ctx.error("ResourceNotFound", "Hub content " .. tostring(input.HubContentName) ..
+    (input.HubContentVersion and (" version " .. tostring(input.HubContentVersion)) or "") .. " of type " ..
+    tostring(input.HubContentType) .. " does not exist in hub " .. M.PUBLIC .. ".")
+end
+
+-- answer(ctx, summaries, input) -> the page asked for, sorted as asked
+local function answer(ctx, all, input)
+  local page, nxt = D.page(ctx, sorted(all, input), input.MaxResults, input.NextToken, 100, "ValidationException")
+  return { HubContentSummaries = page, NextToken = nxt }
+end
+
 function ops.ListHubContents(ctx, input)
   local models = check_hub(ctx, input)
   local all = json.array()
@@ -190,24 +202,19 @@ function ops.ListHubContents(ctx, input)
       if (not needle or m[1]:lower():find(needle, 1, true)) and in_window(s, input) then all[#all + 1] = s end
     end
   end
-  local page, nxt = D.page(ctx, sorted(all, input), input.MaxResults, input.NextToken, 100, "ValidationException")
-  return { HubContentSummaries = page, NextToken = nxt }
+  return answer(ctx, all, input)
 end
 
 function ops.ListHubContentVersions(ctx, input)
   check_hub(ctx, input)
   local m, idx = find(input.HubContentName)
-  if not m or input.HubContentType ~= "Model" then
-    ctx.error("ResourceNotFound", "Hub content " .. tostring(input.HubContentName) .. " of type " ..
-      tostring(input.HubContentType) .. " does not exist in hub " .. M.PUBLIC .. ".")
-  end
+  if not m or input.HubContentType ~= "Model" then not_found(ctx, input) end
   local all = json.array()
   for i, v in ipairs(m[8]) do
     local s = summary(ctx, idx, m, i)
     if (not input.MinVersion or not M.older(v, input.MinVersion)) and in_window(s, input) then all[#all + 1] = s end
   end
-  local page, nxt = D.page(ctx, sorted(all, input), input.MaxResults, input.NextToken, 100, "ValidationException")
-  return { HubContentSummaries = page, NextToken = nxt }
+  return answer(ctx, all, input)
 end
 
 function ops.DescribeHubContent(ctx, input)
@@ -218,11 +225,7 @@ function ops.DescribeHubContent(ctx, input)
     i = nil
     for k, v in ipairs(m[8]) do if v == input.HubContentVersion then i = k end end
   end
-  if not m or not i or input.HubContentType ~= "Model" then
-    ctx.error("ResourceNotFound", "Hub content " .. tostring(input.HubContentName) ..
-      (input.HubContentVersion and (" version " .. tostring(input.HubContentVersion)) or "") .. " of type " ..
-      tostring(input.HubContentType) .. " does not exist in hub " .. M.PUBLIC .. ".")
-  end
+  if not m or not i or input.HubContentType ~= "Model" then not_found(ctx, input) end
   local s = summary(ctx, idx, m, i)
   s.HubName, s.HubArn = M.PUBLIC, hub_arn(ctx)
   s.HubContentDocument = document(ctx, m, m[8][i])
