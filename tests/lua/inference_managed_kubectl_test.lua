@@ -6,7 +6,8 @@
 -- InferenceEndpointConfig; a JumpStartModel shaped as `hyp create
 -- hyp-jumpstart-endpoint` writes it is applied with kubectl; kubectl shows
 -- both with their STATE, and the Deployments and Services they own; the aws
--- CLI describes the SageMaker endpoint; kubectl delete takes it all away.
+-- CLI describes the SageMaker endpoint and boto3 invokes it through SageMaker
+-- Runtime; kubectl delete takes it all away.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
@@ -117,6 +118,40 @@ t.test("the aws CLI describes the SageMaker endpoint the JumpStartModel register
   t.like(e.EndpointArn or "", "^arn:aws:sagemaker:us%-west%-2:%d+:endpoint/deepseek%-sm$")
   local j = get_json("get jsm deepseek") or {}
   t.eq((((j.status or {}).endpoints or {}).sagemaker or {}).endpointArn, e.EndpointArn, "status names its ARN")
+end)
+
+local INVOKE = [==[
+import boto3, json
+c = boto3.client("sagemaker-runtime")
+try:
+    r = c.invoke_endpoint(EndpointName="deepseek-sm", Body=json.dumps({"inputs": "Hi"}), ContentType="application/json")
+    print(json.dumps({"ok": True, "variant": r.get("InvokedProductionVariant"), "body": r["Body"].read().decode()}))
+except c.exceptions.ModelError as e:
+    print(json.dumps({"ok": False, "code": e.response["Error"]["Code"],
+      "status": e.response["ResponseMetadata"]["HTTPStatusCode"], "original": e.response.get("OriginalStatusCode")}))
+try:
+    c.invoke_endpoint(EndpointName="no-such-endpoint", Body=b"{}")
+except c.exceptions.ClientError as e:
+    print(json.dumps({"missing": e.response["Error"]["Code"]}))
+]==]
+
+t.test("boto3's sagemaker-runtime InvokeEndpoint reaches the endpoint: the model's answer, or ModelError", function()
+  if not S.ready then return skip() end
+  H.write(dir .. "/invoke.py", INVOKE)
+  local rc, out, err = kc.sh("python3 " .. H.quote(dir .. "/invoke.py"))
+  t.eq(rc, 0, err)
+  local lines = {}
+  for line in (out or ""):gmatch("[^\n]+") do lines[#lines + 1] = json.decode(line) end
+  local r, m = lines[1] or {}, lines[2] or {}
+  if r.ok then
+    -- a simulated model server program answers the JumpStart image (sandbox.k8s.programs)
+    t.eq(r.variant, "AllTraffic")
+    t.ok(#(r.body or "") > 0, "the model's answer")
+  else
+    -- none does: SageMaker's ModelError naming what the container gave
+    t.eq({ r.code, r.status, r.original }, { "ModelError", 424, 502 })
+  end
+  t.eq(m.missing, "ValidationError")
 end)
 
 t.test("kubectl delete of the JumpStartModel takes its Deployment, Service and endpoint with it", function()

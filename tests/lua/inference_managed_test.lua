@@ -366,6 +366,39 @@ t.test("deploy JumpStart pins the newest version, runs the hub's image on every 
     t.eq(#FH.k8s_writes(m), 0, "a repeated call makes no write")
   end)
 
+t.test("SageMaker Runtime InvokeEndpoint reaches a ready pod's model server, or fails with ModelError", function()
+  local A = require "sandbox.k8s.controllers._aws"
+  local body = json.encode { inputs = "Hello", parameters = { max_new_tokens = 8 } }
+  local _, err = A.call("us-west-2", "sagemaker-runtime", "InvokeEndpoint", { EndpointName = "llama-sm", Body = body })
+  t.eq({ err and err.code, err and err.status }, { "ModelError", 424 },
+    "no model server program answers yet: " .. tostring(err and err.message))
+  t.eq(err and err.fields and err.fields.OriginalStatusCode, 502)
+  t.like(err and err.message or "", "Received server error %(502%) from primary with message \"nothing answers")
+  -- a model server as a simulated program would be (sandbox.k8s.programs)
+  local programs = require "sandbox.k8s.programs"
+  package.preload["sandbox.k8s.programs.test_lmi"] = function()
+    return { match = function(_, c) return (c.image or ""):find("/djl%-inference:") ~= nil end,
+      http = function(env, req)
+        return { status = 200, headers = { ["content-type"] = "application/json" },
+          body = json.encode { generated_text = "Hi there", path = req.path, port = req.port,
+            pod = env.pod.metadata.name, asked = json.decode(req.body).inputs } }
+      end }
+  end
+  table.insert(programs.NAMES, 1, "test_lmi")
+  t.cleanup(function() table.remove(programs.NAMES, 1) end)
+  local out
+  out, err = A.call("us-west-2", "sagemaker-runtime", "InvokeEndpoint", { EndpointName = "llama-sm", Body = body,
+    ContentType = "application/json" })
+  t.ok(out, err and err.message)
+  local a = out and json.decode(out.Body) or {}
+  t.eq({ a.generated_text, a.path, a.port, a.asked }, { "Hi there", "/invocations", 8080, "Hello" })
+  t.like(a.pod or "", "^llama%-")
+  t.eq(out and out.InvokedProductionVariant, "AllTraffic")
+  _, err = A.call("us-west-2", "sagemaker-runtime", "InvokeEndpoint", { EndpointName = "nope", Body = body })
+  t.eq(err and err.code, "ValidationError")
+  t.like(err and err.message or "", "Endpoint nope of account %d+ not found")
+end)
+
 t.test("deleting the object takes its Deployment, Service and SageMaker endpoint with it", function()
   assert(conn:delete(API, "JumpStartModel", "llama", { namespace = "default" }))
   FH.wait(function()

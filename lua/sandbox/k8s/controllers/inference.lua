@@ -224,7 +224,7 @@ local function endpoint(ctl, obj, s, ready, avail)
   local E = require "sandbox.services.sagemaker.endpoints"
   local e, why = E.register(actx, { name = s.endpoint, model = s.model, instance_type = s.itype,
     replicas = s.replicas, ready_replicas = avail, ready = ready, image = s.image,
-    source = obj.kind .. "/" .. obj.metadata.namespace .. "/" .. obj.metadata.name })
+    source = { kind = obj.kind, namespace = obj.metadata.namespace, name = obj.metadata.name, cluster = ctl.cl.name } })
   if not e then return { state = "Failed", endpointArn = "", configArn = "", modelArn = "" }, why end
   local cfg = actx.state:get("endpoint_config", e.EndpointConfigName)
   return { state = e.EndpointStatus, endpointArn = e.EndpointArn, configArn = cfg and cfg.EndpointConfigArn or "",

@@ -5,8 +5,8 @@
 -- calls register/deregister. DescribeEndpoint, ListEndpoints and
 -- DescribeEndpointConfig answer them. Records: "endpoint" (id EndpointName),
 -- "endpoint_config" (id EndpointConfigName).
--- Not simulated: SageMaker Runtime (InvokeEndpoint), DeleteEndpoint by a
--- client, endpoints outside HyperPod.
+-- SageMaker Runtime's InvokeEndpoint is sandbox.services.sagemaker-runtime.
+-- Not simulated: DeleteEndpoint by a client, endpoints outside HyperPod.
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
 
@@ -15,12 +15,15 @@ local ops = M.operations
 
 -- register(ctx, {name, model, instance_type, replicas, ready, image, source})
 -- -> the endpoint record (created Creating, InService once ready; changed
--- only where it differs) | nil, message when another source registered it
+-- only where it differs) | nil, message when another source registered it.
+-- source = {kind, namespace, name, cluster}: the object that registers it
+-- (SageMaker Runtime sends its requests to that object's pods)
 function M.register(ctx, o)
   local now = math.floor(ctx.now())
   local cfg_name = o.name .. "-config"
   local e = ctx.state:get("endpoint", o.name)
-  if e and e.source ~= o.source then
+  local function id(src) return src and (src.cluster .. "/" .. src.kind .. "/" .. src.namespace .. "/" .. src.name) end
+  if e and id(e.source) ~= id(o.source) then
     return nil, "Cannot create already existing endpoint \"" .. e.EndpointArn .. "\"."
   end
   local status = o.ready and "InService" or "Creating"
