@@ -98,7 +98,8 @@ t.test("bad input is refused at the call naming the field: no GPU count, s3 with
     t.eq(field_rules(err), { "prometheus_target:required" })
   end)
 
-t.test("with the operator, an instance type the cluster lacks is refused before anything is created", function()
+t.test("with the operator, a type the cluster lacks or more GPUs than it has are refused before anything is created",
+  function()
   local resources = require "sandbox.k8s.resources"
   for _, row in ipairs(resources.CRDS) do
     if row[1] == "inference.sagemaker.aws.amazon.com" then assert(conn:create(resources.crd(row))) end
@@ -107,6 +108,9 @@ t.test("with the operator, an instance type the cluster lacks is refused before 
   local _, err = deploy("inference_deploy_managed", managed { instance_type = "ml.p5.48xlarge" })
   t.eq(field_rules(err), { "instance_type:exists" })
   t.like(err and err.message, "has no instance group of ml%.p5%.48xlarge %(its types: ml%.g5%.12xlarge%)")
+  _, err = deploy("inference_deploy_managed", managed { gpus = 8 })
+  t.eq(field_rules(err), { "gpus:fits" })
+  t.like(err and err.message, "8 GPUs per replica can never be scheduled: an ml%.g5%.12xlarge has 4")
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
   t.eq(#list("InferenceEndpointConfig"), 0)
 end)

@@ -31,7 +31,10 @@ M.ENDPOINT = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$", 
   description = "register the deployment as this SageMaker endpoint (DescribeEndpoint shows it), so it can be " ..
     "invoked through SageMaker Runtime too; absent: no registration" }
 
-M.AWS = cap.aws("sagemaker:DescribeHubContent", "sagemaker:ListHubContentVersions", "sagemaker:DescribeEndpoint")
+-- aws(...) -> the AWS actions of a deploy tool, and the given ones
+function M.aws(...)
+  return cap.aws("sagemaker:DescribeHubContent", "sagemaker:ListHubContentVersions", "sagemaker:DescribeEndpoint", ...)
+end
 
 -- labels(name, kind) -> the contract labels of an inference object
 function M.labels(name, kind)
@@ -80,6 +83,21 @@ function M.in_cluster(d, itype)
   refuse("VALIDATION", "instance_type", "exists", string.format("HyperPod cluster %s has no instance group of %s " ..
     "(its types: %s); add one with hyperpod_add_instance_group or pick a type it has", d.ClusterName, itype,
     #have > 0 and table.concat(have, ", ") or "none"))
+end
+
+-- gpus_fit(ctx, itype, gpus): refuses (naming gpus) more GPUs per replica
+-- than one instance of itype has (EC2 DescribeInstanceTypes; nothing is
+-- refused when EC2 does not say)
+function M.gpus_fit(ctx, itype, gpus)
+  local r = ctx:try("ec2", "DescribeInstanceTypes", { InstanceTypes = { (itype:gsub("^ml%.", "")) } })
+  local t = r and (r.InstanceTypes or {})[1]
+  if not t then return end
+  local have = 0
+  for _, g in ipairs((t.GpuInfo or {}).Gpus or {}) do have = have + (g.Count or 0) end
+  if gpus > have then
+    refuse("VALIDATION", "gpus", "fits", string.format("%d GPUs per replica can never be scheduled: an %s has %d; " ..
+      "lower gpus or pick a larger instance type", gpus, itype, have))
+  end
 end
 
 -- endpoint_free(ctx, conn, kind): refuses (naming endpoint_name) a

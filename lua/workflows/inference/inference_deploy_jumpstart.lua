@@ -95,7 +95,7 @@ return tool {
     "no write. plan=true lists what it would create. inference_list_jumpstart_models finds models.",
   kind = "mutating",
   status_tool = "inference_get",
-  aws = M.AWS,
+  aws = M.aws(),
   k8s = { "get", "list", "apply" },
   params = params,
   target = M.target,

@@ -165,12 +165,13 @@ return tool {
     "prefixaware|kvaware|session|roundrobin), autoscaling (min_replicas, max_replicas, prometheus_query, " ..
     "prometheus_target) and a SageMaker endpoint registration (endpoint_name). The operator runs it as a " ..
     "Deployment and a Service <name> it owns. Before creating anything it refuses when the inference " ..
-    "operator is not enabled (enable it with " .. M.FIX .. ") and when no instance group of the HyperPod " ..
-    "cluster has instance_type. It waits until the operator reports DeploymentComplete; a call that changes " ..
-    "nothing makes no write. plan=true lists what it would create. Follow with inference_get.",
+    "operator is not enabled (enable it with " .. M.FIX .. "), when no instance group of the HyperPod " ..
+    "cluster has instance_type, and when gpus exceeds the GPUs one such instance has. It waits until the " ..
+    "operator reports DeploymentComplete; a call that changes nothing makes no write. plan=true lists what " ..
+    "it would create. Follow with inference_get.",
   kind = "mutating",
   status_tool = "inference_get",
-  aws = M.AWS,
+  aws = M.aws("ec2:DescribeInstanceTypes"),
   k8s = { "get", "list", "apply" },
   params = params,
   check = check,
@@ -178,6 +179,7 @@ return tool {
   steps = {
     { name = "check", run = function(ctx)
       local e = M.check(ctx, "InferenceEndpointConfig")
+      M.gpus_fit(ctx, ctx.params.instance_type, ctx.params.gpus)
       ctx.state.object = render(ctx.params, e.region)
     end },
     { name = "apply", run = M.apply },
