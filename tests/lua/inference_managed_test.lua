@@ -249,6 +249,22 @@ t.test("an FSx model with autoscaling gets a KEDA ScaledObject on its Deployment
   t.eq(iec.status.endpoints, nil, "no SageMaker endpoint without endpoint_name")
 end)
 
+t.test("a deployment that cannot complete within max_deploy_seconds fails with the operator's reason", function()
+  local a = managed { name = "big", gpus = 4, replicas = 4, max_deploy_seconds = 600 }
+  a.endpoint_name, a.enable_l2_cache, a.l2_backend, a.routing_strategy = nil, nil, nil, nil
+  local r, err = deploy("inference_deploy_managed", a)
+  t.eq(r, nil)
+  t.eq(err and err.code, "STATE")
+  t.like(err and err.message or "", "InferenceEndpointConfig default/big failed to deploy: Deployment big did not " ..
+    "complete in 600 seconds %(maxDeployTimeInSeconds%): %d of 4 replicas available")
+  local o = conn:get(API, "InferenceEndpointConfig", "big", { namespace = "default" })
+  t.eq({ o.status.state, o.status.conditions[#o.status.conditions].reason }, { "DeploymentFailed", "DeploymentTimedOut" })
+  assert(conn:delete(API, "InferenceEndpointConfig", "big", { namespace = "default" }))
+  FH.wait(function()
+    return #(conn:list("v1", "Pod", { namespace = "default", labels = { ["hypd.io/inference"] = "big" } }) or {}) == 0
+  end)
+end)
+
 t.test("a JumpStartModel applied by hand with a type its model does not support is DeploymentFailed", function()
   assert(conn:apply({ apiVersion = API, kind = "JumpStartModel", metadata = { name = "by-hand", namespace = "default" },
     spec = { model = { modelId = "huggingface-llm-qwen2-5-72b-instruct", acceptEula = false },

@@ -26,6 +26,9 @@ M.NAME = { type = "string", required = true, pattern = "^[a-z0-9](-*[a-z0-9]){0,
   description = "the deployment's name: the object's, its Deployment's and its Service's" }
 M.NAMESPACE = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
   pattern_help = "a Kubernetes namespace name", description = "the namespace" }
+M.MAX_DEPLOY = { type = "integer", minimum = 60, maximum = 86400, default = 3600,
+  description = "spec.maxDeployTimeInSeconds: the operator fails the deployment (DeploymentFailed) when it is not " ..
+    "complete after this long" }
 M.ENDPOINT = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$", max_length = 63,
   pattern_help = "a SageMaker endpoint name: letters, digits and '-', at most 63",
   description = "register the deployment as this SageMaker endpoint (DescribeEndpoint shows it), so it can be " ..
@@ -232,7 +235,7 @@ function M.wait(ctx)
   local ns, name = o.metadata.namespace, o.metadata.name
   local last
   st.state = ctx:poll { what = o.kind .. " " .. ns .. "/" .. name .. " to be DeploymentComplete", every = 5,
-    timeout = 60 * 60,
+    timeout = (tonumber(o.spec.maxDeployTimeInSeconds) or 3600) + 600,
     check = function()
       last = K.get(conn, M.API, o.kind, name, ns)
       local s = M.state(last)

@@ -26,6 +26,7 @@ local params = {
   replicas = { type = "integer", minimum = 1, maximum = 100, default = 1, decision = true,
     description = "spec.replicas: model server pods" },
   endpoint_name = M.ENDPOINT,
+  max_deploy_seconds = M.MAX_DEPLOY,
   tls_certificate_output_s3_uri = { type = "string", pattern = "^s3://([^/]+)/?(.*)$", pattern_help = "an s3:// URI",
     description = "tlsConfig.tlsCertificateOutputS3Uri: where the operator writes the endpoint's TLS certificate" },
 }
@@ -68,6 +69,7 @@ local function check(ctx)
       modelVersion = d.HubContentVersion },
     server = { instanceType = p.instance_type },
     replicas = p.replicas,
+    maxDeployTimeInSeconds = p.max_deploy_seconds,
     sageMakerEndpoint = p.endpoint_name and { name = p.endpoint_name } or nil,
     tlsConfig = p.tls_certificate_output_s3_uri and { tlsCertificateOutputS3Uri = p.tls_certificate_output_s3_uri }
       or nil,

@@ -66,6 +66,7 @@ local params = {
     default = "http://prometheus-server.monitoring.svc.cluster.local:80",
     description = "prometheusTrigger.serverAddress" },
   endpoint_name = M.ENDPOINT,
+  max_deploy_seconds = M.MAX_DEPLOY,
 }
 
 local function bad(field, rule, msg) M.refuse("VALIDATION", field, rule, msg) end
@@ -133,7 +134,8 @@ local function render(p, region)
     environmentVariables = #env > 0 and env or nil }
   local spec = { modelName = p.model_name or name, invocationEndpoint = p.invocation_path,
     instanceType = p.instance_type, replicas = p.replicas, modelSourceConfig = src, worker = worker,
-    endpointName = p.endpoint_name, metrics = { enabled = true, modelMetrics = { port = p.port } } }
+    endpointName = p.endpoint_name, metrics = { enabled = true, modelMetrics = { port = p.port } },
+    maxDeployTimeInSeconds = p.max_deploy_seconds }
   if p.enable_l1_cache ~= nil or p.enable_l2_cache ~= nil then
     spec.kvCacheSpec = { enableL1Cache = p.enable_l1_cache == true, enableL2Cache = p.enable_l2_cache == true }
     if p.enable_l2_cache then

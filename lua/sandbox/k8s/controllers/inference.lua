@@ -16,7 +16,8 @@
 -- and the status the operator reports: state DeploymentPending ->
 -- DeploymentInProgress -> DeploymentComplete (every replica available), or
 -- DeploymentFailed (a JumpStart model or version not in the hub, an
--- instance type the model does not support); conditions of the same names
+-- instance type the model does not support, not complete within
+-- spec.maxDeployTimeInSeconds, 3600 by default); conditions of the same names
 -- (the newest last), replicas (available), selector, observedGeneration.
 -- With a SageMaker endpoint name (IEC spec.endpointName, JSM
 -- spec.sageMakerEndpoint.name) the endpoint is registered in SageMaker
@@ -25,6 +26,7 @@
 -- is deregistered when the object goes. SageMaker Runtime's InvokeEndpoint
 -- is not simulated.
 local aws = require "sandbox.k8s.controllers._aws"
+local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
 local types = require "sandbox.data.instance_types"
@@ -35,6 +37,7 @@ M.KINDS = { InferenceEndpointConfig = "inferenceendpointconfigs", JumpStartModel
 M.TYPE_LABEL = "node.kubernetes.io/instance-type"
 M.COMPONENT = "hyperpod-inference-operator"
 M.JUMPSTART_PORT = 8080
+M.MAX_DEPLOY = 3600 -- spec.maxDeployTimeInSeconds's default
 
 local key = ctl_.key
 
@@ -268,6 +271,11 @@ ctl_.handlers.inference = function(ctl, k)
     and (ds.observedGeneration or 0) >= (d.metadata.generation or 1)
   st.replicas = avail
   st.selector = "app=" .. name
+  -- spec.maxDeployTimeInSeconds (3600 by default): a generation not
+  -- complete by then has failed
+  local gen = obj.metadata.generation or 1
+  local t0 = mem[k] and mem[k].gen == gen and mem[k].since or core.now()
+  local limit = tonumber((obj.spec or {}).maxDeployTimeInSeconds) or M.MAX_DEPLOY
   local why
   local was = mem[k] and mem[k].endpoint
   if was and was ~= s.endpoint then
@@ -277,19 +285,25 @@ ctl_.handlers.inference = function(ctl, k)
     local sm
     sm, why = endpoint(ctl, obj, s, done, avail)
     st.endpoints = { sagemaker = sm }
-    mem[k] = { endpoint = not why and s.endpoint or nil }
   else
     st.endpoints = nil
-    mem[k] = {}
   end
+  mem[k] = { endpoint = s.endpoint and not why and s.endpoint or nil, gen = gen, since = t0 }
+  local late = not done and (core.now() - t0) * ctl_.speed() >= limit
+  local failed_before = ctl_.is_true((obj.status or {}).conditions, "DeploymentFailed") and
+    (obj.status or {}).observedGeneration == gen
   if why then
     set_state(st, "DeploymentFailed", "SageMakerEndpointRegistrationFailed", why)
+  elseif not done and (late or failed_before) then
+    set_state(st, "DeploymentFailed", "DeploymentTimedOut", string.format("Deployment %s did not complete in " ..
+      "%d seconds (maxDeployTimeInSeconds): %d of %d replicas available.", name, limit, avail, want))
   elseif done then
     set_state(st, "DeploymentComplete", "DeploymentComplete", string.format(
       "Deployment %s has %d of %d replicas available.", name, avail, want))
   else
     set_state(st, "DeploymentInProgress", "DeploymentInProgress", string.format(
       "Deployment %s has %d of %d replicas available.", name, avail, want))
+    ctl:at(t0 + limit / ctl_.speed(), "inference", k)
   end
   local before = (obj.status or {}).state
   ctl_.put_status(ctl, r, obj, st)
