@@ -240,10 +240,10 @@ ctl_.handlers.inference = function(ctl, k)
   local mem = ctl:memo("inference")
   local obj = r and ctl.cl:get(r, ns, name)
   if not obj or obj.metadata.deletionTimestamp then
-    local was = mem[k]
-    if was and was.endpoint then
-      require("sandbox.services.sagemaker.endpoints").deregister(aws.ctx(ctl.region, "sagemaker"), was.endpoint)
-    end
+    -- the endpoints this object registered go with it (found by their
+    -- source, so a restarted sandbox forgets none)
+    require("sandbox.services.sagemaker.endpoints").deregister_source(aws.ctx(ctl.region, "sagemaker"),
+      { kind = kind, namespace = ns, name = name, cluster = ctl.cl.name })
     mem[k] = nil
     return
   end
@@ -290,7 +290,8 @@ ctl_.handlers.inference = function(ctl, k)
   end
   mem[k] = { endpoint = s.endpoint and not why and s.endpoint or nil, gen = gen, since = t0 }
   local late = not done and (core.now() - t0) * ctl_.speed() >= limit
-  local failed_before = ctl_.is_true((obj.status or {}).conditions, "DeploymentFailed") and
+  local prev = ctl_.condition((obj.status or {}).conditions, "DeploymentFailed")
+  local failed_before = prev and prev.status == "True" and prev.reason == "DeploymentTimedOut" and
     (obj.status or {}).observedGeneration == gen
   if why then
     set_state(st, "DeploymentFailed", "SageMakerEndpointRegistrationFailed", why)

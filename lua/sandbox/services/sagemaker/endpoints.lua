@@ -13,6 +13,11 @@ local json = require "hypd.json"
 local M = { operations = {}, transitions = {} }
 local ops = M.operations
 
+local function source_id(src)
+  return type(src) == "table" and table.concat({ tostring(src.cluster), tostring(src.kind), tostring(src.namespace),
+    tostring(src.name) }, "/") or nil
+end
+
 -- register(ctx, {name, model, instance_type, replicas, ready, image, source})
 -- -> the endpoint record (created Creating, InService once ready; changed
 -- only where it differs) | nil, message when another source registered it.
@@ -22,8 +27,7 @@ function M.register(ctx, o)
   local now = math.floor(ctx.now())
   local cfg_name = o.name .. "-config"
   local e = ctx.state:get("endpoint", o.name)
-  local function id(src) return src and (src.cluster .. "/" .. src.kind .. "/" .. src.namespace .. "/" .. src.name) end
-  if e and id(e.source) ~= id(o.source) then
+  if e and source_id(e.source) ~= source_id(o.source) then
     return nil, "Cannot create already existing endpoint \"" .. e.EndpointArn .. "\"."
   end
   local status = o.ready and "InService" or "Creating"
@@ -58,6 +62,14 @@ function M.deregister(ctx, name)
   if not e then return end
   ctx.state:delete("endpoint_config", e.EndpointConfigName)
   ctx.state:delete("endpoint", name)
+end
+
+-- deregister_source(ctx, source): every endpoint that source registered goes
+function M.deregister_source(ctx, src)
+  local want = source_id(src)
+  for _, e in ipairs(ctx.state:list("endpoint")) do
+    if source_id(e.source) == want then M.deregister(ctx, e.EndpointName) end
+  end
 end
 
 local function public(e)
