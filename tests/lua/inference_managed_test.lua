@@ -108,6 +108,8 @@ t.test("with the operator, a type the cluster lacks or more GPUs than it has are
   local _, err = deploy("inference_deploy_managed", managed { instance_type = "ml.p5.48xlarge" })
   t.eq(field_rules(err), { "instance_type:exists" })
   t.like(err and err.message, "has no instance group of ml%.p5%.48xlarge %(its types: ml%.g5%.12xlarge%)")
+  _, err = deploy("inference_deploy_managed", managed { namespace = "serving" })
+  t.eq(field_rules(err), { "namespace:exists" })
   _, err = deploy("inference_deploy_managed", managed { gpus = 8 })
   t.eq(field_rules(err), { "gpus:fits" })
   t.like(err and err.message, "8 GPUs per replica can never be scheduled: an ml%.g5%.12xlarge has 4")

@@ -26,6 +26,9 @@ M.NAME = { type = "string", required = true, pattern = "^[a-z0-9](-*[a-z0-9]){0,
   description = "the deployment's name: the object's, its Deployment's and its Service's" }
 M.NAMESPACE = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
   pattern_help = "a Kubernetes namespace name", description = "the namespace" }
+M.TLS = { type = "string", pattern = "^s3://([^/]+)/?(.*)$", pattern_help = "an s3:// URI",
+  description = "tlsConfig.tlsCertificateOutputS3Uri: where the operator writes the endpoint's TLS certificate " ..
+    "(default: the operator's TLS bucket)" }
 M.MAX_DEPLOY = { type = "integer", minimum = 60, maximum = 86400, default = 3600,
   description = "spec.maxDeployTimeInSeconds: the operator fails the deployment (DeploymentFailed) when it is not " ..
     "complete after this long" }
@@ -128,14 +131,19 @@ function M.endpoint_free(ctx, conn, kind)
 end
 
 -- check(ctx, kind [, later]) -> e, d, conn: the cluster the call works on,
--- after the refusals every deploy makes (operator on; instance type in the
--- cluster, unless `later`: the caller calls M.in_cluster itself)
+-- after the refusals every deploy makes (operator on; the namespace exists;
+-- instance type in the cluster, unless `later`: the caller calls
+-- M.in_cluster itself; the SageMaker endpoint name is free)
 function M.check(ctx, kind, later)
   local p, st = ctx.params, ctx.state
   local e, d = cap.cluster(ctx, p)
   st.eks, st.region, st.hyperpod = e.name, e.region, e.hyperpod
   local conn = ctx:k8s(e.name)
   M.operator(conn, kind, e.name)
+  if not K.get(conn, "v1", "Namespace", p.namespace) then
+    refuse("NOT_FOUND", "namespace", "exists", string.format("cluster %s has no namespace %s; create it first " ..
+      "(kubectl create namespace %s) or deploy to default", e.name, p.namespace, p.namespace))
+  end
   if not later then M.in_cluster(d, p.instance_type) end
   M.endpoint_free(ctx, conn, kind)
   return e, d, conn

@@ -27,8 +27,7 @@ local params = {
     description = "spec.replicas: model server pods" },
   endpoint_name = M.ENDPOINT,
   max_deploy_seconds = M.MAX_DEPLOY,
-  tls_certificate_output_s3_uri = { type = "string", pattern = "^s3://([^/]+)/?(.*)$", pattern_help = "an s3:// URI",
-    description = "tlsConfig.tlsCertificateOutputS3Uri: where the operator writes the endpoint's TLS certificate" },
+  tls_certificate_output_s3_uri = M.TLS,
 }
 
 -- model(ctx, p) -> describe (the version to deploy), its document

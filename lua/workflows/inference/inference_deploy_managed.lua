@@ -67,6 +67,7 @@ local params = {
     description = "prometheusTrigger.serverAddress" },
   endpoint_name = M.ENDPOINT,
   max_deploy_seconds = M.MAX_DEPLOY,
+  tls_certificate_output_s3_uri = M.TLS,
 }
 
 local function bad(field, rule, msg) M.refuse("VALIDATION", field, rule, msg) end
@@ -135,7 +136,8 @@ local function render(p, region)
   local spec = { modelName = p.model_name or name, invocationEndpoint = p.invocation_path,
     instanceType = p.instance_type, replicas = p.replicas, modelSourceConfig = src, worker = worker,
     endpointName = p.endpoint_name, metrics = { enabled = true, modelMetrics = { port = p.port } },
-    maxDeployTimeInSeconds = p.max_deploy_seconds }
+    maxDeployTimeInSeconds = p.max_deploy_seconds,
+    tlsConfig = p.tls_certificate_output_s3_uri and { tlsCertificateOutputS3Uri = p.tls_certificate_output_s3_uri } or nil }
   if p.enable_l1_cache ~= nil or p.enable_l2_cache ~= nil then
     spec.kvCacheSpec = { enableL1Cache = p.enable_l1_cache == true, enableL2Cache = p.enable_l2_cache == true }
     if p.enable_l2_cache then
