@@ -6,6 +6,8 @@
 --     CSI driver (what cluster_configure_dependencies leaves), and an
 --     InService HyperPod cluster with continuous provisioning, a GPU group
 --     at zero and a CPU group of one
+--   FH.gpu_cluster(call, name, octet, itype, count) -> conn: EKS and a
+--     HyperPod cluster of one GPU group whose nodes have joined
 local json = require "hypd.json"
 local task = require "hypd.task"
 
