@@ -286,7 +286,8 @@ t.test("with a token the gated model downloads, and the token is only in the Sec
     if text:find(TOKEN, 1, true) or text:find(b64, 1, true) then holders[#holders + 1] = k end
   end
   t.eq(#holders, 1, "one record holds the token: " .. table.concat(holders, ", "))
-  t.like(holders[1] or "", "^sandbox%-k8s/.*/secrets/default/" .. LJOB:gsub("%-", "%%-") .. "%-hf%-token$", "the sandbox cluster's Secret")
+  t.like(holders[1] or "", "^sandbox%-k8s/.*/secrets/default/" .. LJOB:gsub("%-", "%%-") .. "%-hf%-token$",
+    "the sandbox cluster's Secret")
   -- the pod read it and the download succeeded; its log has no token
   local s = status(LJOB)
   t.eq(s.phase, "Succeeded")
