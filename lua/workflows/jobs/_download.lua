@@ -42,6 +42,9 @@ M.SCRIPT = table.concat({
   "hf download \"$MODEL_ID\" --revision \"$REVISION\" --local-dir /scratch/model",
   "rm -rf /scratch/model/.cache",
   "mkdir -p \"/s3/$DEST_DIR\"",
+  -- Mountpoint for S3 refuses to overwrite a file (no allow-overwrite): the
+  -- files of an earlier download of the same names go first, nothing else
+  "(cd /scratch/model && find . -type f -exec rm -f \"/s3/$DEST_DIR/{}\" \\;)",
   "cp -r /scratch/model/. \"/s3/$DEST_DIR/\"",
 }, "\n")
 

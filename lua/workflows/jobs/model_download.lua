@@ -240,7 +240,9 @@ local function wait_step(ctx)
     check = function()
       local j = B.find(conn, d.name, d.namespace)
       if not j then
-        hypd.errors.raise("FAILED", string.format("Job %s/%s is gone (deleted while it ran)", d.namespace, d.name))
+        hypd.errors.raise("FAILED", string.format("Job %s/%s is gone (deleted while it was followed, or, long " ..
+          "after it ended, by its ttlSecondsAfterFinished); storage_list_contents claim_name=%s prefix=%s/ shows " ..
+          "what it wrote", d.namespace, d.name, d.claim, d.destination))
       end
       local phase = B.phase(j)
       if B.DONE[phase] then return true, "the Job " .. phase, j end
