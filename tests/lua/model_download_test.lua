@@ -240,9 +240,38 @@ t.test("a gated model without a token fails with the Hub's error, and job_get_st
   -- by the operation id as well (the status tool of model_download)
   local byop = assert(tool.call("job_get_status", { operation_id = v.operation_id }, WHO))
   t.eq({ byop.name, byop.phase, byop.operation.status }, { LJOB, "Failed", "failed" })
-  assert(conn:delete("batch/v1", "Job", LJOB, { namespace = "default" }))
-  FH.wait(function() return conn:get("batch/v1", "Job", LJOB, { namespace = "default" }) == nil end, 120, 1)
 end)
+
+t.test("a Job of the name for another download is refused before any write, naming job_delete when it ended",
+  function()
+    local m = FH.mark()
+    local v = download { model_id = LLAMA, hf_token = TOKEN }
+    t.eq(v.status, "failed")
+    t.eq(v.error and v.error.code, "CONFLICT")
+    t.eq(field_rules(v.error), { "name:same_download" })
+    t.like(v.error and v.error.message, "exists %(Failed%) for another download %(token_secret none, not " ..
+      LJOB:gsub("%-", "%%-") .. "%-hf%-token%)")
+    t.like(v.error and v.error.message, "job_delete name=" .. LJOB:gsub("%-", "%%-"))
+    v = download { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0", name = QJOB }
+    t.eq(field_rules(v.error), { "name:same_download" })
+    t.like(v.error and v.error.message, "model_id Qwen/Qwen2%.5%-0%.5B%-Instruct, not TinyLlama/")
+    t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
+    t.eq(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }), nil, "no Secret made")
+    -- job_delete removes the failed Job (and its pods); the retry can then use the name
+    local acc = assert(tool.call("job_delete", { name = LJOB }, WHO))
+    local d = op.wait(acc.operation_id)
+    t.eq({ d.status, d.result and d.result.action, d.result and d.result.phase }, { "succeeded", "deleted", "Failed" })
+    t.eq(conn:get("batch/v1", "Job", LJOB, { namespace = "default" }), nil, "the Job is gone")
+    -- made in the sandbox cluster directly: hypd's client labels whatever it makes as hypd's
+    local ctl = assert(require("sandbox.k8s.controllers._ctl").find("us-west-2", EKS))
+    local other = ctl.cl:create(ctl:r("batch", "v1", "jobs"), { apiVersion = "batch/v1", kind = "Job",
+      metadata = { name = "not-hypds", namespace = "default", labels = { ["app.kubernetes.io/managed-by"] = "helm" } },
+      spec = { template = { spec = { restartPolicy = "Never", containers = { { name = "c", image = "busybox" } } } } } })
+    t.ok(other, "a Job hypd did not make")
+    local dv = op.wait(assert(tool.call("job_delete", { name = "not-hypds" }, WHO)).operation_id)
+    t.eq(dv.error and dv.error.code, "CONFLICT", "a Job hypd did not make is refused")
+    t.ok(conn:get("batch/v1", "Job", "not-hypds", { namespace = "default" }), "and kept")
+  end)
 
 t.test("with a token the gated model downloads, and the token is only in the Secret", function()
   local log = require "hypd.log"
@@ -292,11 +321,45 @@ t.test("with a token the gated model downloads, and the token is only in the Sec
   local s = status(LJOB)
   t.eq(s.phase, "Succeeded")
   clean("the pod's log", table.concat(s.pods[1].logs, "\n"))
+  -- another token: the Secret changes (one write), the Job does not
+  local m = FH.mark()
+  local TOKEN2 = TOKEN:gsub("x$", "y")
+  local again = download { model_id = LLAMA, hf_token = TOKEN2 }
+  t.eq(again.status, "succeeded", json.encode(again.error))
+  t.eq((again.result or {}).job, "unchanged")
+  t.eq(#FH.k8s_writes(m), 1, "one write: the Secret")
+  local s2 = assert(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }))
+  t.eq(s2.data.HF_TOKEN, require("hypd.core").b64encode(TOKEN2))
   -- when the Job goes (ttlSecondsAfterFinished, or by hand) its Secret goes with it
   assert(conn:delete("batch/v1", "Job", LJOB, { namespace = "default" }))
   FH.wait(function() return conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }) == nil end, 120, 1)
   t.eq(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }), nil, "the token's Secret is gone")
 end)
+
+t.test("job_get_status with wait_seconds follows a running download: Running, then progress, then Succeeded",
+  function()
+    local acc = assert(tool.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
+    local name = "hf-download-tinyllama-tinyllama-1-1b-chat-v1-0"
+    local first = assert(tool.call("job_get_status", { operation_id = acc.operation_id }, WHO))
+    t.eq(first.name, name, "by the operation id, before or after the Job exists")
+    FH.wait(function() return conn:get("batch/v1", "Job", name, { namespace = "default" }) ~= nil end, 60, 1)
+    local s = status(name, { wait_seconds = 60 })
+    t.eq(s.phase, "Running")
+    t.eq(s.active, 1)
+    local seen = {}
+    for _ = 1, 20 do
+      local lines = table.concat((s.pods[1] or {}).logs or {}, "\n")
+      if lines:find("model%.safetensors: +%d+%%") then seen.progress = true end
+      if s.phase == "Succeeded" then break end
+      require("hypd.task").sleep(3)
+      s = status(name)
+    end
+    t.ok(seen.progress, "the weights' progress lines while it ran")
+    s = status(name, { wait_seconds = 120 })
+    t.eq(s.phase, "Succeeded")
+    t.eq(op.wait(acc.operation_id).status, "succeeded")
+    t.eq(#s.download.files, 10)
+  end)
 
 t.test("an unknown model fails the pod with the Hub's 404", function()
   local v = download { model_id = "no-such-org/no-such-model", hf_token = TOKEN }

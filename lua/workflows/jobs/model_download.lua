@@ -73,6 +73,48 @@ local function describe(p)
     revision = p.revision, claim = p.claim_name, destination = p.destination or D.default_destination(p.model_id) }
 end
 
+-- identity(job) -> what makes a download Job the one a call asks for
+local function identity(live)
+  local a = (live.metadata or {}).annotations or {}
+  local c = ((((live.spec or {}).template or {}).spec or {}).containers or {})[1] or {}
+  local secret
+  for _, e in ipairs(c.env or {}) do
+    if e.name == "HF_TOKEN" and e.valueFrom and e.valueFrom.secretKeyRef then secret = e.valueFrom.secretKeyRef.name end
+  end
+  return { model_id = a[D.ANN.model], revision = a[D.ANN.revision], claim = a[D.ANN.claim],
+    destination = a[D.ANN.destination], token_secret = secret }
+end
+
+-- same_job(conn, d): a Job of the download's name must be this download
+-- (hypd's, same model, revision, claim and folder; a token only when it
+-- reads one): a Job cannot change, so anything else is refused before any
+-- write, naming the way out
+local function same_job(conn, d)
+  local live = B.find(conn, d.name, d.namespace)
+  if not live then return end
+  local phase = B.phase(live)
+  local ok, why = K.owned(live)
+  if not ok then
+    refuse("CONFLICT", "name", "owned", string.format("a Job %s/%s exists and is not hypd's (%s); pass another " ..
+      "name", d.namespace, d.name, why))
+  end
+  local have, diff = identity(live), {}
+  local want = { model_id = d.model_id, revision = d.revision, claim = d.claim, destination = d.destination,
+    token_secret = d.secret }
+  for _, k in ipairs { "model_id", "revision", "claim", "destination", "token_secret" } do
+    if want[k] ~= nil and have[k] ~= want[k] then
+      diff[#diff + 1] = string.format("%s %s, not %s", k, tostring(have[k] or "none"), tostring(want[k]))
+    end
+  end
+  if #diff > 0 then
+    refuse("CONFLICT", "name", "same_download", string.format("Job %s/%s exists (%s) for another download (%s), " ..
+      "and a Job cannot change: pass another name (e.g. name=%s-2)%s", d.namespace, d.name, phase,
+      table.concat(diff, "; "), d.name:sub(1, 61), B.DONE[phase] and (", or delete it with job_delete name=" ..
+      d.name .. " (its pods and token Secret go with it)") or ""))
+  end
+  return live
+end
+
 local function check_step(ctx)
   local p, st = ctx.params, ctx.state
   local e = hp.eks(ctx, p)
@@ -103,7 +145,9 @@ local function check_step(ctx)
       "download again", e.name), { fix = "hyperpod_add_instance_group" })
   end
   st.d, st.affinity, st.gpu_types = d, affinity, where.gpu_types
-  if p.hf_token then st.d.secret = D.secret_name(d.name) end
+  if p.hf_token then d.secret = D.secret_name(d.name) end
+  local live = same_job(conn, d)
+  st.job_ref = live and { name = live.metadata.name, uid = live.metadata.uid } or nil
 end
 
 local function found(conn, kind, name, ns)
@@ -126,19 +170,20 @@ end
 
 -- the token Secret as a kit resource: compared on the token's hash and its
 -- owner, never on its data; its plan shows no value
+-- (owner: {name, uid} of the Job, once it exists)
 local function ensure_secret(ctx, conn, d, owner)
   local obj = D.secret { name = d.name, namespace = d.namespace, secret = d.secret, model_id = d.model_id,
     token = ctx.params.hf_token }
   if owner then
-    obj.metadata.ownerReferences = { { apiVersion = "batch/v1", kind = "Job", name = owner.metadata.name,
-      uid = owner.metadata.uid, controller = false, blockOwnerDeletion = false } }
+    obj.metadata.ownerReferences = { { apiVersion = "batch/v1", kind = "Job", name = owner.name, uid = owner.uid,
+      controller = false, blockOwnerDeletion = false } }
   end
   local hash = obj.metadata.annotations[D.ANN.token]
   return ctx:ensure { type = "k8s:secret", label = "Secret", name = d.namespace .. "/" .. d.secret, id = "uid",
     owned = K.owned, field = "name",
     search = function() return found(conn, "Secret", d.secret, d.namespace) end,
     fields = { type = "Opaque", keys = { D.TOKEN_KEY }, labels = obj.metadata.labels },
-    desired = { token_sha256 = hash, owner = owner and owner.metadata.uid or nil },
+    desired = { token_sha256 = hash, owner = owner and owner.uid or nil },
     current = function(live)
       return { token_sha256 = ((live.metadata or {}).annotations or {})[D.ANN.token], owner = owner_uid(live) }
     end,
@@ -147,10 +192,12 @@ local function ensure_secret(ctx, conn, d, owner)
     update = function() return apply(ctx, conn, obj, true) end }
 end
 
+-- before the Job (its pods read it as they start); owned by the Job
+-- already when the Job exists (a re-call)
 local function secret_step(ctx)
   local st = ctx.state
   if not st.d.secret then return end
-  ensure_secret(ctx, ctx:k8s(st.eks), st.d)
+  ensure_secret(ctx, ctx:k8s(st.eks), st.d, st.job_ref)
 end
 
 -- the Job: found by name; a Job of that name for another model, revision or
@@ -167,17 +214,8 @@ local function job_step(ctx)
       activeDeadlineSeconds = D.DEADLINE, ttlSecondsAfterFinished = D.TTL, claim = d.claim,
       token_secret = d.secret },
     desired = { model_id = d.model_id, revision = d.revision, claim = d.claim, destination = d.destination,
-      token_secret = d.secret },
-    current = function(live)
-      local a = (live.metadata or {}).annotations or {}
-      local env = ((((live.spec or {}).template or {}).spec or {}).containers or {})[1] or {}
-      local secret
-      for _, e in ipairs(env.env or {}) do
-        if e.name == "HF_TOKEN" and e.valueFrom and e.valueFrom.secretKeyRef then secret = e.valueFrom.secretKeyRef.name end
-      end
-      return { model_id = a[D.ANN.model], revision = a[D.ANN.revision], claim = a[D.ANN.claim],
-        destination = a[D.ANN.destination], token_secret = secret }
-    end,
+      token_secret = d.secret }, -- same_job refused any difference before the first write
+    current = identity,
     placeholder = function(id) return { uid = id, metadata = { name = d.name, namespace = d.namespace, uid = id } } end,
     create = function() return apply(ctx, conn, obj) end,
     update = function(live, changes)
@@ -191,7 +229,7 @@ local function job_step(ctx)
   st.job_action = action
   if d.secret and not ctx.plan then
     -- the Secret goes with the Job (ttlSecondsAfterFinished): the token does not outlive the download
-    ensure_secret(ctx, conn, d, job)
+    ensure_secret(ctx, conn, d, { name = job.metadata.name, uid = job.metadata.uid })
   end
 end
 
