@@ -336,7 +336,9 @@ return tool {
     "HF_TOKEN and owns. Refuses before creating anything when the claim is missing or not an S3 storage " ..
     "(storage_create_s3 makes it) or the cluster has no CPU node. Follows the Job until it succeeds or fails " ..
     "(the Hub's error, e.g. a gated model without a token). Calling it again with the same parameters makes no " ..
-    "write; plan = true lists what it would create. job_get_status shows the Job, its log and the files written.",
+    "write (another hf_token changes only the Secret); a Job of that name for another download is refused " ..
+    "before any write (pass another name, or job_delete the ended Job). plan = true lists what it would " ..
+    "create. job_get_status shows the Job, its log and the files written.",
   kind = "mutating",
   status_tool = "job_get_status",
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },
