@@ -350,15 +350,21 @@ t.test("job_get_status with wait_seconds follows a running download: Running, th
     for _ = 1, 20 do
       local lines = table.concat((s.pods[1] or {}).logs or {}, "\n")
       if lines:find("model%.safetensors: +%d+%%") then seen.progress = true end
+      local pr = s.download and s.download.progress or {}
+      seen[pr.stage or "?"] = true
+      if pr.stage == "downloading" and pr.file == "model.safetensors" and pr.files_total == 10 then seen.file = true end
       if s.phase == "Succeeded" then break end
       require("hypd.task").sleep(3)
       s = status(name)
     end
     t.ok(seen.progress, "the weights' progress lines while it ran")
+    t.ok(seen.installing or seen.downloading, "download.progress says the stage")
+    t.ok(seen.file, "download.progress names the file being fetched and the files in all")
     s = status(name, { wait_seconds = 120 })
     t.eq(s.phase, "Succeeded")
     t.eq(op.wait(acc.operation_id).status, "succeeded")
     t.eq(#s.download.files, 10)
+    t.eq({ s.download.progress.stage, s.download.progress.percent }, { "done", 100 })
   end)
 
 t.test("an unknown model fails the pod with the Hub's 404", function()

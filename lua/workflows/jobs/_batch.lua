@@ -139,7 +139,8 @@ function M.summary(job)
   return { name = md.name, namespace = md.namespace, kind = (md.labels or {})[M.KIND_LABEL] or "job", phase = phase,
     reason = cond and cond.reason or nil, active = tonumber(st.active) or 0, succeeded = tonumber(st.succeeded) or 0,
     failed = tonumber(st.failed) or 0, created = md.creationTimestamp, age = M.age(md.creationTimestamp),
-    start_time = st.startTime, completion_time = st.completionTime, model_id = ann["hypd.io/model-id"] }
+    start_time = st.startTime, completion_time = st.completionTime, model_id = ann["hypd.io/model-id"],
+    destination = ann["hypd.io/destination"] }
 end
 
 return M

@@ -191,6 +191,34 @@ function M.job(d, affinity)
     } }
 end
 
+-- progress(lines, phase) -> {stage, files_done, files_total, percent, file,
+-- file_percent, line}: how far a download is, read from its pod's last log
+-- lines (pip's, then the CLI's tqdm bars: "Fetching 10 files:  60%|...| 6/10"
+-- and "<file>:  50%|...|"; the local folder it prints when the fetch is
+-- done; the copy after it). stage: starting, installing, downloading,
+-- copying, done, failed.
+function M.progress(lines, phase)
+  local out = { stage = "starting" }
+  for _, l in ipairs(lines or {}) do
+    if l:match("^Fetching %d+ files:") then
+      local d, t = l:match("| *(%d+)/(%d+) %[")
+      out.stage, out.files_done, out.files_total = "downloading", tonumber(d), tonumber(t)
+      out.percent = tonumber(l:match("^Fetching %d+ files: *(%d+)%%"))
+    elseif l:match("^[^ ].-: +%d+%%|") then
+      local file, fp = l:match("^(.-): +(%d+)%%|")
+      out.stage, out.file, out.file_percent = "downloading", file, tonumber(fp)
+    elseif l:match("^Collecting ") or l:match("^Installing collected") or l:match("^Successfully installed") then
+      out.stage = "installing"
+    elseif l == M.SCRATCH .. "/model" then
+      out.stage = "copying"
+    end
+    if l ~= "" then out.line = l end
+  end
+  if phase == "Succeeded" then out.stage, out.percent = "done", 100 end
+  if phase == "Failed" then out.stage = "failed" end
+  return out
+end
+
 -- written(bucket, region, prefix) -> {files = [{key, size, last_modified}],
 -- bytes, truncated}: what is in the bucket under the download's folder
 -- (keys relative to it; up to 5 pages of 1000)

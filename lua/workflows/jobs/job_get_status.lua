@@ -66,7 +66,12 @@ local function view(conn, p, name, ns)
   s.events = B.events(conn, job, names, p.events)
   if s.kind == D.KIND then
     local w = written(conn, job)
-    if w then s.download = w end
+    if w then
+      local pods = B.pods(conn, job)
+      local last = pods[#pods]
+      w.progress = D.progress(last and B.log_lines(conn, last, 60) or {}, s.phase)
+      s.download = w
+    end
   end
   return s
 end
