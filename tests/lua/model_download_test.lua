@@ -376,3 +376,30 @@ t.test("an unknown model fails the pod with the Hub's 404", function()
   t.like(table.concat(s.pods[1].logs, "\n"), "Repository Not Found for url: " ..
     "https://huggingface%.co/api/models/no%-such%-org/no%-such%-model/revision/main%.")
 end)
+
+t.test("the sandbox's hf_download runs any container's huggingface-cli download: onto the claim's subPath, " ..
+  "with the Hub's revision check", function()
+  local function job(name, args)
+    return { apiVersion = "batch/v1", kind = "Job", metadata = { name = name, namespace = "default" },
+      spec = { backoffLimit = 0, template = { spec = { restartPolicy = "Never",
+        containers = { { name = "get", image = "python:3.12", command = { "huggingface-cli", "download" },
+          args = args, volumeMounts = { { name = "data", mountPath = "/data", subPath = "team-a" } } } },
+        volumes = { { name = "data", persistentVolumeClaim = { claimName = "s3-claim" } } } } } } }
+  end
+  assert(conn:apply(job("gpt2-get", { "openai-community/gpt2", "--local-dir", "/data/gpt2" })))
+  assert(conn:apply(job("gpt2-bad-rev", { "openai-community/gpt2", "--revision", "v9", "--local-dir", "/data/x" })))
+  local function phase(name)
+    local j = conn:get("batch/v1", "Job", name, { namespace = "default" })
+    for _, c in ipairs(j and j.status and j.status.conditions or {}) do
+      if c.status == "True" and (c.type == "Complete" or c.type == "Failed") then
+        return c.type == "Complete" and "Succeeded" or "Failed"
+      end
+    end
+  end
+  FH.wait(function() return phase("gpt2-get") == "Succeeded" and phase("gpt2-bad-rev") == "Failed" end, 600, 2)
+  t.eq({ phase("gpt2-get"), phase("gpt2-bad-rev") }, { "Succeeded", "Failed" })
+  local c = assert(tool.call("storage_list_contents", { claim_name = "s3-claim", prefix = "team-a/gpt2/" }, WHO))
+  t.eq(#c.objects, 13, "gpt2's files under the mount's subPath")
+  local bad = status("gpt2-bad-rev")
+  t.like(table.concat(bad.pods[1].logs, "\n"), "RevisionNotFoundError: 404 Client Error.*Invalid rev id: v9")
+end)
