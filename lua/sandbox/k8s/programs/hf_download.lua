@@ -360,31 +360,43 @@ end
 -- lines(pod, c) -> nothing: the container prints only what the run prints
 function M.lines() return {} end
 
+-- step(p, s): one step of the run: a line printed, or the files written
+-- (a failed write fails the run, with cp's message)
+local function step(p, s)
+  if s.write then
+    local n, why = write(p.ctl, p.pod, p.container, p)
+    if not n then
+      p.log(string.format("cp: cannot create regular file '%s/%s': %s", tostring(p.dest),
+        tostring(p.files[1] and p.files[1][1]), tostring(why)))
+      p.code = 1
+    end
+  elseif s.line then
+    p.log(s.line)
+  end
+end
+
+-- the lines come out over the run time from a task; whatever it has not
+-- reached when the kubelet ends the container (a clock running fast, a
+-- busy engine) is done by exit_code, so the files are always in place
+-- before the pod reports Succeeded
 function M.start(env)
   local ctl, pod, c = env.ctl, env.pod, env.container
   local p = plan(ctl.cl, pod, c)
+  p.ctl, p.pod, p.container, p.log, p.next = ctl, pod, c, env.log, 1
   plans[pod.metadata.uid] = p
   local speed = ctl_.speed()
   task.spawn(function()
-    local t0, done = core.now(), 0
-    for _, s in ipairs(p.steps) do
+    local t0 = core.now()
+    while p.steps[p.next] do
+      local s = p.steps[p.next]
       local wait = t0 + s.at / speed - core.now()
       if wait > 0 then task.sleep(wait) end
-      if not alive(ctl, pod) then return end
-      if s.write then
-        local n, at = write(ctl, pod, c, p)
-        if n then
-          done = n
-        else
-          env.log(string.format("cp: cannot create regular file '%s/%s': %s", tostring(p.dest),
-            tostring(p.files[1] and p.files[1][1]), tostring(at)))
-          p.code = 1
-        end
-      elseif s.line then
-        env.log(s.line)
+      if p.ended or not alive(ctl, pod) then return end
+      if p.steps[p.next] == s then
+        p.next = p.next + 1
+        step(p, s)
       end
     end
-    return done
   end, { daemon = true, name = "sandbox hf download " .. pod.metadata.namespace .. "/" .. pod.metadata.name })
 end
 
@@ -398,9 +410,18 @@ local function plan_of(pod, c)
 end
 
 function M.run_seconds(pod, c) return plan_of(pod, c).seconds end
+
 function M.exit_code(pod, c)
   local p = plan_of(pod, c)
   plans[pod.metadata.uid] = nil
+  p.ended = true
+  if p.next then
+    while p.steps[p.next] do
+      local s = p.steps[p.next]
+      p.next = p.next + 1
+      step(p, s)
+    end
+  end
   return p.code
 end
 
