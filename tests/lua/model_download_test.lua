@@ -336,10 +336,13 @@ t.test("with a token the gated model downloads, and the token is only in the Sec
   t.eq(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }), nil, "the token's Secret is gone")
 end)
 
-t.test("job_get_status with wait_seconds follows a running download: Running, then progress, then Succeeded",
+t.test("job_get_status with wait_seconds follows a running download (a repeated call joins it): Running, then " ..
+  "progress, then Succeeded",
   function()
     local acc = assert(tool.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
     local name = "hf-download-tinyllama-tinyllama-1-1b-chat-v1-0"
+    local joined = assert(tool.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
+    t.eq(joined.operation_id, acc.operation_id, "the same call while it runs joins the running operation")
     local first = assert(tool.call("job_get_status", { operation_id = acc.operation_id }, WHO))
     t.eq(first.name, name, "by the operation id, before or after the Job exists")
     FH.wait(function() return conn:get("batch/v1", "Job", name, { namespace = "default" }) ~= nil end, 60, 1)
