@@ -2,14 +2,26 @@
 // Models and Inference at 1280 and 420 px, light and dark; nothing wider
 // than the window.
 import { URL, scenario } from "../lib.mjs";
-import { openAt } from "../clusters.mjs";
-import { fill } from "../workloads.mjs";
+import { call, openAt, waitOperation } from "../clusters.mjs";
+import { fill, trainingCluster } from "../workloads.mjs";
+
+// a cluster with a finished job (made once, by the first of these scenarios)
+let made = null;
+async function setup() {
+  if (made) return made;
+  const name = await trainingCluster("ui-shots");
+  const r = await call("training_submit", { cluster: name, recipe: "pytorch-torchrun",
+    params: { job_name: "shot-job", instance_type: "ml.g5.2xlarge", script: "scripts/train.py" } });
+  await waitOperation(r.operation_id);
+  made = name;
+  return name;
+}
 
 const SHOTS = process.env.HYPD_SHOTS || "/tmp";
 for (const width of [1280, 420]) {
   for (const scheme of ["light", "dark"]) {
     await scenario(`workload pages at ${width} px, ${scheme}`, async (page, check) => {
-      const name = "hypd-ui-train"; // made by 92-training
+      const name = await setup();
       await openAt(page, `/training?cluster=${name}&recipe=llama-factory`);
       const shot = (n) => page.screenshot({ path: `${SHOTS}/pages-${n}-${width}-${scheme}.png`, fullPage: true });
       const over = async (what) => {
@@ -22,7 +34,7 @@ for (const width of [1280, 420]) {
       await page.waitForSelector("#review-yaml");
       await shot("training");
       await over("training");
-      await page.goto(`${URL}/#/training/ui-job?cluster=${name}`);
+      await page.goto(`${URL}/#/training/shot-job?cluster=${name}`);
       await page.waitForSelector("#budget");
       await page.waitForSelector("#logs[data-mode]");
       await shot("training-job");
