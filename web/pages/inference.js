@@ -58,7 +58,7 @@ function Deploy({ cluster, query, has, onDone }) {
   // JumpStart's model ids from the public hub, as the form's choices
   const jumpstart = has("inference_list_jumpstart_models") ? {
     model_id: async () => ((await callTool("inference_list_jumpstart_models", {})).models || [])
-      .map((m) => ({ value: m.model_id || m.id || m.name, label: (m.model_id || m.id || m.name) + (m.version ? " " + m.version : "") })),
+      .map((m) => ({ value: m.id, label: `${m.id} ${m.version || ""} — ${m.display_name || m.task || ""}${m.gated ? " (gated: needs accept_eula)" : ""}` })),
   } : undefined;
   return html`<section class="csec" id="deploy" aria-labelledby="deploy-h"><div class="csec-head"><h2 id="deploy-h">Deploy</h2></div>
     <div class="tabs deploy-tabs" role="tablist" aria-label="what to deploy">${DEPLOY.map((d) => html`<button type="button" role="tab" id=${"deploy-" + d.id}
