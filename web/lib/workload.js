@@ -4,6 +4,7 @@
 // URL's ?cluster=, else the active one), a long poll of a status tool
 // (its wait_seconds), and objects as readable YAML.
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
+import { Time } from "./ui.js";
 import { callTool } from "./api.js";
 import { setQuery } from "./router.js";
 import { useSession } from "./session.js";
@@ -29,6 +30,27 @@ export const lacking = (has, tools) => tools.filter((t) => has(t) === false);
 export function useCluster(query) {
   const { clusters } = useSession();
   return query.cluster || (clusters && clusters.active) || null;
+}
+
+// useItem(params, query) -> {has, cluster, name, namespace, id}: a workload page's
+// item (#/PAGE/NAME?namespace=&cluster=) and the parameters that name it to its tools
+export function useItem(params, query) {
+  const has = useHas();
+  const cluster = useCluster(query);
+  const name = params.name;
+  const namespace = query.namespace || "default";
+  return { has, cluster, name, namespace, id: { name, namespace, ...(cluster ? { cluster } : {}) } };
+}
+
+// <Events events/>: the recent events of a workload and its pods (warnings marked), oldest first
+export function Events({ events }) {
+  return html`<section aria-labelledby="ev-h"><h2 id="ev-h">Events</h2>
+    ${(events || []).length === 0 ? html`<p class="muted">No events.</p>` : html`<div class="table-wrap"><table class="table events stack">
+      <thead><tr><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th><th scope="col">Time</th></tr></thead>
+      <tbody>${events.map((e) => html`<tr class=${e.type === "Warning" ? "ev-warn" : ""}><td data-label="Type">${e.type}</td><td data-label="Reason">${e.reason}</td>
+        <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}${e.count > 1 ? html` <span class="muted small">(×${e.count})</span>` : ""}</td>
+        <td data-label="Time" class="small">${e.time ? html`<${Time} t=${Date.parse(e.time) / 1000}/>` : ""}</td></tr>`)}</tbody></table></div>`}
+  </section>`;
 }
 
 // <ClusterPick value/>: which cluster the page shows (into the URL; the active one by default)

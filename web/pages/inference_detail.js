@@ -8,8 +8,8 @@ import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
-import { Act, Confirm, ErrorBox, Json, Loading, Pill, Time, duration } from "/lib/ui.js";
-import { ClusterPick, Missing, lacking, useCluster, useHas, usePoll } from "/lib/workload.js";
+import { Act, Confirm, ErrorBox, Json, Loading, Pill, duration } from "/lib/ui.js";
+import { ClusterPick, Events, Missing, lacking, useItem, usePoll } from "/lib/workload.js";
 import { ToolForm, state } from "./inference.js";
 
 // answer(r) -> the text of a chat completion, however the tool puts it
@@ -57,11 +57,7 @@ function Pending({ d }) {
 }
 
 function Detail({ params, query }) {
-  const has = useHas();
-  const cluster = useCluster(query);
-  const name = params.name;
-  const namespace = query.namespace || "default";
-  const id = { name, namespace, ...(cluster ? { cluster } : {}) };
+  const { has, cluster, name, namespace, id } = useItem(params, query);
   const missing = lacking(has, ["inference_get"]);
   if (missing.length) return html`<h1>Endpoint <code>${name}</code></h1><${Missing} tools=${missing} what="Reading an endpoint"/>`;
   if (!has("inference_get")) return html`<${Loading}/>`;
@@ -112,12 +108,7 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
           <td data-label="Restarts" class="num">${p.restarts ?? "—"}</td></tr>`)}</tbody></table></div>`}
     </section>
     <${LogView} target=${{ kind: "inference", ...id }} hasTool=${has} title="Logs"/>
-    <section aria-labelledby="ev-h"><h2 id="ev-h">Events</h2>
-      ${(d.events || []).length === 0 ? html`<p class="muted">No events.</p>` : html`<div class="table-wrap"><table class="table events stack">
-        <thead><tr><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th><th scope="col">Time</th></tr></thead>
-        <tbody>${d.events.map((e) => html`<tr class=${e.type === "Warning" ? "ev-warn" : ""}><td data-label="Type">${e.type}</td><td data-label="Reason">${e.reason}</td>
-          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small">${e.time ? html`<${Time} t=${Date.parse(e.time) / 1000}/>` : ""}</td></tr>`)}</tbody></table></div>`}
-    </section>
+    <${Events} events=${d.events}/>
     <details><summary>Everything inference_get answers</summary><${Json} value=${d}/></details>`}
     <${Confirm} open=${ask} title=${`Delete the endpoint ${name}?`} typeToConfirm=${name} action="Delete the endpoint"
       items=${[`${d ? d.kind || "deployment" : "deployment"} ${namespace}/${name}`, "its pods", "its service (if hypd made it)"]}

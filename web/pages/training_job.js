@@ -9,7 +9,7 @@ import { callTool } from "/lib/api.js";
 import { LogView } from "/lib/logs.js";
 import { href, navigate } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
-import { ClusterPick, lacking, Missing, useCluster, useHas, usePoll } from "/lib/workload.js";
+import { ClusterPick, Events, lacking, Missing, useItem, usePoll } from "/lib/workload.js";
 
 const DONE = { Completed: true, Failed: true, Succeeded: true };
 // stamp("2026-12-01T14:33:22Z") -> epoch seconds (for <Time/>: relative, the absolute time on hover)
@@ -26,11 +26,7 @@ export function Budget({ used = 0, max = 0 }) {
 }
 
 function Job({ params, query }) {
-  const has = useHas();
-  const cluster = useCluster(query);
-  const name = params.name;
-  const namespace = query.namespace || "default";
-  const p = { name, namespace, ...(cluster ? { cluster } : {}) };
+  const { has, cluster, name, namespace, id: p } = useItem(params, query);
   const missing = lacking(has, ["training_get_job"]);
   const job = usePoll("training_get_job", p, { done: (d) => DONE[d.phase], wait: 20, enabled: missing.length === 0 });
   const [ask, setAsk] = useState(false);
@@ -74,12 +70,7 @@ function Job({ params, query }) {
       ${(d.conditions || []).length === 0 ? html`<p class="muted">None yet.</p>` : html`<ul class="plain conditions">${d.conditions.map((c) => html`<li>
         <span class=${"cond cond-" + (c.status === "True" ? "true" : "false")} title=${c.reason}><span aria-hidden="true">${c.status === "True" ? "✓" : "○"}</span> ${c.type}${c.status === "True" ? "" : " (no longer)"}</span> <span class="small">${c.message}</span> <span class="muted small"><${Time} t=${stamp(c.lastTransitionTime)}/></span></li>`)}</ul>`}
     </section>
-    <section aria-labelledby="ev-h"><h2 id="ev-h">Events</h2>
-      ${(d.events || []).length === 0 ? html`<p class="muted">No events.</p>` : html`<div class="table-wrap"><table class="table events stack">
-        <thead><tr><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th><th scope="col">Time</th></tr></thead>
-        <tbody>${d.events.map((e) => html`<tr class=${e.type === "Warning" ? "ev-warn" : ""}><td data-label="Type">${e.type}</td><td data-label="Reason">${e.reason}</td>
-          <td data-label="Object"><code class="wrap">${e.object}</code></td><td data-label="Message">${e.message}</td><td data-label="Time" class="small"><${Time} t=${stamp(e.time)}/></td></tr>`)}</tbody></table></div>`}
-    </section>`}
+    <${Events} events=${d.events}/>`}
     <${Confirm} open=${ask} title=${`Delete the job ${name}?`} typeToConfirm=${name} action="Delete the job"
       items=${[`${d ? d.kind : "job"} ${namespace}/${name}`, "its pods"]} lost="The job stops now; its pods and their logs go. Checkpoints and outputs under /s3 stay in the bucket."
       onConfirm=${del} onClose=${() => setAsk(false)}/>`;
