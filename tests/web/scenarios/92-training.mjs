@@ -3,7 +3,7 @@
 // recovery budget, pods, events, logs); and a long job's log lines arriving
 // live over /ws, through a dropped socket without duplicates.
 import { BAD_REQUEST, URL, needing, scenario } from "../lib.mjs";
-import { openAt } from "../clusters.mjs";
+import { call, openAt, waitOperation } from "../clusters.mjs";
 import { fill, lines, slowRecipe, trainingCluster } from "../workloads.mjs";
 
 await scenario("training: a recipe's form refuses a bad name, reviews its objects as YAML, submits; the job page shows its budget", async (page, check) => {
@@ -67,4 +67,20 @@ await needing(["job_get_logs"], "training: submit a recipe from its form and see
   check(await page.isVisible("#logs-pause"), "autoscroll can be paused");
   await page.click("#logs-pause");
   check((await page.getAttribute("#logs-pause", "aria-pressed")) === "true", "pause is shown pressed");
+});
+
+await scenario("training: a node rebooted mid-run restarts the job, and its page shows 1 of the budget's 5 restarts used", async (page, check) => {
+  const name = await trainingCluster("ui-restart");
+  await slowRecipe();
+  const r = await call("training_submit", { cluster: name, recipe: "slow-torchrun",
+    params: { job_name: "bumpy", instance_type: "ml.g5.2xlarge", script: "scripts/train.py", steps: 20000 } });
+  const v = await waitOperation(r.operation_id);
+  check(v.status === "succeeded", "the job is submitted: " + v.status);
+  await openAt(page, `/training/bumpy?cluster=${name}`);
+  await page.waitForSelector('.job-facts[data-phase="Running"] ~ #budget[data-used="0"], #budget[data-used="0"]');
+  const node = await page.textContent("table.pods tr[data-pod] td:nth-child(3)");
+  await call("hyperpod_node_reboot", { cluster: name, nodes: [node.trim()] });
+  await page.waitForSelector('#budget[data-used="1"]', { timeout: 30000 });
+  check(/1 of 5/.test(await page.textContent("#budget")) && /4 left/.test(await page.textContent("#budget")), "the budget reads 1 of 5 used, 4 left");
+  check((await page.$$("#budget .budget-bar span.used")).length === 1, "and its bar marks one restart");
 });
