@@ -191,7 +191,8 @@ export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs"
       <button type="button" class="btn btn-small" id=${id + "-pause"} aria-pressed=${paused ? "true" : "false"}
         onClick=${() => setPaused(!paused)}>${paused ? "Resume autoscroll" : "Pause autoscroll"}</button>
     </div>
-    ${note && html`<p class="notice log-note">${note}. ${mode === "snapshot" ? "Showing the last lines of each pod instead, read again every few seconds." : "Reading them every few seconds instead."}</p>`}
+    ${note && html`<p class="notice log-note">${note}. ${mode === "snapshot" ? "Showing the last lines of each pod instead, read again every few seconds."
+      : mode === "unavailable" ? "Nor does it have job_get_logs, so no lines can be shown here." : "Reading them with job_get_logs every few seconds instead."}</p>`}
     ${error && html`<p class="field-error">${error.message}</p>`}
     <ol class="loglines" ref=${box} onScroll=${onScroll} tabindex="0" aria-live="off" data-lines=${lines.length}>
       ${shown.length === 0 && html`<li class="muted log-empty">${ended ? "No lines." : finished ? "No lines: the workload has finished and its pods are gone." : mode === "unavailable" ? "No logs can be read here." : "No lines yet."}</li>`}

@@ -1,5 +1,7 @@
 // Screenshots of Training (a recipe's form and its review), a job's page,
-// Models and Inference at 1280 and 420 px, light and dark; nothing wider
+// Models, Inference (the list and a deploy form) and an endpoint that stays
+// Pending (it asks for more GPUs than any node has: its page says why, in
+// the scheduler's words) at 1280 and 420 px, light and dark; nothing wider
 // than the window.
 import { URL, scenario } from "../lib.mjs";
 import { call, openAt, waitOperation } from "../clusters.mjs";
@@ -13,6 +15,8 @@ async function setup() {
   const r = await call("training_submit", { cluster: name, recipe: "pytorch-torchrun",
     params: { job_name: "shot-job", instance_type: "ml.g5.2xlarge", script: "scripts/train.py" } });
   await waitOperation(r.operation_id);
+  const big = await call("inference_deploy_container", { cluster: name, name: "too-big", engine: "vllm", gpus: 8, instance_type: "ml.g5.2xlarge" });
+  await waitOperation(big.operation_id);
   made = name;
   return name;
 }
@@ -44,9 +48,15 @@ for (const width of [1280, 420]) {
       await shot("models");
       await over("models");
       await page.goto(`${URL}/#/inference?cluster=${name}&deploy=container`);
-      await page.waitForSelector("#deploy-form-container, .missing");
+      await page.waitForSelector('#deploy-form-container-gpus');
+      await page.waitForSelector('tr[data-endpoint="too-big"]');
       await shot("inference");
       await over("inference");
+      await page.goto(`${URL}/#/inference/too-big?cluster=${name}`);
+      await page.waitForSelector("#pending-why");
+      check(/Insufficient nvidia.com\/gpu/.test(await page.textContent("#pending-why")), "the endpoint page says why it is Pending: " + await page.textContent("#pending-why"));
+      await shot("inference-endpoint");
+      await over("the endpoint page");
     }, { viewport: { width, height: 900 }, colorScheme: scheme });
   }
 }
