@@ -36,7 +36,7 @@ function Prompt({ id, cluster, has }) {
   const took = latency(result);
   return html`<section class="panel prompt-box" id="prompt" aria-labelledby="prompt-h"><h2 id="prompt-h">Test prompt</h2>
     <p class="muted small">An OpenAI-style chat completion sent to the endpoint through the Kubernetes API's service proxy (<code>inference_call_model</code>).</p>
-    <${ToolForm} tool="inference_call_model" cluster=${cluster} values=${id} hide=${["messages", "timeout_seconds"]} label="Send" id="prompt-form" onResult=${setResult}/>
+    <${ToolForm} tool="inference_call_model" cluster=${cluster} values=${id} hide=${["messages"]} label="Send" id="prompt-form" onResult=${setResult}/>
     ${result && html`<div class="prompt-result" aria-live="polite"><div class="prompt-meta">
         ${took !== undefined && html`<span>Latency <strong id="prompt-latency">${duration(took)}</strong></span>`}
         ${result.model && html`<span>Model <code>${result.model}</code></span>`}

@@ -64,9 +64,10 @@ await needing(["inference_deploy_container", "inference_get", "inference_call_mo
   await page.click('tr[data-endpoint="talk"] a');
   await page.waitForSelector("#prompt-form-prompt");
   await page.fill("#prompt-form-prompt", "Say hello in one word.");
+  await page.fill("#prompt-form-timeout_seconds", "20");
   await page.click("#prompt-form-send");
   await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
-  check(!(await page.$("#prompt .form-errors")), "no error: " + (await page.textContent("#prompt .form-errors").catch(() => "")));
+  check(!(await page.$("#prompt .form-errors")), "no error: " + (await page.textContent("#prompt .form-errors").catch(() => "")).trim());
   check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
   check(await page.isVisible("#prompt-latency").catch(() => false), "with its latency");
 });
