@@ -16,6 +16,11 @@ end
 
 local by_kind = {}
 
+-- v1 Secret: the type defaults to Opaque (SetDefaults_Secret)
+by_kind["/Secret"] = function(_, _, obj)
+  if obj.type == nil or obj.type == "" then obj.type = "Opaque" end
+end
+
 -- batch/v1 Job: unless spec.manualSelector, the selector is generated from
 -- the uid and the pod template gets the labels it selects (the Job
 -- strategy's PrepareForCreate and generateSelector)

@@ -10,6 +10,7 @@ local merge = require "sandbox.k8s.merge"
 local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
+local protobuf = require "sandbox.k8s.protobuf"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
@@ -104,7 +105,23 @@ local function route(path)
   return rt
 end
 
+local PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+-- decode_body(req) -> the request's object | nil, Status: JSON (or YAML's
+-- JSON subset) and, for the built-in kinds, Kubernetes protobuf
+-- (sandbox.k8s.protobuf); a protobuf body it cannot decode (a custom
+-- resource, a kind without a descriptor) is 415, as the API server answers
+-- for a media type a resource does not take
 local function decode_body(req)
+  local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
+  if ctype == PROTOBUF then
+    local obj, why = protobuf.decode(req.body or "")
+    if not obj then
+      return nil, objects.status(415, "UnsupportedMediaType", "the body of the request was in an unknown format - " ..
+        "accepted media types include: application/json, application/yaml (" .. tostring(why) .. ")")
+    end
+    return obj
+  end
   local obj, err = json.decode(req.body or "")
   if type(obj) ~= "table" then
     return nil, objects.status(400, "BadRequest", "the body of the request was in an unknown format - accepted " ..
@@ -510,68 +527,12 @@ local function delete_collection(cl, r, rt, q, opts)
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
--- protobuf_review(body) -> the JSON shape of a SelfSubjectAccessReview or
--- SelfSubjectReview sent as application/vnd.kubernetes.protobuf (kubectl
--- 1.32+ does): the "k8s\0" envelope, runtime.Unknown's raw (field 2) and
--- in it spec (2) with resourceAttributes (1) or nonResourceAttributes (2),
--- as in authorization/v1 generated.proto | nil (not that shape)
-local function protobuf_review(body)
-  local function fields(s)
-    local out, i = {}, 1
-    while i <= #s do
-      local key, shift = 0, 0
-      repeat
-        local b = s:byte(i) or 0
-        key, shift, i = key | ((b & 0x7f) << shift), shift + 7, i + 1
-      until b < 0x80 or i > #s
-      local num, wt = key >> 3, key & 7
-      if wt == 0 then
-        repeat local b = s:byte(i) or 0; i = i + 1 until b < 0x80 or i > #s
-      elseif wt == 2 then
-        local len; len, shift = 0, 0
-        repeat
-          local b = s:byte(i) or 0
-          len, shift, i = len | ((b & 0x7f) << shift), shift + 7, i + 1
-        until b < 0x80 or i > #s
-        out[num] = s:sub(i, i + len - 1)
-        i = i + len
-      else
-        return nil
-      end
-    end
-    return out
-  end
-  if body:sub(1, 4) ~= "k8s\0" then return nil end
-  local unknown = fields(body:sub(5))
-  local obj = unknown and unknown[2] and fields(unknown[2])
-  if not obj then return nil end
-  local spec = fields(obj[2] or "") or {}
-  local out = { spec = {} }
-  if spec[1] then
-    local a = fields(spec[1]) or {}
-    out.spec.resourceAttributes = { namespace = a[1], verb = a[2], group = a[3], version = a[4], resource = a[5],
-      subresource = a[6], name = a[7] }
-  elseif spec[2] then
-    local a = fields(spec[2]) or {}
-    out.spec.nonResourceAttributes = { path = a[1], verb = a[2] }
-  end
-  return out
-end
-
 -- review(cl, r, req, user): SelfSubjectAccessReview and SelfSubjectReview,
 -- answered from the caller's access (its access entry and policies) and
 -- never stored, as the API server's review endpoints do
 local function review(cl, r, req, user)
-  local body, err
-  if (req.headers["content-type"] or ""):match("^application/vnd%.kubernetes%.protobuf") then
-    body = protobuf_review(req.body or "")
-    if not body then
-      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
-    end
-  else
-    body, err = decode_body(req)
-    if not body then return failure(err) end
-  end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
   local out = { kind = r.kind, apiVersion = resources.gv(r), metadata = json.object(), spec = body.spec,
     status = json.object() }
   if r.kind == "SelfSubjectReview" then
