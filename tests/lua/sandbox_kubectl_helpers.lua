@@ -4,7 +4,7 @@
 -- sandbox_explain_test).
 --
 --   local K = dofile("tests/lua/sandbox_kubectl_helpers.lua").new("name")
---   K.start { "1.34", "1.33" }            -- in the first test; K.ready after
+--   K.start { "1.34", "1.33" [, "+addon"...] } -- in the first test; K.ready after
 --   K.kubectl("1.33", "get ns" [, binary]) -> rc, out, err
 --   K.binary("1.27") -> the path of kubectl 1.27 on this machine | nil
 --   K.conn("1.34") -> hypd's Kubernetes client on that cluster
@@ -44,6 +44,7 @@ function M.new(name)
     t.eq(rc, 0, err)
     if rc ~= 0 then return end
     for _, v in ipairs(versions) do
+      if v:match("^%+") then break end -- the add-ons (tests/tools/eks_clusters.py)
       local path = K.dir .. "/kubeconfig-" .. v
       local cluster = name .. "-" .. v:gsub("%.", "-")
       rc, _, err = harness.sh(H.hypd .. " kubeconfig --cluster " .. cluster .. " --write " .. H.quote(path))

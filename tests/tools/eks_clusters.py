@@ -1,14 +1,17 @@
 """Makes EKS clusters (API authentication, the caller an admin) in a hypd
 sandbox with boto3, one per Kubernetes version given, named NAME-<major>-<minor>.
 
-usage: python3 eks_clusters.py NAME VERSION... (AWS_ENDPOINT_URL and the keys
-come from the environment). Prints each cluster's name."""
+usage: python3 eks_clusters.py NAME VERSION... [+ADDON...] (AWS_ENDPOINT_URL and
+the keys come from the environment): each +ADDON is installed on every cluster,
+in order, each waited for (+ADDON=JSON: with those configurationValues). Prints each cluster's name."""
 import json
 import sys
 
 import boto3
 
-name, versions = sys.argv[1], sys.argv[2:]
+name = sys.argv[1]
+versions = [a for a in sys.argv[2:] if not a.startswith("+")]
+addons = [a[1:] for a in sys.argv[2:] if a.startswith("+")]
 iam, ec2, eks = (boto3.client(s) for s in ("iam", "ec2", "eks"))
 trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {
     "Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
@@ -25,4 +28,9 @@ for v in versions:
     names.append(n)
 for n in names:
     eks.get_waiter("cluster_active").wait(name=n, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
+    for a in addons:
+        a, _, config = a.partition("=")
+        extra = {"configurationValues": config} if config else {}
+        eks.create_addon(clusterName=n, addonName=a, **extra)
+        eks.get_waiter("addon_active").wait(clusterName=n, addonName=a, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
     print(n)

@@ -14,6 +14,7 @@ local protobuf = require "sandbox.k8s.protobuf"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
+local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 
 local M = {}
@@ -23,6 +24,19 @@ local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
 
 local function reply(code, obj) return { status = code, headers = JSON, body = json.encode(obj) } end
+
+-- warned(resp, warnings) -> resp with a Warning header (RFC 7234, code 299,
+-- as the API server sends them; kubectl prints each as "Warning: ...")
+local function warned(resp, warnings)
+  if #warnings == 0 then return resp end
+  local parts = {}
+  for i, w in ipairs(warnings) do parts[i] = '299 - "' .. w:gsub('[\\"]', "\\%0") .. '"' end
+  local h = {}
+  for k, v in pairs(resp.headers) do h[k] = v end
+  h.warning = table.concat(parts, ", ")
+  resp.headers = h
+  return resp
+end
 local function failure(st) return reply(st.code, st) end
 local function fail(code, reason, message, details)
   return failure(objects.status(code, reason, message, details))
@@ -288,9 +302,11 @@ local function create(cl, r, rt, req, q, dry)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return failure(refused) end
   local out, st = cl:create(r, obj, { manager = manager(req, q), dry = dry })
   if not out then return failure(st) end
-  return reply(201, out)
+  return warned(reply(201, out), warnings)
 end
 
 local function replace(cl, r, rt, req, q, dry)
@@ -298,9 +314,11 @@ local function replace(cl, r, rt, req, q, dry)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return failure(refused) end
   local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
-  return reply(200, out)
+  return warned(reply(200, out), warnings)
 end
 
 -- RFC 6902 JSON patch, on paths like /metadata/labels/app
@@ -351,6 +369,9 @@ local function patch(cl, r, rt, req, q, dry)
     end
     err = check_identity(r, rt, body)
     if err then return failure(err) end
+    local refused, warnings = validate.check(r, body, q.fieldValidation, "apply",
+      (rt.ns and rt.ns .. "/" or "") .. rt.name)
+    if refused then return failure(refused) end
     if rt.sub == "status" and not live then
       return failure(objects.not_found(r, rt.name))
     end
@@ -385,11 +406,11 @@ local function patch(cl, r, rt, req, q, dry)
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
       if not created then return failure(st) end
-      return reply(201, created)
+      return warned(reply(201, created), warnings)
     end
     local updated, st = cl:update(r, out, { subresource = rt.sub, dry = dry })
     if not updated then return failure(st) end
-    return reply(200, updated)
+    return warned(reply(200, updated), warnings)
   end
   if not live then
     return failure(objects.not_found(r, rt.name))
@@ -412,9 +433,12 @@ local function patch(cl, r, rt, req, q, dry)
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
   out.metadata.resourceVersion = live.metadata.resourceVersion
+  -- the patched object is decoded (strictly, under Strict) as an update's body is
+  local refused, warnings = validate.check(r, out, q.fieldValidation, "decode")
+  if refused then return failure(refused) end
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end
-  return reply(200, updated)
+  return warned(reply(200, updated), warnings)
 end
 
 -- selector_string(sel) -> a LabelSelector as the string Scale.status.selector
@@ -611,6 +635,10 @@ function M.handle(cl, req, user)
   if path == "/version" or path == "/version/" then return reply(200, discovery.version(cl.version)) end
   if path == "/healthz" or path == "/livez" or path == "/readyz" then
     return { status = 200, headers = { ["content-type"] = "text/plain" }, body = "ok" }
+  end
+  if path == "/openapi/v2" then
+    local body, ctype = discovery.openapi_v2(cl.version, req.headers.accept)
+    return { status = 200, headers = { ["content-type"] = ctype }, body = body }
   end
   if path == "/openapi/v3" then return reply(200, discovery.openapi_index(cl.reg)) end
   local gvp = path:match("^/openapi/v3/(.+)$")

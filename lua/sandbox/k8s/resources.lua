@@ -59,8 +59,10 @@ local BUILTIN = {
 -- KubeRay operator's ray.io CRDs: a new EKS cluster has none)
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
-    columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
-  { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" } },
+    columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } },
+    schema = "HyperPodPyTorchJob" },
+  { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" },
+    schema = "InferenceEndpointConfig" },
   { "ray.io", "v1", "rayjobs", "RayJob", true, {} },
   { "ray.io", "v1", "rayclusters", "RayCluster", true, {} },
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
@@ -176,7 +178,9 @@ function M.crd(row)
       versions = { { name = version, served = true, storage = true,
         subresources = { status = {} },
         additionalPrinterColumns = #cols > 0 and cols or nil,
-        schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } },
+        -- the schema of sandbox.k8s.crd_schemas when the row names one, else anything goes
+        schema = { openAPIV3Schema = row.schema and require("sandbox.k8s.crd_schemas")[row.schema]
+          or { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } },
     },
   }
 end
