@@ -18,7 +18,7 @@ local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 
 local M = {}
-local STREAMS, refuse_stream
+local STREAMS, refuse_stream, rules_review
 
 local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
@@ -551,6 +551,57 @@ local function delete_collection(cl, r, rt, q, opts)
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
+-- what every signed-in user may do (the system:basic-user,
+-- system:discovery and system:public-info-viewer roles)
+local BASIC = {
+  { verbs = { "create" }, apiGroups = { "authorization.k8s.io" },
+    resources = { "selfsubjectaccessreviews", "selfsubjectrulesreviews" } },
+  { verbs = { "create" }, apiGroups = { "authentication.k8s.io" }, resources = { "selfsubjectreviews" } },
+}
+local BASIC_URLS = { { verbs = { "get" }, nonResourceURLs = { "/api", "/api/*", "/apis", "/apis/*", "/healthz",
+  "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/" } } }
+
+-- rules_review(cl, user, ns) -> the status of a SelfSubjectRulesReview:
+-- the caller's rules in namespace ns, read from the same access decision
+-- the requests get (user.can), grouped by API group and verbs
+rules_review = function(cl, user, ns)
+  local rules, urls = json.array(), json.array()
+  local function copy(from)
+    for _, x in ipairs(from) do
+      local into = x.nonResourceURLs and urls or rules
+      into[#into + 1] = merge.copy(x)
+    end
+  end
+  -- every verb on a resource no API server has: everything is allowed
+  if user.can("deletecollection", { group = "nothing.invalid", resource = "nothing", namespaced = false }, nil) then
+    rules[1] = { verbs = { "*" }, apiGroups = { "*" }, resources = { "*" } }
+    urls[1] = { verbs = { "*" }, nonResourceURLs = { "*" } }
+  else
+    local by = {} -- "group|verbs" -> rule
+    local order = {}
+    for _, x in ipairs(cl.reg.list) do
+      if not x.review then
+        local verbs = {}
+        for _, v in ipairs(resources.ALL_VERBS) do
+          if user.can(v, x, x.namespaced and ns or nil) then verbs[#verbs + 1] = v end
+        end
+        if #verbs > 0 then
+          local k = x.group .. "|" .. table.concat(verbs, ",")
+          if not by[k] then
+            by[k] = { verbs = verbs, apiGroups = { x.group }, resources = json.array() }
+            order[#order + 1] = k
+          end
+          table.insert(by[k].resources, x.resource)
+        end
+      end
+    end
+    for _, k in ipairs(order) do rules[#rules + 1] = by[k] end
+  end
+  copy(BASIC)
+  copy(BASIC_URLS)
+  return { resourceRules = rules, nonResourceRules = urls, incomplete = false }
+end
+
 -- review(cl, r, req, user): SelfSubjectAccessReview and SelfSubjectReview,
 -- answered from the caller's access (its access entry and policies) and
 -- never stored, as the API server's review endpoints do
@@ -564,6 +615,10 @@ local function review(cl, r, req, user)
     for i, g in ipairs(user.groups or {}) do groups[i] = g end
     out.spec = nil
     out.status = { userInfo = { username = user.name, uid = user.uid, groups = groups, extra = user.extra } }
+    return reply(201, out)
+  end
+  if r.kind == "SelfSubjectRulesReview" then
+    out.status = rules_review(cl, user, (body.spec or {}).namespace)
     return reply(201, out)
   end
   local spec = body.spec or {}

@@ -50,6 +50,8 @@ local BUILTIN = {
     review = true },
   { "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", false, {}, status = false,
     review = true },
+  { "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", false, {}, status = false,
+    review = true },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
