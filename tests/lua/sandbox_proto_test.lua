@@ -71,7 +71,7 @@ t.test("a sandbox with EKS clusters on Kubernetes 1.34 and 1.33, each with a kub
   K.start { "1.34", "1.33" }
 end)
 
--- kubectl create <args> -> the object it made, read back, and what must be in it
+-- kubectl create <args> (or "!<command>") -> the object it made, read back, and what must be in it
 local CREATES = {
   { "namespace ns1", "namespace ns1", function(o) return o.status.phase == "Active" end },
   { "deployment web --image=nginx:1.27 --replicas=2 --port=80 -n ns1", "deployment web -n ns1", function(o)
@@ -118,15 +118,21 @@ local CREATES = {
     local p = o.spec.rules[1].http.paths[1]
     return o.spec.rules[1].host == "foo.com" and p.path == "/bar" and p.backend.service.port.number == 80
   end },
+  { "!autoscale deployment web --min=1 --max=3 --cpu-percent=70 -n ns1", "hpa web -n ns1", function(o)
+    -- kubectl 1.32 writes autoscaling/v1, 1.33 autoscaling/v2 (the sandbox converts neither)
+    local v2 = o.spec.metrics and o.spec.metrics[1].resource.target.averageUtilization
+    return o.spec.maxReplicas == 3 and (v2 or o.spec.targetCPUUtilizationPercentage) == 70
+  end },
 }
 
 for _, v in ipairs { "1.34", "1.33" } do
   t.test("every imperative kubectl create works on a " .. v .. " cluster, and the objects read back whole", function()
     if not K.ready then return K.skip() end
     for _, c in ipairs(CREATES) do
-      local rc, out, err = K.kubectl(v, "create " .. c[1])
-      t.eq(rc, 0, "kubectl create " .. c[1] .. ": " .. tostring(err))
-      t.like(out, "created", c[1])
+      local cmd = c[1]:match("^!(.*)") or "create " .. c[1] -- "!": not a create
+      local rc, out, err = K.kubectl(v, cmd)
+      t.eq(rc, 0, "kubectl " .. cmd .. ": " .. tostring(err))
+      t.like(out, c[1]:match("^!") and "autoscaled\n$" or "created\n$", cmd)
       local o = K.get_json(v, "get " .. c[2])
       t.ok(o and c[3](o), "kubectl get " .. c[2] .. ": " .. json.encode(o))
     end

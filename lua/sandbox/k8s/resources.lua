@@ -29,6 +29,9 @@ local BUILTIN = {
   { "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, { "pdb" }, status = true },
   { "networking.k8s.io", "v1", "ingresses", "Ingress", true, { "ing" }, status = true },
   { "networking.k8s.io", "v1", "ingressclasses", "IngressClass", false, {}, status = false },
+  -- both versions of one stored object, v2 preferred; no conversion between them (kubectl 1.32 autoscale uses v1)
+  { "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, { "hpa" }, status = true },
+  { "autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, { "hpa" }, status = true },
   { "", "v1", "persistentvolumes", "PersistentVolume", false, { "pv" }, status = true },
   { "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, { "pvc" }, status = true },
   { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true, all = true },
