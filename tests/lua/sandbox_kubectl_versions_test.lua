@@ -1,8 +1,9 @@
 -- Every kubectl on this machine (1.27 to 1.33) against a sandbox cluster
 -- of its version (issue 14): imperative create, apply (create, unchanged,
--- configured), get, delete. kubectl 1.27 and 1.28 read OpenAPI v2 for
--- apply, in protobuf; the sandbox's EKS offers 1.28 at the oldest, so
--- kubectl 1.27 runs against 1.28 (inside kubectl's supported skew of one
+-- configured), get, strict field validation, explain, delete. kubectl 1.27
+-- and 1.28 read OpenAPI v2 for apply, in protobuf; 1.32 and 1.33 send
+-- their creates as protobuf. The sandbox's EKS offers 1.28 at the oldest,
+-- so kubectl 1.27 runs against 1.28 (inside kubectl's supported skew of one
 -- minor version). A kubectl the machine lacks is a skip.
 local t = require "hypd.tap"
 local K = dofile("tests/lua/sandbox_kubectl_helpers.lua").new("kv")
@@ -29,12 +30,13 @@ t.test("a sandbox with EKS clusters on Kubernetes 1.28 to 1.33, each with a kube
   K.start(CLUSTERS)
   H.write(K.dir .. "/web1.yaml", (DEPLOY:gsub("REPLICAS", "1")))
   H.write(K.dir .. "/web2.yaml", (DEPLOY:gsub("REPLICAS", "2")))
+  H.write(K.dir .. "/typo.yaml", (DEPLOY:gsub("REPLICAS", "2"):gsub("replicas:", "replicass:")))
 end)
 
 for minor = 27, 33 do
   local v = "1." .. minor
   local cluster = minor == 27 and "1.28" or v
-  t.test("kubectl " .. v .. " against a " .. cluster .. " cluster: create, apply, get and delete work", function()
+  t.test("kubectl " .. v .. " against a " .. cluster .. " cluster: create, apply, get, explain and delete work", function()
     if not K.ready then return K.skip() end
     local bin = K.binary(v)
     if not bin then return t.skip("no kubectl " .. v .. " on this machine") end
@@ -63,6 +65,13 @@ for minor = 27, 33 do
     t.like(out, "^NAME +READY +UP%-TO%-DATE +AVAILABLE +AGE\n")
     t.like(out, "\nimperative ")
     t.like(out, "\nweb ")
+    -- every version sends fieldValidation=Strict: a misspelled field is refused
+    rc, _, err = k("apply -n " .. ns .. " -f " .. H.quote(K.dir .. "/typo.yaml"))
+    t.eq(rc, 1)
+    t.like(err, 'strict decoding error: unknown field "spec%.replicass"')
+    rc, out, err = k("explain deployment.spec.replicas")
+    t.eq(rc, 0, err)
+    t.like(out, "Number of desired pods%.")
     rc, out, err = k("delete deployment web imperative -n " .. ns)
     t.eq({ rc, out }, { 0, 'deployment.apps "web" deleted\ndeployment.apps "imperative" deleted\n' }, err)
     rc, out, err = k("delete namespace " .. ns)
