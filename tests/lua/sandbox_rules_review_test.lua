@@ -24,21 +24,7 @@ end)
 
 t.test("kubectl auth can-i --list for a view-only principal: read verbs, no secrets, no writes", function()
   if not K.ready then return K.skip() end
-  local py = [[
-import boto3, json
-iam, eks, sts = boto3.client("iam"), boto3.client("eks"), boto3.client("sts")
-me = sts.get_caller_identity()["Arn"]
-trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": me},
-  "Action": "sts:AssumeRole"}]}
-arn = iam.create_role(RoleName="rr-viewer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-key = sts.assume_role(RoleArn=arn, RoleSessionName="rr-viewer-session")["Credentials"]
-eks.create_access_entry(clusterName="rr-1-33", principalArn=arn, username="viewer")
-eks.associate_access_policy(clusterName="rr-1-33", principalArn=arn,
-  policyArn="arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", accessScope={"type": "cluster"})
-print(key["AccessKeyId"], key["SecretAccessKey"], key["SessionToken"])
-]]
-  H.write(K.dir .. "/viewer.py", py)
-  local rc, out, err = H.with_env(K.env, K.dir, "python3 " .. H.quote(K.dir .. "/viewer.py"))
+  local rc, out, err = H.with_env(K.env, K.dir, "python3 tests/tools/eks_viewer.py rr-1-33 rr-viewer")
   t.eq(rc, 0, err)
   local akid, secret, session = out:match("^(%S+) (%S+) (%S+)")
   if not akid then return end

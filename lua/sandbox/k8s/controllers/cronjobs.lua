@@ -67,44 +67,18 @@ function M.parse(schedule)
   return out
 end
 
--- civil(days since the epoch) <-> y, m, d (Howard Hinnant's algorithms), UTC
-local function days_from_civil(y, m, d)
-  y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
-local function month_days(y, m)
-  return days_from_civil(m == 12 and y + 1 or y, m == 12 and 1 or m + 1, 1) - days_from_civil(y, m, 1)
-end
-
-local function day_matches(c, y, m, d)
-  local dow = (days_from_civil(y, m, d) + 4) % 7 -- 1970-01-01 was a Thursday
-  local dom_ok, dow_ok = c[3][d], c[5][dow]
-  -- cron: when both are restricted, either matches
-  if c.dom_star or c.dow_star then return dom_ok and dow_ok end
-  return dom_ok or dow_ok
-end
-
--- next_time(c, t) -> the first schedule time strictly after t (epoch seconds)
+-- next_time(c, t) -> the first schedule time strictly after t (epoch seconds, UTC)
 function M.next_time(c, t)
   local start = (math.floor(t) // 60 + 1) * 60
   local days = start // 86400
   local minute_of_day = (start % 86400) // 60
   for _ = 1, 366 * 5 do
-    local z = days + 719468
-    local era = z // 146097
-    local doe = z - era * 146097
-    local yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    local doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    local mp = (5 * doy + 2) // 153
-    local d = doy - (153 * mp + 2) // 5 + 1
-    local m = mp < 10 and mp + 3 or mp - 9
-    local y = yoe + era * 400 + (m <= 2 and 1 or 0)
-    if c[4][m] and d <= month_days(y, m) and day_matches(c, y, m, d) then
+    local date = os.date("!*t", days * 86400)
+    local m, d, dow = date.month, date.day, date.wday - 1
+    -- cron: when both day fields are restricted, either matches
+    local day_ok
+    if c.dom_star or c.dow_star then day_ok = c[3][d] and c[5][dow] else day_ok = c[3][d] or c[5][dow] end
+    if c[4][m] and day_ok then
       for mod = minute_of_day, 1439 do
         if c[2][mod // 60] and c[1][mod % 60] then return days * 86400 + mod * 60 end
       end
