@@ -167,3 +167,22 @@ t.test("a request that accepts protobuf first is answered in JSON, which kubectl
   t.like(resp.headers["content-type"], "application/json")
   t.eq(json.decode(resp.body).metadata.name, "default")
 end)
+
+t.test("kubectl create token (a protobuf TokenRequest) answers a service account token of a new namespace's default", function()
+  if not K.ready then return K.skip() end
+  local core = require "hypd.core"
+  local rc, _, err = K.kubectl("1.34", "create namespace tokens")
+  t.eq(rc, 0, err)
+  local out
+  rc, out, err = K.kubectl("1.34", "create token default -n tokens --duration=2h --audience=sts.amazonaws.com")
+  t.eq(rc, 0, err)
+  local payload = out:match("^[%w_-]+%.([%w_-]+)%.[%w_-]+%s*$")
+  t.ok(payload, "a JWT: " .. out)
+  local claims = json.decode(core.b64decode((payload or ""):gsub("-", "+"):gsub("_", "/") ..
+    string.rep("=", (4 - #(payload or "") % 4) % 4)) or "")
+  t.eq({ claims and claims.sub, claims and claims.aud, claims and claims.exp - claims.iat },
+    { "system:serviceaccount:tokens:default", { "sts.amazonaws.com" }, 7200 })
+  rc, _, err = K.kubectl("1.34", "create token nobody -n tokens")
+  t.eq(rc, 1)
+  t.like(err, 'serviceaccounts "nobody" not found')
+end)

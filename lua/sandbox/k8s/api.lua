@@ -18,7 +18,7 @@ local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 
 local M = {}
-local STREAMS, refuse_stream, rules_review
+local STREAMS, refuse_stream, rules_review, token_request
 
 local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
@@ -651,6 +651,40 @@ local function review(cl, r, req, user)
   return reply(201, out)
 end
 
+-- token_request(cl, r, rt, req): POST serviceaccounts/{name}/token, a
+-- TokenRequest (JSON or protobuf, as kubectl create token sends it)
+-- answered with a service account token: a JWT with the claims the API
+-- server puts in one, signed by no key a client can check (the sandbox
+-- authenticates by EKS tokens only)
+token_request = function(cl, r, rt, req)
+  local sa = cl:get(r, rt.ns, rt.name)
+  if not sa then return failure(objects.not_found(r, rt.name)) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local spec = body.spec or {}
+  local audiences = type(spec.audiences) == "table" and #spec.audiences > 0 and spec.audiences
+    or { "https://kubernetes.default.svc" }
+  local seconds = math.tointeger(tonumber(spec.expirationSeconds) or 3600) or 3600
+  if seconds < 600 then
+    return fail(422, "Invalid", string.format('TokenRequest.authentication.k8s.io "%s" is invalid: ' ..
+      "spec.expirationSeconds: Invalid value: %d: may not specify a duration less than 10 minutes", rt.name, seconds))
+  end
+  local now = math.floor(core.now())
+  local function b64url(t) return core.b64encode(json.encode(t), true) end
+  local claims = { aud = audiences, iat = now, nbf = now, exp = now + seconds,
+    iss = "https://oidc.eks." .. cl.region .. ".amazonaws.com/id/" ..
+      core.digest("sha256", cl.name, "hex"):sub(1, 32):upper(),
+    sub = "system:serviceaccount:" .. rt.ns .. ":" .. rt.name,
+    ["kubernetes.io"] = { namespace = rt.ns, serviceaccount = { name = rt.name, uid = sa.metadata.uid } } }
+  local unsigned = b64url { alg = "RS256", kid = core.digest("sha256", cl.name .. "/sa", "hex"):sub(1, 40) } ..
+    "." .. b64url(claims)
+  local token = unsigned .. "." .. core.b64encode(core.digest("sha256", unsigned, "raw"), true)
+  return reply(201, { kind = "TokenRequest", apiVersion = "authentication.k8s.io/v1",
+    metadata = { name = rt.name, namespace = rt.ns, creationTimestamp = objects.rfc3339(now) },
+    spec = { audiences = audiences, expirationSeconds = seconds, boundObjectRef = spec.boundObjectRef },
+    status = { token = token, expirationTimestamp = objects.rfc3339(now + seconds) } })
+end
+
 -- the pods' streaming subresources: the simulated containers run no
 -- processes and listen on no ports, so the sandbox refuses them with a
 -- Status (400 BadRequest, as the API server answers when the kubelet
@@ -714,7 +748,7 @@ function M.handle(cl, req, user)
   end
   local stream = rt.sub and r.log and STREAMS[rt.sub]
   if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
-      or (rt.sub == "scale" and r.scale) or stream) then
+      or (rt.sub == "scale" and r.scale) or (rt.sub == "token" and r.token) or stream) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
   if r.review then
@@ -747,6 +781,12 @@ function M.handle(cl, req, user)
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
     return pods.serve(cl, r, rt, q)
+  end
+  if rt.sub == "token" then
+    if verb ~= "create" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return token_request(cl, r, rt, req)
   end
   if rt.sub == "scale" then
     if verb ~= "get" and verb ~= "update" and verb ~= "patch" then

@@ -64,6 +64,10 @@ function M.resource_list(reg, group, version)
         out[#out + 1] = { name = r.resource .. "/scale", singularName = "", namespaced = r.namespaced,
           group = "autoscaling", version = "v1", kind = "Scale", verbs = { "get", "patch", "update" } }
       end
+      if r.token then
+        out[#out + 1] = { name = r.resource .. "/token", singularName = "", namespaced = true,
+          group = "authentication.k8s.io", version = "v1", kind = "TokenRequest", verbs = { "create" } }
+      end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",
           verbs = { "get" } }
@@ -94,7 +98,12 @@ function M.openapi_index(reg)
     local p = gv_path(r.group, r.version)
     if not seen[p] then
       seen[p] = true
-      local hash = core.digest("sha256", p .. #reg.list, "hex"):sub(1, 16):upper()
+      -- the hash changes with what the document holds: the resources, and the CRDs' schemas
+      local parts = { p, #reg.list }
+      for _, x in ipairs(reg.list) do
+        if gv_path(x.group, x.version) == p and x.crd then parts[#parts + 1] = x.crd .. json.encode(x.schema or {}) end
+      end
+      local hash = core.digest("sha256", table.concat(parts, "|"), "hex"):sub(1, 16):upper()
       paths[p] = { serverRelativeURL = "/" .. p .. "?hash=" .. hash }
       paths[p].serverRelativeURL = "/openapi/v3/" .. p .. "?hash=" .. hash
     end

@@ -6,7 +6,8 @@
 -- A resource: { group, version, resource (plural), singular, kind,
 -- namespaced, short = {...}, verbs = "all" | "read", status (has a status
 -- subresource), log (pods), scale (a scale subresource, autoscaling/v1
--- Scale of spec.replicas), categories (discovery's, e.g. "all" for what
+-- Scale of spec.replicas), token (service accounts' token subresource,
+-- a TokenRequest), categories (discovery's, e.g. "all" for what
 -- `kubectl get all` lists), columns (for kubectl's Table) }
 local M = {}
 
@@ -22,7 +23,7 @@ local BUILTIN = {
   { "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, status = false },
   { "", "v1", "configmaps", "ConfigMap", true, { "cm" } },
   { "", "v1", "secrets", "Secret", true, {} },
-  { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" } },
+  { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" }, token = true },
   { "", "v1", "events", "Event", true, { "ev" } },
   { "", "v1", "resourcequotas", "ResourceQuota", true, { "quota" }, status = true },
   { "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, { "pc" }, status = false },
@@ -80,7 +81,8 @@ local function make(row, verbs)
   return {
     group = row[1], version = row[2], resource = row[3], kind = row[4], namespaced = row[5],
     short = row[6] or {}, singular = row[4]:lower(), verbs = verbs, status = row.status ~= false,
-    log = row.log, scale = row.scale, review = row.review, columns = row.columns, categories = row.all and { "all" } or nil,
+    log = row.log, scale = row.scale, review = row.review, token = row.token, columns = row.columns,
+    categories = row.all and { "all" } or nil,
   }
 end
 
