@@ -18,7 +18,7 @@ local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 
 local M = {}
-local STREAMS, refuse_stream, rules_review, token_request
+local STREAMS, refuse_stream, rules_review, token_request, evict
 
 local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
@@ -651,6 +651,57 @@ local function review(cl, r, req, user)
   return reply(201, out)
 end
 
+-- int_or_percent(v, of) -> v as a count: an integer, or "N%" of `of` rounded up
+local function int_or_percent(v, of)
+  local pct = type(v) == "string" and tonumber(v:match("^(%d+)%%$"))
+  if pct then return math.ceil(pct * of / 100) end
+  return math.tointeger(tonumber(v) or 0) or 0
+end
+
+-- evict(cl, r, rt, req): POST pods/{name}/eviction (a policy/v1 Eviction,
+-- JSON or protobuf; kubectl drain sends them): the pod is deleted unless a
+-- PodDisruptionBudget selecting it would fall below what it allows (429, as
+-- the API server answers); a pod that is not Ready may always go
+evict = function(cl, r, rt, req)
+  local pod = cl:get(r, rt.ns, rt.name)
+  if not pod then return failure(objects.not_found(r, rt.name)) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local function healthy(p)
+    for _, c in ipairs((p.status or {}).conditions or {}) do
+      if c.type == "Ready" then return c.status == "True" and not p.metadata.deletionTimestamp end
+    end
+    return false
+  end
+  if healthy(pod) then
+    local pdbr = cl.reg:find("policy", "v1", "poddisruptionbudgets")
+    for _, pdb in ipairs(pdbr and cl:list(pdbr, rt.ns) or {}) do
+      local spec = pdb.spec or {}
+      if spec.selector and select.match_selector(spec.selector, pod.metadata.labels) then
+        local expected, ok = 0, 0
+        for _, p in ipairs(cl:list(r, rt.ns)) do
+          if select.match_selector(spec.selector, p.metadata.labels) then
+            expected = expected + 1
+            if healthy(p) then ok = ok + 1 end
+          end
+        end
+        local need = spec.minAvailable ~= nil and int_or_percent(spec.minAvailable, expected)
+          or expected - int_or_percent(spec.maxUnavailable or 0, expected)
+        if ok - 1 < need then
+          local why = string.format("The disruption budget %s needs %d healthy pods and has %d currently",
+            pdb.metadata.name, need, ok)
+          local d = objects.details(r, rt.name)
+          d.causes = { { reason = "DisruptionBudget", message = why } }
+          return fail(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", d)
+        end
+      end
+    end
+  end
+  local _, st = cl:delete(r, rt.ns, rt.name, { propagation = "Background" })
+  if st then return failure(st) end
+  return reply(201, { kind = "Status", apiVersion = "v1", metadata = json.object(), status = "Success", code = 201 })
+end
+
 -- token_request(cl, r, rt, req): POST serviceaccounts/{name}/token, a
 -- TokenRequest (JSON or protobuf, as kubectl create token sends it)
 -- answered with a service account token: a JWT with the claims the API
@@ -748,7 +799,8 @@ function M.handle(cl, req, user)
   end
   local stream = rt.sub and r.log and STREAMS[rt.sub]
   if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
-      or (rt.sub == "scale" and r.scale) or (rt.sub == "token" and r.token) or stream) then
+      or (rt.sub == "scale" and r.scale) or (rt.sub == "token" and r.token) or (rt.sub == "eviction" and r.log)
+      or stream) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
   if r.review then
@@ -781,6 +833,12 @@ function M.handle(cl, req, user)
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
     return pods.serve(cl, r, rt, q)
+  end
+  if rt.sub == "eviction" then
+    if verb ~= "create" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return evict(cl, r, rt, req)
   end
   if rt.sub == "token" then
     if verb ~= "create" then

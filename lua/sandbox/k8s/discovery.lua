@@ -73,6 +73,8 @@ function M.resource_list(reg, group, version)
           verbs = { "get" } }
         -- the streaming subresources are listed as the API server lists
         -- them; the sandbox refuses them with a Status (sandbox.k8s.api)
+        out[#out + 1] = { name = r.resource .. "/eviction", singularName = "", namespaced = true, group = "policy",
+          version = "v1", kind = "Eviction", verbs = { "create" } }
         for _, sub in ipairs { "attach", "exec", "portforward" } do
           out[#out + 1] = { name = r.resource .. "/" .. sub, singularName = "", namespaced = true,
             kind = sub == "portforward" and "PodPortForwardOptions" or sub == "exec" and "PodExecOptions"
