@@ -186,3 +186,19 @@ t.test("kubectl create token (a protobuf TokenRequest) answers a service account
   t.eq(rc, 1)
   t.like(err, 'serviceaccounts "nobody" not found')
 end)
+
+t.test("kubectl get prints the API server's columns for the kinds the creates above made", function()
+  if not K.ready then return K.skip() end
+  local want = {
+    pdb = "^NAME +MIN AVAILABLE +MAX UNAVAILABLE +ALLOWED DISRUPTIONS +AGE\npdb +50%% +<none> +0 ",
+    quota = "^NAME +AGE +REQUEST +LIMIT\nq +%S+ +pods: 0/10, requests%.cpu: 0/4 ",
+    priorityclass = "^NAME +VALUE +GLOBAL%-DEFAULT +AGE +PREEMPTIONPOLICY\n.*high +1000 +false ",
+    ingress = "^NAME +CLASS +HOSTS +ADDRESS +PORTS +AGE\ning +<none> +foo%.com +80 ",
+    hpa = "^NAME +REFERENCE +TARGETS +MINPODS +MAXPODS +REPLICAS +AGE\nweb +Deployment/web +cpu: <unknown>/70%% +1 +3 +0 ",
+  }
+  for kind, pattern in pairs(want) do
+    local rc, out, err = K.kubectl("1.33", "get " .. kind .. (kind == "priorityclass" and "" or " -n ns1"))
+    t.eq(rc, 0, err)
+    t.like(out, pattern, kind)
+  end
+end)
