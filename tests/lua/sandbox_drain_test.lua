@@ -52,6 +52,13 @@ t.test("an eviction that would break a disruption budget is refused with 429, an
   local pods = running("app=solo", 1)
   t.ok(pods, "the solo pod runs")
   if not pods then return end
+  local pdb = until_ok(function()
+    local p = get_json("get pdb solo")
+    return p and (p.status or {}).currentHealthy == 1 and p
+  end)
+  t.eq(pdb and { pdb.status.expectedPods, pdb.status.desiredHealthy, pdb.status.disruptionsAllowed }, { 1, 1, 0 })
+  local _, out = kubectl("get pdb web")
+  t.like(out, "\nweb +1 +<none> +1 ", "web's budget allows one disruption")
   rc, _, err = kubectl("drain " .. pods[1].spec.nodeName .. " --ignore-daemonsets --pod-selector=app=solo --timeout=6s")
   t.eq(rc, 1)
   t.like(err, "Cannot evict pod as it would violate the pod's disruption budget")

@@ -5,6 +5,7 @@
 -- -> {status, headers, body} | {status, headers, stream = fn(w)};
 -- authentication happens before (sandbox.k8s).
 local discovery = require "sandbox.k8s.discovery"
+local disruption = require "sandbox.k8s.controllers.disruption"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local metrics = require "sandbox.k8s.metrics"
@@ -651,47 +652,26 @@ local function review(cl, r, req, user)
   return reply(201, out)
 end
 
--- int_or_percent(v, of) -> v as a count: an integer, or "N%" of `of` rounded up
-local function int_or_percent(v, of)
-  local pct = type(v) == "string" and tonumber(v:match("^(%d+)%%$"))
-  if pct then return math.ceil(pct * of / 100) end
-  return math.tointeger(tonumber(v) or 0) or 0
-end
-
 -- evict(cl, r, rt, req): POST pods/{name}/eviction (a policy/v1 Eviction,
 -- JSON or protobuf; kubectl drain sends them): the pod is deleted unless a
--- PodDisruptionBudget selecting it would fall below what it allows (429, as
--- the API server answers); a pod that is not Ready may always go
+-- PodDisruptionBudget selecting it allows no disruption now (429, as the
+-- API server answers; sandbox.k8s.controllers.disruption counts); a pod
+-- that is not Ready may always go
 evict = function(cl, r, rt, req)
   local pod = cl:get(r, rt.ns, rt.name)
   if not pod then return failure(objects.not_found(r, rt.name)) end
   local body, err = decode_body(req)
   if not body then return failure(err) end
-  local function healthy(p)
-    for _, c in ipairs((p.status or {}).conditions or {}) do
-      if c.type == "Ready" then return c.status == "True" and not p.metadata.deletionTimestamp end
-    end
-    return false
-  end
-  if healthy(pod) then
+  if disruption.healthy(pod) then
     local pdbr = cl.reg:find("policy", "v1", "poddisruptionbudgets")
     for _, pdb in ipairs(pdbr and cl:list(pdbr, rt.ns) or {}) do
       local spec = pdb.spec or {}
       if spec.selector and select.match_selector(spec.selector, pod.metadata.labels) then
-        local expected, ok = 0, 0
-        for _, p in ipairs(cl:list(r, rt.ns)) do
-          if select.match_selector(spec.selector, p.metadata.labels) then
-            expected = expected + 1
-            if healthy(p) then ok = ok + 1 end
-          end
-        end
-        local need = spec.minAvailable ~= nil and int_or_percent(spec.minAvailable, expected)
-          or expected - int_or_percent(spec.maxUnavailable or 0, expected)
-        if ok - 1 < need then
-          local why = string.format("The disruption budget %s needs %d healthy pods and has %d currently",
-            pdb.metadata.name, need, ok)
+        local b = disruption.budget(cl, pdb)
+        if b.allowed < 1 then
           local d = objects.details(r, rt.name)
-          d.causes = { { reason = "DisruptionBudget", message = why } }
+          d.causes = { { reason = "DisruptionBudget", message = string.format("The disruption budget %s needs %d " ..
+            "healthy pods and has %d currently", pdb.metadata.name, b.desired, b.healthy) } }
           return fail(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", d)
         end
       end
