@@ -41,6 +41,10 @@ t.test("kubectl drain evicts a node's pods within their disruption budget and co
   local after = running("app=web", 2)
   t.ok(after, "the Deployment has two pods again")
   for _, p in ipairs(after or {}) do t.ok(p.spec.nodeName ~= node, p.metadata.name .. " is not on the drained node") end
+  -- kubectl events --for selects on involvedObject.apiVersion too
+  rc, out, err = kubectl("events --for deployment/web")
+  t.eq(rc, 0, err)
+  t.like(out, "ScalingReplicaSet +Deployment/web ")
 end)
 
 t.test("an eviction that would break a disruption budget is refused with 429, and drain gives up at its timeout", function()
