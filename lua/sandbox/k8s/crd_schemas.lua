@@ -136,4 +136,8 @@ M.InferenceEndpointConfig = obj("InferenceEndpointConfig deploys a model from S3
   status = open("The observed state: conditions, the deployment's and endpoint's states."),
 })
 
+-- the worker's fields are described, not enforced: the notes may not list
+-- every field the operator's CRD has
+M.InferenceEndpointConfig.properties.spec.properties.worker["x-kubernetes-preserve-unknown-fields"] = true
+
 return M
