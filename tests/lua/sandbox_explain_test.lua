@@ -111,6 +111,10 @@ t.test("under --validate=warn the field is warned about and dropped; under --val
   -- the next apply (a strategic merge patch removing the field kubectl remembers) is fine under Strict
   rc, out, err = kubectl("apply -f " .. manifest("warned", "replicas", "image"))
   t.eq({ rc, out }, { 0, "deployment.apps/warned configured\n" }, err)
+  -- and a misspelling in the patch of a live object is refused
+  rc, out, err = kubectl("apply -f " .. manifest("warned", "replicas", "imagee"))
+  t.eq(rc, 1, out)
+  t.like(err, 'error when patching .*strict decoding error: unknown field "spec%.template%.spec%.containers%[0%]%.imagee"')
   rc, out, err = kubectl("apply --validate=false -f " .. manifest("ignored", "replicass", "image"))
   t.eq({ rc, out }, { 0, "deployment.apps/ignored created\n" }, err)
   t.ok(not err:match("Warning"), err)

@@ -416,6 +416,14 @@ local function patch(cl, r, rt, req, q, dry)
   if not live then
     return failure(objects.not_found(r, rt.name))
   end
+  -- a merge patch's fields are judged as an update's are (its nulls delete,
+  -- whatever the field); a JSON patch's operations are not
+  local warnings = {}
+  if ctype == "application/merge-patch+json" or ctype == "application/strategic-merge-patch+json" then
+    local refused
+    refused, warnings = validate.check(r, body, q.fieldValidation, "decode", nil, true)
+    if refused then return failure(refused) end
+  end
   local out
   if ctype == "application/merge-patch+json" then
     out = merge.merge_patch(live, body)
@@ -434,9 +442,6 @@ local function patch(cl, r, rt, req, q, dry)
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
   out.metadata.resourceVersion = live.metadata.resourceVersion
-  -- the patched object is decoded (strictly, under Strict) as an update's body is
-  local refused, warnings = validate.check(r, out, q.fieldValidation, "decode")
-  if refused then return failure(refused) end
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end
   return warned(reply(200, updated), warnings)

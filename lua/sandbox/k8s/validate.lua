@@ -7,11 +7,12 @@
 --
 -- unknown(r, obj) -> { "spec.replicass", "spec.template.spec.containers[0].imagee", ... }
 -- (sorted; empty when all are known or the kind has no schema)
--- check(r, obj, mode, words [, name]) -> nil | Status (Strict refused),
+-- check(r, obj, mode, words [, name [, patch]]) -> nil | Status (Strict refused),
 -- warnings; under Warn (the default) and Ignore the unknown fields are
 -- removed from obj:
 -- words = "decode" (create, update, merge patches: "strict decoding
--- error") | "apply" (server-side apply: "field not declared in schema").
+-- error") | "apply" (server-side apply: "field not declared in schema");
+-- patch: obj is a merge patch, whose nulls delete (any field may be deleted).
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local protobuf = require "sandbox.k8s.protobuf"
@@ -59,12 +60,16 @@ local function walk_value(ty, v, path, out)
   walk_message(ty, v, path, out)
 end
 
+local patching = false -- a patch's null (delete this field) is never unknown
+
 walk_message = function(full, obj, path, out, top)
   if type(obj) ~= "table" or merge.is_list(obj) and next(obj) ~= nil then return end
   local known = fields(full)
   for k, v in pairs(obj) do
     local f = type(k) == "string" and known[k]
-    if not f then
+    if patching and v == json.null then -- luacheck: ignore 542
+      -- deleting a field is fine, known or not
+    elseif not f then
       -- a strategic merge patch's directives ($patch, $setElementOrder/...) are no fields
       if not (top and (k == "apiVersion" or k == "kind")) and not tostring(k):match("^%$") then
         out[#out + 1] = { join(path, k), obj, k }
@@ -99,7 +104,9 @@ local function walk_schema(s, v, path, out, top)
   local embedded = top or s["x-kubernetes-embedded-resource"]
   for k, x in pairs(v) do
     local p = s.properties[k]
-    if p then
+    if patching and x == json.null then -- luacheck: ignore 542
+      -- deleting a field is fine, known or not
+    elseif p then
       walk_schema(p, x, join(path, k), out)
     elseif embedded and k == "metadata" then
       walk_message(META, x, join(path, k), out)
@@ -131,14 +138,16 @@ end
 
 local MODES = { Strict = true, Warn = true, Ignore = true }
 
-function M.check(r, obj, mode, words, name)
+function M.check(r, obj, mode, words, name, patch)
   mode = (mode == nil or mode == "") and "Warn" or mode
   if not MODES[mode] then
     return { kind = "Status", apiVersion = "v1", metadata = json.object(), status = "Failure", code = 400,
       reason = "BadRequest", message = string.format('fieldValidation: Invalid value: %q: fieldValidation must be ' ..
         'one of "Ignore", "Warn", or "Strict"', mode) }, {}
   end
+  patching = patch == true
   local unknown = found(r, obj)
+  patching = false
   if #unknown == 0 then return nil, {} end
   local words_of = {}
   for i, x in ipairs(unknown) do
