@@ -3,7 +3,7 @@
 -- PodDisruptionBudget selecting it would fall below what it allows (429
 -- TooManyRequests, which kubectl drain retries until its timeout). A
 -- `hypd sandbox --virtual-clock` process with a HyperPod-ready EKS cluster
--- of two nodes.
+-- of two nodes. ResourceQuota usage (the quota controller) rides along.
 local t = require "hypd.tap"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local kubectl, get_json, until_ok, skip = S.kubectl, S.get_json, S.until_ok, S.skip
@@ -72,4 +72,17 @@ t.test("an eviction that would break a disruption budget is refused with 429, an
     headers = { ["content-type"] = "application/json" },
     body = '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"nobody","namespace":"default"}}' }))
   t.eq(resp.status, 404)
+end)
+
+t.test("a ResourceQuota's status shows what its namespace uses of each hard limit", function()
+  if not S.ready then return skip() end
+  local rc, _, err = kubectl("create quota q --hard=count/deployments.apps=5,pods=20,services=9")
+  t.eq(rc, 0, err)
+  local q = until_ok(function()
+    local x = get_json("get quota q")
+    return x and ((x.status or {}).used or {})["count/deployments.apps"] == "2" and x
+  end)
+  t.eq(q and q.status.hard, { ["count/deployments.apps"] = "5", pods = "20", services = "9" })
+  t.eq(q and q.status.used.services, "1", "the kubernetes Service")
+  t.like(q and q.status.used.pods or "", "^%d+$")
 end)

@@ -191,7 +191,7 @@ t.test("kubectl get prints the API server's columns for the kinds the creates ab
   if not K.ready then return K.skip() end
   local want = {
     pdb = "^NAME +MIN AVAILABLE +MAX UNAVAILABLE +ALLOWED DISRUPTIONS +AGE\npdb +50%% +<none> +0 ",
-    quota = "^NAME +AGE +REQUEST +LIMIT\nq +%S+ +pods: 0/10, requests%.cpu: 0/4 ",
+    quota = "^NAME +AGE +REQUEST +LIMIT\nq +%S+ +pods: %d+/10, requests%.cpu: 0/4 ",
     priorityclass = "^NAME +VALUE +GLOBAL%-DEFAULT +AGE +PREEMPTIONPOLICY\n.*high +1000 +false ",
     ingress = "^NAME +CLASS +HOSTS +ADDRESS +PORTS +AGE\ning +<none> +foo%.com +80 ",
     hpa = "^NAME +REFERENCE +TARGETS +MINPODS +MAXPODS +REPLICAS +AGE\nweb +Deployment/web +cpu: <unknown>/70%% +1 +3 +0 ",

@@ -14,6 +14,7 @@
 --   jobs           batch/v1 Jobs
 --   cronjobs       batch/v1 CronJobs: Jobs on a schedule
 --   disruption     PodDisruptionBudgets' status
+--   quotas         ResourceQuotas' usage
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
 --   addons         EKS add-ons as their workloads and CRDs
@@ -25,7 +26,7 @@ local log = require "hypd.log"
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
-  "cronjobs", "disruption", "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter" }
+  "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end
