@@ -134,11 +134,23 @@ function M.replicas(job)
   return n
 end
 
+-- restarts(job) -> restarts used: restartCount; a RayJob's failed attempts
+-- beyond the first (each retry is a new Ray cluster)
+function M.restarts(job)
+  local st = job.status or {}
+  if job.kind == "RayJob" then
+    local f = tonumber(st.failed) or 0
+    local done = st.jobDeploymentStatus == "Failed"
+    return math.max(0, done and f - 1 or f)
+  end
+  return tonumber(st.restartCount) or 0
+end
+
 -- summary(job) -> the short view training_list_jobs gives
 function M.summary(job)
   local md = job.metadata
   return { name = md.name, namespace = md.namespace, kind = job.kind, recipe = (md.labels or {})["hypd.io/recipe"],
-    phase = M.phase(job), replicas = M.replicas(job), restarts = tonumber((job.status or {}).restartCount) or 0,
+    phase = M.phase(job), replicas = M.replicas(job), restarts = M.restarts(job),
     max_retries = M.budget(job), created = md.creationTimestamp }
 end
 
@@ -158,6 +170,13 @@ function M.pods(conn, job)
   local sel = job.kind == "RayJob" and { ["ray.io/cluster"] = ((job.status or {}).rayClusterName or name) }
     or { HPJob = name }
   local items = conn:list("v1", "Pod", { namespace = ns, labels = sel }) or {}
+  if job.kind == "RayJob" then
+    -- the submitter Job's pod: the entrypoint's output (it stays after the cluster goes)
+    for _, p in ipairs(conn:list("v1", "Pod", { namespace = ns, labels = { ["ray.io/originated-from-crd"] = "RayJob",
+      ["ray.io/originated-from-cr-name"] = name } }) or {}) do
+      items[#items + 1] = p
+    end
+  end
   if #items == 0 then
     -- any pod the job owns (its label may differ on a real operator)
     for _, p in ipairs(conn:list("v1", "Pod", { namespace = ns }) or {}) do

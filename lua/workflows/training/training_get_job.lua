@@ -22,12 +22,19 @@ local function view(conn, p)
   s.restarts_left = math.max(0, s.max_retries - s.restarts)
   s.conditions = st.conditions or hypd.json.array()
   s.faulty = st.latestFaultyPodInstanceList
+  if job.kind == "RayJob" then
+    s.ray = { job_status = st.jobStatus, deployment_status = st.jobDeploymentStatus, job_id = st.jobId,
+      ray_cluster = st.rayClusterName, dashboard = st.dashboardURL, reason = st.reason, message = st.message,
+      succeeded = st.succeeded, failed = st.failed, start_time = st.startTime, end_time = st.endTime }
+  end
   s.pods = hypd.json.array()
   for _, pod in ipairs(J.pods(conn, job)) do
     local ps = pod.status or {}
     local restarts = 0
     for _, cs in ipairs(ps.containerStatuses or {}) do restarts = restarts + (tonumber(cs.restartCount) or 0) end
-    local row = { name = pod.metadata.name, phase = ps.phase, node = pod.spec.nodeName, restarts = restarts }
+    local l = pod.metadata.labels or {}
+    local row = { name = pod.metadata.name, phase = ps.phase, node = pod.spec.nodeName, restarts = restarts,
+      role = l["ray.io/node-type"] or (l["ray.io/originated-from-crd"] and "submitter") or nil }
     local text, err = conn:logs(pod.metadata.name, { namespace = pod.metadata.namespace, tail = p.tail_lines })
     if text then
       local lines = hypd.json.array()
@@ -86,7 +93,7 @@ return tool {
         check = function()
           if first then first = false; return false, "the job is " .. s.phase end
           local job = J.find(conn, p.name, p.namespace)
-          local now = job and (J.phase(job) .. "/" .. (tonumber((job.status or {}).restartCount) or 0)) or "gone"
+          local now = job and (J.phase(job) .. "/" .. J.restarts(job)) or "gone"
           return now ~= before or hypd.now() >= deadline
         end }
       local after = view(conn, p)

@@ -14,6 +14,7 @@
 --   jobs           batch/v1 Jobs
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
+--   rayjobs        RayCluster and RayJob (KubeRay operator)
 --   addons         EKS add-ons as their workloads and CRDs
 --   volumes        PersistentVolumeClaims bound to PersistentVolumes
 --   karpenter      HyperPod's managed Karpenter: NodePools scale groups
@@ -23,7 +24,7 @@ local log = require "hypd.log"
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
-  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter" }
+  "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

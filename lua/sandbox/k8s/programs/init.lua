@@ -18,6 +18,7 @@ local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {}
+M.NAMES[#M.NAMES + 1] = "ray"            -- Ray nodes and RayJob submitters (G)
 
 local loaded = {}
 local function program(name)

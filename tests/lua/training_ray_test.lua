@@ -1,0 +1,205 @@
+-- RayJobs in the sandbox, as KubeRay runs them, and every shipped recipe
+-- submitted to completion with logs: an EKS cluster with a HyperPod group
+-- of three ml.g5.12xlarge nodes, KubeRay installed with
+-- cluster_configure_dependencies kuberay=true; the verl recipe's RayJob
+-- makes a RayCluster (head and GPU workers), a submitter Job that runs the
+-- entrypoint, goes Initializing -> Running -> Complete (jobStatus PENDING ->
+-- RUNNING -> SUCCEEDED), its cluster goes after ttlSecondsAfterFinished, and
+-- training_get_job shows the entrypoint's output; a failing entrypoint is
+-- retried with a new cluster up to backoffLimit, then Failed; llama-factory
+-- and ms-swift run to Completed with log lines.
+local t = require "hypd.tap"
+local H = dofile("tests/lua/helpers.lua")
+require("hypd.tools").load()
+local _, OPTS = H.sandbox_here()
+local FH = dofile("tests/lua/features_helpers.lua")
+local call = FH.aws(OPTS)
+local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local ADMIN = { name = "ray-tester", scope = "admin", front = "test" }
+local EKS, HP = "ray-a", "ray-a-hp"
+
+local conn
+
+local function verl(extra)
+  local a = json.object()
+  a.job_name, a.instance_type, a.model, a.replicas = "rl", "ml.g5.12xlarge", "models/qwen", 2
+  a.train_files, a.val_files = "datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"
+  for k, v in pairs(extra or {}) do a[k] = v end
+  return a
+end
+
+local function submit(recipe, params)
+  local acc, err = tool.call("training_submit", { recipe = recipe, params = params, cluster = EKS }, ADMIN)
+  if not acc then return nil, err end
+  local v = op.wait(acc.operation_id)
+  if v.status ~= "succeeded" then return nil, v.error end
+  return v.result
+end
+
+local function follow(name, until_fn)
+  local g
+  for _ = 1, 30 do
+    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60, tail_lines = 200 },
+      ADMIN))
+    if until_fn(g) then return g end
+  end
+  return g
+end
+
+local function pat(s) return (s:gsub("%p", "%%%0")) end
+
+local function done(g) return g.phase == "Completed" or g.phase == "Failed" end
+
+local function all_logs(g, role)
+  local out = {}
+  for _, p in ipairs(g.pods or {}) do
+    if not role or p.role == role then
+      for _, l in ipairs(p.logs or {}) do out[#out + 1] = l end
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+t.test("a cluster: EKS, HyperPod nodes, and KubeRay from cluster_configure_dependencies kuberay=true", function()
+  local eks = H.eks_cluster(call, EKS, 83)
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = call("iam", "CreateRole", { RoleName = EKS .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
+  local sg = call("ec2", "CreateSecurityGroup", { GroupName = EKS .. "-hp", Description = "hyperpod",
+    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
+  call("sagemaker", "CreateCluster", { ClusterName = HP, NodeRecovery = "None",
+    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 3,
+      ExecutionRole = role } },
+    Orchestrator = { Eks = { ClusterArn = eks.arn } },
+    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
+  FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = HP }).ClusterStatus == "InService" end)
+  conn = require("hypd.k8s").connect { cluster = EKS }
+  local acc = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
+  local v = op.wait(acc.operation_id)
+  t.eq(v.status, "succeeded", v.error and v.error.message)
+  t.ok(conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "rayjobs.ray.io"), "the RayJob CRD")
+  FH.wait(function()
+    for _, p in ipairs(conn:list("v1", "Pod", { all_namespaces = true }) or {}) do
+      if p.spec.containers[1].image:find("kuberay/operator", 1, true) and (p.status or {}).phase == "Running" then
+        return true
+      end
+    end
+  end)
+  t.ok(true, "the KubeRay operator runs")
+end)
+
+local rc_name
+t.test("verl's RayJob runs as KubeRay runs it: a RayCluster, a submitter Job, Initializing -> Running -> Complete",
+  function()
+    local r, err = submit("verl", verl())
+    t.ok(r, err and err.message)
+    if not r then return end
+    t.eq({ r.kind, r.name }, { "RayJob", "rl" })
+    t.ok(r.phase == "Running" or r.phase == "Completed", "submit answers once it runs: " .. tostring(r.phase))
+    local job = assert(conn:get("ray.io/v1", "RayJob", "rl", { namespace = "default" }))
+    local st = job.status
+    rc_name = st.rayClusterName
+    t.like(rc_name, "^rl%-%w%w%w%w%w$", "the cluster is named after the job")
+    t.like(st.jobId, "^rl%-%w%w%w%w%w$")
+    t.eq(st.dashboardURL, "rl-head-svc.default.svc.cluster.local:8265")
+    local rc = assert(conn:get("ray.io/v1", "RayCluster", rc_name, { namespace = "default" }))
+    t.eq(rc.metadata.ownerReferences[1].kind, "RayJob")
+    t.eq({ rc.status.state, rc.status.desiredWorkerReplicas, rc.status.readyWorkerReplicas, rc.status.desiredGPU },
+      { "ready", 2, 2, "8" })
+    local pods = conn:list("v1", "Pod", { namespace = "default", labels = { ["ray.io/cluster"] = rc_name } })
+    local types = {}
+    for _, p in ipairs(pods) do
+      types[#types + 1] = p.metadata.labels["ray.io/node-type"]
+      if p.metadata.labels["ray.io/node-type"] == "head" then
+        t.like(p.metadata.name, "^" .. pat(rc_name) .. "%-head%-%w+$")
+        t.like(p.spec.containers[1].args[1], "ray start %-%-head .*%-%-block")
+      else
+        t.like(p.metadata.name, "^" .. pat(rc_name) .. "%-gpu%-workers%-worker%-%w+$")
+        t.eq(p.spec.containers[1].resources.requests["nvidia.com/gpu"], 4)
+      end
+    end
+    table.sort(types)
+    t.eq(types, { "head", "worker", "worker" })
+    local sj = assert(conn:get("batch/v1", "Job", "rl", { namespace = "default" }), "the submitter Job")
+    t.eq(sj.spec.template.spec.containers[1].name, "ray-job-submitter")
+    t.like(sj.spec.template.spec.containers[1].args[1], "ray job submit %-%-address http://rl%-head%-svc%.default%.svc" ..
+      "%.cluster%.local:8265 %-%-no%-wait %-%-submission%-id " .. pat(st.jobId) .. " %-%- python3 %-m " ..
+      "verl%.trainer%.main_ppo")
+    t.ok(conn:get("v1", "Service", "rl-head-svc", { namespace = "default" }), "the job's head service")
+    local g = follow("rl", done)
+    t.eq(g.phase, "Completed")
+    t.eq({ g.ray.job_status, g.ray.deployment_status, g.ray.succeeded, g.ray.message },
+      { "SUCCEEDED", "Complete", 1, "Job finished successfully." })
+    local text = all_logs(g, "submitter")
+    t.like(text, "Job '" .. pat(st.jobId) .. "' submitted successfully", "the submission")
+    t.like(text, "step:20 %- actor/pg_loss:[%d%.%-]+ .* perf/throughput:[%d%.]+", "the entrypoint's steps")
+    t.like(text, "Job '.-' succeeded", "the end")
+    t.like(all_logs(g, "head"), "Ray runtime started%.", "the head's own lines")
+  end)
+
+t.test("with shutdownAfterJobFinishes the RayCluster goes ttlSecondsAfterFinished after the end; logs stay", function()
+  if not rc_name then return t.skip("no RayJob ran") end
+  local job = assert(conn:get("ray.io/v1", "RayJob", "rl", { namespace = "default" }))
+  t.eq({ job.spec.shutdownAfterJobFinishes, job.spec.ttlSecondsAfterFinished }, { true, 300 })
+  t.ok(conn:get("ray.io/v1", "RayCluster", rc_name, { namespace = "default" }), "still there right after the end")
+  FH.wait(function() return conn:get("ray.io/v1", "RayCluster", rc_name, { namespace = "default" }) == nil end, 600)
+  t.eq(#conn:list("v1", "Pod", { namespace = "default", labels = { ["ray.io/cluster"] = rc_name } }), 0,
+    "its pods are gone")
+  local g = assert(tool.call("training_get_job", { name = "rl", cluster = EKS, tail_lines = 5 }, ADMIN))
+  t.eq(g.phase, "Completed")
+  t.like(all_logs(g, "submitter"), "succeeded", "the submitter's output stays")
+end)
+
+t.test("a failing entrypoint is retried with a new cluster up to backoffLimit, then the RayJob is Failed", function()
+  -- a RayJob made directly: an entrypoint that exits 1, one retry
+  local job = { apiVersion = "ray.io/v1", kind = "RayJob",
+    metadata = { name = "bad", namespace = "default", labels = { ["app.kubernetes.io/managed-by"] = "hypd" } },
+    spec = { entrypoint = "python -c 'import sys; sys.exit(1)'", backoffLimit = 1, shutdownAfterJobFinishes = true,
+      rayClusterSpec = { headGroupSpec = { rayStartParams = json.object(), template = { spec = { containers = {
+        { name = "ray-head", image = "rayproject/ray:2.46.0" } } } } } } } }
+  assert(conn:create(job))
+  local g = follow("bad", done)
+  t.eq({ g.phase, g.ray.job_status, g.ray.deployment_status, g.ray.reason, g.ray.failed },
+    { "Failed", "FAILED", "Failed", "AppFailed", 2 })
+  t.eq({ g.restarts, g.max_retries }, { 1, 1 }, "one retry used of one")
+  t.like(g.ray.message, "exit code 1")
+  local reasons = {}
+  for _, e in ipairs(g.events) do reasons[#reasons + 1] = e.reason end
+  t.like(table.concat(reasons, ","), "Retrying")
+end)
+
+local function hpj_params(extra)
+  local a = json.object()
+  a.instance_type, a.model, a.replicas = "ml.g5.12xlarge", "models/qwen", 1
+  for k, v in pairs(extra) do a[k] = v end
+  return a
+end
+
+t.test("every HyperPodPyTorchJob recipe submitted runs to Completed with log lines (llama-factory, ms-swift)",
+  function()
+    local resources = require "sandbox.k8s.resources"
+    for _, row in ipairs(resources.CRDS) do
+      if row[1] == "sagemaker.amazonaws.com" then assert(conn:create(resources.crd(row))) end
+    end
+    local cases = {
+      { "llama-factory", hpj_params { job_name = "lf", dataset_dir = "datasets/alpaca", dataset = "alpaca" } },
+      { "ms-swift", hpj_params { job_name = "swift", dataset = "datasets/train.jsonl" } },
+    }
+    for _, c in ipairs(cases) do
+      local r, err = submit(c[1], c[2])
+      t.ok(r, c[1] .. ": " .. tostring(err and err.message))
+      if r then
+        local seen, g = "", nil
+        for _ = 1, 60 do
+          g = assert(tool.call("training_get_job", { name = r.name, cluster = EKS, tail_lines = 5 }, ADMIN))
+          seen = seen .. all_logs(g)
+          if done(g) then break end
+          require("hypd.task").sleep(5)
+        end
+        t.eq(g.phase, "Completed", c[1])
+        t.like(seen, "step %d+/%d+ loss=", c[1] .. " printed training steps")
+      end
+    end
+  end)
+
+
