@@ -64,6 +64,145 @@ function M.params(image, extra)
   return p
 end
 
+-- Log monitoring (HyperPodPyTorchJob runPolicy.logMonitoringConfiguration):
+-- rules the HyperPod elastic agent evaluates on each training process's
+-- stdout (hyperpod-elastic-agent's LogEvaluator): a rule whose logPattern
+-- does not match within expectedStartCutOffInSeconds of the start, or not
+-- again within expectedRecurringFrequencyInSeconds, marks the job HANGING;
+-- a captured value compared to metricThreshold by operator for
+-- metricEvaluationDataPoints lines in a row marks it SLOW; stopPattern ends
+-- the rule; the training operator then restarts the job (a retry of its
+-- budget). Patterns are matched at the start of a line (Python re.match),
+-- so they usually begin with ".*".
+local RULE_NAME = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+local SECONDS = { type = "integer", minimum = 1, maximum = 7 * 24 * 3600 }
+local function secs(d) local x = {}; for k, v in pairs(SECONDS) do x[k] = v end; x.description = d; return x end
+
+M.RULE = { type = "object", properties = {
+  name = { type = "string", required = true, pattern = RULE_NAME, pattern_help = "up to 63 letters, digits, '_', '.' " ..
+    "or '-'", description = "the rule's name (shown when it fires)" },
+  log_pattern = { type = "string", required = true, min_length = 1, max_length = 1024,
+    description = "the regular expression of the lines the rule watches, matched at the start of a line " ..
+      "(begin with .* to match anywhere); a metric rule captures the value in its first group" },
+  expected_start_cutoff_seconds = secs("the job hangs when no line matches within this many seconds of the start"),
+  expected_recurring_frequency_seconds = secs("the job hangs when no line matches for this many seconds after " ..
+    "the last match"),
+  metric_threshold = { type = "integer", minimum = -1000000000, maximum = 1000000000,
+    description = "the threshold the captured value is compared to (an integer: the elastic agent reads it with " ..
+      "int())" },
+  operator = { type = "string", enum = { "gt", "gteq", "lt", "lteq", "eq" },
+    description = "how the captured value is compared to metric_threshold: when true for " ..
+      "metric_evaluation_data_points lines in a row the job is SLOW" },
+  metric_evaluation_data_points = { type = "integer", minimum = 1, maximum = 100000,
+    description = "how many matching lines in a row must meet the condition (default 1)" },
+  stop_pattern = { type = "string", min_length = 1, max_length = 1024,
+    description = "a regular expression: the rule stops watching at the first line it matches" },
+} }
+
+M.MONITORING = {
+  log_monitoring = { type = "array", items = M.RULE, default = hypd.json.array(),
+    description = "log monitoring rules for hang and stall detection (runPolicy.logMonitoringConfiguration): each " ..
+      "{name, log_pattern, expected_start_cutoff_seconds?, expected_recurring_frequency_seconds?, " ..
+      "metric_threshold?, operator? (gt|gteq|lt|lteq|eq), metric_evaluation_data_points?, stop_pattern?}; a rule " ..
+      "that fires restarts the job (one retry of max_retries)" },
+  hang_detection = { type = { "boolean", "object" }, default = false,
+    properties = {
+      start_pattern = { type = "string", min_length = 1, max_length = 1024,
+        description = "the line that shows training started (default: the recipe's)" },
+      progress_pattern = { type = "string", min_length = 1, max_length = 1024,
+        description = "the line every training step (or logging step) prints (default: the recipe's)" },
+      start_cutoff_seconds = secs("how long the start may take (default 600)"),
+      progress_frequency_seconds = secs("the longest gap between two progress lines (default 1800)"),
+    },
+    description = "true (or an object to tune it) adds two rules: JobStart (the recipe's start line within " ..
+      "start_cutoff_seconds) and JobHangingDetection (a progress line at least every progress_frequency_seconds); " ..
+      "the patterns match what the recipe's program prints" },
+}
+
+local function rule_error(field, rule, msg)
+  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
+end
+
+local function check_regex(field, src)
+  local ok, err = hypd.regex.compile(src)
+  if not ok then rule_error(field, "pattern", field .. ": not a regular expression hypd can check: " .. tostring(err)) end
+  return ok
+end
+
+-- log_monitoring(p, hang) -> the runPolicy.logMonitoringConfiguration list
+-- (nil when empty); hang = {start = pattern, progress = pattern} the
+-- recipe's defaults for hang_detection. Raises VALIDATION naming
+-- log_monitoring[i].<field> (rule pattern, requires, capture, condition,
+-- unique)
+function M.log_monitoring(p, hang)
+  local out, seen = {}, {}
+  local function add(r, at)
+    local f = at .. "."
+    local re = check_regex(f .. "log_pattern", r.log_pattern)
+    if r.stop_pattern then check_regex(f .. "stop_pattern", r.stop_pattern) end
+    if (r.metric_threshold ~= nil) ~= (r.operator ~= nil) then
+      local miss = r.operator == nil and "operator" or "metric_threshold"
+      rule_error(f .. miss, "requires", f .. miss .. ": a metric rule takes both metric_threshold and operator")
+    end
+    if r.metric_evaluation_data_points and r.operator == nil then
+      rule_error(f .. "operator", "requires", f .. "operator: metric_evaluation_data_points needs operator and " ..
+        "metric_threshold")
+    end
+    if r.operator ~= nil and (re.groups or 0) == 0 then
+      rule_error(f .. "log_pattern", "capture", f .. "log_pattern: a metric rule captures the value in a group " ..
+        "( ... ), e.g. .*loss=(\\d+(\\.\\d+)?).*")
+    end
+    if not (r.expected_start_cutoff_seconds or r.expected_recurring_frequency_seconds or r.operator) then
+      rule_error(f .. "expected_start_cutoff_seconds", "condition", f .. "expected_start_cutoff_seconds: a rule " ..
+        "needs a condition: expected_start_cutoff_seconds, expected_recurring_frequency_seconds or " ..
+        "metric_threshold with operator")
+    end
+    if seen[r.name] then
+      rule_error(f .. "name", "unique", f .. "name: rule " .. r.name .. " is given twice")
+    end
+    seen[r.name] = true
+    out[#out + 1] = { name = r.name, logPattern = r.log_pattern,
+      expectedStartCutOffInSeconds = r.expected_start_cutoff_seconds,
+      expectedRecurringFrequencyInSeconds = r.expected_recurring_frequency_seconds,
+      metricThreshold = r.metric_threshold, operator = r.operator,
+      metricEvaluationDataPoints = r.metric_evaluation_data_points, stopPattern = r.stop_pattern }
+  end
+  local hd = p.hang_detection
+  if hd then
+    local o = type(hd) == "table" and hd or {}
+    local start = o.start_pattern or (hang and hang.start)
+    local progress = o.progress_pattern or (hang and hang.progress)
+    if start then
+      add({ name = "JobStart", log_pattern = start, expected_start_cutoff_seconds = o.start_cutoff_seconds or 600 },
+        "hang_detection")
+    end
+    if progress then
+      add({ name = "JobHangingDetection", log_pattern = progress,
+        expected_start_cutoff_seconds = (o.start_cutoff_seconds or 600) + (o.progress_frequency_seconds or 1800),
+        expected_recurring_frequency_seconds = o.progress_frequency_seconds or 1800 }, "hang_detection")
+    end
+  end
+  for i, r in ipairs(p.log_monitoring or {}) do add(r, "log_monitoring[" .. (i - 1) .. "]") end
+  if #out == 0 then return nil end
+  return out
+end
+
+-- the patterns hang_detection watches: what the recipe's program prints.
+-- A script of your own (pytorch-torchrun) prints the reference templates'
+-- start marker and a loss per step; the Hugging Face Trainer (LLaMA-Factory,
+-- MS-Swift) prints "***** Running training *****" and {'loss': ...} lines
+M.HANG_PLAIN = { start = ".*Experiment configuration.*", progress = ".*[Ll]oss[:=] ?(\\d+(\\.\\d+)?).*" }
+M.HANG_HF = { start = ".*\\*\\*\\*\\*\\* Running training \\*\\*\\*\\*\\*.*",
+  progress = ".*'loss': (\\d+(\\.\\d+)?).*" }
+
+-- hpj_params(image, extra) -> params(image, extra) with the options of a
+-- HyperPodPyTorchJob (log monitoring)
+function M.hpj_params(image, extra)
+  local p = M.params(image, extra)
+  for k, v in pairs(M.MONITORING) do p[k] = v end
+  return p
+end
+
 -- path(description [, required]) -> the spec of a path under /s3
 function M.path(description, required)
   return { type = "string", required = required, decision = required or nil, pattern = REL, max_length = 1024,
@@ -144,9 +283,12 @@ function M.launch(p, argv)
   return parts
 end
 
--- pytorch_job(p, recipe, container) -> a HyperPodPyTorchJob
-function M.pytorch_job(p, recipe, c)
+-- pytorch_job(p, recipe, container [, opts]) -> a HyperPodPyTorchJob;
+-- opts.hang = {start, progress}: the patterns hang_detection uses
+function M.pytorch_job(p, recipe, c, opts)
+  opts = opts or {}
   local gpus = M.sizes(p)
+  local monitoring = M.log_monitoring(p, opts.hang)
   c.name = c.name or "pytorch"
   c.ports = { { containerPort = 8080, name = "elastic-agent" } }
   return {
@@ -157,7 +299,8 @@ function M.pytorch_job(p, recipe, c)
       replicaSpecs = { { name = "pods", replicas = p.replicas, template = {
         metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, true) } } },
       runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "All",
-        restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 } },
+        restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 },
+        logMonitoringConfiguration = monitoring },
     },
   }
 end

@@ -13,6 +13,7 @@ local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
+local TH = dofile("tests/lua/training_helpers.lua")
 local call = FH.aws(OPTS)
 local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
 local ADMIN = { name = "ray-tester", scope = "admin", front = "test" }
@@ -61,19 +62,7 @@ local function all_logs(g, role)
 end
 
 t.test("a cluster: EKS, HyperPod nodes, and KubeRay from cluster_configure_dependencies kuberay=true", function()
-  local eks = H.eks_cluster(call, EKS, 83)
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = EKS .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
-  local sg = call("ec2", "CreateSecurityGroup", { GroupName = EKS .. "-hp", Description = "hyperpod",
-    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
-  call("sagemaker", "CreateCluster", { ClusterName = HP, NodeRecovery = "None",
-    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 3,
-      ExecutionRole = role } },
-    Orchestrator = { Eks = { ClusterArn = eks.arn } },
-    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
-  FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = HP }).ClusterStatus == "InService" end)
-  conn = require("hypd.k8s").connect { cluster = EKS }
+  conn = TH.cluster(call, EKS, HP, 83)
   local acc = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)
@@ -177,10 +166,7 @@ end
 
 t.test("every HyperPodPyTorchJob recipe submitted runs to Completed with log lines (llama-factory, ms-swift)",
   function()
-    local resources = require "sandbox.k8s.resources"
-    for _, row in ipairs(resources.CRDS) do
-      if row[1] == "sagemaker.amazonaws.com" then assert(conn:create(resources.crd(row))) end
-    end
+    TH.training_operator(conn)
     local cases = {
       { "llama-factory", hpj_params { job_name = "lf", dataset_dir = "datasets/alpaca", dataset = "alpaca" } },
       { "ms-swift", hpj_params { job_name = "swift", dataset = "datasets/train.jsonl" } },
@@ -197,7 +183,8 @@ t.test("every HyperPodPyTorchJob recipe submitted runs to Completed with log lin
           require("hypd.task").sleep(5)
         end
         t.eq(g.phase, "Completed", c[1])
-        t.like(seen, "step %d+/%d+ loss=", c[1] .. " printed training steps")
+        t.like(seen, "Running training", c[1] .. " printed the Trainer's start")
+        t.like(seen, "{'loss': [%d.]+, ", c[1] .. " printed training steps")
       end
     end
   end)

@@ -59,6 +59,17 @@ local function view(conn, p)
     end
   end
   table.sort(events, function(a, b) return tostring(a.time) < tostring(b.time) end)
+  local rules = ((job.spec or {}).runPolicy or {}).logMonitoringConfiguration
+  if type(rules) == "table" and #rules > 0 then
+    -- which rule fired: the operator's restart (or failure) names it
+    local lm = { rules = hypd.json.array(), fired = hypd.json.array() }
+    for _, r in ipairs(rules) do lm.rules[#lm.rules + 1] = r.name end
+    for _, ev in ipairs(events) do
+      local rule, state, why = tostring(ev.message):match("log monitoring rule (%S+) found the job (%u+) %((.*)%)")
+      if rule then lm.fired[#lm.fired + 1] = { rule = rule, state = state, why = why, time = ev.time } end
+    end
+    s.log_monitoring = lm
+  end
   while #events > p.events do table.remove(events, 1) end
   s.events = events
   return s
