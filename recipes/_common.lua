@@ -195,11 +195,67 @@ M.HANG_PLAIN = { start = ".*Experiment configuration.*", progress = ".*[Ll]oss[:
 M.HANG_HF = { start = ".*\\*\\*\\*\\*\\* Running training \\*\\*\\*\\*\\*.*",
   progress = ".*'loss': (\\d+(\\.\\d+)?).*" }
 
+-- Elastic training (spec.elasticPolicy, training operator 1.2+): the job
+-- starts with `replicas` pods and the operator scales it between
+-- min_replicas and max_replicas data-parallel replicas as capacity comes
+-- and goes. Refused for checkpointless training here, and at submission on
+-- spot capacity and with managed tiered checkpointing (training/_jobs.lua
+-- M.elastic_check): AWS documents checkpointless training as "currently
+-- incompatible with HyperPod managed tiered checkpointing and elastic
+-- training" (docs.aws.amazon.com/sagemaker/latest/dg/
+-- sagemaker-eks-checkpointless-considerations.html). The spot refusal is
+-- the issue's rule: AWS's elastic training page
+-- (sagemaker-eks-elastic-training.html) states no spot restriction that
+-- hypd found; a spot reclaim takes a node with two minutes' notice, before
+-- the checkpoint an elastic scale-down relies on.
+M.ELASTIC = {
+  elastic = { type = "object", decision = true, properties = {
+    min_replicas = { type = "integer", required = true, minimum = 1, maximum = 1000,
+      description = "the fewest nodes (pods) the job keeps running" },
+    max_replicas = { type = "integer", required = true, minimum = 1, maximum = 1000,
+      description = "the most nodes (pods) the job grows to" },
+    replica_increment_step = { type = "integer", minimum = 1, maximum = 1000,
+      description = "grow and shrink by this many replicas at a time (default 1)" },
+  }, description = "elastic training (elasticPolicy): the job starts with replicas pods and scales between " ..
+    "min_replicas and max_replicas as capacity allows; refused on spot capacity, with managed tiered checkpointing " ..
+    "on the cluster, and with checkpointless" },
+  checkpointless = { type = "boolean", default = false,
+    description = "the job uses HyperPod checkpointless training (peer-to-peer state recovery; training operator " ..
+      "1.2+): refused with elastic and on a cluster with managed tiered checkpointing, which AWS documents as " ..
+      "incompatible" },
+}
+
+-- elastic_policy(p) -> spec.elasticPolicy (nil without p.elastic), the max
+-- replicas; raises VALIDATION naming params.elastic.<field> or params.replicas
+function M.elastic_policy(p)
+  local e = p.elastic
+  if not e then return nil end
+  if p.checkpointless then
+    rule_error("elastic", "checkpointless", "elastic: elastic training cannot run with checkpointless training " ..
+      "(AWS: checkpointless training is incompatible with elastic training); drop elastic or checkpointless")
+  end
+  if e.max_replicas < e.min_replicas then
+    rule_error("elastic.max_replicas", "range", string.format("elastic.max_replicas: %d is below min_replicas %d",
+      e.max_replicas, e.min_replicas))
+  end
+  if p.replicas < e.min_replicas or p.replicas > e.max_replicas then
+    rule_error("replicas", "range", string.format("replicas: the job starts with %d pods, outside elastic's %d..%d",
+      p.replicas, e.min_replicas, e.max_replicas))
+  end
+  local step = e.replica_increment_step
+  if step and e.max_replicas > e.min_replicas and step > e.max_replicas - e.min_replicas then
+    rule_error("elastic.replica_increment_step", "range", string.format("elastic.replica_increment_step: %d is " ..
+      "more than max_replicas - min_replicas (%d)", step, e.max_replicas - e.min_replicas))
+  end
+  return { minReplicas = e.min_replicas, maxReplicas = e.max_replicas, replicaIncrementStep = step }, e.max_replicas
+end
+
 -- hpj_params(image, extra) -> params(image, extra) with the options of a
--- HyperPodPyTorchJob (log monitoring)
+-- HyperPodPyTorchJob (log monitoring, elastic training, checkpointless)
 function M.hpj_params(image, extra)
   local p = M.params(image, extra)
   for k, v in pairs(M.MONITORING) do p[k] = v end
+  for k, v in pairs(M.ELASTIC) do p[k] = v end
   return p
 end
 
@@ -289,14 +345,18 @@ function M.pytorch_job(p, recipe, c, opts)
   opts = opts or {}
   local gpus = M.sizes(p)
   local monitoring = M.log_monitoring(p, opts.hang)
+  local elastic, max_replicas = M.elastic_policy(p)
+  local lab = labels(p, recipe)
+  if p.checkpointless then lab["hypd.io/checkpointless"] = "true" end
   c.name = c.name or "pytorch"
   c.ports = { { containerPort = 8080, name = "elastic-agent" } }
   return {
     apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
-    metadata = { name = p.job_name, namespace = p.namespace, labels = labels(p, recipe) },
+    metadata = { name = p.job_name, namespace = p.namespace, labels = lab },
     spec = {
       nprocPerNode = tostring(gpus),
-      replicaSpecs = { { name = "pods", replicas = p.replicas, template = {
+      elasticPolicy = elastic,
+      replicaSpecs = { { name = "pods", replicas = p.replicas, maxReplicas = max_replicas, template = {
         metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, true) } } },
       runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "All",
         restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 },

@@ -99,6 +99,43 @@ function M.fit(d, o)
   end
 end
 
+-- elastic_check(describe, obj): refuses, before anything is created, what
+-- HyperPod does not allow the job on this cluster (the rules and their
+-- sources: recipes/_common.lua M.ELASTIC): elastic training on spot
+-- capacity (a group the pods may land on has CapacityRequirements.Spot) or
+-- with managed tiered checkpointing (TieredStorageConfig Mode Enable);
+-- checkpointless training with managed tiered checkpointing
+function M.elastic_check(d, o)
+  if o.kind ~= "HyperPodPyTorchJob" then return end
+  local spec = o.spec or {}
+  local tiered = ((d.TieredStorageConfig or {}).Mode == "Enable")
+  local checkpointless = ((o.metadata or {}).labels or {})["hypd.io/checkpointless"] == "true"
+  if checkpointless and tiered then
+    refuse("params.checkpointless", "tiered_checkpointing", string.format("checkpointless: HyperPod cluster %s has " ..
+      "managed tiered checkpointing on (TieredStorageConfig), which AWS documents as incompatible with " ..
+      "checkpointless training; drop checkpointless or turn tiered checkpointing off " ..
+      "(hyperpod_disable_advanced_features tiered_checkpointing=true)", d.ClusterName))
+  end
+  if not spec.elasticPolicy then return end
+  if tiered then
+    refuse("params.elastic", "tiered_checkpointing", string.format("elastic: HyperPod cluster %s has managed tiered " ..
+      "checkpointing on (TieredStorageConfig Mode Enable); hypd does not offer elastic training with it: drop " ..
+      "elastic or turn tiered checkpointing off", d.ClusterName))
+  end
+  for _, pl in ipairs(M.placements(o)) do
+    local gname, itype = pl.selector[M.GROUP_LABEL], pl.selector[M.TYPE_LABEL]
+    for _, g in ipairs(d.InstanceGroups or {}) do
+      local hit = (gname and g.InstanceGroupName == gname) or (not gname and itype and g.InstanceType == itype)
+      if hit and cap.capacity_type(g) == "spot" then
+        refuse("params.elastic", "spot", string.format("elastic: instance group %s (%s) runs on spot capacity; " ..
+          "elastic training is not offered on spot (a reclaim takes nodes before the job can scale down " ..
+          "gracefully): drop elastic, or place the job on an on-demand group with instance_group",
+          g.InstanceGroupName, tostring(g.InstanceType)))
+      end
+    end
+  end
+end
+
 -- phase(job) -> the newest True condition's type (Created, Running,
 -- Restarting, Completed, Failed), "Pending" when there is none
 function M.phase(job)

@@ -22,7 +22,10 @@ local function check(ctx)
         { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. k.fix } },
           fix = k.fix })
     end
-    if k then J.fit(d, o) end
+    if k then
+      J.fit(d, o)
+      J.elastic_check(d, o)
+    end
   end
   st.params, st.objects = params, objects
 end
@@ -74,7 +77,9 @@ return tool {
     "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
     "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
     "instance group of the HyperPod cluster can ever hold it (the instance type or group is not in the " ..
-    "cluster, or replicas exceed its instance count). plan=true lists the objects it would create. Follow " ..
+    "cluster, or replicas exceed its instance count), and when the cluster does not allow what the job asks: " ..
+    "elastic training on spot capacity or with managed tiered checkpointing, checkpointless training with " ..
+    "managed tiered checkpointing. plan=true lists the objects it would create. Follow " ..
     "the job with training_get_job (wait_seconds).",
   kind = "mutating",
   aws = cap.aws(),
