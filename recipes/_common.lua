@@ -59,9 +59,25 @@ function M.params(image, extra)
       description = "the S3 storage claim mounted at /s3 (datasets are read from it, outputs written to it)" },
     max_retries = s { type = "integer", default = 5, minimum = 0, maximum = 100,
       description = "the recovery budget: how many times the job is restarted after a failure (jobMaxRetryCount)" },
+    mlflow = s { type = "object", properties = {
+      tracking_uri = { type = "string", required = true, max_length = 2048,
+        pattern = "^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:mlflow-tracking-server/[A-Za-z0-9-]+$|^https?://[^ ]+$",
+        pattern_help = "a SageMaker MLflow tracking server ARN (or an http(s) MLflow URL)",
+        description = "MLFLOW_TRACKING_URI: the tracking server's ARN (training_get_mlflow's tracking_uri)" },
+      experiment_name = { type = "string", min_length = 1, max_length = 256, pattern = "^[A-Za-z0-9][A-Za-z0-9 _./:-]*$",
+        pattern_help = "letters, digits, spaces and _ . / : -",
+        description = "MLFLOW_EXPERIMENT_NAME (default: the job name)" },
+    }, description = "report to MLflow: the job gets MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME and the " ..
+      "recipe logs loss and throughput to it (training_submit fills it from its mlflow parameter)" },
   }
   for k, v in pairs(extra or {}) do p[k] = v end
   return p
+end
+
+-- mlflow(p) -> nil | {uri, experiment, run}: where the job reports
+function M.mlflow(p)
+  if not p.mlflow then return nil end
+  return { uri = p.mlflow.tracking_uri, experiment = p.mlflow.experiment_name or p.job_name, run = p.job_name }
 end
 
 -- Log monitoring (HyperPodPyTorchJob runPolicy.logMonitoringConfiguration):
@@ -304,6 +320,13 @@ function M.pod_spec(p, c, gpu)
   c.volumeMounts = { { name = "s3", mountPath = M.MOUNT }, { name = "shm", mountPath = "/dev/shm" } }
   local env = { { name = "DATA_DIR", value = M.MOUNT }, { name = "CHECKPOINT_DIR", value = ckpt },
     { name = "OUTPUT_DIR", value = out } }
+  local ml = M.mlflow(p)
+  if ml then
+    -- the reference templates' MLflow contract (the sagemaker-mlflow plugin resolves the ARN)
+    env[#env + 1] = { name = "MLFLOW_TRACKING_URI", value = ml.uri }
+    env[#env + 1] = { name = "MLFLOW_EXPERIMENT_NAME", value = ml.experiment }
+    env[#env + 1] = { name = "MLFLOW_TAG_hypd_job", value = p.job_name }
+  end
   for _, e in ipairs(c.env or {}) do env[#env + 1] = e end
   c.env = env
   if gpu then

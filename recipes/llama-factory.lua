@@ -28,6 +28,8 @@ return {
       "dataset: " .. p.dataset, "template: " .. p.template, "output_dir: " .. out,
       "num_train_epochs: " .. p.epochs, "learning_rate: " .. p.learning_rate, "save_steps: 500",
       "logging_steps: 10", "bf16: true", "overwrite_output_dir: true",
+      -- loss, learning rate and throughput to MLflow (the Trainer's MLflow callback), or nowhere
+      C.mlflow(p) and "report_to: mlflow" or "report_to: none", C.mlflow(p) and ("run_name: " .. p.job_name) or nil,
     }
     local gpus = C.sizes(p)
     local lines = { "set -e", "cat > /tmp/train.yaml <<'HYPD'", table.concat(cfg, "\n"), "HYPD",

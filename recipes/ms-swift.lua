@@ -25,7 +25,8 @@ return {
       " NODE_RANK=${RANK:-0} MASTER_ADDR=${MASTER_ADDR:-localhost} MASTER_PORT=${MASTER_PORT:-29500}",
       "exec " .. cmd .. " --model " .. C.quote(C.model_path(p.model)) .. " --dataset " ..
       C.quote(C.MOUNT .. "/" .. p.dataset) .. " --train_type " .. p.train_type .. " --num_train_epochs " ..
-      p.epochs .. " --output_dir " .. C.quote(out) .. " --logging_steps 10 --save_steps 500" }
+      p.epochs .. " --output_dir " .. C.quote(out) .. " --logging_steps 10 --save_steps 500" ..
+      (C.mlflow(p) and (" --report_to mlflow --run_name " .. C.quote(p.job_name)) or "") }
     return { C.pytorch_job(p, "ms-swift", { image = p.image, command = C.shell(lines) }, { hang = C.HANG_HF }) }
   end,
 }
