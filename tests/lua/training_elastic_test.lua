@@ -6,22 +6,15 @@
 -- TieredStorageConfig), and checkpointless with tiered checkpointing; an
 -- elastic job on on-demand capacity runs to Completed in the sandbox.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
-local _, OPTS = H.sandbox_here()
-local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local call = TH.start()
+local H, FH = TH.H, TH.FH
+local json, tool = require "hypd.json", require "hypd.tool"
 local ADMIN = { name = "elastic-tester", scope = "admin", front = "test" }
 local EKS, HP = "el-a", "el-a-hp"
 local field_rules = H.field_rules
 
-local function obj(x)
-  local o = json.object()
-  for k, v in pairs(x) do o[k] = v end
-  return o
-end
+local obj = TH.obj
 
 local function params(extra)
   local a = obj { job_name = "el", instance_type = "ml.g5.12xlarge", script = "scripts/train.py", replicas = 1 }
@@ -63,18 +56,13 @@ t.test("bad elastic input is refused at the call naming the field: range, requir
   t.eq(field_rules(err), { "params.elastic:checkpointless" })
   local v = obj { job_name = "rl", instance_type = "ml.g5.12xlarge", model = "models/qwen", train_files = "a.parquet",
     val_files = "b.parquet", elastic = obj { min_replicas = 1, max_replicas = 2 } }
-  _, err = tool.call("training_render", { recipe = "verl", params = v }, ADMIN)
-  t.eq(field_rules(err), { "params.elastic:unknown" }, "not offered on the RayJob recipe")
+  local _, verr = tool.call("training_render", { recipe = "verl", params = v }, ADMIN)
+  t.eq(field_rules(verr), { "params.elastic:unknown" }, "not offered on the RayJob recipe")
 end)
 
 local conn
 local function submit(extra)
-  local acc, err = tool.call("training_submit", { recipe = "pytorch-torchrun", params = params(extra), cluster = EKS },
-    ADMIN)
-  if not acc then return nil, err end
-  local v = op.wait(acc.operation_id)
-  if v.status ~= "succeeded" then return nil, v.error end
-  return v.result
+  return TH.run("training_submit", { recipe = "pytorch-torchrun", params = params(extra), cluster = EKS }, ADMIN)
 end
 
 t.test("a cluster: an on-demand group gpu (2 x ml.g5.12xlarge) and a spot group cheap (1 x ml.g5.24xlarge)",
@@ -107,12 +95,7 @@ t.test("an elastic job on on-demand capacity runs to Completed with its elasticP
   if not r then return end
   local live = assert(conn:get("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", "grow", { namespace = "default" }))
   t.eq(live.spec.elasticPolicy, { minReplicas = 1, maxReplicas = 2 })
-  local g
-  for _ = 1, 20 do
-    g = assert(tool.call("training_get_job", { name = "grow", cluster = EKS, wait_seconds = 60 }, ADMIN))
-    if g.phase == "Completed" or g.phase == "Failed" then break end
-  end
-  t.eq(g.phase, "Completed")
+  t.eq(TH.follow({ name = "grow", cluster = EKS }, ADMIN).phase, "Completed")
 end)
 
 t.test("with managed tiered checkpointing on, elastic and checkpointless are refused naming the setting", function()

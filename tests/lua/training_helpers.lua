@@ -5,7 +5,47 @@ local H = dofile("tests/lua/helpers.lua")
 local FH = dofile("tests/lua/features_helpers.lua")
 local json = require "hypd.json"
 
-local TH = {}
+local TH = { H = H, FH = FH }
+
+-- start() -> call: the in-process sandbox (virtual clock) with the tools
+-- loaded, and the test's own AWS call against it
+function TH.start()
+  require("hypd.tools").load()
+  local _, opts = H.sandbox_here()
+  return FH.aws(opts)
+end
+
+-- obj(t) -> t as a JSON object (a tool's object parameter)
+function TH.obj(x)
+  local o = json.object()
+  for k, v in pairs(x or {}) do o[k] = v end
+  return o
+end
+
+-- run(name, args, who) -> the finished operation's result | nil, err: a
+-- staged tool called and waited for (a plan's answer as it is)
+function TH.run(name, args, who)
+  local acc, err = require("hypd.tool").call(name, args, who)
+  if not acc then return nil, err end
+  if args.plan then return acc end
+  local v = require("hypd.op").wait(acc.operation_id)
+  if v.status ~= "succeeded" then return nil, v.error end
+  return v.result
+end
+
+-- follow(args, who, done) -> training_get_job's answer once done(answer)
+-- (default: Completed or Failed), asked with wait_seconds 60 up to 30 times
+function TH.follow(args, who, done)
+  done = done or function(g) return g.phase == "Completed" or g.phase == "Failed" end
+  local a = { wait_seconds = 60 }
+  for k, v in pairs(args) do a[k] = v end
+  local g
+  for _ = 1, 30 do
+    g = assert(require("hypd.tool").call("training_get_job", a, who))
+    if done(g) then return g end
+  end
+  return g
+end
 
 -- cluster(call, eks, hp, octet [, groups [, extra]]) -> the Kubernetes
 -- connection; groups default to one "gpu" group of three ml.g5.12xlarge;

@@ -8,13 +8,10 @@
 -- them (a `hypd sandbox --speed 600` process): Describe's fields are
 -- botocore's, Update goes Updating -> Updated, Delete takes it away.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
-local _, OPTS = H.sandbox_here()
-local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local call = FH.aws(OPTS)
-local core, json, op, tool = require "hypd.core", require "hypd.json", require "hypd.op", require "hypd.tool"
+local call = TH.start()
+local H, FH = TH.H, TH.FH
+local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool"
 local ADMIN = { name = "mlflow-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlf-a", "mlf-a-hp"
 local SERVER = "hypd-mlf-a-mlflow"
@@ -24,12 +21,7 @@ local conn
 local function setup(args)
   local a = { cluster = EKS }
   for k, v in pairs(args or {}) do a[k] = v end
-  local acc, err = tool.call("training_setup_mlflow", a, ADMIN)
-  if not acc then return nil, err end
-  if a.plan then return acc end
-  local v = op.wait(acc.operation_id)
-  if v.status ~= "succeeded" then return nil, v.error end
-  return v.result
+  return TH.run("training_setup_mlflow", a, ADMIN)
 end
 
 t.test("a cluster with the training operator", function()
@@ -97,11 +89,7 @@ end)
 local function job(recipe, params, extra)
   local args = { recipe = recipe, params = params, cluster = EKS }
   for k, v in pairs(extra or {}) do args[k] = v end
-  local acc, err = tool.call("training_submit", args, ADMIN)
-  if not acc then return nil, err end
-  local v = op.wait(acc.operation_id)
-  if v.status ~= "succeeded" then return nil, v.error end
-  return v.result
+  return TH.run("training_submit", args, ADMIN)
 end
 
 local function env_of(name)
@@ -111,11 +99,7 @@ local function env_of(name)
   return env, j
 end
 
-local function obj(x)
-  local o = json.object()
-  for k, v in pairs(x) do o[k] = v end
-  return o
-end
+local obj = TH.obj
 
 t.test("jobs get MLFLOW_TRACKING_URI (the ARN) and MLFLOW_EXPERIMENT_NAME from the cluster's server by default",
   function()
@@ -246,8 +230,8 @@ print("UPDATED", d["TrackingServerStatus"], d["TrackingServerSize"])
     t.eq(rc, 0, err2)
     local d = json.decode(out2 or "{}") or {}
     t.eq({ d.TrackingServerName, d.TrackingServerStatus, d.TrackingServerSize }, { "cli", "Updated", "Medium" })
-    rc, _, err2 = H.with_env(env, dir, "aws sagemaker delete-mlflow-tracking-server --tracking-server-name cli")
-    t.eq(rc, 0, err2)
+    local drc, _, derr = H.with_env(env, dir, "aws sagemaker delete-mlflow-tracking-server --tracking-server-name cli")
+    t.eq(drc, 0, derr)
     -- Deleting for 3 to 7 minutes (0.3 to 0.7 s here), then gone
     local gone
     for _ = 1, 20 do

@@ -8,13 +8,10 @@
 -- the simulated programs print, and training_get_job names the rule that
 -- fired.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
-local _, OPTS = H.sandbox_here()
-local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local call = TH.start()
+local H = TH.H
+local json, tool = require "hypd.json", require "hypd.tool"
 local ADMIN = { name = "monitor-tester", scope = "admin", front = "test" }
 local EKS, HP = "mon-a", "mon-a-hp"
 local field_rules = H.field_rules
@@ -26,11 +23,7 @@ local function params(extra)
   return a
 end
 
-local function rule(t0)
-  local r = json.object()
-  for k, v in pairs(t0) do r[k] = v end
-  return r
-end
+local rule = TH.obj
 
 local function render(recipe, p)
   return tool.call("training_render", { recipe = recipe, params = p }, ADMIN)
@@ -114,22 +107,10 @@ end)
 
 local conn
 local function submit(extra)
-  local acc, err = tool.call("training_submit", { recipe = "pytorch-torchrun", params = params(extra), cluster = EKS },
-    ADMIN)
-  if not acc then return nil, err end
-  local v = op.wait(acc.operation_id)
-  if v.status ~= "succeeded" then return nil, v.error end
-  return v.result
+  return TH.run("training_submit", { recipe = "pytorch-torchrun", params = params(extra), cluster = EKS }, ADMIN)
 end
 
-local function follow(name)
-  local g
-  for _ = 1, 30 do
-    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60 }, ADMIN))
-    if g.phase == "Completed" or g.phase == "Failed" then return g end
-  end
-  return g
-end
+local function follow(name) return TH.follow({ name = name, cluster = EKS }, ADMIN) end
 
 t.test("a cluster with the training operator's CRD", function()
   conn = TH.cluster(call, EKS, HP, 85)

@@ -9,12 +9,9 @@
 -- retried with a new cluster up to backoffLimit, then Failed; llama-factory
 -- and ms-swift run to Completed with log lines.
 local t = require "hypd.tap"
-local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
-local _, OPTS = H.sandbox_here()
-local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local call = FH.aws(OPTS)
+local call = TH.start()
+local FH = TH.FH
 local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
 local ADMIN = { name = "ray-tester", scope = "admin", front = "test" }
 local EKS, HP = "ray-a", "ray-a-hp"
@@ -30,21 +27,11 @@ local function verl(extra)
 end
 
 local function submit(recipe, params)
-  local acc, err = tool.call("training_submit", { recipe = recipe, params = params, cluster = EKS }, ADMIN)
-  if not acc then return nil, err end
-  local v = op.wait(acc.operation_id)
-  if v.status ~= "succeeded" then return nil, v.error end
-  return v.result
+  return TH.run("training_submit", { recipe = recipe, params = params, cluster = EKS }, ADMIN)
 end
 
 local function follow(name, until_fn)
-  local g
-  for _ = 1, 30 do
-    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60, tail_lines = 200 },
-      ADMIN))
-    if until_fn(g) then return g end
-  end
-  return g
+  return TH.follow({ name = name, cluster = EKS, tail_lines = 200 }, ADMIN, until_fn)
 end
 
 local function pat(s) return (s:gsub("%p", "%%%0")) end

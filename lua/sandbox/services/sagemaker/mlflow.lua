@@ -30,9 +30,40 @@ local function touch(ctx, s, status)
   ctx.state:put("mlflow", s.TrackingServerName, s)
 end
 
-function ops.UpdateMlflowTrackingServer(ctx, input)
+-- settle: the transition that ends a change (from -> to), with pending
+-- fields applied and IsActive as given
+function tr.mlflow_settle(ctx, args)
+  local s = ctx.state:get("mlflow", args.name)
+  if not s or s.TrackingServerStatus ~= args.from then return end
+  for k, v in pairs(s.pending or {}) do s[k] = v end
+  s.pending = nil
+  s.TrackingServerStatus, s.IsActive, s.LastModifiedTime = args.to, args.active, ctx.now()
+  ctx.state:put("mlflow", s.TrackingServerName, s)
+end
+
+-- move(ctx, input, ok, doing, status, to, active, lo, hi) -> the answer: a
+-- change that takes lo to hi seconds, allowed from the statuses ok
+local function move(ctx, input, ok, doing, status, to, active, lo, hi)
   local s = server(ctx, input.TrackingServerName)
   ctx.target = s.TrackingServerName
+  if not ok[s.TrackingServerStatus] then busy(ctx, s, doing) end
+  s.IsActive = "Inactive"
+  touch(ctx, s, status)
+  ctx:later(D.between(lo, hi), "mlflow_settle", { name = s.TrackingServerName, from = status, to = to,
+    active = active })
+  return { TrackingServerArn = s.TrackingServerArn }
+end
+
+function ops.StopMlflowTrackingServer(ctx, input)
+  return move(ctx, input, READY, "stopped", "Stopping", "Stopped", "Inactive", 120, 300)
+end
+
+function ops.StartMlflowTrackingServer(ctx, input)
+  return move(ctx, input, { Stopped = true }, "started", "Starting", "Started", "Active", 300, 600)
+end
+
+function ops.UpdateMlflowTrackingServer(ctx, input)
+  local s = server(ctx, input.TrackingServerName)
   if not READY[s.TrackingServerStatus] then busy(ctx, s, "updated") end
   if input.TrackingServerSize and not SIZES[input.TrackingServerSize] then
     ctx.error("ValidationException", "TrackingServerSize must be Small, Medium or Large.")
@@ -47,52 +78,8 @@ function ops.UpdateMlflowTrackingServer(ctx, input)
   s.pending = { ArtifactStoreUri = input.ArtifactStoreUri, TrackingServerSize = input.TrackingServerSize,
     AutomaticModelRegistration = input.AutomaticModelRegistration,
     WeeklyMaintenanceWindowStart = input.WeeklyMaintenanceWindowStart }
-  s.IsActive = "Inactive"
-  touch(ctx, s, "Updating")
-  ctx:later(D.between(600, 900), "mlflow_updated", { name = s.TrackingServerName })
-  return { TrackingServerArn = s.TrackingServerArn }
-end
-
-function tr.mlflow_updated(ctx, args)
-  local s = ctx.state:get("mlflow", args.name)
-  if not s or s.TrackingServerStatus ~= "Updating" then return end
-  for k, v in pairs(s.pending or {}) do s[k] = v end
-  s.pending, s.IsActive = nil, "Active"
-  s.TrackingServerStatus, s.LastModifiedTime = "Updated", ctx.now()
   ctx.state:put("mlflow", s.TrackingServerName, s)
-end
-
-function ops.StopMlflowTrackingServer(ctx, input)
-  local s = server(ctx, input.TrackingServerName)
-  ctx.target = s.TrackingServerName
-  if not READY[s.TrackingServerStatus] then busy(ctx, s, "stopped") end
-  s.IsActive = "Inactive"
-  touch(ctx, s, "Stopping")
-  ctx:later(D.between(120, 300), "mlflow_stopped", { name = s.TrackingServerName })
-  return { TrackingServerArn = s.TrackingServerArn }
-end
-
-function tr.mlflow_stopped(ctx, args)
-  local s = ctx.state:get("mlflow", args.name)
-  if not s or s.TrackingServerStatus ~= "Stopping" then return end
-  s.TrackingServerStatus, s.LastModifiedTime = "Stopped", ctx.now()
-  ctx.state:put("mlflow", s.TrackingServerName, s)
-end
-
-function ops.StartMlflowTrackingServer(ctx, input)
-  local s = server(ctx, input.TrackingServerName)
-  ctx.target = s.TrackingServerName
-  if s.TrackingServerStatus ~= "Stopped" then busy(ctx, s, "started") end
-  touch(ctx, s, "Starting")
-  ctx:later(D.between(300, 600), "mlflow_started", { name = s.TrackingServerName })
-  return { TrackingServerArn = s.TrackingServerArn }
-end
-
-function tr.mlflow_started(ctx, args)
-  local s = ctx.state:get("mlflow", args.name)
-  if not s or s.TrackingServerStatus ~= "Starting" then return end
-  s.TrackingServerStatus, s.IsActive, s.LastModifiedTime = "Started", "Active", ctx.now()
-  ctx.state:put("mlflow", s.TrackingServerName, s)
+  return move(ctx, input, READY, "updated", "Updating", "Updated", "Active", 600, 900)
 end
 
 return M
