@@ -111,6 +111,13 @@ t.test("verl's RayJob runs as KubeRay runs it: a RayCluster, a submitter Job, In
     t.like(text, "step:20 %- actor/pg_loss:[%d%.%-]+ .* perf/throughput:[%d%.]+", "the entrypoint's steps")
     t.like(text, "Job '.-' succeeded", "the end")
     t.like(all_logs(g, "head"), "Ray runtime started%.", "the head's own lines")
+    -- kubectl get rayjob: KubeRay's printer columns (the CRD cluster_configure_dependencies applied)
+    local tab = assert(conn:call("GET", "/apis/ray.io/v1/namespaces/default/rayjobs", { headers = {
+      accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json" } }))
+    local cols = {}
+    for i, c in ipairs(tab.columnDefinitions or {}) do cols[i] = c.name:lower() end
+    t.eq({ table.unpack(cols, 1, 4) }, { "name", "job status", "deployment status", "ray cluster name" })
+    t.eq({ tab.rows[1].cells[2], tab.rows[1].cells[3] }, { "SUCCEEDED", "Complete" })
   end)
 
 t.test("with shutdownAfterJobFinishes the RayCluster goes ttlSecondsAfterFinished after the end; logs stay", function()
