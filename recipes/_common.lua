@@ -67,6 +67,9 @@ function M.params(image, extra)
       experiment_name = { type = "string", min_length = 1, max_length = 256, pattern = "^[A-Za-z0-9][A-Za-z0-9 _./:-]*$",
         pattern_help = "letters, digits, spaces and _ . / : -",
         description = "MLFLOW_EXPERIMENT_NAME (default: the job name)" },
+      service_account = { type = "string", pattern = DNS, max_length = 253, pattern_help = "a ServiceAccount name",
+        description = "the pods' service account (its IRSA role may use the tracking server; training_submit " ..
+          "sets hypd-mlflow when training_setup_mlflow made it)" },
     }, description = "report to MLflow: the job gets MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME and the " ..
       "recipe logs loss and throughput to it (training_submit fills it from its mlflow parameter)" },
   }
@@ -341,7 +344,7 @@ function M.pod_spec(p, c, gpu)
   end
   local sel = p.instance_group and { ["sagemaker.amazonaws.com/instance-group-name"] = p.instance_group } or
     { ["node.kubernetes.io/instance-type"] = p.instance_type }
-  return { nodeSelector = sel, containers = { c },
+  return { nodeSelector = sel, containers = { c }, serviceAccountName = p.mlflow and p.mlflow.service_account or nil,
     tolerations = gpu and { { key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" } } or nil,
     volumes = { { name = "s3", persistentVolumeClaim = { claimName = p.storage_claim } },
       { name = "shm", emptyDir = { medium = "Memory" } } } }

@@ -16,7 +16,7 @@ local ADMIN = { name = "mlflow-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlf-a", "mlf-a-hp"
 local SERVER = "hypd-mlf-a-mlflow"
 local field_rules = H.field_rules
-local conn
+local conn, EKS_D
 
 local function setup(args)
   local a = { cluster = EKS }
@@ -25,7 +25,7 @@ local function setup(args)
 end
 
 t.test("a cluster with the training operator", function()
-  conn = TH.cluster(call, EKS, HP, 89)
+  conn, EKS_D = TH.cluster(call, EKS, HP, 89)
   TH.training_operator(conn)
   t.ok(conn ~= nil)
 end)
@@ -86,6 +86,30 @@ t.test("training_get_mlflow shows the server; a second setup changes nothing", f
   t.eq(field_rules(nerr), { "name:exists" })
 end)
 
+t.test("with the cluster's OIDC provider, a second setup adds IRSA for the pods: role, policy, service account",
+  function()
+    local first = assert(setup { plan = true })
+    call("iam", "CreateOpenIDConnectProvider", { Url = EKS_D.identity.oidc.issuer,
+      ClientIDList = { "sts.amazonaws.com" }, ThumbprintList = { FH.THUMBPRINT } })
+    local r, err = setup()
+    t.ok(r, err and err.message)
+    if not r then return end
+    t.eq(#first.plan, 0, "before the provider: nothing to do (the pods part is skipped)")
+    t.eq(r.pods and r.pods.service_account, "default/hypd-mlflow")
+    local role = call("iam", "GetRole", { RoleName = "hypd-mlf-a-mlflow-pods" }).Role
+    local trust = role.AssumeRolePolicyDocument
+    if trust:sub(1, 1) ~= "{" then trust = trust:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end) end
+    t.like(trust, "system:serviceaccount:default:hypd%-mlflow", "trusts exactly the service account")
+    t.like(trust, "AssumeRoleWithWebIdentity")
+    local pol = call("iam", "GetRolePolicy", { RoleName = "hypd-mlf-a-mlflow-pods", PolicyName = "hypd-mlflow-access" })
+    local doc = pol.PolicyDocument
+    if doc:sub(1, 1) ~= "{" then doc = doc:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end) end
+    t.like(doc, "sagemaker%-mlflow:%*")
+    t.like(doc, arn:gsub("%p", "%%%0"), "on the tracking server")
+    local sa = assert(conn:get("v1", "ServiceAccount", "hypd-mlflow", { namespace = "default" }))
+    t.eq(sa.metadata.annotations["eks.amazonaws.com/role-arn"], role.Arn)
+  end)
+
 local function job(recipe, params, extra)
   local args = { recipe = recipe, params = params, cluster = EKS }
   for k, v in pairs(extra or {}) do args[k] = v end
@@ -108,8 +132,9 @@ t.test("jobs get MLFLOW_TRACKING_URI (the ARN) and MLFLOW_EXPERIMENT_NAME from t
     t.ok(r, err and err.message)
     if not r then return end
     t.eq(r.mlflow and r.mlflow.name, SERVER)
-    local env = env_of("tracked")
+    local env, tj = env_of("tracked")
     t.eq({ env.MLFLOW_TRACKING_URI, env.MLFLOW_EXPERIMENT_NAME }, { arn, "tracked" })
+    t.eq(tj.spec.replicaSpecs[1].template.spec.serviceAccountName, "hypd-mlflow", "the pods run with the IRSA role")
     r, err = job("llama-factory", obj { job_name = "lf", instance_type = "ml.g5.12xlarge", model = "models/qwen",
       dataset_dir = "datasets/alpaca", dataset = "alpaca", mlflow = obj { experiment_name = "sft runs" } })
     t.ok(r, err and err.message)

@@ -24,8 +24,22 @@ local function short(s, n)
   return s:sub(1, n):gsub("%-+$", "")
 end
 
+M.SERVICE_ACCOUNT = "hypd-mlflow" -- the pods' service account (IRSA: role hypd-<tag>-mlflow-pods)
+M.ROLE_ANN = "eks.amazonaws.com/role-arn"
+
 function M.server_name(tag) return "hypd-" .. short(tag, 240) .. "-mlflow" end
 function M.role_name(tag) return "hypd-" .. short(tag, 52) .. "-mlflow" end
+function M.pods_role_name(tag) return "hypd-" .. short(tag, 47) .. "-mlflow-pods" end
+
+-- pods_policy(server_arn, bucket_arn) -> what a job's pods need: the
+-- tracking server's API (the sagemaker-mlflow plugin signs its calls) and
+-- the artifact store (the mlflow client writes artifacts to S3 itself)
+function M.pods_policy(server_arn, bucket_arn)
+  return { Version = "2012-10-17", Statement = {
+    { Sid = "TrackingServer", Effect = "Allow", Action = { "sagemaker-mlflow:*" }, Resource = { server_arn } },
+    { Sid = "Artifacts", Effect = "Allow", Action = { "s3:GetObject", "s3:PutObject", "s3:ListBucket" },
+      Resource = { bucket_arn, bucket_arn .. "/*" } } } }
+end
 
 -- name_of(v) -> the tracking server name of a name or an ARN
 function M.name_of(v)

@@ -7,6 +7,8 @@ local S = require "storage._storage"
 local s3 = require "storage._s3"
 local I = require "_iam"
 local ML = require "training._mlflow"
+local D = require "cluster._deps"
+local K = require "hyperpod._feat_k8s"
 
 local NAME = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$"
 
@@ -87,6 +89,35 @@ local function server(ctx)
   st.server = { arn = d.TrackingServerArn, action = action, reused = named and action == "unchanged" or nil }
 end
 
+-- pods: IRSA for the jobs' pods: role hypd-<tag>-mlflow-pods trusting the
+-- service account <namespace>/hypd-mlflow through the cluster's OIDC
+-- provider (cluster_configure_dependencies makes it), and that service
+-- account annotated with the role; training_submit then runs MLflow jobs
+-- under it. Skipped, saying why, without the provider or pod_access.
+local function pods(ctx)
+  local p, st = ctx.params, ctx.state
+  if not p.pod_access then st.pods = { skipped = "pod_access is false" } return end
+  local info = D.cluster(ctx, p)
+  local provider = info.issuer and not info.planned and D.provider_arn(info)
+  local found = provider and I.get(ctx, "NoSuchEntity", "iam", "GetOpenIDConnectProvider",
+    { OpenIDConnectProviderArn = provider })
+  if not found then
+    st.pods = { skipped = "the cluster has no IAM OIDC provider yet (cluster_configure_dependencies makes it); " ..
+      "run this tool again afterwards" }
+    return
+  end
+  local name = ML.pods_role_name(st.tag)
+  local r = I.role(ctx, { name = name, tag = st.tag, trust = hypd.json.encode(D.trust(info, p.namespace,
+    ML.SERVICE_ACCOUNT)), key = "pods_role_arn", field = "pod_access",
+    description = "hypd: training pods of " .. st.cluster .. " reporting to MLflow tracking server " .. st.name })
+  I.inline(ctx, { RoleName = name, Arn = r.Arn }, "hypd-mlflow-access", ML.pods_policy(st.server.arn, st.bucket.arn))
+  local conn = ctx:k8s(st.cluster)
+  K.ensure(ctx, conn, { apiVersion = "v1", kind = "ServiceAccount",
+    metadata = { name = ML.SERVICE_ACCOUNT, namespace = p.namespace,
+      labels = { ["app.kubernetes.io/managed-by"] = "hypd" }, annotations = { [ML.ROLE_ANN] = r.Arn } } })
+  st.pods = { role = name, role_arn = r.Arn, service_account = p.namespace .. "/" .. ML.SERVICE_ACCOUNT }
+end
+
 local function wait(ctx)
   local st = ctx.state
   if ctx.plan then return end
@@ -105,6 +136,7 @@ local function wait(ctx)
   st.result.cluster, st.result.region = st.cluster, st.region
   st.result.bucket, st.result.role = st.bucket, st.role
   st.result.server_action = st.server.action
+  st.result.pods = st.pods
   st.result.next = "training_submit recipe=... params={...} (mlflow defaults to " .. st.name .. "); " ..
     "training_get_mlflow name=" .. st.name
 end
@@ -120,12 +152,17 @@ return tool {
     "server that exists is used as it is). It then waits until the server is Created (about 20 minutes); " ..
     "follow it with training_get_mlflow (wait_seconds). Afterwards training_submit gives every job " ..
     "MLFLOW_TRACKING_URI (the server's ARN) and MLFLOW_EXPERIMENT_NAME (default: the job name), and the " ..
-    "recipes report loss and throughput to it. The job's pods need sagemaker-mlflow:* on the server's ARN " ..
-    "(their node or service account role): hypd does not set up pod identity for it. plan=true lists what it " ..
-    "would make; calling it again changes nothing.",
+    "recipes report loss and throughput to it. The pods get IRSA for it (pod_access, default true): a role " ..
+    "hypd-<tag>-mlflow-pods (sagemaker-mlflow:* on the server, the artifact bucket's objects) trusting the " ..
+    "service account <namespace>/hypd-mlflow through the cluster's OIDC provider (made by " ..
+    "cluster_configure_dependencies; without it this part is skipped, saying so), and that service account, " ..
+    "which training_submit gives MLflow jobs in that namespace. plan=true lists what it would make; calling it " ..
+    "again changes nothing.",
   kind = "mutating",
   status_tool = "training_get_mlflow",
-  aws = { "eks:DescribeCluster", "s3:HeadBucket", "s3:CreateBucket", "s3:GetBucketTagging", "s3:PutBucketTagging",
+  k8s = { "get", "list", "apply" },
+  aws = { "eks:DescribeCluster", "iam:GetOpenIDConnectProvider", "s3:HeadBucket", "s3:CreateBucket",
+    "s3:GetBucketTagging", "s3:PutBucketTagging",
     "sts:GetCallerIdentity", "iam:GetRole", "iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:GetRolePolicy",
     "iam:PutRolePolicy", "iam:PassRole", "sagemaker:DescribeMlflowTrackingServer",
     "sagemaker:CreateMlflowTrackingServer", "sagemaker:UpdateMlflowTrackingServer", "sagemaker:ListTags",
@@ -147,6 +184,12 @@ return tool {
       pattern_help = "an MLflow version like 3.0", description = "the MLflow version (default: SageMaker's)" },
     automatic_model_registration = { type = "boolean", default = false,
       description = "register logged models in the SageMaker Model Registry (the role then may)" },
+    pod_access = { type = "boolean", default = true,
+      description = "IRSA for the jobs' pods: the role hypd-<tag>-mlflow-pods and the service account " ..
+        "<namespace>/hypd-mlflow (training_submit uses it for MLflow jobs in that namespace)" },
+    namespace = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+      max_length = 63, pattern_help = "a Kubernetes namespace name",
+      description = "where the jobs run (the service account's namespace)" },
   },
   target = function(p)
     local region, cluster = P.where(p)
@@ -157,6 +200,7 @@ return tool {
     { name = "bucket", run = bucket },
     { name = "role", run = role },
     { name = "server", run = server },
+    { name = "pods", run = pods },
     { name = "wait", run = wait },
   },
 }

@@ -23,6 +23,12 @@ local function with_mlflow(ctx, p, e)
     local m = hypd.json.object()
     for k, v in pairs(type(params.mlflow) == "table" and params.mlflow or {}) do m[k] = v end
     m.tracking_uri = server.arn
+    -- the pods' IRSA for MLflow (training_setup_mlflow pod_access), when it is in the job's namespace
+    local sa = K.get(ctx:k8s(e.name), "v1", "ServiceAccount", ML.SERVICE_ACCOUNT, params.namespace or "default")
+    if sa and m.service_account == nil then
+      m.service_account = ML.SERVICE_ACCOUNT
+      server.service_account = ML.SERVICE_ACCOUNT
+    end
     params.mlflow = m
   end
   return params, server
