@@ -116,6 +116,18 @@ local function head_service(owner, name, selector_cluster, labels)
         { name = "metrics", port = 8080, protocol = "TCP", targetPort = 8080 } } } }
 end
 
+-- quantity(n, cpu) -> n as the API server prints a quantity: "2", "500m", "4Gi", "200Mi"
+local function quantity(n, cpu)
+  if cpu then
+    if math.abs(n - math.floor(n + 0.5)) < 1e-9 then return tostring(math.floor(n + 0.5)) end
+    return string.format("%dm", math.floor(n * 1000 + 0.5))
+  end
+  for _, u in ipairs { { "Ti", 1024 ^ 4 }, { "Gi", 1024 ^ 3 }, { "Mi", 1024 ^ 2 }, { "Ki", 1024 } } do
+    if n >= u[2] and n % u[2] == 0 then return string.format("%d%s", n // u[2], u[1]) end
+  end
+  return tostring(math.floor(n + 0.5))
+end
+
 local function sum_requests(pods, res)
   local n = 0
   for _, p in ipairs(pods) do
@@ -193,14 +205,16 @@ ctl_.handlers.raycluster = function(ctl, k)
   local ready = head_ready and ready_workers == desired
   st.desiredWorkerReplicas, st.minWorkerReplicas, st.maxWorkerReplicas = desired, minw, maxw
   st.readyWorkerReplicas, st.availableWorkerReplicas = ready_workers, ready_workers
-  st.desiredCPU = tostring(math.floor(sum_requests(all, "cpu") + 0.5))
-  st.desiredGPU = tostring(math.floor(sum_requests(all, "nvidia.com/gpu") + 0.5))
-  st.desiredMemory = tostring(math.floor(sum_requests(all, "memory") + 0.5))
+  st.desiredCPU = quantity(sum_requests(all, "cpu"), true)
+  st.desiredGPU = quantity(sum_requests(all, "nvidia.com/gpu"), true)
+  st.desiredMemory = quantity(math.floor(sum_requests(all, "memory") + 0.5))
   st.desiredTPU = "0"
   st.endpoints = { ["client"] = "10001", dashboard = "8265", ["gcs-server"] = "6379", metrics = "8080" }
   st.head = { podName = head_pod and head_pod.metadata.name or nil,
     podIP = head_pod and (head_pod.status or {}).podIP or nil, serviceName = svc_name,
-    serviceIP = svc and (svc.spec or {}).clusterIP or nil }
+    -- a headless head service has no cluster IP: the head pod's is the address
+    serviceIP = svc and (svc.spec or {}).clusterIP ~= "None" and svc.spec.clusterIP or
+      (head_pod and (head_pod.status or {}).podIP) or nil }
   st.observedGeneration = rc.metadata.generation
   st.conditions = ctl_.set_condition(st.conditions, "HeadPodReady", head_ready and "True" or "False",
     head_ready and "HeadPodRunningAndReady" or "HeadPodNotFound", head_ready and "" or "the head pod is not ready")

@@ -9,7 +9,7 @@
 -- The entrypoint's output: for VERL (verl.trainer.main_ppo) the trainer's
 -- console lines, one per step (trainer.total_training_steps=N, else STEPS;
 -- STEP_SECONDS of simulated time each) with loss, score and throughput;
--- for anything else the texts it echoes. An entrypoint ending with
+-- for anything else the texts it echoes (echo X, print('X')). An entrypoint ending with
 -- `exit N` or `sys.exit(N)` exits with N (the Ray job FAILED).
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
@@ -96,6 +96,7 @@ local function script(entry, job_id)
     for text in entry:gmatch("echo%s+([^;&|]+)") do
       add(1, (text:gsub("%s+$", ""):gsub("^[\"'](.*)[\"']$", "%1")))
     end
+    for text in entry:gmatch("print%(%s*[\"']([^\"']*)[\"']%s*%)") do add(1, text) end
   end
   add(duration(entry) + 0.5, "")
   out[#out].text = nil -- the marker of the end: the job's last line below
