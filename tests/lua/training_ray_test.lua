@@ -133,6 +133,25 @@ t.test("with shutdownAfterJobFinishes the RayCluster goes ttlSecondsAfterFinishe
   t.like(all_logs(g, "submitter"), "succeeded", "the submitter's output stays")
 end)
 
+t.test("training_list_jobs lists the RayJob; training_delete_job deletes it with its submitter Job and pods", function()
+  if not rc_name then return t.skip("no RayJob ran") end
+  local l = assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN))
+  local row
+  for _, j in ipairs(l.jobs) do if j.name == "rl" then row = j end end
+  t.eq(row and { row.kind, row.recipe, row.phase }, { "RayJob", "verl", "Completed" })
+  local r, err = TH.run("training_delete_job", { name = "rl", cluster = EKS }, ADMIN)
+  t.ok(r, err and err.message)
+  t.eq(r and r.action, "deleted")
+  t.eq(conn:get("ray.io/v1", "RayJob", "rl", { namespace = "default" }), nil)
+  FH.wait(function() return conn:get("batch/v1", "Job", "rl", { namespace = "default" }) == nil end, 120)
+  local left = conn:list("v1", "Pod", { namespace = "default", labels = { ["ray.io/originated-from-cr-name"] = "rl" } })
+  FH.wait(function()
+    left = conn:list("v1", "Pod", { namespace = "default", labels = { ["ray.io/originated-from-cr-name"] = "rl" } })
+    return #left == 0
+  end, 120)
+  t.eq(#left, 0, "the submitter's pod went with it")
+end)
+
 t.test("a failing entrypoint is retried with a new cluster up to backoffLimit, then the RayJob is Failed", function()
   -- a RayJob made directly: an entrypoint that exits 1, one retry
   local job = { apiVersion = "ray.io/v1", kind = "RayJob",
