@@ -50,6 +50,20 @@ end
 
 t.test("a cluster: EKS, HyperPod nodes, and KubeRay from cluster_configure_dependencies kuberay=true", function()
   conn = TH.cluster(call, EKS, HP, 83)
+  -- the ray.io CRDs alone (no operator): submit refuses, naming the call that installs KubeRay
+  local resources = require "sandbox.k8s.resources"
+  for _, row in ipairs(resources.CRDS) do
+    if row[1] == "ray.io" then assert(conn:create(resources.crd(row))) end
+  end
+  local _, err = submit("verl", verl())
+  t.eq(err and err.code, "CONFLICT")
+  t.like(err and err.message, "a RayJob needs KubeRay .* not running %(the ray%.io CRDs are there but no KubeRay " ..
+    "operator Deployment is available%).*cluster_configure_dependencies kuberay=true")
+  for _, row in ipairs(resources.CRDS) do
+    if row[1] == "ray.io" then
+      conn:delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", row[3] .. ".ray.io")
+    end
+  end
   local acc = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)

@@ -35,6 +35,20 @@ function M.served(conn, kind)
   error(err, 0)
 end
 
+-- operator_missing(conn, kind) -> nil | why: the kind's CRD is served but
+-- no operator runs to reconcile it (RayJob: no available Deployment running
+-- a kuberay/operator image, in any namespace)
+function M.operator_missing(conn, kind)
+  if kind ~= "RayJob" then return nil end
+  for _, d in ipairs(conn:list("apps/v1", "Deployment", { all_namespaces = true }) or {}) do
+    for _, c in ipairs((((d.spec or {}).template or {}).spec or {}).containers or {}) do
+      if tostring(c.image or ""):find("kuberay/operator", 1, true) and
+        (tonumber((d.status or {}).availableReplicas) or 0) > 0 then return nil end
+    end
+  end
+  return "the ray.io CRDs are there but no KubeRay operator Deployment is available"
+end
+
 -- placements(obj) -> { {replicas, selector} } the pod sets a job object asks for
 function M.placements(o)
   local out = {}

@@ -44,9 +44,11 @@ local function check(ctx)
   local conn = ctx:k8s(e.name)
   for _, o in ipairs(objects) do
     local k = J.KINDS[o.kind]
-    if k and not J.served(conn, o.kind) then
-      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is not enabled on cluster %s: enable it " ..
-        "with %s, then submit again", o.kind, k.operator, e.name, k.fix),
+    local why = k and (not J.served(conn, o.kind) and "not enabled" or J.operator_missing(conn, o.kind))
+    if why then
+      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
+        "with %s, then submit again", o.kind, k.operator, why == "not enabled" and why or ("not running (" .. why ..
+        ")"), e.name, k.fix),
         { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. k.fix } },
           fix = k.fix })
     end
