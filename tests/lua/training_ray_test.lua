@@ -166,6 +166,32 @@ t.test("training_list_jobs lists the RayJob; training_delete_job deletes it with
   t.eq(#left, 0, "the submitter's pod went with it")
 end)
 
+t.test("a worker's node failing mid-run fails the Ray job; KubeRay retries it on a new cluster and it completes",
+  function()
+    local r, err = submit("verl", verl { job_name = "rl2", max_retries = 1 })
+    t.ok(r, err and err.message)
+    if not r then return end
+    -- submit answers once the Ray job runs: fail a worker's node at once
+    local g = assert(tool.call("training_get_job", { name = "rl2", cluster = EKS }, ADMIN))
+    t.eq(g.ray.job_status, "RUNNING")
+    local victim
+    for _, p in ipairs(g.pods) do if p.role == "worker" then victim = p.node end end
+    t.ok(victim, "a worker's node")
+    if not victim then return end
+    local first = g.ray.ray_cluster
+    assert(require("sandbox.k8s.controllers.nodes").fail("us-west-2", HP, victim:match("^hyperpod%-(.+)$")))
+    g = follow("rl2", function(x) return x.restarts > 0 or done(x) end)
+    t.eq({ g.restarts, g.max_retries }, { 1, 1 }, "one retry of one")
+    local reasons, msgs = {}, {}
+    for _, e in ipairs(g.events) do reasons[#reasons + 1] = e.reason; msgs[#msgs + 1] = e.message end
+    t.like(table.concat(reasons, ","), "Retrying")
+    t.like(table.concat(msgs, "\n"), "Job failed: the Ray node in pod rl2%-%w+%-gpu%-workers%-worker%-%w+ %(node " ..
+      victim:gsub("%p", "%%%0") .. "%) died")
+    g = follow("rl2", done)
+    t.eq({ g.phase, g.ray.succeeded, g.ray.failed }, { "Completed", 1, 1 })
+    t.ok(g.ray.ray_cluster ~= first, "the retry ran on a new cluster")
+  end)
+
 t.test("a failing entrypoint is retried with a new cluster up to backoffLimit, then the RayJob is Failed", function()
   -- a RayJob made directly: an entrypoint that exits 1, one retry
   local job = { apiVersion = "ray.io/v1", kind = "RayJob",
@@ -204,7 +230,7 @@ t.test("every HyperPodPyTorchJob recipe submitted runs to Completed with log lin
       if r then
         local seen, g = "", nil
         for _ = 1, 60 do
-          g = assert(tool.call("training_get_job", { name = r.name, cluster = EKS, tail_lines = 5 }, ADMIN))
+          g = assert(tool.call("training_get_job", { name = r.name, cluster = EKS, tail_lines = 200 }, ADMIN))
           seen = seen .. all_logs(g)
           if done(g) then break end
           require("hypd.task").sleep(5)

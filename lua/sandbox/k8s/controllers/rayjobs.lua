@@ -25,11 +25,14 @@
 -- job: PENDING while the submitter starts, RUNNING while it follows the
 -- logs, SUCCEEDED or FAILED as the entrypoint ended (the submitter's exit
 -- code: what the programs ray_submit decides). activeDeadlineSeconds fails
--- it (DeadlineExceeded). With shutdownAfterJobFinishes the RayCluster is
+-- it (DeadlineExceeded). A Ray node that dies mid-run (its pod failed with
+-- its node) fails the Ray job (FAILED, AppFailed), which is then retried as
+-- above on a new cluster. With shutdownAfterJobFinishes the RayCluster is
 -- deleted ttlSecondsAfterFinished after endTime; the submitter Job and its
 -- pod (the entrypoint's output) stay, as with KubeRay.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local kubelet = require "sandbox.k8s.controllers.kubelet"
 local tbl = require "sandbox.k8s.table"
 
 local M = {}
@@ -173,7 +176,10 @@ ctl_.handlers.raycluster = function(ctl, k)
       local l = p.metadata.labels or {}
       if l["ray.io/group"] == g.name and not p.metadata.deletionTimestamp then
         if ctl_.phase(p) == "Failed" or ctl_.phase(p) == "Succeeded" then
-          -- KubeRay deletes a Ray pod that ended and makes a new one
+          -- KubeRay deletes a Ray pod that ended and makes a new one; the
+          -- Ray job running on the cluster loses that node's actors
+          ctl:memo("raycluster_lost")[k] = string.format("the Ray node in pod %s (node %s) died: %s", p.metadata.name,
+            tostring(p.spec.nodeName), tostring((p.status or {}).reason or ctl_.phase(p)))
           cl:delete(pr, ns, p.metadata.name)
           ctl_.event(ctl, rc, "Normal", "Deleted", "Deleted pod " .. ns .. "/" .. p.metadata.name, "raycluster-controller")
         else
@@ -362,7 +368,21 @@ ctl_.handlers.rayjob = function(ctl, k)
     for _, p in ipairs(pods) do
       if ctl_.phase(p) == "Succeeded" or ctl_.phase(p) == "Failed" then ended = ended or p end
     end
-    if ended then
+    local lost_memo = ctl:memo("raycluster_lost")
+    local lost = st.rayClusterName and lost_memo[ns .. "/" .. st.rayClusterName]
+    if lost and not ended and last then
+      -- a node of the cluster died mid-run: the driver fails (Ray Train is not
+      -- fault tolerant unless the job makes it so), and with it the submitter
+      lost_memo[ns .. "/" .. st.rayClusterName] = nil
+      local pr = ctl:r("", "v1", "pods")
+      for _, p in ipairs(pods) do
+        if not ctl_.finished(p) then kubelet.stop(ctl, pr, p, "Failed", 1, "Error") end
+      end
+      st.jobStatus = "FAILED"
+      st.failed = (st.failed or 0) + 1
+      finish(ctl, job, st, "Failed", "AppFailed", "Job failed: " .. lost)
+      ds = st.jobDeploymentStatus
+    elseif ended then
       -- the Ray job ended with the entrypoint (its exit code is the submitter's)
       local ok = ctl_.phase(ended) == "Succeeded"
       st.jobStatus = ok and "SUCCEEDED" or "FAILED"
