@@ -14,6 +14,7 @@
 --   jobs           batch/v1 Jobs
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
+--   rayjobs        RayCluster and RayJob (KubeRay operator)
 --   addons         EKS add-ons as their workloads and CRDs
 --   volumes        PersistentVolumeClaims bound to PersistentVolumes
 --   karpenter      HyperPod's managed Karpenter: NodePools scale groups
@@ -25,7 +26,7 @@ local log = require "hypd.log"
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
-  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter", "inference",
+  "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter", "inference",
   "loadbalancers" }
 
 local mods = {}
