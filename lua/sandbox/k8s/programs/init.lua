@@ -9,6 +9,8 @@
 --   run_seconds(pod, container) -> how long the container runs before it exits
 --                         (optional; nil: the kubelet's own rule)
 --   exit_code(pod, container) -> how it ends (optional; nil: 0 or the annotation)
+--   lines(pod, container) -> the lines it prints as it starts (optional; nil:
+--                         the kubelet's own, from its image and command)
 --   http(env, req) -> {status, headers, body}: an answer on one of its ports
 --                         (optional; env as for start, req = {method, path,
 --                         query, headers, body, port})
@@ -17,7 +19,10 @@
 local logs = require "sandbox.k8s.logs"
 
 local M = {}
-M.NAMES = {}
+M.NAMES = {
+  "hf_download", -- Hugging Face downloads into a mounted bucket
+  "ray",         -- Ray nodes and RayJob submitters
+}
 
 local loaded = {}
 local function program(name)
@@ -62,6 +67,12 @@ local function first(pod, fn)
     end
   end
 end
+-- lines(pod, c) -> the program's start lines, or nil
+function M.lines(pod, c)
+  local p = M.find(pod, c)
+  if p and p.lines then return p.lines(pod, c) end
+end
+
 function M.run_seconds(pod) return first(pod, "run_seconds") end
 function M.exit_code(pod) return first(pod, "exit_code") end
 
