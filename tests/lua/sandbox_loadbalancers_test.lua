@@ -66,7 +66,8 @@ t.test("a Service for the AWS Load Balancer Controller stays pending until the c
     metadata = { name = "aws-load-balancer-controller", namespace = "kube-system" },
     spec = { replicas = 1, selector = { matchLabels = { app = "lbc" } },
       template = { metadata = { labels = { app = "lbc" } },
-        spec = { containers = { { name = "controller", image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.11.0" } } } } } })
+        spec = { containers = { { name = "controller",
+          image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.11.0" } } } } } })
   t.ok(settle(function() return host("api") end, 60), "an address once the controller is ready")
   t.like(host("api"), "^k8s%-default%-api%-%x+%-%x+%.elb%.us%-west%-2%.amazonaws%.com$", "the controller's NLB name")
   t.eq(reasons("api"), "SuccessfullyReconciled", "the controller's event")
