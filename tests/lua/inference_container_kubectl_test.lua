@@ -111,3 +111,32 @@ t.test("kubectl get events: the Pending deploy's FailedScheduling is the schedul
   rc, out = kubectl("get deployments,services -l app.kubernetes.io/managed-by=hypd -o name")
   t.eq({ rc, out }, { 0, "" }, "nothing of hypd's left")
 end)
+
+t.test("kubectl get services: an external deploy's NLB stays <pending> without the Load Balancer Controller", function()
+  if not S.ready then return t.skip("no sandbox process") end
+  t.ok(run("inference_deploy_container", { name = "pub", engine = "vllm", image = "vllm/vllm-openai:v0.8.5",
+    instance_type = "ml.g5.12xlarge", gpus = 1, service = "external", storage_claim = "" }), "deployed")
+  local rc, out = kubectl("get service pub --no-headers")
+  t.eq(rc, 0)
+  t.like(out, "^pub%s+LoadBalancer%s+10%.100%.[%d.]+%s+<pending>%s+8000:%d+/TCP", "EXTERNAL-IP <pending>")
+  t.ok(run("inference_delete", { name = "pub" }), "deleted")
+end)
+
+t.test("kubectl get services: a plain LoadBalancer Service shows its Classic Load Balancer's hostname", function()
+  if not S.ready then return t.skip("no sandbox process") end
+  local f = S.dir .. "/clb.json"
+  local fh = assert(io.open(f, "w"))
+  fh:write(json.encode { apiVersion = "v1", kind = "Service", metadata = { name = "clb", namespace = "default" },
+    spec = { type = "LoadBalancer", selector = { app = "clb" }, ports = { { port = 80, targetPort = 8080 } } } })
+  fh:close()
+  local rc, out, err = kubectl("apply -f " .. f)
+  t.eq(rc, 0, err)
+  local line = S.until_ok(function()
+    local _, o = kubectl("get service clb --no-headers")
+    return o:find("elb.amazonaws.com", 1, true) and o
+  end, 200)
+  t.like(line or out, "^clb%s+LoadBalancer%s+10%.100%.[%d.]+%s+a%x+%-%d+%.us%-west%-2%.elb%.amazonaws%.com%s+80:%d+/TCP",
+    "EXTERNAL-IP is the hostname")
+  rc = kubectl("delete service clb")
+  t.eq(rc, 0)
+end)

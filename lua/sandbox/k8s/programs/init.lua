@@ -20,7 +20,8 @@ local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {
-  "hf_download",
+  "hf_download", -- Hugging Face downloads into a mounted bucket
+  "ray",         -- Ray nodes and RayJob submitters
 }
 
 local loaded = {}
