@@ -56,13 +56,19 @@ function Job({ params, query }) {
       <div><dt>Cluster</dt><dd><code>${d.cluster}</code> <span class="muted">${d.region}</span></dd></div>
     </dl>
     <${Budget} used=${d.restarts} max=${d.max_retries}/>
+    ${d.ray && html`<dl class="facts summary-facts ray-facts"><div><dt>Ray job</dt><dd><${Pill} status=${d.ray.job_status || "unknown"}/></dd></div>
+      <div><dt>Deployment</dt><dd>${d.ray.deployment_status || "—"}</dd></div>
+      ${d.ray.ray_cluster && html`<div><dt>Ray cluster</dt><dd><code>${d.ray.ray_cluster}</code></dd></div>`}
+      ${d.ray.message && html`<div><dt>Message</dt><dd>${d.ray.message}</dd></div>`}</dl>`}
+    ${d.log_monitoring && html`<p class="small log-rules">Log monitoring (hang and stall detection): ${d.log_monitoring.rules.map((r) => html`<span class="chip"><code>${r}</code></span> `)}
+      ${d.log_monitoring.fired.length ? d.log_monitoring.fired.map((f) => html`<span class="field-error">rule <code>${f.rule}</code> found the job ${f.state}: ${f.why}</span> `) : html`<span class="muted">none has fired</span>`}</p>`}
     ${d.faulty && html`<p class="notice warn">Pod at fault in the last restart: <code>${JSON.stringify(d.faulty)}</code></p>`}
     <div class="actions"><${Act} kind="destructive" class="btn-small" id="job-delete" onClick=${() => setAsk(true)}>Delete the job</${Act}></div>
     <${ErrorBox} error=${delErr}/>
     <section aria-labelledby="pods-h"><h2 id="pods-h">Pods</h2>
       ${(d.pods || []).length === 0 ? html`<p class="muted">No pods${DONE[d.phase] ? " (a finished job's pods are cleaned up)" : " yet"}.</p>` : html`
       <div class="table-wrap"><table class="table pods stack"><thead><tr><th scope="col">Pod</th><th scope="col">Phase</th><th scope="col">Node</th><th scope="col">Restarts</th></tr></thead>
-      <tbody>${d.pods.map((x) => html`<tr data-pod=${x.name}><td><code>${x.name}</code></td><td data-label="Phase"><${Pill} status=${x.phase}/></td>
+      <tbody>${d.pods.map((x) => html`<tr data-pod=${x.name}><td><code>${x.name}</code>${x.role && html` <span class="muted small">${x.role}</span>`}</td><td data-label="Phase"><${Pill} status=${x.phase}/></td>
         <td data-label="Node"><code class="wrap">${x.node || "—"}</code></td><td data-label="Restarts" class="num">${x.restarts}</td></tr>`)}</tbody></table></div>`}
     </section>
     <${LogView} target=${{ kind: "training_job", name, namespace, ...(cluster ? { cluster } : {}) }} fallback=${fallback} hasTool=${has} finished=${!!DONE[d.phase] && (d.pods || []).length === 0} title="Logs"/>
