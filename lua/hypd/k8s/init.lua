@@ -13,7 +13,10 @@
 --   c:delete(api_version, kind, name [, {namespace, propagation, wait, timeout}]) -> true
 --   c:wait(api_version, kind, name, predicate [, {namespace, timeout}]) -> obj
 --   c:watch(api_version, kind, {namespace, labels, fields, resource_version}, fn(event)) -> rv
---   c:logs(pod [, {namespace, container, tail, since, follow, on_line}]) -> text
+--   c:logs(pod [, {namespace, container, tail, since, since_time, limit_bytes, timestamps, follow,
+--          on_line}]) -> text (since: seconds; since_time: RFC 3339)
+--   c:log_stream(pod [, {namespace, container, tail, since_time, timestamps}]) -> an hypd.http
+--          stream of the followed log (follow=true), or nil, err
 --
 -- Failures are hypd errors whose code is the Kubernetes reason (NotFound,
 -- AlreadyExists, Conflict, Forbidden, Invalid with `fields`, Unauthorized,
@@ -473,6 +476,19 @@ function Conn:watch(api_version, kind, opts, fn)
   end
 end
 
+-- log_stream(pod, opts) -> the open stream of pods/{pod}/log?follow=true
+-- (read it with s:lines(), close it with s:close()) | nil, err
+function Conn:log_stream(pod, opts)
+  opts = opts or {}
+  local okg, gerr = allow("logs", "Pod", pod)
+  if not okg then return nil, gerr end
+  local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
+    tailLines = opts.tail and tostring(opts.tail), sinceTime = opts.since_time,
+    timestamps = opts.timestamps and "true" or nil, follow = "true" })
+  if not p then return nil, err end
+  return self:open_stream(p, "text/plain", opts.idle_timeout)
+end
+
 -- logs(pod, opts) -> text (or, with follow, the lines go to opts.on_line
 -- until the container stops, on_line returns false or opts.deadline passes)
 function Conn:logs(pod, opts)
@@ -481,6 +497,7 @@ function Conn:logs(pod, opts)
   if not okg then return nil, gerr end
   local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
     tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
+    sinceTime = opts.since_time, limitBytes = opts.limit_bytes and tostring(opts.limit_bytes),
     timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
   if not p then return nil, err end
   if not opts.follow then

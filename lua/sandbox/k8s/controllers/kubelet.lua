@@ -144,7 +144,10 @@ local function start(ctl, pr, pod, node)
     ctl_.event(ctl, cur, "Normal", "Pulled", string.format('Container image "%s" already present on machine',
       c.image or ""), "kubelet")
     ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
-    for _, line in ipairs(M.lines(c)) do logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line) end
+    local prog = programs.find(pod, c)
+    if not (prog and prog.prints) then
+      for _, line in ipairs(M.lines(c)) do logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line) end
+    end
   end
   programs.started(ctl, cur)
   return cur

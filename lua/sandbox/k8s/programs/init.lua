@@ -12,12 +12,16 @@
 --   http(env, req) -> {status, headers, body}: an answer on one of its ports
 --                         (optional; env as for start, req = {method, path,
 --                         query, headers, body, port})
+--   prints = true         the program prints all of the container's output
+--                         (the kubelet then prints no first lines of its own)
 --
 -- NAMES lists the programs in the order they are tried; the first match wins.
 local logs = require "sandbox.k8s.logs"
 
 local M = {}
-M.NAMES = {}
+M.NAMES = {
+  "seq_loop", -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
+}
 
 local loaded = {}
 local function program(name)
