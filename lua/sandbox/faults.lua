@@ -6,7 +6,7 @@
 --     node_failures = { { cluster = "hp1", instance_group = "workers", after = 300, count = 1 } } }
 --     (a Running node fails `after` simulated seconds once it has joined Kubernetes)
 --     log_stream_cuts = { { namespace = "default", pod = "train-0", container = "main", after_lines = 10,
---                           count = 1 } }
+--                           count = 1 } }   (pod_prefix = "train-" instead of pod: every pod so named)
 --     (a followed pod log, GET pods/{name}/log?follow=true, of a matching container is cut after it
 --     sent after_lines lines: half of the next line goes out, then the connection drops, as a real
 --     API server or kubelet drops a long stream; count streams are cut, 1 unless given)
@@ -71,6 +71,7 @@ end
 function M.log_cut(ns, pod, container)
   for _, f in ipairs(spec.log_stream_cuts or {}) do
     if (f.namespace == nil or f.namespace == ns) and (f.pod == nil or f.pod == pod) and
+        (f.pod_prefix == nil or pod:sub(1, #f.pod_prefix) == f.pod_prefix) and
         (f.container == nil or f.container == container) and (f.count or 1) > (f.used or 0) then
       f.used = (f.used or 0) + 1
       return math.max(0, math.tointeger(f.after_lines) or 0)

@@ -1,0 +1,246 @@
+-- Live log streams on /ws of hypd serve, against the in-process sandbox
+-- under the virtual clock (an EKS cluster with a HyperPod cluster of three
+-- nodes). The clients are real WebSocket clients (tests/tools/
+-- ws_logs_client.py): they authenticate, send logs.follow and a ping, and
+-- collect what arrives. While a client connects the test keeps an HTTP
+-- request in flight, so simulated time stands still (nothing is written
+-- meanwhile); then it lets time run and the pods write their numbered lines
+-- (the sandbox's seq_loop program: `for i in $(seq 1 N); do echo ...;
+-- sleep 1; done`). The sandbox fault log_stream_cuts cuts a follow in the
+-- middle of a line, as an API server drops a long stream.
+local t = require "hypd.tap"
+local H = dofile("tests/lua/helpers.lua")
+require("hypd.tools").load()
+local _, OPTS = H.sandbox_here()
+local FH = dofile("tests/lua/features_helpers.lua")
+local call = FH.aws(OPTS)
+local auth = require "hypd.api.auth"
+local faults = require "sandbox.faults"
+local http = require "hypd.http"
+local json = require "hypd.json"
+local logstream = require "hypd.logstream"
+local serve = require "hypd.serve"
+local server = require "hypd.server"
+local task = require "hypd.task"
+local tool = require "hypd.tool"
+local EKS, HP = "wslogs-a", "wslogs-a-hp"
+local READER = { name = "ws-logs-reader", scope = "read", front = "test" }
+
+local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
+local BASE = "http://127.0.0.1:" .. srv.port
+local token = assert(auth.create { name = "ws-logs", scope = "read" })
+local dir = H.tmpdir()
+local conn
+
+-- hold(path, seconds) -> the file's text: waits for it with an HTTP request
+-- always in flight, so simulated time stands still
+local function hold(path, seconds)
+  local deadline = os.time() + (seconds or 30)
+  while os.time() < deadline do
+    local s = H.read(path)
+    if s then return s end
+    http.request { url = BASE .. "/api/v1/health", timeout = 5 }
+  end
+end
+
+-- run(path, seconds) -> the file's text: waits for it while simulated time runs
+local function run(path, seconds)
+  local deadline = os.time() + (seconds or 60)
+  while os.time() < deadline do
+    local s = H.read(path)
+    if s then return s end
+    task.sleep(0.5)
+    http.request { url = BASE .. "/api/v1/health", timeout = 5 }
+  end
+end
+
+local n = 0
+-- client(connections) -> outfile: starts the client; returns once every
+-- connection has its follows open (simulated time held meanwhile)
+local function client(connections)
+  n = n + 1
+  local out = dir .. "/c" .. n .. ".json"
+  local spec = json.encode { token = token, connections = connections, seconds = 60 }
+  os.execute(string.format("python3 tests/tools/ws_logs_client.py %d %s %s %s >%s.log 2>&1 &", srv.port,
+    H.quote(out), H.quote(out .. ".ready"), H.quote(spec), H.quote(out)))
+  t.ok(hold(out .. ".ready"), "the client's follows are open")
+  return out
+end
+
+local function result(out)
+  local r = json.decode(run(out) or "{}") or {}
+  for i, c in ipairs(r.connections or {}) do
+    t.eq(c.error, nil, "connection " .. i .. " ran")
+  end
+  return r.connections or {}
+end
+
+local function lines(c, id)
+  local out, ends = {}, {}
+  for _, m in ipairs(c.messages or {}) do
+    if m.type == "logs.line" and m.id == id then out[#out + 1] = m.line end
+    if m.type == "logs.end" and m.id == id then ends[#ends + 1] = m end
+  end
+  return out, ends
+end
+
+local function follow(id, kind, name, extra)
+  local m = { type = "logs.follow", id = id, cluster = EKS, kind = kind, name = name }
+  for k, v in pairs(extra or {}) do m[k] = v end
+  return m
+end
+
+local function container(script)
+  return { name = "main", image = "busybox:1.36", command = { "sh", "-c", script } }
+end
+
+local function deployment(name, script)
+  return assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
+    metadata = { name = name, namespace = "default" },
+    spec = { replicas = 1, selector = { matchLabels = { app = name } },
+      template = { metadata = { labels = { app = name } }, spec = { containers = { container(script) } } } } })
+end
+
+-- lines_of(kind, name, n): waits (simulated time running) until the
+-- workload has written n lines
+local function lines_of(kind, name, count)
+  FH.wait(function()
+    local r = tool.call("job_get_logs", { cluster = EKS, kind = kind, name = name }, READER)
+    return r and #r.lines >= count
+  end, 300, 0.5)
+end
+
+t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
+  local eks = H.eks_cluster(call, EKS, 84)
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = call("iam", "CreateRole", { RoleName = EKS .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
+  local sg = call("ec2", "CreateSecurityGroup", { GroupName = EKS .. "-hp", Description = "hyperpod",
+    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
+  call("sagemaker", "CreateCluster", { ClusterName = HP, NodeRecovery = "None",
+    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 3,
+      ExecutionRole = role } },
+    Orchestrator = { Eks = { ClusterArn = eks.arn } },
+    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
+  FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = HP }).ClusterStatus == "InService" end)
+  conn = require("hypd.k8s").connect { cluster = EKS }
+  FH.wait(function()
+    local ready = 0
+    for _, node in ipairs(conn:list("v1", "Node") or {}) do
+      for _, c in ipairs(node.status and node.status.conditions or {}) do
+        if c.type == "Ready" and c.status == "True" then ready = ready + 1 end
+      end
+    end
+    return ready == 3
+  end)
+  t.ok(true, "three Ready nodes")
+end)
+
+t.test("a WebSocket client receives every line of a running job in order, with no duplicates across two " ..
+  "upstream reconnects, and the stream ends with completed when the pod ends", function()
+  -- every follow of the job's pod is cut in the middle of its 8th line, twice
+  assert(faults.configure { log_stream_cuts = { { pod_prefix = "ticker-", after_lines = 8, count = 2 } } })
+  assert(conn:create { apiVersion = "batch/v1", kind = "Job", metadata = { name = "ticker", namespace = "default" },
+    spec = { backoffLimit = 0, template = { spec = { restartPolicy = "Never",
+      containers = { container('for i in $(seq 1 30); do echo "n=$i of 30"; sleep 1; done') } } } } })
+  lines_of("job", "ticker", 3)
+  local before = logstream.stats()
+  local out = client { { follows = { follow("run", "job", "ticker", { tail = 5000 }) } } }
+  local c = result(out)[1] or {}
+  local got, ends = lines(c, "run")
+  local want = {}
+  for i = 1, 30 do want[i] = "n=" .. i .. " of 30" end
+  t.eq(got, want, "all 30 lines, in order, none twice, none cut")
+  t.eq(#ends, 1, "one logs.end")
+  t.eq(ends[1] and ends[1].reason, "completed")
+  local last = c.messages and c.messages[#c.messages]
+  t.eq(last and last.type, "logs.end", "logs.end is the last message of the follow")
+  local after = logstream.stats()
+  t.ok(after.reconnects - before.reconnects >= 2, "the upstream reconnected: " .. json.encode(after))
+  t.ok(after.deduped - before.deduped >= 1, "lines sent again after a reconnect were dropped")
+  for _, m in ipairs(c.messages or {}) do
+    if m.type == "logs.line" then
+      t.like(m.pod, "^ticker%-")
+      t.eq(m.container, "main")
+      t.like(m.time, "^%d%d%d%d%-%d%d%-%d%dT")
+    end
+  end
+  faults.configure {}
+  t.eq({ after.groups, after.upstreams }, { 0, 0 }, "nothing left running")
+end)
+
+t.test("two subscribers on two connections share one upstream stream; logs.stop ends each with stopped", function()
+  deployment("shared", 'for i in $(seq 1 40); do echo "s$i"; sleep 1; done; sleep 3600')
+  lines_of("deployment", "shared", 2)
+  local before = logstream.stats()
+  local out = client {
+    { follows = { follow("x", "deployment", "shared") }, stop = { x = 12 } },
+    { follows = { follow("y", "deployment", "shared") }, stop = { y = 12 } },
+  }
+  local mid = logstream.stats()
+  t.eq({ mid.groups - before.groups, mid.subscribers - before.subscribers }, { 1, 2 }, "one group, two subscribers")
+  local cs = result(out)
+  local x, xend = lines(cs[1] or {}, "x")
+  local y, yend = lines(cs[2] or {}, "y")
+  t.ok(#x >= 12 and #y >= 12, #x .. " and " .. #y .. " lines")
+  local same = true
+  for i = 1, 12 do same = same and x[i] == y[i] and x[i] == "s" .. i end
+  t.ok(same, "both got s1..s12: " .. table.concat(x, ",") .. " / " .. table.concat(y, ","))
+  t.eq({ xend[1] and xend[1].reason, yend[1] and yend[1].reason }, { "stopped", "stopped" })
+  local after = logstream.stats()
+  t.eq(after.follows_opened - before.follows_opened, 1, "one upstream follow for both")
+  t.eq(after.history_reads - before.history_reads, 1, "one history read")
+  t.eq({ after.groups, after.upstreams, after.subscribers }, { 0, 0, 0 }, "the last stop closed the upstream")
+end)
+
+t.test("a deleted target ends the stream with deleted; bad follows are errors naming the id", function()
+  deployment("doomed", 'for i in $(seq 1 100); do echo "d$i"; sleep 1; done')
+  lines_of("deployment", "doomed", 1)
+  local out = client { { follows = {
+    follow("gone", "deployment", "doomed"),
+    follow("nope", "job", "no-such-job"),
+    follow("bad", "statefulset", "x"),
+    { type = "logs.follow", kind = "pod", name = "x" },
+  } } }
+  task.spawn(function()
+    task.sleep(3)
+    assert(conn:delete("apps/v1", "Deployment", "doomed", { namespace = "default" }))
+  end)
+  local c = result(out)[1] or {}
+  local got, ends = lines(c, "gone")
+  t.ok(#got >= 1, #got .. " lines before the delete")
+  t.eq(ends[1] and ends[1].reason, "deleted")
+  local errs = {}
+  for _, m in ipairs(c.messages or {}) do
+    if m.type == "error" then errs[#errs + 1] = tostring(m.id) .. ": " .. m.message end
+  end
+  table.sort(errs)
+  t.eq(#errs, 3, json.encode(errs))
+  t.like(errs[1] or "", "^bad: job_get_logs: kind: must be one of training_job, job, deployment, inference, pod")
+  t.like(errs[2] or "", "^nil: logs.follow needs an id")
+  t.like(errs[3] or "", "^nope: no job default/no%-such%-job")
+  t.eq({ logstream.stats().groups, logstream.stats().upstreams }, { 0, 0 })
+end)
+
+t.test("a connection that closes stops its follows; the upstream closes with the last of them", function()
+  deployment("left", 'for i in $(seq 1 100); do echo "l$i"; sleep 1; done')
+  lines_of("deployment", "left", 1)
+  -- the client closes after 3 lines without logs.stop (seconds = 0: no wait for logs.end)
+  n = n + 1
+  local out = dir .. "/c" .. n .. ".json"
+  local spec = json.encode { token = token, seconds = 60,
+    connections = { { follows = { follow("l", "deployment", "left") }, stop = {}, close_after = 3 } } }
+  os.execute(string.format("python3 tests/tools/ws_logs_client.py %d %s %s %s >%s.log 2>&1 &", srv.port,
+    H.quote(out), H.quote(out .. ".ready"), H.quote(spec), H.quote(out)))
+  t.ok(hold(out .. ".ready"), "the follow is open")
+  t.eq(logstream.stats().subscribers, 1)
+  local c = result(out)[1] or {}
+  t.ok(#lines(c, "l") >= 3)
+  FH.wait(function() return logstream.stats().upstreams == 0 end, 60, 0.5)
+  t.eq({ logstream.stats().groups, logstream.stats().upstreams, logstream.stats().subscribers }, { 0, 0, 0 })
+end)
+
+t.cleanup(function()
+  srv:stop()
+  os.execute("rm -rf " .. H.quote(dir))
+end)
