@@ -186,7 +186,9 @@ function Up:run()
     end
   end
   failures = 0
+  local quiet = 0 -- follows in a row that ended cleanly with nothing new (a container restarting)
   while true do
+    local fresh = 0
     self.skip = {}
     for k, v in pairs(self.seen or {}) do self.skip[k] = v end
     local s, err = conn:log_stream(self.pod, { namespace = self.ns, container = self.container, timestamps = true,
@@ -197,7 +199,10 @@ function Up:run()
       if self.follows > 1 then counters.reconnects = counters.reconnects + 1 end
       for line in s:lines() do
         local ts, body = parse(line)
-        if ts and accept(self, ts, body) then push(self, ts, body) end
+        if ts and accept(self, ts, body) then
+          push(self, ts, body)
+          fresh = fresh + 1
+        end
         failures = 0
       end
       err = s.err
@@ -214,8 +219,10 @@ function Up:run()
       if text then take(self, text) end
       return "completed"
     end
+    quiet = (fresh == 0 and not err) and quiet + 1 or 0
     if not st then backoff(serr)
     elseif err and starting(err) then task.sleep(1)
+    elseif quiet > 0 then task.sleep(math.min(5, 0.5 * 2 ^ (quiet - 1)))
     elseif err then
       log.debug("logstream", "the log of %s/%s (%s) dropped: %s; resuming from %s", self.ns, self.pod,
         self.container, tostring(err.code), tostring(self.last))

@@ -240,6 +240,42 @@ t.test("a connection that closes stops its follows; the upstream closes with the
   t.eq({ logstream.stats().groups, logstream.stats().upstreams, logstream.stats().subscribers }, { 0, 0, 0 })
 end)
 
+t.test("a training job's restarted pods are followed too: a node failing mid-run, then completed", function()
+  local resources = require "sandbox.k8s.resources"
+  for _, row in ipairs(resources.CRDS) do
+    if row[1] == "sagemaker.amazonaws.com" then assert(conn:create(resources.crd(row))) end
+  end
+  local tpl = { spec = { containers = { { name = "pytorch", image = "pytorch/pytorch:2.6.0",
+    command = { "torchrun", "train.py" } } } } }
+  FH.wait(function()
+    return conn:create { apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
+      metadata = { name = "tj", namespace = "default", annotations = { ["sandbox.hypd.io/steps"] = "10" } },
+      spec = { nprocPerNode = "1", replicaSpecs = { { name = "pods", replicas = 2, template = tpl } },
+        runPolicy = { jobMaxRetryCount = 3 } } } ~= nil
+  end, 60, 1)
+  lines_of("training_job", "tj", 4)
+  local out = client { { follows = { follow("tj", "training_job", "tj", { tail = 5000 }) } } }
+  local pod = assert(conn:get("v1", "Pod", "tj-pod-0", { namespace = "default" }))
+  local uid = pod.metadata.uid
+  task.spawn(function()
+    task.sleep(3)
+    assert(require("sandbox.k8s.controllers.nodes").fail("us-west-2", HP, pod.spec.nodeName:match("^hyperpod%-(.+)$")))
+  end)
+  local c = result(out)[1] or {}
+  local got, ends = lines(c, "tj")
+  t.eq(ends[1] and ends[1].reason, "completed", json.encode(ends))
+  local starts, last = 0, false
+  for _, l in ipairs(got) do
+    if l:find("^%[rank 0%] Experiment configuration") then starts = starts + 1 end
+    if l:find("^%[rank 0%] step 10/10") then last = true end
+  end
+  t.eq(starts, 2, "rank 0 started twice: the first pod and the one after the restart")
+  t.ok(last, "the restarted pod's last step arrived")
+  local now = assert(conn:get("v1", "Pod", "tj-pod-0", { namespace = "default" }))
+  t.ok(now.metadata.uid ~= uid, "a new pod of the same name")
+  t.eq({ logstream.stats().groups, logstream.stats().upstreams }, { 0, 0 })
+end)
+
 t.cleanup(function()
   srv:stop()
   os.execute("rm -rf " .. H.quote(dir))
