@@ -179,6 +179,9 @@ t.test("two subscribers on two connections share one upstream stream; logs.stop 
   }
   local mid = logstream.stats()
   t.eq({ mid.groups - before.groups, mid.subscribers - before.subscribers }, { 1, 2 }, "one group, two subscribers")
+  local m = assert(http.request { url = BASE .. "/metrics", headers = { authorization = "Bearer " .. token } })
+  t.like(m.body, "\nhypd_log_follow_subscribers 2\n", "/metrics counts the two follows")
+  t.like(m.body, "\nhypd_log_follow_upstreams 1\n", "and the one upstream they share")
   local cs = result(out)
   local x, xend = lines(cs[1] or {}, "x")
   local y, yend = lines(cs[2] or {}, "y")
