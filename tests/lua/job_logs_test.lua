@@ -4,8 +4,8 @@
 -- and the seq_loop program for a `for i in $(seq ...)` loop that prints
 -- numbered lines over its run time). A batch Job's own pod (not another
 -- workload's), a Deployment's two pods interleaved by time with the pod
--- names, one pod, one container, tail and since_seconds, a training job's
--- pods, and the errors: no pods yet (saying the phase), a container still
+-- names, one pod, one container, an inference deployment's pods (by its
+-- label), tail and since_seconds, a training job's pods, and the errors: no pods yet (saying the phase), a container still
 -- starting, a pod or container that is not the workload's, a missing name.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
@@ -169,6 +169,26 @@ t.test("a pod with two containers: both by default, each line naming its contain
   local _, err = logs { kind = "deployment", name = "duo", container = "zzz" }
   t.eq(H.field_rules(err), { "container:member" })
   t.like(err and err.message, "no container zzz %(containers: a, b%)")
+end)
+
+t.test("an inference deployment's pods are the ones labelled hypd.io/inference=<name>", function()
+  local labels = { app = "chat-server", ["hypd.io/inference"] = "chat", ["hypd.io/inference-kind"] = "container" }
+  assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
+    metadata = { name = "chat-server", namespace = "default", labels = labels },
+    spec = { replicas = 1, selector = { matchLabels = { app = "chat-server" } },
+      template = { metadata = { labels = labels }, spec = { containers = {
+        container("vllm", "echo model loaded; echo serving on 8000; sleep 3600") } } } } })
+  local r
+  FH.wait(function()
+    r = logs { kind = "inference", name = "chat" }
+    return r and #r.lines == 2
+  end, 120, 1)
+  t.eq(texts(r), { "model loaded", "serving on 8000" })
+  t.like(r and r.pods[1].name, "^chat%-server%-")
+  t.eq(r and r.phase, "1/1 ready")
+  local _, err = logs { kind = "inference", name = "nobody" }
+  t.eq(err and err.code, "NOT_FOUND")
+  t.like(err and err.message, "no inference default/nobody")
 end)
 
 t.test("tail gives the last lines of each pod, since_seconds those of the last seconds", function()

@@ -1,6 +1,7 @@
 -- jobs/_logs: the pods of a workload and their logs, for job_get_logs (and,
 -- through that tool, hypd's live log streams over /ws).
 --
+--   connect(ctx, e) -> the connection to the EKS cluster e (hp.eks), kept a while
 --   resolve(conn, kind, name, ns) -> {kind, name, phase, finished, pods}
 --     kind: training_job (HyperPodPyTorchJob or RayJob: pods labelled
 --     HPJob=<name> as the HyperPod training operator labels them, or
@@ -15,6 +16,22 @@ local J = require "training._jobs"
 local M = {}
 M.KINDS = { "training_job", "job", "deployment", "inference", "pod" }
 M.INFERENCE = "hypd.io/inference"
+
+-- connect(ctx, e) -> the cluster's connection, kept CONN_TTL seconds: a
+-- live follow resolves its pods every few seconds, and each new
+-- connection would describe the EKS cluster again (the token is made per
+-- request in C, so a kept connection stays valid); forget(e) drops it
+M.CONN_TTL = 300
+local conns = {}
+function M.connect(ctx, e)
+  local k = e.name .. "|" .. tostring(e.region)
+  local c = conns[k]
+  if c and hypd.now() - c.at < M.CONN_TTL then return c.conn end
+  local conn = ctx:k8s(e.name)
+  conns[k] = { conn = conn, at = hypd.now() }
+  return conn
+end
+function M.forget(e) conns[e.name .. "|" .. tostring(e.region)] = nil end
 
 local function missing(err)
   return type(err) == "table" and (err.code == "NotFound" or err.status == 404)

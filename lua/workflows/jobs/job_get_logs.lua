@@ -59,8 +59,12 @@ return tool {
   },
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
-    local conn = ctx:k8s(e.name)
-    local r = L.resolve(conn, p.kind, p.name, p.namespace)
+    local conn = L.connect(ctx, e)
+    local ok, r = pcall(L.resolve, conn, p.kind, p.name, p.namespace)
+    if not ok then
+      if not (type(r) == "table" and r.code == "NOT_FOUND") then L.forget(e) end
+      error(r, 0)
+    end
     local out = { cluster = e.name, region = e.region, namespace = p.namespace, kind = p.kind, name = p.name,
       phase = r.phase, finished = r.finished, pods = hypd.json.array(), lines = hypd.json.array(),
       truncated = false }
