@@ -226,7 +226,8 @@ function Up:run()
     elseif err then
       log.debug("logstream", "the log of %s/%s (%s) dropped: %s; resuming from %s", self.ns, self.pod,
         self.container, tostring(err.code), tostring(self.last))
-      backoff(err)
+      -- a stream that carried lines dropped: at once; one that did not: later and later
+      if fresh == 0 then backoff(err) end
     end
   end
 end

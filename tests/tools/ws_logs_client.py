@@ -50,6 +50,7 @@ def run(port, spec, conn_spec, out, barrier):
                 msgs.append({"close": True})
                 break
             m = json.loads(data)
+            m["_at"] = time.time()  # when it arrived (for latency measurements)
             msgs.append(m)
             t = m.get("type")
             if t == "pong" and not ready:
