@@ -52,21 +52,8 @@ local counters = { follows_opened = 0, reconnects = 0, history_reads = 0, lines 
 -- the guardrail an upstream runs under: a read-only caller of the logs
 local GUARD_TOOL = { name = "logs.follow", kind = "read", aws = { "eks:DescribeCluster" }, k8s = { "get", "logs" } }
 
-local function key(ts)
-  local base, frac = tostring(ts):match("^([^%.Z]+)%.?(%d*)Z$")
-  if not base then return tostring(ts) end
-  return base .. "." .. (frac .. "000000000"):sub(1, 9)
-end
+local key, parse = k8s.time_key, k8s.log_line
 M.key = key
-
-local function parse(line)
-  local ts, text = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z) (.*)$")
-  if not ts then
-    ts = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z)$")
-    if ts then text = "" end
-  end
-  return ts, text
-end
 
 local function since_time(k) return k:match("^([^%.]+)") .. "Z" end
 

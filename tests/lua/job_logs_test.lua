@@ -73,29 +73,8 @@ local function epoch(ts)
 end
 
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
-  local eks = H.eks_cluster(call, EKS, 83)
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = EKS .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
-  local sg = call("ec2", "CreateSecurityGroup", { GroupName = EKS .. "-hp", Description = "hyperpod",
-    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
-  call("sagemaker", "CreateCluster", { ClusterName = HP, NodeRecovery = "None",
-    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = 3,
-      ExecutionRole = role } },
-    Orchestrator = { Eks = { ClusterArn = eks.arn } },
-    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
-  FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = HP }).ClusterStatus == "InService" end)
-  conn = require("hypd.k8s").connect { cluster = EKS }
-  FH.wait(function()
-    local n = 0
-    for _, node in ipairs(conn:list("v1", "Node") or {}) do
-      for _, c in ipairs(node.status and node.status.conditions or {}) do
-        if c.type == "Ready" and c.status == "True" then n = n + 1 end
-      end
-    end
-    return n == 3
-  end)
-  t.ok(true, "three Ready nodes")
+  conn = H.gpu_cluster(call, EKS, HP, 83)
+  t.ok(conn, "three Ready nodes")
 end)
 
 t.test("a batch Job's log is its own pod's lines in order, each with its pod and container", function()

@@ -17,6 +17,7 @@
 --          on_line}]) -> text (since: seconds; since_time: RFC 3339)
 --   c:log_stream(pod [, {namespace, container, tail, since_time, timestamps}]) -> an hypd.http
 --          stream of the followed log (follow=true), or nil, err
+--   k8s.log_line(line) -> time, text (a timestamps=true line); k8s.time_key(time) -> sortable text
 --
 -- Failures are hypd errors whose code is the Kubernetes reason (NotFound,
 -- AlreadyExists, Conflict, Forbidden, Invalid with `fields`, Unauthorized,
@@ -474,6 +475,25 @@ function Conn:watch(api_version, kind, opts, fn)
       task.sleep(math.min(5, 0.2 * 2 ^ failures))
     end
   end
+end
+
+-- log_line(line) -> time, text | nil: a line of a log read with
+-- timestamps=true ("2026-01-01T00:00:00.123456789Z text")
+function M.log_line(line)
+  local ts, text = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z) (.*)$")
+  if not ts then
+    ts = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z)$")
+    if ts then text = "" end
+  end
+  return ts, text
+end
+
+-- time_key(time) -> "YYYY-MM-DDTHH:MM:SS.nnnnnnnnn": the fraction padded to
+-- 9 digits, so keys compare as the times do (RFC3339Nano drops trailing zeros)
+function M.time_key(ts)
+  local base, frac = tostring(ts):match("^([^%.Z]+)%.?(%d*)Z$")
+  if not base then return tostring(ts) end
+  return base .. "." .. (frac .. "000000000"):sub(1, 9)
 end
 
 -- log_stream(pod, opts) -> the open stream of pods/{pod}/log?follow=true

@@ -157,29 +157,7 @@ function M.containers(pod)
   return out
 end
 
--- parse(line) -> time, text | nil: "2026-01-01T00:00:00.123456789Z text"
-function M.parse(line)
-  local ts, text = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z) (.*)$")
-  if not ts then
-    ts = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z)$")
-    if ts then text = "" end
-  end
-  return ts, text
-end
-
--- key(time) -> "YYYY-MM-DDTHH:MM:SS.nnnnnnnnn": the fraction padded to 9
--- digits, so keys compare as the times do (RFC3339Nano drops trailing zeros)
-function M.key(ts)
-  local base, frac = tostring(ts):match("^([^%.Z]+)%.?(%d*)Z$")
-  if not base then return tostring(ts) end
-  return base .. "." .. (frac .. "000000000"):sub(1, 9)
-end
-
--- since_time(time) -> the RFC 3339 time to the second at or before it
--- (what sinceTime takes)
-function M.since_time(ts)
-  local base = tostring(ts):match("^([^%.Z]+)")
-  return base and base .. "Z" or nil
-end
+function M.parse(line) return hypd.k8s.log_line(line) end
+function M.key(ts) return hypd.k8s.time_key(ts) end
 
 return M
