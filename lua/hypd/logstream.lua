@@ -8,6 +8,7 @@
 --   local sub = logstream.subscribe {
 --     target = {cluster, region, namespace, kind, name, container},
 --     resolve = function() -> {finished, pods = {{name, uid, containers = {{name, state}}}}} | nil, err,
+--     resolved = <what resolve() answered just now, optional: followed at once>,
 --     send = function(msg) end,  -- logs.line / logs.end messages (below)
 --     id = "client id", tail = 100, caller = {name, scope, front} }
 --   sub:stop()                    -- logs.end reason "stopped"; idempotent
@@ -333,7 +334,9 @@ end
 function Group:run()
   local failures = 0
   while not self.closed do
-    local ok, r, err = pcall(self.resolve)
+    local ok, r, err = true, self.initial, nil
+    self.initial = nil
+    if not r then ok, r, err = pcall(self.resolve) end
     if not ok then r, err = nil, r end
     if not r then
       if type(err) == "table" and err.code == "NOT_FOUND" then
@@ -367,10 +370,12 @@ function M.subscribe(o)
   local sub = { id = o.id, tail = tail, send = o.send }
   if not g then
     g = setmetatable({ key = k, target = t, resolve = o.resolve, caller = o.caller, subs = {}, ups = {},
-      wake = task.signal() }, Group)
+      wake = task.signal(), initial = o.resolved }, Group)
     groups[k] = g
     g.subs[sub] = true
     sub.group = g
+    -- the pods known now are followed at once (the group's task resolves again later)
+    if o.resolved then g:attach(o.resolved) end
     g.task = task.spawn(function()
       local ok, err = pcall(Group.run, g)
       if not ok and not (type(err) == "table" and err.code == "CANCELLED") then

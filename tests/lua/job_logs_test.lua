@@ -12,6 +12,7 @@ local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
+local LH = dofile("tests/lua/logs_helpers.lua")
 local call = FH.aws(OPTS)
 local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool"
 local READER = { name = "logs-reader", scope = "read", front = "test" }
@@ -188,18 +189,8 @@ t.test("tail gives the last lines of each pod, since_seconds those of the last s
 end)
 
 t.test("a training job's pods are read by its HPJob label, interleaved", function()
-  local resources = require "sandbox.k8s.resources"
-  for _, row in ipairs(resources.CRDS) do
-    if row[1] == "sagemaker.amazonaws.com" then assert(conn:create(resources.crd(row))) end
-  end
-  local tpl = { spec = { containers = { { name = "pytorch", image = "pytorch/pytorch:2.6.0",
-    command = { "torchrun", "train.py" } } } } }
-  FH.wait(function()
-    return conn:create { apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
-      metadata = { name = "tj", namespace = "default", annotations = { ["sandbox.hypd.io/steps"] = "3" } },
-      spec = { nprocPerNode = "1", replicaSpecs = { { name = "pods", replicas = 2, template = tpl } },
-        runPolicy = { jobMaxRetryCount = 0 } } } ~= nil
-  end, 60, 1)
+  LH.training_operator(conn)
+  LH.hyperpod_job(conn, "tj", { steps = 3, retries = 0 })
   local r
   FH.wait(function()
     r = logs { kind = "training_job", name = "tj" }

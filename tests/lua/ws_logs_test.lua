@@ -13,6 +13,7 @@ local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
+local LH = dofile("tests/lua/logs_helpers.lua")
 local call = FH.aws(OPTS)
 local auth = require "hypd.api.auth"
 local faults = require "sandbox.faults"
@@ -223,18 +224,8 @@ t.test("a connection that closes stops its follows; the upstream closes with the
 end)
 
 t.test("a training job's restarted pods are followed too: a node failing mid-run, then completed", function()
-  local resources = require "sandbox.k8s.resources"
-  for _, row in ipairs(resources.CRDS) do
-    if row[1] == "sagemaker.amazonaws.com" then assert(conn:create(resources.crd(row))) end
-  end
-  local tpl = { spec = { containers = { { name = "pytorch", image = "pytorch/pytorch:2.6.0",
-    command = { "torchrun", "train.py" } } } } }
-  FH.wait(function()
-    return conn:create { apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
-      metadata = { name = "tj", namespace = "default", annotations = { ["sandbox.hypd.io/steps"] = "10" } },
-      spec = { nprocPerNode = "1", replicaSpecs = { { name = "pods", replicas = 2, template = tpl } },
-        runPolicy = { jobMaxRetryCount = 3 } } } ~= nil
-  end, 60, 1)
+  LH.training_operator(conn)
+  LH.hyperpod_job(conn, "tj", { steps = 10, retries = 3 })
   lines_of("training_job", "tj", 4)
   local out = client { { follows = { follow("tj", "training_job", "tj", { tail = 5000 }) } } }
   local pod = assert(conn:get("v1", "Pod", "tj-pod-0", { namespace = "default" }))

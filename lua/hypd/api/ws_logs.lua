@@ -82,7 +82,7 @@ function Session:follow(msg)
     name = args.name, container = args.container }
   self.n = self.n + 1
   local sub
-  sub = logstream.subscribe { target = target, resolve = resolver(args, self.caller), id = id,
+  sub = logstream.subscribe { target = target, resolve = resolver(args, self.caller), resolved = r, id = id,
     tail = tail, caller = self.caller,
     send = function(m)
       if m.type == "logs.end" and self.subs[id] == sub then self.subs[id], self.n = nil, self.n - 1 end

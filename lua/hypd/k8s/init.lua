@@ -499,26 +499,30 @@ end
 -- log_stream(pod, opts) -> the open stream of pods/{pod}/log?follow=true
 -- (read it with s:lines(), close it with s:close()) | nil, err
 function Conn:log_stream(pod, opts)
-  opts = opts or {}
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.follow = true
+  local p, err = self:log_path(pod, o)
+  if not p then return nil, err end
+  return self:open_stream(p, "text/plain", o.idle_timeout)
+end
+
+-- log_path(pod, opts) -> the path of pods/{pod}/log with opts' parameters |
+-- nil, err (the guardrail's refusal among them)
+function Conn:log_path(pod, opts)
   local okg, gerr = allow("logs", "Pod", pod)
   if not okg then return nil, gerr end
-  local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
-    tailLines = opts.tail and tostring(opts.tail), sinceTime = opts.since_time,
-    timestamps = opts.timestamps and "true" or nil, follow = "true" })
-  if not p then return nil, err end
-  return self:open_stream(p, "text/plain", opts.idle_timeout)
+  return self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
+    tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
+    sinceTime = opts.since_time, limitBytes = opts.limit_bytes and tostring(opts.limit_bytes),
+    timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
 end
 
 -- logs(pod, opts) -> text (or, with follow, the lines go to opts.on_line
 -- until the container stops, on_line returns false or opts.deadline passes)
 function Conn:logs(pod, opts)
   opts = opts or {}
-  local okg, gerr = allow("logs", "Pod", pod)
-  if not okg then return nil, gerr end
-  local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
-    tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
-    sinceTime = opts.since_time, limitBytes = opts.limit_bytes and tostring(opts.limit_bytes),
-    timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
+  local p, err = self:log_path(pod, opts)
   if not p then return nil, err end
   if not opts.follow then
     local resp, rerr = self:request("GET", p, { headers = { accept = "text/plain" } })
