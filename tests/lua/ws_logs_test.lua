@@ -176,6 +176,52 @@ t.test("two subscribers on two connections share one upstream stream; logs.stop 
   t.eq({ after.groups, after.upstreams, after.subscribers }, { 0, 0, 0 }, "the last stop closed the upstream")
 end)
 
+t.test("two identical lines written at the same instant both arrive once, across a cut between them", function()
+  assert(faults.configure { log_stream_cuts = { { pod_prefix = "twins-", after_lines = 1, count = 1 } } })
+  assert(conn:create { apiVersion = "batch/v1", kind = "Job", metadata = { name = "twins", namespace = "default" },
+    spec = { backoffLimit = 0, template = { spec = { restartPolicy = "Never",
+      containers = { container('for i in $(seq 1 3); do sleep 2; echo same; echo same; echo "i=$i"; done') } } } } })
+  FH.wait(function()
+    local r = tool.call("job_get_logs", { cluster = EKS, kind = "job", name = "twins", tail = 0 }, READER)
+    return r and r.pods[1] and r.pods[1].containers[1].state == "running"
+  end, 120, 0.5)
+  local before = logstream.stats()
+  local c = result(client { { follows = { follow("tw", "job", "twins") } } })[1] or {}
+  local got, ends = lines(c, "tw")
+  t.eq(got, { "same", "same", "i=1", "same", "same", "i=2", "same", "same", "i=3" })
+  t.eq(ends[1] and ends[1].reason, "completed")
+  local after = logstream.stats()
+  t.eq(after.reconnects - before.reconnects, 1, "cut once, after the first line")
+  t.ok(after.deduped - before.deduped >= 1, "the first line, sent again after the cut, was dropped")
+  faults.configure {}
+end)
+
+t.test("a subscriber joining a running follow gets its own tail from the shared upstream, then the same lines",
+  function()
+    deployment("late", 'for i in $(seq 1 30); do echo "t$i"; sleep 1; done; sleep 3600')
+    lines_of("deployment", "late", 2)
+    local before = logstream.stats()
+    local first = client { { follows = { follow("early", "deployment", "late", { tail = 5000 }) }, stop = { early = 20 } } }
+    -- ten more lines written while only the first follows
+    local t0 = require("hypd.core").now()
+    FH.wait(function() return require("hypd.core").now() - t0 >= 10 end, 60, 0.5)
+    local second = client { { follows = { follow("joined", "deployment", "late", { tail = 3 }) },
+      stop = { joined = 8 } } }
+    local a = lines(result(first)[1] or {}, "early")
+    local b = lines(result(second)[1] or {}, "joined")
+    t.ok(#a >= 20 and #b >= 8, #a .. " and " .. #b .. " lines")
+    local at
+    for i, l in ipairs(a) do if l == b[1] then at = i end end
+    t.ok(at and at > 1, "the joiner's first line is one the first follower had: " .. tostring(b[1]))
+    local same = at ~= nil
+    for i = 1, 8 do same = same and b[i] == a[at + i - 1] end
+    t.ok(same, "then the same lines: " .. table.concat(b, ",") .. " / " .. table.concat(a, ","))
+    local after = logstream.stats()
+    t.eq({ after.follows_opened - before.follows_opened, after.history_reads - before.history_reads }, { 1, 1 },
+      "one upstream for both")
+    t.eq({ after.groups, after.upstreams }, { 0, 0 })
+  end)
+
 t.test("a deleted target ends the stream with deleted; bad follows are errors naming the id", function()
   deployment("doomed", 'for i in $(seq 1 100); do echo "d$i"; sleep 1; done')
   lines_of("deployment", "doomed", 1)
@@ -208,14 +254,8 @@ end)
 t.test("a connection that closes stops its follows; the upstream closes with the last of them", function()
   deployment("left", 'for i in $(seq 1 100); do echo "l$i"; sleep 1; done')
   lines_of("deployment", "left", 1)
-  -- the client closes after 3 lines without logs.stop (seconds = 0: no wait for logs.end)
-  n = n + 1
-  local out = dir .. "/c" .. n .. ".json"
-  local spec = json.encode { token = token, seconds = 60,
-    connections = { { follows = { follow("l", "deployment", "left") }, stop = {}, close_after = 3 } } }
-  os.execute(string.format("python3 tests/tools/ws_logs_client.py %d %s %s %s >%s.log 2>&1 &", srv.port,
-    H.quote(out), H.quote(out .. ".ready"), H.quote(spec), H.quote(out)))
-  t.ok(hold(out .. ".ready"), "the follow is open")
+  -- the client closes after 3 lines without logs.stop
+  local out = client { { follows = { follow("l", "deployment", "left") }, close_after = 3 } }
   t.eq(logstream.stats().subscribers, 1)
   local c = result(out)[1] or {}
   t.ok(#lines(c, "l") >= 3)
