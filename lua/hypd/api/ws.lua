@@ -15,9 +15,10 @@
 --   server -> {"type": "logs.line", ...} / {"type": "logs.end", ...}   (live pod logs: hypd.api.ws_logs)
 --
 -- Protocol pings are answered by the transport. A connection that sends
--- nothing for IDLE seconds is closed (1000 "idle") unless it follows logs; one that does not
--- authenticate within AUTH_WAIT seconds is closed (4401). Under the
--- virtual clock (HYPD_CLOCK=virtual) neither deadline applies.
+-- nothing for IDLE seconds is closed (1000 "idle") unless it follows logs;
+-- one that does not authenticate within AUTH_WAIT seconds is closed
+-- (4401). Under the virtual clock (HYPD_CLOCK=virtual) neither deadline
+-- applies.
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local json = require "hypd.json"
