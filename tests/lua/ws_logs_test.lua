@@ -222,11 +222,13 @@ t.test("a subscriber joining a running follow gets its own tail from the shared 
     t.eq({ after.groups, after.upstreams }, { 0, 0 })
   end)
 
-t.test("a deleted target ends the stream with deleted; bad follows are errors naming the id", function()
+t.test("a deleted target ends the stream with deleted, a finished one with completed after its last lines; " ..
+  "bad follows are errors naming the id", function()
   deployment("doomed", 'for i in $(seq 1 100); do echo "d$i"; sleep 1; done')
   lines_of("deployment", "doomed", 1)
   local out = client { { follows = {
     follow("gone", "deployment", "doomed"),
+    follow("done", "job", "ticker", { tail = 2 }),
     follow("nope", "job", "no-such-job"),
     follow("bad", "statefulset", "x"),
     { type = "logs.follow", kind = "pod", name = "x" },
@@ -239,6 +241,9 @@ t.test("a deleted target ends the stream with deleted; bad follows are errors na
   local got, ends = lines(c, "gone")
   t.ok(#got >= 1, #got .. " lines before the delete")
   t.eq(ends[1] and ends[1].reason, "deleted")
+  local done, dends = lines(c, "done")
+  t.eq(done, { "n=29 of 30", "n=30 of 30" }, "a finished job: its last lines")
+  t.eq(dends[1] and dends[1].reason, "completed", "then completed at once")
   local errs = {}
   for _, m in ipairs(c.messages or {}) do
     if m.type == "error" then errs[#errs + 1] = tostring(m.id) .. ": " .. m.message end
