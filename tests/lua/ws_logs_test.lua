@@ -222,6 +222,26 @@ t.test("a subscriber joining a running follow gets its own tail from the shared 
     t.eq({ after.groups, after.upstreams }, { 0, 0 })
   end)
 
+t.test("a follow of the active cluster's workload with no pods yet waits for them: scaled up from 0, its lines come",
+  function()
+    require("hypd.clusters").set_active { name = EKS, region = "us-west-2" }
+    local d = deployment("later", 'for i in $(seq 1 20); do echo "p$i"; sleep 1; done; sleep 3600')
+    assert(conn:patch("apps/v1", "Deployment", "later", { spec = { replicas = 0 } }, { namespace = "default" }))
+    FH.wait(function() return #conn:list("v1", "Pod", { namespace = "default", labels = { app = "later" } }) == 0 end,
+      60, 0.5)
+    local m = follow("w", "deployment", "later")
+    m.cluster = nil -- the active one
+    local out = client { { follows = { m }, stop = { w = 3 } } }
+    task.spawn(function()
+      task.sleep(3)
+      assert(conn:patch("apps/v1", "Deployment", "later", { spec = { replicas = 1 } }, { namespace = "default" }))
+    end)
+    local got, ends = lines(result(out)[1] or {}, "w")
+    t.eq({ got[1], got[2], got[3] }, { "p1", "p2", "p3" }, "the first pod's lines from its first")
+    t.eq(ends[1] and ends[1].reason, "stopped")
+    t.ok(d, "deployment made")
+  end)
+
 t.test("a deleted target ends the stream with deleted, a finished one with completed after its last lines; " ..
   "bad follows are errors naming the id", function()
   deployment("doomed", 'for i in $(seq 1 100); do echo "d$i"; sleep 1; done')

@@ -45,7 +45,7 @@ local function resolver(args, caller)
     local r, err = tool.call("job_get_logs", args, caller)
     if not r and type(err) == "table" and err.code == "CONFLICT" and err.phase then
       -- no pods yet (or none started): wait for them
-      return { phase = err.phase, finished = err.finished, pods = {} }
+      return { phase = err.phase, finished = err.finished, cluster = err.cluster, region = err.region, pods = {} }
     end
     return r, err
   end
@@ -103,9 +103,15 @@ end
 -- handle(msg) -> true when msg was a logs.* message (answered); logs.idle:
 -- the session's own note that a follower said nothing for a while
 function Session:handle(msg)
-  if msg.type == "logs.follow" then self:follow(msg)
-  elseif msg.type == "logs.stop" then self:stop(msg)
-  elseif msg.type ~= "logs.idle" then return false end
+  local fn = msg.type == "logs.follow" and self.follow or msg.type == "logs.stop" and self.stop
+  if not fn then return msg.type == "logs.idle" end
+  local ok, err = pcall(fn, self, msg)
+  if not ok then
+    if type(err) == "table" and err.code == "CANCELLED" then error(err, 0) end
+    require("hypd.log").warn("ws", "%s failed: %s", msg.type, tostring(type(err) == "table" and err.message or err))
+    self:error(type(msg.id) == "string" and msg.id:sub(1, 128) or nil, msg.type .. " failed: " ..
+      tostring(type(err) == "table" and err.code or "INTERNAL"))
+  end
   return true
 end
 

@@ -84,7 +84,7 @@ return tool {
     if #pods == 0 then
       hypd.errors.raise("CONFLICT", string.format("%s %s/%s has no pods yet: it is %s%s", p.kind, p.namespace, p.name,
         r.phase, p.kind == "training_job" and " (training_get_job shows its events)" or ""),
-        { phase = r.phase, finished = r.finished })
+        { phase = r.phase, finished = r.finished, cluster = e.name, region = e.region })
     end
     if p.container then
       local any, names = false, {}
