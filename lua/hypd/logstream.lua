@@ -132,7 +132,8 @@ local function starting(err)
     m:find("PodInitializing", 1, true)
 end
 
--- state(u, conn) -> "running" | "ended" (the container finished) | "gone"
+-- state(u, conn) -> "running" | "ended" (the pod or, never to restart, the
+-- container finished) | "gone"
 -- (the pod was deleted or replaced) | nil, err
 local function state(u, conn)
   local pod, err = conn:get("v1", "Pod", u.pod, { namespace = u.ns })
@@ -143,6 +144,13 @@ local function state(u, conn)
   if pod.metadata.uid ~= u.uid then return "gone" end
   local phase = (pod.status or {}).phase
   if phase == "Succeeded" or phase == "Failed" then return "ended" end
+  -- a container that finished for good in a running pod (a sidecar, a pod
+  -- whose other containers still run): it writes no more
+  if (pod.spec or {}).restartPolicy == "Never" then
+    for _, cs in ipairs((pod.status or {}).containerStatuses or {}) do
+      if cs.name == u.container and cs.state and cs.state.terminated then return "ended" end
+    end
+  end
   return "running"
 end
 
