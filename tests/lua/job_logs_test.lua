@@ -73,6 +73,32 @@ local function epoch(ts)
   return require("sandbox.k8s.table").epoch(ts) + frac
 end
 
+t.test("the sandbox's seq_loop program reads a counting loop as a shell runs it", function()
+  local P = require "sandbox.k8s.programs.seq_loop"
+  local function run(c)
+    local p = P.parse(c)
+    if not p then return nil end
+    local out = {}
+    local function each(list, v)
+      for _, st in ipairs(list) do
+        if st.echo then out[#out + 1] = P.expand(p, st.echo, v) end
+      end
+    end
+    each(p.before)
+    for i = p.from, p.to do each(p.body, tostring(i)) end
+    each(p.after)
+    return out, P.run_seconds(nil, c)
+  end
+  local out, secs = run(container("main", 'echo start; for i in $(seq 1 3); do echo "line $i"; sleep 0.5; done; echo done'))
+  t.eq(out, { "start", "line 1", "line 2", "line 3", "done" })
+  t.eq(secs, 1.5)
+  out, secs = run { name = "m", image = "busybox", command = { "/bin/sh", "-c" },
+    args = { "for n in $(seq 4); do sleep 2; echo 'row ${n}'; done" } }
+  t.eq(out, { "row 1", "row 2", "row 3", "row 4" }, "seq N, ${var}, single quotes, sleep first")
+  t.eq(secs, 8)
+  t.eq(run(container("main", "echo hello; sleep 3600")), nil, "no loop: not this program")
+end)
+
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
   conn = H.gpu_cluster(call, EKS, HP, 83)
   t.ok(conn, "three Ready nodes")

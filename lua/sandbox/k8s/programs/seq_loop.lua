@@ -55,6 +55,12 @@ function M.parse(c)
     body = statements(body), after = statements(post) }
 end
 
+-- expand(p, text, value) -> text with the loop variable ($i, ${i}) as value
+function M.expand(p, text, value)
+  if not value then return text end
+  return (text:gsub("%${" .. p.var .. "}", value):gsub("%$" .. p.var .. "%f[^%w_]", value))
+end
+
 function M.match(_, c) return M.parse(c) ~= nil end
 
 -- the program prints all of the container's output (the kubelet's own
@@ -90,11 +96,7 @@ function M.start(env)
         if s.sleep > 0 then task.sleep(s.sleep / speed()) end
         if not alive() then return false end
       else
-        local text = s.echo
-        if value then
-          text = text:gsub("%${" .. p.var .. "}", value):gsub("%$" .. p.var .. "%f[^%w_]", value)
-        end
-        env.log(text)
+        env.log(M.expand(p, s.echo, value))
       end
     end
     return true
