@@ -26,7 +26,8 @@
 -- breaks) it reconnects with sinceTime = that timestamp (to the second) and
 -- drops the lines it already delivered: older than the last one, or the
 -- same time and text as one delivered at that time, so nothing is lost or
--- repeated. A group re-resolves its target every POLL seconds (and as soon
+-- repeated (a follow silent for IDLE seconds is reopened the same way, so a
+-- connection that died without an error is noticed). A group re-resolves its target every POLL seconds (and as soon
 -- as one of its upstreams ends): new pods (a restarted job's, a deployment's
 -- new replica) are followed from their first line. The group ends with
 -- completed once its target is finished and every pod it followed has
@@ -46,6 +47,7 @@ M.TAIL_MAX = 5000         -- lines an upstream keeps (and a subscriber may ask f
 M.POLL = 2                -- seconds between re-resolutions of a target
 M.HISTORY_BYTES = 4 << 20 -- limitBytes of an upstream's first read
 M.FAILURES = 8            -- failed attempts in a row before an upstream or group gives up
+M.IDLE = 300              -- a follow silent this long is reopened (a dead connection shows no error)
 
 local groups, upstreams = {}, {}
 local counters = { follows_opened = 0, reconnects = 0, history_reads = 0, lines = 0, deduped = 0 }
@@ -188,7 +190,7 @@ function Up:run()
     self.skip = {}
     for k, v in pairs(self.seen or {}) do self.skip[k] = v end
     local s, err = conn:log_stream(self.pod, { namespace = self.ns, container = self.container, timestamps = true,
-      since_time = self.last and since_time(self.last) or nil })
+      since_time = self.last and since_time(self.last) or nil, idle_timeout = M.IDLE })
     if s then
       counters.follows_opened = counters.follows_opened + 1
       self.follows = self.follows + 1
@@ -215,8 +217,11 @@ function Up:run()
       if text then take(self, text) end
       return "completed"
     end
+    local idle = err and err.code == "TIMEOUT" -- silent for M.IDLE: reopened at once, not a failure
     quiet = (fresh == 0 and not err) and quiet + 1 or 0
     if not st then backoff(serr)
+    elseif idle then log.debug("logstream", "the log of %s/%s (%s) was silent; reopening", self.ns, self.pod,
+      self.container)
     elseif err and starting(err) then task.sleep(1)
     elseif quiet > 0 then task.sleep(math.min(5, 0.5 * 2 ^ (quiet - 1)))
     elseif err then
