@@ -26,15 +26,18 @@
 -- breaks) it reconnects with sinceTime = that timestamp (to the second) and
 -- drops the lines it already delivered: older than the last one, or the
 -- same time and text as one delivered at that time, so nothing is lost or
--- repeated (a follow silent for IDLE seconds is reopened the same way, so a
--- connection that died without an error is noticed). A group re-resolves its target every POLL seconds (and as soon
--- as one of its upstreams ends): new pods (a restarted job's, a deployment's
--- new replica) are followed from their first line. The group ends with
--- completed once its target is finished and every pod it followed has
--- ended, deleted when the target is gone, error after repeated failures.
--- The last subscriber leaving a group stops it; the last group leaving an
--- upstream closes the stream. Lines are never logged; neither are tokens
--- (the EKS token is attached in C).
+-- repeated. A follow silent for IDLE seconds is reopened the same way, so a
+-- connection that died without an error is noticed.
+--
+-- A group re-resolves its target POLL seconds after a change (doubling up
+-- to POLL_MAX while nothing changes; at once when one of its upstreams
+-- ends): new pods (a restarted job's, a deployment's new replica) are
+-- followed from their first line. The group ends with completed once its
+-- target is finished and every pod it followed has ended, deleted when the
+-- target is gone, error after repeated failures. The last subscriber
+-- leaving a group stops it; the last group leaving an upstream closes the
+-- stream. Lines are never logged; neither are tokens (the EKS token is
+-- attached in C).
 local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local k8s = require "hypd.k8s"
@@ -44,7 +47,8 @@ local task = require "hypd.task"
 local M = {}
 M.TAIL = 100              -- default tail of a subscriber
 M.TAIL_MAX = 5000         -- lines an upstream keeps (and a subscriber may ask for)
-M.POLL = 2                -- seconds between re-resolutions of a target
+M.POLL = 2                -- seconds between re-resolutions of a target after a change
+M.POLL_MAX = 16           -- ... doubling up to this while nothing changes
 M.HISTORY_BYTES = 4 << 20 -- limitBytes of an upstream's first read
 M.FAILURES = 8            -- failed attempts in a row before an upstream or group gives up
 M.IDLE = 300              -- a follow silent this long is reopened (a dead connection shows no error)
@@ -344,8 +348,18 @@ function Group:attach(r)
   end
 end
 
+-- signature(r) -> what a resolution says, to see whether anything changed
+local function signature(r)
+  local parts = { tostring(r.phase), tostring(r.finished) }
+  for _, pod in ipairs(r.pods or {}) do
+    parts[#parts + 1] = tostring(pod.name) .. "/" .. tostring(pod.uid)
+    for _, c in ipairs(pod.containers or {}) do parts[#parts + 1] = tostring(c.name) .. "=" .. tostring(c.state) end
+  end
+  return table.concat(parts, " ")
+end
+
 function Group:run()
-  local failures = 0
+  local failures, every = 0, M.POLL
   while not self.closed do
     local ok, r, err = true, self.initial, nil
     self.initial = nil
@@ -359,6 +373,9 @@ function Group:run()
       if failures > M.FAILURES then return self:finish("error", message(err)) end
     else
       failures = 0
+      local sig = signature(r)
+      every = sig == self.sig and math.min(M.POLL_MAX, every * 2) or M.POLL
+      self.sig = sig
       self:attach(r)
       local all_ended = true
       for _, u in pairs(self.ups) do if not u.ended then all_ended = false end end
@@ -370,7 +387,7 @@ function Group:run()
         return self:finish("error", "following " .. broken.pod .. " failed: " .. message(broken.error))
       end
     end
-    self.wake:wait(M.POLL)
+    if self.wake:wait(every) then every = M.POLL end -- an upstream ended: look again soon
   end
 end
 
