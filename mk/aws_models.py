@@ -41,7 +41,8 @@ import botocore
 import botocore.session
 
 SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
-            "cloudformation", "ssm", "logs", "service-quotas"]
+            "cloudformation", "ssm", "logs", "service-quotas",
+            "sagemaker-runtime"]  # for the sandbox (InvokeEndpoint); hypd does not call it
 # hypd names a service by its IAM action prefix (the guardrail, hypd
 # iam-policy and the sandbox's policy read "service:Operation" that way):
 # botocore's name when the two differ
@@ -156,6 +157,11 @@ CLASS_OVERRIDES = {
     },
     "cloudformation": {
         "TestType": "mutating",  # runs an extension's contract tests and records the result
+    },
+    "sagemaker-runtime": {  # a request to a deployed model: it runs the model, it removes nothing
+        "InvokeEndpoint": "mutating",
+        "InvokeEndpointAsync": "mutating",
+        "InvokeEndpointWithResponseStream": "mutating",
     },
 }
 CLASSES = ("read", "mutating", "deleting")

@@ -115,6 +115,11 @@ end
 function M.service(req, names)
   local list = models(names)
   local scoped = scope(req)
+  -- SageMaker Runtime signs as "sagemaker" too: its REST paths tell it apart
+  if scoped == "sagemaker" and not req.headers["x-amz-target"] and (req.path or ""):match("^/endpoints/")
+      and first(list, function(s) return s.name == "sagemaker-runtime" end) then
+    scoped = "sagemaker-runtime"
+  end
   if scoped and first(list, function(s) return s.name == scoped end) then return scoped, scoped end
   return guess(req, list), scoped
 end

@@ -262,6 +262,7 @@ local S3_ACTIONS = {
 -- action(service, operation) -> the IAM action a request needs
 function M.action(service, operation)
   if service == "s3" then return "s3:" .. (S3_ACTIONS[operation] or operation) end
+  if service == "sagemaker-runtime" then return "sagemaker:" .. operation end -- IAM's prefix for both
   return service .. ":" .. operation
 end
 

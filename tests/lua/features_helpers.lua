@@ -6,6 +6,8 @@
 --     CSI driver (what cluster_configure_dependencies leaves), and an
 --     InService HyperPod cluster with continuous provisioning, a GPU group
 --     at zero and a CPU group of one
+--   FH.gpu_cluster(call, name, octet, itype, count) -> conn: EKS and a
+--     HyperPod cluster of one GPU group whose nodes have joined
 local json = require "hypd.json"
 local task = require "hypd.task"
 
@@ -53,6 +55,35 @@ function FH.cluster(call, name, octet, opts)
     Orchestrator = { Eks = { ClusterArn = eks.arn } }, VpcConfig = { Subnets = { subnets[1] }, SecurityGroupIds = { sg } } })
   FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = hp }).ClusterStatus == "InService" end)
   return { eks = eks, hp = hp, role = role, subnets = subnets, sg = sg }
+end
+
+-- gpu_cluster(call, name, hp, octet, count) -> conn: an ACTIVE EKS cluster
+-- and an InService HyperPod cluster hp with one group "gpu" of count
+-- ml.g5.12xlarge (4 GPUs each), once its nodes are Nodes; conn is
+-- hypd.k8s on the EKS cluster (the training and inference tests)
+function FH.gpu_cluster(call, name, hp, octet, count)
+  local H = dofile("tests/lua/helpers.lua")
+  local eks = H.eks_cluster(call, name, octet)
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = call("iam", "CreateRole", { RoleName = name .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
+  local sg = call("ec2", "CreateSecurityGroup", { GroupName = name .. "-hp", Description = "hyperpod",
+    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
+  call("sagemaker", "CreateCluster", { ClusterName = hp, NodeRecovery = "None",
+    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = count,
+      ExecutionRole = role } },
+    Orchestrator = { Eks = { ClusterArn = eks.arn } },
+    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
+  FH.wait(function() return call("sagemaker", "DescribeCluster", { ClusterName = hp }).ClusterStatus == "InService" end)
+  local conn = require("hypd.k8s").connect { cluster = name }
+  FH.wait(function()
+    local n = 0
+    for _, node in ipairs(conn:list("v1", "Node") or {}) do
+      if (node.metadata.labels or {})["node.kubernetes.io/instance-type"] == "ml.g5.12xlarge" then n = n + 1 end
+    end
+    return n == count
+  end)
+  return conn
 end
 
 -- the sandbox audit log in this process: mark() -> position; since(m) ->

@@ -196,40 +196,6 @@ function M.kubectl_harness(dir)
   return h
 end
 
--- gpu_cluster(call, eks, hp, octet [, count]) -> a connection to a new EKS
--- cluster eks with a HyperPod cluster hp (orchestrated by it) of one group
--- "gpu" of count (3) ml.g5.12xlarge nodes, returned once they are Ready in
--- Kubernetes; call(service, op, params) is the test's AWS call
-function M.gpu_cluster(call, eks_name, hp_name, octet, count)
-  local json, task = require "hypd.json", require "hypd.task"
-  count = count or 3
-  local eks = M.eks_cluster(call, eks_name, octet)
-  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "sagemaker.amazonaws.com" }, Action = "sts:AssumeRole" } } }
-  local role = call("iam", "CreateRole", { RoleName = eks_name .. "-exec", AssumeRolePolicyDocument = trust }).Role.Arn
-  local sg = call("ec2", "CreateSecurityGroup", { GroupName = eks_name .. "-hp", Description = "hyperpod",
-    VpcId = eks.resourcesVpcConfig.vpcId }).GroupId
-  call("sagemaker", "CreateCluster", { ClusterName = hp_name, NodeRecovery = "None",
-    InstanceGroups = { { InstanceGroupName = "gpu", InstanceType = "ml.g5.12xlarge", InstanceCount = count,
-      ExecutionRole = role } },
-    Orchestrator = { Eks = { ClusterArn = eks.arn } },
-    VpcConfig = { Subnets = { eks.resourcesVpcConfig.subnetIds[1] }, SecurityGroupIds = { sg } } })
-  while call("sagemaker", "DescribeCluster", { ClusterName = hp_name }).ClusterStatus ~= "InService" do
-    task.sleep(10)
-  end
-  local conn = require("hypd.k8s").connect { cluster = eks_name }
-  while true do
-    local ready = 0
-    for _, node in ipairs(conn:list("v1", "Node") or {}) do
-      for _, c in ipairs(node.status and node.status.conditions or {}) do
-        if c.type == "Ready" and c.status == "True" then ready = ready + 1 end
-      end
-    end
-    if ready >= count then return conn end
-    task.sleep(10)
-  end
-end
-
 -- field_rules(err) -> the sorted "field:rule" of a VALIDATION's fields
 function M.field_rules(err)
   local out = {}

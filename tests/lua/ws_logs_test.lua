@@ -112,8 +112,8 @@ local function lines_of(kind, name, count)
 end
 
 t.test("a cluster: EKS and a HyperPod cluster with a group of three ml.g5.12xlarge nodes", function()
-  conn = H.gpu_cluster(call, EKS, HP, 84)
-  t.ok(conn, "three Ready nodes")
+  conn = FH.gpu_cluster(call, EKS, HP, 84, 3)
+  t.ok(conn, "three GPU nodes")
 end)
 
 t.test("a WebSocket client receives every line of a running job in order, with no duplicates across two " ..

@@ -220,6 +220,27 @@ local function drop_field(tree, path)
   return next(tree) == nil
 end
 
+-- item_gone(path, kept, owned) -> the path of the keyed list item
+-- ("k:{...}") holding path when no leaf of it is applied now (kept) or
+-- owned by another manager: the item goes whole, its key fields with it
+-- (leaf by leaf, an item would lose its key and keep the rest)
+local function item_gone(path, kept, owned)
+  local prefix
+  for seg in (path .. "\0"):gmatch("(.-)%z") do
+    prefix = prefix and (prefix .. "\0" .. seg) or seg
+    if seg:sub(1, 2) == "k:" then
+      local held = false
+      for _, set in ipairs { kept, owned } do
+        for q in pairs(set) do
+          if q == prefix or q:sub(1, #prefix + 1) == prefix .. "\0" then held = true break end
+        end
+        if held then break end
+      end
+      if not held then return prefix end
+    end
+  end
+end
+
 local function managers(obj)
   return (obj and obj.metadata and obj.metadata.managedFields) or json.array()
 end
@@ -304,7 +325,7 @@ function M.apply(live, applied, manager, force, now_text)
     local owned = {}
     for _, m in ipairs(others) do for p in pairs(leaves(m.fieldsV1)) do owned[p] = true end end
     for p in pairs(leaves(prev.fieldsV1)) do
-      if not new_leaves[p] and not owned[p] then remove_path(out, p) end
+      if not new_leaves[p] and not owned[p] then remove_path(out, item_gone(p, new_leaves, owned) or p) end
     end
   end
   -- the fields taken over (forced) leave their earlier owners, and an owner

@@ -55,7 +55,10 @@ local BUILTIN = {
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
     columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
-  { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" } },
+  { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" },
+    columns = { { "STATE", ".status.state" }, { "AGE", ".metadata.creationTimestamp" } } },
+  { "inference.sagemaker.aws.amazon.com", "v1", "jumpstartmodels", "JumpStartModel", true, { "jsm" },
+    columns = { { "STATE", ".status.state" }, { "AGE", ".metadata.creationTimestamp" } } },
   { "ray.io", "v1", "rayjobs", "RayJob", true, {} },
   { "ray.io", "v1", "rayclusters", "RayCluster", true, {} },
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },

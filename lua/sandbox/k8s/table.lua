@@ -83,6 +83,18 @@ local function roles(n)
   return #out > 0 and table.concat(out, ",") or "<none>"
 end
 
+-- external_ip(svc) -> kubectl's EXTERNAL-IP: a LoadBalancer's ingress
+-- addresses ("<pending>" before it has one), else spec.externalIPs
+local function external_ip(s)
+  local out = {}
+  for _, ip in ipairs((s.spec or {}).externalIPs or {}) do out[#out + 1] = ip end
+  if (s.spec or {}).type == "LoadBalancer" then
+    for _, ing in ipairs(((s.status or {}).loadBalancer or {}).ingress or {}) do out[#out + 1] = ing.ip or ing.hostname end
+    if #out == 0 then return "<pending>" end
+  end
+  return #out > 0 and table.concat(out, ",") or "<none>"
+end
+
 local function ports(svc)
   local out = {}
   for _, p in ipairs((svc.spec or {}).ports or {}) do
@@ -167,7 +179,7 @@ local COLUMNS = {
     { "Duration", "string", duration }, AGE },
   Service = { NAME, { "Type", "string", function(s) return (s.spec or {}).type or "ClusterIP" end },
     { "Cluster-IP", "string", function(s) return (s.spec or {}).clusterIP or "<none>" end },
-    { "External-IP", "string", function() return "<none>" end }, { "Port(s)", "string", ports }, AGE },
+    { "External-IP", "string", external_ip }, { "Port(s)", "string", ports }, AGE },
   -- the printer's forms: the first three address:port pairs, then "+ N more..."
   Endpoints = { NAME, { "Endpoints", "string", function(e)
     local out = {}

@@ -122,6 +122,11 @@ end
 
 local function active(pod) return not ctl_.finished(pod) end
 
+-- deletion_cost(pod) -> its controller.kubernetes.io/pod-deletion-cost (0 unset)
+local function deletion_cost(pod)
+  return math.tointeger(tonumber((pod.metadata.annotations or {})["controller.kubernetes.io/pod-deletion-cost"])) or 0
+end
+
 ctl_.handlers.rs = function(ctl, k)
   local cl = ctl.cl
   local ns, name = split(k)
@@ -143,12 +148,15 @@ ctl_.handlers.rs = function(ctl, k)
       end
     end
   elseif #live > want then
-    -- unscheduled first, then not ready, then the newest
+    -- unscheduled first, then not ready, then the lower
+    -- controller.kubernetes.io/pod-deletion-cost, then the newest
     table.sort(live, function(a, b)
       local sa, sb = a.spec.nodeName and 1 or 0, b.spec.nodeName and 1 or 0
       if sa ~= sb then return sa < sb end
       local ra, rb = ctl_.pod_ready(a) and 1 or 0, ctl_.pod_ready(b) and 1 or 0
       if ra ~= rb then return ra < rb end
+      local ca, cb = deletion_cost(a), deletion_cost(b)
+      if ca ~= cb then return ca < cb end
       return (a.metadata.creationTimestamp or "") > (b.metadata.creationTimestamp or "")
     end)
     for i = 1, #live - want do

@@ -5,7 +5,9 @@
 -- EndpointSlice, <service>-<hash>, lists them with their conditions. The
 -- ports are the Service's, a named targetPort resolved against each pod's
 -- container ports. A Service without a selector is left alone (its
--- Endpoints are the user's); a deleted Service's are deleted.
+-- Endpoints are the user's); a deleted Service's are deleted. A pod whose
+-- labels change leaves the Endpoints of the Services that no longer select
+-- it and joins those that now do.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local select = require "sandbox.k8s.select"
 
@@ -101,14 +103,30 @@ ctl_.handlers.endpoints = function(ctl, k)
   end
 end
 
+-- lists(ep, pod) -> true when Endpoints ep has an address of that pod
+local function lists(ep, pod)
+  for _, sub in ipairs((ep or {}).subsets or {}) do
+    for _, l in ipairs { sub.addresses or {}, sub.notReadyAddresses or {} } do
+      for _, a in ipairs(l) do
+        if (a.targetRef or {}).name == pod then return true end
+      end
+    end
+  end
+  return false
+end
+
 function M.watch(ctl, _, r, obj)
   if r.group == "" and r.kind == "Service" then
     ctl:enqueue("endpoints", key(obj))
   elseif r.group == "" and r.kind == "Pod" then
-    local sr = ctl:r("", "v1", "services")
-    for _, s in ipairs(ctl.cl:list(sr, obj.metadata.namespace)) do
+    -- the Services that select the pod now, and those whose Endpoints
+    -- still list it (its labels changed, so it is theirs no more)
+    local ns, name = obj.metadata.namespace, obj.metadata.name
+    local sr, er = ctl:r("", "v1", "services"), ctl:r("", "v1", "endpoints")
+    for _, s in ipairs(ctl.cl:list(sr, ns)) do
       local sel = (s.spec or {}).selector
-      if sel and next(sel) and select.match_selector({ matchLabels = sel }, obj.metadata.labels) then
+      if sel and next(sel) and (select.match_selector({ matchLabels = sel }, obj.metadata.labels) or
+          lists(ctl.cl:get(er, ns, s.metadata.name), name)) then
         ctl:enqueue("endpoints", key(s))
       end
     end

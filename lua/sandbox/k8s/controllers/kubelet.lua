@@ -144,9 +144,8 @@ local function start(ctl, pr, pod, node)
     ctl_.event(ctl, cur, "Normal", "Pulled", string.format('Container image "%s" already present on machine',
       c.image or ""), "kubelet")
     ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
-    local prog = programs.find(pod, c)
-    if not (prog and prog.prints) then
-      for _, line in ipairs(M.lines(c)) do logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line) end
+    for _, line in ipairs(programs.lines(cur, c) or M.lines(c)) do
+      logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line)
     end
   end
   programs.started(ctl, cur)

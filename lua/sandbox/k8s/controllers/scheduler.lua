@@ -4,8 +4,11 @@
 -- node's free amount is its allocatable minus what bound, unfinished pods
 -- request), preferring nodes that match preferred node affinity, then the
 -- least busy. A pod that fits nowhere stays Pending with PodScheduled False
--- (Unschedulable) and one FailedScheduling event per distinct message; any
--- node change or freed capacity runs the pass again.
+-- (Unschedulable) and one FailedScheduling event per distinct message, in
+-- the scheduler's words ("0/3 nodes are available: 3 Insufficient
+-- nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption
+-- victims found for incoming pod."); any node change or freed capacity
+-- runs the pass again.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 
 local M = {}
@@ -148,17 +151,35 @@ local function bind(ctl, pr, pod, node)
     cur.metadata.namespace, cur.metadata.name, node.metadata.name), "default-scheduler")
 end
 
+-- preemption(reasons) -> what the preemption pass (PostFilter) says of
+-- the nodes: a node short of a resource or of pod slots could make room by
+-- evicting lower-priority pods (the sandbox runs none: "No preemption
+-- victims found"); one the pod can never use (taints, selector, cordoned)
+-- is "Preemption is not helpful"
+local RESOLVABLE = { ["Too many pods"] = true }
+local function preemption(reasons)
+  local counts = {}
+  for reason, n in pairs(reasons) do
+    local k = (RESOLVABLE[reason] or reason:match("^Insufficient ")) and
+      "No preemption victims found for incoming pod" or "Preemption is not helpful for scheduling"
+    counts[k] = (counts[k] or 0) + n
+  end
+  local parts = {}
+  for k, n in pairs(counts) do parts[#parts + 1] = n .. " " .. k end
+  table.sort(parts)
+  return table.concat(parts, ", ")
+end
+
 local function unschedulable(ctl, pr, pod, total, reasons)
   local msg
   if total == 0 then
     msg = "no nodes available to schedule pods"
   else
-    local keys = {}
-    for k in pairs(reasons) do keys[#keys + 1] = k end
-    table.sort(keys)
-    local parts = {}
-    for i, k in ipairs(keys) do parts[i] = reasons[k] .. " " .. k end
-    msg = string.format("0/%d nodes are available: %s.", total, table.concat(parts, ", "))
+    local parts = {} -- "<count> <reason>", sorted as text (as the scheduler's histogram is)
+    for k, n in pairs(reasons) do parts[#parts + 1] = n .. " " .. k end
+    table.sort(parts)
+    msg = string.format("0/%d nodes are available: %s. preemption: 0/%d nodes are available: %s.", total,
+      table.concat(parts, ", "), total, preemption(reasons))
   end
   local st = ctl_.copy(pod.status or {})
   local cond = ctl_.condition(st.conditions, "PodScheduled")

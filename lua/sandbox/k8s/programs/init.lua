@@ -9,17 +9,18 @@
 --   run_seconds(pod, container) -> how long the container runs before it exits
 --                         (optional; nil: the kubelet's own rule)
 --   exit_code(pod, container) -> how it ends (optional; nil: 0 or the annotation)
+--   lines(pod, container) -> the lines it prints as it starts (optional; nil:
+--                         the kubelet's own, from its image and command)
 --   http(env, req) -> {status, headers, body}: an answer on one of its ports
 --                         (optional; env as for start, req = {method, path,
 --                         query, headers, body, port})
---   prints = true         the program prints all of the container's output
---                         (the kubelet then prints no first lines of its own)
 --
 -- NAMES lists the programs in the order they are tried; the first match wins.
 local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {
+  "hf_download",
   "seq_loop", -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
 }
 
@@ -66,6 +67,12 @@ local function first(pod, fn)
     end
   end
 end
+-- lines(pod, c) -> the program's start lines, or nil
+function M.lines(pod, c)
+  local p = M.find(pod, c)
+  if p and p.lines then return p.lines(pod, c) end
+end
+
 function M.run_seconds(pod) return first(pod, "run_seconds") end
 function M.exit_code(pod) return first(pod, "exit_code") end
 

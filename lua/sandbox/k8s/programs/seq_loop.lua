@@ -63,9 +63,9 @@ end
 
 function M.match(_, c) return M.parse(c) ~= nil end
 
--- the program prints all of the container's output (the kubelet's own
--- first lines, from the echo words of the command, are not printed)
-M.prints = true
+-- lines() -> none: the program prints all of the container's output as it
+-- runs (not the kubelet's first lines from the command's echo words)
+function M.lines() return {} end
 
 local function seconds(list)
   local n = 0

@@ -5,7 +5,9 @@
 -- Record "object/<bucket>"/<key>: { Key, Size, ETag (quoted md5 hex),
 --   LastModified, ContentType, Metadata, VersionId, ServerSideEncryption,
 --   StorageClass }; its bytes are the record "body/<bucket>"/<key>:
---   { Body (base64) }, apart so listings do not read object bodies.
+--   { Body (base64) }, apart so listings do not read object bodies, or
+--   { Fill = n }: n zero bytes, made on read (what a simulated writer, such
+--   as the sandbox's model download, puts for a file of gigabytes).
 -- This is the current version of a key; what a versioned bucket keeps
 -- besides is in s3/versions.lua.
 local core = require "hypd.core"
@@ -19,9 +21,22 @@ local ops = M.operations
 local function kind(bucket) return "object/" .. bucket end
 local function body_kind(bucket) return "body/" .. bucket end
 
-local function read_body(ctx, bucket, key)
-  local r = ctx.state:get(body_kind(bucket), key)
-  return r and core.b64decode(r.Body) or ""
+-- body_of(record [, first, last]) -> the bytes of a body record (0-based,
+-- inclusive range; a Fill body makes only the bytes asked for)
+function M.body_of(r, first, last)
+  if not r then return "" end
+  if r.Fill then
+    local n = r.Fill
+    if first then n = math.max(0, math.min(last, r.Fill - 1) - first + 1) end
+    return string.rep("\0", n)
+  end
+  local body = core.b64decode(r.Body)
+  if first then body = body:sub(first + 1, last + 1) end
+  return body
+end
+
+local function read_body(ctx, bucket, key, first, last)
+  return M.body_of(ctx.state:get(body_kind(bucket), key), first, last)
 end
 
 local function remove(ctx, bucket, key)
@@ -75,6 +90,17 @@ local function store(ctx, b, key, body, meta)
   return o
 end
 M.store = store
+
+-- store_filled(ctx, b, key, size, meta, etag) -> the object record of an
+-- object of size zero bytes kept as { Fill = size } (its ETag given: a
+-- multipart upload's "<md5>-<parts>")
+function M.store_filled(ctx, b, key, size, meta, etag)
+  local o = store(ctx, b, key, "", meta)
+  o.Size, o.ETag = size, etag or o.ETag
+  ctx.state:put(body_kind(b.Name), key, { Fill = size })
+  ctx.state:put(kind(b.Name), key, o)
+  return o
+end
 
 function ops.PutObject(ctx, input)
   local b = M.bucket(ctx, input.Bucket)
@@ -151,11 +177,10 @@ function ops.GetObject(ctx, input)
   local b = M.bucket(ctx, input.Bucket)
   local o = get_object(ctx, b, input.Key)
   conditions(ctx, input, o)
-  local body = read_body(ctx, b.Name, o.Key)
   local out = object_view(o)
   local first, last = range(ctx, input.Range, o.Size)
+  local body = read_body(ctx, b.Name, o.Key, first, last)
   if first then
-    body = body:sub(first + 1, last + 1)
     out.ContentRange = string.format("bytes %d-%d/%d", first, last, o.Size)
   end
   out.Body, out.ContentLength = body, #body
@@ -209,7 +234,13 @@ function ops.CopyObject(ctx, input)
     ContentEncoding = o.ContentEncoding, ContentDisposition = o.ContentDisposition, CacheControl = o.CacheControl }
   meta.ServerSideEncryption = input.ServerSideEncryption
   meta.StorageClass = input.StorageClass
-  local n = store(ctx, b, input.Key, read_body(ctx, sb, sk), meta)
+  local src_body = ctx.state:get(body_kind(sb), sk)
+  local n
+  if src_body and src_body.Fill then
+    n = M.store_filled(ctx, b, input.Key, src_body.Fill, meta, o.ETag)
+  else
+    n = store(ctx, b, input.Key, read_body(ctx, sb, sk), meta)
+  end
   ctx.target = b.Name .. "/" .. input.Key
   return { CopyObjectResult = { ETag = n.ETag, LastModified = n.LastModified }, VersionId = n.VersionId,
            CopySourceVersionId = o.VersionId, ServerSideEncryption = n.ServerSideEncryption }

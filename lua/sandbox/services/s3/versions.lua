@@ -251,7 +251,7 @@ local function wrap_read(orig, head)
       ContentLength = v.Size }
     if not head then
       local r = ctx.state:get(vbkind(b.Name), vid_key(v))
-      out.Body = r and core.b64decode(r.Body) or ""
+      out.Body = require("sandbox.services.s3.objects").body_of(r)
     end
     return out
   end

@@ -1,0 +1,79 @@
+-- The sandbox gives LoadBalancer Services their addresses as EKS does: the
+-- cloud provider's service controller makes a Classic Load Balancer (or an
+-- NLB on `aws-load-balancer-type: nlb`) for a plain LoadBalancer Service;
+-- a Service for the AWS Load Balancer Controller (`aws-load-balancer-type:
+-- external`) stays pending until that controller runs, then gets its NLB;
+-- a Service turned into a ClusterIP loses its address.
+local t = require "hypd.tap"
+local H = dofile("tests/lua/helpers.lua")
+local _, OPTS = H.sandbox_here()
+local FH = dofile("tests/lua/features_helpers.lua")
+local call = FH.aws(OPTS)
+local task = require "hypd.task"
+
+local conn
+local function settle(fn, n)
+  for _ = 1, n or 30 do
+    if fn() then return true end
+    task.sleep(1)
+  end
+  return fn()
+end
+
+local function service(name, annotations)
+  return assert(conn:create { apiVersion = "v1", kind = "Service",
+    metadata = { name = name, namespace = "default", annotations = annotations },
+    spec = { type = "LoadBalancer", selector = { app = name }, ports = { { name = "http", port = 80, targetPort = 8000 } } } })
+end
+local function host(name)
+  local s = conn:get("v1", "Service", name, { namespace = "default" })
+  return ((((s or {}).status or {}).loadBalancer or {}).ingress or {})[1] and s.status.loadBalancer.ingress[1].hostname
+end
+local function reasons(name)
+  local out = {}
+  for _, e in ipairs(conn:list("v1", "Event", { namespace = "default" }) or {}) do
+    if e.involvedObject.name == name and e.involvedObject.kind == "Service" then out[#out + 1] = e.reason end
+  end
+  table.sort(out)
+  return table.concat(out, ",")
+end
+
+t.test("a cluster with nodes", function()
+  conn = FH.gpu_cluster(call, "lb-a", "lb-a-hp", 87, 1)
+  t.ok(conn, "connected")
+end)
+
+t.test("a plain LoadBalancer Service gets a Classic Load Balancer's hostname and the service controller's events", function()
+  service("web")
+  t.ok(settle(function() return host("web") end), "an address came")
+  t.like(host("web"), "^a%x+%-%d+%.us%-west%-2%.elb%.amazonaws%.com$", "a CLB name")
+  t.eq(reasons("web"), "EnsuredLoadBalancer,EnsuringLoadBalancer", "the events of the service controller")
+end)
+
+t.test("aws-load-balancer-type nlb gets an in-tree NLB's hostname", function()
+  service("web-nlb", { ["service.beta.kubernetes.io/aws-load-balancer-type"] = "nlb" })
+  t.ok(settle(function() return host("web-nlb") end), "an address came")
+  t.like(host("web-nlb"), "^a%x+%-%x+%.elb%.us%-west%-2%.amazonaws%.com$", "an NLB name")
+end)
+
+t.test("a Service for the AWS Load Balancer Controller stays pending until the controller runs, then gets its NLB", function()
+  service("api", { ["service.beta.kubernetes.io/aws-load-balancer-type"] = "external",
+    ["service.beta.kubernetes.io/aws-load-balancer-scheme"] = "internal" })
+  settle(function() return host("api") end, 20)
+  t.eq(host("api"), nil, "no address without the controller")
+  t.eq(reasons("api"), "", "and no event from the in-tree controller")
+  assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
+    metadata = { name = "aws-load-balancer-controller", namespace = "kube-system" },
+    spec = { replicas = 1, selector = { matchLabels = { app = "lbc" } },
+      template = { metadata = { labels = { app = "lbc" } },
+        spec = { containers = { { name = "controller", image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.11.0" } } } } } })
+  t.ok(settle(function() return host("api") end, 60), "an address once the controller is ready")
+  t.like(host("api"), "^k8s%-default%-api%-%x+%-%x+%.elb%.us%-west%-2%.amazonaws%.com$", "the controller's NLB name")
+  t.eq(reasons("api"), "SuccessfullyReconciled", "the controller's event")
+end)
+
+t.test("a Service changed to ClusterIP loses its load balancer address", function()
+  assert(conn:patch("v1", "Service", "web", { spec = { type = "ClusterIP",
+    ports = { { name = "http", port = 80, targetPort = 8000 } } } }, { namespace = "default" }))
+  t.ok(settle(function() return host("web") == nil end), "the address went")
+end)
