@@ -108,8 +108,7 @@ return tool {
       local restarts = 0
       for _, cs in ipairs(ps.containerStatuses or {}) do restarts = restarts + (tonumber(cs.restartCount) or 0) end
       local row = { name = pod.metadata.name, uid = pod.metadata.uid, phase = ps.phase or "Pending",
-        node = pod.spec.nodeName,
-        restarts = restarts, containers = hypd.json.array(), lines = 0 }
+        node = pod.spec.nodeName, restarts = restarts, containers = hypd.json.array(), lines = 0 }
       for _, c in ipairs(L.containers(pod)) do
         if not p.container or c.name == p.container then
           local crow = { name = c.name, state = c.state, reason = c.reason }
