@@ -242,6 +242,25 @@ t.test("a follow of the active cluster's workload with no pods yet waits for the
     t.ok(d, "deployment made")
   end)
 
+t.test("a Job's next pod after a failed one is followed too; the Job failing ends the stream with completed",
+  function()
+    assert(conn:create { apiVersion = "batch/v1", kind = "Job", metadata = { name = "retry", namespace = "default" },
+      spec = { backoffLimit = 1, template = { metadata = { annotations = { ["sandbox.hypd.io/exit-code"] = "1" } },
+        spec = { restartPolicy = "Never",
+          containers = { container('for i in $(seq 1 3); do echo "try $i"; sleep 2; done') } } } } })
+    lines_of("job", "retry", 1)
+    local c = result(client { { follows = { follow("re", "job", "retry", { tail = 5000 }) } } })[1] or {}
+    local got, ends = lines(c, "re")
+    t.eq(got, { "try 1", "try 2", "try 3", "try 1", "try 2", "try 3" }, "both pods' lines, one pod after the other")
+    local pods = {}
+    for _, m in ipairs(c.messages or {}) do if m.type == "logs.line" then pods[m.pod] = true end end
+    local n = 0
+    for _ in pairs(pods) do n = n + 1 end
+    t.eq(n, 2, "two pods")
+    t.eq(ends[1] and ends[1].reason, "completed")
+    t.like(ends[1] and ends[1].message or "", "is Failed")
+  end)
+
 t.test("a deleted target ends the stream with deleted, a finished one with completed after its last lines; " ..
   "bad follows are errors naming the id", function()
   deployment("doomed", 'for i in $(seq 1 100); do echo "d$i"; sleep 1; done')
