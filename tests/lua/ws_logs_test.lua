@@ -254,9 +254,9 @@ t.test("a Job's next pod after a failed one is followed too; the Job failing end
     t.eq(got, { "try 1", "try 2", "try 3", "try 1", "try 2", "try 3" }, "both pods' lines, one pod after the other")
     local pods = {}
     for _, m in ipairs(c.messages or {}) do if m.type == "logs.line" then pods[m.pod] = true end end
-    local n = 0
-    for _ in pairs(pods) do n = n + 1 end
-    t.eq(n, 2, "two pods")
+    local npods = 0
+    for _ in pairs(pods) do npods = npods + 1 end
+    t.eq(npods, 2, "two pods")
     t.eq(ends[1] and ends[1].reason, "completed")
     t.like(ends[1] and ends[1].message or "", "is Failed")
   end)
