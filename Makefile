@@ -37,7 +37,7 @@ CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c)
 FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml $(BUILD)/fuzz/fuzz_yaml
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
-.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor
+.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -142,6 +142,14 @@ lint:
 
 deps:
 	mk/deps.sh
+
+# the sandbox's Kubernetes protobuf descriptors and field docs
+# (lua/sandbox/k8s/proto, committed), regenerated from checkouts or bare git
+# directories of github.com/kubernetes/api and github.com/kubernetes/apimachinery
+K8S_API ?= ../kubernetes-api
+K8S_APIMACHINERY ?= ../kubernetes-apimachinery
+k8s-proto:
+	python3 mk/k8s_proto.py --api $(K8S_API) --apimachinery $(K8S_APIMACHINERY) --out lua/sandbox/k8s/proto
 
 clean:
 	rm -rf build build-asan

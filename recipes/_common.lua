@@ -59,8 +59,222 @@ function M.params(image, extra)
       description = "the S3 storage claim mounted at /s3 (datasets are read from it, outputs written to it)" },
     max_retries = s { type = "integer", default = 5, minimum = 0, maximum = 100,
       description = "the recovery budget: how many times the job is restarted after a failure (jobMaxRetryCount)" },
+    mlflow = s { type = "object", properties = {
+      tracking_uri = { type = "string", required = true, max_length = 2048,
+        pattern = "^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:mlflow-tracking-server/[A-Za-z0-9-]+$|^https?://[^ ]+$",
+        pattern_help = "a SageMaker MLflow tracking server ARN (or an http(s) MLflow URL)",
+        description = "MLFLOW_TRACKING_URI: the tracking server's ARN (training_get_mlflow's tracking_uri)" },
+      experiment_name = { type = "string", min_length = 1, max_length = 256, pattern = "^[A-Za-z0-9][A-Za-z0-9 _./:-]*$",
+        pattern_help = "letters, digits, spaces and _ . / : -",
+        description = "MLFLOW_EXPERIMENT_NAME (default: the job name)" },
+      service_account = { type = "string", pattern = DNS, max_length = 253, pattern_help = "a ServiceAccount name",
+        description = "the pods' service account (its IRSA role may use the tracking server; training_submit " ..
+          "sets hypd-mlflow when training_setup_mlflow made it)" },
+    }, description = "report to MLflow: the job gets MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME and the " ..
+      "recipe logs loss and throughput to it (training_submit fills it from its mlflow parameter)" },
   }
   for k, v in pairs(extra or {}) do p[k] = v end
+  return p
+end
+
+-- mlflow(p) -> nil | {uri, experiment, run}: where the job reports
+function M.mlflow(p)
+  if not p.mlflow then return nil end
+  return { uri = p.mlflow.tracking_uri, experiment = p.mlflow.experiment_name or p.job_name, run = p.job_name }
+end
+
+-- Log monitoring (HyperPodPyTorchJob runPolicy.logMonitoringConfiguration):
+-- rules the HyperPod elastic agent evaluates on each training process's
+-- stdout (hyperpod-elastic-agent's LogEvaluator): a rule whose logPattern
+-- does not match within expectedStartCutOffInSeconds of the start, or not
+-- again within expectedRecurringFrequencyInSeconds, marks the job HANGING;
+-- a captured value compared to metricThreshold by operator for
+-- metricEvaluationDataPoints lines in a row marks it SLOW; stopPattern ends
+-- the rule; the training operator then restarts the job (a retry of its
+-- budget). Patterns are matched at the start of a line (Python re.match),
+-- so they usually begin with ".*".
+local RULE_NAME = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+local SECONDS = { type = "integer", minimum = 1, maximum = 7 * 24 * 3600 }
+local function secs(d) local x = {}; for k, v in pairs(SECONDS) do x[k] = v end; x.description = d; return x end
+
+M.RULE = { type = "object", properties = {
+  name = { type = "string", required = true, pattern = RULE_NAME, pattern_help = "up to 63 letters, digits, '_', '.' " ..
+    "or '-'", description = "the rule's name (shown when it fires)" },
+  log_pattern = { type = "string", required = true, min_length = 1, max_length = 1024,
+    description = "the regular expression of the lines the rule watches, matched at the start of a line " ..
+      "(begin with .* to match anywhere); a metric rule captures the value in its first group" },
+  expected_start_cutoff_seconds = secs("the job hangs when no line matches within this many seconds of the start"),
+  expected_recurring_frequency_seconds = secs("the job hangs when no line matches for this many seconds after " ..
+    "the last match"),
+  metric_threshold = { type = "integer", minimum = -1000000000, maximum = 1000000000,
+    description = "the threshold the captured value is compared to (an integer: the elastic agent reads it with " ..
+      "int())" },
+  operator = { type = "string", enum = { "gt", "gteq", "lt", "lteq", "eq" },
+    description = "how the captured value is compared to metric_threshold: when true for " ..
+      "metric_evaluation_data_points lines in a row the job is SLOW" },
+  metric_evaluation_data_points = { type = "integer", minimum = 1, maximum = 100000,
+    description = "how many matching lines in a row must meet the condition (default 1)" },
+  stop_pattern = { type = "string", min_length = 1, max_length = 1024,
+    description = "a regular expression: the rule stops watching at the first line it matches" },
+} }
+
+M.MONITORING = {
+  log_monitoring = { type = "array", items = M.RULE, default = hypd.json.array(),
+    description = "log monitoring rules for hang and stall detection (runPolicy.logMonitoringConfiguration): each " ..
+      "{name, log_pattern, expected_start_cutoff_seconds?, expected_recurring_frequency_seconds?, " ..
+      "metric_threshold?, operator? (gt|gteq|lt|lteq|eq), metric_evaluation_data_points?, stop_pattern?}; a rule " ..
+      "that fires restarts the job (one retry of max_retries)" },
+  hang_detection = { type = { "boolean", "object" }, default = false,
+    properties = {
+      start_pattern = { type = "string", min_length = 1, max_length = 1024,
+        description = "the line that shows training started (default: the recipe's)" },
+      progress_pattern = { type = "string", min_length = 1, max_length = 1024,
+        description = "the line every training step (or logging step) prints (default: the recipe's)" },
+      start_cutoff_seconds = secs("how long the start may take (default 600)"),
+      progress_frequency_seconds = secs("the longest gap between two progress lines (default 1800)"),
+    },
+    description = "true (or an object to tune it) adds two rules: JobStart (the recipe's start line within " ..
+      "start_cutoff_seconds) and JobHangingDetection (a progress line at least every progress_frequency_seconds); " ..
+      "the patterns match what the recipe's program prints" },
+}
+
+local function rule_error(field, rule, msg)
+  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
+end
+
+local function check_regex(field, src)
+  local ok, err = hypd.regex.compile(src)
+  if not ok then rule_error(field, "pattern", field .. ": not a regular expression hypd can check: " .. tostring(err)) end
+  return ok
+end
+
+-- log_monitoring(p, hang) -> the runPolicy.logMonitoringConfiguration list
+-- (nil when empty); hang = {start = pattern, progress = pattern} the
+-- recipe's defaults for hang_detection. Raises VALIDATION naming
+-- log_monitoring[i].<field> (rule pattern, requires, capture, condition,
+-- unique)
+function M.log_monitoring(p, hang)
+  local out, seen = {}, {}
+  local function add(r, at)
+    local f = at .. "."
+    local re = check_regex(f .. "log_pattern", r.log_pattern)
+    if r.stop_pattern then check_regex(f .. "stop_pattern", r.stop_pattern) end
+    if (r.metric_threshold ~= nil) ~= (r.operator ~= nil) then
+      local miss = r.operator == nil and "operator" or "metric_threshold"
+      rule_error(f .. miss, "requires", f .. miss .. ": a metric rule takes both metric_threshold and operator")
+    end
+    if r.metric_evaluation_data_points and r.operator == nil then
+      rule_error(f .. "operator", "requires", f .. "operator: metric_evaluation_data_points needs operator and " ..
+        "metric_threshold")
+    end
+    if r.operator ~= nil and (re.groups or 0) == 0 then
+      rule_error(f .. "log_pattern", "capture", f .. "log_pattern: a metric rule captures the value in a group " ..
+        "( ... ), e.g. .*loss=(\\d+(\\.\\d+)?).*")
+    end
+    if not (r.expected_start_cutoff_seconds or r.expected_recurring_frequency_seconds or r.operator) then
+      rule_error(f .. "expected_start_cutoff_seconds", "condition", f .. "expected_start_cutoff_seconds: a rule " ..
+        "needs a condition: expected_start_cutoff_seconds, expected_recurring_frequency_seconds or " ..
+        "metric_threshold with operator")
+    end
+    if seen[r.name] then
+      rule_error(f .. "name", "unique", f .. "name: rule " .. r.name .. " is given twice")
+    end
+    seen[r.name] = true
+    out[#out + 1] = { name = r.name, logPattern = r.log_pattern,
+      expectedStartCutOffInSeconds = r.expected_start_cutoff_seconds,
+      expectedRecurringFrequencyInSeconds = r.expected_recurring_frequency_seconds,
+      metricThreshold = r.metric_threshold, operator = r.operator,
+      metricEvaluationDataPoints = r.metric_evaluation_data_points, stopPattern = r.stop_pattern }
+  end
+  local hd = p.hang_detection
+  if hd then
+    local o = type(hd) == "table" and hd or {}
+    local start = o.start_pattern or (hang and hang.start)
+    local progress = o.progress_pattern or (hang and hang.progress)
+    if start then
+      add({ name = "JobStart", log_pattern = start, expected_start_cutoff_seconds = o.start_cutoff_seconds or 600 },
+        "hang_detection")
+    end
+    if progress then
+      add({ name = "JobHangingDetection", log_pattern = progress,
+        expected_start_cutoff_seconds = (o.start_cutoff_seconds or 600) + (o.progress_frequency_seconds or 1800),
+        expected_recurring_frequency_seconds = o.progress_frequency_seconds or 1800 }, "hang_detection")
+    end
+  end
+  for i, r in ipairs(p.log_monitoring or {}) do add(r, "log_monitoring[" .. (i - 1) .. "]") end
+  if #out == 0 then return nil end
+  return out
+end
+
+-- the patterns hang_detection watches: what the recipe's program prints.
+-- A script of your own (pytorch-torchrun) prints the reference templates'
+-- start marker and a loss per step; the Hugging Face Trainer (LLaMA-Factory,
+-- MS-Swift) prints "***** Running training *****" and {'loss': ...} lines
+M.HANG_PLAIN = { start = ".*Experiment configuration.*", progress = ".*[Ll]oss[:=] ?(\\d+(\\.\\d+)?).*" }
+M.HANG_HF = { start = ".*\\*\\*\\*\\*\\* Running training \\*\\*\\*\\*\\*.*",
+  progress = ".*'loss': (\\d+(\\.\\d+)?).*" }
+
+-- Elastic training (spec.elasticPolicy, training operator 1.2+): the job
+-- starts with `replicas` pods and the operator scales it between
+-- min_replicas and max_replicas data-parallel replicas as capacity comes
+-- and goes. Refused for checkpointless training here, and at submission on
+-- spot capacity and with managed tiered checkpointing (training/_jobs.lua
+-- M.elastic_check): AWS documents checkpointless training as "currently
+-- incompatible with HyperPod managed tiered checkpointing and elastic
+-- training" (docs.aws.amazon.com/sagemaker/latest/dg/
+-- sagemaker-eks-checkpointless-considerations.html). The spot refusal is
+-- the issue's rule: AWS's elastic training page
+-- (sagemaker-eks-elastic-training.html) states no spot restriction that
+-- hypd found; a spot reclaim takes a node with two minutes' notice, before
+-- the checkpoint an elastic scale-down relies on.
+M.ELASTIC = {
+  elastic = { type = "object", decision = true, properties = {
+    min_replicas = { type = "integer", required = true, minimum = 1, maximum = 1000,
+      description = "the fewest nodes (pods) the job keeps running" },
+    max_replicas = { type = "integer", required = true, minimum = 1, maximum = 1000,
+      description = "the most nodes (pods) the job grows to" },
+    replica_increment_step = { type = "integer", minimum = 1, maximum = 1000,
+      description = "grow and shrink by this many replicas at a time (default 1)" },
+  }, description = "elastic training (elasticPolicy): the job starts with replicas pods and scales between " ..
+    "min_replicas and max_replicas as capacity allows; refused on spot capacity, with managed tiered checkpointing " ..
+    "on the cluster, and with checkpointless" },
+  checkpointless = { type = "boolean", default = false,
+    description = "the job uses HyperPod checkpointless training (peer-to-peer state recovery; training operator " ..
+      "1.2+): refused with elastic and on a cluster with managed tiered checkpointing, which AWS documents as " ..
+      "incompatible" },
+}
+
+-- elastic_policy(p) -> spec.elasticPolicy (nil without p.elastic), the max
+-- replicas; raises VALIDATION naming params.elastic.<field> or params.replicas
+function M.elastic_policy(p)
+  local e = p.elastic
+  if not e then return nil end
+  if p.checkpointless then
+    rule_error("elastic", "checkpointless", "elastic: elastic training cannot run with checkpointless training " ..
+      "(AWS: checkpointless training is incompatible with elastic training); drop elastic or checkpointless")
+  end
+  if e.max_replicas < e.min_replicas then
+    rule_error("elastic.max_replicas", "range", string.format("elastic.max_replicas: %d is below min_replicas %d",
+      e.max_replicas, e.min_replicas))
+  end
+  if p.replicas < e.min_replicas or p.replicas > e.max_replicas then
+    rule_error("replicas", "range", string.format("replicas: the job starts with %d pods, outside elastic's %d..%d",
+      p.replicas, e.min_replicas, e.max_replicas))
+  end
+  local step = e.replica_increment_step
+  if step and e.max_replicas > e.min_replicas and step > e.max_replicas - e.min_replicas then
+    rule_error("elastic.replica_increment_step", "range", string.format("elastic.replica_increment_step: %d is " ..
+      "more than max_replicas - min_replicas (%d)", step, e.max_replicas - e.min_replicas))
+  end
+  return { minReplicas = e.min_replicas, maxReplicas = e.max_replicas, replicaIncrementStep = step }, e.max_replicas
+end
+
+-- hpj_params(image, extra) -> params(image, extra) with the options of a
+-- HyperPodPyTorchJob (log monitoring, elastic training, checkpointless)
+function M.hpj_params(image, extra)
+  local p = M.params(image, extra)
+  for k, v in pairs(M.MONITORING) do p[k] = v end
+  for k, v in pairs(M.ELASTIC) do p[k] = v end
   return p
 end
 
@@ -109,6 +323,13 @@ function M.pod_spec(p, c, gpu)
   c.volumeMounts = { { name = "s3", mountPath = M.MOUNT }, { name = "shm", mountPath = "/dev/shm" } }
   local env = { { name = "DATA_DIR", value = M.MOUNT }, { name = "CHECKPOINT_DIR", value = ckpt },
     { name = "OUTPUT_DIR", value = out } }
+  local ml = M.mlflow(p)
+  if ml then
+    -- the reference templates' MLflow contract (the sagemaker-mlflow plugin resolves the ARN)
+    env[#env + 1] = { name = "MLFLOW_TRACKING_URI", value = ml.uri }
+    env[#env + 1] = { name = "MLFLOW_EXPERIMENT_NAME", value = ml.experiment }
+    env[#env + 1] = { name = "MLFLOW_TAG_hypd_job", value = p.job_name }
+  end
   for _, e in ipairs(c.env or {}) do env[#env + 1] = e end
   c.env = env
   if gpu then
@@ -123,7 +344,7 @@ function M.pod_spec(p, c, gpu)
   end
   local sel = p.instance_group and { ["sagemaker.amazonaws.com/instance-group-name"] = p.instance_group } or
     { ["node.kubernetes.io/instance-type"] = p.instance_type }
-  return { nodeSelector = sel, containers = { c },
+  return { nodeSelector = sel, containers = { c }, serviceAccountName = p.mlflow and p.mlflow.service_account or nil,
     tolerations = gpu and { { key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" } } or nil,
     volumes = { { name = "s3", persistentVolumeClaim = { claimName = p.storage_claim } },
       { name = "shm", emptyDir = { medium = "Memory" } } } }
@@ -144,20 +365,28 @@ function M.launch(p, argv)
   return parts
 end
 
--- pytorch_job(p, recipe, container) -> a HyperPodPyTorchJob
-function M.pytorch_job(p, recipe, c)
+-- pytorch_job(p, recipe, container [, opts]) -> a HyperPodPyTorchJob;
+-- opts.hang = {start, progress}: the patterns hang_detection uses
+function M.pytorch_job(p, recipe, c, opts)
+  opts = opts or {}
   local gpus = M.sizes(p)
+  local monitoring = M.log_monitoring(p, opts.hang)
+  local elastic, max_replicas = M.elastic_policy(p)
+  local lab = labels(p, recipe)
+  if p.checkpointless then lab["hypd.io/checkpointless"] = "true" end
   c.name = c.name or "pytorch"
   c.ports = { { containerPort = 8080, name = "elastic-agent" } }
   return {
     apiVersion = "sagemaker.amazonaws.com/v1", kind = "HyperPodPyTorchJob",
-    metadata = { name = p.job_name, namespace = p.namespace, labels = labels(p, recipe) },
+    metadata = { name = p.job_name, namespace = p.namespace, labels = lab },
     spec = {
       nprocPerNode = tostring(gpus),
-      replicaSpecs = { { name = "pods", replicas = p.replicas, template = {
+      elasticPolicy = elastic,
+      replicaSpecs = { { name = "pods", replicas = p.replicas, maxReplicas = max_replicas, template = {
         metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, true) } } },
       runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "All",
-        restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 } },
+        restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 },
+        logMonitoringConfiguration = monitoring },
     },
   }
 end

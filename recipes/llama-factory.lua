@@ -7,7 +7,7 @@ return {
   description = "Fine-tunes a model with LLaMA-Factory (v0.9.3) as a HyperPodPyTorchJob: the model from /s3 " ..
     "(or a Hugging Face id), the dataset from /s3 in LLaMA-Factory's format, the adapter or weights written to " ..
     "/s3/outputs/JOB.",
-  params = C.params("hiyouga/llamafactory:0.9.3", {
+  params = C.hpj_params("hiyouga/llamafactory:0.9.3", {
     model = C.MODEL,
     dataset_dir = C.path("the folder under /s3 holding the dataset and its dataset_info.json (datasets/alpaca)", true),
     dataset = { type = "string", required = true, decision = true, pattern = "^[A-Za-z0-9_.,-]+$",
@@ -28,11 +28,13 @@ return {
       "dataset: " .. p.dataset, "template: " .. p.template, "output_dir: " .. out,
       "num_train_epochs: " .. p.epochs, "learning_rate: " .. p.learning_rate, "save_steps: 500",
       "logging_steps: 10", "bf16: true", "overwrite_output_dir: true",
+      -- loss, learning rate and throughput to MLflow (the Trainer's MLflow callback), or nowhere
+      C.mlflow(p) and "report_to: mlflow" or "report_to: none", C.mlflow(p) and ("run_name: " .. p.job_name) or nil,
     }
     local gpus = C.sizes(p)
     local lines = { "set -e", "cat > /tmp/train.yaml <<'HYPD'", table.concat(cfg, "\n"), "HYPD",
       "export FORCE_TORCHRUN=1 NNODES=" .. p.replicas .. " NPROC_PER_NODE=" .. gpus,
       "exec llamafactory-cli train /tmp/train.yaml" }
-    return { C.pytorch_job(p, "llama-factory", { image = p.image, command = C.shell(lines) }) }
+    return { C.pytorch_job(p, "llama-factory", { image = p.image, command = C.shell(lines) }, { hang = C.HANG_HF }) }
   end,
 }

@@ -9,7 +9,7 @@ return {
   name = "ms-swift",
   description = "Fine-tunes a model with MS-Swift as a HyperPodPyTorchJob (swift sft, or swift rlhf for DPO/GRPO): " ..
     "the model from /s3 (or a Hugging Face id), the dataset file from /s3, checkpoints written to /s3/outputs/JOB.",
-  params = C.params(IMAGE, {
+  params = C.hpj_params(IMAGE, {
     model = C.MODEL,
     dataset = C.path("the dataset file under /s3 (datasets/train.jsonl)", true),
     mode = { type = "string", enum = { "sft", "dpo", "grpo" }, default = "sft",
@@ -25,7 +25,8 @@ return {
       " NODE_RANK=${RANK:-0} MASTER_ADDR=${MASTER_ADDR:-localhost} MASTER_PORT=${MASTER_PORT:-29500}",
       "exec " .. cmd .. " --model " .. C.quote(C.model_path(p.model)) .. " --dataset " ..
       C.quote(C.MOUNT .. "/" .. p.dataset) .. " --train_type " .. p.train_type .. " --num_train_epochs " ..
-      p.epochs .. " --output_dir " .. C.quote(out) .. " --logging_steps 10 --save_steps 500" }
-    return { C.pytorch_job(p, "ms-swift", { image = p.image, command = C.shell(lines) }) }
+      p.epochs .. " --output_dir " .. C.quote(out) .. " --logging_steps 10 --save_steps 500" ..
+      (C.mlflow(p) and (" --report_to mlflow --run_name " .. C.quote(p.job_name)) or "") }
+    return { C.pytorch_job(p, "ms-swift", { image = p.image, command = C.shell(lines) }, { hang = C.HANG_HF }) }
   end,
 }

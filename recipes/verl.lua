@@ -22,7 +22,16 @@ return {
       "data.train_files=" .. C.MOUNT .. "/" .. p.train_files, "data.val_files=" .. C.MOUNT .. "/" .. p.val_files,
       "actor_rollout_ref.model.path=" .. C.model_path(p.model), "trainer.nnodes=" .. p.replicas,
       "trainer.n_gpus_per_node=" .. gpus, "trainer.total_epochs=" .. p.epochs,
-      "trainer.default_local_dir=" .. ckpt, "trainer.logger=[console]" }
+      "trainer.default_local_dir=" .. ckpt }
+    local ml = C.mlflow(p)
+    if ml then
+      -- VERL's tracking: the mlflow backend, experiment = project_name, run = experiment_name
+      args[#args + 1] = "trainer.logger=[console,mlflow]"
+      args[#args + 1] = "trainer.project_name=" .. C.quote(ml.experiment)
+      args[#args + 1] = "trainer.experiment_name=" .. C.quote(ml.run)
+    else
+      args[#args + 1] = "trainer.logger=[console]"
+    end
     if p.algorithm == "gae" then args[#args + 1] = "critic.model.path=" .. C.model_path(p.model) end
     return { C.ray_job(p, "verl", table.concat(args, " "), p.ray_version) }
   end,

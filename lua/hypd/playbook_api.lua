@@ -192,6 +192,8 @@ function M.build(name)
       get = clusters.get, list = clusters.list, forget = clusters.forget },
     cidr = copy(cidr),
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
+    -- regex.compile(src) -> re | nil, err (the JSON Schema pattern subset; re:test(s), re:match(s))
+    regex = { compile = require("hypd.regex").compile },
     manifests = copy(require "hypd.manifests"),
     recipes = copy(require "hypd.recipes"),
   }

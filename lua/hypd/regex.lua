@@ -4,6 +4,7 @@
 --
 --   local re = regex.compile("^[a-z][a-z0-9-]{1,30}$")   -> re | nil, err
 --   re:test(s) -> boolean   (unanchored search, as JSON Schema specifies)
+--   re:match(s) -> nil | {group texts}  (the same search, with its captures)
 --
 -- Supported: literals, `.`, classes `[a-z0-9-]` and `[^...]`, escapes \d \w
 -- \s \D \W \S and escaped punctuation, groups `( )` and `(?: )` with `|`,
@@ -73,14 +74,18 @@ end
 function Parser:atom()
   local c = self:next()
   if c == "(" then
+    local cap
     if self.src:sub(self.i, self.i + 1) == "?:" then
       self.i = self.i + 2
     elseif self:peek() == "?" then
       perr(self, "lookaround is not supported")
+    else
+      self.groups = (self.groups or 0) + 1
+      cap = self.groups
     end
     local alts = self:alternation()
     if self:next() ~= ")" then perr(self, "missing )") end
-    return { t = "group", alts = alts }
+    return { t = "group", alts = alts, cap = cap }
   elseif c == "[" then
     return self:set()
   elseif c == "." then
@@ -151,6 +156,7 @@ end
 
 -- matcher: continuation passing with backtracking
 local match_seq
+local CAPS -- while Re:match runs: group index -> {from, to}
 
 local function match_node(n, s, i, k)
   local t = n.t
@@ -173,8 +179,17 @@ local function match_node(n, s, i, k)
   elseif t == "eol" then
     return i == #s + 1 and k(i)
   elseif t == "group" then
+    local caps = n.cap and CAPS
     for _, alt in ipairs(n.alts) do
-      if match_seq(alt, 1, s, i, k) then return true end
+      local ok = match_seq(alt, 1, s, i, function(j)
+        if not caps then return k(j) end
+        local old = caps[n.cap]
+        caps[n.cap] = { i, j }
+        if k(j) then return true end
+        caps[n.cap] = old
+        return false
+      end)
+      if ok then return true end
     end
     return false
   elseif t == "rep" then
@@ -213,6 +228,31 @@ function Re:test(s)
   return false
 end
 
+-- re:match(s) -> nil | { [n] = the text of capturing group n (false when
+-- it took no part) }: the leftmost match, groups numbered by their "(" as
+-- ECMAScript numbers them
+function Re:match(s)
+  s = tostring(s)
+  local caps = {}
+  local function done() return true end
+  CAPS = caps
+  local found = false
+  for start = 1, #s + 1 do
+    for _, alt in ipairs(self.alts) do
+      if match_seq(alt, 1, s, start, done) then found = true break end
+    end
+    if found then break end
+  end
+  CAPS = nil
+  if not found then return nil end
+  local out = {}
+  for n = 1, self.groups or 0 do
+    local c = caps[n]
+    out[n] = c and s:sub(c[1], c[2] - 1) or false
+  end
+  return out
+end
+
 local cache = {}
 
 function M.compile(src)
@@ -227,7 +267,7 @@ function M.compile(src)
     if type(alts) == "table" and alts.regex then return nil, alts.message end
     error(alts, 0)
   end
-  local re = setmetatable({ src = src, alts = alts }, Re)
+  local re = setmetatable({ src = src, alts = alts, groups = p.groups }, Re)
   cache[src] = re
   return re
 end

@@ -158,6 +158,22 @@ spec:
 
 local CRDS = { { "rayclusters", "RayCluster" }, { "rayjobs", "RayJob" }, { "rayservices", "RayService" } }
 
+-- the chart's printer columns and categories (kubebuilder markers of
+-- ray-operator/apis/ray/v1/*_types.go), so kubectl get prints what KubeRay's do
+local function col(name, typ, path) return { name = name, type = typ, jsonPath = path } end
+local COLUMNS = {
+  RayCluster = { col("desired workers", "integer", ".status.desiredWorkerReplicas"),
+    col("available workers", "integer", ".status.availableWorkerReplicas"), col("cpus", "string", ".status.desiredCPU"),
+    col("memory", "string", ".status.desiredMemory"), col("gpus", "string", ".status.desiredGPU"),
+    col("status", "string", ".status.state"), col("age", "date", ".metadata.creationTimestamp") },
+  RayJob = { col("job status", "string", ".status.jobStatus"),
+    col("deployment status", "string", ".status.jobDeploymentStatus"),
+    col("ray cluster name", "string", ".status.rayClusterName"), col("start time", "string", ".status.startTime"),
+    col("end time", "string", ".status.endTime"), col("age", "date", ".metadata.creationTimestamp") },
+  RayService = { col("service status", "string", ".status.serviceStatus"),
+    col("num serve endpoints", "string", ".status.numServeEndpoints") },
+}
+
 -- binding(kind, name, namespace) -> the (Cluster)RoleBinding of the
 -- operator's service account to the role of that name
 local function binding(kind, name, ns)
@@ -188,8 +204,10 @@ function M.crds()
     out[i] = { apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
       metadata = { name = plural .. ".ray.io" },
       spec = { group = "ray.io", scope = "Namespaced",
-        names = { plural = plural, singular = kind:lower(), kind = kind, listKind = kind .. "List" },
+        names = { plural = plural, singular = kind:lower(), kind = kind, listKind = kind .. "List",
+          categories = kind ~= "RayService" and { "all" } or nil },
         versions = { { name = "v1", served = true, storage = true, subresources = { status = hypd.json.object() },
+          additionalPrinterColumns = COLUMNS[kind],
           schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } } } }
   end
   return out

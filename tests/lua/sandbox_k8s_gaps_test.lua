@@ -303,21 +303,7 @@ end)
 
 t.test("a view-only access entry: kubectl auth can-i says no to writes and to secrets", function()
   if not S.ready then return skip() end
-  local py = [[
-import boto3, json
-iam, eks, sts = boto3.client("iam"), boto3.client("eks"), boto3.client("sts")
-me = sts.get_caller_identity()["Arn"]
-trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": me},
-  "Action": "sts:AssumeRole"}]}
-arn = iam.create_role(RoleName="gaps-viewer", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-key = sts.assume_role(RoleArn=arn, RoleSessionName="gaps-viewer-session")["Credentials"]
-eks.create_access_entry(clusterName="gaps-eks", principalArn=arn, username="viewer")
-eks.associate_access_policy(clusterName="gaps-eks", principalArn=arn,
-  policyArn="arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", accessScope={"type": "cluster"})
-print(key["AccessKeyId"], key["SecretAccessKey"], key["SessionToken"])
-]]
-  H.write(dir .. "/viewer.py", py)
-  local rc, out, err = kc.sh("python3 " .. H.quote(dir .. "/viewer.py"))
+  local rc, out, err = kc.sh("python3 tests/tools/eks_viewer.py gaps-eks gaps-viewer")
   t.eq(rc, 0, err)
   local akid, secret, session = out:match("^(%S+) (%S+) (%S+)")
   if not akid then return end

@@ -16,6 +16,21 @@ end
 
 local by_kind = {}
 
+-- batch/v1 CronJob: SetDefaults_CronJob
+by_kind["batch/CronJob"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.concurrencyPolicy == nil or spec.concurrencyPolicy == "" then spec.concurrencyPolicy = "Allow" end
+  if spec.suspend == nil then spec.suspend = false end
+  if spec.successfulJobsHistoryLimit == nil then spec.successfulJobsHistoryLimit = 3 end
+  if spec.failedJobsHistoryLimit == nil then spec.failedJobsHistoryLimit = 1 end
+end
+
+-- v1 Secret: the type defaults to Opaque (SetDefaults_Secret)
+by_kind["/Secret"] = function(_, _, obj)
+  if obj.type == nil or obj.type == "" then obj.type = "Opaque" end
+end
+
 -- batch/v1 Job: unless spec.manualSelector, the selector is generated from
 -- the uid and the pod template gets the labels it selects (the Job
 -- strategy's PrepareForCreate and generateSelector)

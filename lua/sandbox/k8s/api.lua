@@ -5,23 +5,39 @@
 -- -> {status, headers, body} | {status, headers, stream = fn(w)};
 -- authentication happens before (sandbox.k8s).
 local discovery = require "sandbox.k8s.discovery"
+local disruption = require "sandbox.k8s.controllers.disruption"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
+local protobuf = require "sandbox.k8s.protobuf"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
+local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 
 local M = {}
-local STREAMS, refuse_stream
+local STREAMS, refuse_stream, rules_review, token_request, evict
 
 local JSON = { ["content-type"] = "application/json" }
 M.BOOKMARK_EVERY = 60 -- seconds between BOOKMARK events on a quiet watch, as the API server paces them
 
 local function reply(code, obj) return { status = code, headers = JSON, body = json.encode(obj) } end
+
+-- warned(resp, warnings) -> resp with a Warning header (RFC 7234, code 299,
+-- as the API server sends them; kubectl prints each as "Warning: ...")
+local function warned(resp, warnings)
+  if #warnings == 0 then return resp end
+  local parts = {}
+  for i, w in ipairs(warnings) do parts[i] = '299 - "' .. w:gsub('[\\"]', "\\%0") .. '"' end
+  local h = {}
+  for k, v in pairs(resp.headers) do h[k] = v end
+  h.warning = table.concat(parts, ", ")
+  resp.headers = h
+  return resp
+end
 local function failure(st) return reply(st.code, st) end
 local function fail(code, reason, message, details)
   return failure(objects.status(code, reason, message, details))
@@ -104,7 +120,23 @@ local function route(path)
   return rt
 end
 
+local PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+-- decode_body(req) -> the request's object | nil, Status: JSON (or YAML's
+-- JSON subset) and, for the built-in kinds, Kubernetes protobuf
+-- (sandbox.k8s.protobuf); a protobuf body it cannot decode (a custom
+-- resource, a kind without a descriptor) is 415, as the API server answers
+-- for a media type a resource does not take
 local function decode_body(req)
+  local ctype = (req.headers["content-type"] or ""):match("^([^;%s]+)") or ""
+  if ctype == PROTOBUF then
+    local obj, why = protobuf.decode(req.body or "")
+    if not obj then
+      return nil, objects.status(415, "UnsupportedMediaType", "the body of the request was in an unknown format - " ..
+        "accepted media types include: application/json, application/yaml (" .. tostring(why) .. ")")
+    end
+    return obj
+  end
   local obj, err = json.decode(req.body or "")
   if type(obj) ~= "table" then
     return nil, objects.status(400, "BadRequest", "the body of the request was in an unknown format - accepted " ..
@@ -271,9 +303,11 @@ local function create(cl, r, rt, req, q, dry)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return failure(refused) end
   local out, st = cl:create(r, obj, { manager = manager(req, q), dry = dry })
   if not out then return failure(st) end
-  return reply(201, out)
+  return warned(reply(201, out), warnings)
 end
 
 local function replace(cl, r, rt, req, q, dry)
@@ -281,9 +315,11 @@ local function replace(cl, r, rt, req, q, dry)
   if not obj then return failure(err) end
   err = check_identity(r, rt, obj)
   if err then return failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return failure(refused) end
   local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
-  return reply(200, out)
+  return warned(reply(200, out), warnings)
 end
 
 -- RFC 6902 JSON patch, on paths like /metadata/labels/app
@@ -334,6 +370,9 @@ local function patch(cl, r, rt, req, q, dry)
     end
     err = check_identity(r, rt, body)
     if err then return failure(err) end
+    local refused, warnings = validate.check(r, body, q.fieldValidation, "apply",
+      (rt.ns and rt.ns .. "/" or "") .. rt.name)
+    if refused then return failure(refused) end
     if rt.sub == "status" and not live then
       return failure(objects.not_found(r, rt.name))
     end
@@ -368,14 +407,22 @@ local function patch(cl, r, rt, req, q, dry)
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
       if not created then return failure(st) end
-      return reply(201, created)
+      return warned(reply(201, created), warnings)
     end
     local updated, st = cl:update(r, out, { subresource = rt.sub, dry = dry })
     if not updated then return failure(st) end
-    return reply(200, updated)
+    return warned(reply(200, updated), warnings)
   end
   if not live then
     return failure(objects.not_found(r, rt.name))
+  end
+  -- a merge patch's fields are judged as an update's are (its nulls delete,
+  -- whatever the field); a JSON patch's operations are not
+  local warnings = {}
+  if ctype == "application/merge-patch+json" or ctype == "application/strategic-merge-patch+json" then
+    local refused
+    refused, warnings = validate.check(r, body, q.fieldValidation, "decode", nil, true)
+    if refused then return failure(refused) end
   end
   local out
   if ctype == "application/merge-patch+json" then
@@ -397,7 +444,7 @@ local function patch(cl, r, rt, req, q, dry)
   out.metadata.resourceVersion = live.metadata.resourceVersion
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end
-  return reply(200, updated)
+  return warned(reply(200, updated), warnings)
 end
 
 -- selector_string(sel) -> a LabelSelector as the string Scale.status.selector
@@ -510,68 +557,63 @@ local function delete_collection(cl, r, rt, q, opts)
     metadata = { resourceVersion = tostring(cl.rv) }, items = items })
 end
 
--- protobuf_review(body) -> the JSON shape of a SelfSubjectAccessReview or
--- SelfSubjectReview sent as application/vnd.kubernetes.protobuf (kubectl
--- 1.32+ does): the "k8s\0" envelope, runtime.Unknown's raw (field 2) and
--- in it spec (2) with resourceAttributes (1) or nonResourceAttributes (2),
--- as in authorization/v1 generated.proto | nil (not that shape)
-local function protobuf_review(body)
-  local function fields(s)
-    local out, i = {}, 1
-    while i <= #s do
-      local key, shift = 0, 0
-      repeat
-        local b = s:byte(i) or 0
-        key, shift, i = key | ((b & 0x7f) << shift), shift + 7, i + 1
-      until b < 0x80 or i > #s
-      local num, wt = key >> 3, key & 7
-      if wt == 0 then
-        repeat local b = s:byte(i) or 0; i = i + 1 until b < 0x80 or i > #s
-      elseif wt == 2 then
-        local len; len, shift = 0, 0
-        repeat
-          local b = s:byte(i) or 0
-          len, shift, i = len | ((b & 0x7f) << shift), shift + 7, i + 1
-        until b < 0x80 or i > #s
-        out[num] = s:sub(i, i + len - 1)
-        i = i + len
-      else
-        return nil
+-- what every signed-in user may do (the system:basic-user,
+-- system:discovery and system:public-info-viewer roles)
+local BASIC = {
+  { verbs = { "create" }, apiGroups = { "authorization.k8s.io" },
+    resources = { "selfsubjectaccessreviews", "selfsubjectrulesreviews" } },
+  { verbs = { "create" }, apiGroups = { "authentication.k8s.io" }, resources = { "selfsubjectreviews" } },
+}
+local BASIC_URLS = { { verbs = { "get" }, nonResourceURLs = { "/api", "/api/*", "/apis", "/apis/*", "/healthz",
+  "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/" } } }
+
+-- rules_review(cl, user, ns) -> the status of a SelfSubjectRulesReview:
+-- the caller's rules in namespace ns, read from the same access decision
+-- the requests get (user.can), grouped by API group and verbs
+rules_review = function(cl, user, ns)
+  local rules, urls = json.array(), json.array()
+  local function copy(from)
+    for _, x in ipairs(from) do
+      local into = x.nonResourceURLs and urls or rules
+      into[#into + 1] = merge.copy(x)
+    end
+  end
+  -- every verb on a resource no API server has: everything is allowed
+  if user.can("deletecollection", { group = "nothing.invalid", resource = "nothing", namespaced = false }, nil) then
+    rules[1] = { verbs = { "*" }, apiGroups = { "*" }, resources = { "*" } }
+    urls[1] = { verbs = { "*" }, nonResourceURLs = { "*" } }
+  else
+    local by = {} -- "group|verbs" -> rule
+    local order = {}
+    for _, x in ipairs(cl.reg.list) do
+      if not x.review then
+        local verbs = {}
+        for _, v in ipairs(resources.ALL_VERBS) do
+          if user.can(v, x, x.namespaced and ns or nil) then verbs[#verbs + 1] = v end
+        end
+        if #verbs > 0 then
+          local k = x.group .. "|" .. table.concat(verbs, ",")
+          if not by[k] then
+            by[k] = { verbs = verbs, apiGroups = { x.group }, resources = json.array() }
+            order[#order + 1] = k
+          end
+          table.insert(by[k].resources, x.resource)
+        end
       end
     end
-    return out
+    for _, k in ipairs(order) do rules[#rules + 1] = by[k] end
   end
-  if body:sub(1, 4) ~= "k8s\0" then return nil end
-  local unknown = fields(body:sub(5))
-  local obj = unknown and unknown[2] and fields(unknown[2])
-  if not obj then return nil end
-  local spec = fields(obj[2] or "") or {}
-  local out = { spec = {} }
-  if spec[1] then
-    local a = fields(spec[1]) or {}
-    out.spec.resourceAttributes = { namespace = a[1], verb = a[2], group = a[3], version = a[4], resource = a[5],
-      subresource = a[6], name = a[7] }
-  elseif spec[2] then
-    local a = fields(spec[2]) or {}
-    out.spec.nonResourceAttributes = { path = a[1], verb = a[2] }
-  end
-  return out
+  copy(BASIC)
+  copy(BASIC_URLS)
+  return { resourceRules = rules, nonResourceRules = urls, incomplete = false }
 end
 
 -- review(cl, r, req, user): SelfSubjectAccessReview and SelfSubjectReview,
 -- answered from the caller's access (its access entry and policies) and
 -- never stored, as the API server's review endpoints do
 local function review(cl, r, req, user)
-  local body, err
-  if (req.headers["content-type"] or ""):match("^application/vnd%.kubernetes%.protobuf") then
-    body = protobuf_review(req.body or "")
-    if not body then
-      return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format")
-    end
-  else
-    body, err = decode_body(req)
-    if not body then return failure(err) end
-  end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
   local out = { kind = r.kind, apiVersion = resources.gv(r), metadata = json.object(), spec = body.spec,
     status = json.object() }
   if r.kind == "SelfSubjectReview" then
@@ -579,6 +621,10 @@ local function review(cl, r, req, user)
     for i, g in ipairs(user.groups or {}) do groups[i] = g end
     out.spec = nil
     out.status = { userInfo = { username = user.name, uid = user.uid, groups = groups, extra = user.extra } }
+    return reply(201, out)
+  end
+  if r.kind == "SelfSubjectRulesReview" then
+    out.status = rules_review(cl, user, (body.spec or {}).namespace)
     return reply(201, out)
   end
   local spec = body.spec or {}
@@ -609,6 +655,70 @@ local function review(cl, r, req, user)
   end
   out.status = { allowed = allowed and true or false }
   return reply(201, out)
+end
+
+-- evict(cl, r, rt, req): POST pods/{name}/eviction (a policy/v1 Eviction,
+-- JSON or protobuf; kubectl drain sends them): the pod is deleted unless a
+-- PodDisruptionBudget selecting it allows no disruption now (429, as the
+-- API server answers; sandbox.k8s.controllers.disruption counts); a pod
+-- that is not Ready may always go
+evict = function(cl, r, rt, req)
+  local pod = cl:get(r, rt.ns, rt.name)
+  if not pod then return failure(objects.not_found(r, rt.name)) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  if disruption.healthy(pod) then
+    local pdbr = cl.reg:find("policy", "v1", "poddisruptionbudgets")
+    for _, pdb in ipairs(pdbr and cl:list(pdbr, rt.ns) or {}) do
+      local spec = pdb.spec or {}
+      if spec.selector and select.match_selector(spec.selector, pod.metadata.labels) then
+        local b = disruption.budget(cl, pdb)
+        if b.allowed < 1 then
+          local d = objects.details(r, rt.name)
+          d.causes = { { reason = "DisruptionBudget", message = string.format("The disruption budget %s needs %d " ..
+            "healthy pods and has %d currently", pdb.metadata.name, b.desired, b.healthy) } }
+          return fail(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", d)
+        end
+      end
+    end
+  end
+  local _, st = cl:delete(r, rt.ns, rt.name, { propagation = "Background" })
+  if st then return failure(st) end
+  return reply(201, { kind = "Status", apiVersion = "v1", metadata = json.object(), status = "Success", code = 201 })
+end
+
+-- token_request(cl, r, rt, req): POST serviceaccounts/{name}/token, a
+-- TokenRequest (JSON or protobuf, as kubectl create token sends it)
+-- answered with a service account token: a JWT with the claims the API
+-- server puts in one, signed by no key a client can check (the sandbox
+-- authenticates by EKS tokens only)
+token_request = function(cl, r, rt, req)
+  local sa = cl:get(r, rt.ns, rt.name)
+  if not sa then return failure(objects.not_found(r, rt.name)) end
+  local body, err = decode_body(req)
+  if not body then return failure(err) end
+  local spec = body.spec or {}
+  local audiences = type(spec.audiences) == "table" and #spec.audiences > 0 and spec.audiences
+    or { "https://kubernetes.default.svc" }
+  local seconds = math.tointeger(tonumber(spec.expirationSeconds) or 3600) or 3600
+  if seconds < 600 then
+    return fail(422, "Invalid", string.format('TokenRequest.authentication.k8s.io "%s" is invalid: ' ..
+      "spec.expirationSeconds: Invalid value: %d: may not specify a duration less than 10 minutes", rt.name, seconds))
+  end
+  local now = math.floor(core.now())
+  local function b64url(t) return core.b64encode(json.encode(t), true) end
+  local claims = { aud = audiences, iat = now, nbf = now, exp = now + seconds,
+    iss = "https://oidc.eks." .. cl.region .. ".amazonaws.com/id/" ..
+      core.digest("sha256", cl.name, "hex"):sub(1, 32):upper(),
+    sub = "system:serviceaccount:" .. rt.ns .. ":" .. rt.name,
+    ["kubernetes.io"] = { namespace = rt.ns, serviceaccount = { name = rt.name, uid = sa.metadata.uid } } }
+  local unsigned = b64url { alg = "RS256", kid = core.digest("sha256", cl.name .. "/sa", "hex"):sub(1, 40) } ..
+    "." .. b64url(claims)
+  local token = unsigned .. "." .. core.b64encode(core.digest("sha256", unsigned, "raw"), true)
+  return reply(201, { kind = "TokenRequest", apiVersion = "authentication.k8s.io/v1",
+    metadata = { name = rt.name, namespace = rt.ns, creationTimestamp = objects.rfc3339(now) },
+    spec = { audiences = audiences, expirationSeconds = seconds, boundObjectRef = spec.boundObjectRef },
+    status = { token = token, expirationTimestamp = objects.rfc3339(now + seconds) } })
 end
 
 -- the pods' streaming subresources: the simulated containers run no
@@ -651,6 +761,10 @@ function M.handle(cl, req, user)
   if path == "/healthz" or path == "/livez" or path == "/readyz" then
     return { status = 200, headers = { ["content-type"] = "text/plain" }, body = "ok" }
   end
+  if path == "/openapi/v2" then
+    local body, ctype = discovery.openapi_v2(cl.version, req.headers.accept)
+    return { status = 200, headers = { ["content-type"] = ctype }, body = body }
+  end
   if path == "/openapi/v3" then return reply(200, discovery.openapi_index(cl.reg)) end
   local gvp = path:match("^/openapi/v3/(.+)$")
   if gvp then
@@ -670,7 +784,8 @@ function M.handle(cl, req, user)
   end
   local stream = rt.sub and r.log and STREAMS[rt.sub]
   if rt.sub and not ((rt.sub == "status" and r.status) or (rt.sub == "log" and r.log)
-      or (rt.sub == "scale" and r.scale) or stream) then
+      or (rt.sub == "scale" and r.scale) or (rt.sub == "token" and r.token) or (rt.sub == "eviction" and r.log)
+      or stream) then
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
   if r.review then
@@ -703,6 +818,18 @@ function M.handle(cl, req, user)
   if rt.sub == "log" then
     if req.method ~= "GET" then return fail(405, "MethodNotAllowed", "the server does not allow this method") end
     return pods.serve(cl, r, rt, q)
+  end
+  if rt.sub == "eviction" then
+    if verb ~= "create" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return evict(cl, r, rt, req)
+  end
+  if rt.sub == "token" then
+    if verb ~= "create" then
+      return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    return token_request(cl, r, rt, req)
   end
   if rt.sub == "scale" then
     if verb ~= "get" and verb ~= "update" and verb ~= "patch" then

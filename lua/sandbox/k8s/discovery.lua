@@ -3,6 +3,7 @@
 -- OpenAPI v3 documents kubectl needs for server-side field validation.
 local core = require "hypd.core"
 local json = require "hypd.json"
+local openapi = require "sandbox.k8s.openapi"
 
 local M = {}
 
@@ -63,11 +64,17 @@ function M.resource_list(reg, group, version)
         out[#out + 1] = { name = r.resource .. "/scale", singularName = "", namespaced = r.namespaced,
           group = "autoscaling", version = "v1", kind = "Scale", verbs = { "get", "patch", "update" } }
       end
+      if r.token then
+        out[#out + 1] = { name = r.resource .. "/token", singularName = "", namespaced = true,
+          group = "authentication.k8s.io", version = "v1", kind = "TokenRequest", verbs = { "create" } }
+      end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",
           verbs = { "get" } }
         -- the streaming subresources are listed as the API server lists
         -- them; the sandbox refuses them with a Status (sandbox.k8s.api)
+        out[#out + 1] = { name = r.resource .. "/eviction", singularName = "", namespaced = true, group = "policy",
+          version = "v1", kind = "Eviction", verbs = { "create" } }
         for _, sub in ipairs { "attach", "exec", "portforward" } do
           out[#out + 1] = { name = r.resource .. "/" .. sub, singularName = "", namespaced = true,
             kind = sub == "portforward" and "PodPortForwardOptions" or sub == "exec" and "PodExecOptions"
@@ -93,12 +100,37 @@ function M.openapi_index(reg)
     local p = gv_path(r.group, r.version)
     if not seen[p] then
       seen[p] = true
-      local hash = core.digest("sha256", p .. #reg.list, "hex"):sub(1, 16):upper()
+      -- the hash changes with what the document holds: the resources, and the CRDs' schemas
+      local parts = { p, #reg.list }
+      for _, x in ipairs(reg.list) do
+        if gv_path(x.group, x.version) == p and x.crd then parts[#parts + 1] = x.crd .. json.encode(x.schema or {}) end
+      end
+      local hash = core.digest("sha256", table.concat(parts, "|"), "hex"):sub(1, 16):upper()
       paths[p] = { serverRelativeURL = "/" .. p .. "?hash=" .. hash }
       paths[p].serverRelativeURL = "/openapi/v3/" .. p .. "?hash=" .. hash
     end
   end
   return { paths = paths }
+end
+
+-- openapi_v2(k8s_version, accept) -> body, content type: /openapi/v2, the
+-- Swagger 2.0 document kubectl before 1.29 reads for apply (it fetches it
+-- as gnostic's OpenAPIv2 Document in protobuf). The sandbox serves it with
+-- no definitions: kubectl then finds no schema for a kind and builds its
+-- patches from the types compiled into it, and reads fields (explain,
+-- validation) from OpenAPI v3
+function M.openapi_v2(k8s_version, accept)
+  local title, version = "Kubernetes", M.version(k8s_version).gitVersion
+  if (accept or ""):match("protobuf") then
+    local function field(num, s) -- a length-delimited field; the lengths here are < 128
+      return string.char(num << 3 | 2, #s) .. s
+    end
+    -- Document { swagger = 1, info = 2 { title = 1, version = 2 } }
+    return field(1, "2.0") .. field(2, field(1, title) .. field(2, version)),
+      "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+  end
+  return json.encode { swagger = "2.0", info = { title = title, version = version }, paths = json.object(),
+    definitions = json.object() }, "application/json"
 end
 
 local FIELD_VALIDATION = { name = "fieldValidation", ["in"] = "query", uniqueItems = true,
@@ -127,12 +159,10 @@ function M.openapi_gv(reg, path)
       end
       paths[base] = { post = op("post"), get = op("list") }
       paths[base .. "/{name}"] = { get = op("get"), put = op("put"), patch = op("patch"), delete = op("delete") }
-      local name = (group == "" and "io.k8s.api.core" or group) .. "." .. version .. "." .. r.kind
-      schemas[name] = { type = "object", ["x-kubernetes-group-version-kind"] = { gvk },
-        ["x-kubernetes-preserve-unknown-fields"] = true }
     end
   end
   if not any then return nil end
+  openapi.schemas(reg, group, version, schemas)
   return { openapi = "3.0.0", info = { title = "Kubernetes", version = "unversioned" }, paths = paths,
     components = { schemas = schemas } }
 end

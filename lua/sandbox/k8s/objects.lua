@@ -242,7 +242,12 @@ function Cluster:create(r, obj, opts)
   if refused then return nil, refused end
   if opts.dry then return obj end
   self:commit("ADDED", r, obj)
-  if r.kind == "Namespace" then self:root_ca(md.name) end
+  if r.kind == "Namespace" then
+    self:root_ca(md.name)
+    -- the service account controller's "default" in every namespace
+    local sa = self.reg:find("", "v1", "serviceaccounts")
+    if not self:get(sa, md.name, "default") then self:create(sa, { metadata = { name = "default", namespace = md.name } }) end
+  end
   return obj
 end
 

@@ -6,7 +6,8 @@
 -- A resource: { group, version, resource (plural), singular, kind,
 -- namespaced, short = {...}, verbs = "all" | "read", status (has a status
 -- subresource), log (pods), scale (a scale subresource, autoscaling/v1
--- Scale of spec.replicas), categories (discovery's, e.g. "all" for what
+-- Scale of spec.replicas), token (service accounts' token subresource,
+-- a TokenRequest), categories (discovery's, e.g. "all" for what
 -- `kubectl get all` lists), columns (for kubectl's Table) }
 local M = {}
 
@@ -22,8 +23,16 @@ local BUILTIN = {
   { "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {}, status = false },
   { "", "v1", "configmaps", "ConfigMap", true, { "cm" } },
   { "", "v1", "secrets", "Secret", true, {} },
-  { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" } },
+  { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" }, token = true },
   { "", "v1", "events", "Event", true, { "ev" } },
+  { "", "v1", "resourcequotas", "ResourceQuota", true, { "quota" }, status = true },
+  { "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, { "pc" }, status = false },
+  { "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, { "pdb" }, status = true },
+  { "networking.k8s.io", "v1", "ingresses", "Ingress", true, { "ing" }, status = true },
+  { "networking.k8s.io", "v1", "ingressclasses", "IngressClass", false, {}, status = false },
+  -- both versions of one stored object, v2 preferred; no conversion between them (kubectl 1.32 autoscale uses v1)
+  { "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, { "hpa" }, status = true },
+  { "autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, { "hpa" }, status = true },
   { "", "v1", "persistentvolumes", "PersistentVolume", false, { "pv" }, status = true },
   { "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, { "pvc" }, status = true },
   { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true, all = true },
@@ -45,6 +54,8 @@ local BUILTIN = {
     review = true },
   { "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", false, {}, status = false,
     review = true },
+  { "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", false, {}, status = false,
+    review = true },
 }
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
@@ -54,9 +65,11 @@ local BUILTIN = {
 -- KubeRay operator's ray.io CRDs: a new EKS cluster has none)
 M.CRDS = {
   { "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HyperPodPyTorchJob", true, { "hyperpodpytorchjob", "hpj" },
-    columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } } },
+    columns = { { "STATE", ".status.conditions[-1].type" }, { "AGE", ".metadata.creationTimestamp" } },
+    schema = "HyperPodPyTorchJob" },
   { "inference.sagemaker.aws.amazon.com", "v1", "inferenceendpointconfigs", "InferenceEndpointConfig", true, { "iec" },
-    columns = { { "STATE", ".status.state" }, { "AGE", ".metadata.creationTimestamp" } } },
+    columns = { { "STATE", ".status.state" }, { "AGE", ".metadata.creationTimestamp" } },
+    schema = "InferenceEndpointConfig" },
   { "inference.sagemaker.aws.amazon.com", "v1", "jumpstartmodels", "JumpStartModel", true, { "jsm" },
     columns = { { "STATE", ".status.state" }, { "AGE", ".metadata.creationTimestamp" } } },
   { "ray.io", "v1", "rayjobs", "RayJob", true, {} },
@@ -71,7 +84,8 @@ local function make(row, verbs)
   return {
     group = row[1], version = row[2], resource = row[3], kind = row[4], namespaced = row[5],
     short = row[6] or {}, singular = row[4]:lower(), verbs = verbs, status = row.status ~= false,
-    log = row.log, scale = row.scale, review = row.review, columns = row.columns, categories = row.all and { "all" } or nil,
+    log = row.log, scale = row.scale, review = row.review, token = row.token, columns = row.columns,
+    categories = row.all and { "all" } or nil,
   }
 end
 
@@ -174,7 +188,9 @@ function M.crd(row)
       versions = { { name = version, served = true, storage = true,
         subresources = { status = {} },
         additionalPrinterColumns = #cols > 0 and cols or nil,
-        schema = { openAPIV3Schema = { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } },
+        -- the schema of sandbox.k8s.crd_schemas when the row names one, else anything goes
+        schema = { openAPIV3Schema = row.schema and require("sandbox.k8s.crd_schemas")[row.schema]
+          or { type = "object", ["x-kubernetes-preserve-unknown-fields"] = true } } } },
     },
   }
 end

@@ -123,7 +123,60 @@ end
 local NAME = { "Name", "string", function(o) return o.metadata.name end, format = "name" }
 local AGE = { "Age", "string", function(o) return M.age(o.metadata.creationTimestamp) end }
 
+-- or_none(v) -> v as text, or "<none>" when unset
+local function or_none(v) return v ~= nil and tostring(v) or "<none>" end
+
+-- quota(q, limits) -> "pods: 1/10, requests.cpu: 0/4": the used/hard of a
+-- ResourceQuota's requests (limits = false) or limits.* (true)
+local function quota(q, limits)
+  local out = {}
+  for k, v in pairs((q.spec or {}).hard or {}) do
+    if (k:match("^limits%.") ~= nil) == limits then
+      out[#out + 1] = k .. ": " .. tostring(((q.status or {}).used or {})[k] or 0) .. "/" .. tostring(v)
+    end
+  end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
 local COLUMNS = {
+  PodDisruptionBudget = { NAME,
+    { "Min Available", "string", function(p) return or_none((p.spec or {}).minAvailable) end },
+    { "Max Unavailable", "string", function(p) return or_none((p.spec or {}).maxUnavailable) end },
+    { "Allowed Disruptions", "integer", function(p) return (p.status or {}).disruptionsAllowed or 0 end }, AGE },
+  PriorityClass = { NAME, { "Value", "integer", function(p) return p.value or 0 end },
+    { "Global-Default", "boolean", function(p) return p.globalDefault == true end }, AGE,
+    { "PreemptionPolicy", "string", function(p) return p.preemptionPolicy or "PreemptLowerPriority" end } },
+  Ingress = { NAME, { "Class", "string", function(i) return or_none((i.spec or {}).ingressClassName) end },
+    { "Hosts", "string", function(i)
+      local out = {}
+      for _, r in ipairs((i.spec or {}).rules or {}) do out[#out + 1] = r.host or "*" end
+      return #out > 0 and table.concat(out, ",") or "*" end },
+    { "Address", "string", function(i)
+      local out = {}
+      for _, a in ipairs((((i.status or {}).loadBalancer or {}).ingress) or {}) do out[#out + 1] = a.ip or a.hostname end
+      return table.concat(out, ",") end },
+    { "Ports", "string", function(i) return #((i.spec or {}).tls or {}) > 0 and "80, 443" or "80" end }, AGE },
+  HorizontalPodAutoscaler = { NAME,
+    { "Reference", "string", function(h)
+      local ref = (h.spec or {}).scaleTargetRef or {}
+      return tostring(ref.kind) .. "/" .. tostring(ref.name) end },
+    { "Targets", "string", function(h)
+      local spec = h.spec or {}
+      if spec.targetCPUUtilizationPercentage then return "cpu: <unknown>/" .. spec.targetCPUUtilizationPercentage .. "%" end
+      local out = {}
+      for _, m in ipairs(spec.metrics or {}) do
+        local target = (m.resource or {}).target or {}
+        if m.type == "Resource" and target.averageUtilization then
+          out[#out + 1] = m.resource.name .. ": <unknown>/" .. target.averageUtilization .. "%"
+        end
+      end
+      return #out > 0 and table.concat(out, ", ") or "<none>" end },
+    { "MinPods", "string", function(h) return tostring((h.spec or {}).minReplicas or 1) end },
+    { "MaxPods", "integer", function(h) return (h.spec or {}).maxReplicas or 0 end },
+    { "Replicas", "integer", function(h) return (h.status or {}).currentReplicas or 0 end }, AGE },
+  ResourceQuota = { NAME, AGE, { "Request", "string", function(q) return quota(q, false) end },
+    { "Limit", "string", function(q) return quota(q, true) end } },
   Pod = { NAME, { "Ready", "string", pod_ready }, { "Status", "string", pod_status },
     { "Restarts", "string", restarts }, AGE,
     { "IP", "string", function(p) return (p.status or {}).podIP or "<none>" end, priority = 1 },

@@ -5,7 +5,7 @@
 -- merges their operations and transitions.
 local M = { scope = "regional", operations = {}, transitions = {} }
 
-for _, part in ipairs { "clusters", "nodes", "plans", "autoscaling", "hub", "endpoints" } do
+for _, part in ipairs { "clusters", "nodes", "plans", "autoscaling", "hub", "endpoints", "mlflow" } do
   local mod = require("sandbox.services.sagemaker." .. part)
   for k, v in pairs(mod.operations) do M.operations[k] = v end
   for k, v in pairs(mod.transitions) do M.transitions[k] = v end

@@ -153,13 +153,14 @@ function M.tag_list(info)
   return out
 end
 
--- the IRSA role's trust: exactly the driver's service account, through the cluster's provider
-function M.trust(info)
+-- the IRSA role's trust: exactly the driver's service account (or
+-- namespace/sa), through the cluster's provider
+function M.trust(info, ns, sa)
   local host = M.issuer_path(info)
   return { Version = "2012-10-17", Statement = { { Effect = "Allow",
     Principal = { Federated = M.provider_arn(info) }, Action = "sts:AssumeRoleWithWebIdentity",
     Condition = { StringEquals = {
-      [host .. ":sub"] = "system:serviceaccount:" .. M.S3_SA_NAMESPACE .. ":" .. M.S3_SA,
+      [host .. ":sub"] = "system:serviceaccount:" .. (ns or M.S3_SA_NAMESPACE) .. ":" .. (sa or M.S3_SA),
       [host .. ":aud"] = M.AUDIENCE } } } } }
 end
 

@@ -33,9 +33,10 @@ local function fnv(s)
   return string.format("%06x", h & 0xffffff)
 end
 
--- default_name(tag, account, region) -> the name of hypd's bucket for a cluster tag
-function M.default_name(tag, account, region)
-  local tail = "-data-" .. account .. "-" .. region
+-- default_name(tag, account, region [, kind]) -> the name of hypd's bucket
+-- for a cluster tag (kind "data", or what else it holds: "mlflow")
+function M.default_name(tag, account, region, kind)
+  local tail = "-" .. (kind or "data") .. "-" .. account .. "-" .. region
   local name = "hypd-" .. tag .. tail
   if #name <= M.MAX_NAME then return name end
   local h = fnv(tag)
@@ -90,15 +91,18 @@ local function tag_list(map)
   return out
 end
 
--- ensure_bucket(ctx, tag [, name]) -> {name, region, arn, owned, reused, action}.
--- ctx.state.s3_bucket remembers the name.
-function M.ensure_bucket(ctx, tag, name)
+-- ensure_bucket(ctx, tag [, name [, kind]]) -> {name, region, arn, owned,
+-- reused, action}. ctx.state.s3_bucket remembers the name. kind: what
+-- the bucket holds, its hypd:storage tag and its name's word (default
+-- "s3" and "data"; "mlflow" for MLflow artifacts)
+function M.ensure_bucket(ctx, tag, name, kind)
   local st = ctx.state
   st.account_id = st.account_id or ctx:call("sts", "GetCallerIdentity", {}).Account
   local region = ctx:aws_region()
   local named = name ~= nil
-  name = name or M.default_name(tag, st.account_id, region)
-  local want = { [M.TAG] = tag, [M.KIND_TAG] = "s3" }
+  name = name or M.default_name(tag, st.account_id, region, kind)
+  kind = kind or "s3"
+  local want = { [M.TAG] = tag, [M.KIND_TAG] = kind }
   local found -- the bucket as found (not made by this call)
   local b, action = ctx:ensure { type = "s3:bucket", label = "S3 bucket", name = name, id = "Name",
     field = "bucket", exists = { "BucketAlreadyOwnedByYou" },
@@ -116,8 +120,8 @@ function M.ensure_bucket(ctx, tag, name)
       return false, string.format("its %s tag is %s, not '%s'; to mount it as it is, pass bucket = %s", M.TAG,
         x.Tags[M.TAG] and ("'" .. x.Tags[M.TAG] .. "'") or "missing", tag, name)
     end or nil,
-    fields = { Region = region, ["tag:" .. M.TAG] = tag, ["tag:" .. M.KIND_TAG] = "s3" },
-    desired = not named and { ["tag:" .. M.KIND_TAG] = "s3" } or nil,
+    fields = { Region = region, ["tag:" .. M.TAG] = tag, ["tag:" .. M.KIND_TAG] = kind },
+    desired = not named and { ["tag:" .. M.KIND_TAG] = kind } or nil,
     current = function(x) return { ["tag:" .. M.KIND_TAG] = (x.Tags or {})[M.KIND_TAG] } end,
     update = function(x, changes)
       local tags = {}

@@ -35,6 +35,20 @@ function M.served(conn, kind)
   error(err, 0)
 end
 
+-- operator_missing(conn, kind) -> nil | why: the kind's CRD is served but
+-- no operator runs to reconcile it (RayJob: no available Deployment running
+-- a kuberay/operator image, in any namespace)
+function M.operator_missing(conn, kind)
+  if kind ~= "RayJob" then return nil end
+  for _, d in ipairs(conn:list("apps/v1", "Deployment", { all_namespaces = true }) or {}) do
+    for _, c in ipairs((((d.spec or {}).template or {}).spec or {}).containers or {}) do
+      if tostring(c.image or ""):find("kuberay/operator", 1, true) and
+        (tonumber((d.status or {}).availableReplicas) or 0) > 0 then return nil end
+    end
+  end
+  return "the ray.io CRDs are there but no KubeRay operator Deployment is available"
+end
+
 -- placements(obj) -> { {replicas, selector} } the pod sets a job object asks for
 function M.placements(o)
   local out = {}
@@ -99,6 +113,43 @@ function M.fit(d, o)
   end
 end
 
+-- elastic_check(describe, obj): refuses, before anything is created, what
+-- HyperPod does not allow the job on this cluster (the rules and their
+-- sources: recipes/_common.lua M.ELASTIC): elastic training on spot
+-- capacity (a group the pods may land on has CapacityRequirements.Spot) or
+-- with managed tiered checkpointing (TieredStorageConfig Mode Enable);
+-- checkpointless training with managed tiered checkpointing
+function M.elastic_check(d, o)
+  if o.kind ~= "HyperPodPyTorchJob" then return end
+  local spec = o.spec or {}
+  local tiered = ((d.TieredStorageConfig or {}).Mode == "Enable")
+  local checkpointless = ((o.metadata or {}).labels or {})["hypd.io/checkpointless"] == "true"
+  if checkpointless and tiered then
+    refuse("params.checkpointless", "tiered_checkpointing", string.format("checkpointless: HyperPod cluster %s has " ..
+      "managed tiered checkpointing on (TieredStorageConfig), which AWS documents as incompatible with " ..
+      "checkpointless training; drop checkpointless or turn tiered checkpointing off " ..
+      "(hyperpod_disable_advanced_features tiered_checkpointing=true)", d.ClusterName))
+  end
+  if not spec.elasticPolicy then return end
+  if tiered then
+    refuse("params.elastic", "tiered_checkpointing", string.format("elastic: HyperPod cluster %s has managed tiered " ..
+      "checkpointing on (TieredStorageConfig Mode Enable); hypd does not offer elastic training with it: drop " ..
+      "elastic or turn tiered checkpointing off", d.ClusterName))
+  end
+  for _, pl in ipairs(M.placements(o)) do
+    local gname, itype = pl.selector[M.GROUP_LABEL], pl.selector[M.TYPE_LABEL]
+    for _, g in ipairs(d.InstanceGroups or {}) do
+      local hit = (gname and g.InstanceGroupName == gname) or (not gname and itype and g.InstanceType == itype)
+      if hit and cap.capacity_type(g) == "spot" then
+        refuse("params.elastic", "spot", string.format("elastic: instance group %s (%s) runs on spot capacity; " ..
+          "elastic training is not offered on spot (a reclaim takes nodes before the job can scale down " ..
+          "gracefully): drop elastic, or place the job on an on-demand group with instance_group",
+          g.InstanceGroupName, tostring(g.InstanceType)))
+      end
+    end
+  end
+end
+
 -- phase(job) -> the newest True condition's type (Created, Running,
 -- Restarting, Completed, Failed), "Pending" when there is none
 function M.phase(job)
@@ -134,11 +185,23 @@ function M.replicas(job)
   return n
 end
 
+-- restarts(job) -> restarts used: restartCount; a RayJob's failed attempts
+-- beyond the first (each retry is a new Ray cluster)
+function M.restarts(job)
+  local st = job.status or {}
+  if job.kind == "RayJob" then
+    local f = tonumber(st.failed) or 0
+    local done = st.jobDeploymentStatus == "Failed"
+    return math.max(0, done and f - 1 or f)
+  end
+  return tonumber(st.restartCount) or 0
+end
+
 -- summary(job) -> the short view training_list_jobs gives
 function M.summary(job)
   local md = job.metadata
   return { name = md.name, namespace = md.namespace, kind = job.kind, recipe = (md.labels or {})["hypd.io/recipe"],
-    phase = M.phase(job), replicas = M.replicas(job), restarts = tonumber((job.status or {}).restartCount) or 0,
+    phase = M.phase(job), replicas = M.replicas(job), restarts = M.restarts(job),
     max_retries = M.budget(job), created = md.creationTimestamp }
 end
 
@@ -158,6 +221,13 @@ function M.pods(conn, job)
   local sel = job.kind == "RayJob" and { ["ray.io/cluster"] = ((job.status or {}).rayClusterName or name) }
     or { HPJob = name }
   local items = conn:list("v1", "Pod", { namespace = ns, labels = sel }) or {}
+  if job.kind == "RayJob" then
+    -- the submitter Job's pod: the entrypoint's output (it stays after the cluster goes)
+    for _, p in ipairs(conn:list("v1", "Pod", { namespace = ns, labels = { ["ray.io/originated-from-crd"] = "RayJob",
+      ["ray.io/originated-from-cr-name"] = name } }) or {}) do
+      items[#items + 1] = p
+    end
+  end
   if #items == 0 then
     -- any pod the job owns (its label may differ on a real operator)
     for _, p in ipairs(conn:list("v1", "Pod", { namespace = ns }) or {}) do

@@ -22,12 +22,19 @@ local function view(conn, p)
   s.restarts_left = math.max(0, s.max_retries - s.restarts)
   s.conditions = st.conditions or hypd.json.array()
   s.faulty = st.latestFaultyPodInstanceList
+  if job.kind == "RayJob" then
+    s.ray = { job_status = st.jobStatus, deployment_status = st.jobDeploymentStatus, job_id = st.jobId,
+      ray_cluster = st.rayClusterName, dashboard = st.dashboardURL, reason = st.reason, message = st.message,
+      succeeded = st.succeeded, failed = st.failed, start_time = st.startTime, end_time = st.endTime }
+  end
   s.pods = hypd.json.array()
   for _, pod in ipairs(J.pods(conn, job)) do
     local ps = pod.status or {}
     local restarts = 0
     for _, cs in ipairs(ps.containerStatuses or {}) do restarts = restarts + (tonumber(cs.restartCount) or 0) end
-    local row = { name = pod.metadata.name, phase = ps.phase, node = pod.spec.nodeName, restarts = restarts }
+    local l = pod.metadata.labels or {}
+    local row = { name = pod.metadata.name, phase = ps.phase, node = pod.spec.nodeName, restarts = restarts,
+      role = l["ray.io/node-type"] or (l["ray.io/originated-from-crd"] and "submitter") or nil }
     local text, err = conn:logs(pod.metadata.name, { namespace = pod.metadata.namespace, tail = p.tail_lines })
     if text then
       local lines = hypd.json.array()
@@ -52,6 +59,17 @@ local function view(conn, p)
     end
   end
   table.sort(events, function(a, b) return tostring(a.time) < tostring(b.time) end)
+  local rules = ((job.spec or {}).runPolicy or {}).logMonitoringConfiguration
+  if type(rules) == "table" and #rules > 0 then
+    -- which rule fired: the operator's restart (or failure) names it
+    local lm = { rules = hypd.json.array(), fired = hypd.json.array() }
+    for _, r in ipairs(rules) do lm.rules[#lm.rules + 1] = r.name end
+    for _, ev in ipairs(events) do
+      local rule, state, why = tostring(ev.message):match("log monitoring rule (%S+) found the job (%u+) %((.*)%)")
+      if rule then lm.fired[#lm.fired + 1] = { rule = rule, state = state, why = why, time = ev.time } end
+    end
+    s.log_monitoring = lm
+  end
   while #events > p.events do table.remove(events, 1) end
   s.events = events
   return s
@@ -86,7 +104,7 @@ return tool {
         check = function()
           if first then first = false; return false, "the job is " .. s.phase end
           local job = J.find(conn, p.name, p.namespace)
-          local now = job and (J.phase(job) .. "/" .. (tonumber((job.status or {}).restartCount) or 0)) or "gone"
+          local now = job and (J.phase(job) .. "/" .. J.restarts(job)) or "gone"
           return now ~= before or hypd.now() >= deadline
         end }
       local after = view(conn, p)

@@ -7,22 +7,55 @@ local R = require "training._recipe"
 local J = require "training._jobs"
 local cap = require "hyperpod._capacity"
 local K = require "hyperpod._feat_k8s"
+local ML = require "training._mlflow"
+local S = require "storage._storage"
+
+-- with_mlflow(ctx, p, e) -> the recipe's params with params.mlflow filled
+-- from the tool's mlflow (a server name or ARN, "none", or the cluster's own
+-- server when it exists), and the server used
+local function with_mlflow(ctx, p, e)
+  local params = hypd.json.object()
+  for k, v in pairs(p.params or {}) do params[k] = v end
+  if type(params.mlflow) == "table" and params.mlflow.tracking_uri then return params, nil end
+  local tag = S.tag_of(e.name, e.record)
+  local server = ML.for_job(ctx, tag, p.mlflow)
+  if server then
+    local m = hypd.json.object()
+    for k, v in pairs(type(params.mlflow) == "table" and params.mlflow or {}) do m[k] = v end
+    m.tracking_uri = server.arn
+    -- the pods' IRSA for MLflow (training_setup_mlflow pod_access), when it is in the job's namespace
+    local sa = K.get(ctx:k8s(e.name), "v1", "ServiceAccount", ML.SERVICE_ACCOUNT, params.namespace or "default")
+    if sa and m.service_account == nil then
+      m.service_account = ML.SERVICE_ACCOUNT
+      server.service_account = ML.SERVICE_ACCOUNT
+    end
+    params.mlflow = m
+  end
+  return params, server
+end
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
-  local params, objects = R.render(ctx, p.recipe, p.params)
   local e, d = cap.cluster(ctx, p)
   st.eks, st.region, st.hyperpod = e.name, e.region, e.hyperpod
+  local with, server = with_mlflow(ctx, p, e)
+  st.mlflow = server
+  local params, objects = R.render(ctx, p.recipe, with)
   local conn = ctx:k8s(e.name)
   for _, o in ipairs(objects) do
     local k = J.KINDS[o.kind]
-    if k and not J.served(conn, o.kind) then
-      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is not enabled on cluster %s: enable it " ..
-        "with %s, then submit again", o.kind, k.operator, e.name, k.fix),
+    local why = k and (not J.served(conn, o.kind) and "not enabled" or J.operator_missing(conn, o.kind))
+    if why then
+      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
+        "with %s, then submit again", o.kind, k.operator, why == "not enabled" and why or ("not running (" .. why ..
+        ")"), e.name, k.fix),
         { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. k.fix } },
           fix = k.fix })
     end
-    if k then J.fit(d, o) end
+    if k then
+      J.fit(d, o)
+      J.elastic_check(d, o)
+    end
   end
   st.params, st.objects = params, objects
 end
@@ -59,7 +92,7 @@ local function result(ctx)
   local main = st.objects[1]
   st.result = { cluster = st.eks, region = st.region, hyperpod_cluster = st.hyperpod, recipe = p.recipe,
     name = main.metadata.name, namespace = main.metadata.namespace, kind = main.kind, phase = st.phase,
-    objects = st.applied, params = st.params,
+    objects = st.applied, params = st.params, mlflow = st.mlflow,
     next = "training_get_job name=" .. main.metadata.name .. " namespace=" .. main.metadata.namespace ..
       " wait_seconds=60" }
 end
@@ -74,15 +107,36 @@ return tool {
     "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
     "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
     "instance group of the HyperPod cluster can ever hold it (the instance type or group is not in the " ..
-    "cluster, or replicas exceed its instance count). plan=true lists the objects it would create. Follow " ..
+    "cluster, or replicas exceed its instance count), and when the cluster does not allow what the job asks: " ..
+    "elastic training on spot capacity or with managed tiered checkpointing, checkpointless training with " ..
+    "managed tiered checkpointing. plan=true lists the objects it would create. Follow " ..
     "the job with training_get_job (wait_seconds).",
   kind = "mutating",
-  aws = cap.aws(),
+  aws = cap.aws("sagemaker:DescribeMlflowTrackingServer"),
   k8s = { "get", "list", "apply" },
-  params = { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region },
+  params = { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region,
+    mlflow = { type = "string", max_length = 2048,
+      pattern = "^none$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$|^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:" ..
+        "mlflow-tracking-server/[A-Za-z0-9-]+$",
+      pattern_help = "a tracking server name or ARN, or none",
+      description = "the MLflow tracking server the job reports to (name or ARN; none: no MLflow). Default: the " ..
+        "cluster's own (hypd-<tag>-mlflow, training_setup_mlflow) when it exists. The job gets " ..
+        "MLFLOW_TRACKING_URI (the server's ARN) and MLFLOW_EXPERIMENT_NAME (params.mlflow.experiment_name, " ..
+        "default the job name); the recipes report loss and throughput to it" } },
   status_tool = "training_get_job",
   -- bad recipe parameters are refused at the call, before an operation starts
-  check = function(p) R.render(nil, p.recipe, p.params) end,
+  check = function(p)
+    local params = p.params
+    if type(params) == "table" and type(params.mlflow) == "table" and params.mlflow.tracking_uri == nil then
+      -- the tracking URI comes from the mlflow parameter inside the operation: check the rest now
+      params = hypd.json.object()
+      for k, v in pairs(p.params) do params[k] = v end
+      params.mlflow = hypd.json.object()
+      for k, v in pairs(p.params.mlflow) do params.mlflow[k] = v end
+      params.mlflow.tracking_uri = "arn:aws:sagemaker:us-east-1:000000000000:mlflow-tracking-server/checked-later"
+    end
+    R.render(nil, p.recipe, params)
+  end,
   target = function(p)
     local job = type(p.params) == "table" and p.params.job_name or "?"
     local ns = type(p.params) == "table" and p.params.namespace or "default"

@@ -41,6 +41,7 @@ function M.new(cl, region, eks)
     queue = {}, head = 1, tail = 0, -- marked keys, {k, at} in time order
     dirty = {},                     -- k -> true while k is in the queue
     heap = {}, due = {},            -- timers: a min-heap of {at, k}; k -> its earliest time
+    weak = {},                      -- k -> time: at_weak's timers under the virtual clock
     runs = {}, mem = {} }, Ctl)
   running[region .. "/" .. cl.name] = ctl
   return ctl
@@ -111,6 +112,17 @@ function Ctl:at(t, kind, key)
   self.cl.sig:fire()
 end
 
+-- at_weak(t, kind [, key]): as at, but under the virtual clock the time
+-- does not move the clock by itself (a periodic schedule, a CronJob's,
+-- would run it for ever): the key runs at the first wake (any commit in
+-- the cluster, any due key) once the clock has passed t
+function Ctl:at_weak(t, kind, key)
+  if not core.virtual() then return self:at(t, kind, key) end
+  local k = kind .. "|" .. (key or "")
+  if self.weak[k] and self.weak[k] <= t then return end
+  self.weak[k] = t
+end
+
 -- after(seconds, kind [, key]): ... after `seconds` of simulated time
 function Ctl:after(seconds, kind, key)
   self:at(core.now() + seconds / M.speed(), kind, key)
@@ -156,6 +168,9 @@ function Ctl:drain()
   local calls = 0
   while not self.cl.gone do
     local now = core.now()
+    for k, t in pairs(self.weak) do
+      if t <= now then self.weak[k] = nil; mark(self, k) end
+    end
     local h = self.heap
     while h[1] and h[1][1] <= now do
       local e = heap_pop(h)

@@ -6,6 +6,22 @@
 -- reads them. While running, each pod prints one training line per step
 -- (sandbox.hypd.io/steps steps, STEP_SECONDS of simulated time each):
 --   [rank 0] step 10/20 loss=1.2345 throughput=181.2 samples/s
+-- The lines follow the framework the container runs (its command):
+-- LLaMA-Factory and MS-Swift print as the Hugging Face Trainer does
+-- ("***** Running training *****", then {'loss': ..., 'epoch': ...} every
+-- step), anything else the line above after an "Experiment configuration"
+-- line (the reference templates' start marker).
+-- runPolicy.logMonitoringConfiguration rules are evaluated as the HyperPod
+-- elastic agent's log agent does (hyperpod-elastic-agent LogEvaluator):
+-- logPattern is matched at the start of each line of rank 0 (Python
+-- re.match); no match within expectedStartCutOffInSeconds of the start, or
+-- none for expectedRecurringFrequencyInSeconds after the last one, is
+-- HANGING; the value of its first group compared to metricThreshold with
+-- operator (gt, gteq, lt, lteq, eq) for metricEvaluationDataPoints lines in
+-- a row is SLOW; stopPattern deactivates the rule. A HANGING or SLOW rule
+-- is a fault like a failed pod: the job restarts (restartCount + 1) within
+-- its budget, the Restarting (or Failed) condition and the JobRestarting
+-- event naming "log monitoring rule NAME found the job HANGING|SLOW".
 -- When a pod fails (its node failed or went), the job restarts all its pods
 -- (restartCount + 1, condition Restarting, then Running again) while
 -- runPolicy.jobMaxRetryCount (or restartPolicy.maxFullJobRestarts) allows,
@@ -24,6 +40,7 @@ M.STEPS_ANN = "sandbox.hypd.io/steps"
 M.GROUP, M.VERSION, M.PLURAL = "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"
 
 local key = ctl_.key
+local regex = require "hypd.regex"
 
 -- wanted(job) -> { {name, rank, spec} } the pods the job runs
 local function wanted(job)
@@ -64,37 +81,146 @@ local function say(ctl, pod, text)
   if c then logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, text) end
 end
 
--- train(ctl, job, m, pods, k) -> true when the last step is done: prints
--- the steps that are due and comes back for the next one
+-- style(job) -> "hf" (LLaMA-Factory, MS-Swift: the Hugging Face Trainer's
+-- lines), "swift" or "plain", from what the first container runs
+local function style(job)
+  local rs = ((job.spec or {}).replicaSpecs or {})[1] or {}
+  local c = ((((rs.template or {}).spec or {}).containers) or {})[1] or {}
+  local w = {}
+  for _, list in ipairs { c.command or {}, c.args or {} } do
+    for _, x in ipairs(list) do w[#w + 1] = tostring(x) end
+  end
+  local cmd = table.concat(w, " ")
+  if cmd:find("llamafactory-cli", 1, true) then return "hf" end
+  if cmd:find("swift sft", 1, true) or cmd:find("swift rlhf", 1, true) then return "swift" end
+  return "plain"
+end
+
+local OPS = { gt = function(a, b) return a > b end, gteq = function(a, b) return a >= b end,
+  lt = function(a, b) return a < b end, lteq = function(a, b) return a <= b end,
+  eq = function(a, b) return a == b end }
+
+-- rules(job, t0) -> the job's log monitoring rules, each with its state
+local function rules(job, t0)
+  local out = {}
+  for _, r in ipairs(((job.spec or {}).runPolicy or {}).logMonitoringConfiguration or {}) do
+    -- re.match: anchored at the start of the line
+    local re = r.logPattern and regex.compile("^(?:" .. tostring(r.logPattern) .. ")")
+    local stop = r.stopPattern and regex.compile("^(?:" .. tostring(r.stopPattern) .. ")")
+    if re and r.name then
+      out[#out + 1] = { name = tostring(r.name), pattern = tostring(r.logPattern), re = re, stop = stop,
+        cutoff = tonumber(r.expectedStartCutOffInSeconds), every = tonumber(r.expectedRecurringFrequencyInSeconds),
+        threshold = tonumber(r.metricThreshold), op = OPS[r.operator or ""], opname = r.operator,
+        points = tonumber(r.metricEvaluationDataPoints) or 1, slow = 0, active = true, t0 = t0 }
+    end
+  end
+  return out
+end
+
+-- evaluate(m, line) -> nil | {rule, state, why}: the log agent's verdict
+-- after a line (or after time alone, line nil)
+local function evaluate(m, line)
+  local now = core.now()
+  local sp = ctl_.speed()
+  for _, r in ipairs(m.rules or {}) do
+    if r.active then
+      local caps = line and r.re:match(line)
+      if caps then r.last = now end
+      if line and r.stop and r.stop:test(line) then
+        r.active = false
+      elseif r.cutoff and not r.last and (now - r.t0) * sp > r.cutoff then
+        return { rule = r.name, state = "HANGING", why = string.format("no line matched %q within %d s of the start",
+          r.pattern, r.cutoff) }
+      elseif r.every and r.last and (now - r.last) * sp > r.every then
+        return { rule = r.name, state = "HANGING", why = string.format("no line matched %q for %d s after the " ..
+          "last one", r.pattern, r.every) }
+      elseif caps and r.op and r.threshold and caps[1] and tonumber(caps[1]) then
+        if r.op(tonumber(caps[1]), r.threshold) then r.slow = math.min(r.slow + 1, r.points) else r.slow = 0 end
+        if r.slow >= r.points then
+          return { rule = r.name, state = "SLOW", why = string.format("the value %s was %s %s for %d line(s) in a " ..
+            "row", caps[1], r.opname, tostring(r.threshold), r.points) }
+        end
+      end
+    end
+  end
+end
+
+-- next_check(m) -> the engine time a rule's timer runs out, or nil
+local function next_check(m)
+  local at
+  local sp = ctl_.speed()
+  for _, r in ipairs(m.rules or {}) do
+    if r.active then
+      local t = (r.cutoff and not r.last and r.t0 + r.cutoff / sp) or (r.every and r.last and r.last + r.every / sp)
+      if t and (not at or t < at) then at = t end
+    end
+  end
+  return at and at + 0.001
+end
+
+local function hf_line(step, steps, loss, tput, swift)
+  local epoch = step / steps
+  if swift then
+    return string.format("{'loss': %.4f, 'token_acc': %.4f, 'grad_norm': %.4f, 'learning_rate': 9.5e-05, " ..
+      "'memory(GiB)': 17.92, 'train_speed(iter/s)': %.3f, 'epoch': %.2f, 'global_step/max_steps': '%d/%d'}", loss,
+      0.5 + 0.4 * epoch, 1.2 - 0.5 * epoch, tput / 100, epoch, step, steps)
+  end
+  return string.format("{'loss': %.4f, 'grad_norm': %.4f, 'learning_rate': 9.5e-05, 'epoch': %.2f, " ..
+    "'throughput': %.1f}", loss, 1.2 - 0.5 * epoch, epoch, tput)
+end
+
+-- train(ctl, job, m, pods, k) -> true when the last step is done, or
+-- {rule, state, why} when a log monitoring rule fired: prints the steps
+-- that are due and comes back for the next one
 local function train(ctl, job, m, pods, k)
   local steps = math.max(1, tonumber((job.metadata.annotations or {})[M.STEPS_ANN]) or M.STEPS)
   local dt = M.STEP_SECONDS / ctl_.speed()
   local now = core.now()
+  local kind = style(job)
+  local fired
+  local function out(rank, p, text)
+    say(ctl, p, text)
+    if rank == 1 and not fired then fired = evaluate(m, text) end
+  end
   if not m.next_at then
     m.next_at = now + dt
+    m.rules = rules(job, now)
     for rank, p in ipairs(pods) do
-      say(ctl, p, string.format("[rank %d] Experiment configuration: job=%s world_size=%d nproc_per_node=%s " ..
-        "steps=%d master=%s:23456", rank - 1, job.metadata.name, #pods, tostring(job.spec.nprocPerNode or "auto"),
-        steps, pods[1].metadata.name))
+      if kind == "plain" then
+        out(rank, p, string.format("[rank %d] Experiment configuration: job=%s world_size=%d nproc_per_node=%s " ..
+          "steps=%d master=%s:23456", rank - 1, job.metadata.name, #pods, tostring(job.spec.nprocPerNode or "auto"),
+          steps, pods[1].metadata.name))
+      else
+        out(rank, p, "[INFO|trainer.py:2405] ***** Running training *****")
+        out(rank, p, string.format("[INFO|trainer.py:2406]   Num examples = %d", steps * 64))
+        out(rank, p, string.format("[INFO|trainer.py:2410]   Total optimization steps = %d", steps))
+      end
     end
   end
-  while m.step < steps and now >= m.next_at do
+  while not fired and m.step < steps and now >= m.next_at do
     m.step = m.step + 1
     for rank, p in ipairs(pods) do
       local loss = 0.35 + 2.2 * math.exp(-3 * m.step / steps) + 0.04 * (noise(m.step, rank) - 0.5)
       local g = gpus(p)
       local tput = (g > 0 and 180 * g or 12.5) * (1 + 0.05 * (noise(rank, m.step) - 0.5))
       m.loss = loss
-      say(ctl, p, string.format("[rank %d] step %d/%d loss=%.4f throughput=%.1f samples/s", rank - 1, m.step, steps,
-        loss, tput))
+      if kind == "plain" then
+        out(rank, p, string.format("[rank %d] step %d/%d loss=%.4f throughput=%.1f samples/s", rank - 1, m.step,
+          steps, loss, tput))
+      elseif rank == 1 then
+        out(rank, p, hf_line(m.step, steps, loss, tput * #pods, kind == "swift"))
+      end
     end
     m.next_at = m.next_at + dt
   end
+  fired = fired or evaluate(m, nil)
+  if fired then return fired end
   if m.step >= steps then
     say(ctl, pods[1], string.format("[rank 0] Training completed: %d steps, final loss=%.4f", steps, m.loss or 0))
     return true
   end
-  ctl:at(m.next_at, "hpj", k)
+  local at = next_check(m)
+  ctl:at(at and at < m.next_at and at or m.next_at, "hpj", k)
 end
 
 local function clean(ctl, job, pods, all)
@@ -139,12 +265,18 @@ ctl_.handlers.hpj = function(ctl, k)
       if ctl_.phase(p) == "Failed" then failed = failed or p end
     end
   end
+  local why
   if failed then
-    local why = string.format("pod %s on node %s failed (%s)", failed.metadata.name,
+    why = string.format("pod %s on node %s failed (%s)", failed.metadata.name,
       tostring(failed.spec.nodeName), tostring((failed.status or {}).reason or "Error"))
     st.latestFaultyPodInstanceList = { restartType = "JLR", faultyPodList = { failed.metadata.name },
       faultyInstanceIdList = { (tostring(failed.spec.nodeName):gsub("^hyperpod%-", "")) },
       faultyRankList = { (failed.metadata.name:match("(%d+)$")) } }
+  elseif m.fired then
+    why = string.format("log monitoring rule %s found the job %s (%s)", m.fired.rule, m.fired.state, m.fired.why)
+    m.fired = nil
+  end
+  if why then
     if st.restartCount < retries(job) then
       clean(ctl, job, pods, true)
       pods = {}
@@ -187,7 +319,12 @@ ctl_.handlers.hpj = function(ctl, k)
       st.conditions = ctl_.set_condition(st.conditions, "Running", "True", "JobRunning",
         string.format("HyperPodPyTorchJob %s is running.", name), last)
     end
-    if train(ctl, job, m, pods, k) then
+    local done = train(ctl, job, m, pods, k)
+    if type(done) == "table" then
+      -- a log monitoring rule fired: handled as a fault on the next pass
+      m.fired = done
+      ctl:enqueue("hpj", k)
+    elseif done then
       for _, p in ipairs(pods) do kubelet.stop(ctl, pr, p, "Succeeded", 0, "Completed") end
       st.conditions = ctl_.set_condition(st.conditions, "Running", "False", "JobSucceeded", "The job finished.")
       st.conditions = ctl_.set_condition(st.conditions, "Completed", "True", "JobSucceeded",

@@ -12,8 +12,12 @@
 --   statefulsets   StatefulSets (ordinal pods)
 --   endpoints      Endpoints and EndpointSlices of Services
 --   jobs           batch/v1 Jobs
+--   cronjobs       batch/v1 CronJobs: Jobs on a schedule
+--   disruption     PodDisruptionBudgets' status
+--   quotas         ResourceQuotas' usage
 --   daemonsets     DaemonSets
 --   hyperpod_jobs  HyperPodPyTorchJob (training operator)
+--   rayjobs        RayCluster and RayJob (KubeRay operator)
 --   addons         EKS add-ons as their workloads and CRDs
 --   volumes        PersistentVolumeClaims bound to PersistentVolumes
 --   karpenter      HyperPod's managed Karpenter: NodePools scale groups
@@ -25,8 +29,8 @@ local log = require "hypd.log"
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
-  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter", "inference",
-  "loadbalancers" }
+  "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter",
+  "inference", "loadbalancers" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

@@ -20,8 +20,9 @@ local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {
-  "hf_download",
-  "seq_loop", -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
+  "hf_download", -- Hugging Face downloads into a mounted bucket
+  "ray",         -- Ray nodes and RayJob submitters
+  "seq_loop",    -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
 }
 
 local loaded = {}

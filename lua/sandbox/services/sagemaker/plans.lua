@@ -147,6 +147,7 @@ function ops.CreateMlflowTrackingServer(ctx, input)
     WeeklyMaintenanceWindowStart = input.WeeklyMaintenanceWindowStart or "Tue:03:30",
     AutomaticModelRegistration = input.AutomaticModelRegistration == true,
     CreationTime = now, CreatedBy = who, LastModifiedTime = now, LastModifiedBy = who,
+    Tags = input.Tags, -- for ListTags (sandbox.services._tags); not part of Describe's answer
   }
   ctx.state:put("mlflow", name, s)
   ctx:later(D.between(1200, 1500), "mlflow_created", { name = name })
@@ -161,7 +162,9 @@ function tr.mlflow_created(ctx, args)
 end
 
 function ops.DescribeMlflowTrackingServer(ctx, input)
-  return server(ctx, input.TrackingServerName)
+  local s = D.copy(server(ctx, input.TrackingServerName))
+  s.Tags, s.pending = nil, nil
+  return s
 end
 
 function ops.ListMlflowTrackingServers(ctx, input)

@@ -1,0 +1,171 @@
+-- sandbox.k8s.programs.ray: what Ray containers print. Two kinds, told
+-- apart by the command KubeRay gives them:
+--   `ray start ... --block`        a Ray head or worker node: the node's
+--                                  start-up lines, then it runs until deleted
+--   `ray job submit ... -- ENTRY`  a RayJob's submitter: the submission
+--                                  lines, then (ray job logs --follow) the
+--                                  entrypoint's output over simulated time,
+--                                  and it exits with the entrypoint's code
+-- The entrypoint's output: for VERL (verl.trainer.main_ppo) the trainer's
+-- console lines, one per step (trainer.total_training_steps=N, else STEPS;
+-- STEP_SECONDS of simulated time each) with loss, score and throughput;
+-- for anything else the texts it echoes (echo X, print('X')). An entrypoint ending with
+-- `exit N` or `sys.exit(N)` exits with N (the Ray job FAILED).
+local core = require "hypd.core"
+local ctl_ = require "sandbox.k8s.controllers._ctl"
+
+local M = {}
+M.STEPS = 20
+M.STEP_SECONDS = 1
+M.WARMUP = 3      -- simulated seconds from the submission to the first step
+
+local function words(c)
+  local out = {}
+  for _, list in ipairs { c.command or {}, c.args or {} } do
+    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
+  end
+  return table.concat(out, " ")
+end
+
+local function entrypoint(c) return words(c):match("ray job submit .- %-%- (.-) ; fi ;") end
+
+function M.match(_, c)
+  local w = words(c)
+  return w:find("ray start", 1, true) ~= nil or w:find("ray job submit", 1, true) ~= nil
+end
+
+local function steps(entry)
+  return math.max(1, tonumber(entry:match("trainer%.total_training_steps=(%d+)")) or M.STEPS)
+end
+
+local function verl(entry) return entry:find("verl.trainer", 1, true) ~= nil end
+
+-- duration(entry) -> simulated seconds the entrypoint runs
+local function duration(entry)
+  if verl(entry) then return M.WARMUP + steps(entry) * M.STEP_SECONDS end
+  return M.WARMUP
+end
+
+function M.run_seconds(_, c)
+  local e = entrypoint(c)
+  if e then return duration(e) + 1 end
+end
+
+function M.exit_code(_, c)
+  local e = entrypoint(c)
+  if not e then return nil end
+  return tonumber(e:match("sys%.exit%((%d+)%)%s*['\"]?%s*$") or e:match("exit%s+(%d+)%s*['\"]?%s*$")) or 0
+end
+
+local function noise(a, b)
+  local x = math.sin(a * 12.9898 + b * 78.233) * 43758.5453
+  return x - math.floor(x)
+end
+
+local function stamp()
+  local t = core.now()
+  return os.date("!%Y-%m-%d %H:%M:%S", math.floor(t)) .. string.format(",%03d", math.floor((t % 1) * 1000))
+end
+
+-- script(entry, env) -> { {at = seconds after start, text} } the entrypoint's output
+local function script(entry, job_id)
+  local out = {}
+  local function add(at, text) out[#out + 1] = { at = at, text = text } end
+  if verl(entry) then
+    local n = steps(entry)
+    local pid = 1800 + #entry % 400
+    local tr = "(TaskRunner pid=" .. pid .. ") "
+    add(0.5, tr .. "Using dataset class: RLHFDataset")
+    add(1, tr .. "Size of train dataloader: " .. n .. ", Size of val dataloader: 1")
+    add(1, tr .. "Total training steps: " .. n)
+    add(2, tr .. "Checkpoint tracker file does not exist: " .. (entry:match("trainer%.default_local_dir=(%S+)") or
+      "checkpoints") .. "/latest_checkpointed_iteration.txt")
+    add(2.5, tr .. "Training from scratch")
+    for i = 1, n do
+      local loss = 0.05 * math.exp(-2 * i / n) + 0.01 * (noise(i, 1) - 0.5)
+      local score = 0.2 + 0.55 * (1 - math.exp(-3 * i / n)) + 0.03 * (noise(i, 2) - 0.5)
+      local tput = 1450 * (1 + 0.08 * (noise(2, i) - 0.5))
+      add(M.WARMUP + i * M.STEP_SECONDS - 0.1, string.format("%sstep:%d - actor/pg_loss:%.4f - actor/entropy:%.3f - " ..
+        "critic/score/mean:%.3f - critic/rewards/mean:%.3f - response_length/mean:%.1f - perf/throughput:%.1f - " ..
+        "timing_s/step:%.2f", tr, i, loss, 0.6 - 0.2 * i / n, score, score, 180 + 40 * noise(i, 3), tput,
+        M.STEP_SECONDS))
+    end
+    add(M.WARMUP + n * M.STEP_SECONDS, string.format("%sFinal validation metrics: {'val-core/openai/gsm8k/" ..
+      "reward/mean@1': %.3f}", tr, 0.2 + 0.55 * (1 - math.exp(-3))))
+  else
+    for text in entry:gmatch("echo%s+([^;&|]+)") do
+      add(1, (text:gsub("%s+$", ""):gsub("^[\"'](.*)[\"']$", "%1")))
+    end
+    for text in entry:gmatch("print%(%s*[\"']([^\"']*)[\"']%s*%)") do add(1, text) end
+  end
+  add(duration(entry) + 0.5, "")
+  out[#out].text = nil -- the marker of the end: the job's last line below
+  out[#out].last = job_id
+  return out
+end
+
+ctl_.handlers.ray_lines = function(ctl, k)
+  local mem = ctl:memo("ray_lines")
+  local m = mem[k]
+  if not m then return end
+  local ns, name = k:match("^([^/]*)/([^/]*)/")
+  local pod = ctl.cl:get(ctl:r("", "v1", "pods"), ns, name)
+  if not pod or pod.metadata.uid ~= m.uid or ctl_.phase(pod) ~= "Running" then mem[k] = nil return end
+  local now = core.now()
+  while m.lines[m.i] and now >= m.t0 + m.lines[m.i].at / ctl_.speed() do
+    local l = m.lines[m.i]
+    if l.text then m.log(l.text)
+    elseif l.last then
+      m.log(stamp() .. "\t" .. (m.code == 0 and "SUCC" or "ERR") .. " cli.py:" .. (m.code == 0 and 90 or 93) ..
+        " -- Job '" .. l.last .. "' " .. (m.code == 0 and "succeeded" or "failed"))
+    end
+    m.i = m.i + 1
+  end
+  if m.lines[m.i] then ctl:at(m.t0 + m.lines[m.i].at / ctl_.speed(), "ray_lines", k)
+  else mem[k] = nil end
+end
+
+local function node_lines(env, head)
+  local ip = (env.pod.status or {}).podIP or "10.0.0.1"
+  local lines = { "Usage stats collection is enabled by default without user confirmation because this terminal " ..
+    "is detected to be non-interactive.", "Local node IP: " .. ip, "", "--------------------", "Ray runtime started.",
+    "--------------------", "" }
+  if head then
+    lines[#lines + 1] = "Next steps"
+    lines[#lines + 1] = "  To add another node to this Ray cluster, run"
+    lines[#lines + 1] = "    ray start --address='" .. ip .. ":6379'"
+    lines[#lines + 1] = "  To submit a Ray job using the Ray Jobs CLI:"
+    lines[#lines + 1] = "    RAY_ADDRESS='http://" .. ip .. ":8265' ray job submit --working-dir . -- python my_script.py"
+  end
+  lines[#lines + 1] = "--block"
+  lines[#lines + 1] = "  This command will now block forever until terminated by a signal."
+  lines[#lines + 1] = "  Running subprocesses are monitored and a message will be printed if any of them terminate " ..
+    "unexpectedly. Subprocesses exit with SIGTERM will be treated as graceful, thus NOT reported."
+  for _, l in ipairs(lines) do env.log(l) end
+end
+
+function M.start(env)
+  local c = env.container
+  local entry = entrypoint(c)
+  if not entry then return node_lines(env, words(c):find("--head", 1, true) ~= nil) end
+  local w = words(c)
+  local addr = w:match("ray job submit %-%-address (%S+)") or "http://127.0.0.1:8265"
+  local id = w:match("%-%-submission%-id (%S+)") or "raysubmit"
+  env.log(stamp() .. "\tINFO cli.py:41 -- Job submission server address: " .. addr)
+  env.log(stamp() .. "\tSUCC cli.py:65 -- -------------------------------------------------------")
+  env.log(stamp() .. "\tSUCC cli.py:66 -- Job '" .. id .. "' submitted successfully")
+  env.log(stamp() .. "\tSUCC cli.py:67 -- -------------------------------------------------------")
+  env.log(stamp() .. "\tINFO cli.py:291 -- Next steps")
+  env.log(stamp() .. "\tINFO cli.py:292 -- Query the logs of the job:")
+  env.log(stamp() .. "\tINFO cli.py:294 -- ray job logs " .. id)
+  env.log(stamp() .. "\tINFO job_manager.py:531 -- Runtime env is setting up.")
+  env.log("Running entrypoint for job " .. id .. ": " .. entry)
+  local pod = env.pod
+  local k = pod.metadata.namespace .. "/" .. pod.metadata.name .. "/" .. c.name
+  local mem = env.ctl:memo("ray_lines")
+  mem[k] = { uid = pod.metadata.uid, t0 = core.now(), i = 1, lines = script(entry, id), log = env.log,
+    code = M.exit_code(pod, c) }
+  env.ctl:at(core.now() + mem[k].lines[1].at / ctl_.speed(), "ray_lines", k)
+end
+
+return M
