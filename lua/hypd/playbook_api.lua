@@ -5,7 +5,8 @@
 --   hypd.aws        call, try, pages, all (signed in C with the host's
 --                   credentials, standard retries, idempotency tokens;
 --                   opts: region, profile), region(), class()
---   hypd.k8s        connect{cluster, region} (default: the active cluster)
+--   hypd.k8s        connect{cluster, region} (default: the active cluster); log_line(line) ->
+--                   time, text of a timestamps=true log line; time_key(time) -> sortable text
 --                   -> get, list, create, apply, patch, delete, wait, watch, logs
 --   hypd.tools      call(name, params): another tool, with the caller's scope
 --   hypd.operations list, get, events, wait (a status tool's view of operations)
@@ -76,6 +77,8 @@ local function k8s_api()
       end
       return require("hypd.k8s").connect { cluster = args.cluster, region = args.region, profile = args.profile }
     end,
+    log_line = require("hypd.k8s").log_line,
+    time_key = require("hypd.k8s").time_key,
   }
 end
 

@@ -5,6 +5,11 @@
 --     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } },   -- at launch
 --     node_failures = { { cluster = "hp1", instance_group = "workers", after = 300, count = 1 } } }
 --     (a Running node fails `after` simulated seconds once it has joined Kubernetes)
+--     log_stream_cuts = { { namespace = "default", pod = "train-0", container = "main", after_lines = 10,
+--                           count = 1 } }   (pod_prefix = "train-" instead of pod: every pod so named)
+--     (a followed pod log, GET pods/{name}/log?follow=true, of a matching container is cut after it
+--     sent after_lines lines: half of the next line goes out, then the connection drops, as a real
+--     API server or kubelet drops a long stream; count streams are cut, 1 unless given)
 -- The same seed gives the same faults for the same sequence of requests.
 local errors = require "hypd.errors"
 local task = require "hypd.task"
@@ -58,6 +63,19 @@ function M.on_request(service, protocol)
   end
   if f.error5xx and rand() < f.error5xx then
     return { code = "InternalFailure", message = "We encountered an internal error. Please try again.", status = 500 }
+  end
+end
+
+-- log_cut(namespace, pod, container) -> after how many lines this follow
+-- stream is cut, or nil; each cut uses one of the rule's count
+function M.log_cut(ns, pod, container)
+  for _, f in ipairs(spec.log_stream_cuts or {}) do
+    if (f.namespace == nil or f.namespace == ns) and (f.pod == nil or f.pod == pod) and
+        (f.pod_prefix == nil or pod:sub(1, #f.pod_prefix) == f.pod_prefix) and
+        (f.container == nil or f.container == container) and (f.count or 1) > (f.used or 0) then
+      f.used = (f.used or 0) + 1
+      return math.max(0, math.tointeger(f.after_lines) or 0)
+    end
   end
 end
 

@@ -8,6 +8,11 @@
 --   hypd_aws_calls_total{service,operation,outcome}  AWS requests (ok or the error code)
 --   hypd_aws_retries_total{service}                  attempts beyond the first
 --   hypd_engine_tasks, hypd_engine_timers, hypd_engine_http_transfers   (task.stats())
+--   hypd_log_follow_subscribers, hypd_log_follow_upstreams   live /ws log follows and the pod
+--                                                    log streams they share (hypd.logstream)
+--   hypd_log_follow_streams_opened_total, hypd_log_follow_reconnects_total,
+--   hypd_log_follow_lines_total                      upstream follows opened (reconnects
+--                                                    among them) and lines delivered
 --
 -- install() hooks the sources once: hypd.aws's on_call, hypd.op's events
 -- and hypd.tool.call. Counters live in this process and start at zero.
@@ -148,7 +153,20 @@ function M.render()
   local running = 0
   for _ in pairs(op.active()) do running = running + 1 end
   local s = task.stats()
+  local ls = require("hypd.logstream").stats()
+  for _, c in ipairs {
+    { "hypd_log_follow_streams_opened_total", "Upstream pod log follows opened (reconnects included)",
+      ls.follows_opened },
+    { "hypd_log_follow_reconnects_total", "Upstream pod log follows reopened after a drop", ls.reconnects },
+    { "hypd_log_follow_lines_total", "Log lines the upstream follows delivered", ls.lines },
+  } do
+    line("# HELP " .. c[1] .. " " .. c[2])
+    line("# TYPE " .. c[1] .. " counter")
+    line(c[1] .. " " .. fmt(c[3]))
+  end
   for _, g in ipairs {
+    { "hypd_log_follow_subscribers", "Live /ws log follows open", ls.subscribers },
+    { "hypd_log_follow_upstreams", "Upstream pod log streams the follows share", ls.upstreams },
     { "hypd_operations_running", "Operations running in this process", running },
     { "hypd_engine_tasks", "Engine tasks alive (not counting server and operation background tasks)", s.tasks },
     { "hypd_engine_timers", "Engine timers pending", s.timers },

@@ -11,16 +11,20 @@
 --   server -> {"type": "event", "topic": "state", "event": {kind = "resource.changed", resource, ...}}
 --   server -> {"type": "log", "level", "component", "message"}   (topic "logs"; scope operate or admin)
 --   server -> {"type": "error", "message": "..."}
+--   client -> {"type": "logs.follow", "id", "kind", "name", ...} / {"type": "logs.stop", "id"}
+--   server -> {"type": "logs.line", ...} / {"type": "logs.end", ...}   (live pod logs: hypd.api.ws_logs)
 --
 -- Protocol pings are answered by the transport. A connection that sends
--- nothing for IDLE seconds is closed (1000 "idle"); one that does not
--- authenticate within AUTH_WAIT seconds is closed (4401). Under the
--- virtual clock (HYPD_CLOCK=virtual) neither deadline applies.
+-- nothing for IDLE seconds is closed (1000 "idle") unless it follows logs;
+-- one that does not authenticate within AUTH_WAIT seconds is closed
+-- (4401). Under the virtual clock (HYPD_CLOCK=virtual) neither deadline
+-- applies.
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local op = require "hypd.op"
+local ws_logs = require "hypd.api.ws_logs"
 
 local M = {}
 M.IDLE = 300
@@ -61,15 +65,17 @@ local function session(ws, user)
     end
   end)
   local unsub_log
+  local logs = ws_logs.session(ws, user)
   local ok, err = pcall(function()
     send(ws, { type = "ready", user = user.name, scope = user.scope })
     while true do
       local text, rerr = ws:recv(wait(M.IDLE))
-      if not text then
+      if not text and not (rerr and rerr.code == "TIMEOUT" and logs:active() > 0) then
         if rerr and rerr.code == "TIMEOUT" then ws:close(1000, "idle") end
         return
       end
-      local msg = json.decode(text)
+      -- no text: idle, but it follows logs (it only listens); logs.*: hypd.api.ws_logs
+      local msg = text and json.decode(text) or { type = "logs.idle" }
       if type(msg) ~= "table" or type(msg.type) ~= "string" then
         send(ws, { type = "error", message = "messages are JSON objects with a type" })
       elseif msg.type == "ping" then
@@ -101,11 +107,12 @@ local function session(ws, user)
         for k in pairs(topics) do list[#list + 1] = k end
         table.sort(list)
         send(ws, { type = "subscribed", topics = list })
-      else
+      elseif not logs:handle(msg) then
         send(ws, { type = "error", message = "unknown message type " .. msg.type })
       end
     end
   end)
+  logs:close()
   unsub_op()
   if unsub_log then unsub_log() end
   if not ok then error(err, 0) end

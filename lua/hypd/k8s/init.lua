@@ -13,7 +13,11 @@
 --   c:delete(api_version, kind, name [, {namespace, propagation, wait, timeout}]) -> true
 --   c:wait(api_version, kind, name, predicate [, {namespace, timeout}]) -> obj
 --   c:watch(api_version, kind, {namespace, labels, fields, resource_version}, fn(event)) -> rv
---   c:logs(pod [, {namespace, container, tail, since, follow, on_line}]) -> text
+--   c:logs(pod [, {namespace, container, tail, since, since_time, limit_bytes, timestamps, follow,
+--          on_line}]) -> text (since: seconds; since_time: RFC 3339)
+--   c:log_stream(pod [, {namespace, container, tail, since_time, timestamps}]) -> an hypd.http
+--          stream of the followed log (follow=true), or nil, err
+--   k8s.log_line(line) -> time, text (a timestamps=true line); k8s.time_key(time) -> sortable text
 --
 -- Failures are hypd errors whose code is the Kubernetes reason (NotFound,
 -- AlreadyExists, Conflict, Forbidden, Invalid with `fields`, Unauthorized,
@@ -473,15 +477,52 @@ function Conn:watch(api_version, kind, opts, fn)
   end
 end
 
+-- log_line(line) -> time, text | nil: a line of a log read with
+-- timestamps=true ("2026-01-01T00:00:00.123456789Z text")
+function M.log_line(line)
+  local ts, text = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z) (.*)$")
+  if not ts then
+    ts = line:match("^(%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z)$")
+    if ts then text = "" end
+  end
+  return ts, text
+end
+
+-- time_key(time) -> "YYYY-MM-DDTHH:MM:SS.nnnnnnnnn": the fraction padded to
+-- 9 digits, so keys compare as the times do (RFC3339Nano drops trailing zeros)
+function M.time_key(ts)
+  local base, frac = tostring(ts):match("^([^%.Z]+)%.?(%d*)Z$")
+  if not base then return tostring(ts) end
+  return base .. "." .. (frac .. "000000000"):sub(1, 9)
+end
+
+-- log_stream(pod, opts) -> the open stream of pods/{pod}/log?follow=true
+-- (read it with s:lines(), close it with s:close()) | nil, err
+function Conn:log_stream(pod, opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.follow = true
+  local p, err = self:log_path(pod, o)
+  if not p then return nil, err end
+  return self:open_stream(p, "text/plain", o.idle_timeout)
+end
+
+-- log_path(pod, opts) -> the path of pods/{pod}/log with opts' parameters |
+-- nil, err (the guardrail's refusal among them)
+function Conn:log_path(pod, opts)
+  local okg, gerr = allow("logs", "Pod", pod)
+  if not okg then return nil, gerr end
+  return self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
+    tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
+    sinceTime = opts.since_time, limitBytes = opts.limit_bytes and tostring(opts.limit_bytes),
+    timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
+end
+
 -- logs(pod, opts) -> text (or, with follow, the lines go to opts.on_line
 -- until the container stops, on_line returns false or opts.deadline passes)
 function Conn:logs(pod, opts)
   opts = opts or {}
-  local okg, gerr = allow("logs", "Pod", pod)
-  if not okg then return nil, gerr end
-  local p, err = self:path("v1", "Pod", pod, opts.namespace, "log", { container = opts.container,
-    tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
-    timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
+  local p, err = self:log_path(pod, opts)
   if not p then return nil, err end
   if not opts.follow then
     local resp, rerr = self:request("GET", p, { headers = { accept = "text/plain" } })

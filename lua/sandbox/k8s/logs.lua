@@ -1,7 +1,9 @@
 -- sandbox.k8s.logs: what the simulated containers print, and the
 -- pods/{name}/log endpoint (container, tailLines, sinceSeconds, sinceTime,
--- timestamps, limitBytes, follow as a stream).
+-- timestamps, limitBytes, follow as a stream; a follow can be cut by the
+-- fault log_stream_cuts, sandbox.faults).
 local core = require "hypd.core"
+local faults = require "sandbox.faults"
 local objects = require "sandbox.k8s.objects"
 local tbl = require "sandbox.k8s.table"
 local task = require "hypd.task"
@@ -112,10 +114,16 @@ function M.serve(cl, r, rt, q)
   return { status = 200, headers = { ["content-type"] = "text/plain", ["transfer-encoding"] = "chunked" },
     stream = function(w)
       local i, sent = first, 0
+      local cut, n = faults.log_cut(rt.ns, rt.name, container), 0
       while true do
         while i < b.first do i = b.first end
         while b.lines[i] do
           local s = text(b.lines[i], stamps)
+          if cut and n >= cut then
+            w:write(s:sub(1, #s // 2))
+            error("sandbox fault: the log stream of " .. rt.name .. " is cut (log_stream_cuts)", 0)
+          end
+          n = n + 1
           if limit and sent + #s > limit then w:write(s:sub(1, limit - sent)) return end
           if not w:write(s) then return end
           sent, i = sent + #s, i + 1

@@ -22,6 +22,7 @@ local M = {}
 M.NAMES = {
   "hf_download", -- Hugging Face downloads into a mounted bucket
   "ray",         -- Ray nodes and RayJob submitters
+  "seq_loop",    -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
 }
 
 local loaded = {}
