@@ -50,10 +50,10 @@ function Files({ cluster, claim, namespace, prefix }) {
   </section>`;
 }
 
-// the download: by ?op= (job_get_status finds the Job from the operation) or by ?job=
-function Progress({ cluster, op, job, namespace, has }) {
-  const p = { ...(op ? { operation_id: op } : { name: job, namespace }), ...(cluster ? { cluster } : {}) };
-  const st = usePoll("job_get_status", p, { done: (d) => FINAL.test(String(d.phase || "")) && (!d.operation || d.operation.status !== "running"), wait: 20 });
+// a download Job (?job=NAME&namespace=): job_get_status, long-polled until it ends
+function Progress({ cluster, job, namespace, has }) {
+  const p = { name: job, namespace, ...(cluster ? { cluster } : {}) };
+  const st = usePoll("job_get_status", p, { done: (d) => FINAL.test(String(d.phase || "")), wait: 20 });
   const d = st.data || {};
   const ph = phaseOf(st.data);
   const w = d.download;
@@ -62,6 +62,8 @@ function Progress({ cluster, op, job, namespace, has }) {
     <div class="csec-head"><h2>Download ${d.name ? html`<code>${d.namespace}/${d.name}</code>` : ""} ${ph && html`<${Pill} status=${ph}/>`}</h2>
       <button type="button" class="btn btn-small" onClick=${() => setQuery({ job: "", op: "", namespace: "" })}>Close</button></div>
     <${ErrorBox} error=${st.error}/>
+    ${w && w.progress && html`<div class="dl-progress" data-stage=${w.progress.stage}><progress max="100" value=${w.progress.percent ?? 0} aria-label="download progress"></progress>
+      <span class="small">${w.progress.stage}${w.progress.files_total ? `: ${w.progress.files_done ?? 0} of ${w.progress.files_total} files` : ""}${w.progress.percent !== undefined ? ` (${w.progress.percent}%)` : ""}${w.progress.file ? " · " + w.progress.file : ""}</span></div>`}
     ${st.data ? html`<${Facts} data=${{ model: w && w.model_id, revision: w && w.revision, phase: ph, message: d.message,
       active: d.active, succeeded: d.succeeded, failed: d.failed, started: d.start_time, finished: d.completion_time,
       files: w && w.files ? w.files.length : undefined, bytes: w && w.bytes !== undefined ? bytes(w.bytes) : undefined, into: w && w.s3_uri }}/>
@@ -127,14 +129,20 @@ function Models({ query }) {
   const [opView, setOpView] = useState(null);
   const v = opView && opView.operation_id === query.op ? opView : null;
   const running = v && v.status === "running" && v.phase !== "check";
-  const follow = cluster && has("job_get_status") && ((query.op && running) || (!query.op && query.job));
+  const follow = cluster && has("job_get_status") && !query.op && query.job;
+  // the Job an operation makes: the last two parts of its target (jobs/REGION/CLUSTER/NAMESPACE/NAME)
+  const made = v && /^jobs\//.test(v.target || "") ? v.target.split("/").slice(-2) : null;
   return html`<div class="page-head"><h1>Models</h1><${ClusterPick} value=${cluster}/></div>
     <p class="muted">Models are downloaded from Hugging Face into the cluster's S3 storage (mounted at <code>/s3</code> in training and inference pods) by a CPU-only Kubernetes Job, so no GPU idles while files move.</p>
     ${missing.length > 0 && html`<${Missing} tools=${missing} what=${missing.includes("model_download") ? "Downloading a model" : "Part of this page"}/>`}
     ${!cluster && html`<${Empty} title="No active cluster.">Pick or <a href=${href("/create")}>create</a> a cluster first.</${Empty}>`}
     ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster}/>`}
     ${query.op && html`<${Follow} key=${query.op} id=${query.op} onView=${setOpView} onClose=${() => setQuery({ op: "" })}/>`}
-    ${follow && html`<${Progress} key=${query.op || query.job} cluster=${cluster} op=${query.op} job=${query.job} namespace=${query.namespace || "default"} has=${has}/>`}
+    ${follow && html`<${Progress} key=${query.job} cluster=${cluster} job=${query.job} namespace=${query.namespace || "default"} has=${has}/>`}
+    ${running && made && html`<section class="panel download" aria-label="the download" data-job=${made[1]} data-phase="Running">
+      <h2>Downloading into Job <code>${made[0]}/${made[1]}</code></h2>
+      <p class="muted small">Its progress is the operation's note above; <button type="button" class="linkish" onClick=${() => setQuery({ op: "", job: made[1], namespace: made[0] })}>the Job's own status</button> (job_get_status) is there while it exists.</p>
+      <${LogView} target=${{ kind: "job", name: made[1], namespace: made[0], ...(cluster ? { cluster } : {}) }} hasTool=${has} title="The job's logs" id="job-logs"/></section>`}
     ${v && v.status === "succeeded" && v.result && html`<${Done} cluster=${cluster} r=${v.result} has=${has}/>`}
     ${cluster && has("job_list") && html`<${Downloads} cluster=${cluster}/>`}`;
 }
