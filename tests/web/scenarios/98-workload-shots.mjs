@@ -38,25 +38,19 @@ for (const width of [1280, 420]) {
       await page.waitForSelector("#review-yaml");
       await shot("training");
       await over("training");
-      await page.goto(`${URL}/#/training/shot-job?cluster=${name}`);
-      await page.waitForSelector("#budget");
-      await page.waitForSelector("#logs[data-mode]");
-      await shot("training-job");
-      await over("the job page");
-      await page.goto(`${URL}/#/models?cluster=${name}`);
-      await page.waitForSelector("#download-form, .missing");
-      await shot("models");
-      await over("models");
-      await page.goto(`${URL}/#/inference?cluster=${name}&deploy=container`);
-      await page.waitForSelector('#deploy-form-container-gpus');
-      await page.waitForSelector('tr[data-endpoint="too-big"]');
-      await shot("inference");
-      await over("inference");
-      await page.goto(`${URL}/#/inference/too-big?cluster=${name}`);
-      await page.waitForSelector("#pending-why");
+      // the other pages: where, what shows it is drawn, the shot's name
+      for (const [hash, ready, n] of [
+        [`/training/shot-job?cluster=${name}`, "#budget, #logs[data-mode]", "training-job"],
+        [`/models?cluster=${name}`, "#download-form", "models"],
+        [`/inference?cluster=${name}&deploy=container`, 'tr[data-endpoint="too-big"], #deploy-form-container-gpus', "inference"],
+        [`/inference/too-big?cluster=${name}`, "#pending-why", "inference-endpoint"],
+      ]) {
+        await page.goto(`${URL}/#${hash}`);
+        for (const sel of ready.split(", ")) await page.waitForSelector(sel);
+        await shot(n);
+        await over(n);
+      }
       check(/Insufficient nvidia.com\/gpu/.test(await page.textContent("#pending-why")), "the endpoint page says why it is Pending: " + await page.textContent("#pending-why"));
-      await shot("inference-endpoint");
-      await over("the endpoint page");
     }, { viewport: { width, height: 900 }, colorScheme: scheme });
   }
 }
