@@ -44,6 +44,9 @@ function M.group(reg, name)
   end
 end
 
+-- the proxy subresources (sandbox.k8s.proxy) and their options kinds
+local PROXY = { services = "ServiceProxyOptions", pods = "PodProxyOptions" }
+
 -- resource_list(reg, group, version) -> APIResourceList | nil
 function M.resource_list(reg, group, version)
   local out = json.array()
@@ -62,6 +65,10 @@ function M.resource_list(reg, group, version)
       if r.scale then
         out[#out + 1] = { name = r.resource .. "/scale", singularName = "", namespaced = r.namespaced,
           group = "autoscaling", version = "v1", kind = "Scale", verbs = { "get", "patch", "update" } }
+      end
+      if r.group == "" and PROXY[r.resource] then
+        out[#out + 1] = { name = r.resource .. "/proxy", singularName = "", namespaced = r.namespaced,
+          kind = PROXY[r.resource], verbs = { "create", "delete", "get", "patch", "update" } }
       end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",

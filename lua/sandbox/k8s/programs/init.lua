@@ -11,13 +11,17 @@
 --   exit_code(pod, container) -> how it ends (optional; nil: 0 or the annotation)
 --   http(env, req) -> {status, headers, body}: an answer on one of its ports
 --                         (optional; env as for start, req = {method, path,
---                         query, headers, body, port})
+--                         query, headers, body, port}); nil: not listening
+--                         yet (the proxy answers connection refused)
+--   ports(pod, container) -> the port numbers it listens on (with http;
+--                         sandbox.k8s.proxy dials only these)
 --
 -- NAMES lists the programs in the order they are tried; the first match wins.
 local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {}
+M.NAMES[#M.NAMES + 1] = "model_server" -- vLLM, SGLang (and its router), OpenAI-style servers
 
 local loaded = {}
 local function program(name)
