@@ -114,3 +114,74 @@ t.test("a vLLM Deployment and Service made directly answer kubectl get --raw thr
   t.like(out, '"name":"services/proxy"')
   t.like(out, '"name":"pods/proxy"')
 end)
+
+t.test("inference_call_model answers through the service proxy: text, usage, latency, the pod; a read tool", function()
+  if not S.ready then return skip() end
+  local r, err = call("inference_call_model", { name = "qwen", prompt = "What is the capital of France?",
+    max_tokens = 64 }, READER)
+  t.ok(r, err and err.message)
+  if not r then return end
+  t.like(r.answer, "^Simulated answer from qwen%-7b to \"What is the capital of France%?\"")
+  t.eq(r.model, "qwen-7b", "the model from /v1/models")
+  t.eq({ r.service, r.port, r.deployment, r.namespace }, { "qwen", 8000, "qwen", "default" })
+  t.ok(r.usage.prompt_tokens > 7 and r.usage.completion_tokens > 0, json.encode(r.usage))
+  t.eq(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
+  t.ok(math.type(r.latency_ms) == "integer" and r.latency_ms >= 0, "latency_ms " .. tostring(r.latency_ms))
+  t.like(r.pod, "^qwen%-", "the only ready pod answered")
+  local again = assert(call("inference_call_model", { name = "qwen", prompt = "What is the capital of France?",
+    max_tokens = 64 }, READER))
+  t.eq(again.answer, r.answer, "the same prompt gets the same answer")
+  local other = assert(call("inference_call_model", { name = "qwen", messages = {
+    { role = "system", content = "You are terse." }, { role = "user", content = "Name a prime number." } },
+    max_tokens = 5, model = "qwen-7b" }))
+  t.ok(other.answer ~= r.answer, "another prompt, another answer")
+  t.eq({ other.finish_reason, other.usage.completion_tokens }, { "length", 5 }, "max_tokens caps the answer")
+  local logs = conn:logs(r.pod, { namespace = "default" })
+  t.like(logs, '"POST /v1/chat/completions HTTP/1%.1" 200 OK', "the engine logs the request")
+  t.like(logs, "Received request " .. tostring(r.id):gsub("%-", "%%-"), "the request id in the log")
+  local _, e2 = call("inference_call_model", { name = "qwen", prompt = "hi", model = "llama" })
+  t.eq(e2 and e2.code, "FAILED")
+  t.like(e2 and e2.message, "answered 404 to POST /v1/chat/completions: The model `llama` does not exist")
+  local _, e3 = call("inference_call_model", { name = "qwen" })
+  t.eq(H.field_rules(e3), { "messages:one_of" }, "messages or prompt is required")
+  local _, e4 = call("inference_call_model", { name = "nope", prompt = "hi" })
+  t.eq(e4 and e4.code, "NOT_FOUND")
+  local def = tool.get("inference_call_model")
+  t.eq({ def.kind, table.concat(def.k8s, ",") }, { "read", "get,list,logs,proxy" })
+end)
+
+t.test("no ready endpoints: the proxy answers the API server's 503, and inference_call_model names the state", function()
+  if not S.ready then return skip() end
+  -- more GPUs than any node has: the pod stays Pending, the Service has no endpoints
+  local big = deployment("huge", { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "meta-llama/Llama-3.1-405B" },
+    ports = { { name = "http", containerPort = 8000 } },
+    resources = { requests = { ["nvidia.com/gpu"] = "8" }, limits = { ["nvidia.com/gpu"] = "8" } } })
+  assert(conn:apply(big))
+  assert(conn:apply(service("huge", 8000)))
+  until_ok(function() return conn:get("v1", "Endpoints", "huge", { namespace = "default" }) end)
+  local rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/huge:8000/proxy/v1/models")
+  t.ok(rc ~= 0)
+  t.eq(err, 'Error from server (ServiceUnavailable): no endpoints available for service "huge"\n')
+  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/huge:9000/proxy/v1/models")
+  t.eq(err, 'Error from server (ServiceUnavailable): no service port 9000 found for service "huge"\n')
+  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/absent:8000/proxy/v1/models")
+  t.eq(err, 'Error from server (NotFound): services "absent" not found\n')
+  local _, e = call("inference_call_model", { name = "huge", prompt = "hi" })
+  t.eq(e and e.code, "STATE")
+  t.like(e and e.message, "Service default/huge has no ready endpoint: deployment huge has 0/1 replicas ready; " ..
+    "pod huge%-[%w-]+: Pending %(Unschedulable: ")
+  t.like(e and e.message, 'no endpoints available for service "huge"')
+  t.like(e and e.message, "inference_get name=huge")
+  -- a Service whose targetPort nothing listens on: connection refused
+  assert(conn:apply(service("qwen-wrong", 8000, 8080, { app = "qwen" })))
+  until_ok(function()
+    local ep = conn:get("v1", "Endpoints", "qwen-wrong", { namespace = "default" })
+    return ep and ep.subsets
+  end)
+  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/qwen-wrong:8000/proxy/v1/models")
+  t.like(err, "^Error from server %(ServiceUnavailable%): error trying to reach service: dial tcp [%d.]+:8080: " ..
+    "connect: connection refused")
+  assert(conn:delete("v1", "Service", "qwen-wrong", { namespace = "default" }))
+  assert(conn:delete("apps/v1", "Deployment", "huge", { namespace = "default" }))
+  assert(conn:delete("v1", "Service", "huge", { namespace = "default" }))
+end)

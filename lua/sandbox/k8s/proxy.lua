@@ -90,8 +90,12 @@ local function reach(cl, pod, scheme, ip, port, req, rest)
   return nil, "dial tcp " .. ip .. ":" .. tostring(port) .. ": connect: connection refused"
 end
 
+-- the address the API server's proxy connects from (its ENI in the VPC)
+M.API_SERVER_PEER = "10.0.0.2"
+
 local function dial(cl, pod, scheme, ip, port, req, rest)
-  local out, why = reach(cl, pod, scheme, ip, port, req, rest)
+  local out, why = reach(cl, pod, scheme, ip, port, { method = req.method, query = req.query, headers = req.headers,
+    body = req.body, peer = M.API_SERVER_PEER }, rest)
   if out then return out end
   return unreachable(why)
 end

@@ -270,14 +270,14 @@ function M.compose(model, prompt, max_tokens)
   local text = table.concat(parts, " ") .. "."
   local count = tokens(text)
   if max_tokens and count > max_tokens then
-    -- cut to max_tokens tokens
-    local out, used = {}, 0
-    for w in text:gmatch("%S+") do
-      local t = tokens(w)
-      if used + t > max_tokens then break end
-      out[#out + 1], used = w, used + t
+    -- the first max_tokens tokens (a word, or one punctuation mark, with its leading space)
+    local i, used = 1, 0
+    while used < max_tokens do
+      local _, e = text:find("^%s*[%w']+", i)
+      if not e then _, e = text:find("^%s*[^%w%s']", i) end
+      i, used = e + 1, used + 1
     end
-    return table.concat(out, " "), used, "length"
+    return text:sub(1, i - 1), used, "length"
   end
   return text, count, "stop"
 end
