@@ -70,6 +70,40 @@ local function answered(fn)
   end, 300)
 end
 
+t.test("the model server program matches what real serving containers run, and nothing else", function()
+  local ms = require "sandbox.k8s.programs.model_server"
+  local function cfg(c) local x = ms.config(c) return x and { x.kind, x.port, x.model } or false end
+  t.eq(cfg { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "Qwen/Qwen2.5-7B-Instruct" } },
+    { "vllm", 8000, "Qwen/Qwen2.5-7B-Instruct" }, "the vLLM image's entrypoint, args only")
+  t.eq(cfg { image = "python:3.12", command = { "sh", "-c", "pip install vllm && vllm serve meta-llama/Llama-3.2-1B " ..
+    "--port 8080" } }, { "vllm", 8080, "meta-llama/Llama-3.2-1B" }, "vllm serve MODEL in a shell")
+  t.eq(cfg { image = "img", command = { "python", "-m", "vllm.entrypoints.openai.api_server", "--model=/s3/m",
+    "--served-model-name", "m1", "m2" } }, { "vllm", 8000, "m1" }, "--served-model-name wins")
+  t.eq(cfg { image = "lmsysorg/sglang:latest", command = { "python3", "-m", "sglang.launch_server",
+    "--model-path", "Qwen/Qwen3-8B" } }, { "sglang", 30000, "Qwen/Qwen3-8B" })
+  t.eq(cfg { image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/huggingface-pytorch-tgi-inference:2.4.0-tgi2.3.1",
+    env = { { name = "HF_MODEL_ID", value = "google/gemma-2b" } } }, { "tgi", 8080, "google/gemma-2b" })
+  t.eq(cfg { image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.32.0-lmi14.0.0-cu124",
+    env = { { name = "HF_MODEL_ID", value = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" } } },
+    { "lmi", 8080, "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" })
+  t.eq(cfg { image = "myorg/llm:1", args = { "--model-id", "x/y" }, ports = { { containerPort = 9000 } } },
+    { "openai", 9000, "x/y" }, "any OpenAI-style server that exposes a port and names a model")
+  local r = ms.config { image = "lmsysorg/sglang:latest", command = { "python3", "-m", "sglang_router.launch_router",
+    "--policy", "round_robin", "--service-discovery", "--selector", "app=w", "tier=gpu" } }
+  t.eq({ r.kind, r.port, r.policy, r.selector, r.sd_port }, { "router", 30000, "round_robin", { app = "w", tier = "gpu" },
+    80 })
+  t.eq(cfg { image = "nginx:1.27", ports = { { containerPort = 80 } } }, false)
+  t.eq(cfg { image = "python:3.12", command = { "sh", "-c", "hf download Qwen/Qwen3-8B --local-dir /nvme/q" } }, false)
+  t.eq(cfg { image = "modelscope/ms-swift:3", command = { "swift", "sft", "--model", "Qwen/Qwen3-8B" },
+    ports = { { containerPort = 8080 } } }, false, "a training container that names a model is not a server")
+  t.eq(cfg { image = "pytorch", command = { "torchrun", "train.py", "--model", "m" }, ports = { { containerPort = 8080 } } },
+    false)
+  local text, n, why = ms.compose("m", "hello there", 4)
+  t.eq({ n, why }, { 4, "length" })
+  t.eq(text, "Simulated answer from m")
+  t.eq(select(1, ms.compose("m", "hello there")), select(1, ms.compose("m", "hello there")), "deterministic")
+end)
+
 t.test("a sandbox with a HyperPod-ready EKS cluster, and hypd's client on it", function()
   S.start(EKS, "serve-hp")
   conn = S.conn
@@ -83,12 +117,12 @@ t.test("a vLLM Deployment and Service made directly answer kubectl get --raw thr
   assert(conn:apply(deployment("qwen", VLLM)))
   assert(conn:apply(service("qwen", 8000)))
   t.ok(ready("qwen"), "the deployment is ready")
-  local rc, out, err = answered(function()
-    local rc, out, err = kubectl("get --raw /api/v1/namespaces/default/services/qwen:8000/proxy/v1/models")
-    if rc == 0 then return { rc, out, err } end
-    return nil, { message = err }
+  local got = answered(function()
+    local code, text, why = kubectl("get --raw /api/v1/namespaces/default/services/qwen:8000/proxy/v1/models")
+    if code == 0 then return { code, text, why } end
+    return nil, { message = why }
   end)
-  rc, out, err = table.unpack(rc)
+  local rc, out, err = table.unpack(got)
   t.eq(rc, 0, err)
   local models = json.decode(out or "") or {}
   t.eq(models.data and models.data[1].id, "qwen-7b", "the served model name")
@@ -102,15 +136,14 @@ t.test("a vLLM Deployment and Service made directly answer kubectl get --raw thr
   rc, out, err = kubectl("get --raw /api/v1/namespaces/default/pods/" .. pod.metadata.name .. ":8000/proxy/v1/models")
   t.eq(rc, 0, err)
   t.like(out, '"id":"qwen%-7b"')
+  local _
   rc, _, err = kubectl("get --raw /api/v1/namespaces/default/pods/" .. pod.metadata.name .. ":9999/proxy/v1/models")
   t.ok(rc ~= 0)
   t.like(err, "Error from server %(ServiceUnavailable%): error trying to reach service: dial tcp " ..
     pod.status.podIP:gsub("%.", "%%.") .. ":9999: connect: connection refused")
   -- the subresources are in discovery
-  rc, out = kubectl("api-resources --api-group= -o name")
-  t.eq(rc, 0)
-  t.like(out, "services\n")
   rc, out = kubectl("get --raw /api/v1")
+  t.eq(rc, 0)
   t.like(out, '"name":"services/proxy"')
   t.like(out, '"name":"pods/proxy"')
 end)
@@ -162,9 +195,9 @@ t.test("no ready endpoints: the proxy answers the API server's 503, and inferenc
   local rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/huge:8000/proxy/v1/models")
   t.ok(rc ~= 0)
   t.eq(err, 'Error from server (ServiceUnavailable): no endpoints available for service "huge"\n')
-  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/huge:9000/proxy/v1/models")
+  _, _, err = kubectl("get --raw /api/v1/namespaces/default/services/huge:9000/proxy/v1/models")
   t.eq(err, 'Error from server (ServiceUnavailable): no service port 9000 found for service "huge"\n')
-  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/absent:8000/proxy/v1/models")
+  _, _, err = kubectl("get --raw /api/v1/namespaces/default/services/absent:8000/proxy/v1/models")
   t.eq(err, 'Error from server (NotFound): services "absent" not found\n')
   local _, e = call("inference_call_model", { name = "huge", prompt = "hi" })
   t.eq(e and e.code, "STATE")
@@ -178,10 +211,190 @@ t.test("no ready endpoints: the proxy answers the API server's 503, and inferenc
     local ep = conn:get("v1", "Endpoints", "qwen-wrong", { namespace = "default" })
     return ep and ep.subsets
   end)
-  rc, _, err = kubectl("get --raw /api/v1/namespaces/default/services/qwen-wrong:8000/proxy/v1/models")
+  _, _, err = kubectl("get --raw /api/v1/namespaces/default/services/qwen-wrong:8000/proxy/v1/models")
   t.like(err, "^Error from server %(ServiceUnavailable%): error trying to reach service: dial tcp [%d.]+:8080: " ..
     "connect: connection refused")
   assert(conn:delete("v1", "Service", "qwen-wrong", { namespace = "default" }))
   assert(conn:delete("apps/v1", "Deployment", "huge", { namespace = "default" }))
   assert(conn:delete("v1", "Service", "huge", { namespace = "default" }))
 end)
+
+local SGL = function()
+  return { image = "lmsysorg/sglang:v0.4.9", command = { "python3", "-m", "sglang.launch_server", "--model-path",
+    "meta-llama/Llama-3.1-8B-Instruct", "--port", "30000", "--host", "0.0.0.0", "--enable-metrics" },
+    ports = { { name = "http", containerPort = 30000 } } }
+end
+
+local store = require "hypd.store"
+local function mark()
+  local evs = store.events(0, 1000000) or {}
+  return #evs > 0 and evs[#evs].seq or 0
+end
+local function k8s_writes(m)
+  local out = {}
+  for _, e in ipairs(store.events(m, 1000000) or {}) do
+    if e.kind == "audit" and e.data.k8s then out[#out + 1] = e.data.k8s end
+  end
+  return out
+end
+local function rows(plan)
+  local out = {}
+  for _, e in ipairs(plan or {}) do out[#out + 1] = e.action .. " " .. e.type .. " " .. e.name end
+  return out
+end
+
+t.test("inference_deploy_router refuses bad workers before writing, and plans its five objects", function()
+  if not S.ready then return skip() end
+  assert(conn:apply(deployment("sgl-a", SGL(), 2, { model = "llama-sgl" })))
+  assert(conn:apply(deployment("sgl-b", SGL(), 1, { model = "llama-sgl" })))
+  assert(conn:apply(service("sgl-a", 30000)))
+  t.ok(ready("sgl-a", 2) and ready("sgl-b", 1), "three SGLang workers")
+  local m = mark()
+  local _, err = staged("inference_deploy_router", { workers = { "qwen" } })
+  t.eq(H.field_rules(err), { "workers[0]:sglang" }, "a vLLM deployment is not an SGLang worker")
+  _, err = staged("inference_deploy_router", { workers = { "sgl-a", "nope" } })
+  t.eq(H.field_rules(err), { "workers[1]:exists" })
+  _, err = call("inference_deploy_router", { workers = { "sgl-a", "sgl-a" } })
+  t.eq(H.field_rules(err), { "workers[1]:unique" }, "refused at the call")
+  _, err = call("inference_deploy_router", { workers = { "sgl-a" }, policy = "least_loaded" })
+  t.eq(H.field_rules(err), { "policy:enum" })
+  local plan = assert(staged("inference_deploy_router", { workers = { "sgl-a", "sgl-b" }, plan = true }))
+  t.eq(rows(plan.plan), { "create k8s:serviceaccount default/sglang-router",
+    "create k8s:clusterrole hypd-default-sglang-router-discovery",
+    "create k8s:clusterrolebinding hypd-default-sglang-router-discovery",
+    "create k8s:deployment default/sglang-router", "create k8s:service default/sglang-router-service" })
+  t.eq(#k8s_writes(m), 0, "no Kubernetes write")
+  t.eq(conn:get("apps/v1", "Deployment", "sglang-router", { namespace = "default" }), nil, "nothing made")
+end)
+
+local function worker_of(pod_logs_before)
+  -- the worker pods whose logs grew since the last look
+  local grew = {}
+  for _, p in ipairs(conn:list("v1", "Pod", { namespace = "default", labels = { model = "llama-sgl" } })) do
+    local n = select(2, tostring(conn:logs(p.metadata.name, { namespace = "default" })):gsub("Prefill batch", ""))
+    if n > (pod_logs_before[p.metadata.name] or 0) then grew[#grew + 1] = p.metadata.name end
+    pod_logs_before[p.metadata.name] = n
+  end
+  return grew
+end
+
+t.test("the router forwards to the SGLang workers it discovers: round_robin spreads, cache_aware sticks", function()
+  if not S.ready then return skip() end
+  local r, err = staged("inference_deploy_router", { workers = { "sgl-a", "sgl-b" }, policy = "round_robin" })
+  t.ok(r, err and err.message)
+  if not r then return end
+  t.eq({ r.service, r.port, r.worker_port, r.policy }, { "sglang-router-service", 30000, 30000, "round_robin" })
+  t.eq(r.selector, { "model=llama-sgl" }, "one selector for both worker deployments")
+  local dep = conn:get("apps/v1", "Deployment", "sglang-router", { namespace = "default" })
+  t.eq(dep.metadata.labels["hypd.io/inference-kind"], "router")
+  t.eq(dep.spec.template.metadata.labels["hypd.io/inference-kind"], "router")
+  t.eq(dep.metadata.labels["app.kubernetes.io/managed-by"], "hypd")
+  t.like(table.concat(dep.spec.template.spec.containers[1].command, " "), "^python3 %-m sglang_router%.launch_router " ..
+    "%-%-host 0%.0%.0%.0 %-%-port 30000 %-%-policy round_robin %-%-service%-discovery %-%-selector model=llama%-sgl " ..
+    "%-%-service%-discovery%-port 30000 %-%-service%-discovery%-namespace default")
+  local seen, before = {}, {}
+  worker_of(before)
+  for i = 1, 3 do
+    local a, aerr = answered(function()
+      return call("inference_call_model", { name = "sglang-router", prompt = "Tell me about GPUs, " .. i,
+        model = "meta-llama/Llama-3.1-8B-Instruct" })
+    end)
+    t.ok(a and a.answer, aerr and aerr.message or (a and a.err and a.err.message))
+    t.like(a and a.answer, "^Simulated answer from meta%-llama/Llama%-3%.1%-8B%-Instruct")
+    t.eq(a and a.service, "sglang-router-service")
+    for _, w in ipairs(worker_of(before)) do seen[w] = (seen[w] or 0) + 1 end
+  end
+  local n = 0
+  for _, c in pairs(seen) do n = n + 1; t.eq(c, 1, "each worker once") end
+  t.eq(n, 3, "round robin: three requests, three workers")
+  local rc, out = kubectl("get --raw /api/v1/namespaces/default/services/sglang-router-service:29000/proxy/metrics")
+  t.eq(rc, 0)
+  t.like(out, "sgl_router_processed_requests_total{worker=\"http://[%d.]+:30000\"} 1")
+  -- the same router, now cache_aware: the same prompt goes back to the same worker
+  r = assert(staged("inference_deploy_router", { workers = { "sgl-a", "sgl-b" } }))
+  t.eq(r.policy, "cache_aware")
+  t.ok(ready("sglang-router"))
+  local picks = {}
+  for i = 1, 3 do
+    answered(function()
+      return call("inference_call_model", { name = "sglang-router", prompt = "A long shared system prompt. " ..
+        (i == 3 and "Different ending" or "Same question"), model = "meta-llama/Llama-3.1-8B-Instruct" })
+    end)
+    picks[i] = worker_of(before)[1]
+  end
+  t.ok(picks[1] ~= nil, "a worker answered")
+  t.eq(picks[2], picks[1], "the same prompt: the worker that has its prefix")
+  local logs = conn:logs(conn:list("v1", "Pod", { namespace = "default", labels = { app = "sglang-router" } })[1]
+    .metadata.name, { namespace = "default" })
+  t.like(logs, "policy cache_aware")
+end)
+
+t.test("the router with no worker answers its own 503; a plan of an applied router changes nothing", function()
+  if not S.ready then return skip() end
+  local lonely = deployment("lonely-router", { image = "lmsysorg/sglang:latest", command = { "python3", "-m",
+    "sglang_router.launch_router", "--port", "30000", "--service-discovery", "--selector", "model=none",
+    "--service-discovery-port", "30000" }, ports = { { name = "http", containerPort = 30000 } },
+    resources = { requests = { cpu = "1" } } })
+  assert(conn:apply(lonely))
+  assert(conn:apply(service("lonely-router", 30000)))
+  t.ok(ready("lonely-router"))
+  local e = {}
+  local r = answered(function() -- until the router listens
+    local x, y = call("inference_call_model", { name = "lonely-router", prompt = "anyone?", model = "m" })
+    if x then return x end
+    if y and tostring(y.message):find("connection refused", 1, true) then return nil, y end
+    e = y
+    return true
+  end)
+  t.ok(r, "answered")
+  t.eq(e.code, "FAILED")
+  t.like(e.message, "answered 503 to POST /v1/chat/completions: No available workers")
+  local plan = assert(staged("inference_deploy_router", { workers = { "sgl-a", "sgl-b" }, plan = true }))
+  t.eq(#(plan.plan or {}), 0, "nothing to change: " .. json.encode(plan.plan))
+end)
+
+t.test("inference_set_autoscaling: a KEDA ScaledObject on the engine's queue depth; validation; plan", function()
+  if not S.ready then return skip() end
+  local _, err = call("inference_set_autoscaling", { name = "sgl-a", min_replicas = 5, max_replicas = 2 })
+  t.eq(H.field_rules(err), { "max_replicas:ge_min", "min_replicas:le_max" }, "refused at the call, naming both")
+  _, err = call("inference_set_autoscaling", { name = "sgl-a" })
+  t.eq(H.field_rules(err), { "max_replicas:required" })
+  local m = mark()
+  local plan = assert(staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 4, plan = true }))
+  t.eq(rows(plan.plan), { "create k8s:scaledobject default/sgl-a-scaler" })
+  t.eq(#k8s_writes(m), 0, "the plan writes nothing")
+  local r, serr = staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 4, threshold = 8 })
+  t.ok(r, serr and serr.message)
+  if not r then return end
+  local so = conn:get("keda.sh/v1alpha1", "ScaledObject", "sgl-a-scaler", { namespace = "default" })
+  t.eq(so.spec.scaleTargetRef, { apiVersion = "apps/v1", kind = "Deployment", name = "sgl-a" })
+  t.eq({ so.spec.minReplicaCount, so.spec.maxReplicaCount, so.spec.pollingInterval, so.spec.cooldownPeriod },
+    { 1, 4, 30, 300 })
+  local tr = so.spec.triggers[1]
+  t.eq({ tr.type, tr.metricType }, { "prometheus", "AverageValue" })
+  t.eq(tr.metadata, { serverAddress = "http://prometheus-server.monitoring.svc.cluster.local:80",
+    query = 'sum(sglang:num_queue_reqs{namespace="default",pod=~"sgl-a-.*"})', threshold = "8",
+    activationThreshold = "0" })
+  t.eq({ so.metadata.labels["hypd.io/inference"], so.metadata.labels["hypd.io/inference-kind"],
+    so.metadata.labels["app.kubernetes.io/managed-by"] }, { "sgl-a", "container", "hypd" })
+  local v = assert(staged("inference_set_autoscaling", { name = "qwen", max_replicas = 2, cooldown_period = 120 }))
+  t.eq(v.query, 'sum(vllm:num_requests_waiting{namespace="default",pod=~"qwen-.*"})', "vLLM's queue")
+  local rr = assert(staged("inference_set_autoscaling", { name = "sglang-router", max_replicas = 2 }))
+  t.eq(rr.query, 'sum(sgl_router_job_queue_depth{namespace="default",pod=~"sglang-router-.*"})', "the router's")
+  local _, cerr = staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 3, scaled_object_name = "other" })
+  t.eq(cerr and cerr.code, "CONFLICT")
+  t.like(cerr and cerr.message, "already scaled by ScaledObject sgl%-a%-scaler")
+  local again = assert(staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 4, threshold = 8 }))
+  t.eq(again.object.action, "unchanged", "the same call again changes nothing")
+  -- KEDA absent: the CRD gone, the tool refuses naming what installs it
+  assert(conn:delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", "scaledobjects.keda.sh"))
+  until_ok(function()
+    return conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "scaledobjects.keda.sh") == nil
+  end)
+  local _, kerr = staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 4 })
+  t.eq(kerr and kerr.code, "CONFLICT")
+  t.like(kerr and kerr.message, "KEDA is not installed on cluster serve%-eks %(no scaledobjects%.keda%.sh CRD%)")
+  t.like(kerr and kerr.message, "hyperpod_update_advanced_features inference_operator=true")
+end)
+
+t.cleanup(function() S.cleanup() end)
