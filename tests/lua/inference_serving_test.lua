@@ -225,18 +225,8 @@ local SGL = function()
     ports = { { name = "http", containerPort = 30000 } } }
 end
 
-local store = require "hypd.store"
-local function mark()
-  local evs = store.events(0, 1000000) or {}
-  return #evs > 0 and evs[#evs].seq or 0
-end
-local function k8s_writes(m)
-  local out = {}
-  for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "audit" and e.data.k8s then out[#out + 1] = e.data.k8s end
-  end
-  return out
-end
+local FH = dofile("tests/lua/features_helpers.lua")
+local mark, k8s_writes = FH.mark, FH.k8s_writes
 local function rows(plan)
   local out = {}
   for _, e in ipairs(plan or {}) do out[#out + 1] = e.action .. " " .. e.type .. " " .. e.name end

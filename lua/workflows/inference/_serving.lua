@@ -11,8 +11,32 @@
 --   endpoints(conn, ns, svc) -> {ready = {{ip, pod}}, not_ready = {...}}
 --   state(conn, ns, dep) -> "1/2 replicas ready; pod x: Pending (Unschedulable: ...)"
 --   call(conn, ns, svc, port, method, path, body) -> status, decoded body | nil, err
+--   NAME, NS: the parameter specs of a Kubernetes name and namespace
+--   refuse(fields, msg): VALIDATION naming the fields ({field, rule, message})
+--   ensure_all(ctx, conn, objects) -> [{kind, name, namespace, action, uid}]
 local M = {}
 M.INFERENCE = "hypd.io/inference"
+
+M.NAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
+  pattern_help = "a Kubernetes name" }
+
+M.NS = require("_params").with(M.NAME, { default = "default", pattern_help = "a Kubernetes namespace name",
+  description = "the namespace" })
+
+function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = fields }) end
+
+-- ensure_all(ctx, conn, objects): each object made or brought in line by
+-- server-side apply (hyperpod._feat_k8s ensure), in order
+function M.ensure_all(ctx, conn, objects)
+  local K = require "hyperpod._feat_k8s"
+  local out = {}
+  for _, o in ipairs(objects) do
+    local obj, action = K.ensure(ctx, conn, o)
+    out[#out + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace, action = action,
+      uid = obj and obj.uid }
+  end
+  return out
+end
 
 local function missing(err) return type(err) == "table" and (err.code == "NotFound" or err.status == 404) end
 

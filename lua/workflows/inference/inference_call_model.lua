@@ -14,14 +14,7 @@ local P = require "_params"
 local S = require "inference._serving"
 local hp = require "hyperpod._hp"
 
-local NAME = { type = "string", required = true, pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
-  pattern_help = "a Kubernetes name", description = "the inference deployment's name (inference_list lists them)" }
-local NS = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
-  pattern_help = "a Kubernetes namespace name", description = "its namespace" }
-
-local function refuse(field, rule, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
-end
+local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
 
 local function unavailable(msg, extra)
   extra = extra or {}
@@ -119,7 +112,9 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "logs", "proxy" },
   params = {
-    name = NAME, namespace = NS, cluster = P.cluster, region = P.region,
+    name = P.with(S.NAME, { required = true,
+      description = "the inference deployment's name (inference_list lists them)" }),
+    namespace = S.NS, cluster = P.cluster, region = P.region,
     messages = { type = "array", description = "the chat: [{role, content}], in order",
       items = { type = "object", properties = {
         role = { type = "string", required = true, enum = { "system", "user", "assistant", "tool" } },

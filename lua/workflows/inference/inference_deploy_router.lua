@@ -16,12 +16,9 @@ local S = require "inference._serving"
 local cap = require "hyperpod._capacity"
 local hp = require "hyperpod._hp"
 
-local KNAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 50,
-  pattern_help = "a Kubernetes name" }
+local KNAME = P.with(S.NAME, { max_length = 50 })
 
-local function refuse(field, rule, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
-end
+local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
 
 local function words(c)
   local out = {}
@@ -151,12 +148,7 @@ end
 local function apply(ctx)
   local p, st = ctx.params, ctx.state
   local conn = ctx:k8s(st.eks)
-  st.objects = {}
-  for _, o in ipairs(objects(p, st)) do
-    local obj, action = K.ensure(ctx, conn, o)
-    st.objects[#st.objects + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace,
-      action = action, uid = obj and obj.uid }
-  end
+  st.objects = S.ensure_all(ctx, conn, objects(p, st))
 end
 
 local function wait(ctx)
@@ -199,12 +191,9 @@ return tool {
   params = {
     workers = { type = "array", required = true, decision = true, items = KNAME,
       description = "the SGLang worker deployments to route to (one label selector must select just their pods)" },
-    name = { type = "string", default = "sglang-router", pattern = KNAME.pattern, max_length = 50,
-      pattern_help = "a Kubernetes name", description = "the router Deployment's name" },
-    service_name = { type = "string", pattern = KNAME.pattern, max_length = 63, pattern_help = "a Kubernetes name",
-      description = "the router Service's name (default <name>-service)" },
-    namespace = { type = "string", default = "default", pattern = KNAME.pattern, max_length = 63,
-      pattern_help = "a Kubernetes namespace name", description = "the workers' and the router's namespace" },
+    name = P.with(KNAME, { default = "sglang-router", description = "the router Deployment's name" }),
+    service_name = P.with(S.NAME, { description = "the router Service's name (default <name>-service)" }),
+    namespace = P.with(S.NS, { description = "the workers' and the router's namespace" }),
     policy = { type = "string", enum = { "cache_aware", "round_robin", "random", "power_of_two" },
       default = "cache_aware", description = "how the router picks a worker" },
     image = { type = "string", default = "lmsysorg/sglang:latest", pattern = "^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$",

@@ -16,15 +16,11 @@ local S = require "inference._serving"
 local cap = require "hyperpod._capacity"
 local hp = require "hyperpod._hp"
 
-local KNAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
-  pattern_help = "a Kubernetes name" }
 local API = "keda.sh/v1alpha1"
 local CRD = "scaledobjects.keda.sh"
 local ENABLE = "hyperpod_update_advanced_features inference_operator=true"
 
-local function refuse(fields, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = fields })
-end
+local refuse = S.refuse
 
 -- engine(dep) -> "vllm" | "sglang" | "router" | nil, from what its containers run
 local function engine(dep)
@@ -138,12 +134,9 @@ return tool {
   k8s = { "get", "list", "apply" },
   status_tool = "operation_get",
   params = {
-    name = { type = "string", required = true, pattern = KNAME.pattern, max_length = 63,
-      pattern_help = "a Kubernetes name", description = "the Deployment to scale (an inference deployment)" },
-    namespace = { type = "string", default = "default", pattern = KNAME.pattern, max_length = 63,
-      pattern_help = "a Kubernetes namespace name", description = "its namespace" },
-    scaled_object_name = { type = "string", pattern = KNAME.pattern, max_length = 63,
-      pattern_help = "a Kubernetes name", description = "the ScaledObject's name (default <name>-scaler)" },
+    name = P.with(S.NAME, { required = true, description = "the Deployment to scale (an inference deployment)" }),
+    namespace = S.NS,
+    scaled_object_name = P.with(S.NAME, { description = "the ScaledObject's name (default <name>-scaler)" }),
     min_replicas = { type = "integer", minimum = 0, maximum = 1000, default = 1, decision = true,
       description = "the fewest replicas (0 lets KEDA scale to zero while the query is under activation_threshold)" },
     max_replicas = { type = "integer", minimum = 1, maximum = 1000, required = true, decision = true,
