@@ -86,6 +86,11 @@ t.test("the model server program matches what real serving containers run, and n
   t.eq(cfg { image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/djl-inference:0.32.0-lmi14.0.0-cu124",
     env = { { name = "HF_MODEL_ID", value = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" } } },
     { "lmi", 8080, "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" })
+  t.eq(cfg { image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/tei:2.0.1-tei1.4.0-gpu-py310-cu122-ubuntu22.04",
+    env = { { name = "HF_MODEL_ID", value = "/opt/ml/model" } }, ports = { { containerPort = 8080 } } },
+    { "tei", 8080, "/opt/ml/model" }, "SageMaker's embeddings container (JumpStart)")
+  t.eq(cfg { image = "ghcr.io/huggingface/text-generation-inference:3.0", args = { "--model-id", "m/x" } },
+    { "tgi", 80, "m/x" }, "TGI's own image listens on 80")
   t.eq(cfg { image = "myorg/llm:1", args = { "--model-id", "x/y" }, ports = { { containerPort = 9000 } } },
     { "openai", 9000, "x/y" }, "any OpenAI-style server that exposes a port and names a model")
   local r = ms.config { image = "lmsysorg/sglang:latest", command = { "python3", "-m", "sglang_router.launch_router",

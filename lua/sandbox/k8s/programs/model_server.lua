@@ -7,6 +7,8 @@
 --           a model argument
 --   tgi     `text-generation-launcher`, TGI images (SageMaker's listen on 8080)
 --   lmi     DJL LMI images (djl-inference ...-lmi...): SageMaker's contract, 8080
+--   tei     text-embeddings-inference (tei images, text-embeddings-router):
+--           embeddings only (/embed, /v1/embeddings), no chat
 --   openai  any other container that declares a port and names a model
 --           (--model, --model-id, --model-path, --served-model-name, or
 --           MODEL_ID / HF_MODEL_ID / OPTION_MODEL_ID / MODEL_NAME), and is
@@ -30,8 +32,8 @@ local json = require "hypd.json"
 local task = require "hypd.task"
 
 local M = {}
-M.LOAD = { vllm = 20, sglang = 20, tgi = 20, lmi = 20, openai = 10, router = 2 } -- simulated seconds to listen
-M.DEFAULT_PORT = { vllm = 8000, sglang = 30000, router = 30000, tgi = 80, lmi = 8080 }
+M.LOAD = { vllm = 20, sglang = 20, tgi = 20, lmi = 20, tei = 10, openai = 10, router = 2 } -- simulated seconds to listen
+M.DEFAULT_PORT = { vllm = 8000, sglang = 30000, router = 30000, tgi = 80, lmi = 8080, tei = 80 }
 M.ROUTER_METRICS_PORT = 29000
 M.TTFT, M.PER_PROMPT_TOKEN, M.PER_TOKEN = 0.02, 0.0002, 0.012 -- simulated seconds
 
@@ -101,6 +103,7 @@ local function engine(c)
   if has("sglang.launch_server") then return "sglang", ws end
   if has(" vllm serve ") or has("vllm.entrypoints.openai.api_server") then return "vllm", ws end
   if has("text-generation-launcher") then return "tgi", ws end
+  if has("text-embeddings-router") then return "tei", ws end
   for _, s in ipairs(NOT_SERVING) do if has(s) then return nil end end
   local bare = #(c.command or {}) == 0 -- the image's entrypoint runs
   local model = opt(ws, "--model") or opt(ws, "--model-path") or opt(ws, "--model-id")
@@ -108,6 +111,9 @@ local function engine(c)
   if repo:find("vllm", 1, true) and (bare or model) then return "vllm", ws end
   if repo:find("sglang", 1, true) and model then return "sglang", ws end
   if repo:find("tgi", 1, true) or repo:find("text-generation-inference", 1, true) then return "tgi", ws end
+  if repo:find("/tei$") or repo:find("^tei$") or repo:find("text-embeddings-inference", 1, true) then
+    return "tei", ws
+  end
   if repo:find("djl-inference", 1, true) or image:find("lmi", 1, true) then return "lmi", ws end
   local named = model or env_of(c, "MODEL_ID") or env_of(c, "HF_MODEL_ID") or env_of(c, "OPTION_MODEL_ID")
     or env_of(c, "MODEL_NAME")
@@ -121,9 +127,10 @@ function M.config(c)
   if not kind then return nil end
   local cfg = { kind = kind }
   local port = tonumber(opt(ws, "--port") or "")
-  if not port and (kind == "tgi" or kind == "openai") then port = tonumber(env_of(c, "PORT") or "") end
-  if not port and kind == "tgi" and (c.image or ""):find("huggingface-pytorch-tgi-inference", 1, true) then
-    port = 8080 -- SageMaker's TGI container
+  if not port and kind == "openai" then port = tonumber(env_of(c, "PORT") or "") end
+  if not port and (kind == "tgi" or kind == "tei") then port = tonumber(env_of(c, "PORT") or "") end
+  if not port and (kind == "tgi" or kind == "tei") and (c.image or ""):find("dkr.ecr", 1, true) then
+    port = 8080 -- SageMaker's TGI and TEI containers
   end
   if not port and kind == "openai" then port = tonumber(c.ports[1].containerPort) end
   cfg.port = port or M.DEFAULT_PORT[kind]
@@ -426,6 +433,10 @@ local function metric_lines(cfg, s, pod)
     add("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", s.gen, model)
     add("sglang:num_requests_total", "counter", "Number of requests processed.", s.ok, model)
     lat("sglang:")
+  elseif cfg.kind == "tei" then
+    add("te_request_count", "counter", "Requests received.", s.requests, "")
+    add("te_request_success", "counter", "Requests succeeded.", s.ok, "")
+    add("te_queue_size", "gauge", "Requests waiting.", s.waiting, "")
   elseif cfg.kind == "tgi" then
     add("tgi_request_count", "counter", "Requests received.", s.requests, "")
     add("tgi_request_success", "counter", "Requests succeeded.", s.ok, "")
@@ -438,6 +449,31 @@ local function metric_lines(cfg, s, pod)
   end
   out[#out + 1] = ""
   return ((table.concat(out, "\n"):gsub("{}", ""))), pod
+end
+
+-- embed(env, cfg, body, openai) -> deterministic unit vectors, one per input
+local function embed(env, cfg, b, openai)
+  local s = state(env)
+  local inputs = b.input or b.inputs
+  if type(inputs) == "string" then inputs = { inputs } end
+  if type(inputs) ~= "table" or #inputs == 0 then
+    return reply(422, { error = "Input validation error: `inputs` cannot be empty", error_type = "Validation" })
+  end
+  local vectors, n = {}, 0
+  for i, text in ipairs(inputs) do
+    local h = core.digest("sha256", cfg.model .. "\0" .. tostring(text), "raw")
+    local v, norm = {}, 0
+    for j = 1, 16 do v[j] = (h:byte(j) - 127.5) / 127.5; norm = norm + v[j] ^ 2 end
+    for j = 1, 16 do v[j] = v[j] / math.sqrt(norm) end
+    vectors[i] = v
+    n = n + tokens(text)
+  end
+  task.sleep((M.TTFT + n * M.PER_PROMPT_TOKEN) / speed())
+  s.requests, s.ok, s.prompt = s.requests + 1, s.ok + 1, s.prompt + n
+  if not openai then return reply(200, vectors) end
+  local data = {}
+  for i, v in ipairs(vectors) do data[i] = { object = "embedding", index = i - 1, embedding = v } end
+  return reply(200, { object = "list", data = data, model = cfg.model, usage = { prompt_tokens = n, total_tokens = n } })
 end
 
 local router -- the router's half, below
@@ -465,6 +501,10 @@ function M.http(env, req)
   }
   if cfg.kind == "sglang" then ROUTES["/generate"], ROUTES["/get_model_info"] = "POST", "GET" end
   if cfg.kind == "tgi" then ROUTES["/generate"], ROUTES["/info"] = "POST", "GET" end
+  if cfg.kind == "tei" then
+    ROUTES = { ["/health"] = "GET", ["/ping"] = "GET", ["/info"] = "GET", ["/metrics"] = "GET",
+      ["/embed"] = "POST", ["/v1/embeddings"] = "POST", ["/invocations"] = "POST" }
+  end
   local want = ROUTES[path]
   if not want or (path == "/metrics" and not cfg.metrics) then
     out = cfg.kind == "vllm" and reply(404, { detail = "Not Found" }) or { status = 404,
@@ -490,6 +530,8 @@ function M.http(env, req)
     local b = body()
     if not b then
       out = oai_error(cfg, 400, "BadRequestError", "the body is not a JSON object")
+    elseif cfg.kind == "tei" then
+      out = embed(env, cfg, b, path == "/v1/embeddings")
     elseif path == "/v1/chat/completions" or (path == "/invocations" and b.messages) then
       out = generate(env, cfg, b, true)
     elseif path == "/v1/completions" then
