@@ -224,6 +224,29 @@ t.test("no ready endpoints: the proxy answers the API server's 503, and inferenc
   assert(conn:delete("v1", "Service", "huge", { namespace = "default" }))
 end)
 
+t.test("inference_call_model reaches a pool's model through its Service <model> (no Deployment of that name)", function()
+  if not S.ready then return skip() end
+  local pool = deployment("pool", { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "/s3/models/llama-a" },
+    ports = { { name = "http", containerPort = 8000 } } }, 1, { business = "unassigned",
+      ["deployment-type"] = "model-pool" })
+  pool.metadata.labels["hypd.io/inference-kind"] = "pool"
+  assert(conn:apply(pool))
+  t.ok(ready("pool"))
+  local _, err = call("inference_call_model", { name = "llama-a", prompt = "hi" })
+  t.eq(err and err.code, "NOT_FOUND", "no Service for the model yet")
+  local pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "pool" } })[1]
+  assert(conn:patch("v1", "Pod", pod.metadata.name, { metadata = { labels = { business = "llama-a" } } },
+    { namespace = "default" }))
+  assert(conn:apply(service("llama-a", 8000, 8000, { business = "llama-a" })))
+  until_ok(function()
+    local ep = conn:get("v1", "Endpoints", "llama-a", { namespace = "default" })
+    return ep and ep.subsets
+  end)
+  local r, cerr = answered(function() return call("inference_call_model", { name = "llama-a", prompt = "hi" }) end)
+  t.ok(r and r.answer, cerr and cerr.message or (r and r.err and r.err.message))
+  t.eq({ r and r.model, r and r.service, r and r.pod }, { "/s3/models/llama-a", "llama-a", pod.metadata.name })
+end)
+
 local SGL = function()
   return { image = "lmsysorg/sglang:v0.4.9", command = { "python3", "-m", "sglang.launch_server", "--model-path",
     "meta-llama/Llama-3.1-8B-Instruct", "--port", "30000", "--host", "0.0.0.0", "--enable-metrics" },

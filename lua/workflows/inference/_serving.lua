@@ -10,6 +10,9 @@
 --     first) | nil
 --   endpoints(conn, ns, svc) -> {ready = {{ip, pod}}, not_ready = {...}}
 --   state(conn, ns, dep) -> "1/2 replicas ready; pod x: Pending (Unschedulable: ...)"
+--   named_service(conn, ns, name) -> svc, port: Service name when it selects pods
+--     (a model pool's Service <model>); as_deployment(svc) -> a stand-in for state
+--   http_port(svc) -> its port named http, else its first
 --   call(conn, ns, svc, port, method, path, body) -> status, decoded body | nil, err
 --   NAME, NS: the parameter specs of a Kubernetes name and namespace
 --   refuse(fields, msg): VALIDATION naming the fields ({field, rule, message})
@@ -37,6 +40,8 @@ function M.ensure_all(ctx, conn, objects)
   end
   return out
 end
+
+local function json_object() return hypd.json.object() end
 
 local function missing(err) return type(err) == "table" and (err.code == "NotFound" or err.status == 404) end
 
@@ -69,10 +74,33 @@ function M.service(conn, ns, dep, name)
     end
   end
   if not best then return nil end
-  local ports = best.spec.ports or {}
+  return best, M.http_port(best)
+end
+
+-- http_port(svc) -> the number of its port named http, else of its first
+function M.http_port(svc)
+  local ports = (svc.spec or {}).ports or {}
   local port = ports[1]
   for _, p in ipairs(ports) do if p.name == "http" then port = p break end end
-  return best, port and port.port
+  return port and port.port
+end
+
+-- named_service(conn, ns, name) -> svc, port: the Service name when it
+-- selects pods (a model pool's Service <model>) | nil
+function M.named_service(conn, ns, name)
+  local s, err = conn:get("v1", "Service", name, { namespace = ns })
+  if not s then
+    if missing(err) then return nil end
+    error(err, 0)
+  end
+  if type((s.spec or {}).selector) ~= "table" or next(s.spec.selector) == nil then return nil end
+  return s, M.http_port(s)
+end
+
+-- as_deployment(svc) -> what M.state and M.pods read, for the pods a Service selects
+function M.as_deployment(svc)
+  return { metadata = { name = svc.metadata.name }, spec = { selector = { matchLabels = svc.spec.selector } },
+    status = json_object(), service = true }
 end
 
 function M.endpoints(conn, ns, svc)
@@ -104,9 +132,11 @@ end
 
 function M.state(conn, ns, dep)
   local st = dep.status or {}
+  local pods = M.pods(conn, ns, dep)
   local parts = { string.format("%d/%d replicas ready", tonumber(st.readyReplicas) or 0,
     tonumber((dep.spec or {}).replicas) or 1) }
-  for _, p in ipairs(M.pods(conn, ns, dep)) do
+  if dep.service then parts[1] = string.format("%d pod(s) selected by Service %s", #pods, dep.metadata.name) end
+  for _, p in ipairs(pods) do
     local ps = p.status or {}
     local why
     for _, c in ipairs(ps.conditions or {}) do

@@ -39,16 +39,23 @@ local function run(ctx, p)
   local conn = ctx:k8s(e.name)
   local ns = p.namespace
   local dep = S.deployment(conn, ns, p.name)
-  if not dep then
-    hypd.errors.raise("NOT_FOUND", string.format("no inference deployment %s/%s on cluster %s (inference_list " ..
-      "lists them)", ns, p.name, e.name), { fields = { { field = "name", rule = "exists",
-        message = "name: no such deployment" } } })
+  local svc, port
+  if dep then
+    svc, port = S.service(conn, ns, dep, p.name)
+  else
+    -- a model of a pool: its Service <model> selects the assigned pods
+    svc, port = S.named_service(conn, ns, p.name)
+    dep = svc and S.as_deployment(svc)
   end
-  local svc, port = S.service(conn, ns, dep, p.name)
+  if not dep then
+    hypd.errors.raise("NOT_FOUND", string.format("no inference deployment %s/%s on cluster %s, nor a model Service " ..
+      "of that name (inference_list lists them)", ns, p.name, e.name), { fields = { { field = "name",
+        rule = "exists", message = "name: no such deployment" } } })
+  end
   if not svc then
     hypd.errors.raise("STATE", string.format("no Service in %s selects the pods of deployment %s, so nothing can " ..
-      "reach it (a model pool's pods get one when assigned: inference_assign_pool_pod); inference_get name=%s",
-      ns, dep.metadata.name, p.name))
+      "reach it (a model pool's pods get one when assigned: inference_assign_pool_pod; then call the model's " ..
+      "name); inference_get name=%s", ns, dep.metadata.name, p.name))
   end
   local sname = svc.metadata.name
   local eps = S.endpoints(conn, ns, sname)
