@@ -224,6 +224,36 @@ t.test("no ready endpoints: the proxy answers the API server's 503, and inferenc
   assert(conn:delete("v1", "Service", "huge", { namespace = "default" }))
 end)
 
+t.test("the guardrail: a tool that does not declare the proxy verb cannot reach a workload", function()
+  if not S.ready then return skip() end
+  local dir = H.tmpdir()
+  H.write(dir .. "/peek.lua", [==[
+return tool {
+  name = "diagnose_peek_model", summary = "A read tool that tries the service proxy undeclared", kind = "read",
+  description = "Reads a Service, then tries to call its workload through the proxy without declaring it.",
+  aws = { "eks:DescribeCluster" }, k8s = { "get" },
+  params = { cluster = { type = "string", required = true } },
+  run = function(ctx, p)
+    local c = ctx:k8s(p.cluster)
+    assert(c:get("v1", "Service", "qwen", { namespace = "default" }))
+    local _, err = c:proxy("Service", "qwen", "/v1/models", { namespace = "default", port = 8000 })
+    if err then error(err, 0) end
+    return {}
+  end,
+}]==])
+  local config = require "hypd.config"
+  local before = config.playbooks_dir
+  config.playbooks_dir = dir
+  require("hypd.tools").reload(ADMIN)
+  local _, err = call("diagnose_peek_model", {})
+  config.playbooks_dir = before
+  require("hypd.tools").reload(ADMIN)
+  os.execute("rm -rf " .. H.quote(dir))
+  t.eq(err and err.code, "GUARDRAIL")
+  t.like(err and err.message, "diagnose_peek_model may not call kubernetes proxy Service/qwen:8000: it is not among " ..
+    "the Kubernetes verbs the tool declares %(get%); nothing was sent")
+end)
+
 t.test("inference_call_model reaches a pool's model through its Service <model> (no Deployment of that name)", function()
   if not S.ready then return skip() end
   local pool = deployment("pool", { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "/s3/models/llama-a" },
