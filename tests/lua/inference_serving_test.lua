@@ -445,4 +445,68 @@ t.test("inference_set_autoscaling: a KEDA ScaledObject on the engine's queue dep
   t.like(kerr and kerr.message, "hyperpod_update_advanced_features inference_operator=true")
 end)
 
+t.test("the sandbox's KEDA scales a deployment from the simulated metric its Prometheus scrapes", function()
+  if not S.ready then return skip() end
+  local resources = require "sandbox.k8s.resources"
+  for _, row in ipairs(resources.CRDS) do
+    if row[1] == "keda.sh" then assert(conn:apply(resources.crd(row))) end
+  end
+  until_ok(function() return conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "scaledobjects.keda.sh") end)
+  for _, n in ipairs { "keda", "monitoring" } do assert(conn:apply { apiVersion = "v1", kind = "Namespace",
+    metadata = { name = n } }) end
+  local function put(o, ns) o.metadata.namespace = ns; assert(conn:apply(o)) end
+  local keda = deployment("keda-operator", { image = "ghcr.io/kedacore/keda:2.15.1", resources = { requests = {
+    cpu = "100m" } } })
+  put(keda, "keda")
+  local scaled = deployment("scaled", { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "Qwen/Qwen3-0.6B" },
+    ports = { { name = "http", containerPort = 8000 } } })
+  scaled.spec.template.metadata.annotations = { ["prometheus.io/scrape"] = "true", ["prometheus.io/port"] = "8000" }
+  assert(conn:apply(scaled))
+  assert(conn:apply(service("scaled", 8000)))
+  t.ok(ready("scaled"), "a vLLM deployment whose pods are annotated for scraping")
+  local q = 'sum(vllm:request_success_total{namespace="default",pod=~"scaled-.*"})'
+  local r, err = staged("inference_set_autoscaling", { name = "scaled", min_replicas = 1, max_replicas = 3,
+    query = q, threshold = 1, polling_interval = 15 })
+  t.ok(r, err and err.message)
+  local function so()
+    return conn:get("keda.sh/v1alpha1", "ScaledObject", "scaled-scaler", { namespace = "default" }) or {}
+  end
+  local function cond(o, ctype)
+    for _, c in ipairs((o.status or {}).conditions or {}) do if c.type == ctype then return c end end
+    return {}
+  end
+  local bad = until_ok(function() local o = so() return cond(o, "Ready").status == "False" and o end)
+  t.like(cond(bad or {}, "Ready").message, "lookup prometheus%-server%.monitoring%.svc%.cluster%.local: no such host",
+    "no Prometheus yet: KEDA says why and scales nothing")
+  local prom = deployment("prometheus-server", { image = "quay.io/prometheus/prometheus:v2.54.1",
+    args = { "--config.file=/etc/config/prometheus.yml", "--web.listen-address=:9090" },
+    ports = { { containerPort = 9090 } }, resources = { requests = { cpu = "500m" } } })
+  put(prom, "monitoring")
+  local psvc = service("prometheus-server", 80, 9090)
+  put(psvc, "monitoring")
+  t.ok(until_ok(function()
+    local d = conn:get("apps/v1", "Deployment", "prometheus-server", { namespace = "monitoring" })
+    return d and ((d.status or {}).readyReplicas or 0) > 0
+  end, 300), "Prometheus runs")
+  local rc, out = kubectl("get --raw '/api/v1/namespaces/monitoring/services/prometheus-server:80/proxy/api/v1/query" ..
+    "?query=" .. q:gsub("[^%w]", function(c) return string.format("%%%02X", c:byte()) end) .. "'")
+  t.eq(rc, 0)
+  t.like(out, '"resultType":"vector"', "Prometheus answers the query")
+  for i = 1, 3 do
+    local a, aerr = answered(function()
+      return call("inference_call_model", { name = "scaled", prompt = "load " .. i, model = "Qwen/Qwen3-0.6B" })
+    end)
+    t.ok(a and a.answer, aerr and aerr.message)
+  end
+  local d = until_ok(function()
+    local x = conn:get("apps/v1", "Deployment", "scaled", { namespace = "default" })
+    return x and x.spec.replicas == 3 and x
+  end, 300)
+  t.eq(d and d.spec.replicas, 3, "three successful requests over a threshold of 1: three replicas, the maximum")
+  local o = so()
+  t.eq({ cond(o, "Ready").status, cond(o, "Active").status }, { "True", "True" })
+  t.eq((o.status or {}).originalReplicaCount, 1)
+  t.ok((o.status or {}).lastActiveTime, "lastActiveTime")
+end)
+
 t.cleanup(function() S.cleanup() end)

@@ -17,13 +17,14 @@
 --   addons         EKS add-ons as their workloads and CRDs
 --   volumes        PersistentVolumeClaims bound to PersistentVolumes
 --   karpenter      HyperPod's managed Karpenter: NodePools scale groups
+--   keda           KEDA ScaledObjects (prometheus triggers) while KEDA runs
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local log = require "hypd.log"
 
 local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
-  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter" }
+  "daemonsets", "hyperpod_jobs", "addons", "volumes", "karpenter", "keda" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

@@ -22,6 +22,7 @@ local logs = require "sandbox.k8s.logs"
 local M = {}
 M.NAMES = {}
 M.NAMES[#M.NAMES + 1] = "model_server" -- vLLM, SGLang (and its router), OpenAI-style servers
+M.NAMES[#M.NAMES + 1] = "prometheus"   -- a Prometheus server scraping annotated pods
 
 local loaded = {}
 local function program(name)

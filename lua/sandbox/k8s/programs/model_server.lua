@@ -352,7 +352,10 @@ local function generate(env, cfg, body, chat)
     "hex"):sub(1, 32)
   -- the queue: requests beyond the engine's running limit wait
   local t0 = core.now()
+  -- the metrics change: anything that reads them (the sandbox's KEDA) looks again
+  local function changed() env.ctl:enqueue("metrics") end
   s.waiting = s.waiting + 1
+  changed()
   while s.running >= cfg.max_running do task.sleep(0.05 / speed()) end
   s.waiting, s.running = s.waiting - 1, s.running + 1
   if cfg.log_requests then
@@ -373,6 +376,7 @@ local function generate(env, cfg, body, chat)
   task.sleep((ttft + ctok * M.PER_TOKEN) / speed())
   s.running = s.running - 1
   local took = core.now() - t0
+  changed()
   s.requests, s.ok = s.requests + 1, s.ok + 1
   s.prompt, s.gen = s.prompt + ptok, s.gen + ctok
   s.latency, s.ttft = s.latency + took, s.ttft + ttft
