@@ -98,7 +98,7 @@ local function run(ctx, p)
   local choice = body.choices[1] or {}
   local msg = choice.message or {}
   return { answer = msg.content or choice.text, model = body.model or model, finish_reason = choice.finish_reason,
-    usage = body.usage, latency_ms = math.floor(took * 1000 + 0.5), id = body.id,
+    usage = body.usage, latency_ms = math.floor(took * 10000 + 0.5) / 10, id = body.id,
     pod = pod_of(conn, ns, eps, body.id), service = sname, port = port, deployment = dep.metadata.name,
     namespace = ns, cluster = e.name, ready_endpoints = #eps.ready }
 end
@@ -111,7 +111,7 @@ return tool {
     "hypd's own Kubernetes client: the Service that selects the deployment's pods (preferring one named like " ..
     "it), its port named http (else its first). Give messages (a chat) or prompt (one user message); model " ..
     "defaults to the first one the server lists on /v1/models. Answers the reply text, finish_reason, usage " ..
-    "(prompt, completion, total tokens), latency_ms (the whole call through the API server) and the pod that " ..
+    "(prompt, completion, total tokens), latency_ms (the whole call through the API server, to 0.1 ms) and the pod that " ..
     "answered when it can tell. With no ready endpoint it says so with the deployment's state (see " ..
     "inference_get); a server that refuses the connection (still loading) or answers an error is named with " ..
     "its answer. It changes nothing in the cluster.",

@@ -19,8 +19,9 @@
 --
 -- It evaluates when the ScaledObject or its target changes, when a
 -- simulated server's metrics change (kind "metrics", which model servers
--- enqueue), and every pollingInterval while a scale-down or cooldown is
--- pending, so an idle cluster's virtual clock can stop.
+-- enqueue), a pollingInterval after it scaled, and when a scale-down
+-- window or cooldown ends: not on an endless timer (KEDA polls every
+-- pollingInterval), so an idle cluster's virtual clock can stop.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
@@ -170,7 +171,9 @@ ctl_.handlers.keda = function(ctl, k)
       "to %d", ns, dep.metadata.name, cur, target), "keda-operator")
   end
   if #recs > 1 and target > want then again = math.min(again or math.huge, recs[1][1] + M.STABILIZATION / ctl_.speed()) end
-  if active then again = math.min(again or math.huge, now + every) end
+  -- after a scale, one more look once the new pods can be scraped; a
+  -- steady trigger waits for the next metrics change (no endless timer)
+  if target ~= cur then again = math.min(again or math.huge, now + every) end
   if again then ctl:at(again, "keda", k) end
   finish()
 end

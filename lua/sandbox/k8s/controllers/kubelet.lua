@@ -72,10 +72,22 @@ function M.lines(c)
     cmd ~= "" and "[" .. (c.name or "main") .. "] command: " .. cmd or nil }
 end
 
-local function pod_ip(node_ip)
+-- pod_ip(cl, pr, node_ip) -> an address in the node's /24 that no other
+-- running pod has (the VPC CNI never hands one address to two pods)
+local function pod_ip(cl, pr, node_ip)
   local a, b, c = tostring(node_ip):match("^(%d+)%.(%d+)%.(%d+)%.%d+$")
   if not a then a, b, c = 10, 0, math.random(0, 255) end
-  return string.format("%s.%s.%s.%d", a, b, c, math.random(4, 254))
+  local used = {}
+  for _, p in ipairs(cl:list(pr)) do
+    local st = p.status or {}
+    if st.podIP and st.phase ~= "Succeeded" and st.phase ~= "Failed" then used[st.podIP] = true end
+  end
+  local ip
+  for _ = 1, 1000 do
+    ip = string.format("%s.%s.%s.%d", a, b, c, math.random(4, 254))
+    if not used[ip] then break end
+  end
+  return ip
 end
 
 local function internal_ip(node)
@@ -118,7 +130,7 @@ local function start(ctl, pr, pod, node)
   local st = ctl_.copy(pod.status or {})
   st.phase = "Running"
   st.hostIP, st.hostIPs = host, { { ip = host } }
-  st.podIP = pod.spec.hostNetwork and host or pod_ip(host)
+  st.podIP = pod.spec.hostNetwork and host or pod_ip(ctl.cl, pr, host)
   st.podIPs = { { ip = st.podIP } }
   st.startTime = st.startTime or now
   st.qosClass = qos(pod)
