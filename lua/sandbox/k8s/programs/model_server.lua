@@ -219,6 +219,10 @@ local function state(env)
   return s
 end
 
+-- lines(pod, c) -> none of the kubelet's generic start lines: start()
+-- prints the engine's own, and "listening" only once the model is loaded
+function M.lines() return {} end
+
 -- start(env): the engine's start-up lines, then "ready" once loaded
 function M.start(env)
   local cfg = M.config(env.container)
@@ -232,6 +236,8 @@ function M.start(env)
   elseif cfg.kind == "router" then
     log(string.format("[Router] %s INFO sglang_router: starting router on 0.0.0.0:%d, policy %s, %s", stamp(),
       cfg.port, cfg.policy, cfg.discovery and "service discovery" or (#cfg.worker_urls .. " worker url(s)")))
+  else
+    log(string.format("%s model server (%s) loading %s", stamp(), cfg.kind, cfg.model))
   end
   local load = (M.LOAD[cfg.kind] or 10) / speed()
   task.spawn(function()
@@ -239,7 +245,10 @@ function M.start(env)
     if cfg.kind == "vllm" then
       log(string.format("INFO %s [api_server.py:1127] Starting vLLM API server 0 on http://0.0.0.0:%d", vstamp(),
         cfg.port))
+      log("INFO:     Started server process [1]")
+      log("INFO:     Waiting for application startup.")
       log("INFO:     Application startup complete.")
+      log(string.format("INFO:     Uvicorn running on http://0.0.0.0:%d (Press CTRL+C to quit)", cfg.port))
     elseif cfg.kind == "sglang" then
       log(string.format("[%s] INFO:     Uvicorn running on http://0.0.0.0:%d (Press CTRL+C to quit)", stamp(), cfg.port))
       log(string.format("[%s] The server is fired up and ready to roll!", stamp()))
