@@ -737,4 +737,5 @@ function M.handle(cl, req, user)
 end
 
 M.route = route
+M.parse_query = parse_query -- a query string (or a form body) as a table, percent- and +-decoded
 return M

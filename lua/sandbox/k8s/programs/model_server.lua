@@ -53,6 +53,8 @@ local function words(c)
   return out
 end
 
+M.words = words
+
 -- opt(ws, name) -> the value of --name (--name v | --name=v), or nil
 local function opt(ws, name)
   for i, w in ipairs(ws) do

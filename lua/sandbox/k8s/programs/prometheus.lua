@@ -18,13 +18,7 @@ local regex = require "hypd.regex"
 local M = {}
 M.AGGREGATIONS = { sum = true, avg = true, max = true, min = true, count = true }
 
-local function words(c)
-  local out = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, w in ipairs(list) do for t in tostring(w):gmatch("%S+") do out[#out + 1] = t end end
-  end
-  return out
-end
+local words = require("sandbox.k8s.programs.model_server").words
 
 function M.match(_, c)
   local repo = tostring(c.image or ""):lower():gsub("[:@].*$", "")
@@ -39,18 +33,7 @@ function M.ports(_, c)
   return { 9090 }
 end
 
-local function unescape(s)
-  return (tostring(s or ""):gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
-end
-
-local function form(q)
-  local out = {}
-  for pair in (q or ""):gmatch("[^&]+") do
-    local k, v = pair:match("^([^=]*)=?(.*)$")
-    out[unescape(k)] = unescape(v)
-  end
-  return out
-end
+local function form(q) return require("sandbox.k8s.api").parse_query(q) end
 
 -- parse(query) -> {agg, name, matchers = {{label, op, value}}} | nil, why
 function M.parse(query)
