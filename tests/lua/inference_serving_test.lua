@@ -188,6 +188,32 @@ t.test("inference_call_model answers through the service proxy: text, usage, lat
   t.eq({ def.kind, table.concat(def.k8s, ",") }, { "read", "get,list,logs,proxy" })
 end)
 
+t.test("kubectl proxy and curl: a chat completion POSTed through the API server's service proxy", function()
+  if not S.ready then return skip() end
+  local dir = S.dir
+  local out = dir .. "/kproxy.out"
+  local p = io.popen(string.format("env -u AWS_SESSION_TOKEN -u AWS_PROFILE %s kubectl --kubeconfig %s proxy " ..
+    "--port=0 >%s 2>&1 & echo $!", (function()
+      local parts = {}
+      for k, v in pairs(S.env) do parts[#parts + 1] = k .. "=" .. H.quote(v) end
+      return table.concat(parts, " ")
+    end)(), H.quote(S.kc.kc), H.quote(out)))
+  local pid = p:read("l")
+  p:close()
+  local port = until_ok(function() return (H.read(out) or ""):match("Starting to serve on 127%.0%.0%.1:(%d+)") end)
+  t.ok(port, "kubectl proxy serves: " .. tostring(H.read(out)))
+  if port then
+    local body = json.encode { model = "qwen-7b", messages = { { role = "user", content = "Say hi" } }, max_tokens = 8 }
+    local rc, text, err = H.sh(string.format("curl -s -X POST -H 'Content-Type: application/json' -d %s " ..
+      "http://127.0.0.1:%s/api/v1/namespaces/default/services/qwen:8000/proxy/v1/chat/completions", H.quote(body), port))
+    t.eq(rc, 0, err)
+    local a = json.decode(text or "") or {}
+    t.eq({ a.object, a.model, a.usage and a.usage.completion_tokens }, { "chat.completion", "qwen-7b", 8 }, text)
+    t.like(a.choices and a.choices[1].message.content or "", "^Simulated answer from qwen%-7b")
+  end
+  os.execute("kill " .. tostring(pid) .. " 2>/dev/null")
+end)
+
 t.test("no ready endpoints: the proxy answers the API server's 503, and inference_call_model names the state", function()
   if not S.ready then return skip() end
   -- more GPUs than any node has: the pod stays Pending, the Service has no endpoints
