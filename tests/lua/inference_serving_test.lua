@@ -250,6 +250,34 @@ t.test("no ready endpoints: the proxy answers the API server's 503, and inferenc
   assert(conn:delete("v1", "Service", "huge", { namespace = "default" }))
 end)
 
+t.test("a readiness probe the model server fails keeps the pod out of the endpoints; the right one lets it in", function()
+  if not S.ready then return skip() end
+  local function probed(path)
+    return deployment("probed", { image = "vllm/vllm-openai:v0.9.2", args = { "--model", "Qwen/Qwen3-0.6B" },
+      ports = { { name = "http", containerPort = 8000 } },
+      readinessProbe = { httpGet = { path = path, port = "http" }, periodSeconds = 5 } })
+  end
+  assert(conn:apply(probed("/ready"))) -- vLLM serves /health, not /ready: 404, never Ready
+  assert(conn:apply(service("probed", 8000)))
+  local pod = until_ok(function()
+    local p = (conn:list("v1", "Pod", { namespace = "default", labels = { app = "probed" } }) or {})[1]
+    return p and (p.status or {}).phase == "Running" and p
+  end)
+  t.ok(pod, "the pod runs")
+  local _, err = call("inference_call_model", { name = "probed", prompt = "hi" })
+  t.eq(err and err.code, "STATE")
+  t.like(err and err.message, "has no ready endpoint: deployment probed has 0/1 replicas ready; pod probed%-[%w-]+: " ..
+    "Running")
+  local ep = conn:get("v1", "Endpoints", "probed", { namespace = "default" })
+  t.ok(ep and ep.subsets and ep.subsets[1].notReadyAddresses and not ep.subsets[1].addresses,
+    "the pod is a not-ready address")
+  assert(conn:apply(probed("/health")))
+  t.ok(ready("probed"), "Ready once /health answers")
+  local r, cerr = answered(function() return call("inference_call_model", { name = "probed", prompt = "hi" }) end)
+  t.ok(r and r.answer, cerr and cerr.message or (r and r.err and r.err.message))
+  assert(conn:delete("apps/v1", "Deployment", "probed", { namespace = "default" }))
+end)
+
 t.test("the guardrail: a tool that does not declare the proxy verb cannot reach a workload", function()
   if not S.ready then return skip() end
   local dir = H.tmpdir()

@@ -12,6 +12,7 @@
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local logs = require "sandbox.k8s.logs"
+local probes = require "sandbox.k8s.controllers._probes"
 local programs = require "sandbox.k8s.programs"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
@@ -134,14 +135,16 @@ local function start(ctl, pr, pod, node)
   st.podIPs = { { ip = st.podIP } }
   st.startTime = st.startTime or now
   st.qosClass = qos(pod)
-  st.conditions = conditions(st.conditions, true)
-  local cs = {}
+  local cs, all = {}, true
   for i, c in ipairs(pod.spec.containers or {}) do
-    cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = true, started = true,
+    local ready = not probes.probed(pod, c) -- a readiness probe the program answers decides (controllers/_probes)
+    all = all and ready
+    cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = ready, started = true,
       restartCount = 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
       lastState = {} }
   end
   st.containerStatuses = cs
+  st.conditions = conditions(st.conditions, all, "ContainersNotReady")
   if pod.spec.initContainers then
     local ics = {}
     for i, c in ipairs(pod.spec.initContainers) do
@@ -230,6 +233,11 @@ ctl_.handlers.pod = function(ctl, k)
     end
     if now < m.start_at then return ctl:at(m.start_at, "pod", k) end
     pod = start(ctl, pr, pod, node)
+  end
+  if not ctl_.pod_ready(pod) and phase ~= "Succeeded" then
+    local at
+    pod, at = probes.check(ctl, pr, pod)
+    if at then ctl:at(at, "pod", k) end
   end
   local run = M.run_seconds(pod)
   if not run then return end
