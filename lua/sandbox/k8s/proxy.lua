@@ -69,9 +69,9 @@ local function reach(cl, pod, scheme, ip, port, req, rest)
   local running = (pod.status or {}).phase == "Running" and not pod.metadata.deletionTimestamp
   for _, c in ipairs(running and pod.spec.containers or {}) do
     local p = programs.find(pod, c)
-    if p and p.http and p.ports then
+    if p and p.http then
       local listens = false
-      for _, n in ipairs(p.ports(pod, c) or {}) do listens = listens or n == port end
+      for _, n in ipairs(programs.ports(p, pod, c)) do listens = listens or n == port end
       if listens then
         if scheme == "https" then return nil, "tls: first record does not look like a TLS handshake" end
         local path = rest == "" and "/" or rest

@@ -17,13 +17,13 @@ local function target(pod, c)
   local get = (c.readinessProbe or {}).httpGet
   if not get then return nil end
   local p = programs.find(pod, c)
-  if not (p and p.http and p.ports) then return nil end
+  if not (p and p.http) then return nil end
   local port = get.port
   if type(port) == "string" and not port:match("^%d+$") then
     for _, cp in ipairs(c.ports or {}) do if cp.name == port then port = cp.containerPort end end
   end
   port = tonumber(port)
-  for _, n in ipairs(p.ports(pod, c) or {}) do
+  for _, n in ipairs(programs.ports(p, pod, c)) do
     if n == port then return p, port, get.path or "/" end
   end
   -- the probe asks a port nothing listens on: it never succeeds

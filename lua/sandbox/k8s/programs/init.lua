@@ -14,7 +14,8 @@
 --                         query, headers, body, port}); nil: not listening
 --                         yet (the proxy answers connection refused)
 --   ports(pod, container) -> the port numbers it listens on (with http;
---                         sandbox.k8s.proxy dials only these)
+--                         sandbox.k8s.proxy dials only these; default: the
+--                         container's declared containerPorts)
 --
 -- NAMES lists the programs in the order they are tried; the first match wins.
 local logs = require "sandbox.k8s.logs"
@@ -55,6 +56,14 @@ function M.started(ctl, pod)
     local p = M.find(pod, c)
     if p and p.start then p.start(M.env(ctl, pod, c)) end
   end
+end
+
+-- ports(p, pod, c) -> the ports program p listens on in container c
+function M.ports(p, pod, c)
+  if p.ports then return p.ports(pod, c) or {} end
+  local out = {}
+  for _, cp in ipairs(c.ports or {}) do out[#out + 1] = tonumber(cp.containerPort) end
+  return out
 end
 
 -- run_seconds(pod) / exit_code(pod) -> the first program's answer, or nil
