@@ -93,8 +93,11 @@ t.test("the model server program matches what real serving containers run, and n
     { "tgi", 80, "m/x" }, "TGI's own image listens on 80")
   t.eq(cfg { image = "myorg/llm:1", args = { "--model-id", "x/y" }, ports = { { containerPort = 9000 } } },
     { "openai", 9000, "x/y" }, "any OpenAI-style server that exposes a port and names a model")
-  local r = ms.config { image = "lmsysorg/sglang:latest", command = { "python3", "-m", "sglang_router.launch_router",
-    "--policy", "round_robin", "--service-discovery", "--selector", "app=w", "tier=gpu" } }
+  t.eq(cfg { image = "lmsysorg/sglang:latest", command = { "python3", "-m", "sglang_router.launch_router" } }, false,
+    "the router is its own program")
+  local r = require("sandbox.k8s.programs.sglang_router").config { image = "lmsysorg/sglang:latest",
+    command = { "python3", "-m", "sglang_router.launch_router", "--policy", "round_robin", "--service-discovery",
+      "--selector", "app=w", "tier=gpu" } }
   t.eq({ r.kind, r.port, r.policy, r.selector, r.sd_port }, { "router", 30000, "round_robin", { app = "w", tier = "gpu" },
     80 })
   t.eq(cfg { image = "nginx:1.27", ports = { { containerPort = 80 } } }, false)

@@ -22,7 +22,8 @@ local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {}
-M.NAMES[#M.NAMES + 1] = "model_server" -- vLLM, SGLang (and its router), OpenAI-style servers
+M.NAMES[#M.NAMES + 1] = "model_server" -- vLLM, SGLang, TGI, LMI, TEI, OpenAI-style servers
+M.NAMES[#M.NAMES + 1] = "sglang_router" -- the SGLang router in front of SGLang workers
 M.NAMES[#M.NAMES + 1] = "prometheus"   -- a Prometheus server scraping annotated pods
 
 local loaded = {}

@@ -13,12 +13,10 @@
 --           (--model, --model-id, --model-path, --served-model-name, or
 --           MODEL_ID / HF_MODEL_ID / OPTION_MODEL_ID / MODEL_NAME), and is
 --           not a training or download launcher
---   router  `python -m sglang_router.launch_router` (--worker-urls ... or
---           --service-discovery --selector k=v ...), forwarding to workers
---           with its --policy (cache_aware, round_robin, random, power_of_two)
+-- (the SGLang router, sglang_router.launch_router, is programs.sglang_router)
 --
--- A server listens on --port or its engine's default (vLLM 8000, SGLang and
--- the router 30000, TGI 80 / 8080, LMI 8080, others their first container
+-- A server listens on --port or its engine's default (vLLM 8000, SGLang 30000,
+-- TGI 80 / 8080, LMI 8080, others their first container
 -- port) once its model is loaded (LOAD seconds of simulated time after the
 -- container started; before that the proxy's dial is refused). It answers
 -- OpenAI-style /v1/models, /v1/chat/completions, /v1/completions (not
@@ -32,9 +30,8 @@ local json = require "hypd.json"
 local task = require "hypd.task"
 
 local M = {}
-M.LOAD = { vllm = 20, sglang = 20, tgi = 20, lmi = 20, tei = 10, openai = 10, router = 2 } -- simulated seconds to listen
-M.DEFAULT_PORT = { vllm = 8000, sglang = 30000, router = 30000, tgi = 80, lmi = 8080, tei = 80 }
-M.ROUTER_METRICS_PORT = 29000
+M.LOAD = { vllm = 20, sglang = 20, tgi = 20, lmi = 20, tei = 10, openai = 10 } -- simulated seconds to listen
+M.DEFAULT_PORT = { vllm = 8000, sglang = 30000, tgi = 80, lmi = 8080, tei = 80 }
 M.TTFT, M.PER_PROMPT_TOKEN, M.PER_TOKEN = 0.02, 0.0002, 0.012 -- simulated seconds
 
 local function speed()
@@ -101,7 +98,7 @@ local function engine(c)
   local image = (c.image or ""):lower()
   local repo = image:gsub("[:@].*$", "")
   local function has(s) return cmd:find(s, 1, true) ~= nil end
-  if has("sglang_router.launch_router") then return "router", ws end
+  if has("sglang_router.launch_router") then return nil end -- the router: programs.sglang_router
   if has("sglang.launch_server") then return "sglang", ws end
   if has(" vllm serve ") or has("vllm.entrypoints.openai.api_server") then return "vllm", ws end
   if has("text-generation-launcher") then return "tgi", ws end
@@ -153,22 +150,6 @@ function M.config(c)
     cfg.max_running = tonumber(opt(ws, "--max-running-requests") or "") or 256
     cfg.log_requests = flag(ws, "--log-requests")
     cfg.metrics = flag(ws, "--enable-metrics")
-  elseif kind == "router" then
-    cfg.policy = opt(ws, "--policy") or "cache_aware"
-    cfg.worker_urls = opts(ws, "--worker-urls")
-    cfg.discovery = flag(ws, "--service-discovery")
-    cfg.selector = {}
-    for _, kv in ipairs(opts(ws, "--selector")) do
-      local k, v = kv:match("^([^=]+)=(.*)$")
-      if k then cfg.selector[k] = v end
-    end
-    cfg.sd_port = tonumber(opt(ws, "--service-discovery-port") or "") or 80
-    cfg.sd_namespace = opt(ws, "--service-discovery-namespace")
-    cfg.metrics_port = tonumber(opt(ws, "--prometheus-port") or "") or M.ROUTER_METRICS_PORT
-    cfg.cache_threshold = tonumber(opt(ws, "--cache-threshold") or "") or 0.3
-    cfg.balance_abs = tonumber(opt(ws, "--balance-abs-threshold") or "") or 64
-    cfg.balance_rel = tonumber(opt(ws, "--balance-rel-threshold") or "") or 1.5
-    cfg.metrics = true
   else
     cfg.model = served or opt(ws, "--model-id") or opt(ws, "--model") or opt(ws, "--model-path")
       or env_of(c, "MODEL_ID") or env_of(c, "HF_MODEL_ID") or env_of(c, "OPTION_MODEL_ID")
@@ -185,7 +166,6 @@ function M.match(_, c) return engine(c) ~= nil end
 function M.ports(_, c)
   local cfg = M.config(c)
   if not cfg then return {} end
-  if cfg.kind == "router" then return { cfg.port, cfg.metrics_port } end
   return { cfg.port }
 end
 
@@ -235,9 +215,6 @@ function M.start(env)
     log(string.format("INFO %s [api_server.py:1091] args: model='%s', port=%d", vstamp(), cfg.model, cfg.port))
   elseif cfg.kind == "sglang" then
     log(string.format("[%s] server_args=ServerArgs(model_path='%s', port=%d)", stamp(), cfg.model, cfg.port))
-  elseif cfg.kind == "router" then
-    log(string.format("[Router] %s INFO sglang_router: starting router on 0.0.0.0:%d, policy %s, %s", stamp(),
-      cfg.port, cfg.policy, cfg.discovery and "service discovery" or (#cfg.worker_urls .. " worker url(s)")))
   else
     log(string.format("%s model server (%s) loading %s", stamp(), cfg.kind, cfg.model))
   end
@@ -254,8 +231,6 @@ function M.start(env)
     elseif cfg.kind == "sglang" then
       log(string.format("[%s] INFO:     Uvicorn running on http://0.0.0.0:%d (Press CTRL+C to quit)", stamp(), cfg.port))
       log(string.format("[%s] The server is fired up and ready to roll!", stamp()))
-    elseif cfg.kind == "router" then
-      log(string.format("[Router] %s INFO sglang_router: router listening on 0.0.0.0:%d", stamp(), cfg.port))
     else
       log(string.format("model server listening on 0.0.0.0:%d, model %s", cfg.port, cfg.model))
     end
@@ -491,15 +466,12 @@ local function embed(env, cfg, b, openai)
   return reply(200, { object = "list", data = data, model = cfg.model, usage = { prompt_tokens = n, total_tokens = n } })
 end
 
-local router -- the router's half, below
-
 -- http(env, req) -> the server's answer | nil (not listening yet)
 function M.http(env, req)
   local cfg = M.config(env.container)
   if not cfg then return nil end
   local up = started_at(env.pod, env.container)
   if not up or core.now() < up + (M.LOAD[cfg.kind] or 10) / speed() then return nil end
-  if cfg.kind == "router" then return router(env, cfg, req) end
   local s = state(env)
   local path = req.path:gsub("/+$", "")
   if path == "" then path = "/" end
@@ -569,153 +541,8 @@ function M.http(env, req)
   return out
 end
 
--- the router ------------------------------------------------------------------
-
--- workers(env, cfg) -> { {url, ip, port, pod} } the router would send to
-local function workers(env, cfg)
-  local cl = env.cl
-  local pr, sr = cl.reg:find("", "v1", "pods"), cl.reg:find("", "v1", "services")
-  local out = {}
-  local function pod_by_ip(ip)
-    for _, p in ipairs(cl:list(pr)) do if (p.status or {}).podIP == ip then return p end end
-  end
-  if cfg.discovery then
-    local sel = require "sandbox.k8s.select"
-    for _, p in ipairs(cl:list(pr, cfg.sd_namespace)) do
-      local ready = false
-      for _, c in ipairs((p.status or {}).conditions or {}) do ready = ready or (c.type == "Ready" and c.status == "True") end
-      if ready and p.status.podIP and next(cfg.selector) and sel.match_selector({ matchLabels = cfg.selector },
-          p.metadata.labels) and p.metadata.uid ~= env.pod.metadata.uid then
-        out[#out + 1] = { url = "http://" .. p.status.podIP .. ":" .. cfg.sd_port, ip = p.status.podIP,
-          port = cfg.sd_port, pod = p }
-      end
-    end
-    table.sort(out, function(a, b) return a.pod.metadata.name < b.pod.metadata.name end)
-    return out
-  end
-  for _, u in ipairs(cfg.worker_urls) do
-    local host, port = u:match("^https?://([^/:]+):?(%d*)")
-    port = tonumber(port) or 80
-    local p
-    if host and host:match("^%d+%.%d+%.%d+%.%d+$") then
-      p = pod_by_ip(host)
-    elseif host then
-      local name, ns = host:match("^([^.]+)%.?([^.]*)")
-      local svc = cl:get(sr, ns ~= "" and ns or env.pod.metadata.namespace, name)
-      local ep = svc and cl:get(cl.reg:find("", "v1", "endpoints"), svc.metadata.namespace, name)
-      local a = ep and ep.subsets and ep.subsets[1] and ep.subsets[1].addresses and ep.subsets[1].addresses[1]
-      if a then p = pod_by_ip(a.ip) end
-      for _, sp in ipairs(svc and svc.spec.ports or {}) do
-        if sp.port == port and ep and ep.subsets[1].ports then port = ep.subsets[1].ports[1].port end
-      end
-    end
-    if p then out[#out + 1] = { url = u, ip = p.status.podIP, port = port, pod = p } end
-  end
-  return out
-end
-
-local function common_prefix(a, b)
-  local n = math.min(#a, #b)
-  local i = 0
-  while i < n and a:byte(i + 1) == b:byte(i + 1) do i = i + 1 end
-  return i
-end
-
--- pick(s, cfg, list, text) -> the worker the policy chooses
-local function pick(s, cfg, list, text)
-  local function load(w) return (s.workers[w.url] or {}).running or 0 end
-  if cfg.policy == "round_robin" then
-    s.rr = s.rr + 1
-    return list[(s.rr - 1) % #list + 1]
-  elseif cfg.policy == "random" then
-    return list[math.random(#list)]
-  elseif cfg.policy == "power_of_two" then
-    local a, b = list[math.random(#list)], list[math.random(#list)]
-    return load(a) <= load(b) and a or b
-  end
-  -- cache_aware: the worker whose earlier requests share the longest prefix
-  -- (above cache_threshold of this one), else the one that has seen the
-  -- least text; the least loaded when the load is out of balance
-  local hi, lo = 0, math.huge
-  for _, w in ipairs(list) do hi, lo = math.max(hi, load(w)), math.min(lo, load(w)) end
-  if hi - lo > cfg.balance_abs and hi > cfg.balance_rel * lo then
-    table.sort(list, function(a, b) return load(a) < load(b) end)
-    return list[1]
-  end
-  local best, best_n, small, small_n = nil, -1, nil, math.huge
-  for _, w in ipairs(list) do
-    local ws = s.workers[w.url] or {}
-    for _, seen in ipairs(ws.texts or {}) do
-      local n = common_prefix(seen, text)
-      if n > best_n then best, best_n = w, n end
-    end
-    local size = ws.chars or 0
-    if size < small_n then small, small_n = w, size end
-  end
-  if best and #text > 0 and best_n / #text > cfg.cache_threshold then return best end
-  return small
-end
-
-router = function(env, cfg, req)
-  local s = state(env)
-  local path = req.path:gsub("/+$", "")
-  if req.port == cfg.metrics_port then
-    if path ~= "/metrics" then return { status = 404, headers = { ["content-type"] = "text/plain" }, body = "" } end
-    local out = { "# TYPE sgl_router_requests_total counter",
-      string.format('sgl_router_requests_total{route="/v1/chat/completions"} %d', s.requests),
-      "# TYPE sgl_router_job_queue_depth gauge", string.format("sgl_router_job_queue_depth %d", s.running),
-      "# TYPE sgl_router_active_workers gauge", string.format("sgl_router_active_workers %d", #workers(env, cfg)),
-      "# TYPE sgl_router_processed_requests_total counter" }
-    for url, w in pairs(s.workers) do
-      out[#out + 1] = string.format('sgl_router_processed_requests_total{worker="%s"} %d', url, w.processed or 0)
-    end
-    return { status = 200, headers = { ["content-type"] = "text/plain; version=0.0.4" },
-      body = table.concat(out, "\n") .. "\n" }
-  end
-  local list = workers(env, cfg)
-  if path == "/health" or path == "/liveness" or path == "/readiness" then
-    if #list == 0 and path == "/readiness" then return reply(503, { status = "not ready", healthy_workers = 0 }) end
-    return { status = 200, headers = { ["content-type"] = "text/plain" }, body = "OK" }
-  end
-  if path == "/workers" or path == "/list_workers" then
-    local urls = {}
-    for i, w in ipairs(list) do urls[i] = w.url end
-    return reply(200, { urls = urls })
-  end
-  if #list == 0 then
-    env.log(string.format("[Router] %s WARN sglang_router: no available workers for %s", stamp(), req.path))
-    return reply(503, { error = { message = "No available workers (all circuits open or unhealthy)",
-      type = "service_unavailable", code = 503 } })
-  end
-  local b = json.decode(req.body or "")
-  local text = ""
-  if type(b) == "table" then
-    if type(b.messages) == "table" then
-      for _, m in ipairs(b.messages) do text = text .. tostring(m.role) .. ":" .. tostring(m.content) .. "\n" end
-    else
-      text = tostring(b.prompt or b.text or "")
-    end
-  end
-  local w = pick(s, cfg, list, text)
-  local ws = s.workers[w.url] or { texts = {}, chars = 0, processed = 0, running = 0 }
-  s.workers[w.url] = ws
-  ws.texts[#ws.texts + 1] = text
-  if #ws.texts > 64 then table.remove(ws.texts, 1) end
-  ws.chars = ws.chars + #text
-  s.requests, s.running, ws.running = s.requests + 1, s.running + 1, ws.running + 1
-  local out, why = require("sandbox.k8s.proxy").dial_ip(env.cl, w.ip, w.port,
-    { method = req.method, path = req.path, query = req.query, headers = req.headers, body = req.body,
-      peer = (env.pod.status or {}).podIP })
-  s.running, ws.running = s.running - 1, ws.running - 1
-  ws.processed = ws.processed + 1
-  if not out then
-    env.log(string.format("[Router] %s ERROR sglang_router: request to %s failed: %s", stamp(), w.url, why))
-    return reply(502, { error = { message = "Failed to send request to worker " .. w.url .. ": " .. why,
-      type = "bad_gateway", code = 502 } })
-  end
-  env.log(string.format("[Router] %s INFO sglang_router: %s %s -> %s (policy %s) %d", stamp(), req.method, req.path,
-    w.url, cfg.policy, out.status))
-  return out
-end
+-- what programs.sglang_router shares
+M.util = { words = words, opt = opt, opts = opts, flag = flag, speed = speed, started_at = started_at,
+  stamp = stamp, state = state, reply = reply }
 
 return M
