@@ -139,12 +139,17 @@ t.test("a vLLM Deployment and Service made directly answer kubectl get --raw thr
   rc, out = kubectl("get --raw /api/v1/namespaces/default/services/qwen:8000/proxy/metrics")
   t.eq(rc, 0)
   t.like(out, "vllm:num_requests_running{model_name=\"qwen%-7b\"} 0")
+  local _
+  _, _, err = kubectl("get --raw /api/v1/namespaces/default/services/https:qwen:8000/proxy/v1/models")
+  t.like(err, "error trying to reach service: tls: first record does not look like a TLS handshake",
+    "https: to a plain HTTP server")
+  _, _, err = kubectl("get --raw /api/v1/namespaces/default/services/a:b:c:d/proxy/")
+  t.like(err, 'Error from server %(BadRequest%): invalid service request "a:b:c:d"')
   -- the pod proxy, by the pod's name and port
   local pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "qwen" } })[1]
   rc, out, err = kubectl("get --raw /api/v1/namespaces/default/pods/" .. pod.metadata.name .. ":8000/proxy/v1/models")
   t.eq(rc, 0, err)
   t.like(out, '"id":"qwen%-7b"')
-  local _
   rc, _, err = kubectl("get --raw /api/v1/namespaces/default/pods/" .. pod.metadata.name .. ":9999/proxy/v1/models")
   t.ok(rc ~= 0)
   t.like(err, "Error from server %(ServiceUnavailable%): error trying to reach service: dial tcp " ..
