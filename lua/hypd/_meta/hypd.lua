@@ -143,6 +143,10 @@ function K8s:delete(api_version, kind, name, opts) end
 function K8s:wait(api_version, kind, name, predicate, opts) end
 function K8s:watch(api_version, kind, opts, fn) end
 function K8s:logs(pod, opts) end
+---kind "Service" | "Pod"; opts: namespace, port, scheme, method, body, headers, query, timeout.
+---The workload's answer {status, headers, body} (any status), or nil and the API server's error.
+---@return table? resp, table? err
+function K8s:proxy(kind, name, path, opts) end
 
 ---@class hypd
 ---@field version string
