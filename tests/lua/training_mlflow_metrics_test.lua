@@ -121,6 +121,15 @@ print("UNSIGNED", st)
 st, b = call("GET", "experiments/get-by-name", params={"experiment_name": "sft"},
              arn=ARN.replace("/api", "/other"))
 print("NOSERVER", st, b["error_code"])
+# the caller's identity policy decides, as IAM does, on sagemaker-mlflow:<Action> and the server's ARN
+deny = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "sagemaker-mlflow:GetMetricHistory", "Resource": ARN}]}
+requests.post(EP + "/_sandbox/policy", data=json.dumps({"policy": deny}))
+st, b = call("GET", "metrics/get-history", params={"run_id": run, "metric_key": "loss"})
+print("DENIED", st, b.get("message"))
+st, b = call("GET", "runs/get", params={"run_id": run})
+print("ALLOWED", st)
+requests.post(EP + "/_sandbox/policy", data=json.dumps({"policy": None}))
 ]==])
   local rc, out, err = H.with_env(env, dir, "python3 " .. H.quote(dir .. "/api.py"))
   t.eq(rc, 0, err)
@@ -151,7 +160,32 @@ print("NOSERVER", st, b["error_code"])
   t.like(out, "BYHOST 200 True", "the server's own host (TrackingServerUrl) names it without the header")
   t.like(out, "UNSIGNED 403")
   t.like(out, "NOSERVER 404 RESOURCE_DOES_NOT_EXIST")
+  t.like(out, "DENIED 403 User: %S+ is not authorized to perform: sagemaker%-mlflow:GetMetricHistory on resource: " ..
+    "arn:aws:sagemaker:us%-west%-2:%d+:mlflow%-tracking%-server/api because an explicit deny")
+  t.like(out, "ALLOWED 200")
 end)
+
+t.test("the guardrail classes sagemaker-mlflow's actions: reads for a read tool, writes refused before sending",
+  function()
+    local aws, guard = require "hypd.aws", require "hypd.guard"
+    t.eq({ aws.class("sagemaker-mlflow", "GetMetricHistory"), aws.class("sagemaker-mlflow", "SearchRuns"),
+      aws.class("sagemaker-mlflow", "LogBatch"), aws.class("sagemaker-mlflow", "DeleteRun") },
+      { "read", "read", "mutating", "deleting" })
+    local g = guard.new { tool = { name = "reader", kind = "read", aws = { "sagemaker-mlflow:*" } } }
+    local out, err = guard.with(g, aws.signed_json, { service = "sagemaker-mlflow", action = "CreateRun",
+      url = "https://t-0.us-west-2.experiments.sagemaker.aws", path = "/api/2.0/mlflow/runs/create",
+      body = { experiment_id = "0" } })
+    t.eq({ out, err and err.code }, { nil, "GUARDRAIL" })
+    t.like(err and err.message or "", "reader may not call sagemaker%-mlflow:CreateRun: a read tool makes only " ..
+      "read%-only calls")
+    local doc = assert(require("hypd.iam_policy").document { tools = { "training_get_metrics" } })
+    local acts = table.concat(doc.Statement[1].Action, " ")
+    for _, a in ipairs { "sagemaker:DescribeMlflowTrackingServer", "sagemaker-mlflow:GetExperimentByName",
+        "sagemaker-mlflow:SearchRuns", "sagemaker-mlflow:GetRun", "sagemaker-mlflow:GetMetricHistory" } do
+      t.like(acts, a:gsub("%p", "%%%0"), "the tool's policy has " .. a)
+    end
+    t.ok(not acts:find("sagemaker-mlflow:Log", 1, true), "and no MLflow write")
+  end)
 
 -- recipes reporting, read back by hypd ---------------------------------------
 
