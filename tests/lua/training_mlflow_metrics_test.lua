@@ -338,3 +338,45 @@ t.test("a job without MLflow: training_get_metrics says there are no metrics (no
   local _, nerr = tool.call("training_get_metrics", { name = "nobody", cluster = EKS }, ADMIN)
   t.eq(nerr and nerr.code, "NOT_FOUND")
 end)
+
+t.test("a job restarted after a node failure reports a new run per attempt (the interrupted one KILLED); " ..
+  "a job that fails ends its run FAILED", function()
+    local nodes = require "sandbox.k8s.controllers.nodes"
+    local r, err = submit("pytorch-torchrun", obj { job_name = "resilient", instance_type = "ml.g5.12xlarge",
+      script = "scripts/train.py", max_retries = 3 })
+    t.ok(r, err and err.message)
+    if not r then return end
+    local m
+    FH.wait(function()
+      m = tool.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN)
+      return m and m.loss and m.loss.points >= 2
+    end, 300, 1)
+    t.eq({ m and m.run and m.run.status, m and m.loss and m.loss.key, m and m.throughput and m.throughput.key },
+      { "RUNNING", "loss", "throughput" }, "while it runs: RUNNING, with points")
+    local first = m and m.run and m.run.id
+    local g = assert(tool.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
+    assert(nodes.fail("us-west-2", HP, g.pods[1].node:match("^hyperpod%-(.+)$")))
+    g = TH.follow({ name = "resilient", cluster = EKS }, ADMIN)
+    t.eq({ g.phase, g.restarts }, { "Completed", 1 })
+    m = assert(tool.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN))
+    t.eq({ m.run and m.run.status, m.run and m.run.attempts, m.loss and m.loss.points }, { "FINISHED", 2, 20 },
+      "the newest attempt's run, all its steps")
+    t.ok(m.run and m.run.id ~= first, "a new run")
+    local old = assert(tool.call("training_get_metrics", { experiment = "resilient", run = first, cluster = EKS },
+      ADMIN))
+    t.eq(old.run and old.run.status, "KILLED", "the interrupted attempt's run")
+    r, err = submit("pytorch-torchrun", obj { job_name = "fragile", instance_type = "ml.g5.12xlarge",
+      script = "scripts/train.py", max_retries = 0 })
+    t.ok(r, err and err.message)
+    if not r then return end
+    FH.wait(function()
+      m = tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN)
+      return m and m.run ~= nil
+    end, 300, 1)
+    g = assert(tool.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
+    assert(nodes.fail("us-west-2", HP, g.pods[1].node:match("^hyperpod%-(.+)$")))
+    g = TH.follow({ name = "fragile", cluster = EKS }, ADMIN)
+    t.eq(g.phase, "Failed")
+    m = assert(tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
+    t.eq({ m.run and m.run.status, g.mlflow and g.mlflow.run and g.mlflow.run.status }, { "FAILED", "FAILED" })
+  end)
