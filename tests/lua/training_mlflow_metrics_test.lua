@@ -229,12 +229,9 @@ t.test("a cluster with the training operator, KubeRay and its MLflow server (Cre
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)
   FH.wait(function()
-    for _, p in ipairs(conn:list("v1", "Pod", { all_namespaces = true }) or {}) do
-      if p.spec.containers[1].image:find("kuberay/operator", 1, true) and (p.status or {}).phase == "Running" then
-        return true
-      end
-    end
-  end)
+    local d = conn:get("apps/v1", "Deployment", "kuberay-operator", { namespace = "kuberay-operator" })
+    return d and ((d.status or {}).availableReplicas or 0) >= 1
+  end, 600, 5)
   local r, err = TH.run("training_setup_mlflow", { cluster = EKS }, ADMIN)
   t.ok(r, err and err.message)
   arn = r and r.arn

@@ -388,21 +388,17 @@ function M.log_metric(v, s, input)
   return json.object()
 end
 
-function M.log_param(v, s, input)
+-- one key and value added to an active run by add (params or tags)
+local function add_one(v, s, input, add)
   local r = run_of(v, s, required(input, "run_id", "string"))
   active(r)
-  add_params(r, { { key = required(input, "key", "string"), value = input.value } })
+  add(r, { { key = required(input, "key", "string"), value = input.value } })
   put_run(v, s, r)
   return json.object()
 end
 
-function M.set_tag(v, s, input)
-  local r = run_of(v, s, required(input, "run_id", "string"))
-  active(r)
-  add_tags(r, { { key = required(input, "key", "string"), value = input.value } })
-  put_run(v, s, r)
-  return json.object()
-end
+function M.log_param(v, s, input) return add_one(v, s, input, add_params) end
+function M.set_tag(v, s, input) return add_one(v, s, input, add_tags) end
 
 function M.log_batch(v, s, input)
   local r = run_of(v, s, required(input, "run_id", "string"))
