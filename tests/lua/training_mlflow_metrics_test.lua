@@ -130,6 +130,8 @@ print("DENIED", st, b.get("message"))
 st, b = call("GET", "runs/get", params={"run_id": run})
 print("ALLOWED", st)
 requests.post(EP + "/_sandbox/policy", data=json.dumps({"policy": None}))
+audit = [e["operation"] for e in requests.get(EP + "/_sandbox/audit").json() if e["service"] == "sagemaker-mlflow"]
+print("AUDIT", sorted(set(audit)))
 ]==])
   local rc, out, err = H.with_env(env, dir, "python3 " .. H.quote(dir .. "/api.py"))
   t.eq(rc, 0, err)
@@ -163,6 +165,8 @@ requests.post(EP + "/_sandbox/policy", data=json.dumps({"policy": None}))
   t.like(out, "DENIED 403 User: %S+ is not authorized to perform: sagemaker%-mlflow:GetMetricHistory on resource: " ..
     "arn:aws:sagemaker:us%-west%-2:%d+:mlflow%-tracking%-server/api because an explicit deny")
   t.like(out, "ALLOWED 200")
+  t.like(out, "AUDIT %['CreateExperiment', 'CreateRun', 'LogBatch', 'LogMetric', 'LogParam', 'UpdateRun'%]",
+    "the writes are in the sandbox audit log, the reads are not")
 end)
 
 t.test("the guardrail classes sagemaker-mlflow's actions: reads for a read tool, writes refused before sending",
@@ -376,4 +380,14 @@ t.test("a job restarted after a node failure reports a new run per attempt (the 
     t.eq(g.phase, "Failed")
     m = assert(tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
     t.eq({ m.run and m.run.status, g.mlflow and g.mlflow.run and g.mlflow.run.status }, { "FAILED", "FAILED" })
+    -- a stopped server serves no API: the tool says so, the API answers 503
+    call("sagemaker", "StopMlflowTrackingServer", { TrackingServerName = "hypd-mlm-a-mlflow" })
+    m = assert(tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
+    t.eq(m.metrics, false)
+    t.like(m.message or "", "tracking server hypd%-mlm%-a%-mlflow is Stopping; it serves metrics once it is Created")
+    local d = call("sagemaker", "DescribeMlflowTrackingServer", { TrackingServerName = "hypd-mlm-a-mlflow" })
+    local _, aerr = require("hypd.aws").signed_json { service = "sagemaker-mlflow", action = "GetExperimentByName",
+      url = d.TrackingServerUrl, path = "/api/2.0/mlflow/experiments/get-by-name",
+      query = { experiment_name = "fragile" }, headers = { ["x-mlflow-sm-tracking-server-arn"] = arn } }
+    t.eq({ aerr and aerr.status, aerr and aerr.code }, { 503, "TEMPORARILY_UNAVAILABLE" })
   end)
