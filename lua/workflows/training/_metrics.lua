@@ -1,8 +1,8 @@
 -- training/_metrics: reading what a training job reported to its SageMaker
 -- managed MLflow tracking server, through the server's MLflow REST API
--- (SigV4, service sagemaker-mlflow, the host of DescribeMlflowTrackingServer's
--- TrackingServerUrl, the x-mlflow-sm-tracking-server-arn header as the
--- sagemaker-mlflow plugin sends it). training_get_metrics and
+-- (SigV4, service sagemaker-mlflow, the regional experiments endpoint and
+-- the x-mlflow-sm-tracking-server-arn header, as the sagemaker-mlflow plugin
+-- sends them; a configured endpoint wins, hypd.aws.signed). training_get_metrics and
 -- training_get_job share it.
 --
 --   M.tracking(job) -> {uri, experiment} | nil: the job's MLFLOW_* env
@@ -49,8 +49,18 @@ function M.tracking(job)
   return { uri = env.MLFLOW_TRACKING_URI, experiment = experiment, run = run }
 end
 
+-- endpoint(d) -> where the sagemaker-mlflow plugin sends a server's MLflow
+-- calls (sagemaker_mlflow.mlflow_sagemaker_helpers get_tracking_server_url):
+-- https://<region>.experiments.sagemaker.aws, the server named by the
+-- x-mlflow-sm-tracking-server-arn header; the server's own TrackingServerUrl
+-- host when its ARN does not parse
+local function endpoint(d)
+  local region = tostring(d.TrackingServerArn):match("^arn:aws[%w-]*:sagemaker:([%w-]+):")
+  return region and ("https://" .. region .. ".experiments.sagemaker.aws") or d.TrackingServerUrl
+end
+
 local function api(ctx, d, action, method, path, args)
-  local r = { service = "sagemaker-mlflow", action = action, url = d.TrackingServerUrl, method = method,
+  local r = { service = "sagemaker-mlflow", action = action, url = endpoint(d), method = method,
     path = "/api/2.0/mlflow/" .. path, headers = { ["x-mlflow-sm-tracking-server-arn"] = d.TrackingServerArn },
     region = ctx:aws_region() }
   if method == "GET" then r.query = args else r.body = args end
