@@ -132,6 +132,22 @@ print("ALLOWED", st)
 requests.post(EP + "/_sandbox/policy", data=json.dumps({"policy": None}))
 audit = [e["operation"] for e in requests.get(EP + "/_sandbox/audit").json() if e["service"] == "sagemaker-mlflow"]
 print("AUDIT", sorted(set(audit)))
+# a deleted server's store goes with it: a new one of the same name starts empty
+sm.delete_mlflow_tracking_server(TrackingServerName="api")
+for _ in range(400):
+    try:
+        sm.describe_mlflow_tracking_server(TrackingServerName="api")
+        time.sleep(0.02)
+    except sm.exceptions.ResourceNotFound:
+        break
+ARN = sm.create_mlflow_tracking_server(TrackingServerName="api", ArtifactStoreUri="s3://api-artifacts/mlflow",
+                                       RoleArn=role)["TrackingServerArn"]
+for _ in range(400):
+    if sm.describe_mlflow_tracking_server(TrackingServerName="api")["TrackingServerStatus"] == "Created":
+        break
+    time.sleep(0.02)
+st, b = call("GET", "experiments/get-by-name", params={"experiment_name": "sft"})
+print("RECREATED", st, b.get("error_code"))
 ]==])
   local rc, out, err = H.with_env(env, dir, "python3 " .. H.quote(dir .. "/api.py"))
   t.eq(rc, 0, err)
@@ -167,6 +183,7 @@ print("AUDIT", sorted(set(audit)))
   t.like(out, "ALLOWED 200")
   t.like(out, "AUDIT %['CreateExperiment', 'CreateRun', 'LogBatch', 'LogMetric', 'LogParam', 'UpdateRun'%]",
     "the writes are in the sandbox audit log, the reads are not")
+  t.like(out, "RECREATED 404 RESOURCE_DOES_NOT_EXIST", "a deleted server's experiments went with it")
 end)
 
 t.test("the guardrail classes sagemaker-mlflow's actions: reads for a read tool, writes refused before sending",
