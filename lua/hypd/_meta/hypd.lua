@@ -170,7 +170,8 @@ hypd.errors = { new = function(code, message, fields) end, raise = function(code
 hypd.state = { get = function(key) end, put = function(key, value) end, delete = function(key) end }
 hypd.aws = { call = function(service, op, params, opts) end, try = function(service, op, params, opts) end,
   pages = function(service, op, params, opts) end, all = function(service, op, params, opts) end,
-  class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end }
+  class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end,
+  signed_json = function(req) end }
 ---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
 hypd.k8s = {}
 hypd.tools = { call = function(name, params) end }
