@@ -4,8 +4,8 @@
 --
 --   * an AWS action must match the tool's `aws` list ("ec2:Describe*",
 --     IAM's wildcards * and ?, action names case-insensitive), and a
---     Kubernetes verb its `k8s` list (get, list, watch, logs, create, apply,
---     patch, update, delete);
+--     Kubernetes verb its `k8s` list (get, list, watch, logs, proxy, create,
+--     apply, patch, update, delete);
 --   * by kind: a read tool makes only read calls (AWS operations classed
 --     "read", Kubernetes get, list, watch, logs); a mutating tool may not
 --     delete (operations classed "deleting", Kubernetes delete); a
@@ -30,7 +30,11 @@ local sched = require "hypd._sched"
 
 local M = {}
 
-M.K8S_VERBS = { get = "read", list = "read", watch = "read", logs = "read", create = "mutating",
+-- proxy (an HTTP request to a workload through services/proxy or
+-- pods/proxy) is classed read: it creates, changes and deletes no
+-- Kubernetes object and no AWS resource; what the workload does with it is
+-- the workload's. Only a tool that declares it may send one.
+M.K8S_VERBS = { get = "read", list = "read", watch = "read", logs = "read", proxy = "read", create = "mutating",
   apply = "mutating", patch = "mutating", update = "mutating", delete = "deleting" }
 
 local G = {}

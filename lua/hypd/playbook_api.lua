@@ -184,7 +184,7 @@ function M.build(name)
     aws = { call = aws.call, try = aws.try, pages = aws.pages, all = aws.all, class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(require "hypd.aws.hyperpod_types") end,
-      members = aws.members },
+      members = aws.members, signed_json = aws.signed_json },
     k8s = k8s_api(),
     tools = tools_api(name),
     operations = operations_api(),

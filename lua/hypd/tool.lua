@@ -50,8 +50,8 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
   status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true,
   calls = true }
-M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, create = true, apply = true, patch = true,
-  update = true, delete = true }
+M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true, create = true, apply = true,
+  patch = true, update = true, delete = true }
 
 -- a staged tool's plan parameter (added to every staged tool)
 M.PLAN = { type = "boolean", default = false, description = "Only plan: run the read half of every step and " ..
@@ -144,7 +144,7 @@ function M.check_def(def)
     if type(def.k8s) ~= "table" then bad_def(name, "k8s lists the Kubernetes verbs it uses") end
     for _, v in ipairs(def.k8s) do
       if not M.K8S_VERBS[v] then
-        bad_def(name, "k8s: '" .. tostring(v) .. "' is not a verb (get, list, watch, logs, create, apply, patch, " ..
+        bad_def(name, "k8s: '" .. tostring(v) .. "' is not a verb (get, list, watch, logs, proxy, create, apply, patch, " ..
           "update, delete)")
       end
     end

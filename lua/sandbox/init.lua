@@ -185,6 +185,9 @@ end
 function M.handle(req)
   local request_id = string.format("%s-%s-%s-%s-%s", hex(8), hex(4), hex(4), hex(4), hex(12))
   local rctx = { request_id = request_id, method = req.method }
+  -- a SageMaker managed MLflow tracking server's REST API (not a Smithy service)
+  local mlflow = require "sandbox.mlflow.http"
+  if mlflow.claims(req) then return mlflow.handle(req) end
   -- even an unsigned request, or one for a service not simulated here, is
   -- answered in the protocol of the service it addresses
   local svc, scoped = route.service(req, M.SERVICES)

@@ -89,6 +89,12 @@ t.test("a principal without an access entry gets 401; a view-only entry reads bu
     ca_pem = core.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
   t.eq(resp.status, 403)
   t.like(json.decode(resp.body).message, 'User "arn:aws:iam::123456789012:user/viewer" cannot delete resource')
+  -- the view policy reaches no workload: the proxy subresources are not in it
+  resp = assert(http.request { url = E.c.endpoint .. "/api/v1/namespaces/default/services/kubernetes:443/proxy/",
+    ca_pem = core.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
+  t.eq(resp.status, 403)
+  t.like(json.decode(resp.body).message, 'services "kubernetes:443" is forbidden: User "arn:aws:iam::123456789012:' ..
+    'user/viewer" cannot get resource "services/proxy" in API group "" in the namespace "default"')
 end)
 
 t.test("list with label and field selectors pages through 5,000 pods", function()

@@ -65,7 +65,8 @@ t.test("kubectl exec, cp, attach and port-forward are refused with a Status that
   local subs = {}
   for _, r in ipairs(l.resources) do if r.name:match("^pods/") then subs[#subs + 1] = r.name end end
   table.sort(subs)
-  t.eq(subs, { "pods/attach", "pods/eviction", "pods/exec", "pods/log", "pods/portforward", "pods/status" })
+  t.eq(subs, { "pods/attach", "pods/eviction", "pods/exec", "pods/log", "pods/portforward", "pods/proxy",
+    "pods/status" })
 end)
 
 -- curl(args) -> rc, body, http status of a curl run

@@ -143,6 +143,10 @@ function K8s:delete(api_version, kind, name, opts) end
 function K8s:wait(api_version, kind, name, predicate, opts) end
 function K8s:watch(api_version, kind, opts, fn) end
 function K8s:logs(pod, opts) end
+---kind "Service" | "Pod"; opts: namespace, port, scheme, method, body, headers, query, timeout.
+---The workload's answer {status, headers, body} (any status), or nil and the API server's error.
+---@return table? resp, table? err
+function K8s:proxy(kind, name, path, opts) end
 
 ---@class hypd
 ---@field version string
@@ -166,7 +170,8 @@ hypd.errors = { new = function(code, message, fields) end, raise = function(code
 hypd.state = { get = function(key) end, put = function(key, value) end, delete = function(key) end }
 hypd.aws = { call = function(service, op, params, opts) end, try = function(service, op, params, opts) end,
   pages = function(service, op, params, opts) end, all = function(service, op, params, opts) end,
-  class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end }
+  class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end,
+  signed_json = function(req) end }
 ---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
 hypd.k8s = {}
 hypd.tools = { call = function(name, params) end }

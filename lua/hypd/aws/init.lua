@@ -44,6 +44,16 @@ M.SERVICES = {
   fsx = false, ssm = false, cloudformation = true, logs = true, servicequotas = true,
 }
 
+-- services hypd calls by REST without a botocore model (hypd.aws.signed):
+-- the IAM actions it uses, each with its class (SageMaker managed MLflow's
+-- MLflow API: IAM's Read and List actions are reads, Write ones mutate)
+M.REST_ACTIONS = {
+  ["sagemaker-mlflow"] = { GetExperiment = "read", GetExperimentByName = "read", SearchExperiments = "read",
+    GetRun = "read", SearchRuns = "read", GetMetricHistory = "read", CreateExperiment = "mutating",
+    CreateRun = "mutating", UpdateRun = "mutating", LogMetric = "mutating", LogBatch = "mutating",
+    LogParam = "mutating", SetTag = "mutating" },
+}
+
 local models = {}
 function M.model(service)
   if M.SERVICES[service] == nil then
@@ -85,6 +95,8 @@ end
 -- rather than operations (iam:PassRole). Raises VALIDATION for an unknown
 -- service, like model().
 function M.class(service, operation)
+  local rest = M.REST_ACTIONS[service]
+  if rest then return rest[operation] or "deleting" end
   local op = M.model(service).operations[operation]
   return op and op.class or "deleting"
 end
@@ -225,6 +237,11 @@ function M.try(service, operation, params, opts)
     task.sleep(retry.delay(attempt, kind))
   end
 end
+
+-- signed_json{service, action, url, method, path, query, body, headers,
+-- region, profile} -> decoded JSON | nil, err: a SigV4-signed JSON request
+-- to an endpoint without a botocore model (hypd.aws.signed says more)
+function M.signed_json(r) return require("hypd.aws.signed").request(r) end
 
 -- call(...) -> result; raises the error table
 function M.call(service, operation, params, opts)

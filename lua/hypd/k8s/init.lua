@@ -18,6 +18,10 @@
 --   c:log_stream(pod [, {namespace, container, tail, since_time, timestamps}]) -> an hypd.http
 --          stream of the followed log (follow=true), or nil, err
 --   k8s.log_line(line) -> time, text (a timestamps=true line); k8s.time_key(time) -> sortable text
+--   c:proxy("Service"|"Pod", name, path [, {namespace, port, scheme, method, body, headers, query,
+--          timeout}]) -> {status, headers, body} | nil, err: an HTTP request to a workload through
+--          the API server's proxy subresource (services/[scheme:]name[:port]/proxy/path); the
+--          workload's own answer, any status, comes back as it is; err is the API server's refusal
 --
 -- Failures are hypd errors whose code is the Kubernetes reason (NotFound,
 -- AlreadyExists, Conflict, Forbidden, Invalid with `fields`, Unauthorized,
@@ -516,6 +520,42 @@ function Conn:log_path(pod, opts)
     tailLines = opts.tail and tostring(opts.tail), sinceSeconds = opts.since and tostring(opts.since),
     sinceTime = opts.since_time, limitBytes = opts.limit_bytes and tostring(opts.limit_bytes),
     timestamps = opts.timestamps and "true" or nil, follow = opts.follow and "true" or nil })
+end
+
+-- proxy(kind, name, path, opts) -> the workload's answer | nil, err. The
+-- guardrail verb is "proxy" (a tool declares it); sent once, never retried:
+-- a request to a workload is the caller's to repeat. A failure of the API
+-- server itself (a Status: no endpoints, connection refused, Forbidden) is
+-- err, with the Kubernetes reason as its code and err.status
+local PROXIED = { Service = "services", Pod = "pods" }
+function Conn:proxy(kind, name, path, opts)
+  opts = opts or {}
+  local res = PROXIED[kind]
+  if not res then
+    return nil, errors.new("VALIDATION", "kind: Service or Pod (the kinds with a proxy subresource)", { field = "kind" })
+  end
+  local id = (opts.scheme and (opts.scheme .. ":") or "") .. tostring(name) ..
+    (opts.port and (":" .. tostring(opts.port)) or "")
+  local okg, gerr = allow("proxy", kind, id)
+  if not okg then return nil, gerr end
+  path = tostring(path or "/")
+  if path:sub(1, 1) ~= "/" then path = "/" .. path end
+  local p = "/api/v1/namespaces/" .. escape(opts.namespace or self.namespace) .. "/" .. res .. "/" .. escape(id) ..
+    "/proxy" .. path .. (opts.query and opts.query ~= "" and ("?" .. opts.query) or "")
+  local h = { accept = "application/json, */*" }
+  for k, v in pairs(opts.headers or {}) do h[k] = v end
+  if opts.body ~= nil and not h["content-type"] then h["content-type"] = "application/json" end
+  local req = self:http_req(opts.method or "GET", p, h)
+  req.body, req.timeout = opts.body, opts.timeout or self.timeout
+  local resp, err = http.request(req)
+  if not resp then return nil, err end
+  if resp.status >= 400 then
+    local st = json.decode(resp.body or "")
+    if type(st) == "table" and st.kind == "Status" and st.apiVersion == "v1" then
+      return nil, M.status_error(resp.status, resp.body)
+    end
+  end
+  return resp
 end
 
 -- logs(pod, opts) -> text (or, with follow, the lines go to opts.on_line

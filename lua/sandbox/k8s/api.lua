@@ -12,6 +12,7 @@ local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
 local protobuf = require "sandbox.k8s.protobuf"
+local proxy = require "sandbox.k8s.proxy"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
@@ -772,6 +773,8 @@ function M.handle(cl, req, user)
     if doc then return reply(200, doc) end
     return fail(404, "NotFound", "the server could not find the requested resource")
   end
+  local proxied = proxy.handle(cl, req, user) -- services/proxy and pods/proxy
+  if proxied then return proxied end
   local rt = route(path)
   if not rt then return fail(404, "NotFound", "the server could not find the requested resource") end
   if rt.discovery then
@@ -861,4 +864,5 @@ function M.handle(cl, req, user)
 end
 
 M.route = route
+M.parse_query = parse_query -- a query string (or a form body) as a table, percent- and +-decoded
 return M

@@ -108,7 +108,9 @@ function M.user(cluster, region, principal)
       if in_scope and (policy == "AmazonEKSAdminPolicy" or policy == "AmazonEKSEditPolicy") and ALL[verb] then
         return true
       end
-      if in_scope and policy == "AmazonEKSViewPolicy" and VIEW[verb] and r.resource ~= "secrets" then
+      -- the view role reads no secrets and reaches no workload (no proxy)
+      if in_scope and policy == "AmazonEKSViewPolicy" and VIEW[verb] and r.resource ~= "secrets"
+          and r.sub ~= "proxy" then
         return true
       end
     end

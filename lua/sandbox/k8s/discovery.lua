@@ -45,6 +45,9 @@ function M.group(reg, name)
   end
 end
 
+-- the proxy subresources (sandbox.k8s.proxy) and their options kinds
+local PROXY = { services = "ServiceProxyOptions", pods = "PodProxyOptions" }
+
 -- resource_list(reg, group, version) -> APIResourceList | nil
 function M.resource_list(reg, group, version)
   local out = json.array()
@@ -67,6 +70,10 @@ function M.resource_list(reg, group, version)
       if r.token then
         out[#out + 1] = { name = r.resource .. "/token", singularName = "", namespaced = true,
           group = "authentication.k8s.io", version = "v1", kind = "TokenRequest", verbs = { "create" } }
+      end
+      if r.group == "" and PROXY[r.resource] then
+        out[#out + 1] = { name = r.resource .. "/proxy", singularName = "", namespaced = r.namespaced,
+          kind = PROXY[r.resource], verbs = { "create", "delete", "get", "patch", "update" } }
       end
       if r.log then
         out[#out + 1] = { name = r.resource .. "/log", singularName = "", namespaced = true, kind = "Pod",

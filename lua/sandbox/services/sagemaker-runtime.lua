@@ -4,14 +4,14 @@
 -- the registering object's Deployment (round robin) on its model server's
 -- port: POST /invocations for a JumpStartModel (the SageMaker container
 -- contract), POST /<spec.invocationEndpoint> for an InferenceEndpointConfig.
--- The pod's simulated program answers (sandbox.k8s.programs: its http);
+-- The pod is dialled as in-cluster clients do (sandbox.k8s.proxy dial_ip: its program answers);
 -- when none answers, or it answers an error, the call fails with
 -- ModelError (424) as SageMaker does, naming the status and message the
 -- container gave. It signs as "sagemaker"; sandbox._route tells it apart
 -- by its /endpoints/ paths. Not simulated: InvokeEndpointAsync and
 -- InvokeEndpointWithResponseStream.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
-local programs = require "sandbox.k8s.programs"
+local proxy = require "sandbox.k8s.proxy"
 
 local M = { scope = "regional", operations = {}, transitions = {} }
 
@@ -65,17 +65,16 @@ function M.operations.InvokeEndpoint(ctx, input)
     ctx.error("ValidationError", "Endpoint " .. e.EndpointName .. " is not in service (" ..
       tostring(e.EndpointStatus) .. ").", 400)
   end
-  local ctl, pod, c, port, path = target(ctx, e)
+  local ctl, pod, _, port, path = target(ctx, e)
   if not pod then model_error(ctx, e, 503, "no model server replica is ready") end
-  local prog = programs.find(pod, c)
-  if not prog or not prog.http then
-    model_error(ctx, e, 502, "nothing answers on port " .. tostring(port) .. " of pod " .. pod.metadata.name)
-  end
   local headers = { ["content-type"] = input.ContentType or "application/json", accept = input.Accept }
-  local ok, res = pcall(prog.http, programs.env(ctl, pod, c), { method = "POST", path = path, query = "",
-    headers = headers, body = input.Body or "", port = port })
-  if not ok or type(res) ~= "table" then
-    model_error(ctx, e, 500, "the model server failed: " .. tostring(res))
+  -- the operator's router dials the pod as any client in the cluster would
+  local ok, res, why = pcall(proxy.dial_ip, ctl.cl, pod.status.podIP, port, { method = "POST", path = path,
+    query = "", headers = headers, body = input.Body or "", port = port })
+  if not ok then model_error(ctx, e, 500, "the model server failed: " .. tostring(res)) end
+  if type(res) ~= "table" then
+    model_error(ctx, e, 502, "pod " .. pod.metadata.name .. ": " .. tostring(why or "nothing answers on port " ..
+      tostring(port)))
   end
   local status = tonumber(res.status) or 200
   if status >= 400 then model_error(ctx, e, status, tostring(res.body or "")) end

@@ -4,6 +4,8 @@
 -- the restart count) to change.
 local P = require "_params"
 local J = require "training._jobs"
+local ML = require "training._mlflow"
+local MX = require "training._metrics"
 local hp = require "hyperpod._hp"
 
 local NAME = { type = "string", required = true, pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
@@ -72,7 +74,24 @@ local function view(conn, p)
   end
   while #events > p.events do table.remove(events, 1) end
   s.events = events
-  return s
+  return s, job
+end
+
+-- metrics(ctx, job) -> the latest MLflow metrics of a job that reports to a
+-- managed tracking server (training_get_metrics has the history), or nil
+local function metrics(ctx, job)
+  local tr = MX.tracking(job)
+  if not tr or not tostring(tr.uri):match(ML.ARN) then return nil end
+  local ok, r = pcall(MX.read, ctx, ML.name_of(tr.uri), tr.experiment, tr.run, 1)
+  if not ok then
+    return { tracking_uri = tr.uri, error = tostring(type(r) == "table" and (r.message or r.code) or r) }
+  end
+  local out = { tracking_uri = tr.uri, experiment = tr.experiment, message = r.message, latest = r.latest,
+    run = r.run and { id = r.run.id, name = r.run.name, status = r.run.status, attempts = r.run.attempts } or nil }
+  for _, k in ipairs { "loss", "throughput" } do
+    if r[k] then out[k] = { key = r[k].key, value = r[k].latest, step = r[k].step, unit = r[k].unit } end
+  end
+  return out
 end
 
 return tool {
@@ -83,9 +102,10 @@ return tool {
     "(runPolicy.jobMaxRetryCount) and the pod at fault of the last restart, its pods with their nodes and " ..
     "phases, the recent events of the job and its pods, and the last log lines of each pod (tail_lines). " ..
     "With wait_seconds it first waits up to that long for the phase or restart count to change, so an agent " ..
-    "follows a job submitted with training_submit with a few calls.",
+    "follows a job submitted with training_submit with a few calls. A job that reports to a managed MLflow " ..
+    "server also shows its run and latest loss and throughput (mlflow; training_get_metrics has the history).",
   kind = "read",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", table.unpack(MX.ACTIONS) },
   k8s = { "get", "list", "logs" },
   params = { name = NAME, namespace = NS, cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
     tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
@@ -94,7 +114,7 @@ return tool {
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)
-    local s = view(conn, p)
+    local s, job = view(conn, p)
     if p.wait_seconds > 0 and not J.DONE[s.phase] then
       local before, deadline = s.phase .. "/" .. s.restarts, hypd.now() + p.wait_seconds
       local first = true
@@ -103,14 +123,15 @@ return tool {
         timeout = p.wait_seconds + 5, phase = false,
         check = function()
           if first then first = false; return false, "the job is " .. s.phase end
-          local job = J.find(conn, p.name, p.namespace)
-          local now = job and (J.phase(job) .. "/" .. J.restarts(job)) or "gone"
+          local j = J.find(conn, p.name, p.namespace)
+          local now = j and (J.phase(j) .. "/" .. J.restarts(j)) or "gone"
           return now ~= before or hypd.now() >= deadline
         end }
-      local after = view(conn, p)
+      local after, now = view(conn, p)
       after.changed = (after.phase .. "/" .. after.restarts) ~= before
-      s = after
+      s, job = after, now
     end
+    s.mlflow = metrics(ctx, job)
     s.cluster, s.region = e.name, e.region
     return s
   end,

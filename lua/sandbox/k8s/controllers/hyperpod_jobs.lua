@@ -27,10 +27,18 @@
 -- runPolicy.jobMaxRetryCount (or restartPolicy.maxFullJobRestarts) allows,
 -- and fails (condition Failed) after that. Every restart is a full job
 -- restart from step 0; pod-level restarts are not simulated.
+-- MLflow: when rank 0's container has MLFLOW_TRACKING_URI set to a sandbox
+-- tracking server's ARN (and the framework reports to it: report_to mlflow
+-- for LLaMA-Factory and MS-Swift), its client makes the experiment
+-- MLFLOW_EXPERIMENT_NAME and a run named after the job (sandbox.mlflow.report),
+-- logs the params and, for every step line rank 0 prints, the same numbers
+-- as metrics with the step; the run ends FINISHED with the job, KILLED when
+-- the job restarts (the new attempt starts a new run), FAILED when it fails.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local kubelet = require "sandbox.k8s.controllers.kubelet"
 local logs = require "sandbox.k8s.logs"
+local mlflow = require "sandbox.mlflow.report"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
 local M = {}
@@ -81,20 +89,66 @@ local function say(ctl, pod, text)
   if c then logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, text) end
 end
 
--- style(job) -> "hf" (LLaMA-Factory, MS-Swift: the Hugging Face Trainer's
--- lines), "swift" or "plain", from what the first container runs
-local function style(job)
+-- command(job) -> the first container (of the first replica spec) and its command line
+local function command(job)
   local rs = ((job.spec or {}).replicaSpecs or {})[1] or {}
   local c = ((((rs.template or {}).spec or {}).containers) or {})[1] or {}
   local w = {}
   for _, list in ipairs { c.command or {}, c.args or {} } do
     for _, x in ipairs(list) do w[#w + 1] = tostring(x) end
   end
-  local cmd = table.concat(w, " ")
+  return c, table.concat(w, " ")
+end
+
+-- style(job) -> "hf" (LLaMA-Factory, MS-Swift: the Hugging Face Trainer's
+-- lines), "swift" or "plain", from what the first container runs
+local function style(job)
+  local _, cmd = command(job)
   if cmd:find("llamafactory-cli", 1, true) then return "hf" end
   if cmd:find("swift sft", 1, true) or cmd:find("swift rlhf", 1, true) then return "swift" end
   return "plain"
 end
+
+-- MLflow's rule for metric names, as the Trainer's MLflow callback applies it
+local function metric_name(k) return (k:gsub("[^%w_%-%. :/]", "_")) end
+
+-- report_start(job, kind, pods, steps) -> the MLflow run of rank 0, or nil
+-- (and a warning line when the client could not reach the server)
+local function report_start(ctl, job, kind, pods, steps)
+  local c, cmd = command(job)
+  local pod_c = ((pods[1].spec or {}).containers or {})[1] or c
+  if not mlflow.target(pod_c.env) then return nil end
+  if kind == "hf" and not cmd:find("report_to: mlflow", 1, true) and not cmd:find("report_to: all", 1, true) then
+    return nil
+  end
+  if kind == "swift" and not cmd:find("--report_to mlflow", 1, true) then return nil end
+  local params = { world_size = #pods, max_steps = steps,
+    throughput_unit = kind == "swift" and "iter/s" or "samples/s" }
+  local run_name = job.metadata.name
+  if kind == "hf" then
+    for _, pk in ipairs { "model_name_or_path", "finetuning_type", "dataset", "template", "learning_rate",
+        "num_train_epochs", "output_dir", "run_name" } do
+      params[pk] = cmd:match("\n" .. pk .. ": ([^\n]+)") or params[pk]
+    end
+    run_name = params.run_name or run_name
+  elseif kind == "swift" then
+    for _, pk in ipairs { "model", "dataset", "train_type", "learning_rate", "num_train_epochs", "run_name" } do
+      local v = cmd:match("%-%-" .. pk .. " (%S+)")
+      if v then params[pk] = (v:gsub("^'(.*)'$", "%1")) end
+    end
+    run_name = params.run_name or run_name
+  else
+    params.nproc_per_node = tostring(job.spec.nprocPerNode or "auto")
+  end
+  local h, why = mlflow.start(ctl.region, pod_c.env, { run_name = run_name, params = params })
+  if not h and why then
+    say(ctl, pods[1], "[rank 0] WARNING mlflow: could not start the run (" .. why .. "); training goes on " ..
+      "without MLflow")
+  end
+  return h
+end
+
+local function r4(x) return tonumber(string.format("%.4f", x)) end
 
 local OPS = { gt = function(a, b) return a > b end, gteq = function(a, b) return a >= b end,
   lt = function(a, b) return a < b end, lteq = function(a, b) return a <= b end,
@@ -158,15 +212,22 @@ local function next_check(m)
   return at and at + 0.001
 end
 
+-- hf_line(...) -> the Trainer's log line, and its numbers (as printed) by metric name
 local function hf_line(step, steps, loss, tput, swift)
   local epoch = step / steps
   if swift then
+    local acc, gn, speed = 0.5 + 0.4 * epoch, 1.2 - 0.5 * epoch, tput / 100
     return string.format("{'loss': %.4f, 'token_acc': %.4f, 'grad_norm': %.4f, 'learning_rate': 9.5e-05, " ..
       "'memory(GiB)': 17.92, 'train_speed(iter/s)': %.3f, 'epoch': %.2f, 'global_step/max_steps': '%d/%d'}", loss,
-      0.5 + 0.4 * epoch, 1.2 - 0.5 * epoch, tput / 100, epoch, step, steps)
+      acc, gn, speed, epoch, step, steps), { loss = r4(loss), token_acc = r4(acc), grad_norm = r4(gn),
+      learning_rate = 9.5e-05, [metric_name("memory(GiB)")] = 17.92,
+      [metric_name("train_speed(iter/s)")] = tonumber(string.format("%.3f", speed)),
+      epoch = tonumber(string.format("%.2f", epoch)) }
   end
+  local gn = 1.2 - 0.5 * epoch
   return string.format("{'loss': %.4f, 'grad_norm': %.4f, 'learning_rate': 9.5e-05, 'epoch': %.2f, " ..
-    "'throughput': %.1f}", loss, 1.2 - 0.5 * epoch, epoch, tput)
+    "'throughput': %.1f}", loss, gn, epoch, tput), { loss = r4(loss), grad_norm = r4(gn), learning_rate = 9.5e-05,
+    epoch = tonumber(string.format("%.2f", epoch)), throughput = tonumber(string.format("%.1f", tput)) }
 end
 
 -- train(ctl, job, m, pods, k) -> true when the last step is done, or
@@ -196,6 +257,7 @@ local function train(ctl, job, m, pods, k)
         out(rank, p, string.format("[INFO|trainer.py:2410]   Total optimization steps = %d", steps))
       end
     end
+    m.mlflow = report_start(ctl, job, kind, pods, steps)
   end
   while not fired and m.step < steps and now >= m.next_at do
     m.step = m.step + 1
@@ -207,8 +269,13 @@ local function train(ctl, job, m, pods, k)
       if kind == "plain" then
         out(rank, p, string.format("[rank %d] step %d/%d loss=%.4f throughput=%.1f samples/s", rank - 1, m.step,
           steps, loss, tput))
+        if rank == 1 then
+          mlflow.log(m.mlflow, { loss = r4(loss), throughput = tonumber(string.format("%.1f", tput)) }, m.step)
+        end
       elseif rank == 1 then
-        out(rank, p, hf_line(m.step, steps, loss, tput * #pods, kind == "swift"))
+        local line, metrics = hf_line(m.step, steps, loss, tput * #pods, kind == "swift")
+        out(rank, p, line)
+        mlflow.log(m.mlflow, metrics, m.step)
       end
     end
     m.next_at = m.next_at + dt
@@ -217,6 +284,7 @@ local function train(ctl, job, m, pods, k)
   if fired then return fired end
   if m.step >= steps then
     say(ctl, pods[1], string.format("[rank 0] Training completed: %d steps, final loss=%.4f", steps, m.loss or 0))
+    mlflow.finish(m.mlflow, "FINISHED")
     return true
   end
   local at = next_check(m)
@@ -278,6 +346,8 @@ ctl_.handlers.hpj = function(ctl, k)
   end
   if why then
     if st.restartCount < retries(job) then
+      mlflow.finish(m.mlflow, "KILLED") -- the attempt's processes are stopped; the next attempt starts a new run
+      m.mlflow = nil
       clean(ctl, job, pods, true)
       pods = {}
       st.restartCount = st.restartCount + 1
@@ -293,6 +363,7 @@ ctl_.handlers.hpj = function(ctl, k)
         string.format("HyperPodPyTorchJob %s failed: %s; the %d retries allowed are used up.", name, why,
           retries(job)), last)
       ctl_.event(ctl, job, "Warning", "JobFailed", "The job failed: " .. why, "hp-training-operator")
+      mlflow.finish(m.mlflow, "FAILED")
       clean(ctl, job, pods)
       ctl_.put_status(ctl, r, job, st)
       return

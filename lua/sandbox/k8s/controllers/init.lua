@@ -23,6 +23,7 @@
 --   karpenter      HyperPod's managed Karpenter: NodePools scale groups
 --   inference      InferenceEndpointConfig and JumpStartModel (inference operator)
 --   loadbalancers  LoadBalancer Services' addresses (cloud provider, AWS Load Balancer Controller)
+--   keda           KEDA ScaledObjects (prometheus triggers) while KEDA runs
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local log = require "hypd.log"
 
@@ -30,7 +31,7 @@ local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
   "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter",
-  "inference", "loadbalancers" }
+  "inference", "loadbalancers", "keda" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

@@ -12,6 +12,7 @@
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local logs = require "sandbox.k8s.logs"
+local probes = require "sandbox.k8s.controllers._probes"
 local programs = require "sandbox.k8s.programs"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
@@ -72,10 +73,22 @@ function M.lines(c)
     cmd ~= "" and "[" .. (c.name or "main") .. "] command: " .. cmd or nil }
 end
 
-local function pod_ip(node_ip)
+-- pod_ip(cl, pr, node_ip) -> an address in the node's /24 that no other
+-- running pod has (the VPC CNI never hands one address to two pods)
+local function pod_ip(cl, pr, node_ip)
   local a, b, c = tostring(node_ip):match("^(%d+)%.(%d+)%.(%d+)%.%d+$")
   if not a then a, b, c = 10, 0, math.random(0, 255) end
-  return string.format("%s.%s.%s.%d", a, b, c, math.random(4, 254))
+  local used = {}
+  for _, p in ipairs(cl:list(pr)) do
+    local st = p.status or {}
+    if st.podIP and st.phase ~= "Succeeded" and st.phase ~= "Failed" then used[st.podIP] = true end
+  end
+  local ip
+  for _ = 1, 1000 do
+    ip = string.format("%s.%s.%s.%d", a, b, c, math.random(4, 254))
+    if not used[ip] then break end
+  end
+  return ip
 end
 
 local function internal_ip(node)
@@ -118,18 +131,20 @@ local function start(ctl, pr, pod, node)
   local st = ctl_.copy(pod.status or {})
   st.phase = "Running"
   st.hostIP, st.hostIPs = host, { { ip = host } }
-  st.podIP = pod.spec.hostNetwork and host or pod_ip(host)
+  st.podIP = pod.spec.hostNetwork and host or pod_ip(ctl.cl, pr, host)
   st.podIPs = { { ip = st.podIP } }
   st.startTime = st.startTime or now
   st.qosClass = qos(pod)
-  st.conditions = conditions(st.conditions, true)
-  local cs = {}
+  local cs, all = {}, true
   for i, c in ipairs(pod.spec.containers or {}) do
-    cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = true, started = true,
+    local ready = not probes.probed(pod, c) -- a readiness probe the program answers decides (controllers/_probes)
+    all = all and ready
+    cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = ready, started = true,
       restartCount = 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
       lastState = {} }
   end
   st.containerStatuses = cs
+  st.conditions = conditions(st.conditions, all, "ContainersNotReady")
   if pod.spec.initContainers then
     local ics = {}
     for i, c in ipairs(pod.spec.initContainers) do
@@ -220,6 +235,11 @@ ctl_.handlers.pod = function(ctl, k)
     end
     if now < m.start_at then return ctl:at(m.start_at, "pod", k) end
     pod = start(ctl, pr, pod, node)
+  end
+  if not ctl_.pod_ready(pod) and phase ~= "Succeeded" then
+    local at
+    pod, at = probes.check(ctl, pr, pod)
+    if at then ctl:at(at, "pod", k) end
   end
   local run = M.run_seconds(pod)
   if not run then return end

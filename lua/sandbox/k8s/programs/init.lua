@@ -13,16 +13,23 @@
 --                         the kubelet's own, from its image and command)
 --   http(env, req) -> {status, headers, body}: an answer on one of its ports
 --                         (optional; env as for start, req = {method, path,
---                         query, headers, body, port})
+--                         query, headers, body, port}); nil: not listening
+--                         yet (the proxy answers connection refused)
+--   ports(pod, container) -> the port numbers it listens on (with http;
+--                         sandbox.k8s.proxy dials only these; default: the
+--                         container's declared containerPorts)
 --
 -- NAMES lists the programs in the order they are tried; the first match wins.
 local logs = require "sandbox.k8s.logs"
 
 local M = {}
 M.NAMES = {
-  "hf_download", -- Hugging Face downloads into a mounted bucket
-  "ray",         -- Ray nodes and RayJob submitters
-  "seq_loop",    -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
+  "hf_download",   -- Hugging Face downloads into a mounted bucket
+  "ray",           -- Ray nodes and RayJob submitters
+  "seq_loop",      -- a shell `for i in $(seq ...)` loop printing numbered lines over its run time
+  "model_server",  -- vLLM, SGLang, TGI, LMI, TEI, OpenAI-style servers
+  "sglang_router", -- the SGLang router in front of SGLang workers
+  "prometheus",    -- a Prometheus server scraping annotated pods
 }
 
 local loaded = {}
@@ -56,6 +63,14 @@ function M.started(ctl, pod)
     local p = M.find(pod, c)
     if p and p.start then p.start(M.env(ctl, pod, c)) end
   end
+end
+
+-- ports(p, pod, c) -> the ports program p listens on in container c
+function M.ports(p, pod, c)
+  if p.ports then return p.ports(pod, c) or {} end
+  local out = {}
+  for _, cp in ipairs(c.ports or {}) do out[#out + 1] = tonumber(cp.containerPort) end
+  return out
 end
 
 -- run_seconds(pod) / exit_code(pod) -> the first program's answer, or nil

@@ -11,8 +11,15 @@
 -- STEP_SECONDS of simulated time each) with loss, score and throughput;
 -- for anything else the texts it echoes (echo X, print('X')). An entrypoint ending with
 -- `exit N` or `sys.exit(N)` exits with N (the Ray job FAILED).
+-- MLflow: a VERL entrypoint with trainer.logger=[...,mlflow] whose RayJob's
+-- head (where the driver runs) has MLFLOW_TRACKING_URI set to a sandbox
+-- tracking server's ARN reports as VERL's tracking does: experiment
+-- trainer.project_name, run trainer.experiment_name, the config as params,
+-- every step's console metrics (the same numbers) with the step, and the
+-- run FINISHED or FAILED with the entrypoint (sandbox.mlflow.report).
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local mlflow = require "sandbox.mlflow.report"
 
 local M = {}
 M.STEPS = 20
@@ -85,10 +92,15 @@ local function script(entry, job_id)
       local loss = 0.05 * math.exp(-2 * i / n) + 0.01 * (noise(i, 1) - 0.5)
       local score = 0.2 + 0.55 * (1 - math.exp(-3 * i / n)) + 0.03 * (noise(i, 2) - 0.5)
       local tput = 1450 * (1 + 0.08 * (noise(2, i) - 0.5))
+      local entropy, rlen = 0.6 - 0.2 * i / n, 180 + 40 * noise(i, 3)
       add(M.WARMUP + i * M.STEP_SECONDS - 0.1, string.format("%sstep:%d - actor/pg_loss:%.4f - actor/entropy:%.3f - " ..
         "critic/score/mean:%.3f - critic/rewards/mean:%.3f - response_length/mean:%.1f - perf/throughput:%.1f - " ..
-        "timing_s/step:%.2f", tr, i, loss, 0.6 - 0.2 * i / n, score, score, 180 + 40 * noise(i, 3), tput,
-        M.STEP_SECONDS))
+        "timing_s/step:%.2f", tr, i, loss, entropy, score, score, rlen, tput, M.STEP_SECONDS))
+      local f = function(fmt, x) return tonumber(string.format(fmt, x)) end
+      out[#out].step, out[#out].metrics = i, { ["actor/pg_loss"] = f("%.4f", loss),
+        ["actor/entropy"] = f("%.3f", entropy), ["critic/score/mean"] = f("%.3f", score),
+        ["critic/rewards/mean"] = f("%.3f", score), ["response_length/mean"] = f("%.1f", rlen),
+        ["perf/throughput"] = f("%.1f", tput), ["timing_s/step"] = f("%.2f", M.STEP_SECONDS) }
     end
     add(M.WARMUP + n * M.STEP_SECONDS, string.format("%sFinal validation metrics: {'val-core/openai/gsm8k/" ..
       "reward/mean@1': %.3f}", tr, 0.2 + 0.55 * (1 - math.exp(-3))))
@@ -110,12 +122,19 @@ ctl_.handlers.ray_lines = function(ctl, k)
   if not m then return end
   local ns, name = k:match("^([^/]*)/([^/]*)/")
   local pod = ctl.cl:get(ctl:r("", "v1", "pods"), ns, name)
-  if not pod or pod.metadata.uid ~= m.uid or ctl_.phase(pod) ~= "Running" then mem[k] = nil return end
+  if not pod or pod.metadata.uid ~= m.uid or ctl_.phase(pod) ~= "Running" then
+    mlflow.finish(m.mlflow, "KILLED") -- the submitter went before the entrypoint ended
+    mem[k] = nil
+    return
+  end
   local now = core.now()
   while m.lines[m.i] and now >= m.t0 + m.lines[m.i].at / ctl_.speed() do
     local l = m.lines[m.i]
-    if l.text then m.log(l.text)
+    if l.text then
+      m.log(l.text)
+      if l.metrics then mlflow.log(m.mlflow, l.metrics, l.step) end
     elseif l.last then
+      mlflow.finish(m.mlflow, m.code == 0 and "FINISHED" or "FAILED")
       m.log(stamp() .. "\t" .. (m.code == 0 and "SUCC" or "ERR") .. " cli.py:" .. (m.code == 0 and 90 or 93) ..
         " -- Job '" .. l.last .. "' " .. (m.code == 0 and "succeeded" or "failed"))
     end
@@ -144,6 +163,31 @@ local function node_lines(env, head)
   for _, l in ipairs(lines) do env.log(l) end
 end
 
+-- report_start(env, entry) -> the VERL driver's MLflow run, or nil
+local function report_start(env, entry)
+  if not verl(entry) or not (entry:match("trainer%.logger=(%S+)") or ""):find("mlflow", 1, true) then return nil end
+  local l = env.pod.metadata.labels or {}
+  local rj = l["ray.io/originated-from-cr-name"] and env.ctl:r("ray.io", "v1", "rayjobs")
+  local job = rj and env.cl:get(rj, env.pod.metadata.namespace, l["ray.io/originated-from-cr-name"])
+  local head = job and ((((job.spec or {}).rayClusterSpec or {}).headGroupSpec or {}).template or {}).spec
+  local c = head and (head.containers or {})[1]
+  local vars = mlflow.env_map(c and c.env)
+  if not mlflow.target(vars) then return nil end
+  local function arg(name)
+    local v = entry:match("trainer%." .. name .. "=(%S+)")
+    return v and (v:gsub("^'(.*)'$", "%1"))
+  end
+  vars.MLFLOW_EXPERIMENT_NAME = arg("project_name") or vars.MLFLOW_EXPERIMENT_NAME
+  local params = { ["trainer.total_training_steps"] = steps(entry), throughput_unit = "tokens/s" }
+  for k, v in entry:gmatch("(%a[%w_%.]*)=(%S+)") do
+    if k:find(".", 1, true) and k ~= "trainer.logger" then params[k] = (v:gsub("^'(.*)'$", "%1")) end
+  end
+  local h, why = mlflow.start(env.ctl.region, vars, { run_name = arg("experiment_name") or job.metadata.name,
+    params = params })
+  if not h and why then env.log("WARNING mlflow: could not start the run (" .. why .. ")") end
+  return h
+end
+
 function M.start(env)
   local c = env.container
   local entry = entrypoint(c)
@@ -164,7 +208,7 @@ function M.start(env)
   local k = pod.metadata.namespace .. "/" .. pod.metadata.name .. "/" .. c.name
   local mem = env.ctl:memo("ray_lines")
   mem[k] = { uid = pod.metadata.uid, t0 = core.now(), i = 1, lines = script(entry, id), log = env.log,
-    code = M.exit_code(pod, c) }
+    code = M.exit_code(pod, c), mlflow = report_start(env, entry) }
   env.ctl:at(core.now() + mem[k].lines[1].at / ctl_.speed(), "ray_lines", k)
 end
 

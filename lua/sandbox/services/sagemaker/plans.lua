@@ -203,6 +203,7 @@ end
 
 function tr.mlflow_deleted(ctx, args)
   ctx.state:delete("mlflow", args.name)
+  require("sandbox.mlflow.store").forget(ctx.state, args.name) -- its experiments, runs and metrics
 end
 
 -- SearchTrainingPlanOfferings: offerings for the asked type and count, in
