@@ -90,7 +90,8 @@ export function usePoll(tool, params, { done = () => false, wait = 20, enabled =
           if (!live) return;
           setSt((s) => ({ data: s.data, error }));
           failed = true;
-          if (error.status === 404 || error.code === "NOT_FOUND" || error.code === "VALIDATION") return;
+          // answers that asking again will not change: the page shows them (reload() asks again)
+          if ([400, 401, 403, 404, 422].includes(error.status) || error.code === "NOT_FOUND" || error.code === "VALIDATION") return;
         }
         first = false;
         const rest = 1000 - (Date.now() - t0);
