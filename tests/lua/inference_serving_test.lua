@@ -498,6 +498,10 @@ t.test("inference_set_autoscaling: a KEDA ScaledObject on the engine's queue dep
   t.eq(v.query, 'sum(vllm:num_requests_waiting{namespace="default",pod=~"qwen-.*"})', "vLLM's queue")
   local rr = assert(staged("inference_set_autoscaling", { name = "sglang-router", max_replicas = 2 }))
   t.eq(rr.query, 'sum(sgl_router_job_queue_depth{namespace="default",pod=~"sglang-router-.*"})', "the router's")
+  local g, gerr = call("inference_get", { name = "sglang-router" })
+  local a = g and (g.autoscaling or {})[1] or {}
+  t.eq({ a.name, a.min, a.max, a.triggers and a.triggers[1].query }, { "sglang-router-scaler", 1, 2, rr.query },
+    "inference_get (the status tool) shows the ScaledObject: " .. tostring(gerr and gerr.message))
   local _, cerr = staged("inference_set_autoscaling", { name = "sgl-a", max_replicas = 3, scaled_object_name = "other" })
   t.eq(cerr and cerr.code, "CONFLICT")
   t.like(cerr and cerr.message, "already scaled by ScaledObject sgl%-a%-scaler")

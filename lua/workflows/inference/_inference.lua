@@ -398,7 +398,33 @@ function M.view(conn, d, opts)
   table.sort(events, function(a, b) return tostring(a.time) < tostring(b.time) end)
   while #events > (opts.events or 20) do table.remove(events, 1) end
   v.events = events
+  v.autoscaling = M.autoscaling(conn, d)
   return v
+end
+
+-- autoscaling(conn, d) -> the KEDA ScaledObjects scaling d's Deployment:
+-- [{name, min, max, triggers = [{type, query, threshold}], ready, active,
+-- message}], or nil when there are none (or KEDA is not installed)
+function M.autoscaling(conn, d)
+  local target = d.deployment and d.deployment.metadata.name or d.name
+  local out = hypd.json.array()
+  for _, so in ipairs(trylist(conn, "keda.sh/v1alpha1", "ScaledObject", { namespace = d.namespace })) do
+    local spec = so.spec or {}
+    if (spec.scaleTargetRef or {}).name == target then
+      local row = { name = so.metadata.name, min = spec.minReplicaCount, max = spec.maxReplicaCount,
+        triggers = hypd.json.array() }
+      for _, tr in ipairs(spec.triggers or {}) do
+        local m = tr.metadata or {}
+        row.triggers[#row.triggers + 1] = { type = tr.type, query = m.query, threshold = m.threshold }
+      end
+      for _, c in ipairs((so.status or {}).conditions or {}) do
+        if c.type == "Ready" then row.ready = c.status == "True"; row.message = c.message end
+        if c.type == "Active" then row.active = c.status == "True" end
+      end
+      out[#out + 1] = row
+    end
+  end
+  if #out > 0 then return out end
 end
 
 -- signature(v) -> what inference_get's wait watches for a change

@@ -187,7 +187,7 @@ return tool {
   kind = "mutating",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "apply" },
-  status_tool = "operation_get",
+  status_tool = "inference_get",
   params = {
     workers = { type = "array", required = true, decision = true, items = KNAME,
       description = "the SGLang worker deployments to route to (one label selector must select just their pods)" },

@@ -132,7 +132,7 @@ return tool {
   kind = "mutating",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "apply" },
-  status_tool = "operation_get",
+  status_tool = "inference_get",
   params = {
     name = P.with(S.NAME, { required = true, description = "the Deployment to scale (an inference deployment)" }),
     namespace = S.NS,
