@@ -91,6 +91,10 @@ function DetailOf({ id, name, namespace, cluster, query, has }) {
       ${d.object && html`<div><dt>Object</dt><dd><code>${d.object}</code></dd></div>`}
     </dl>
     <${Pending} d=${d}/>
+    ${(d.autoscaling || []).length > 0 && html`<section class="panel autoscaling" aria-labelledby="as-h"><h2 id="as-h">Autoscaling</h2>
+      <ul class="plain">${d.autoscaling.map((a) => html`<li data-scaledobject=${a.name}><code>${a.name}</code> (KEDA ScaledObject): ${a.min ?? "?"} to ${a.max ?? "?"} replicas
+        <${Pill} status=${a.ready ? (a.active ? "active" : "ready") : "not ready"} title=${a.message || ""}/>
+        ${a.triggers.map((t) => html`<div class="small">${t.type}: <code class="wrap">${t.query}</code> above ${t.threshold}</div>`)}</li>`)}</ul></section>`}
     <div class="actions">
       ${has("inference_scale") && html`<details class="scale"><summary>Scale</summary>
         <${ToolForm} tool="inference_scale" cluster=${cluster} values=${id} label="Scale" id="scale-form" onResult=${r.reload}/></details>`}
