@@ -322,6 +322,19 @@ local function deliver(done)
   end
 end
 
+-- serving_sleeps() -> true when a task answering a request of this
+-- process's own server (opts.serving) sleeps: a simulated service's latency.
+-- A client of that server (a tool calling the in-process sandbox) cannot get
+-- its answer until that time passes. (A long poll waits on a signal, and
+-- does not count: it answers when something happens, or at its timeout.)
+local function serving_sleeps()
+  for i = 1, heap_n do
+    local h = heap[i]
+    if not h.dead and h.kind == "sleep" and h.task.serving then return true end
+  end
+  return false
+end
+
 -- M.serve_request(req): what the engine does with a request that arrived on
 -- the HTTP server; hypd.server replaces it. Until then: 503.
 function M.serve_request(req)
@@ -352,6 +365,11 @@ function M.run(until_fn)
       elseif e and streams > 0 and inflight <= streams then
         local done = core.poll(0.002)
         if #done > 0 then deliver(done) else core.advance_to(e.at) end
+      elseif e and inflight > 0 and core.virtual() and serving_sleeps() then
+        -- what is in flight may be waiting for this process's own answer,
+        -- held on simulated time: once the wire is quiet, time moves on
+        local done = core.poll(0.02)
+        if #done > 0 then deliver(done) else core.advance_to(e.at) end
       else
         local timeout
         if e and not core.virtual() then timeout = math.max(0, e.at - core.now()) end
@@ -364,7 +382,8 @@ end
 
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
 -- (background work of a server: not counted by stats(), so tests do not
--- take it for a leak).
+-- take it for a leak), serving (it answers a request of this process's
+-- server; not its children: an operation a request starts lives on).
 -- A task started inside another keeps the earlier of the two deadlines.
 function M.spawn(fn, opts, ...)
   opts = opts or {}
@@ -387,6 +406,7 @@ function M.spawn(fn, opts, ...)
     end
   end
   t.daemon = opts.daemon
+  t.serving = opts.serving
   live[t], nlive = true, nlive + 1
   wake(t, ...)
   return t

@@ -306,7 +306,7 @@ sched.serve_request = function(req)
   if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
-  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true }, srv, req)
+  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv, req)
 end
 
 local function check_tls(tls)

@@ -1,6 +1,8 @@
 -- sandbox.faults: injected failures, reproducible from a seed.
 --   { seed = 42,
 --     services = { ec2 = { throttle = 0.2, error5xx = 0.05, reset = 0.01, latency = 0.3 } },
+--     (latency: simulated seconds before each answer; hold = true: requests wait,
+--     with no timeout, until the faults are configured again without it)
 --     insufficient_capacity = { { instance_type = "ml.p5.48xlarge", zone = "usw2-az2" } },
 --     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } },   -- at launch
 --     node_failures = { { cluster = "hp1", instance_group = "workers", after = 300, count = 1 } } }
@@ -16,6 +18,7 @@ local task = require "hypd.task"
 
 local M = {}
 local spec = { services = {} }
+local changed = task.signal() -- fired when the faults are configured again
 local rng_state = 1
 
 -- xorshift32: deterministic across runs and machines
@@ -35,10 +38,12 @@ function M.configure(s)
   if type(s) ~= "table" then return errors.fail("VALIDATION", "faults must be a JSON object") end
   for name, f in pairs(s.services or {}) do
     for k, v in pairs(f) do
-      if (k ~= "throttle" and k ~= "error5xx" and k ~= "reset" and k ~= "latency") or type(v) ~= "number"
-          or v < 0 then
+      local ok = k == "hold" and type(v) == "boolean" or
+        (k == "throttle" or k == "error5xx" or k == "reset" or k == "latency") and type(v) == "number" and v >= 0
+      if not ok then
         return errors.fail("VALIDATION", "faults.services." .. name .. "." .. tostring(k) ..
-          ": expected throttle, error5xx, reset (rates 0..1) or latency (seconds)", { field = "faults" })
+          ": expected throttle, error5xx, reset (rates 0..1), latency (seconds) or hold (true or false)",
+          { field = "faults" })
       end
     end
   end
@@ -46,11 +51,13 @@ function M.configure(s)
   spec.services = spec.services or {}
   rng_state = math.tointeger(s.seed) or 1
   if rng_state == 0 then rng_state = 1 end
+  changed:fire()
   return true
 end
 
 -- on_request(service, protocol) -> an AWS error to answer instead, or nil
 function M.on_request(service, protocol)
+  while (spec.services[service] or {}).hold do changed:wait() end
   local f = spec.services[service]
   if not f then return nil end
   if f.latency and f.latency > 0 then task.sleep(f.latency) end

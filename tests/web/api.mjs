@@ -2,9 +2,9 @@
 // through the page): REST calls with a token, a token of another scope
 // (hypd token create beside the running server), playbook tools dropped
 // into the server's playbook directory, and a "held" operation: a staged
-// playbook tool whose AWS call (sts GetCallerIdentity) the sandbox answers
-// only after a latency injected through its /_sandbox/faults, so that under
-// the virtual clock it stays running, in a known phase, until cancelled.
+// playbook tool whose AWS call (sts GetCallerIdentity) the sandbox holds
+// (the fault `hold`, through its /_sandbox/faults) so that it stays
+// running, in a known phase, until cancelled or let go.
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { TOKEN, URL } from "./lib.mjs";
@@ -61,12 +61,12 @@ async function faults(spec) {
   if (!r.ok) throw new Error("sandbox faults: HTTP " + r.status);
 }
 
-// held(fn): runs fn(start) while STS answers slowly; start(label) -> the
+// held(fn): runs fn(start) while STS holds its answers; start(label) -> the
 // operation id of a new held operation. Afterwards every running held
-// operation is cancelled and the latency removed.
+// operation is cancelled and STS let go.
 export async function held(fn) {
   await playbook("diagnose_web_hold.lua", HOLD);
-  await faults({ services: { sts: { latency: 3600 } } });
+  await faults({ services: { sts: { hold: true } } });
   try {
     return await fn(async (label) => {
       const r = await rest("/tools/" + HOLD_TOOL, { body: { label } });

@@ -3,7 +3,7 @@
 // a model pool's warm pods assigned to a model and released with the
 // buttons; scale; delete after the typed confirmation; and an answer with
 // its latency from the test prompt box.
-import { Skip, URL, needing } from "../lib.mjs";
+import { URL, needing } from "../lib.mjs";
 import { cluster, openAt } from "../clusters.mjs";
 import { fill } from "../workloads.mjs";
 
@@ -68,12 +68,6 @@ await needing(["inference_deploy_container", "inference_get", "inference_call_mo
   await page.click("#prompt-form-send");
   await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
   const error = (await page.textContent("#prompt .form-errors").catch(() => "")).trim();
-  // hypd serve --sandbox under the virtual clock (this suite's server): the
-  // call waits on its own process's sandbox, whose model server sleeps in
-  // simulated time; with a transfer in flight lua/hypd/_sched.lua does not
-  // advance that clock, so the call times out (a separate sandbox process, as
-  // tests/lua/inference_serving_test.lua runs it, answers)
-  if (/TIMEOUT/.test(error)) throw new Skip("inference_call_model times out against the in-process sandbox under the virtual clock (the scheduler holds simulated time while its own request is in flight): " + error);
   check(!error, "no error: " + error);
   check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
   check(await page.isVisible("#prompt-latency").catch(() => false), "with its latency");
