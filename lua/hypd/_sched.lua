@@ -322,6 +322,17 @@ local function deliver(done)
   end
 end
 
+-- serving_asleep() -> true when a task serving a request of a server in
+-- this process sleeps on a timer (a simulated latency): under the virtual
+-- clock a transfer in flight may be waiting for that very answer (a tool
+-- calling the in-process sandbox), so time must move for it to come
+local function serving_asleep()
+  for t in pairs(live) do
+    if t.serving and t.waiting_on and t.waiting_on.kind == "timer" then return true end
+  end
+  return false
+end
+
 -- M.serve_request(req): what the engine does with a request that arrived on
 -- the HTTP server; hypd.server replaces it. Until then: 503.
 function M.serve_request(req)
@@ -349,7 +360,8 @@ function M.run(until_fn)
       end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
-      elseif e and streams > 0 and inflight <= streams then
+      elseif e and ((streams > 0 and inflight <= streams) or
+          (inflight > 0 and core.virtual() and serving_asleep())) then
         local done = core.poll(0.002)
         if #done > 0 then deliver(done) else core.advance_to(e.at) end
       else
@@ -364,7 +376,7 @@ end
 
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
 -- (background work of a server: not counted by stats(), so tests do not
--- take it for a leak).
+-- take it for a leak), serving (a server's request handler, until it answers).
 -- A task started inside another keeps the earlier of the two deadlines.
 function M.spawn(fn, opts, ...)
   opts = opts or {}
@@ -387,6 +399,7 @@ function M.spawn(fn, opts, ...)
     end
   end
   t.daemon = opts.daemon
+  t.serving = opts.serving
   live[t], nlive = true, nlive + 1
   wake(t, ...)
   return t
