@@ -82,7 +82,18 @@ local function wait(ctx)
     check = function()
       local job = J.find(conn, name, ns)
       local ph = job and J.phase(job) or "Pending"
-      return ph == "Running" or J.DONE[ph] ~= nil, "the job is " .. ph, ph
+      if ph == "Running" or J.DONE[ph] ~= nil then return true, nil, ph end
+      -- a pod the scheduler cannot place yet (the GPUs are busy): the job
+      -- is queued, not failed; the answer says why, as inference deploys do
+      for _, pod in ipairs(job and J.pods(conn, job) or {}) do
+        for _, c in ipairs((pod.status or {}).conditions or {}) do
+          if c.type == "PodScheduled" and c.status == "False" then
+            st.pending_reason = pod.metadata.name .. ": " .. tostring(c.message or c.reason)
+            return true, nil, "Pending"
+          end
+        end
+      end
+      return false, "the job is " .. ph, ph
     end }
 end
 
@@ -92,6 +103,7 @@ local function result(ctx)
   local main = st.objects[1]
   st.result = { cluster = st.eks, region = st.region, hyperpod_cluster = st.hyperpod, recipe = p.recipe,
     name = main.metadata.name, namespace = main.metadata.namespace, kind = main.kind, phase = st.phase,
+    pending_reason = st.pending_reason,
     objects = st.applied, params = st.params, mlflow = st.mlflow,
     next = "training_get_job name=" .. main.metadata.name .. " namespace=" .. main.metadata.namespace ..
       " wait_seconds=60" }
@@ -102,7 +114,9 @@ return tool {
   summary = "Submit a training recipe: its objects applied to the cluster, followed until the job runs",
   description = "Renders the recipe with its parameters (as training_render does; training_list_recipes gives " ..
     "the schemas) and applies the objects to the active (or named) cluster with server-side apply (field " ..
-    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done). " ..
+    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done), " ..
+    "or until the scheduler cannot place a pod yet (busy GPUs): the job is queued, phase Pending, and " ..
+    "pending_reason has the scheduler's message. " ..
     "Before creating anything it refuses when the operator the job needs is not enabled, naming the call that " ..
     "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
     "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
