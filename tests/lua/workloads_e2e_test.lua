@@ -22,6 +22,7 @@ local dir = H.tmpdir()
 local state = dir .. "/state"
 local url, admin, pid
 local tokens = {}
+local sandbox_env = {} -- the sandbox's AWS environment, as serve prints it
 local MODEL, FOLDER = "Qwen/Qwen2.5-0.5B-Instruct", "models/Qwen--Qwen2.5-0.5B-Instruct"
 local absent -- why the flow could not go on (nil: it goes on)
 local function skip() return t.skip(absent or "an earlier step failed") end
@@ -83,6 +84,7 @@ t.test("hypd serve --sandbox starts as its own process under the virtual clock a
     os.execute("sleep 0.05")
   end
   url, admin = printed:match("listening on (%S+)"), printed:match("export HYPD_TOKEN=(%S+)")
+  for k, v in printed:gmatch("export (AWS_[%w_]+)=(%S+)") do sandbox_env[k] = v end
   t.ok(url and admin, "the URL and the admin token: " .. printed)
   if not (url and admin) then absent = "hypd serve --sandbox did not start" end
 end)
@@ -337,4 +339,42 @@ t.test("/ws: a read token follows the queued job; deleting the deployment (admin
   end
   t.eq(g.phase, "Completed", json.encode(g.conditions))
   t.eq({ g.restarts, g.max_retries }, { 0, 5 })
+end)
+
+t.test("REST: a JumpStart model deployed on the freed node answers inference_call_model, and boto3's " ..
+  "InvokeEndpoint on its SageMaker endpoint once its model has loaded", function()
+  if absent then return skip() end
+  local v = staged("inference_deploy_jumpstart", { name = "llama", model_id = "meta-textgeneration-llama-3-2-1b-instruct",
+    instance_type = "ml.g5.12xlarge", accept_eula = true, endpoint_name = "llama-sm" })
+  local r = v.result or {}
+  t.eq({ r.kind, r.state }, { "JumpStartModel", "DeploymentComplete" })
+  local a, code
+  for _ = 1, 60 do
+    code, a = rest("inference_call_model", { name = "llama", prompt = "Say hello.", max_tokens = 8 })
+    if code == 200 then break end
+    os.execute("sleep 0.1")
+  end
+  t.eq(code, 200, json.encode(a))
+  t.ok(type(a.answer) == "string" and #a.answer > 0, json.encode(a))
+  local py = "import boto3, json, sys, time\n" ..
+    "rt = boto3.client('sagemaker-runtime')\n" ..
+    "for i in range(100):\n" ..
+    "    try:\n" ..
+    "        r = rt.invoke_endpoint(EndpointName='llama-sm', ContentType='application/json',\n" ..
+    "            Body=json.dumps({'inputs': 'Hello', 'parameters': {'max_new_tokens': 8}}))\n" ..
+    "        print(json.dumps({'body': r['Body'].read().decode(), 'variant': r.get('InvokedProductionVariant')}))\n" ..
+    "        sys.exit(0)\n" ..
+    "    except rt.exceptions.ModelError as e:\n" ..
+    "        time.sleep(0.1)\n" ..
+    "print('still ModelError'); sys.exit(1)\n"
+  H.write(dir .. "/invoke.py", py)
+  local rc, out, err = H.with_env(sandbox_env, dir, "python3 " .. H.quote(dir .. "/invoke.py"))
+  t.eq(rc, 0, tostring(out) .. tostring(err))
+  local got = json.decode(out or "null") or {}
+  local g = json.decode(got.body or "null") or {}
+  g = g[1] or g
+  t.ok(type(g.generated_text) == "string" and #g.generated_text > 0, "boto3 gets generated text: " .. tostring(out))
+  t.eq(got.variant, "AllTraffic")
+  code = rest("inference_delete", { name = "llama" })
+  t.ok(code == 200 or code == 202, "deleted")
 end)
