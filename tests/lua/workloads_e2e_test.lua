@@ -339,6 +339,10 @@ t.test("/ws: a read token follows the queued job; deleting the deployment (admin
   end
   t.eq(g.phase, "Completed", json.encode(g.conditions))
   t.eq({ g.restarts, g.max_retries }, { 0, 5 })
+  -- the recipe's cleanPodPolicy All (the reference template's): the pods went with the job's end
+  local code2, b2 = rest("job_get_logs", { kind = "training_job", name = JOB }, tokens.read)
+  t.eq({ code2, b2 and b2.error and b2.error.code }, { 409, "CONFLICT" }, json.encode(b2))
+  t.like(b2 and b2.error and b2.error.message or "", "has no pods left: it is Completed and its pods were deleted")
 end)
 
 t.test("REST: a JumpStart model deployed on the freed node answers inference_call_model, and boto3's " ..
