@@ -5,7 +5,8 @@
 -- deployed by inference_deploy_managed (a vLLM image) and a JumpStartModel
 -- deployed by inference_deploy_jumpstart (the hub's LMI image) through the
 -- Deployment and Service the sandbox's operator makes; the JumpStart's
--- SageMaker endpoint answers InvokeEndpoint once its model has loaded;
+-- SageMaker endpoints answer InvokeEndpoint (the managed one on its
+-- invocationEndpoint and port, the JumpStart one once its model loaded);
 -- inference_list shows each managed deployment once (not also the
 -- Deployment it owns); inference_scale changes the custom resource's
 -- replicas and the operator follows; inference_set_autoscaling on a
@@ -64,7 +65,7 @@ t.test("inference_call_model answers through an InferenceEndpointConfig's Deploy
     local r, err = run("inference_deploy_managed", { name = "qwen", model_source = "s3", s3_bucket = "models-cross",
       model_location = "models/Qwen--Qwen2.5-0.5B-Instruct", instance_type = "ml.g5.12xlarge", replicas = 1,
       image = "vllm/vllm-openai:v0.8.5", args = { "--model", "/opt/ml/model", "--port", "8000",
-        "--served-model-name", "qwen" }, port = 8000, gpus = 1 })
+        "--served-model-name", "qwen" }, port = 8000, gpus = 1, endpoint_name = "qwen-sm" })
     t.ok(r, json.encode(err))
     t.eq(r and r.state, "DeploymentComplete")
     local a
@@ -75,6 +76,17 @@ t.test("inference_call_model answers through an InferenceEndpointConfig's Deploy
     t.like(a.answer or "", "^Simulated answer from qwen")
     t.ok((a.latency_ms or 0) > 0 and a.usage and a.usage.completion_tokens <= 16, json.encode(a))
     t.like(a.pod or "", "^qwen%-")
+    -- SageMaker Runtime posts to the resource's invocationEndpoint (v1/chat/completions) on its port
+    local iec = conn:get(API, "InferenceEndpointConfig", "qwen", { namespace = "default" }) or { spec = {} }
+    t.eq({ iec.spec.invocationEndpoint, iec.spec.worker and iec.spec.worker.modelInvocationPort.containerPort },
+      { "v1/chat/completions", 8000 })
+    local A = require "sandbox.k8s.controllers._aws"
+    local out, e2 = A.call("us-west-2", "sagemaker-runtime", "InvokeEndpoint", { EndpointName = "qwen-sm",
+      ContentType = "application/json", Body = json.encode { model = "qwen", max_tokens = 8,
+        messages = { { role = "user", content = "Hello" } } } })
+    t.ok(out, json.encode(e2))
+    local b = json.decode(out and out.Body or "null") or {}
+    t.like(b.choices and b.choices[1].message.content or "", "^Simulated answer from qwen", tostring(out and out.Body))
   end)
 
 t.test("inference_call_model answers through a JumpStartModel's Deployment and Service (the hub's LMI image); " ..
