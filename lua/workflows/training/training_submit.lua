@@ -71,29 +71,41 @@ local function apply(ctx)
   end
 end
 
+local QUEUED = 600 -- seconds a pod may wait for the scheduler before the job is reported queued
+
 local function wait(ctx)
   local st = ctx.state
   if ctx.plan then return end
   local conn = ctx:k8s(st.eks)
   local main = st.objects[1]
   local ns, name = main.metadata.namespace, main.metadata.name
+  local unplaced -- since when a pod of the job cannot be placed
   st.phase = ctx:poll { what = main.kind .. " " .. ns .. "/" .. name .. " to be Running", every = 5,
     timeout = 30 * 60,
     check = function()
       local job = J.find(conn, name, ns)
       local ph = job and J.phase(job) or "Pending"
       if ph == "Running" or J.DONE[ph] ~= nil then return true, nil, ph end
-      -- a pod the scheduler cannot place yet (the GPUs are busy): the job
-      -- is queued, not failed; the answer says why, as inference deploys do
+      -- a pod the scheduler still cannot place after QUEUED seconds (the
+      -- GPUs are busy): the job is queued, not failed; the answer says why,
+      -- as inference deploys do
+      local why
       for _, pod in ipairs(job and J.pods(conn, job) or {}) do
         for _, c in ipairs((pod.status or {}).conditions or {}) do
           if c.type == "PodScheduled" and c.status == "False" then
-            st.pending_reason = pod.metadata.name .. ": " .. tostring(c.message or c.reason)
-            return true, nil, "Pending"
+            why = why or (pod.metadata.name .. ": " .. tostring(c.message or c.reason))
           end
         end
       end
-      return false, "the job is " .. ph, ph
+      if not why then unplaced = nil
+      else
+        unplaced = unplaced or hypd.now()
+        if hypd.now() - unplaced >= QUEUED then
+          st.pending_reason = why
+          return true, nil, "Pending"
+        end
+      end
+      return false, "the job is " .. ph .. (why and (" (" .. why .. ")") or ""), ph
     end }
 end
 
@@ -115,7 +127,7 @@ return tool {
   description = "Renders the recipe with its parameters (as training_render does; training_list_recipes gives " ..
     "the schemas) and applies the objects to the active (or named) cluster with server-side apply (field " ..
     "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done), " ..
-    "or until the scheduler cannot place a pod yet (busy GPUs): the job is queued, phase Pending, and " ..
+    "or until the scheduler has not placed a pod for 10 minutes (busy GPUs): the job is queued, phase Pending, and " ..
     "pending_reason has the scheduler's message. " ..
     "Before creating anything it refuses when the operator the job needs is not enabled, naming the call that " ..
     "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
