@@ -51,6 +51,15 @@ local function answered(name, args)
   return r, err
 end
 
+-- ready_answer(r, err, name) -> the call_model answer ({} when none) of a deploy that completed
+local function ready_answer(r, err, name)
+  t.ok(r, json.encode(err))
+  t.eq(r and r.state, "DeploymentComplete")
+  local a, e = answered(name)
+  t.ok(a, "an answer: " .. json.encode(e))
+  return a or {}
+end
+
 t.test("a cluster: EKS, three ml.g5.12xlarge HyperPod nodes and the inference operator's CRDs", function()
   conn = FH.gpu_cluster(call, EKS, EKS .. "-hp", 87, 3)
   local resources = require "sandbox.k8s.resources"
@@ -66,12 +75,7 @@ t.test("inference_call_model answers through an InferenceEndpointConfig's Deploy
       model_location = "models/Qwen--Qwen2.5-0.5B-Instruct", instance_type = "ml.g5.12xlarge", replicas = 1,
       image = "vllm/vllm-openai:v0.8.5", args = { "--model", "/opt/ml/model", "--port", "8000",
         "--served-model-name", "qwen" }, port = 8000, gpus = 1, endpoint_name = "qwen-sm" })
-    t.ok(r, json.encode(err))
-    t.eq(r and r.state, "DeploymentComplete")
-    local a
-    a, err = answered("qwen")
-    t.ok(a, "an answer: " .. json.encode(err))
-    a = a or {}
+    local a = ready_answer(r, err, "qwen")
     t.eq({ a.model, a.service, a.port, a.deployment }, { "qwen", "qwen", 8000, "qwen" })
     t.like(a.answer or "", "^Simulated answer from qwen")
     t.ok((a.latency_ms or 0) > 0 and a.usage and a.usage.completion_tokens <= 16, json.encode(a))
@@ -93,12 +97,7 @@ t.test("inference_call_model answers through a JumpStartModel's Deployment and S
   "InvokeEndpoint on its SageMaker endpoint answers once the model has loaded", function()
   local r, err = run("inference_deploy_jumpstart", { name = "llama", model_id = "meta-textgeneration-llama-3-2-1b-instruct",
     instance_type = "ml.g5.12xlarge", accept_eula = true, endpoint_name = "llama-sm" })
-  t.ok(r, json.encode(err))
-  t.eq(r and r.state, "DeploymentComplete")
-  local a
-  a, err = answered("llama")
-  t.ok(a, "an answer: " .. json.encode(err))
-  a = a or {}
+  local a = ready_answer(r, err, "llama")
   t.ok(type(a.answer) == "string" and #a.answer > 0, json.encode(a))
   t.like(a.pod or "", "^llama%-")
   -- SageMaker Runtime, as an in-cluster client dials it
