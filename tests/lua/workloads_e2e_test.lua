@@ -190,14 +190,15 @@ t.test("REST: inference_call_model answers with text, usage and latency; job_get
 end)
 
 -- MCP over HTTP
-local session
-local function mcp(method, params, id)
+local sessions = {} -- by token
+local function mcp(method, params, id, token)
+  token = token or admin
   local resp = assert(http.request { method = "POST", url = url .. "/mcp", timeout = 120,
-    headers = { authorization = "Bearer " .. admin, ["content-type"] = "application/json",
+    headers = { authorization = "Bearer " .. token, ["content-type"] = "application/json",
       accept = "application/json, text/event-stream", ["mcp-protocol-version"] = "2025-11-25",
-      ["mcp-session-id"] = session },
+      ["mcp-session-id"] = sessions[token] },
     body = json.encode { jsonrpc = "2.0", id = id, method = method, params = params } })
-  session = session or resp.headers["mcp-session-id"]
+  sessions[token] = sessions[token] or resp.headers["mcp-session-id"]
   return resp.status, resp.body ~= "" and json.decode(resp.body) or nil
 end
 local function mcp_call(name, args, id)
@@ -251,6 +252,13 @@ t.test("guardrails: a read token reads (inference, logs, job status, metrics, a 
     t.eq(code, 403, c[1] .. " with an operate token: " .. json.encode(body))
     t.like(body and body.error and body.error.message or "", "scope admin", c[1])
   end
+  -- the same over MCP: the call is an error result naming the scope
+  mcp("initialize", { protocolVersion = "2025-11-25", capabilities = json.object(),
+    clientInfo = { name = "e2e-reader", version = "1" } }, 1, reader)
+  local _, msg = mcp("tools/call", { name = "inference_delete", arguments = { name = "qwen" } }, 2, reader)
+  local res = msg and msg.result or {}
+  t.eq(res.isError, true, "an error result: " .. json.encode(msg))
+  t.eq(res.structuredContent and res.structuredContent.error and res.structuredContent.error.code, "FORBIDDEN")
   t.eq(#(read("operation_list", { limit = 100 }).operations or {}), before, "no operation was started")
   t.eq(read("inference_get", { name = "qwen" }, reader).replicas, { desired = 1, ready = 1 }, "qwen is untouched")
 end)
