@@ -322,15 +322,13 @@ local function deliver(done)
   end
 end
 
--- serving_sleeps() -> true when a task answering a request of this
--- process's own server (opts.serving) sleeps: a simulated service's latency.
--- A client of that server (a tool calling the in-process sandbox) cannot get
--- its answer until that time passes. (A long poll waits on a signal, and
--- does not count: it answers when something happens, or at its timeout.)
-local function serving_sleeps()
-  for i = 1, heap_n do
-    local h = heap[i]
-    if not h.dead and h.kind == "sleep" and h.task.serving then return true end
+-- serving_asleep() -> true when a task serving a request of a server in
+-- this process sleeps on a timer (a simulated latency): under the virtual
+-- clock a transfer in flight may be waiting for that very answer (a tool
+-- calling the in-process sandbox), so time must move for it to come
+local function serving_asleep()
+  for t in pairs(live) do
+    if t.serving and t.waiting_on and t.waiting_on.kind == "timer" then return true end
   end
   return false
 end
@@ -362,13 +360,9 @@ function M.run(until_fn)
       end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
-      elseif e and streams > 0 and inflight <= streams then
+      elseif e and ((streams > 0 and inflight <= streams) or
+          (inflight > 0 and core.virtual() and serving_asleep())) then
         local done = core.poll(0.002)
-        if #done > 0 then deliver(done) else core.advance_to(e.at) end
-      elseif e and inflight > 0 and core.virtual() and serving_sleeps() then
-        -- what is in flight may be waiting for this process's own answer,
-        -- held on simulated time: once the wire is quiet, time moves on
-        local done = core.poll(0.02)
         if #done > 0 then deliver(done) else core.advance_to(e.at) end
       else
         local timeout
@@ -382,8 +376,7 @@ end
 
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
 -- (background work of a server: not counted by stats(), so tests do not
--- take it for a leak), serving (it answers a request of this process's
--- server; not its children: an operation a request starts lives on).
+-- take it for a leak), serving (a server's request handler, until it answers).
 -- A task started inside another keeps the earlier of the two deadlines.
 function M.spawn(fn, opts, ...)
   opts = opts or {}

@@ -278,6 +278,10 @@ end
 
 local function serve(srv, req)
   local ok, resp = pcall(srv.handler, req)
+  -- answered: a stream or websocket it goes on to serve may sleep for ever
+  -- without anyone waiting for its answer (hypd._sched's serving_asleep)
+  local me = sched.current()
+  if me then me.serving = nil end
   if ok and type(resp) ~= "table" then
     ok, resp = false, errors.new("INTERNAL", "the handler returned " .. type(resp) .. ", not a response table")
   end
@@ -306,7 +310,8 @@ sched.serve_request = function(req)
   if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
-  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv, req)
+  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv,
+    req)
 end
 
 local function check_tls(tls)

@@ -74,3 +74,18 @@ end)
 t.cleanup(function()
   srv:stop()
 end)
+
+t.test("hold keeps a service's answers, with no timeout, until the faults are configured without it", function()
+  local task = require "hypd.task"
+  t.eq(faults { services = { sts = { hold = true } } }, 200)
+  local call = task.spawn(function() return aws.try("sts", "GetCallerIdentity", {}, OPTS) end)
+  task.sleep(0.5) -- real seconds: a held request holds a virtual clock still
+  t.eq(call.status ~= "done", true, "still waiting after half a second")
+  t.eq(faults {}, 200)
+  local _, r = call:wait()
+  t.ok(r and r.Account, "answered once let go")
+  local code, body = faults { services = { sts = { hold = 1 } } }
+  t.eq(code, 400)
+  t.like(body, "hold %(true or false%)")
+  faults {}
+end)

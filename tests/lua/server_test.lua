@@ -256,19 +256,3 @@ t.test("stopping a server cuts its open streams and unanswered requests", functi
   task.sleep(0.05)
   t.ok(stopped_at, "the stream's writer saw false")
 end)
-
-t.test("under the virtual clock, a request this process answers after simulated time is answered (the clock moves on)", function()
-  local was = core.virtual()
-  core.virtual(true)
-  local ok, err = pcall(with_server, function()
-    task.sleep(30) -- a simulated service's latency: simulated seconds
-    return { status = 200, body = "late" }
-  end, function(base)
-    local t0 = core.now()
-    local r, rerr = http.request { url = base .. "/slow", timeout = 120 }
-    t.eq(r and r.body, "late", rerr and tostring(rerr.message or rerr))
-    t.ok(core.now() - t0 >= 30, "the virtual clock passed the handler's 30 s")
-  end)
-  core.virtual(was)
-  if not ok then error(err, 0) end
-end)

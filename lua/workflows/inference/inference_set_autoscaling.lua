@@ -8,7 +8,8 @@
 --
 -- Before any write it refuses min_replicas > max_replicas (naming both), a
 -- deployment that is missing, a cluster without KEDA (no ScaledObject CRD:
--- the HyperPod inference operator's add-on runs it), a deployment another
+-- the HyperPod inference operator's add-on runs it), a managed or JumpStart
+-- deployment (the operator owns its Deployment), a deployment another
 -- ScaledObject already scales, and an engine it cannot derive a query for.
 local P = require "_params"
 local K = require "hyperpod._feat_k8s"
@@ -56,6 +57,20 @@ local function check(ctx)
   if not dep then
     refuse({ { field = "name", rule = "exists", message = "name: no such deployment" } },
       string.format("name: no deployment %s/%s to scale (inference_list lists them)", p.namespace, p.name))
+  end
+  -- the inference operator owns a managed or JumpStart deployment's
+  -- Deployment and sets its replicas from the custom resource: a second
+  -- scaler would fight it (managed: the resource's own autoScalingSpec)
+  for _, r in ipairs((dep.metadata or {}).ownerReferences or {}) do
+    if r.kind == "InferenceEndpointConfig" or r.kind == "JumpStartModel" then
+      local how = r.kind == "InferenceEndpointConfig" and string.format("call inference_deploy_managed name=%s " ..
+        "again with min_replicas, max_replicas and prometheus_query (its autoScalingSpec)", r.name) or
+        string.format("set its replicas with inference_scale name=%s", r.name)
+      refuse({ { field = "name", rule = "operator_managed", message = "name: " .. r.kind .. " " .. r.name ..
+        " owns this Deployment" } }, string.format("name: deployment %s/%s belongs to %s %s: the HyperPod " ..
+        "inference operator sets its replicas, so a KEDA ScaledObject on it would fight the operator; %s",
+        p.namespace, dep.metadata.name, r.kind, r.name, how))
+    end
   end
   st.target = dep.metadata.name
   local so = p.scaled_object_name or (st.target .. "-scaler")
@@ -127,8 +142,9 @@ return tool {
     "query is the deployment's queue depth: vllm:num_requests_waiting for vLLM, sglang:num_queue_reqs for SGLang " ..
     "(served with --enable-metrics), sgl_router_job_queue_depth for the SGLang router, summed over its pods. " ..
     "Refuses before writing anything when min_replicas > max_replicas, the deployment is missing, KEDA is not " ..
-    "installed (it comes with the HyperPod inference operator: " .. ENABLE .. "), or another ScaledObject " ..
-    "already scales it. plan=true shows the object.",
+    "installed (it comes with the HyperPod inference operator: " .. ENABLE .. "), another ScaledObject " ..
+    "already scales it, or the deployment is managed or JumpStart (the operator owns its Deployment: give " ..
+    "inference_deploy_managed min_replicas, max_replicas and prometheus_query instead). plan=true shows the object.",
   kind = "mutating",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "apply" },

@@ -82,7 +82,10 @@ return tool {
       pods = { found }
     end
     if #pods == 0 then
-      hypd.errors.raise("CONFLICT", string.format("%s %s/%s has no pods yet: it is %s%s", p.kind, p.namespace, p.name,
+      -- a finished job whose pods are gone (a HyperPodPyTorchJob's cleanPodPolicy All deletes them at its end)
+      local gone = r.finished and "has no pods left: it is %s and its pods were deleted when it ended%s" or
+        "has no pods yet: it is %s%s"
+      hypd.errors.raise("CONFLICT", string.format("%s %s/%s " .. gone, p.kind, p.namespace, p.name,
         r.phase, p.kind == "training_job" and " (training_get_job shows its events)" or ""),
         { phase = r.phase, finished = r.finished, cluster = e.name, region = e.region })
     end

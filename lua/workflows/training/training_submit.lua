@@ -71,18 +71,41 @@ local function apply(ctx)
   end
 end
 
+local QUEUED = 600 -- seconds a pod may wait for the scheduler before the job is reported queued
+
 local function wait(ctx)
   local st = ctx.state
   if ctx.plan then return end
   local conn = ctx:k8s(st.eks)
   local main = st.objects[1]
   local ns, name = main.metadata.namespace, main.metadata.name
+  local unplaced -- since when a pod of the job cannot be placed
   st.phase = ctx:poll { what = main.kind .. " " .. ns .. "/" .. name .. " to be Running", every = 5,
     timeout = 30 * 60,
     check = function()
       local job = J.find(conn, name, ns)
       local ph = job and J.phase(job) or "Pending"
-      return ph == "Running" or J.DONE[ph] ~= nil, "the job is " .. ph, ph
+      if ph == "Running" or J.DONE[ph] ~= nil then return true, nil, ph end
+      -- a pod the scheduler still cannot place after QUEUED seconds (the
+      -- GPUs are busy): the job is queued, not failed; the answer says why,
+      -- as inference deploys do
+      local why
+      for _, pod in ipairs(job and J.pods(conn, job) or {}) do
+        for _, c in ipairs((pod.status or {}).conditions or {}) do
+          if c.type == "PodScheduled" and c.status == "False" then
+            why = why or (pod.metadata.name .. ": " .. tostring(c.message or c.reason))
+          end
+        end
+      end
+      if not why then unplaced = nil
+      else
+        unplaced = unplaced or hypd.now()
+        if hypd.now() - unplaced >= QUEUED then
+          st.pending_reason = why
+          return true, nil, "Pending"
+        end
+      end
+      return false, "the job is " .. ph .. (why and (" (" .. why .. ")") or ""), ph
     end }
 end
 
@@ -92,6 +115,7 @@ local function result(ctx)
   local main = st.objects[1]
   st.result = { cluster = st.eks, region = st.region, hyperpod_cluster = st.hyperpod, recipe = p.recipe,
     name = main.metadata.name, namespace = main.metadata.namespace, kind = main.kind, phase = st.phase,
+    pending_reason = st.pending_reason,
     objects = st.applied, params = st.params, mlflow = st.mlflow,
     next = "training_get_job name=" .. main.metadata.name .. " namespace=" .. main.metadata.namespace ..
       " wait_seconds=60" }
@@ -102,7 +126,9 @@ return tool {
   summary = "Submit a training recipe: its objects applied to the cluster, followed until the job runs",
   description = "Renders the recipe with its parameters (as training_render does; training_list_recipes gives " ..
     "the schemas) and applies the objects to the active (or named) cluster with server-side apply (field " ..
-    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done). " ..
+    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done), " ..
+    "or until the scheduler has not placed a pod for 10 minutes (busy GPUs): the job is queued, phase Pending, and " ..
+    "pending_reason has the scheduler's message. " ..
     "Before creating anything it refuses when the operator the job needs is not enabled, naming the call that " ..
     "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
     "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
