@@ -56,6 +56,14 @@ await needing(["job_get_logs"], "training: submit a recipe from its form and see
   check(true, "more lines arrive while the page is open");
   check(/step \d+\/20000 loss=/.test((await lines(page)).join("\n")), "the lines are the job's training steps");
   check((await page.$$eval("#logs li[data-pod] .log-pod", (xs) => xs.map((x) => x.textContent))).every((p) => p.startsWith("live-job-pod-")), "each line names its pod");
+  // a second viewer of the job keeps its log follow (and so the server's
+  // upstream streams) open while this page's socket is down: under the
+  // virtual clock, simulated time races while no stream is open, and the
+  // job would print more than a replay's tail in the gap, which a real
+  // clock's second of reconnect never does
+  const viewer = await page.context().newPage();
+  await openAt(viewer, new globalThis.URL(page.url()).hash.slice(1));
+  await viewer.waitForSelector('#logs[data-mode="live"] li[data-via="live"]', { timeout: 30000 });
   await page.evaluate(async () => (await import("/lib/ws.js")).reconnect());
   const n2 = Number(await page.getAttribute("#logs .loglines", "data-lines"));
   await page.waitForFunction((n) => Number(document.querySelector("#logs .loglines").dataset.lines) > n + 5, n2, { timeout: 30000 });
@@ -63,7 +71,9 @@ await needing(["job_get_logs"], "training: submit a recipe from its form and see
   const all = await lines(page);
   const steps = all.map((l) => (/\[rank 0\] step (\d+)\//.exec(l) || [])[1]).filter(Boolean).map(Number);
   check(new Set(steps).size === steps.length, `no line twice across the reconnect (${steps.length - new Set(steps).size} repeated)`);
-  check(steps.every((s, i) => i === 0 || s === steps[i - 1] + 1), "and none missing: the steps follow one another");
+  const gap = steps.findIndex((s, i) => i > 0 && s !== steps[i - 1] + 1);
+  check(gap < 0, "and none missing: the steps follow one another" + (gap < 0 ? "" : ` (${steps[gap - 1]} then ${steps[gap]})`));
+  await viewer.close();
   check(await page.isVisible("#logs-pause"), "autoscroll can be paused");
   await page.click("#logs-pause");
   check((await page.getAttribute("#logs-pause", "aria-pressed")) === "true", "pause is shown pressed");
