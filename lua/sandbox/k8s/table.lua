@@ -139,7 +139,49 @@ local function quota(q, limits)
   return table.concat(out, ", ")
 end
 
+-- event_source(e) -> the printer's SOURCE: "component, host" (the
+-- reporting controller and instance when source is empty)
+local function event_source(e)
+  local src = e.source or {}
+  local comp = (src.component or "") ~= "" and src.component or e.reportingController or e.reportingComponent or ""
+  local inst = (src.host or "") ~= "" and src.host or e.reportingInstance or ""
+  return inst ~= "" and comp .. ", " .. inst or comp
+end
+
+local function event_first(e)
+  if e.firstTimestamp then return M.age(e.firstTimestamp) end
+  return e.eventTime and M.age(e.eventTime) or "<unknown>"
+end
+
+-- the printer's LAST SEEN: the series' last observation, else lastTimestamp,
+-- else the first sighting
+local function event_last(e)
+  if type(e.series) == "table" and e.series.lastObservedTime then return M.age(e.series.lastObservedTime) end
+  if e.lastTimestamp then return M.age(e.lastTimestamp) end
+  return event_first(e)
+end
+
+local function event_count(e)
+  if type(e.series) == "table" and e.series.count then return e.series.count end
+  return (e.count or 0) > 0 and e.count or 1
+end
+
+local function event_object(e)
+  local io = e.involvedObject or {}
+  local kind = tostring(io.kind or ""):lower()
+  return (io.name or "") ~= "" and kind .. "/" .. io.name or kind
+end
+
 local COLUMNS = {
+  -- the API server prints every column (wide); kubectl hides priority 1
+  Event = { { "Last Seen", "string", event_last }, { "Type", "string", function(e) return e.type or "" end },
+    { "Reason", "string", function(e) return e.reason or "" end }, { "Object", "string", event_object },
+    { "Subobject", "string", function(e) return (e.involvedObject or {}).fieldPath or "" end, priority = 1 },
+    { "Source", "string", event_source, priority = 1 },
+    { "Message", "string", function(e) return (tostring(e.message or ""):gsub("^%s+", ""):gsub("%s+$", "")) end },
+    { "First Seen", "string", event_first, priority = 1 },
+    { "Count", "string", event_count, priority = 1 },
+    { "Name", "string", function(e) return e.metadata.name end, format = "name", priority = 1 } },
   PodDisruptionBudget = { NAME,
     { "Min Available", "string", function(p) return or_none((p.spec or {}).minAvailable) end },
     { "Max Unavailable", "string", function(p) return or_none((p.spec or {}).maxUnavailable) end },
@@ -307,8 +349,14 @@ local function columns_for(r)
   return cols
 end
 
--- table(r, objects, rv [, continue]) -> a meta.k8s.io/v1 Table
-function M.table(r, objects, rv, cont)
+-- table(r, objects, rv [, continue [, opts]]) -> a meta.k8s.io/v1 Table.
+-- opts.include: the TableOptions' includeObject, what each row's object is:
+-- "Metadata" (the default: a PartialObjectMetadata), "Object" (the whole
+-- object, which `kubectl get --sort-by` sorts on) or "None";
+-- opts.headers = false: no columnDefinitions (null), as the API server
+-- sends the rows of every watch event after the first
+function M.table(r, objects, rv, cont, opts)
+  opts = opts or {}
   local cols = columns_for(r)
   local defs = json.array()
   for i, c in ipairs(cols) do
@@ -318,11 +366,26 @@ function M.table(r, objects, rv, cont)
   for i, o in ipairs(objects) do
     local cells = json.array()
     for j, c in ipairs(cols) do cells[j] = c[3](o) end
-    rows[i] = { cells = cells, object = { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1",
-      metadata = o.metadata } }
+    local obj
+    if opts.include == "Object" then
+      obj = o
+    elseif opts.include ~= "None" then
+      obj = { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1", metadata = o.metadata }
+    end
+    rows[i] = { cells = cells, object = obj }
   end
   return { kind = "Table", apiVersion = "meta.k8s.io/v1",
-    metadata = { resourceVersion = rv, continue = cont }, columnDefinitions = defs, rows = rows }
+    metadata = { resourceVersion = rv, continue = cont },
+    columnDefinitions = opts.headers == false and json.null or defs, rows = rows }
+end
+
+-- include_object(q) -> opts.include | nil, message: the includeObject query
+-- parameter, refused as the API server refuses an unknown value
+function M.include_object(q)
+  local v = q.includeObject
+  if v == nil or v == "" then return "Metadata" end
+  if v == "None" or v == "Metadata" or v == "Object" then return v end
+  return nil, string.format("unrecognized includeObject value: %q", v)
 end
 
 function M.wants_table(accept)

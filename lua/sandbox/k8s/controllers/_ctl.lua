@@ -344,13 +344,15 @@ function M.event(ctl, obj, etype, reason, message, component)
   local now = M.stamp()
   local ns = obj.metadata.namespace or "default"
   component = component or "sandbox"
+  -- the kubelet names its node (source.host, reportingInstance), as kubectl get events -o wide shows
+  local host = component == "kubelet" and obj.kind == "Pod" and (obj.spec or {}).nodeName or nil
   return ctl.cl:create(er, {
     metadata = { name = obj.metadata.name .. "." .. M.hex(16), namespace = ns },
     involvedObject = { kind = obj.kind, namespace = obj.metadata.namespace, name = obj.metadata.name,
       uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion },
     reason = reason, message = message, type = etype, count = 1,
-    source = { component = component }, firstTimestamp = now, lastTimestamp = now,
-    reportingComponent = component, reportingInstance = component,
+    source = { component = component, host = host }, firstTimestamp = now, lastTimestamp = now,
+    reportingComponent = component, reportingInstance = host or component,
   })
 end
 
