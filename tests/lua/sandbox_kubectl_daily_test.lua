@@ -136,4 +136,144 @@ t.test("kubectl get deploy -w --output-watch-events prints EVENT and the Deploym
   t.like(text, "\nMODIFIED%s+web%s+%d/2%s+")
 end)
 
+-- rs_of(app) -> { [revision] = ReplicaSet } of the Deployment app, and the list
+local function rs_of(app)
+  local l = get_json("get rs -l app=" .. app) or { items = {} }
+  local by = {}
+  for _, rs in ipairs(l.items) do by[tonumber(rs.metadata.annotations["deployment.kubernetes.io/revision"])] = rs end
+  return by, l.items
+end
+
+local function rolled(app)
+  local rc, out, err = kubectl("rollout status deployment/" .. app .. " --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, 'deployment "' .. app .. '" successfully rolled out\n$')
+end
+
+t.test("a rolling update makes revision 2 within maxSurge/maxUnavailable; rollout status, history and undo follow it", function()
+  if not S.ready then return skip() end
+  local rc, out, err = kubectl("create deployment roll --image=nginx:1.26 --replicas=4")
+  t.eq(out, "deployment.apps/roll created\n")
+  t.eq(rc, 0, err)
+  rolled("roll")
+  local d = get_json("get deployment roll")
+  t.eq({ d.spec.strategy.type, d.spec.strategy.rollingUpdate.maxSurge, d.spec.strategy.rollingUpdate.maxUnavailable,
+    d.spec.revisionHistoryLimit, d.spec.progressDeadlineSeconds }, { "RollingUpdate", "25%", "25%", 10, 600 },
+    "the API server's defaults")
+  rc, out, err = kubectl("annotate deployment roll kubernetes.io/change-cause=first")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll annotated\n" }, err)
+  rc, out, err = kubectl("set image deployment/roll nginx=nginx:1.27")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll image updated\n" }, err)
+  rolled("roll")
+  local by, all = rs_of("roll")
+  t.eq(#all, 2, "one ReplicaSet per template")
+  t.eq({ by[1] and by[1].spec.replicas, by[2] and by[2].spec.replicas }, { 0, 4 }, "the old one kept at 0")
+  t.eq({ by[2].metadata.annotations["deployment.kubernetes.io/desired-replicas"],
+    by[2].metadata.annotations["deployment.kubernetes.io/max-replicas"] }, { "4", "5" })
+  d = get_json("get deployment roll")
+  t.eq(d.metadata.annotations["deployment.kubernetes.io/revision"], "2")
+  t.eq(d.status.observedGeneration, d.metadata.generation)
+  local conds = {}
+  for _, c in ipairs(d.status.conditions) do conds[c.type] = c.status .. "/" .. c.reason end
+  t.eq(conds, { Available = "True/MinimumReplicasAvailable", Progressing = "True/NewReplicaSetAvailable" })
+  -- never more than 4 + 1 pods, never fewer than 4 - 1 available: the
+  -- ScalingReplicaSet events, in the order they were made
+  local evs = S.conn:list("v1", "Event", { namespace = "default", fields = { ["involvedObject.name"] = "roll",
+    ["involvedObject.kind"] = "Deployment" } }) or {}
+  table.sort(evs, function(a, b) return tonumber(a.metadata.resourceVersion) < tonumber(b.metadata.resourceVersion) end)
+  local size, steps = {}, {}
+  for _, e in ipairs(evs) do
+    local rs, to = e.message:match("^Scaled %a+ replica set (%S+) from %d+ to (%d+)$")
+    if rs then
+      size[rs] = tonumber(to)
+      local n = 0
+      for _, v in pairs(size) do n = n + v end
+      steps[#steps + 1] = n
+    end
+  end
+  t.ok(#steps >= 4, "the rollout went in steps: " .. table.concat(steps, ","))
+  for _, n in ipairs(steps) do t.ok(n <= 5 and n >= 3, "4 replicas +1 surge -1 unavailable: " .. table.concat(steps, ",")) end
+  rc, out, err = kubectl("rollout history deployment/roll")
+  t.eq(rc, 0, err)
+  t.like(out, "\n1%s+first\n2%s+first\n")
+  -- undo: the revision-1 ReplicaSet comes back as revision 3
+  rc, out, err = kubectl("rollout undo deployment/roll")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll rolled back\n" }, err)
+  rolled("roll")
+  by, all = rs_of("roll")
+  t.eq(#all, 2, "the old ReplicaSet is reused")
+  t.eq({ by[3] and by[3].spec.template.spec.containers[1].image, by[3] and by[3].spec.replicas,
+    by[2] and by[2].spec.replicas }, { "nginx:1.26", 4, 0 })
+  t.eq(by[3] and by[3].metadata.annotations["deployment.kubernetes.io/revision-history"], "1")
+  t.eq(get_json("get deployment roll").metadata.annotations["deployment.kubernetes.io/revision"], "3")
+end)
+
+t.test("rollout restart makes a new revision; pause holds a template change until resume", function()
+  if not S.ready then return skip() end
+  local rc, out, err = kubectl("rollout restart deployment/roll")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll restarted\n" }, err)
+  rolled("roll")
+  local by = rs_of("roll")
+  t.ok(by[4] and by[4].spec.template.metadata.annotations["kubectl.kubernetes.io/restartedAt"], "revision 4 restarted")
+  rc, out, err = kubectl("rollout pause deployment/roll")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll paused\n" }, err)
+  rc, out, err = kubectl("set image deployment/roll nginx=nginx:1.28")
+  t.eq({ rc, out }, { 0, "deployment.apps/roll image updated\n" }, err)
+  local d = until_ok(function()
+    local x = get_json("get deployment roll")
+    return x and x.status.observedGeneration == x.metadata.generation and x
+  end)
+  local prog
+  for _, c in ipairs(d.status.conditions) do if c.type == "Progressing" then prog = c end end
+  t.eq({ prog and prog.status, prog and prog.reason }, { "Unknown", "DeploymentPaused" })
+  local _, all = rs_of("roll")
+  t.eq(#all, 3, "no new ReplicaSet while paused")
+  local rc2, _, err2 = kubectl("rollout undo deployment/roll")
+  t.eq(rc2, 1, "no undo of a paused Deployment")
+  t.like(err2, "you cannot rollback a paused deployment")
+  rc, _, err = kubectl("rollout resume deployment/roll")
+  t.eq(rc, 0, err)
+  rolled("roll")
+  by = rs_of("roll")
+  t.eq(by[5] and by[5].spec.template.spec.containers[1].image, "nginx:1.28")
+end)
+
+t.test("Recreate stops every old pod before the new ones start; revisionHistoryLimit keeps that many old ReplicaSets", function()
+  if not S.ready then return skip() end
+  H.write(dir .. "/rec.yaml", [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: rec}
+spec:
+  replicas: 3
+  revisionHistoryLimit: 1
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: rec}}
+  template:
+    metadata: {labels: {app: rec}}
+    spec:
+      containers: [{name: c, image: "busybox:1.36", command: [sleep, "3600"]}]
+]])
+  local rc, _, err = kubectl("apply -f " .. H.quote(dir .. "/rec.yaml"))
+  t.eq(rc, 0, err)
+  rolled("rec")
+  for _, v in ipairs { "1.35", "1.34", "1.33" } do
+    rc, _, err = kubectl("set image deployment/rec c=busybox:" .. v)
+    t.eq(rc, 0, err)
+    rolled("rec")
+  end
+  local by, all = rs_of("rec")
+  t.eq(#all, 2, "the new ReplicaSet and one old one")
+  t.eq({ by[4] and by[4].spec.replicas, by[3] and by[3].spec.replicas }, { 3, 0 })
+  -- in the order the controller made them: each scale-down to 0 before the next scale-up
+  local evs = S.conn:list("v1", "Event", { namespace = "default", fields = { ["involvedObject.name"] = "rec" } }) or {}
+  table.sort(evs, function(a, b) return tonumber(a.metadata.resourceVersion) < tonumber(b.metadata.resourceVersion) end)
+  local seq = {}
+  for _, e in ipairs(evs) do
+    local dir_, to = e.message:match("^Scaled (%a+) replica set %S+ from %d+ to (%d+)$")
+    if dir_ then seq[#seq + 1] = dir_ .. to end
+  end
+  t.eq(table.concat(seq, ","), "up3,down0,up3,down0,up3,down0,up3")
+end)
+
 t.cleanup(S.cleanup)

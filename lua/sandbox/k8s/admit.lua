@@ -26,6 +26,24 @@ by_kind["batch/CronJob"] = function(_, _, obj)
   if spec.failedJobsHistoryLimit == nil then spec.failedJobsHistoryLimit = 1 end
 end
 
+-- apps/v1 Deployment: SetDefaults_Deployment (replicas, the RollingUpdate
+-- strategy at 25%/25%, revisionHistoryLimit, progressDeadlineSeconds)
+by_kind["apps/Deployment"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.replicas == nil then spec.replicas = 1 end
+  spec.strategy = spec.strategy or { type = "RollingUpdate" }
+  spec.strategy.type = spec.strategy.type or "RollingUpdate"
+  if spec.strategy.type == "RollingUpdate" then
+    local ru = spec.strategy.rollingUpdate or {}
+    spec.strategy.rollingUpdate = ru
+    if ru.maxSurge == nil then ru.maxSurge = "25%" end
+    if ru.maxUnavailable == nil then ru.maxUnavailable = "25%" end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+  if spec.progressDeadlineSeconds == nil then spec.progressDeadlineSeconds = 600 end
+end
+
 -- v1 Secret: the type defaults to Opaque (SetDefaults_Secret)
 by_kind["/Secret"] = function(_, _, obj)
   if obj.type == nil or obj.type == "" then obj.type = "Opaque" end
