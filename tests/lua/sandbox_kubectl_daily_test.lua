@@ -276,4 +276,72 @@ spec:
   t.eq(table.concat(seq, ","), "up3,down0,up3,down0,up3,down0,up3")
 end)
 
+t.test("kubectl describe pod and deployment: the controller, strategy, ReplicaSets and events", function()
+  if not S.ready then return skip() end
+  local pods = get_json("get pods -l app=web") or { items = {} }
+  local pod = pods.items[1] and pods.items[1].metadata.name or "none"
+  local rc, out, err = kubectl("describe pod " .. pod)
+  t.eq(rc, 0, err)
+  t.like(out, "\nControlled By:%s+ReplicaSet/web%-%w+\n")
+  t.like(out, "\nEvents:\n%s+Type%s+Reason%s+Age%s+From%s+Message\n")
+  t.like(out, "\n%s+Normal%s+Scheduled%s+%S+%s+default%-scheduler%s+Successfully assigned default/" .. pod:gsub("%-", "%%-"))
+  t.like(out, "\n%s+Normal%s+Started%s+%S+%s+kubelet%s+Started container nginx\n")
+  rc, out, err = kubectl("describe deployment roll")
+  t.eq(rc, 0, err)
+  t.like(out, "\nStrategyType:%s+RollingUpdate\n")
+  t.like(out, "\nRollingUpdateStrategy:%s+25%% max unavailable, 25%% max surge\n")
+  t.like(out, "\nReplicas:%s+4 desired | 4 updated | 4 total | 4 available | 0 unavailable\n")
+  t.like(out, "\n%s+Progressing%s+True%s+NewReplicaSetAvailable\n")
+  t.like(out, "\nNewReplicaSet:%s+roll%-%w+ %(4/4 replicas created%)\n")
+  t.like(out, "\n%s+Normal%s+ScalingReplicaSet%s+%S+%s+deployment%-controller%s+Scaled up replica set roll%-")
+end)
+
+t.test("kubectl get -o wide shows the workloads' CONTAINERS, IMAGES and SELECTOR", function()
+  if not S.ready then return skip() end
+  local rc, out, err = kubectl("get deployment roll -o wide")
+  t.eq(rc, 0, err)
+  t.like(out, "^NAME%s+READY%s+UP%-TO%-DATE%s+AVAILABLE%s+AGE%s+CONTAINERS%s+IMAGES%s+SELECTOR\n" ..
+    "roll%s+4/4%s+4%s+4%s+%S+%s+nginx%s+nginx:1%.28%s+app=roll\n$")
+  rc, out, err = kubectl("get rs -l app=roll -o wide")
+  t.eq(rc, 0, err)
+  t.like(out, "\nroll%-%w+%s+4%s+4%s+4%s+%S+%s+nginx%s+nginx:1%.28%s+app=roll,pod%-template%-hash=%w+\n")
+  rc, out, err = kubectl("get service kubernetes -o wide")
+  t.eq(rc, 0, err)
+  t.like(out, "^NAME%s+TYPE%s+CLUSTER%-IP%s+EXTERNAL%-IP%s+PORT%(S%)%s+AGE%s+SELECTOR\n")
+end)
+
+t.test("kubectl describe node shows its Lease; describe job and service print whole", function()
+  if not S.ready then return skip() end
+  local nodes = get_json("get nodes") or { items = {} }
+  local node = nodes.items[1] and nodes.items[1].metadata.name or "none"
+  local rc, out, err = kubectl("describe node " .. node)
+  t.eq(rc, 0, err)
+  t.like(out, "\nLease:\n%s+HolderIdentity:%s+" .. node:gsub("%-", "%%-") .. "\n%s+AcquireTime:%s+<unset>\n%s+RenewTime:%s+%a+, ")
+  t.ok(not out:find("Failed to get lease", 1, true), "the Lease is found")
+  t.like(out, "\nNon%-terminated Pods:%s+%(%d+ in total%)\n")
+  local out2
+  rc, out2, err = kubectl("create job once --image=busybox:1.36 -- echo hi")
+  t.eq({ rc, out2 }, { 0, "job.batch/once created\n" }, err)
+  t.ok(until_ok(function()
+    local j = get_json("get job once")
+    return j and (j.status or {}).succeeded == 1
+  end), "the Job completes")
+  rc, out, err = kubectl("describe job once")
+  t.eq(rc, 0, err)
+  t.like(out, "\nLabels:%s+batch%.kubernetes%.io/controller%-uid=[%x%-]+\n%s+batch%.kubernetes%.io/job%-name=once\n")
+  t.like(out, "\nCompletions:%s+1\n")
+  t.like(out, "\nPods Statuses:%s+0 Active %(0 Ready%) / 1 Succeeded / 0 Failed\n")
+  t.like(out, "\n%s+Normal%s+SuccessfulCreate%s+%S+%s+job%-controller%s+Created pod: once%-%w+\n")
+  rc, out2, err = kubectl("expose deployment web --port=80")
+  t.eq({ rc, out2 }, { 0, "service/web exposed\n" }, err)
+  local svc = until_ok(function()
+    local x, o = kubectl("describe service web")
+    return x == 0 and o:find("\nEndpoints:%s+10%.") and o
+  end)
+  rc, out, err = kubectl("describe service web")
+  t.eq(rc, 0, err)
+  t.ok(svc, out .. (err or ""))
+  t.like(out, "\nPort:%s+<unset>%s+80/TCP\nTargetPort:%s+80/TCP\nEndpoints:%s+[%d%.]+:80")
+end)
+
 t.cleanup(S.cleanup)

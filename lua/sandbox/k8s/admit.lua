@@ -52,10 +52,31 @@ end
 -- batch/v1 Job: unless spec.manualSelector, the selector is generated from
 -- the uid and the pod template gets the labels it selects (the Job
 -- strategy's PrepareForCreate and generateSelector)
+-- SetDefaults_Job, which also runs when the object is read back: both
+-- completions and parallelism 1 when neither is set, backoffLimit 6, and
+-- a Job without labels takes its pod template's (the selected ones)
+local function job_defaults(obj)
+  local spec = obj.spec
+  if spec.completions == nil and spec.parallelism == nil then spec.completions = 1 end
+  if spec.parallelism == nil then spec.parallelism = 1 end
+  if spec.backoffLimit == nil then spec.backoffLimit = 6 end
+  if spec.completionMode == nil then spec.completionMode = "NonIndexed" end
+  if spec.suspend == nil then spec.suspend = false end
+  local labels = ((spec.template or {}).metadata or {}).labels
+  if labels and next(labels) and next(obj.metadata.labels or {}) == nil then
+    local l = json.object()
+    for k, v in pairs(labels) do l[k] = v end
+    obj.metadata.labels = l
+  end
+end
+
 by_kind["batch/Job"] = function(_, r, obj)
   local spec = obj.spec or json.object()
   obj.spec = spec
-  if spec.manualSelector == true then return nil end
+  if spec.manualSelector == true then
+    job_defaults(obj)
+    return nil
+  end
   local uid, name = obj.metadata.uid, obj.metadata.name
   if spec.selector ~= nil then
     return invalid(r, name, "spec.selector", "Invalid value: " .. json.encode(spec.selector) ..
@@ -69,6 +90,7 @@ by_kind["batch/Job"] = function(_, r, obj)
   t.metadata.labels = l
   l["batch.kubernetes.io/controller-uid"], l["batch.kubernetes.io/job-name"] = uid, name
   l["controller-uid"], l["job-name"] = uid, name
+  job_defaults(obj)
   return nil
 end
 

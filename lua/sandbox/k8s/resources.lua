@@ -25,6 +25,7 @@ local BUILTIN = {
   { "", "v1", "secrets", "Secret", true, {} },
   { "", "v1", "serviceaccounts", "ServiceAccount", true, { "sa" }, token = true },
   { "", "v1", "events", "Event", true, { "ev" } },
+  { "coordination.k8s.io", "v1", "leases", "Lease", true, {}, status = false },
   { "", "v1", "resourcequotas", "ResourceQuota", true, { "quota" }, status = true },
   { "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, { "pc" }, status = false },
   { "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, { "pdb" }, status = true },

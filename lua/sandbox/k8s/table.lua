@@ -172,6 +172,46 @@ local function event_object(e)
   return (io.name or "") ~= "" and kind .. "/" .. io.name or kind
 end
 
+-- the -o wide columns of the workload kinds: the pod template's container
+-- names and images, and the selector as metav1.FormatLabelSelector prints it
+local function containers_of(o)
+  local out = {}
+  for _, c in ipairs((((o.spec or {}).template or {}).spec or {}).containers or {}) do out[#out + 1] = c.name or "" end
+  return table.concat(out, ",")
+end
+local function images_of(o)
+  local out = {}
+  for _, c in ipairs((((o.spec or {}).template or {}).spec or {}).containers or {}) do out[#out + 1] = c.image or "" end
+  return table.concat(out, ",")
+end
+local function label_map(m)
+  local out = {}
+  for k, v in pairs(m or {}) do out[#out + 1] = k .. "=" .. tostring(v) end
+  table.sort(out)
+  return out
+end
+local function selector_of(o)
+  local sel = (o.spec or {}).selector
+  if type(sel) ~= "table" then return "<none>" end
+  local out = label_map(sel.matchLabels)
+  for _, e in ipairs(sel.matchExpressions or {}) do
+    local op = e.operator or ""
+    if op == "Exists" then
+      out[#out + 1] = e.key
+    elseif op == "DoesNotExist" then
+      out[#out + 1] = "!" .. e.key
+    else
+      local vals = { table.unpack(e.values or {}) }
+      table.sort(vals)
+      out[#out + 1] = e.key .. " " .. op:lower() .. " (" .. table.concat(vals, ",") .. ")"
+    end
+  end
+  return #out > 0 and table.concat(out, ",") or "<none>"
+end
+local CONTAINERS = { "Containers", "string", containers_of, priority = 1 }
+local IMAGES = { "Images", "string", images_of, priority = 1 }
+local SELECTOR = { "Selector", "string", selector_of, priority = 1 }
+
 local COLUMNS = {
   -- the API server prints every column (wide); kubectl hides priority 1
   Event = { { "Last Seen", "string", event_last }, { "Type", "string", function(e) return e.type or "" end },
@@ -236,19 +276,23 @@ local COLUMNS = {
       priority = 1 },
     { "Container-Runtime", "string", function(n)
       return ((n.status or {}).nodeInfo or {}).containerRuntimeVersion or "" end, priority = 1 } },
+  Lease = { NAME, { "Holder", "string", function(l) return (l.spec or {}).holderIdentity or "" end }, AGE },
   Namespace = { NAME, { "Status", "string", function(n) return (n.status or {}).phase or "Active" end }, AGE },
   Deployment = { NAME,
     { "Ready", "string", function(d)
       return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end },
     { "Up-to-date", "integer", function(d) return (d.status or {}).updatedReplicas or 0 end },
-    { "Available", "integer", function(d) return (d.status or {}).availableReplicas or 0 end }, AGE },
+    { "Available", "integer", function(d) return (d.status or {}).availableReplicas or 0 end }, AGE,
+    CONTAINERS, IMAGES, SELECTOR },
   ReplicaSet = { NAME,
     { "Desired", "integer", function(d) return (d.spec or {}).replicas or 1 end },
     { "Current", "integer", function(d) return (d.status or {}).replicas or 0 end },
-    { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE },
+    { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE,
+    CONTAINERS, IMAGES, SELECTOR },
   StatefulSet = { NAME,
     { "Ready", "string", function(d)
-      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end }, AGE },
+      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end }, AGE,
+    CONTAINERS, IMAGES },
   CronJob = { NAME, { "Schedule", "string", function(j) return (j.spec or {}).schedule or "" end },
     { "Timezone", "string", function(j) return (j.spec or {}).timeZone or "<none>" end },
     { "Suspend", "boolean", function(j) return (j.spec or {}).suspend == true end },
@@ -267,14 +311,17 @@ local COLUMNS = {
       local out = {}
       for k, v in pairs(sel) do out[#out + 1] = k .. "=" .. v end
       table.sort(out)
-      return #out > 0 and table.concat(out, ",") or "<none>" end }, AGE },
+      return #out > 0 and table.concat(out, ",") or "<none>" end }, AGE, CONTAINERS, IMAGES, SELECTOR },
   Job = { NAME, { "Status", "string", job_status },
     { "Completions", "string", function(j)
       return string.format("%d/%d", (j.status or {}).succeeded or 0, (j.spec or {}).completions or 1) end },
-    { "Duration", "string", duration }, AGE },
+    { "Duration", "string", duration }, AGE, CONTAINERS, IMAGES, SELECTOR },
   Service = { NAME, { "Type", "string", function(s) return (s.spec or {}).type or "ClusterIP" end },
     { "Cluster-IP", "string", function(s) return (s.spec or {}).clusterIP or "<none>" end },
-    { "External-IP", "string", external_ip }, { "Port(s)", "string", ports }, AGE },
+    { "External-IP", "string", external_ip }, { "Port(s)", "string", ports }, AGE,
+    { "Selector", "string", function(v)
+      local out = label_map((v.spec or {}).selector)
+      return #out > 0 and table.concat(out, ",") or "<none>" end, priority = 1 } },
   -- the printer's forms: the first three address:port pairs, then "+ N more..."
   Endpoints = { NAME, { "Endpoints", "string", function(e)
     local out = {}
