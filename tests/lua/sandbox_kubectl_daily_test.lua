@@ -276,6 +276,36 @@ spec:
   t.eq(table.concat(seq, ","), "up3,down0,up3,down0,up3,down0,up3")
 end)
 
+t.test("a Deployment that cannot progress times out: rollout status fails with its progress deadline", function()
+  if not S.ready then return skip() end
+  H.write(dir .. "/big.yaml", [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 120
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      containers: [{name: c, image: "nginx:1.27", resources: {limits: {nvidia.com/gpu: 99}}}]
+]])
+  local rc, _, err = kubectl("apply -f " .. H.quote(dir .. "/big.yaml"))
+  t.eq(rc, 0, err)
+  local out
+  rc, out, err = kubectl("rollout status deployment/big --timeout=60s")
+  t.eq(rc, 1, out)
+  t.like(err, 'error: deployment "big" exceeded its progress deadline')
+  local d = get_json("get deployment big")
+  local prog
+  for _, c in ipairs(d and d.status.conditions or {}) do if c.type == "Progressing" then prog = c end end
+  t.eq({ prog and prog.status, prog and prog.reason }, { "False", "ProgressDeadlineExceeded" })
+  t.like(prog and prog.message or "", '^ReplicaSet "big%-%w+" has timed out progressing%.$')
+  rc, _, err = kubectl("delete deployment big")
+  t.eq(rc, 0, err)
+end)
+
 t.test("kubectl describe pod and deployment: the controller, strategy, ReplicaSets and events", function()
   if not S.ready then return skip() end
   local pods = get_json("get pods -l app=web") or { items = {} }

@@ -112,6 +112,12 @@ function Ctl:at(t, kind, key)
   self.cl.sig:fire()
 end
 
+-- cancel(kind [, key]): forget the time at asked for (under the virtual
+-- clock a forgotten timer no longer moves the clock)
+function Ctl:cancel(kind, key)
+  self.due[kind .. "|" .. (key or "")] = nil
+end
+
 -- at_weak(t, kind [, key]): as at, but under the virtual clock the time
 -- does not move the clock by itself (a periodic schedule, a CronJob's,
 -- would run it for ever): the key runs at the first wake (any commit in

@@ -9,13 +9,16 @@
 -- template (kubectl rollout undo) reuses its ReplicaSet under a new
 -- revision. Old ReplicaSets stay at 0, the newest revisionHistoryLimit
 -- (10) of them. A paused Deployment does not roll. Conditions Available
--- and Progressing and observedGeneration are what kubectl rollout status
--- reads. A ReplicaSet keeps spec.replicas unfinished pods (<rs>-<5
+-- and Progressing (False, ProgressDeadlineExceeded, after
+-- progressDeadlineSeconds of simulated time without progress) and
+-- observedGeneration are what kubectl rollout status reads. A ReplicaSet keeps spec.replicas unfinished pods (<rs>-<5
 -- chars>). Deleting either takes its children with it (garbage
 -- collection in objects.lua).
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
+local core = require "hypd.core"
 local select = require "sandbox.k8s.select"
+local tbl = require "sandbox.k8s.table"
 
 local M = {}
 
@@ -26,6 +29,8 @@ local MAX = "deployment.kubernetes.io/max-replicas"
 -- the Deployment's annotations a ReplicaSet does not copy (annotationsToSkip)
 local SKIP = { [REV] = true, [HISTORY] = true, [DESIRED] = true, [MAX] = true,
   ["kubectl.kubernetes.io/last-applied-configuration"] = true, ["deprecated.deployment.rollback.to"] = true }
+
+local TIMED_OUT = "ProgressDeadlineExceeded"
 
 local key = ctl_.key
 local function split(k) return k:match("^([^/]*)/(.*)$") end
@@ -305,10 +310,29 @@ ctl_.handlers.deploy = function(ctl, k)
       string.format('Found new replica set "%s"', rsname), opt)
   elseif not ctl_.equal(before.updatedReplicas, st.updatedReplicas) or not ctl_.equal(before.readyReplicas,
       st.readyReplicas) or not ctl_.equal(before.availableReplicas, st.availableReplicas)
-      or (st.replicas or 0) < (before.replicas or 0) or (progressing and progressing.reason ~= "ReplicaSetUpdated") then
+      or (st.replicas or 0) < (before.replicas or 0) or (progressing and progressing.reason ~= "ReplicaSetUpdated"
+        and progressing.reason ~= TIMED_OUT) then
     st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "ReplicaSetUpdated",
       string.format('%s "%s" is progressing.', rsname and "ReplicaSet" or "Deployment", rsname or d.metadata.name),
       opt)
+    -- progress moves lastUpdateTime, from which the deadline counts
+    for _, c in ipairs(st.conditions) do if c.type == "Progressing" then c.lastUpdateTime = ctl_.stamp() end end
+  end
+  progressing = ctl_.condition(st.conditions, "Progressing")
+  if paused or complete or not progressing or progressing.status ~= "True" then
+    ctl:cancel("deploy", k) -- nothing to time out
+  elseif tonumber(d.spec.progressDeadlineSeconds) then
+    -- no progress for progressDeadlineSeconds (of simulated time): timed
+    -- out, which kubectl rollout status reports as a failure
+    local from = tbl.epoch(progressing.lastUpdateTime)
+    local deadline = from and from + tonumber(d.spec.progressDeadlineSeconds) / ctl_.speed()
+    if deadline and core.now() >= deadline then
+      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "False", TIMED_OUT,
+        string.format('%s "%s" has timed out progressing.', rsname and "ReplicaSet" or "Deployment",
+          rsname or d.metadata.name), opt)
+    elseif deadline then
+      ctl:at(deadline + 1, "deploy", k)
+    end
   end
   ctl_.put_status(ctl, dr, d, st)
 end
