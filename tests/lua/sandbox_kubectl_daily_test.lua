@@ -117,6 +117,7 @@ t.test("kubectl get pods -w prints each change as a row in the server's columns"
   for _, x in ipairs(l) do if x:match("^NAME") then headers = headers + 1 end end
   t.eq(headers, 1, "one header line")
   t.like(text, "\nweb%-%w+%-%w+%s+0/1%s+Pending%s+0%s+%S+\n", "the new pod while it is pending")
+  t.like(text, "\nweb%-%w+%-%w+%s+0/1%s+ContainerCreating%s+0%s+%S+\n", "then while its node sets it up")
   t.ok(not text:find("Unable to decode", 1, true), text)
 end)
 
