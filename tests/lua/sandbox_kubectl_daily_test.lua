@@ -375,4 +375,20 @@ t.test("kubectl describe node shows its Lease; describe job and service print wh
   t.like(out, "\nPort:%s+<unset>%s+80/TCP\nTargetPort:%s+80/TCP\nEndpoints:%s+[%d%.]+:80")
 end)
 
+t.test("kubectl describe namespace: the name label the API server sets, no quota, no LimitRange", function()
+  if not S.ready then return skip() end
+  local rc, out, err = kubectl("create namespace team-a")
+  t.eq({ rc, out }, { 0, "namespace/team-a created\n" }, err)
+  rc, out, err = kubectl("describe namespace team-a")
+  t.eq(rc, 0, err)
+  t.eq(out, "Name:         team-a\nLabels:       kubernetes.io/metadata.name=team-a\nAnnotations:  <none>\n" ..
+    "Status:       Active\n\nNo resource quota.\n\nNo LimitRange resource.\n")
+  rc, out, err = kubectl("label namespace team-a kubernetes.io/metadata.name-")
+  t.eq({ rc, out }, { 0, "namespace/team-a unlabeled\n" }, err)
+  t.eq(((get_json("get namespace team-a") or {}).metadata or {}).labels, { ["kubernetes.io/metadata.name"] = "team-a" },
+    "the label cannot be taken away")
+  rc, out, err = kubectl("get limitranges -n team-a")
+  t.eq({ rc, err }, { 0, "No resources found in team-a namespace.\n" }, out)
+end)
+
 t.cleanup(S.cleanup)

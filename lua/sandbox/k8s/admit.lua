@@ -44,6 +44,14 @@ by_kind["apps/Deployment"] = function(_, _, obj)
   if spec.progressDeadlineSeconds == nil then spec.progressDeadlineSeconds = 600 end
 end
 
+-- v1 Namespace: the API server labels every namespace with its name
+-- (kubernetes.io/metadata.name), on create and on every update
+local function ns_label(obj)
+  obj.metadata.labels = obj.metadata.labels or json.object()
+  obj.metadata.labels["kubernetes.io/metadata.name"] = obj.metadata.name
+end
+by_kind["/Namespace"] = function(_, _, obj) ns_label(obj) end
+
 -- v1 Secret: the type defaults to Opaque (SetDefaults_Secret)
 by_kind["/Secret"] = function(_, _, obj)
   if obj.type == nil or obj.type == "" then obj.type = "Opaque" end
@@ -176,8 +184,10 @@ by_kind["/Service"] = function(cl, r, obj)
 end
 
 -- update(cl, r, old, new): what an update may not take away: a Service
--- keeps its ClusterIP and NodePorts when the new one omits them
+-- keeps its ClusterIP and NodePorts when the new one omits them, a
+-- Namespace its kubernetes.io/metadata.name label
 function M.update(_, r, old, new)
+  if r.group == "" and r.kind == "Namespace" and new.metadata then return ns_label(new) end
   if r.group ~= "" or r.kind ~= "Service" or not old.spec or not new.spec then return end
   new.spec.clusterIP = new.spec.clusterIP or old.spec.clusterIP
   new.spec.clusterIPs = new.spec.clusterIPs or old.spec.clusterIPs

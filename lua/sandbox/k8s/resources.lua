@@ -27,6 +27,7 @@ local BUILTIN = {
   { "", "v1", "events", "Event", true, { "ev" } },
   { "coordination.k8s.io", "v1", "leases", "Lease", true, {}, status = false },
   { "", "v1", "resourcequotas", "ResourceQuota", true, { "quota" }, status = true },
+  { "", "v1", "limitranges", "LimitRange", true, { "limits" } },
   { "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, { "pc" }, status = false },
   { "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, { "pdb" }, status = true },
   { "networking.k8s.io", "v1", "ingresses", "Ingress", true, { "ing" }, status = true },

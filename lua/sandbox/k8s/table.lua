@@ -276,6 +276,7 @@ local COLUMNS = {
       priority = 1 },
     { "Container-Runtime", "string", function(n)
       return ((n.status or {}).nodeInfo or {}).containerRuntimeVersion or "" end, priority = 1 } },
+  LimitRange = { NAME, { "Created At", "date", function(l) return l.metadata.creationTimestamp end } },
   Lease = { NAME, { "Holder", "string", function(l) return (l.spec or {}).holderIdentity or "" end }, AGE },
   Namespace = { NAME, { "Status", "string", function(n) return (n.status or {}).phase or "Active" end }, AGE },
   Deployment = { NAME,
