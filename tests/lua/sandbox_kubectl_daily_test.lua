@@ -391,4 +391,87 @@ t.test("kubectl describe namespace: the name label the API server sets, no quota
   t.eq({ rc, err }, { 0, "No resources found in team-a namespace.\n" }, out)
 end)
 
+t.test("StatefulSet and DaemonSet rollouts: status, a rolling update from the highest ordinal, history and undo", function()
+  if not S.ready then return skip() end
+  H.write(dir .. "/sets.yaml", [[
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: "postgres:16"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: a, image: "busybox:1.36", command: [sleep, "3600"]}]
+]])
+  local rc, out, err = kubectl("apply -f " .. H.quote(dir .. "/sets.yaml"))
+  t.eq({ rc, out }, { 0, "statefulset.apps/db created\ndaemonset.apps/agent created\n" }, err)
+  rc, out, err = kubectl("rollout status statefulset/db --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, "partitioned roll out complete: 2 new pods have been updated%.%.%.\n$")
+  rc, out, err = kubectl("rollout status daemonset/agent --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, 'daemon set "agent" successfully rolled out\n$')
+  local set = get_json("get statefulset db")
+  t.eq({ set.spec.updateStrategy.type, set.spec.updateStrategy.rollingUpdate.partition, set.spec.podManagementPolicy,
+    set.spec.revisionHistoryLimit }, { "RollingUpdate", 0, "OrderedReady", 10 }, "the API server's defaults")
+  rc, out, err = kubectl("set image statefulset/db db=postgres:17")
+  t.eq({ rc, out }, { 0, "statefulset.apps/db image updated\n" }, err)
+  rc, out, err = kubectl("rollout status statefulset/db --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, "partitioned roll out complete: 2 new pods have been updated%.%.%.\n$")
+  set = get_json("get statefulset db")
+  t.eq({ set.status.updatedReplicas, set.status.currentRevision == set.status.updateRevision }, { 2, true })
+  local pods = get_json("get pods -l app=db") or { items = {} }
+  local images = {}
+  for _, p in ipairs(pods.items) do
+    images[p.metadata.name] = p.spec.containers[1].image
+    t.eq(p.metadata.labels["controller-revision-hash"], set.status.updateRevision)
+  end
+  t.eq(images, { ["db-0"] = "postgres:17", ["db-1"] = "postgres:17" })
+  -- db-1 went first: the SuccessfulDelete events, in the order they were made
+  local evs = S.conn:list("v1", "Event", { namespace = "default", fields = { ["involvedObject.name"] = "db",
+    ["reason"] = "SuccessfulDelete" } }) or {}
+  table.sort(evs, function(a, b) return tonumber(a.metadata.resourceVersion) < tonumber(b.metadata.resourceVersion) end)
+  local order = {}
+  for _, e in ipairs(evs) do order[#order + 1] = e.message:match("^delete Pod (%S+)") end
+  t.eq(order, { "db-1", "db-0" })
+  rc, out, err = kubectl("rollout history statefulset/db")
+  t.eq(rc, 0, err)
+  t.like(out, "REVISION%s+CHANGE%-CAUSE\n1%s+<none>\n2%s+<none>\n")
+  rc, out, err = kubectl("rollout undo statefulset/db")
+  t.eq({ rc, out }, { 0, "statefulset.apps/db rolled back\n" }, err)
+  rc, out, err = kubectl("rollout status statefulset/db --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, "partitioned roll out complete: 2 new pods have been updated%.%.%.\n$")
+  t.eq(get_json("get statefulset db").spec.template.spec.containers[1].image, "postgres:16")
+  rc, out, err = kubectl("rollout history statefulset/db")
+  t.eq(rc, 0, err)
+  t.like(out, "REVISION%s+CHANGE%-CAUSE\n2%s+<none>\n3%s+<none>\n")
+  rc, out, err = kubectl("get controllerrevisions -l app=db")
+  t.eq(rc, 0, err)
+  t.like(out, "^NAME%s+CONTROLLER%s+REVISION%s+AGE\ndb%-%w+%s+statefulset%.apps/db%s+2%s+")
+  -- the DaemonSet: restart makes revision 2, every pod replaced
+  rc, out, err = kubectl("rollout restart daemonset/agent")
+  t.eq({ rc, out }, { 0, "daemonset.apps/agent restarted\n" }, err)
+  rc, out, err = kubectl("rollout status daemonset/agent --timeout=60s")
+  t.eq(rc, 0, err)
+  t.like(out, 'daemon set "agent" successfully rolled out\n$')
+  rc, out, err = kubectl("rollout history daemonset/agent")
+  t.eq(rc, 0, err)
+  t.like(out, "REVISION%s+CHANGE%-CAUSE\n1%s+<none>\n2%s+<none>\n")
+end)
+
 t.cleanup(S.cleanup)

@@ -44,6 +44,39 @@ by_kind["apps/Deployment"] = function(_, _, obj)
   if spec.progressDeadlineSeconds == nil then spec.progressDeadlineSeconds = 600 end
 end
 
+-- apps/v1 StatefulSet and DaemonSet: SetDefaults_StatefulSet and
+-- SetDefaults_DaemonSet (a RollingUpdate updateStrategy, which kubectl
+-- rollout status needs, and revisionHistoryLimit 10)
+by_kind["apps/StatefulSet"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.replicas == nil then spec.replicas = 1 end
+  spec.podManagementPolicy = spec.podManagementPolicy or "OrderedReady"
+  spec.updateStrategy = spec.updateStrategy or { type = "RollingUpdate" }
+  spec.updateStrategy.type = spec.updateStrategy.type or "RollingUpdate"
+  if spec.updateStrategy.type == "RollingUpdate" then
+    spec.updateStrategy.rollingUpdate = spec.updateStrategy.rollingUpdate or { partition = 0 }
+    if spec.updateStrategy.rollingUpdate.partition == nil then spec.updateStrategy.rollingUpdate.partition = 0 end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+  spec.persistentVolumeClaimRetentionPolicy = spec.persistentVolumeClaimRetentionPolicy or
+    { whenDeleted = "Retain", whenScaled = "Retain" }
+end
+
+by_kind["apps/DaemonSet"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  spec.updateStrategy = spec.updateStrategy or { type = "RollingUpdate" }
+  spec.updateStrategy.type = spec.updateStrategy.type or "RollingUpdate"
+  if spec.updateStrategy.type == "RollingUpdate" then
+    local ru = spec.updateStrategy.rollingUpdate or {}
+    spec.updateStrategy.rollingUpdate = ru
+    if ru.maxUnavailable == nil then ru.maxUnavailable = 1 end
+    if ru.maxSurge == nil then ru.maxSurge = 0 end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+end
+
 -- v1 Namespace: the API server labels every namespace with its name
 -- (kubernetes.io/metadata.name), on create and on every update
 local function ns_label(obj)

@@ -41,6 +41,7 @@ local BUILTIN = {
   { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true, all = true },
   { "apps", "v1", "statefulsets", "StatefulSet", true, { "sts" }, status = true, scale = true, all = true },
   { "apps", "v1", "daemonsets", "DaemonSet", true, { "ds" }, status = true, all = true },
+  { "apps", "v1", "controllerrevisions", "ControllerRevision", true, {}, status = false },
   { "batch", "v1", "jobs", "Job", true, {}, status = true, all = true },
   { "batch", "v1", "cronjobs", "CronJob", true, { "cj" }, status = true, all = true },
   { "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,

@@ -276,6 +276,15 @@ local COLUMNS = {
       priority = 1 },
     { "Container-Runtime", "string", function(n)
       return ((n.status or {}).nodeInfo or {}).containerRuntimeVersion or "" end, priority = 1 } },
+  ControllerRevision = { NAME, { "Controller", "string", function(c)
+      for _, o in ipairs(c.metadata.ownerReferences or {}) do
+        if o.controller then
+          local g = tostring(o.apiVersion or ""):match("^(.+)/[^/]+$")
+          return o.kind:lower() .. (g and "." .. g or "") .. "/" .. o.name
+        end
+      end
+      return "<none>" end },
+    { "Revision", "integer", function(c) return c.revision or 0 end }, AGE },
   LimitRange = { NAME, { "Created At", "date", function(l) return l.metadata.creationTimestamp end } },
   Lease = { NAME, { "Holder", "string", function(l) return (l.spec or {}).holderIdentity or "" end }, AGE },
   Namespace = { NAME, { "Status", "string", function(n) return (n.status or {}).phase or "Active" end }, AGE },
