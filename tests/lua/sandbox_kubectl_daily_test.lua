@@ -474,4 +474,43 @@ spec:
   t.like(out, "REVISION%s+CHANGE%-CAUSE\n1%s+<none>\n2%s+<none>\n")
 end)
 
+t.test("the same event again counts up (count, lastTimestamp) and kubectl describe shows it as (x2 over ...)", function()
+  if not S.ready then return skip() end
+  H.write(dir .. "/twice.yaml", [[
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: twice}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: twice}}
+  template:
+    metadata: {labels: {app: twice}}
+    spec:
+      containers: [{name: c, image: "nginx:1.27"}]
+]])
+  local rc, _, err = kubectl("apply -f " .. H.quote(dir .. "/twice.yaml"))
+  t.eq(rc, 0, err)
+  rolled("twice")
+  for _, n in ipairs { 2, 1, 2 } do
+    rc, _, err = kubectl("scale deployment twice --replicas=" .. n)
+    t.eq(rc, 0, err)
+    rolled("twice")
+  end
+  local evs = S.conn:list("v1", "Event", { namespace = "default", fields = { ["involvedObject.name"] = "twice" } }) or {}
+  local counts = {}
+  for _, e in ipairs(evs) do
+    local m = e.message:match("^Scaled %a+ replica set twice%-%w+ (from %d to %d)$")
+    if m then counts[m] = (counts[m] or 0) + e.count end
+  end
+  t.eq(counts, { ["from 0 to 1"] = 1, ["from 1 to 2"] = 2, ["from 2 to 1"] = 1 })
+  local n = 0
+  for _, e in ipairs(evs) do if e.message:match("from 1 to 2$") then n = n + 1 end end
+  t.eq(n, 1, "one Event for both")
+  local out
+  rc, out, err = kubectl("describe deployment twice")
+  t.eq(rc, 0, err)
+  t.like(out, "Normal%s+ScalingReplicaSet%s+%S+ %(x2 over %S+%)%s+deployment%-controller%s+" ..
+    "Scaled up replica set twice%-%w+ from 1 to 2\n")
+end)
+
 t.cleanup(S.cleanup)

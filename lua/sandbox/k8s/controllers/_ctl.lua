@@ -344,7 +344,10 @@ function M.put_status(ctl, r, obj, status)
   return ctl.cl:update(r, c, { subresource = "status" }) or obj
 end
 
--- event(ctl, obj, type, reason, message, component): a core/v1 Event about obj
+-- event(ctl, obj, type, reason, message, component): a core/v1 Event about
+-- obj; the same event again (same object, type, reason, message and
+-- source) counts up the one there is and moves its lastTimestamp, as the
+-- event recorder's correlator does (kubectl describe: "(x3 over 2m)")
 function M.event(ctl, obj, etype, reason, message, component)
   local er = ctl:r("", "v1", "events")
   local now = M.stamp()
@@ -352,8 +355,18 @@ function M.event(ctl, obj, etype, reason, message, component)
   component = component or "sandbox"
   -- the kubelet names its node (source.host, reportingInstance), as kubectl get events -o wide shows
   local host = component == "kubelet" and obj.kind == "Pod" and (obj.spec or {}).nodeName or nil
+  local seen = ctl:memo("events")
+  local k = table.concat({ tostring(obj.metadata.uid), etype, reason, message, component, host or "" }, "|")
+  local prev = seen[k] and ctl.cl:get(er, ns, seen[k])
+  if prev then
+    local c = M.copy(prev)
+    c.count, c.lastTimestamp = (c.count or 1) + 1, now
+    return ctl.cl:update(er, c)
+  end
+  local name = obj.metadata.name .. "." .. M.hex(16)
+  seen[k] = name
   return ctl.cl:create(er, {
-    metadata = { name = obj.metadata.name .. "." .. M.hex(16), namespace = ns },
+    metadata = { name = name, namespace = ns },
     involvedObject = { kind = obj.kind, namespace = obj.metadata.namespace, name = obj.metadata.name,
       uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion },
     reason = reason, message = message, type = etype, count = 1,
