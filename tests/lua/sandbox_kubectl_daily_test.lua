@@ -303,6 +303,13 @@ spec:
   for _, c in ipairs(d and d.status.conditions or {}) do if c.type == "Progressing" then prog = c end end
   t.eq({ prog and prog.status, prog and prog.reason }, { "False", "ProgressDeadlineExceeded" })
   t.like(prog and prog.message or "", '^ReplicaSet "big%-%w+" has timed out progressing%.$')
+  -- its pod: the requests default to the limits; the scheduler says why it waits
+  local pods = get_json("get pods -l app=big") or { items = {} }
+  rc, out, err = kubectl("describe pod " .. (pods.items[1] and pods.items[1].metadata.name or "none"))
+  t.eq(rc, 0, err)
+  t.like(out, "\n%s+Limits:\n%s+nvidia%.com/gpu:%s+99\n%s+Requests:\n%s+nvidia%.com/gpu:%s+99\n")
+  t.like(out, "\n%s+Warning%s+FailedScheduling%s+.-default%-scheduler%s+0/2 nodes are available: " ..
+    "2 Insufficient nvidia%.com/gpu%.")
   rc, _, err = kubectl("delete deployment big")
   t.eq(rc, 0, err)
 end)

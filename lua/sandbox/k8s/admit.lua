@@ -77,6 +77,22 @@ by_kind["apps/DaemonSet"] = function(_, _, obj)
   if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
 end
 
+-- v1 Pod: a container's resource requests default to its limits
+-- (SetDefaults_Pod), so kubectl describe pod shows both
+by_kind["/Pod"] = function(_, _, obj)
+  for _, list in ipairs { (obj.spec or {}).containers or {}, (obj.spec or {}).initContainers or {} } do
+    for _, c in ipairs(list) do
+      local lim = type(c.resources) == "table" and c.resources.limits
+      if type(lim) == "table" and next(lim) then
+        c.resources.requests = c.resources.requests or json.object()
+        for k, v in pairs(lim) do
+          if c.resources.requests[k] == nil then c.resources.requests[k] = v end
+        end
+      end
+    end
+  end
+end
+
 -- v1 Namespace: the API server labels every namespace with its name
 -- (kubernetes.io/metadata.name), on create and on every update
 local function ns_label(obj)
