@@ -51,7 +51,8 @@ t.test("kubectl get events prints the API server's columns (LAST SEEN, TYPE, REA
   rc, out, err = kubectl("get events -o wide")
   t.eq(rc, 0, err)
   t.like(lines(out)[1] or "", "^LAST SEEN%s+TYPE%s+REASON%s+OBJECT%s+SUBOBJECT%s+SOURCE%s+MESSAGE%s+FIRST SEEN%s+COUNT%s+NAME$")
-  t.like(out, "%s+kubelet, hyperpod%-i%-%x+%s+Started container nginx%s+%S+%s+1%s+web%-")
+  t.like(out, "%s+Started%s+pod/web%-%w+%-%w+%s+spec%.containers{nginx}%s+kubelet, hyperpod%-i%-%x+%s+" ..
+    "Started container nginx%s+%S+%s+1%s+web%-")
   -- kubectl events (client-side printing) lists the same events
   rc, out, err = kubectl("events --for deployment/web")
   t.eq(rc, 0, err)
@@ -323,6 +324,7 @@ t.test("kubectl describe pod and deployment: the controller, strategy, ReplicaSe
   t.like(out, "\nControlled By:%s+ReplicaSet/web%-%w+\n")
   t.like(out, "\nEvents:\n%s+Type%s+Reason%s+Age%s+From%s+Message\n")
   t.like(out, "\n%s+Normal%s+Scheduled%s+%S+%s+default%-scheduler%s+Successfully assigned default/" .. pod:gsub("%-", "%%-"))
+  t.like(out, "\n%s+Normal%s+Created%s+%S+%s+kubelet%s+Created container: nginx\n")
   t.like(out, "\n%s+Normal%s+Started%s+%S+%s+kubelet%s+Started container nginx\n")
   rc, out, err = kubectl("describe deployment roll")
   t.eq(rc, 0, err)

@@ -348,7 +348,8 @@ end
 -- obj; the same event again (same object, type, reason, message and
 -- source) counts up the one there is and moves its lastTimestamp, as the
 -- event recorder's correlator does (kubectl describe: "(x3 over 2m)")
-function M.event(ctl, obj, etype, reason, message, component)
+-- field: the involvedObject's fieldPath (a container: "spec.containers{name}")
+function M.event(ctl, obj, etype, reason, message, component, field)
   local er = ctl:r("", "v1", "events")
   local now = M.stamp()
   local ns = obj.metadata.namespace or "default"
@@ -356,7 +357,7 @@ function M.event(ctl, obj, etype, reason, message, component)
   -- the kubelet names its node (source.host, reportingInstance), as kubectl get events -o wide shows
   local host = component == "kubelet" and obj.kind == "Pod" and (obj.spec or {}).nodeName or nil
   local seen = ctl:memo("events")
-  local k = table.concat({ tostring(obj.metadata.uid), etype, reason, message, component, host or "" }, "|")
+  local k = table.concat({ tostring(obj.metadata.uid), etype, reason, message, component, host or "", field or "" }, "|")
   local prev = seen[k] and ctl.cl:get(er, ns, seen[k])
   if prev then
     local c = M.copy(prev)
@@ -368,7 +369,8 @@ function M.event(ctl, obj, etype, reason, message, component)
   return ctl.cl:create(er, {
     metadata = { name = name, namespace = ns },
     involvedObject = { kind = obj.kind, namespace = obj.metadata.namespace, name = obj.metadata.name,
-      uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion },
+      uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion,
+      fieldPath = field },
     reason = reason, message = message, type = etype, count = 1,
     source = { component = component, host = host }, firstTimestamp = now, lastTimestamp = now,
     reportingComponent = component, reportingInstance = host or component,

@@ -176,9 +176,11 @@ local function start(ctl, pr, pod, node)
   end
   local cur = ctl_.put_status(ctl, pr, pod, st)
   for _, c in ipairs(pod.spec.containers or {}) do
+    local field = "spec.containers{" .. c.name .. "}"
     ctl_.event(ctl, cur, "Normal", "Pulled", string.format('Container image "%s" already present on machine',
-      c.image or ""), "kubelet")
-    ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
+      c.image or ""), "kubelet", field)
+    ctl_.event(ctl, cur, "Normal", "Created", "Created container: " .. c.name, "kubelet", field)
+    ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet", field)
     for _, line in ipairs(programs.lines(cur, c) or M.lines(c)) do
       logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line)
     end
