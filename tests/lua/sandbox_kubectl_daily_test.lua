@@ -2,12 +2,14 @@
 -- process's HyperPod-ready EKS cluster, each judged by the machine's
 -- kubectl (the dispatcher picks the version for the cluster): events in the
 -- API server's Table columns and sorted by --sort-by=.lastTimestamp (the
--- rows carry whole objects with includeObject=Object); watches in Table
--- form (`get -w`, `--output-watch-events`: the first event carries the
--- columnDefinitions, later ones none); Deployment rollouts as the
--- Deployment controller does them (revisions, surge, Recreate, history,
--- undo, restart, pause/resume); kubectl describe of pods, deployments,
--- nodes, jobs and services.
+-- rows carry whole objects with includeObject=Object), repeated events
+-- counted up; watches in Table form (`get -w`, `--output-watch-events`:
+-- the first event carries the columnDefinitions, later ones none);
+-- Deployment rollouts as the Deployment controller does them (revisions,
+-- surge, Recreate, history, undo, restart, pause/resume, the progress
+-- deadline), StatefulSet and DaemonSet rollouts (ControllerRevisions);
+-- -o wide; kubectl describe of pods, deployments, nodes (their Leases),
+-- jobs, services and namespaces.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
@@ -32,13 +34,20 @@ local function lines(text)
   return out
 end
 
--- background(args, seconds) -> path: kubectl args running for that many
--- seconds, its output going to the file at path
-local function background(args, seconds, name)
+-- watching(args, name, change, done) -> the output of `kubectl args` (a
+-- watch, for at most 6 s) once done(output) holds, the kubectl command
+-- `change` having run a moment after the watch began
+local function watching(args, name, change, done)
   local out = dir .. "/" .. name .. ".out"
-  S.kc.sh(string.format("timeout %d kubectl --kubeconfig %s --cache-dir %s %s >%s 2>&1 &", seconds,
+  S.kc.sh(string.format("timeout 6 kubectl --kubeconfig %s --cache-dir %s %s >%s 2>&1 &",
     H.quote(S.kc.kc), H.quote(dir .. "/cache"), args, H.quote(out)))
-  return out
+  os.execute("sleep 1")
+  local rc, _, err = kubectl(change)
+  t.eq(rc, 0, err)
+  return until_ok(function()
+    local x = H.read(out) or ""
+    return done(x) and x
+  end, 60) or H.read(out) or ""
 end
 
 t.test("kubectl get events prints the API server's columns (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE)", function()
@@ -102,16 +111,11 @@ end)
 
 t.test("kubectl get pods -w prints each change as a row in the server's columns", function()
   if not S.ready then return skip() end
-  local out = background("get pods -l app=web -w", 6, "watch-pods")
-  os.execute("sleep 1")
-  local rc, _, err = kubectl("scale deployment web --replicas=3")
-  t.eq(rc, 0, err)
-  local text = until_ok(function()
-    local x = H.read(out) or ""
+  local text = watching("get pods -l app=web -w", "watch-pods", "scale deployment web --replicas=3", function(x)
     local n = 0
     for _ in x:gmatch("\n%S+%s+1/1%s+Running%s+0%s+%S+") do n = n + 1 end
-    return n >= 3 and x
-  end, 60) or H.read(out)
+    return n >= 3
+  end)
   local l = lines(text)
   t.like(l[1] or "", "^NAME%s+READY%s+STATUS%s+RESTARTS%s+AGE$")
   local headers = 0
@@ -124,14 +128,8 @@ end)
 
 t.test("kubectl get deploy -w --output-watch-events prints EVENT and the Deployment's columns", function()
   if not S.ready then return skip() end
-  local out = background("get deploy web -w --output-watch-events", 6, "watch-deploy")
-  os.execute("sleep 1")
-  local rc, _, err = kubectl("scale deployment web --replicas=2")
-  t.eq(rc, 0, err)
-  local text = until_ok(function()
-    local x = H.read(out) or ""
-    return x:find("\nMODIFIED%s+web%s+2/2%s+2%s+2%s+%S+\n") and x
-  end, 60) or H.read(out)
+  local text = watching("get deploy web -w --output-watch-events", "watch-deploy", "scale deployment web --replicas=2",
+    function(x) return x:find("\nMODIFIED%s+web%s+2/2%s+2%s+2%s+%S+\n") end)
   local l = lines(text)
   t.like(l[1] or "", "^EVENT%s+NAME%s+READY%s+UP%-TO%-DATE%s+AVAILABLE%s+AGE$")
   t.like(l[2] or "", "^ADDED%s+web%s+3/3%s+3%s+3%s+%S+$")
