@@ -26,6 +26,81 @@ by_kind["batch/CronJob"] = function(_, _, obj)
   if spec.failedJobsHistoryLimit == nil then spec.failedJobsHistoryLimit = 1 end
 end
 
+-- apps/v1 Deployment: SetDefaults_Deployment (replicas, the RollingUpdate
+-- strategy at 25%/25%, revisionHistoryLimit, progressDeadlineSeconds)
+by_kind["apps/Deployment"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.replicas == nil then spec.replicas = 1 end
+  spec.strategy = spec.strategy or { type = "RollingUpdate" }
+  spec.strategy.type = spec.strategy.type or "RollingUpdate"
+  if spec.strategy.type == "RollingUpdate" then
+    local ru = spec.strategy.rollingUpdate or {}
+    spec.strategy.rollingUpdate = ru
+    if ru.maxSurge == nil then ru.maxSurge = "25%" end
+    if ru.maxUnavailable == nil then ru.maxUnavailable = "25%" end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+  if spec.progressDeadlineSeconds == nil then spec.progressDeadlineSeconds = 600 end
+end
+
+-- apps/v1 StatefulSet and DaemonSet: SetDefaults_StatefulSet and
+-- SetDefaults_DaemonSet (a RollingUpdate updateStrategy, which kubectl
+-- rollout status needs, and revisionHistoryLimit 10)
+by_kind["apps/StatefulSet"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  if spec.replicas == nil then spec.replicas = 1 end
+  spec.podManagementPolicy = spec.podManagementPolicy or "OrderedReady"
+  spec.updateStrategy = spec.updateStrategy or { type = "RollingUpdate" }
+  spec.updateStrategy.type = spec.updateStrategy.type or "RollingUpdate"
+  if spec.updateStrategy.type == "RollingUpdate" then
+    spec.updateStrategy.rollingUpdate = spec.updateStrategy.rollingUpdate or { partition = 0 }
+    if spec.updateStrategy.rollingUpdate.partition == nil then spec.updateStrategy.rollingUpdate.partition = 0 end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+  spec.persistentVolumeClaimRetentionPolicy = spec.persistentVolumeClaimRetentionPolicy or
+    { whenDeleted = "Retain", whenScaled = "Retain" }
+end
+
+by_kind["apps/DaemonSet"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  spec.updateStrategy = spec.updateStrategy or { type = "RollingUpdate" }
+  spec.updateStrategy.type = spec.updateStrategy.type or "RollingUpdate"
+  if spec.updateStrategy.type == "RollingUpdate" then
+    local ru = spec.updateStrategy.rollingUpdate or {}
+    spec.updateStrategy.rollingUpdate = ru
+    if ru.maxUnavailable == nil then ru.maxUnavailable = 1 end
+    if ru.maxSurge == nil then ru.maxSurge = 0 end
+  end
+  if spec.revisionHistoryLimit == nil then spec.revisionHistoryLimit = 10 end
+end
+
+-- v1 Pod: a container's resource requests default to its limits
+-- (SetDefaults_Pod), so kubectl describe pod shows both
+by_kind["/Pod"] = function(_, _, obj)
+  for _, list in ipairs { (obj.spec or {}).containers or {}, (obj.spec or {}).initContainers or {} } do
+    for _, c in ipairs(list) do
+      local lim = type(c.resources) == "table" and c.resources.limits
+      if type(lim) == "table" and next(lim) then
+        c.resources.requests = c.resources.requests or json.object()
+        for k, v in pairs(lim) do
+          if c.resources.requests[k] == nil then c.resources.requests[k] = v end
+        end
+      end
+    end
+  end
+end
+
+-- v1 Namespace: the API server labels every namespace with its name
+-- (kubernetes.io/metadata.name), on create and on every update
+local function ns_label(obj)
+  obj.metadata.labels = obj.metadata.labels or json.object()
+  obj.metadata.labels["kubernetes.io/metadata.name"] = obj.metadata.name
+end
+by_kind["/Namespace"] = function(_, _, obj) ns_label(obj) end
+
 -- v1 Secret: the type defaults to Opaque (SetDefaults_Secret)
 by_kind["/Secret"] = function(_, _, obj)
   if obj.type == nil or obj.type == "" then obj.type = "Opaque" end
@@ -34,10 +109,31 @@ end
 -- batch/v1 Job: unless spec.manualSelector, the selector is generated from
 -- the uid and the pod template gets the labels it selects (the Job
 -- strategy's PrepareForCreate and generateSelector)
+-- SetDefaults_Job, which also runs when the object is read back: both
+-- completions and parallelism 1 when neither is set, backoffLimit 6, and
+-- a Job without labels takes its pod template's (the selected ones)
+local function job_defaults(obj)
+  local spec = obj.spec
+  if spec.completions == nil and spec.parallelism == nil then spec.completions = 1 end
+  if spec.parallelism == nil then spec.parallelism = 1 end
+  if spec.backoffLimit == nil then spec.backoffLimit = 6 end
+  if spec.completionMode == nil then spec.completionMode = "NonIndexed" end
+  if spec.suspend == nil then spec.suspend = false end
+  local labels = ((spec.template or {}).metadata or {}).labels
+  if labels and next(labels) and next(obj.metadata.labels or {}) == nil then
+    local l = json.object()
+    for k, v in pairs(labels) do l[k] = v end
+    obj.metadata.labels = l
+  end
+end
+
 by_kind["batch/Job"] = function(_, r, obj)
   local spec = obj.spec or json.object()
   obj.spec = spec
-  if spec.manualSelector == true then return nil end
+  if spec.manualSelector == true then
+    job_defaults(obj)
+    return nil
+  end
   local uid, name = obj.metadata.uid, obj.metadata.name
   if spec.selector ~= nil then
     return invalid(r, name, "spec.selector", "Invalid value: " .. json.encode(spec.selector) ..
@@ -51,6 +147,7 @@ by_kind["batch/Job"] = function(_, r, obj)
   t.metadata.labels = l
   l["batch.kubernetes.io/controller-uid"], l["batch.kubernetes.io/job-name"] = uid, name
   l["controller-uid"], l["job-name"] = uid, name
+  job_defaults(obj)
   return nil
 end
 
@@ -136,8 +233,10 @@ by_kind["/Service"] = function(cl, r, obj)
 end
 
 -- update(cl, r, old, new): what an update may not take away: a Service
--- keeps its ClusterIP and NodePorts when the new one omits them
+-- keeps its ClusterIP and NodePorts when the new one omits them, a
+-- Namespace its kubernetes.io/metadata.name label
 function M.update(_, r, old, new)
+  if r.group == "" and r.kind == "Namespace" and new.metadata then return ns_label(new) end
   if r.group ~= "" or r.kind ~= "Service" or not old.spec or not new.spec then return end
   new.spec.clusterIP = new.spec.clusterIP or old.spec.clusterIP
   new.spec.clusterIPs = new.spec.clusterIPs or old.spec.clusterIPs

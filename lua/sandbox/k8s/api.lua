@@ -197,7 +197,9 @@ local function list(cl, r, rt, q, req)
     i = i + 1
   end
   if tbl.wants_table(req.headers.accept) then
-    return reply(200, tbl.table(r, items, tostring(cl.rv), cont))
+    local include, why = tbl.include_object(q)
+    if not include then return fail(400, "BadRequest", why) end
+    return reply(200, tbl.table(r, items, tostring(cl.rv), cont, { include = include }))
   end
   return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
     metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil },
@@ -208,9 +210,23 @@ local function watch_line(etype, text)
   return '{"type":"' .. etype .. '","object":' .. text .. "}\n"
 end
 
-local function watch(cl, r, rt, q)
+local function watch(cl, r, rt, q, req)
   local match, err = selector(r, q)
   if not match then return failure(err) end
+  -- in Table form (kubectl get -w) each event's object is a Table of its
+  -- one row; only the first carries the columnDefinitions
+  local as_table, headers = tbl.wants_table(req.headers.accept), true
+  local include, why = tbl.include_object(q)
+  if as_table and not include then return fail(400, "BadRequest", why) end
+  local function line(etype, obj, text)
+    if as_table and (etype == "ADDED" or etype == "MODIFIED" or etype == "DELETED") then
+      if text then obj = json.decode(text) end -- the object as it was then, not as it is now
+      local t = tbl.table(r, { obj }, obj.metadata.resourceVersion, nil, { include = include, headers = headers })
+      headers = false
+      return watch_line(etype, json.encode(t))
+    end
+    return watch_line(etype, text or json.encode(obj))
+  end
   local from = tonumber(q.resourceVersion)
   local gr = r.group .. "/" .. r.resource
   local deadline = tonumber(q.timeoutSeconds) and core.now() + tonumber(q.timeoutSeconds)
@@ -221,7 +237,7 @@ local function watch(cl, r, rt, q)
       if not from or from == 0 then
         -- no resourceVersion: the current state first, as ADDED events
         for _, o in ipairs(cl:list(r, rt.ns)) do
-          if match(o) and not w:write(watch_line("ADDED", json.encode(o))) then return end
+          if match(o) and not w:write(line("ADDED", o)) then return end
         end
       else
         cursor = from
@@ -236,7 +252,7 @@ local function watch(cl, r, rt, q)
         for e in it do
           cursor = e.rv
           if e.gr == gr and (not rt.ns or e.ns == rt.ns) and match(e.obj) then
-            if not w:write(watch_line(e.type, e.text)) then return end
+            if not w:write(line(e.type, e.obj, e.text)) then return end
           end
         end
         if deadline and core.now() >= deadline then return end
@@ -271,7 +287,9 @@ local function get(cl, r, rt, req)
     return failure(objects.not_found(r, rt.name))
   end
   if tbl.wants_table(req.headers.accept) then
-    return reply(200, tbl.table(r, { obj }, obj.metadata.resourceVersion))
+    local include, why = tbl.include_object(parse_query(req.query))
+    if not include then return fail(400, "BadRequest", why) end
+    return reply(200, tbl.table(r, { obj }, obj.metadata.resourceVersion, nil, { include = include }))
   end
   return reply(200, obj)
 end
@@ -843,7 +861,7 @@ function M.handle(cl, req, user)
     return scale(cl, r, rt, req, q, verb, dry)
   end
   if verb == "list" then return list(cl, r, rt, q, req) end
-  if verb == "watch" then return watch(cl, r, rt, q) end
+  if verb == "watch" then return watch(cl, r, rt, q, req) end
   if verb == "get" then return get(cl, r, rt, req) end
   if verb == "delete" or verb == "deletecollection" then
     local opts, st = delete_options(req, q)

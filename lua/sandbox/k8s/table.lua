@@ -139,7 +139,89 @@ local function quota(q, limits)
   return table.concat(out, ", ")
 end
 
+-- event_source(e) -> the printer's SOURCE: "component, host" (the
+-- reporting controller and instance when source is empty)
+local function event_source(e)
+  local src = e.source or {}
+  local comp = (src.component or "") ~= "" and src.component or e.reportingController or e.reportingComponent or ""
+  local inst = (src.host or "") ~= "" and src.host or e.reportingInstance or ""
+  return inst ~= "" and comp .. ", " .. inst or comp
+end
+
+local function event_first(e)
+  if e.firstTimestamp then return M.age(e.firstTimestamp) end
+  return e.eventTime and M.age(e.eventTime) or "<unknown>"
+end
+
+-- the printer's LAST SEEN: the series' last observation, else lastTimestamp,
+-- else the first sighting
+local function event_last(e)
+  if type(e.series) == "table" and e.series.lastObservedTime then return M.age(e.series.lastObservedTime) end
+  if e.lastTimestamp then return M.age(e.lastTimestamp) end
+  return event_first(e)
+end
+
+local function event_count(e)
+  if type(e.series) == "table" and e.series.count then return e.series.count end
+  return (e.count or 0) > 0 and e.count or 1
+end
+
+local function event_object(e)
+  local io = e.involvedObject or {}
+  local kind = tostring(io.kind or ""):lower()
+  return (io.name or "") ~= "" and kind .. "/" .. io.name or kind
+end
+
+-- the -o wide columns of the workload kinds: the pod template's container
+-- names and images, and the selector as metav1.FormatLabelSelector prints it
+local function containers_of(o)
+  local out = {}
+  for _, c in ipairs((((o.spec or {}).template or {}).spec or {}).containers or {}) do out[#out + 1] = c.name or "" end
+  return table.concat(out, ",")
+end
+local function images_of(o)
+  local out = {}
+  for _, c in ipairs((((o.spec or {}).template or {}).spec or {}).containers or {}) do out[#out + 1] = c.image or "" end
+  return table.concat(out, ",")
+end
+local function label_map(m)
+  local out = {}
+  for k, v in pairs(m or {}) do out[#out + 1] = k .. "=" .. tostring(v) end
+  table.sort(out)
+  return out
+end
+local function selector_of(o)
+  local sel = (o.spec or {}).selector
+  if type(sel) ~= "table" then return "<none>" end
+  local out = label_map(sel.matchLabels)
+  for _, e in ipairs(sel.matchExpressions or {}) do
+    local op = e.operator or ""
+    if op == "Exists" then
+      out[#out + 1] = e.key
+    elseif op == "DoesNotExist" then
+      out[#out + 1] = "!" .. e.key
+    else
+      local vals = { table.unpack(e.values or {}) }
+      table.sort(vals)
+      out[#out + 1] = e.key .. " " .. op:lower() .. " (" .. table.concat(vals, ",") .. ")"
+    end
+  end
+  return #out > 0 and table.concat(out, ",") or "<none>"
+end
+local CONTAINERS = { "Containers", "string", containers_of, priority = 1 }
+local IMAGES = { "Images", "string", images_of, priority = 1 }
+local SELECTOR = { "Selector", "string", selector_of, priority = 1 }
+
 local COLUMNS = {
+  -- the API server prints every column (wide); kubectl hides priority 1
+  Event = { { "Last Seen", "string", event_last }, { "Type", "string", function(e) return e.type or "" end },
+    { "Reason", "string", function(e) return e.reason or "" end }, { "Object", "string", event_object },
+    { "Subobject", "string", function(e) return (e.involvedObject or {}).fieldPath or "" end, priority = 1 },
+    { "Source", "string", event_source, priority = 1 },
+    { "Message", "string", function(e) return (tostring(e.message or ""):gsub("^%s+", ""):gsub("%s+$", "")) end },
+    { "First Seen", "string", event_first, priority = 1 },
+    { "Count", "string", event_count, priority = 1 },
+    { "Name", "string", function(e) return e.metadata.name end, format = "name", priority = 1 } },
   PodDisruptionBudget = { NAME,
     { "Min Available", "string", function(p) return or_none((p.spec or {}).minAvailable) end },
     { "Max Unavailable", "string", function(p) return or_none((p.spec or {}).maxUnavailable) end },
@@ -194,19 +276,33 @@ local COLUMNS = {
       priority = 1 },
     { "Container-Runtime", "string", function(n)
       return ((n.status or {}).nodeInfo or {}).containerRuntimeVersion or "" end, priority = 1 } },
+  ControllerRevision = { NAME, { "Controller", "string", function(c)
+      for _, o in ipairs(c.metadata.ownerReferences or {}) do
+        if o.controller then
+          local g = tostring(o.apiVersion or ""):match("^(.+)/[^/]+$")
+          return o.kind:lower() .. (g and "." .. g or "") .. "/" .. o.name
+        end
+      end
+      return "<none>" end },
+    { "Revision", "integer", function(c) return c.revision or 0 end }, AGE },
+  LimitRange = { NAME, { "Created At", "date", function(l) return l.metadata.creationTimestamp end } },
+  Lease = { NAME, { "Holder", "string", function(l) return (l.spec or {}).holderIdentity or "" end }, AGE },
   Namespace = { NAME, { "Status", "string", function(n) return (n.status or {}).phase or "Active" end }, AGE },
   Deployment = { NAME,
     { "Ready", "string", function(d)
       return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end },
     { "Up-to-date", "integer", function(d) return (d.status or {}).updatedReplicas or 0 end },
-    { "Available", "integer", function(d) return (d.status or {}).availableReplicas or 0 end }, AGE },
+    { "Available", "integer", function(d) return (d.status or {}).availableReplicas or 0 end }, AGE,
+    CONTAINERS, IMAGES, SELECTOR },
   ReplicaSet = { NAME,
     { "Desired", "integer", function(d) return (d.spec or {}).replicas or 1 end },
     { "Current", "integer", function(d) return (d.status or {}).replicas or 0 end },
-    { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE },
+    { "Ready", "integer", function(d) return (d.status or {}).readyReplicas or 0 end }, AGE,
+    CONTAINERS, IMAGES, SELECTOR },
   StatefulSet = { NAME,
     { "Ready", "string", function(d)
-      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end }, AGE },
+      return string.format("%d/%d", (d.status or {}).readyReplicas or 0, (d.spec or {}).replicas or 1) end }, AGE,
+    CONTAINERS, IMAGES },
   CronJob = { NAME, { "Schedule", "string", function(j) return (j.spec or {}).schedule or "" end },
     { "Timezone", "string", function(j) return (j.spec or {}).timeZone or "<none>" end },
     { "Suspend", "boolean", function(j) return (j.spec or {}).suspend == true end },
@@ -225,14 +321,17 @@ local COLUMNS = {
       local out = {}
       for k, v in pairs(sel) do out[#out + 1] = k .. "=" .. v end
       table.sort(out)
-      return #out > 0 and table.concat(out, ",") or "<none>" end }, AGE },
+      return #out > 0 and table.concat(out, ",") or "<none>" end }, AGE, CONTAINERS, IMAGES, SELECTOR },
   Job = { NAME, { "Status", "string", job_status },
     { "Completions", "string", function(j)
       return string.format("%d/%d", (j.status or {}).succeeded or 0, (j.spec or {}).completions or 1) end },
-    { "Duration", "string", duration }, AGE },
+    { "Duration", "string", duration }, AGE, CONTAINERS, IMAGES, SELECTOR },
   Service = { NAME, { "Type", "string", function(s) return (s.spec or {}).type or "ClusterIP" end },
     { "Cluster-IP", "string", function(s) return (s.spec or {}).clusterIP or "<none>" end },
-    { "External-IP", "string", external_ip }, { "Port(s)", "string", ports }, AGE },
+    { "External-IP", "string", external_ip }, { "Port(s)", "string", ports }, AGE,
+    { "Selector", "string", function(v)
+      local out = label_map((v.spec or {}).selector)
+      return #out > 0 and table.concat(out, ",") or "<none>" end, priority = 1 } },
   -- the printer's forms: the first three address:port pairs, then "+ N more..."
   Endpoints = { NAME, { "Endpoints", "string", function(e)
     local out = {}
@@ -307,8 +406,14 @@ local function columns_for(r)
   return cols
 end
 
--- table(r, objects, rv [, continue]) -> a meta.k8s.io/v1 Table
-function M.table(r, objects, rv, cont)
+-- table(r, objects, rv [, continue [, opts]]) -> a meta.k8s.io/v1 Table.
+-- opts.include: the TableOptions' includeObject, what each row's object is:
+-- "Metadata" (the default: a PartialObjectMetadata), "Object" (the whole
+-- object, which `kubectl get --sort-by` sorts on) or "None";
+-- opts.headers = false: no columnDefinitions (null), as the API server
+-- sends the rows of every watch event after the first
+function M.table(r, objects, rv, cont, opts)
+  opts = opts or {}
   local cols = columns_for(r)
   local defs = json.array()
   for i, c in ipairs(cols) do
@@ -318,11 +423,26 @@ function M.table(r, objects, rv, cont)
   for i, o in ipairs(objects) do
     local cells = json.array()
     for j, c in ipairs(cols) do cells[j] = c[3](o) end
-    rows[i] = { cells = cells, object = { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1",
-      metadata = o.metadata } }
+    local obj
+    if opts.include == "Object" then
+      obj = o
+    elseif opts.include ~= "None" then
+      obj = { kind = "PartialObjectMetadata", apiVersion = "meta.k8s.io/v1", metadata = o.metadata }
+    end
+    rows[i] = { cells = cells, object = obj }
   end
   return { kind = "Table", apiVersion = "meta.k8s.io/v1",
-    metadata = { resourceVersion = rv, continue = cont }, columnDefinitions = defs, rows = rows }
+    metadata = { resourceVersion = rv, continue = cont },
+    columnDefinitions = opts.headers == false and json.null or defs, rows = rows }
+end
+
+-- include_object(q) -> opts.include | nil, message: the includeObject query
+-- parameter, refused as the API server refuses an unknown value
+function M.include_object(q)
+  local v = q.includeObject
+  if v == nil or v == "" then return "Metadata" end
+  if v == "None" or v == "Metadata" or v == "Object" then return v end
+  return nil, string.format("unrecognized includeObject value: %q", v)
 end
 
 function M.wants_table(accept)

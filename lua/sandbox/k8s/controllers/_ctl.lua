@@ -112,6 +112,12 @@ function Ctl:at(t, kind, key)
   self.cl.sig:fire()
 end
 
+-- cancel(kind [, key]): forget the time at asked for (under the virtual
+-- clock a forgotten timer no longer moves the clock)
+function Ctl:cancel(kind, key)
+  self.due[kind .. "|" .. (key or "")] = nil
+end
+
 -- at_weak(t, kind [, key]): as at, but under the virtual clock the time
 -- does not move the clock by itself (a periodic schedule, a CronJob's,
 -- would run it for ever): the key runs at the first wake (any commit in
@@ -338,19 +344,36 @@ function M.put_status(ctl, r, obj, status)
   return ctl.cl:update(r, c, { subresource = "status" }) or obj
 end
 
--- event(ctl, obj, type, reason, message, component): a core/v1 Event about obj
-function M.event(ctl, obj, etype, reason, message, component)
+-- event(ctl, obj, type, reason, message, component): a core/v1 Event about
+-- obj; the same event again (same object, type, reason, message and
+-- source) counts up the one there is and moves its lastTimestamp, as the
+-- event recorder's correlator does (kubectl describe: "(x3 over 2m)")
+-- field: the involvedObject's fieldPath (a container: "spec.containers{name}")
+function M.event(ctl, obj, etype, reason, message, component, field)
   local er = ctl:r("", "v1", "events")
   local now = M.stamp()
   local ns = obj.metadata.namespace or "default"
   component = component or "sandbox"
+  -- the kubelet names its node (source.host, reportingInstance), as kubectl get events -o wide shows
+  local host = component == "kubelet" and obj.kind == "Pod" and (obj.spec or {}).nodeName or nil
+  local seen = ctl:memo("events")
+  local k = table.concat({ tostring(obj.metadata.uid), etype, reason, message, component, host or "", field or "" }, "|")
+  local prev = seen[k] and ctl.cl:get(er, ns, seen[k])
+  if prev then
+    local c = M.copy(prev)
+    c.count, c.lastTimestamp = (c.count or 1) + 1, now
+    return ctl.cl:update(er, c)
+  end
+  local name = obj.metadata.name .. "." .. M.hex(16)
+  seen[k] = name
   return ctl.cl:create(er, {
-    metadata = { name = obj.metadata.name .. "." .. M.hex(16), namespace = ns },
+    metadata = { name = name, namespace = ns },
     involvedObject = { kind = obj.kind, namespace = obj.metadata.namespace, name = obj.metadata.name,
-      uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion },
+      uid = obj.metadata.uid, apiVersion = obj.apiVersion, resourceVersion = obj.metadata.resourceVersion,
+      fieldPath = field },
     reason = reason, message = message, type = etype, count = 1,
-    source = { component = component }, firstTimestamp = now, lastTimestamp = now,
-    reportingComponent = component, reportingInstance = component,
+    source = { component = component, host = host }, firstTimestamp = now, lastTimestamp = now,
+    reportingComponent = component, reportingInstance = host or component,
   })
 end
 

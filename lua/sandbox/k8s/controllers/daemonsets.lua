@@ -5,6 +5,7 @@
 -- match, and failed pods are deleted; the missing ones are created.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local deployments = require "sandbox.k8s.controllers.deployments"
+local revisions = require "sandbox.k8s.controllers._revisions"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
 local M = {}
@@ -50,6 +51,7 @@ ctl_.handlers.ds = function(ctl, k)
   if not ds then return end
   local spec = template_spec(ds)
   local hash = deployments.template_hash(ds.spec.template)
+  revisions.sync(ctl, ds, name .. "-" .. hash, hash)
   local targets = {}
   for _, node in ipairs(cl:list(nr)) do
     if eligible(spec, node) then targets[node.metadata.name] = node end

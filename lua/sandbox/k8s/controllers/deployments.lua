@@ -1,25 +1,63 @@
--- sandbox.k8s.controllers.deployments: Deployments and ReplicaSets. A
--- Deployment owns one ReplicaSet per pod template (<deploy>-<hash>, label
--- pod-template-hash); the current one is scaled to spec.replicas and older
--- ones to 0 (a rollout without surge). A ReplicaSet keeps spec.replicas
--- unfinished pods (<rs>-<5 chars>). Both report the status kubectl shows.
--- Deleting either takes its children with it (garbage collection in
--- objects.lua).
+-- sandbox.k8s.controllers.deployments: Deployments and ReplicaSets, as
+-- kube-controller-manager's deployment and replicaset controllers run them.
+-- A Deployment owns one ReplicaSet per pod template (<deploy>-<hash>, label
+-- pod-template-hash), numbered by deployment.kubernetes.io/revision (the
+-- Deployment carries its current one). A template change makes a new
+-- ReplicaSet and rolls to it: RollingUpdate within maxSurge/maxUnavailable
+-- (25%/25% by default; up first, then down, one step a sync), Recreate
+-- (every old pod gone before the new ones start). Going back to an older
+-- template (kubectl rollout undo) reuses its ReplicaSet under a new
+-- revision. Old ReplicaSets stay at 0, the newest revisionHistoryLimit
+-- (10) of them. A paused Deployment does not roll. Conditions Available
+-- and Progressing (False, ProgressDeadlineExceeded, after
+-- progressDeadlineSeconds of simulated time without progress) and
+-- observedGeneration are what kubectl rollout status reads. A ReplicaSet keeps spec.replicas unfinished pods (<rs>-<5
+-- chars>). Deleting either takes its children with it (garbage
+-- collection in objects.lua).
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
+local core = require "hypd.core"
 local select = require "sandbox.k8s.select"
+local tbl = require "sandbox.k8s.table"
 
 local M = {}
 
 local REV = "deployment.kubernetes.io/revision"
+local HISTORY = "deployment.kubernetes.io/revision-history"
+local DESIRED = "deployment.kubernetes.io/desired-replicas"
+local MAX = "deployment.kubernetes.io/max-replicas"
+-- the Deployment's annotations a ReplicaSet does not copy (annotationsToSkip)
+local SKIP = { [REV] = true, [HISTORY] = true, [DESIRED] = true, [MAX] = true,
+  ["kubectl.kubernetes.io/last-applied-configuration"] = true, ["deprecated.deployment.rollback.to"] = true }
+
+local TIMED_OUT = "ProgressDeadlineExceeded"
 
 local key = ctl_.key
 local function split(k) return k:match("^([^/]*)/(.*)$") end
 local nz = ctl_.nz
 
+-- normal(v) -> v without nulls, empty objects and empty lists: a template
+-- as the API server's typed decoding sees it (kubectl rollout undo sends
+-- back "creationTimestamp": null and "resources": {})
+local function normal(v)
+  if type(v) ~= "table" or v == json.null then return v end
+  local out, n = {}, 0
+  for k, x in pairs(v) do
+    x = normal(x)
+    if x ~= nil and x ~= json.null and not (type(x) == "table" and next(x) == nil) then
+      out[k] = x
+      n = n + 1
+    end
+  end
+  if n == 0 then return nil end
+  return out
+end
+
 -- template_hash(template) -> the pod-template-hash of a pod template
 function M.template_hash(template)
-  return ctl_.hash(json.encode(template or json.object()))
+  local t = ctl_.copy(template or {})
+  if t.metadata and t.metadata.labels then t.metadata.labels["pod-template-hash"] = nil end
+  return ctl_.hash(json.encode(normal(t) or json.object()))
 end
 
 local function with_hash(template, hash)
@@ -30,92 +68,271 @@ local function with_hash(template, hash)
   return t
 end
 
-local function new_rs(d, hash, replicas, revision)
+local function revision(rs) return tonumber(((rs.metadata or {}).annotations or {})[REV]) or 0 end
+
+-- resolve(v, total, up) -> an IntOrString (3 or "25%") of total, percentages rounded up or down
+local function resolve(v, total, up)
+  if math.type(v) == "integer" then return v end
+  local pct = tostring(v):match("^(%d+)%%$")
+  if pct then
+    local x = tonumber(pct) * total / 100
+    return math.tointeger(up and math.ceil(x) or math.floor(x))
+  end
+  return math.tointeger(tonumber(v) or 0) or 0
+end
+
+-- fenceposts(d) -> maxSurge, maxUnavailable as numbers of pods (never both 0)
+local function fenceposts(d)
+  local want = d.spec.replicas or 1
+  local strategy = d.spec.strategy or {}
+  if strategy.type == "Recreate" then return 0, 0 end
+  local ru = strategy.rollingUpdate or {}
+  local surge = resolve(ru.maxSurge == nil and "25%" or ru.maxSurge, want, true)
+  local unavailable = resolve(ru.maxUnavailable == nil and "25%" or ru.maxUnavailable, want, false)
+  if surge == 0 and unavailable == 0 then unavailable = 1 end
+  return surge, unavailable
+end
+
+-- copy_annotations(d, rs): the Deployment's annotations onto its ReplicaSet
+-- (kubernetes.io/change-cause is what kubectl rollout history shows)
+local function copy_annotations(d, ann)
+  for k, v in pairs(d.metadata.annotations or {}) do
+    if not SKIP[k] then ann[k] = v end
+  end
+  return ann
+end
+
+local function new_rs(d, hash, replicas, rev, surge)
   local sel = ctl_.copy(d.spec.selector or { matchLabels = ((d.spec.template or {}).metadata or {}).labels })
   sel.matchLabels = sel.matchLabels or {}
   sel.matchLabels["pod-template-hash"] = hash
   local t = with_hash(d.spec.template, hash)
   local labels = ctl_.copy(t.metadata.labels)
+  local want = d.spec.replicas or 1
+  local ann = copy_annotations(d, { [REV] = tostring(rev), [DESIRED] = tostring(want), [MAX] = tostring(want + surge) })
   return { apiVersion = "apps/v1", kind = "ReplicaSet",
     metadata = { name = d.metadata.name .. "-" .. hash, namespace = d.metadata.namespace, labels = labels,
-      annotations = { [REV] = tostring(revision), ["deployment.kubernetes.io/desired-replicas"] = tostring(replicas),
-        ["deployment.kubernetes.io/max-replicas"] = tostring(replicas + math.max(1, math.ceil(replicas / 4))) },
-      ownerReferences = { ctl_.owner_ref(d) } },
+      annotations = ann, ownerReferences = { ctl_.owner_ref(d) } },
     spec = { replicas = replicas, selector = sel, template = t, minReadySeconds = d.spec.minReadySeconds } }
 end
+
+local function sum(list, f)
+  local n = 0
+  for _, x in ipairs(list) do n = n + (f(x) or 0) end
+  return n
+end
+local function spec_n(rs) return rs.spec.replicas or 0 end
+local function status_n(field) return function(rs) return (rs.status or {})[field] end end
 
 ctl_.handlers.deploy = function(ctl, k)
   local cl = ctl.cl
   local ns, name = split(k)
   local dr, rsr = ctl:r("apps", "v1", "deployments"), ctl:r("apps", "v1", "replicasets")
   local d = cl:get(dr, ns, name)
-  if not d then return end
+  if not d or d.metadata.deletionTimestamp then return end
   local want = d.spec.replicas or 1
   local hash = M.template_hash(d.spec.template)
-  local rss = ctl_.children(ctl, rsr, d)
-  local cur, rev = nil, 0
-  for _, rs in ipairs(rss) do
-    rev = math.max(rev, tonumber((rs.metadata.annotations or {})[REV]) or 0)
-    if (rs.metadata.labels or {})["pod-template-hash"] == hash then cur = rs end
-  end
-  local created = false
-  if not cur then
-    cur = cl:create(rsr, new_rs(d, hash, want, rev + 1))
-    created = true
-    if not cur then return end
-    ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled up replica set %s from 0 to %d",
-      cur.metadata.name, want), "deployment-controller")
-    rss[#rss + 1] = cur
-  elseif cur.spec.replicas ~= want then
-    local c = ctl_.copy(cur)
-    ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled %s replica set %s from %d to %d",
-      want > (c.spec.replicas or 0) and "up" or "down", c.metadata.name, c.spec.replicas or 0, want),
-      "deployment-controller")
-    c.spec.replicas = want
-    c.metadata.annotations = c.metadata.annotations or {}
-    c.metadata.annotations["deployment.kubernetes.io/desired-replicas"] = tostring(want)
-    cur = cl:update(rsr, c) or cur
-  end
-  local replicas, ready, available, old_live = 0, 0, 0, 0
-  for _, rs in ipairs(rss) do
-    if rs.metadata.uid ~= cur.metadata.uid and (rs.spec.replicas or 0) > 0 then
-      local c = ctl_.copy(rs)
-      ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled down replica set %s from %d to 0",
-        c.metadata.name, c.spec.replicas), "deployment-controller")
-      c.spec.replicas = 0
-      rs = cl:update(rsr, c) or rs
+  local surge, unavailable = fenceposts(d)
+  local recreate = (d.spec.strategy or {}).type == "Recreate"
+  local paused = d.spec.paused == true
+  local cur, olds, maxrev = nil, {}, 0
+  for _, rs in ipairs(ctl_.children(ctl, rsr, d)) do
+    if (rs.metadata.labels or {})["pod-template-hash"] == hash then
+      cur = rs
+    else
+      olds[#olds + 1] = rs
+      maxrev = math.max(maxrev, revision(rs))
     end
-    local s = rs.status or {}
-    replicas = replicas + (s.replicas or 0)
-    ready = ready + (s.readyReplicas or 0)
-    available = available + (s.availableReplicas or 0)
-    if rs.metadata.uid ~= cur.metadata.uid then old_live = old_live + (s.replicas or 0) end
   end
-  local cs = (cur.status or {})
-  local updated = cs.replicas or 0
+  table.sort(olds, function(a, b) return revision(a) < revision(b) end)
+
+  -- scale(rs, n) -> rs at n replicas (its desired/max-replicas annotations
+  -- and the ScalingReplicaSet event the controller records)
+  local function scale(rs, n)
+    local c = ctl_.copy(rs)
+    local from = c.spec.replicas or 0
+    c.spec.replicas = n
+    c.metadata.annotations = c.metadata.annotations or {}
+    c.metadata.annotations[DESIRED] = tostring(want)
+    c.metadata.annotations[MAX] = tostring(want + surge)
+    local out = cl:update(rsr, c)
+    if out and from ~= n then
+      ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled %s replica set %s from %d to %d",
+        n > from and "up" or "down", rs.metadata.name, from, n), "deployment-controller")
+    end
+    return out or rs
+  end
+
+  local created = false
+  local function create(n)
+    local rs = cl:create(rsr, new_rs(d, hash, n, maxrev + 1, surge))
+    if not rs then return nil end
+    created = true
+    if n > 0 then
+      ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled up replica set %s from 0 to %d",
+        rs.metadata.name, n), "deployment-controller")
+    end
+    return rs
+  end
+
+  -- the new ReplicaSet takes the next revision when it is an older one come
+  -- back (rollout undo), remembering the ones it had; it copies the
+  -- Deployment's annotations on every sync
+  if cur then
+    local c = ctl_.copy(cur)
+    c.metadata.annotations = copy_annotations(d, c.metadata.annotations or {})
+    local r0 = revision(cur)
+    if r0 <= maxrev then
+      c.metadata.annotations[REV] = tostring(maxrev + 1)
+      local h = c.metadata.annotations[HISTORY]
+      c.metadata.annotations[HISTORY] = (h and h ~= "" and h .. "," or "") .. tostring(r0)
+    end
+    if not ctl_.equal(c, cur) then cur = cl:update(rsr, c) or cur end
+  end
+
+  if paused then
+    -- no rollout; a scale reaches the one active ReplicaSet
+    local active = {}
+    for _, rs in ipairs(olds) do if spec_n(rs) > 0 then active[#active + 1] = rs end end
+    if cur and (#active == 0) and spec_n(cur) ~= want then cur = scale(cur, want) end
+    if not cur and #active == 1 and spec_n(active[1]) ~= want then scale(active[1], want) end
+  elseif recreate then
+    local down = false
+    for i, rs in ipairs(olds) do
+      if spec_n(rs) > 0 then olds[i] = scale(rs, 0); down = true end
+    end
+    if not down and sum(olds, status_n("replicas")) == 0 then
+      if not cur then cur = create(want) elseif spec_n(cur) ~= want then cur = scale(cur, want) end
+    end
+  else
+    local up = false
+    if not cur then
+      local n = #olds == 0 and want or math.max(0, math.min(want + surge - sum(olds, spec_n), want))
+      cur = create(n)
+      up = cur ~= nil
+    elseif spec_n(cur) > want then
+      cur = scale(cur, want)
+    elseif spec_n(cur) < want then
+      local total = spec_n(cur) + sum(olds, spec_n)
+      if total < want + surge then
+        cur = scale(cur, spec_n(cur) + math.min(want + surge - total, want - spec_n(cur)))
+        up = true
+      end
+    end
+    if cur and not up then
+      -- down, oldest first: the unhealthy old pods, then as many available
+      -- ones as keep want - maxUnavailable available
+      local min_available = want - unavailable
+      local all = spec_n(cur) + sum(olds, spec_n)
+      local budget = all - min_available - (spec_n(cur) - ((cur.status or {}).availableReplicas or 0))
+      if budget > 0 then
+        for i, rs in ipairs(olds) do
+          local unhealthy = spec_n(rs) - ((rs.status or {}).availableReplicas or 0)
+          if budget <= 0 then break end
+          if spec_n(rs) > 0 and unhealthy > 0 then
+            local n = math.min(budget, unhealthy)
+            olds[i] = scale(rs, spec_n(rs) - n)
+            budget = budget - n
+          end
+        end
+        local excess = ((cur.status or {}).availableReplicas or 0) + sum(olds, function(rs)
+          return math.min(spec_n(rs), (rs.status or {}).availableReplicas or 0) end) - min_available
+        for i, rs in ipairs(olds) do
+          if excess <= 0 then break end
+          if spec_n(rs) > 0 then
+            local n = math.min(spec_n(rs), excess)
+            olds[i] = scale(rs, spec_n(rs) - n)
+            excess = excess - n
+          end
+        end
+      end
+    end
+  end
+
+  -- revisionHistoryLimit: the oldest ReplicaSets at 0 beyond it are deleted
+  local limit = d.spec.revisionHistoryLimit or 10
+  local idle = {}
+  for _, rs in ipairs(olds) do
+    if spec_n(rs) == 0 and ((rs.status or {}).replicas or 0) == 0 and not rs.metadata.deletionTimestamp then
+      idle[#idle + 1] = rs
+    end
+  end
+  for i = 1, #idle - limit do cl:delete(rsr, ns, idle[i].metadata.name, { propagation = "Background" }) end
+
+  -- the Deployment's own revision annotation: its new ReplicaSet's
+  if cur then
+    local rev = (cur.metadata.annotations or {})[REV]
+    if rev and (d.metadata.annotations or {})[REV] ~= rev then
+      local c = ctl_.copy(d)
+      c.metadata.annotations = c.metadata.annotations or {}
+      c.metadata.annotations[REV] = rev
+      d = cl:update(dr, c) or d
+    end
+  end
+
+  local all = { table.unpack(olds) }
+  if cur then all[#all + 1] = cur end
+  local available = sum(all, status_n("availableReplicas"))
   local st = ctl_.copy(d.status or {})
+  local before = ctl_.copy(st)
   st.observedGeneration = d.metadata.generation
-  st.replicas, st.updatedReplicas = nz(replicas), nz(updated)
-  st.readyReplicas, st.availableReplicas = nz(ready), nz(available)
-  st.unavailableReplicas = nz(want - available)
+  st.replicas, st.updatedReplicas = nz(sum(all, status_n("replicas"))), nz(cur and (cur.status or {}).replicas or 0)
+  st.readyReplicas, st.availableReplicas = nz(sum(all, status_n("readyReplicas"))), nz(available)
+  st.unavailableReplicas = nz(math.max(0, sum(all, spec_n) - available))
   local opt = { update = true }
-  if available >= want then
+  if available >= want - (recreate and 0 or unavailable) then
     st.conditions = ctl_.set_condition(st.conditions, "Available", "True", "MinimumReplicasAvailable",
       "Deployment has minimum availability.", opt)
   else
     st.conditions = ctl_.set_condition(st.conditions, "Available", "False", "MinimumReplicasUnavailable",
       "Deployment does not have minimum availability.", opt)
   end
-  local rsname = cur.metadata.name
-  if created then
+  local progressing = ctl_.condition(st.conditions, "Progressing")
+  local rsname = cur and cur.metadata.name
+  local complete = (st.updatedReplicas or 0) == want and (st.replicas or 0) == want and available == want
+  if paused then
+    if not progressing or progressing.reason ~= "DeploymentPaused" then
+      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentPaused",
+        "Deployment is paused", opt)
+    end
+  elseif progressing and progressing.reason == "DeploymentPaused" then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentResumed",
+      "Deployment is resumed", opt)
+  elseif created then
     st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetCreated",
       string.format('Created new replica set "%s"', rsname), opt)
-  elseif (cs.availableReplicas or 0) >= want and old_live == 0 and (cs.replicas or 0) == want then
+  elseif complete then
     st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetAvailable",
-      string.format('ReplicaSet "%s" has successfully progressed.', rsname), opt)
-  else
+      string.format('%s "%s" has successfully progressed.', rsname and "ReplicaSet" or "Deployment",
+        rsname or d.metadata.name), opt)
+  elseif not progressing and rsname then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "FoundNewReplicaSet",
+      string.format('Found new replica set "%s"', rsname), opt)
+  elseif not ctl_.equal(before.updatedReplicas, st.updatedReplicas) or not ctl_.equal(before.readyReplicas,
+      st.readyReplicas) or not ctl_.equal(before.availableReplicas, st.availableReplicas)
+      or (st.replicas or 0) < (before.replicas or 0) or (progressing and progressing.reason ~= "ReplicaSetUpdated"
+        and progressing.reason ~= TIMED_OUT) then
     st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "ReplicaSetUpdated",
-      string.format('ReplicaSet "%s" is progressing.', rsname), opt)
+      string.format('%s "%s" is progressing.', rsname and "ReplicaSet" or "Deployment", rsname or d.metadata.name),
+      opt)
+    -- progress moves lastUpdateTime, from which the deadline counts
+    for _, c in ipairs(st.conditions) do if c.type == "Progressing" then c.lastUpdateTime = ctl_.stamp() end end
+  end
+  progressing = ctl_.condition(st.conditions, "Progressing")
+  if paused or complete or not progressing or progressing.status ~= "True" then
+    ctl:cancel("deploy", k) -- nothing to time out
+  elseif tonumber(d.spec.progressDeadlineSeconds) then
+    -- no progress for progressDeadlineSeconds (of simulated time): timed
+    -- out, which kubectl rollout status reports as a failure
+    local from = tbl.epoch(progressing.lastUpdateTime)
+    local deadline = from and from + tonumber(d.spec.progressDeadlineSeconds) / ctl_.speed()
+    if deadline and core.now() >= deadline then
+      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "False", TIMED_OUT,
+        string.format('%s "%s" has timed out progressing.', rsname and "ReplicaSet" or "Deployment",
+          rsname or d.metadata.name), opt)
+    elseif deadline then
+      ctl:at(deadline + 1, "deploy", k)
+    end
   end
   ctl_.put_status(ctl, dr, d, st)
 end

@@ -89,7 +89,14 @@ ctl_.handlers.endpoints = function(ctl, k)
   local slabels = ctl_.copy(svc.metadata.labels or {})
   slabels["kubernetes.io/service-name"] = name
   slabels["endpointslice.kubernetes.io/managed-by"] = MANAGED
-  local body = { addressType = "IPv4", endpoints = eps, ports = ports_of or {} }
+  -- a slice's port names are pointers the controller always sets ("" for
+  -- an unnamed port; kubectl describe service dereferences them)
+  local sports = {}
+  for i, pt in ipairs(ports_of or {}) do
+    sports[i] = ctl_.copy(pt)
+    sports[i].name = pt.name or ""
+  end
+  local body = { addressType = "IPv4", endpoints = eps, ports = sports }
   local s = slices[1]
   for i = 2, #slices do cl:delete(esr, ns, slices[i].metadata.name) end
   if s then

@@ -31,7 +31,7 @@ local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
   "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter",
-  "inference", "loadbalancers", "keda" }
+  "inference", "loadbalancers", "keda", "leases" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

@@ -125,6 +125,26 @@ local function conditions(list, ready, reason)
   return ctl_.set_condition(list, "PodScheduled", "True")
 end
 
+-- creating(ctl, pr, pod, node): what the kubelet reports while it sets a
+-- bound pod up (kubectl shows ContainerCreating): Pending, its hostIP and
+-- startTime, every container waiting
+local function creating(ctl, pr, pod, node)
+  local st = ctl_.copy(pod.status or {})
+  if st.containerStatuses then return end
+  local host = internal_ip(node)
+  st.hostIP, st.hostIPs = host, { { ip = host } }
+  st.startTime = st.startTime or ctl_.stamp()
+  st.qosClass = qos(pod)
+  local cs = {}
+  for i, c in ipairs(pod.spec.containers or {}) do
+    cs[i] = { name = c.name, image = c.image, imageID = "", ready = false, started = false, restartCount = 0,
+      state = { waiting = { reason = "ContainerCreating" } }, lastState = {} }
+  end
+  st.containerStatuses = cs
+  st.conditions = conditions(st.conditions, nil, "ContainersNotReady")
+  ctl_.put_status(ctl, pr, pod, st)
+end
+
 local function start(ctl, pr, pod, node)
   local now = ctl_.stamp()
   local host = internal_ip(node)
@@ -156,9 +176,11 @@ local function start(ctl, pr, pod, node)
   end
   local cur = ctl_.put_status(ctl, pr, pod, st)
   for _, c in ipairs(pod.spec.containers or {}) do
+    local field = "spec.containers{" .. c.name .. "}"
     ctl_.event(ctl, cur, "Normal", "Pulled", string.format('Container image "%s" already present on machine',
-      c.image or ""), "kubelet")
-    ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet")
+      c.image or ""), "kubelet", field)
+    ctl_.event(ctl, cur, "Normal", "Created", "Created container: " .. c.name, "kubelet", field)
+    ctl_.event(ctl, cur, "Normal", "Started", "Started container " .. c.name, "kubelet", field)
     for _, line in ipairs(programs.lines(cur, c) or M.lines(c)) do
       logs.append(ctl.cl, pod.metadata.namespace, pod.metadata.name, c.name, line)
     end
@@ -231,6 +253,7 @@ ctl_.handlers.pod = function(ctl, k)
   if phase == "Pending" then
     if not m.start_at then
       m.start_at = now + M.START / ctl_.speed()
+      creating(ctl, pr, pod, node)
       return ctl:at(m.start_at, "pod", k)
     end
     if now < m.start_at then return ctl:at(m.start_at, "pod", k) end

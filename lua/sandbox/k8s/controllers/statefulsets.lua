@@ -4,9 +4,12 @@
 -- all at once under Parallel) and removed from the highest ordinal down.
 -- Each pod carries statefulset.kubernetes.io/pod-name,
 -- apps.kubernetes.io/pod-index and controller-revision-hash labels, as the
--- StatefulSet controller sets them.
+-- StatefulSet controller sets them. A template change rolls the pods
+-- (RollingUpdate, above spec.updateStrategy.rollingUpdate.partition): the
+-- highest ordinal first, one at a time, each once the others are ready.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local deployments = require "sandbox.k8s.controllers.deployments"
+local revisions = require "sandbox.k8s.controllers._revisions"
 
 local M = {}
 
@@ -23,6 +26,7 @@ ctl_.handlers.sts = function(ctl, k)
   local want = spec.replicas or 1
   local parallel = spec.podManagementPolicy == "Parallel"
   local hash = name .. "-" .. deployments.template_hash(spec.template)
+  revisions.sync(ctl, set, hash, hash)
   local by_ord = {}
   for _, p in ipairs(ctl_.children(ctl, pr, set)) do
     local ord = tonumber(p.metadata.name:match("%-(%d+)$"))
@@ -64,16 +68,45 @@ ctl_.handlers.sts = function(ctl, k)
       break
     end
   end
-  local replicas, ready = 0, 0
+  -- RollingUpdate: once every pod is there and ready, the highest ordinal
+  -- at or above the partition still on an older revision is deleted (and
+  -- comes back on the new one), one at a time
+  local strategy = spec.updateStrategy or {}
+  if (strategy.type or "RollingUpdate") == "RollingUpdate" then
+    local partition = tonumber((strategy.rollingUpdate or {}).partition) or 0
+    local settled = true
+    for ord = 0, want - 1 do
+      if not by_ord[ord] or not ctl_.pod_ready(by_ord[ord]) then settled = false end
+    end
+    for ord = want - 1, partition, -1 do
+      local p = settled and by_ord[ord]
+      if p and (p.metadata.labels or {})["controller-revision-hash"] ~= hash then
+        cl:delete(pr, ns, p.metadata.name)
+        ctl_.event(ctl, set, "Normal", "SuccessfulDelete", string.format("delete Pod %s in StatefulSet %s successful",
+          p.metadata.name, name), "statefulset-controller")
+        by_ord[ord] = nil
+        break
+      end
+    end
+  end
+  local replicas, ready, updated = 0, 0, 0
   for _, p in pairs(by_ord) do
     replicas = replicas + 1
     if ctl_.pod_ready(p) then ready = ready + 1 end
+    if (p.metadata.labels or {})["controller-revision-hash"] == hash then updated = updated + 1 end
   end
   local st = ctl_.copy(set.status or {})
   st.observedGeneration = set.metadata.generation
-  st.replicas, st.currentReplicas, st.updatedReplicas = replicas, nz(replicas), nz(replicas)
+  -- the current revision becomes the update revision once every pod runs it
+  local current = st.currentRevision or hash
+  if updated == replicas and replicas == want then current = hash end
+  local on_current = 0
+  for _, p in pairs(by_ord) do
+    if (p.metadata.labels or {})["controller-revision-hash"] == current then on_current = on_current + 1 end
+  end
+  st.replicas, st.currentReplicas, st.updatedReplicas = replicas, nz(on_current), nz(updated)
   st.readyReplicas, st.availableReplicas = nz(ready), ready
-  st.currentRevision, st.updateRevision, st.collisionCount = hash, hash, st.collisionCount or 0
+  st.currentRevision, st.updateRevision, st.collisionCount = current, hash, st.collisionCount or 0
   ctl_.put_status(ctl, sr, set, st)
 end
 
