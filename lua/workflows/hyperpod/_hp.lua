@@ -25,6 +25,14 @@ function M.eks(ctx, p)
   return { name = name, region = region, record = hypd.clusters.get(name, region) or {} }
 end
 
+-- k8s(ctx, p) -> conn, e: hypd's Kubernetes client on the EKS cluster a
+-- call works on (eks above), whose name and region go into ctx.state
+function M.k8s(ctx, p)
+  local e = M.eks(ctx, p)
+  ctx.state.eks, ctx.state.region = e.name, e.region
+  return ctx:k8s(e.name), e
+end
+
 -- find(ctx, eks_arn [, name]) -> the DescribeCluster of the HyperPod
 -- cluster orchestrated by that EKS cluster (or named name), or nil
 function M.find(ctx, eks_arn, name)

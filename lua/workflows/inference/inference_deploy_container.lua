@@ -68,9 +68,7 @@ end
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
-  local e = hp.eks(ctx, p)
-  st.eks, st.region = e.name, e.region
-  local conn = ctx:k8s(e.name)
+  local conn = hp.k8s(ctx, p)
   local port, source = C.port_of(p)
   st.port, st.port_source = port, source
   local kind = p.service == "pool" and "pool" or "container"

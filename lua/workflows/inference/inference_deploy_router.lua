@@ -81,9 +81,7 @@ end
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
-  local e = hp.eks(ctx, p)
-  st.eks, st.region = e.name, e.region
-  local conn = ctx:k8s(e.name)
+  local conn = hp.k8s(ctx, p)
   local deps, port = {}, nil
   for i, w in ipairs(p.workers) do
     local d = S.deployment(conn, p.namespace, w)

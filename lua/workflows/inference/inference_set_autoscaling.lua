@@ -44,9 +44,7 @@ local METRIC = { vllm = "vllm:num_requests_waiting", sglang = "sglang:num_queue_
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
-  local e = hp.eks(ctx, p)
-  st.eks, st.region = e.name, e.region
-  local conn = ctx:k8s(e.name)
+  local conn, e = hp.k8s(ctx, p)
   if not K.get(conn, "apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD) then
     hypd.errors.raise("CONFLICT", string.format("KEDA is not installed on cluster %s (no %s CRD), so nothing would " ..
       "act on a ScaledObject: enable the HyperPod inference operator, whose add-on runs KEDA, with %s, then call " ..

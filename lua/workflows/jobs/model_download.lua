@@ -117,9 +117,7 @@ end
 
 local function check_step(ctx)
   local p, st = ctx.params, ctx.state
-  local e = hp.eks(ctx, p)
-  st.eks, st.region = e.name, e.region
-  local conn = ctx:k8s(e.name)
+  local conn, e = hp.k8s(ctx, p)
   local d = describe(p)
   local fix = string.format("storage_create_s3 claim_name=%s namespace=%s", p.claim_name, p.namespace)
   local pvc = S.get(conn, "v1", "PersistentVolumeClaim", p.claim_name, p.namespace)

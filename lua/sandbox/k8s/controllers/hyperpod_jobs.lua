@@ -39,6 +39,7 @@ local ctl_ = require "sandbox.k8s.controllers._ctl"
 local kubelet = require "sandbox.k8s.controllers.kubelet"
 local logs = require "sandbox.k8s.logs"
 local mlflow = require "sandbox.mlflow.report"
+local programs = require "sandbox.k8s.programs"
 local sched = require "sandbox.k8s.controllers.scheduler"
 
 local M = {}
@@ -93,11 +94,7 @@ end
 local function command(job)
   local rs = ((job.spec or {}).replicaSpecs or {})[1] or {}
   local c = ((((rs.template or {}).spec or {}).containers) or {})[1] or {}
-  local w = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, x in ipairs(list) do w[#w + 1] = tostring(x) end
-  end
-  return c, table.concat(w, " ")
+  return c, programs.command_line(c)
 end
 
 -- style(job) -> "hf" (LLaMA-Factory, MS-Swift: the Hugging Face Trainer's

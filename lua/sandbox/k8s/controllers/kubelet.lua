@@ -37,13 +37,7 @@ function M.run_seconds(pod)
   if ctl_.owner(pod, "Job") then return M.JOB_SECONDS end
 end
 
-local function words(c)
-  local out = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
-  end
-  return out
-end
+local words = programs.argv
 
 -- lines(container) -> what the container prints when it starts
 function M.lines(c)

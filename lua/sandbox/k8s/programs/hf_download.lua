@@ -34,13 +34,7 @@ M.S3_DRIVER = "s3.csi.aws.com"
 
 local plans = {} -- pod uid -> the run worked out when the container started
 
-local function script_of(c)
-  local out = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
-  end
-  return table.concat(out, " ")
-end
+local script_of = require("sandbox.k8s.programs").command_line
 
 function M.match(_, c)
   local s = script_of(c)

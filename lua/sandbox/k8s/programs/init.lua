@@ -42,6 +42,17 @@ local function program(name)
   return p
 end
 
+-- argv(c) -> the container's command then args, as strings;
+-- command_line(c) -> the same joined by spaces (what programs match on)
+function M.argv(c)
+  local out = {}
+  for _, list in ipairs { c.command or {}, c.args or {} } do
+    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
+  end
+  return out
+end
+function M.command_line(c) return table.concat(M.argv(c), " ") end
+
 -- find(pod, container) -> the program the container runs, or nil
 function M.find(pod, c)
   for _, name in ipairs(M.NAMES) do

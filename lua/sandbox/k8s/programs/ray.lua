@@ -26,13 +26,7 @@ M.STEPS = 20
 M.STEP_SECONDS = 1
 M.WARMUP = 3      -- simulated seconds from the submission to the first step
 
-local function words(c)
-  local out = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, w in ipairs(list) do out[#out + 1] = tostring(w) end
-  end
-  return table.concat(out, " ")
-end
+local words = require("sandbox.k8s.programs").command_line
 
 local function entrypoint(c) return words(c):match("ray job submit .- %-%- (.-) ; fi ;") end
 

@@ -14,13 +14,7 @@ local task = require "hypd.task"
 local M = {}
 M.MAX = 100000 -- iterations at most (a `seq 1 1000000000` prints this many)
 
-local function script(c)
-  local parts = {}
-  for _, list in ipairs { c.command or {}, c.args or {} } do
-    for _, w in ipairs(list) do parts[#parts + 1] = tostring(w) end
-  end
-  return table.concat(parts, " ")
-end
+local script = require("sandbox.k8s.programs").command_line
 
 local function unquote(s)
   s = s:gsub("^%s+", ""):gsub("%s+$", "")
