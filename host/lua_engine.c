@@ -4,6 +4,7 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,39 @@
 #define STREAM_MT "hypd.http_stream"
 #define HOOK_EVERY 1000
 
-/* The guard of the task that runs now (one engine thread, so one at a time). */
+#define CHUNKS_KEY "hypd.playbook_chunks" /* chunk name -> true: code the hook may preempt */
+#define PENDING_KEY "hypd.pending_error" /* the error the hook raises in the task next */
+#define NESTED_KEY "hypd.preemptible" /* weak set of coroutines whose resumer passes a preemption up */
+
+/*
+ * The guard of the task that runs now (one engine thread, so one at a time).
+ * The count hook checks it every HOOK_EVERY instructions of the task and of
+ * the coroutines it creates (they inherit the hook):
+ *   - it raises (an error with abort = true) when the engine is interrupted,
+ *     the task's deadline passed, this run passed slice_end, or the task
+ *     spent its CPU budget (budget_end);
+ *   - past preempt_at, where the task's own coroutine runs playbook code
+ *     (a chunk core.playbook_chunk named) and may yield, it yields it with
+ *     no values (Lua 5.4 lets a count hook yield so): the engine puts the
+ *     task back in the ready queue, behind the network. So does a
+ *     coroutine a playbook made (core.preemptible): its resumer, the
+ *     playbook's coroutine.resume, sees core.preempted() and passes the
+ *     preemption up as a checkpoint. Host code is never preempted: between
+ *     its own yields it may count on running alone;
+ *   - an error left by core.arm(..., err) is raised at the task's first
+ *     instruction (a yield the engine cannot answer fails where it was made).
+ */
 static struct {
 	int armed;             /* a task is running under the guard */
 	double deadline;       /* engine-clock deadline, 0 = none */
 	double slice_end;      /* real monotonic end of this run slice, 0 = none */
+	double budget_end;     /* real monotonic time its CPU budget runs out, 0 = none */
+	double budget;         /* that budget in seconds (for the message) */
+	double preempt_at;     /* real monotonic time from which playbook code is preempted, 0 = never */
+	lua_State *co;         /* the task's own coroutine (the only one the hook yields) */
+	int preempted;         /* the hook yielded co during this run */
+	int spent;             /* the hook raised the CPU budget's error during this run */
+	int pending;           /* PENDING_KEY holds an error to raise in co */
 } guard;
 static volatile sig_atomic_t interrupted; /* lua_engine_interrupt was called */
 
@@ -128,23 +157,77 @@ static int l_advance_to(lua_State *L)
 
 /* --- deadline guard --- */
 
+/* Is the function running in L (ar, from the hook) code of a playbook? */
+static int playbook_code(lua_State *L, lua_Debug *ar)
+{
+	int yes;
+
+	if (!lua_getinfo(L, "S", ar) || ar->source == NULL)
+		return 0;
+	lua_getfield(L, LUA_REGISTRYINDEX, CHUNKS_KEY);
+	yes = lua_istable(L, -1) && lua_getfield(L, -1, ar->source) == LUA_TBOOLEAN;
+	lua_pop(L, 2);
+	return yes;
+}
+
+/* May the hook yield L? The task's own coroutine, or one marked by
+ * core.preemptible. */
+static int preemptible(lua_State *L)
+{
+	int yes;
+
+	if (L == guard.co)
+		return 1;
+	if (lua_getfield(L, LUA_REGISTRYINDEX, NESTED_KEY) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	lua_pushthread(L);
+	yes = lua_rawget(L, -2) == LUA_TBOOLEAN;
+	lua_pop(L, 2);
+	return yes;
+}
+
 static void guard_hook(lua_State *L, lua_Debug *ar)
 {
-	const char *why = NULL, *code = "TIMEOUT";
+	const char *code = "TIMEOUT";
+	char why[200] = "";
+	double mono;
 
-	(void)ar;
+	if (guard.pending && L == guard.co) {
+		guard.pending = 0;
+		lua_sethook(L, guard_hook, LUA_MASKCOUNT, HOOK_EVERY);
+		lua_getfield(L, LUA_REGISTRYINDEX, PENDING_KEY);
+		lua_pushnil(L);
+		lua_setfield(L, LUA_REGISTRYINDEX, PENDING_KEY);
+		lua_error(L);
+	}
 	if (!guard.armed)
 		return;
+	mono = hclock_mono();
 	if (interrupted) {
-		why = "interrupted";
+		snprintf(why, sizeof why, "interrupted");
 		code = "CANCELLED";
 	} else if (guard.deadline > 0 && hclock_now() >= guard.deadline) {
-		why = "deadline exceeded";
-	} else if (guard.slice_end > 0 && hclock_mono() >= guard.slice_end) {
-		why = "ran too long without yielding (CPU loop?)";
+		snprintf(why, sizeof why, "deadline exceeded");
+	} else if (guard.budget_end > 0 && mono >= guard.budget_end) {
+		snprintf(why, sizeof why, "used its CPU budget of %gs without waiting on a timer, the network, "
+			 "a job or a signal (sleep(0) and checkpoints are no waits): a CPU loop?", guard.budget);
+		code = "CPU";
+		guard.budget_end = 0; /* once: the code that catches it may answer */
+		guard.spent = 1;
+	} else if (guard.slice_end > 0 && mono >= guard.slice_end) {
+		snprintf(why, sizeof why, "ran too long without yielding (CPU loop?)");
+		guard.slice_end = 0;
 	}
-	if (!why)
+	if (!why[0]) {
+		if (guard.preempt_at > 0 && mono >= guard.preempt_at && lua_isyieldable(L) && preemptible(L) &&
+		    playbook_code(L, ar)) {
+			guard.preempted = 1;
+			lua_yield(L, 0); /* returns; the VM yields once the hook is done */
+		}
 		return;
+	}
 	hx_newerror(L, code, "%s", why);
 	lua_pushboolean(L, 1);
 	lua_setfield(L, -2, "abort");
@@ -161,22 +244,104 @@ static int l_guard(lua_State *L)
 	return 0;
 }
 
-/* core.arm(deadline|nil, slice_seconds|nil): before resuming a task. */
+/* core.preemptible(co): the hook may preempt coroutine co, a playbook's,
+ * whose resumer checks core.preempted() each time it returns */
+static int l_preemptible(lua_State *L)
+{
+	luaL_argexpected(L, lua_tothread(L, 1) != NULL, 1, "thread");
+	if (lua_getfield(L, LUA_REGISTRYINDEX, NESTED_KEY) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_newtable(L);
+		lua_pushliteral(L, "k");
+		lua_setfield(L, -2, "__mode");
+		lua_setmetatable(L, -2);
+		lua_pushvalue(L, -1);
+		lua_setfield(L, LUA_REGISTRYINDEX, NESTED_KEY);
+	}
+	lua_pushvalue(L, 1);
+	lua_pushboolean(L, 1);
+	lua_rawset(L, -3);
+	return 0;
+}
+
+/* core.preempted() -> true once after the hook preempted a coroutine
+ * (core.preemptible) that has returned to its resumer */
+static int l_preempted(lua_State *L)
+{
+	lua_pushboolean(L, guard.preempted);
+	guard.preempted = 0;
+	return 1;
+}
+
+/* core.playbook_chunk(chunkname): code loaded under that name is a
+ * playbook's, which the hook may preempt (see the guard above) */
+static int l_playbook_chunk(lua_State *L)
+{
+	luaL_checkstring(L, 1);
+	if (lua_getfield(L, LUA_REGISTRYINDEX, CHUNKS_KEY) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_setfield(L, LUA_REGISTRYINDEX, CHUNKS_KEY);
+	}
+	lua_pushvalue(L, 1);
+	lua_pushboolean(L, 1);
+	lua_rawset(L, -3);
+	return 0;
+}
+
+/*
+ * core.arm(co, deadline|nil, slice|nil, preempt|nil, budget_left|nil,
+ * budget|nil, err|nil): before resuming task coroutine co. slice: real
+ * seconds this run may last; preempt: real seconds after which playbook
+ * code yields; budget_left: CPU seconds the task has left of budget
+ * (<= 0: none left, it fails at its first hook); err: raised in co at its
+ * first instruction.
+ */
 static int l_arm(lua_State *L)
 {
-	double slice = luaL_optnumber(L, 2, 0);
+	lua_State *co = lua_tothread(L, 1);
+	double now = hclock_mono();
+	double slice = luaL_optnumber(L, 3, 0), preempt = luaL_optnumber(L, 4, 0);
 
-	guard.deadline = luaL_optnumber(L, 1, 0);
-	guard.slice_end = slice > 0 ? hclock_mono() + slice : 0;
+	luaL_argexpected(L, co != NULL, 1, "thread");
+	guard.deadline = luaL_optnumber(L, 2, 0);
+	guard.slice_end = slice > 0 ? now + slice : 0;
+	guard.preempt_at = preempt > 0 ? now + preempt : 0;
+	guard.budget_end = lua_isnoneornil(L, 5) ? 0 : now + luaL_checknumber(L, 5);
+	guard.budget = luaL_optnumber(L, 6, 0);
+	guard.co = co;
+	guard.preempted = 0;
+	guard.spent = 0;
+	guard.pending = !lua_isnoneornil(L, 7);
+	if (guard.pending) {
+		lua_settop(L, 7);
+		lua_setfield(L, LUA_REGISTRYINDEX, PENDING_KEY);
+		lua_sethook(co, guard_hook, LUA_MASKCOUNT, 1);
+	}
 	guard.armed = 1;
 	return 0;
 }
 
+/* core.disarm() -> preempted, spent: preempted when the hook yielded the
+ * task (no engine request: put it back in the ready queue); spent when it
+ * raised the CPU budget's error (the code that caught it starts afresh) */
 static int l_disarm(lua_State *L)
 {
-	(void)L;
+	if (guard.pending) { /* never reached an instruction: drop it */
+		guard.pending = 0;
+		lua_sethook(guard.co, guard_hook, LUA_MASKCOUNT, HOOK_EVERY);
+		lua_pushnil(L);
+		lua_setfield(L, LUA_REGISTRYINDEX, PENDING_KEY);
+	}
 	guard.armed = 0;
-	return 0;
+	guard.co = NULL;
+	lua_pushboolean(L, guard.preempted);
+	lua_pushboolean(L, guard.spent);
+	guard.preempted = 0;
+	guard.spent = 0;
+	return 2;
 }
 
 /* core.interrupted([clear]): was lua_engine_interrupt called? */
@@ -752,6 +917,9 @@ static const luaL_Reg core_funcs[] = {
 	{ "virtual", l_virtual },
 	{ "advance_to", l_advance_to },
 	{ "guard", l_guard },
+	{ "playbook_chunk", l_playbook_chunk },
+	{ "preemptible", l_preemptible },
+	{ "preempted", l_preempted },
 	{ "arm", l_arm },
 	{ "disarm", l_disarm },
 	{ "interrupted", l_interrupted },

@@ -16,7 +16,11 @@ local log = require "hypd.log"
 local M = {}
 local REQUEST = setmetatable({}, { __name = "engine request" })
 M.REQUEST = REQUEST
-M.slice = 30          -- real seconds a task may run without yielding
+M.slice = 30          -- real seconds a host task may run without yielding
+M.budget = 120        -- CPU seconds a host task may use between two real waits
+M.tool_slice = 2      -- real seconds a tool's task may run without yielding
+M.tool_budget = 5     -- CPU seconds a tool's task may use between two real waits
+M.preempt = 0.02      -- real seconds playbook code runs before the engine looks at the network
 
 local Task = {}
 Task.__index = Task
@@ -91,6 +95,27 @@ local function wake(t, ...)
   end
 end
 
+-- a task that wakes itself at once (sleep(0), checkpoint, preempted) waits
+-- in `later` until the engine has looked at the network, then goes behind
+-- what that brought (hypd.server's requests among them)
+local later = {}
+
+local function wake_later(t, ...)
+  t.resume_args = table.pack(...)
+  if not t.queued then
+    t.queued = true
+    later[#later + 1] = t
+  end
+end
+
+local function queue_later()
+  for i = 1, #later do
+    qtail = qtail + 1
+    queue[qtail] = later[i]
+    later[i] = nil
+  end
+end
+
 local function clear_wait(t)
   local w = t.waiting_on
   t.waiting_on = nil
@@ -161,12 +186,12 @@ local handlers = {}
 
 function handlers.sleep(t, seconds)
   seconds = tonumber(seconds) or 0
-  if seconds <= 0 then return wake(t, true) end
+  if seconds <= 0 then return wake_later(t, true) end
   t.waiting_on = { kind = "timer", entry = add_timer(core.now() + seconds, t, "sleep") }
 end
 
 function handlers.yield(t)
-  wake(t, true)
+  wake_later(t, true)
 end
 
 function handlers.http(t, req)
@@ -224,11 +249,49 @@ function handlers.signal(t, sig, timeout)
   t.waiting_on = w
 end
 
-local function resume(t, ...)
+-- the budgets of a run: a task running a tool (it or an ancestor has a
+-- guard: hypd.guard) gets the strict one, any other (the host's own: the
+-- sandbox, servers, tests) the generous one
+local function budgets(t)
+  local p = t
+  while p do
+    if p.guard then return M.tool_slice, M.tool_budget end
+    p = p.parent
+  end
+  return M.slice, M.budget
+end
+
+-- the error an unexpected yield gets, raised in the task where it yielded
+local function stray_yield(t)
+  return errors.new("SANDBOX", t.name .. ": coroutine.yield reached the engine, which answers only its own " ..
+    "requests: a playbook may not yield to the engine directly (use hypd.sleep, or a coroutine of its own)")
+end
+
+-- a handler that raised (a binding's misuse error): the task's wait fails
+-- with it, so the error raises in the task, never in the loop
+local function handler_error(t, kind, e)
+  clear_wait(t)
+  if type(e) ~= "table" then
+    e = errors.new("VALIDATION", "hypd " .. tostring(kind) .. ": the engine refused the request: " .. tostring(e))
+  elseif not getmetatable(e) then
+    setmetatable(e, errors.mt)
+  end
+  e.abort = nil -- misuse, not a cancellation: the tool may catch it
+  wake(t, false, e)
+end
+
+-- resume(t, ...): runs t until it yields. inject: an error to raise in the
+-- task at its first instruction (its last yield was no engine request, or
+-- the hook preempted it, so resume values never reach it as an answer).
+local function resume(t, inject, ...)
   current, t.status = t, "running"
-  core.arm(t.deadline, M.slice)
+  local slice, budget = budgets(t)
+  local busy = t.busy or 0
+  core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject)
+  local t0 = core.mono()
   local r = table.pack(coroutine.resume(t.co, ...))
-  core.disarm()
+  local preempted, spent = core.disarm()
+  t.busy = spent and 0 or busy + (core.mono() - t0)
   current = nil
   if coroutine.status(t.co) == "dead" then
     if r[1] then
@@ -238,19 +301,30 @@ local function resume(t, ...)
   end
   t.status = "waiting"
   if r[2] ~= REQUEST then
-    return finish(t, errors.new("INTERNAL",
-      "coroutine.yield reached the engine outside any coroutine of the task's own"))
+    t.preempted = true -- no await to answer: resume values would reach the wrong code
+    if preempted and r.n == 1 then return wake_later(t) end -- the hook yielded it: the network first
+    return wake(t, stray_yield(t)) -- raised where it yielded
   end
   if t.abort then return wake(t, false, t.abort) end
   local h = handlers[r[3]]
   if not h then
-    return finish(t, errors.new("INTERNAL", "unknown engine request " .. tostring(r[3])))
+    t.preempted = true
+    return wake(t, errors.new("INTERNAL", "unknown engine request " .. tostring(r[3])))
   end
-  h(t, table.unpack(r, 4, r.n))
+  local ok, e = pcall(h, t, table.unpack(r, 4, r.n))
+  if not ok then return handler_error(t, r[3], e) end
+  -- a real wait (a timer, the network, a job, a signal, another task) ends
+  -- the stretch its CPU budget counts; a wake at once (sleep(0),
+  -- checkpoint) does not
+  if t.waiting_on then t.busy = 0 end
 end
 
+-- run_ready(): one pass over the tasks ready when it starts; those woken
+-- during the pass wait for the next one, and those that woke themselves
+-- (wake_later) for the network too
 local function run_ready()
-  while qhead <= qtail do
+  local last = qtail
+  while qhead <= last do
     local t = queue[qhead]
     queue[qhead] = nil
     qhead = qhead + 1
@@ -260,15 +334,18 @@ local function run_ready()
       t.resume_args = nil
       if t.abort and not t.started then
         finish(t, t.abort)
+      elseif t.preempted then -- it did not yield at an await: resume values would reach the wrong code
+        t.preempted = nil
+        resume(t, t.abort or args[1])
       elseif t.abort then
-        resume(t, false, t.abort)
+        resume(t, nil, false, t.abort)
       else
         t.started = true
-        resume(t, table.unpack(args, 1, args.n))
+        resume(t, nil, table.unpack(args, 1, args.n))
       end
     end
   end
-  qhead, qtail = 1, 0
+  if qhead > qtail then qhead, qtail = 1, 0 end
 end
 
 local function fire_timers()
@@ -344,9 +421,16 @@ end
 function M.run(until_fn)
   while true do
     run_ready()
-    if until_fn and until_fn() then return true end
+    local ready = qhead <= qtail or #later > 0 -- tasks woken during that pass
+    if not ready and until_fn and until_fn() then return true end
     if core.interrupted(true) then
+      queue_later()
       for t in pairs(live) do M.cancel(t, errors.new("CANCELLED", "interrupted")) end
+    elseif ready then
+      -- the network and the timers before their next run, without waiting
+      deliver(core.poll(0))
+      fire_timers()
+      queue_later()
     else
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()

@@ -50,6 +50,19 @@ local function where(level)
   return ""
 end
 
+-- setmetatable without finalizers: a __gc runs wherever the collector
+-- happens to run, outside any task and its hook, so a playbook's would be
+-- code no deadline stops. Lua marks an object for finalization only when
+-- setmetatable finds __gc in the metatable (raw), so refusing it here is
+-- enough: a __gc added to the metatable later is never called.
+local function safe_setmetatable(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    errors.raise("SANDBOX", where(2) .. "setmetatable: __gc (finalizers) is not available to playbooks; " ..
+      "use a to-be-closed variable (__close) to clean up")
+  end
+  return setmetatable(t, mt)
+end
+
 -- pcall/xpcall that let cancellation and deadlines through
 local function is_abort(e) return type(e) == "table" and e.abort == true end
 
@@ -67,21 +80,35 @@ local function safe_xpcall(f, handler, ...)
   end, ...))
 end
 
--- coroutines inside a playbook pass engine requests up to the task
+-- coroutines inside a playbook pass engine requests up to the task, and
+-- the engine's preemption of them (core.preemptible) as a checkpoint; the
+-- engine's cancellation and CPU errors go through, as through pcall
 local function pass(co, ok, ...)
-  if ok and (...) == sched.REQUEST and coroutine.status(co) == "suspended" then
-    return pass(co, coroutine.resume(co, coroutine.yield(...)))
+  if coroutine.status(co) == "suspended" then
+    if ok and (...) == sched.REQUEST then
+      return pass(co, coroutine.resume(co, coroutine.yield(...)))
+    end
+    if ok and select("#", ...) == 0 and core.preempted() then
+      if coroutine.isyieldable() then coroutine.yield(sched.REQUEST, "yield") end
+      return pass(co, coroutine.resume(co))
+    end
   end
+  if not ok and is_abort((...)) then error((...), 0) end
   return ok, ...
 end
 
 local sandbox_coroutine = {
-  create = coroutine.create, status = coroutine.status, running = coroutine.running,
+  status = coroutine.status, running = coroutine.running,
   isyieldable = coroutine.isyieldable, yield = coroutine.yield, close = coroutine.close,
 }
+function sandbox_coroutine.create(f)
+  local co = coroutine.create(f)
+  core.preemptible(co)
+  return co
+end
 function sandbox_coroutine.resume(co, ...) return pass(co, coroutine.resume(co, ...)) end
 function sandbox_coroutine.wrap(f)
-  local co = coroutine.create(f)
+  local co = sandbox_coroutine.create(f)
   return function(...)
     local r = table.pack(sandbox_coroutine.resume(co, ...))
     if not r[1] then error(r[2], 0) end
@@ -174,6 +201,7 @@ function M.env(name, require_fn)
   env.os = strict("os", { time = os.time, clock = os.clock, date = os.date, difftime = os.difftime })
   env.pcall, env.xpcall = safe_pcall, safe_xpcall
   env.getmetatable = safe_getmetatable
+  env.setmetatable = safe_setmetatable
   env.coroutine = copy(sandbox_coroutine)
   env.require = require_fn
   env.hypd = require("hypd.playbook_api").build(name)
@@ -216,6 +244,7 @@ function M.load(name, opts)
     if not fn then
       errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)
     end
+    core.playbook_chunk(chunkname) -- its code may be preempted (hypd._sched)
     loaded[modname] = false -- a require cycle sees false instead of recursing
     local v = fn()
     if v == nil then v = true end
