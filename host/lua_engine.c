@@ -372,6 +372,20 @@ struct req_build {
 	size_t nhdrs;        /* lines in hdrs */
 };
 
+/* The string on top of the stack, field `name` of a request (NULL when it
+ * is nil and optional); anything else raises VALIDATION naming the field.
+ * A playbook's bad option thus reads as what it is, not as "bad argument #-1". */
+static const char *field_string(lua_State *L, const char *name, int optional)
+{
+	if (lua_isstring(L, -1))
+		return lua_tostring(L, -1);
+	if (optional && lua_isnil(L, -1))
+		return NULL;
+	hx_raise(L, "VALIDATION", "hypd.http: request field %s must be a string%s, not %s", name,
+		 optional ? " (or absent)" : "", luaL_typename(L, -1));
+	return NULL;
+}
+
 /* Reads req table at idx; header strings are pushed on the stack (kept alive). */
 static void read_request(lua_State *L, int idx, struct req_build *b)
 {
@@ -380,7 +394,7 @@ static void read_request(lua_State *L, int idx, struct req_build *b)
 
 	memset(&b->req, 0, sizeof b->req);
 	lua_getfield(L, idx, "url");
-	b->req.url = luaL_checkstring(L, -1);
+	b->req.url = field_string(L, "url", 0);
 	lua_getfield(L, idx, "method");
 	b->req.method = luaL_optstring(L, -1, "GET");
 	lua_getfield(L, idx, "body");
@@ -451,11 +465,11 @@ static int sign_request(lua_State *L, int idx, struct req_build *b)
 	}
 	memset(&p, 0, sizeof p);
 	lua_getfield(L, -1, "service");
-	p.service = luaL_checkstring(L, -1);
+	p.service = field_string(L, "aws.service", 0);
 	lua_getfield(L, -2, "region");
-	p.region = luaL_checkstring(L, -1);
+	p.region = field_string(L, "aws.region", 0);
 	lua_getfield(L, -3, "profile");
-	p.profile = luaL_optstring(L, -1, NULL);
+	p.profile = field_string(L, "aws.profile", 1);
 	lua_getfield(L, -4, "sign_body");
 	p.sign_body = lua_toboolean(L, -1);
 	lua_getfield(L, -5, "unsigned_payload");
@@ -500,13 +514,13 @@ static int eks_request(lua_State *L, int idx, struct req_build *b)
 		return hx_fail(L, "VALIDATION", "a request is either AWS-signed (aws) or EKS (eks), not both");
 	lua_pop(L, 1);
 	lua_getfield(L, -1, "cluster");
-	cluster = luaL_checkstring(L, -1);
+	cluster = field_string(L, "eks.cluster", 0);
 	lua_getfield(L, -2, "region");
-	region = luaL_checkstring(L, -1);
+	region = field_string(L, "eks.region", 0);
 	lua_getfield(L, -3, "profile");
-	profile = luaL_optstring(L, -1, NULL);
+	profile = field_string(L, "eks.profile", 1);
 	lua_getfield(L, -4, "sts_url");
-	sts_url = luaL_checkstring(L, -1);
+	sts_url = field_string(L, "eks.sts_url", 0);
 	if (eks_token(sts_url, cluster, region, profile, (time_t)hclock_now(), &token, &expires, err,
 		      sizeof err) != 0)
 		return hx_fail(L, "CREDENTIALS", "EKS token for cluster %s: %s", cluster, err);

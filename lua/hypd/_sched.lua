@@ -6,9 +6,21 @@
 -- `false, err` when the task is cancelled or its deadline passes (await then
 -- raises err). Cancellation is sticky: every later wait fails at once.
 --
--- The loop: run every ready task; then either jump the virtual clock to the
--- next timer (virtual mode, nothing in flight on the network) or poll the
--- network until the next timer is due; then fire due timers.
+-- The loop: one pass over the tasks ready when it starts; if some woke
+-- meanwhile, look at the network without waiting, fire due timers and pass
+-- again (a task that wakes itself at once, with sleep(0) or a checkpoint,
+-- goes behind what the network brought); once none is ready, either jump
+-- the virtual clock to the next timer (virtual mode, nothing in flight on
+-- the network) or poll the network until the next timer is due; then fire
+-- due timers.
+--
+-- No task holds the loop (the count hook of hypd.core, armed per run):
+-- playbook code is preempted after M.preempt seconds and put back in the
+-- queue; a run longer than its slice fails with TIMEOUT; and a task that
+-- has run its budget of CPU seconds since its last real wait (a timer, the
+-- network, a job, a signal, another task) fails with CPU. Tasks running a
+-- tool (a guard on them or an ancestor) get the strict slice and budget.
+-- "CPU seconds" are real monotonic seconds while the task runs.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
@@ -17,9 +29,11 @@ local M = {}
 local REQUEST = setmetatable({}, { __name = "engine request" })
 M.REQUEST = REQUEST
 M.slice = 30          -- real seconds a host task may run without yielding
-M.budget = 120        -- CPU seconds a host task may use between two real waits
+M.budget = 120        -- CPU seconds a host task may use between two real waits (the
+                      -- sandbox's, servers', tests': built-ins stayed under 1 s)
 M.tool_slice = 2      -- real seconds a tool's task may run without yielding
-M.tool_budget = 5     -- CPU seconds a tool's task may use between two real waits
+M.tool_budget = 5     -- CPU seconds a tool's task may use between two real waits (the
+                      -- built-in tools in the sandbox suites stayed under 0.13 s)
 M.preempt = 0.02      -- real seconds playbook code runs before the engine looks at the network
 
 local Task = {}

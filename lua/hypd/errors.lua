@@ -8,6 +8,7 @@
 -- Codes in use: VALIDATION (bad input; names the field and the rule),
 -- NOT_FOUND, EXISTS, CONFLICT, TIMEOUT, CANCELLED, THROTTLED, CONNECT, TLS,
 -- TOO_LARGE, HTTP, JSON, STORE, SANDBOX (a playbook broke a sandbox rule),
+-- CPU (a task used its CPU budget without waiting: hypd._sched),
 -- DEADLOCK, STATE (the host is not set up for the call), LOCKED (another
 -- process owns the state directory: hypd.statelock), CLOSED (a websocket
 -- that ended; a server, websocket or stream handle used after its stop or
