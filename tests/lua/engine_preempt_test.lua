@@ -9,7 +9,6 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local playbook = require "hypd.playbook"
-local sched = require "hypd._sched"
 local task = require "hypd.task"
 
 -- a playbook chunk (its code is preemptible, as the loader registers it)

@@ -115,7 +115,8 @@ t.test("a playbook's coroutines may sleep: engine requests pass through them", f
 end)
 
 t.test("a raw yield from a playbook's main fails the call cleanly", function()
-  refused("return { main = function() coroutine.yield(1) end }", "SANDBOX", "coroutine.yield.*a playbook may not yield to the engine directly")
+  refused("return { main = function() coroutine.yield(1) end }", "SANDBOX",
+    "coroutine.yield.*a playbook may not yield to the engine directly")
 end)
 
 t.test("a syntax error is reported with the file and line", function()
