@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 
@@ -36,7 +37,7 @@
  * the coroutines it creates (they inherit the hook):
  *   - it raises (an error with abort = true) when the engine is interrupted,
  *     the task's deadline passed, this run passed slice_end, or the task
- *     spent its CPU budget (budget_end);
+ *     spent its CPU budget (CPU time of the engine thread while it ran);
  *   - past preempt_at, where the task's own coroutine runs playbook code
  *     (a chunk core.playbook_chunk named) and may yield, it yields it with
  *     no values (Lua 5.4 lets a count hook yield so): the engine puts the
@@ -52,7 +53,10 @@ static struct {
 	int armed;             /* a task is running under the guard */
 	double deadline;       /* engine-clock deadline, 0 = none */
 	double slice_end;      /* real monotonic end of this run slice, 0 = none */
-	double budget_end;     /* real monotonic time its CPU budget runs out, 0 = none */
+	int budgeted;          /* the task has a CPU budget */
+	double budget_left;    /* CPU seconds left of it when this run began */
+	double armed_mono;     /* hclock_mono() when this run began */
+	double armed_cpu;      /* thread_cpu() when this run began */
 	double budget;         /* that budget in seconds (for the message) */
 	double preempt_at;     /* real monotonic time from which playbook code is preempted, 0 = never */
 	lua_State *co;         /* the task's own coroutine (the only one the hook yields) */
@@ -157,6 +161,35 @@ static int l_advance_to(lua_State *L)
 
 /* --- deadline guard --- */
 
+/* CPU seconds the engine thread has used (what a task's budget counts:
+ * neither other processes on a busy machine nor a wait in a system call
+ * eat into it). */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return hclock_mono(); /* no such clock: real time, which only over-counts */
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Has this run spent the task's budget? CPU time never runs ahead of real
+ * time, so the CPU clock (a system call) is read only once real time says
+ * it may have. */
+static int over_budget(double mono)
+{
+	if (mono - guard.armed_mono < guard.budget_left)
+		return 0;
+	return thread_cpu() - guard.armed_cpu >= guard.budget_left;
+}
+
+/* core.cpu() -> CPU seconds the engine thread has used */
+static int l_cpu(lua_State *L)
+{
+	lua_pushnumber(L, thread_cpu());
+	return 1;
+}
+
 /* Is the function running in L (ar, from the hook) code of a playbook? */
 static int playbook_code(lua_State *L, lua_Debug *ar)
 {
@@ -210,11 +243,11 @@ static void guard_hook(lua_State *L, lua_Debug *ar)
 		code = "CANCELLED";
 	} else if (guard.deadline > 0 && hclock_now() >= guard.deadline) {
 		snprintf(why, sizeof why, "deadline exceeded");
-	} else if (guard.budget_end > 0 && mono >= guard.budget_end) {
+	} else if (guard.budgeted && over_budget(mono)) {
 		snprintf(why, sizeof why, "used its CPU budget of %gs without waiting on a timer, the network, "
 			 "a job or a signal (sleep(0) and checkpoints are no waits): a CPU loop?", guard.budget);
 		code = "CPU";
-		guard.budget_end = 0; /* once: the code that catches it may answer */
+		guard.budgeted = 0; /* once: the code that catches it may answer */
 		guard.spent = 1;
 	} else if (guard.slice_end > 0 && mono >= guard.slice_end) {
 		snprintf(why, sizeof why, "ran too long without yielding (CPU loop?)");
@@ -309,7 +342,10 @@ static int l_arm(lua_State *L)
 	guard.deadline = luaL_optnumber(L, 2, 0);
 	guard.slice_end = slice > 0 ? now + slice : 0;
 	guard.preempt_at = preempt > 0 ? now + preempt : 0;
-	guard.budget_end = lua_isnoneornil(L, 5) ? 0 : now + luaL_checknumber(L, 5);
+	guard.budgeted = !lua_isnoneornil(L, 5);
+	guard.budget_left = guard.budgeted ? luaL_checknumber(L, 5) : 0;
+	guard.armed_mono = now;
+	guard.armed_cpu = guard.budgeted ? thread_cpu() : 0;
 	guard.budget = luaL_optnumber(L, 6, 0);
 	guard.co = co;
 	guard.preempted = 0;
@@ -927,6 +963,7 @@ static int l_add_secret(lua_State *L)
 static const luaL_Reg core_funcs[] = {
 	{ "now", l_now },
 	{ "mono", l_mono },
+	{ "cpu", l_cpu },
 	{ "wall", l_wall },
 	{ "virtual", l_virtual },
 	{ "advance_to", l_advance_to },

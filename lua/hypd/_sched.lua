@@ -20,7 +20,8 @@
 -- has run its budget of CPU seconds since its last real wait (a timer, the
 -- network, a job, a signal, another task) fails with CPU. Tasks running a
 -- tool (a guard on them or an ancestor) get the strict slice and budget.
--- "CPU seconds" are real monotonic seconds while the task runs.
+-- CPU seconds are the engine thread's (core.cpu) while the task runs, so a
+-- busy machine or a slow disk does not spend them.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
@@ -32,7 +33,7 @@ M.slice = 30          -- real seconds a host task may run without yielding
 M.budget = 120        -- CPU seconds a host task may use between two real waits (the
                       -- sandbox's, servers', tests': built-ins stayed under 1 s)
 M.tool_slice = 2      -- real seconds a tool's task may run without yielding
-M.tool_budget = 5     -- CPU seconds a tool's task may use between two real waits (the
+M.tool_budget = 3     -- CPU seconds a tool's task may use between two real waits (the
                       -- built-in tools in the sandbox suites stayed under 0.13 s)
 M.preempt = 0.02      -- real seconds playbook code runs before the engine looks at the network
 
@@ -298,14 +299,14 @@ end
 -- task at its first instruction (its last yield was no engine request, or
 -- the hook preempted it, so resume values never reach it as an answer).
 local function resume(t, inject, ...)
+  local t0 = core.cpu() -- the engine's work for this run counts too
   current, t.status = t, "running"
   local slice, budget = budgets(t)
   local busy = t.busy or 0
   core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject)
-  local t0 = core.mono()
   local r = table.pack(coroutine.resume(t.co, ...))
   local preempted, spent = core.disarm()
-  t.busy = spent and 0 or busy + (core.mono() - t0)
+  t.busy = spent and 0 or busy + (core.cpu() - t0)
   current = nil
   if coroutine.status(t.co) == "dead" then
     if r[1] then
