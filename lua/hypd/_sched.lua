@@ -270,10 +270,10 @@ end
 local function budgets(t)
   local p = t
   while p do
-    if p.guard then return M.tool_slice, M.tool_budget end
+    if p.guard then return M.tool_slice, M.tool_budget, "tool" end
     p = p.parent
   end
-  return M.slice, M.budget
+  return M.slice, M.budget, "host"
 end
 
 -- the error an unexpected yield gets, raised in the task where it yielded
@@ -301,7 +301,8 @@ end
 local function resume(t, inject, ...)
   local t0 = core.cpu() -- the engine's work for this run counts too
   current, t.status = t, "running"
-  local slice, budget = budgets(t)
+  local slice, budget, class = budgets(t)
+  if class ~= t.class then t.busy, t.class = 0, class end -- a tool's budget starts when its code does
   local busy = t.busy or 0
   core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject)
   local r = table.pack(coroutine.resume(t.co, ...))
