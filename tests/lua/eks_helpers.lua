@@ -7,7 +7,6 @@ local aws = require "hypd.aws"
 local json = require "hypd.json"
 local op = require "hypd.op"
 local store = require "hypd.store"
-local task = require "hypd.task"
 local tool = require "hypd.tool"
 local playbook = require "hypd.playbook"
 
@@ -83,8 +82,13 @@ function E.stop_at(prefix, target, exact)
     if ev.kind == "operation.phase" and (exact and tg == target or not exact and tg:find(target, 1, true) == 1) and
         tostring(ev.phase):find(prefix, 1, true) == 1 then
       off()
+      -- cancelled now, before the step's next request is sent (a task
+      -- spawned to cancel it would run only after the engine has polled
+      -- the network, the request on its way); the victim is the task that
+      -- emits the event, and cancelling the running task raises its abort
+      -- at once: the pcall leaves that to its next wait
       local victim = op.active()[ev.operation_id]
-      task.spawn(function() victim:cancel("the host is stopping (the test interrupts it)") end)
+      pcall(victim.cancel, victim, "the host is stopping (the test interrupts it)")
     end
   end)
 end
