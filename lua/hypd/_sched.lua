@@ -19,7 +19,8 @@
 -- queue; a run longer than its slice fails with TIMEOUT; and a task that
 -- has run its budget of CPU seconds since its last real wait (a timer, the
 -- network, a job, a signal, another task) fails with CPU. Tasks running a
--- tool (a guard on them or an ancestor) get the strict slice and budget.
+-- tool (a guard on them or an ancestor when a run starts) get the strict
+-- budget, the others the generous one.
 -- CPU seconds are the engine thread's (core.cpu) while the task runs, so a
 -- busy machine or a slow disk does not spend them.
 local core = require "hypd.core"
@@ -29,10 +30,11 @@ local log = require "hypd.log"
 local M = {}
 local REQUEST = setmetatable({}, { __name = "engine request" })
 M.REQUEST = REQUEST
-M.slice = 30          -- real seconds a host task may run without yielding
+M.slice = 30          -- real seconds a task may run without yielding (real time: a
+                      -- tighter one failed host code on a loaded machine; a
+                      -- tool is held by its CPU budget and preemption)
 M.budget = 120        -- CPU seconds a host task may use between two real waits (the
                       -- sandbox's, servers', tests': built-ins stayed under 1 s)
-M.tool_slice = 2      -- real seconds a tool's task may run without yielding
 M.tool_budget = 3     -- CPU seconds a tool's task may use between two real waits (the
                       -- built-in tools in the sandbox suites stayed under 0.13 s)
 M.preempt = 0.02      -- real seconds playbook code runs before the engine looks at the network
@@ -270,7 +272,7 @@ end
 local function budgets(t)
   local p = t
   while p do
-    if p.guard then return M.tool_slice, M.tool_budget, "tool" end
+    if p.guard then return M.slice, M.tool_budget, "tool" end
     p = p.parent
   end
   return M.slice, M.budget, "host"
