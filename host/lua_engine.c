@@ -54,6 +54,7 @@ static struct {
 	double deadline;       /* engine-clock deadline, 0 = none */
 	double slice_end;      /* real monotonic end of this run slice, 0 = none */
 	int budgeted;          /* the task has a CPU budget */
+	int budget_cpu;        /* it counts CPU time (else real time while it runs) */
 	double budget_left;    /* CPU seconds left of it when this run began */
 	double armed_mono;     /* hclock_mono() when this run began */
 	double armed_cpu;      /* thread_cpu() when this run began */
@@ -180,7 +181,7 @@ static int over_budget(double mono)
 {
 	if (mono - guard.armed_mono < guard.budget_left)
 		return 0;
-	return thread_cpu() - guard.armed_cpu >= guard.budget_left;
+	return !guard.budget_cpu || thread_cpu() - guard.armed_cpu >= guard.budget_left;
 }
 
 /* core.cpu() -> CPU seconds the engine thread has used */
@@ -326,11 +327,12 @@ static int l_playbook_chunk(lua_State *L)
 
 /*
  * core.arm(co, deadline|nil, slice|nil, preempt|nil, budget_left|nil,
- * budget|nil, err|nil): before resuming task coroutine co. slice: real
- * seconds this run may last; preempt: real seconds after which playbook
- * code yields; budget_left: CPU seconds the task has left of budget
- * (<= 0: none left, it fails at its first hook); err: raised in co at its
- * first instruction.
+ * budget|nil, err|nil, cpu): before resuming task coroutine co. slice:
+ * real seconds this run may last; preempt: real seconds after which
+ * playbook code yields; budget_left: seconds the task has left of budget
+ * (<= 0: none left, it fails at its first hook), CPU seconds (core.cpu)
+ * when cpu is true, else real seconds while it runs; err: raised in co at
+ * its first instruction.
  */
 static int l_arm(lua_State *L)
 {
@@ -345,7 +347,8 @@ static int l_arm(lua_State *L)
 	guard.budgeted = !lua_isnoneornil(L, 5);
 	guard.budget_left = guard.budgeted ? luaL_checknumber(L, 5) : 0;
 	guard.armed_mono = now;
-	guard.armed_cpu = guard.budgeted ? thread_cpu() : 0;
+	guard.budget_cpu = lua_toboolean(L, 8);
+	guard.armed_cpu = guard.budgeted && guard.budget_cpu ? thread_cpu() : 0;
 	guard.budget = luaL_optnumber(L, 6, 0);
 	guard.co = co;
 	guard.preempted = 0;

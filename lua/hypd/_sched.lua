@@ -21,8 +21,9 @@
 -- network, a job, a signal, another task) fails with CPU. Tasks running a
 -- tool (a guard on them or an ancestor when a run starts) get the strict
 -- budget, the others the generous one.
--- CPU seconds are the engine thread's (core.cpu) while the task runs, so a
--- busy machine or a slow disk does not spend them.
+-- A tool's CPU seconds are the engine thread's (core.cpu) while its task
+-- runs, so a busy machine or a slow disk does not spend them; a host
+-- task's are real seconds while it runs (its budget is far off).
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
@@ -33,7 +34,7 @@ M.REQUEST = REQUEST
 M.slice = 30          -- real seconds a task may run without yielding (real time: a
                       -- tighter one failed host code on a loaded machine; a
                       -- tool is held by its CPU budget and preemption)
-M.budget = 120        -- CPU seconds a host task may use between two real waits (the
+M.budget = 120        -- seconds a host task may run between two real waits (the
                       -- sandbox's, servers', tests': built-ins stayed under 1 s)
 M.tool_budget = 3     -- CPU seconds a tool's task may use between two real waits (the
                       -- built-in tools in the sandbox suites stayed under 0.13 s)
@@ -301,15 +302,18 @@ end
 -- task at its first instruction (its last yield was no engine request, or
 -- the hook preempted it, so resume values never reach it as an answer).
 local function resume(t, inject, ...)
-  local t0 = core.cpu() -- the engine's work for this run counts too
-  current, t.status = t, "running"
   local slice, budget, class = budgets(t)
+  -- a tool's budget counts CPU time (a system call per reading); the
+  -- host's generous one real time while it runs (cheap: most runs are its)
+  local clock = class == "tool" and core.cpu or core.mono
+  local t0 = clock() -- the engine's work for this run counts too
+  current, t.status = t, "running"
   if class ~= t.class then t.busy, t.class = 0, class end -- a tool's budget starts when its code does
   local busy = t.busy or 0
-  core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject)
+  core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject, clock == core.cpu)
   local r = table.pack(coroutine.resume(t.co, ...))
   local preempted, spent = core.disarm()
-  t.busy = spent and 0 or busy + (core.cpu() - t0)
+  t.busy = spent and 0 or busy + (clock() - t0)
   current = nil
   if coroutine.status(t.co) == "dead" then
     if r[1] then
