@@ -68,6 +68,7 @@ tool("diagnose_stall_http_eks", [[
 -- server one case stalled must not fail the next): sets url, token, base
 local url, token, base
 local n = 0
+local bases = {} -- every server started, for cleanup (a failed assertion ends a case early)
 
 local function exited() return H.read(base .. ".rc") end
 
@@ -78,6 +79,7 @@ local function start()
     "</dev/null & echo $! >%s.pid; wait $!; echo $? >%s.rc) >/dev/null 2>&1 </dev/null &",
     H.hypd, H.quote(dir .. "/state" .. n), H.quote(playbooks), base, base, base, base))
   url, token = nil, nil
+  bases[#bases + 1] = base
   for _ = 1, 750 do
     local out = H.read(base .. ".out") or ""
     url, token = out:match("listening on (http://[%d.:]+)"), out:match("token %b(): (hypd_[%w_-]+)")
@@ -87,10 +89,12 @@ local function start()
   assert(url and token, "hypd serve did not start: " .. tostring(H.read(base .. ".err")))
 end
 
--- stop(): ends the case's server (the process this test started)
-local function stop()
-  local pid = (H.read(base .. ".pid") or ""):match("%d+")
-  if pid and not exited() then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+-- stop([b]): ends the case's server b (the process this test started),
+-- unless it has exited
+local function stop(b)
+  b = b or base
+  local pid = (H.read(b .. ".pid") or ""):match("%d+")
+  if pid and not H.read(b .. ".rc") then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
 end
 
 -- health() -> seconds it took, status (nil when no answer within 3 s)
@@ -234,6 +238,6 @@ t.test("a __gc added to a metatable after setmetatable is never called", functio
 end)
 
 t.cleanup(function()
-  if base then stop() end
+  for _, b in ipairs(bases) do stop(b) end
   os.execute("sleep 0.1; rm -rf " .. H.quote(dir))
 end)
