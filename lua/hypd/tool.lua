@@ -13,6 +13,8 @@
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
 --     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
+--     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
+--                       -- that map to no modelled operation (hypd.guard_request refuses them otherwise)
 --   }
 --
 -- Param specs: type (string, integer, number, boolean, array, object, or a
@@ -49,7 +51,7 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
   status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true,
-  calls = true }
+  calls = true, raw = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true, create = true, apply = true,
   patch = true, update = true, delete = true }
 
@@ -137,6 +139,17 @@ function M.check_def(def)
     for _, a in ipairs(def.aws) do
       if type(a) ~= "string" or not a:match("^[a-z0-9-]+:[A-Za-z0-9]+%*?$") then
         bad_def(name, "aws: '" .. tostring(a) .. "' is not service:Action (e.g. eks:DescribeCluster, ec2:Describe*)")
+      end
+    end
+  end
+  if def.raw ~= nil then
+    if def.kind ~= "destructive" or type(def.raw) ~= "table" or #def.raw == 0 then
+      bad_def(name, "raw lists the signing services (e.g. \"eks\") a destructive tool may send requests to " ..
+        "that map to no modelled operation; only a destructive tool declares it")
+    end
+    for _, v in ipairs(def.raw) do
+      if type(v) ~= "string" or not v:match("^[a-z0-9-]+$") then
+        bad_def(name, "raw: '" .. tostring(v) .. "' is not a signing service name (eks, ec2, sagemaker, ...)")
       end
     end
   end

@@ -36,6 +36,7 @@ local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
+local classify = require "hypd.k8s.classify"
 local kubeconfig = require "hypd.k8s.kubeconfig"
 local log = require "hypd.log"
 local task = require "hypd.task"
@@ -127,6 +128,8 @@ function Conn:http_req(method, path, headers)
   if self.eks then
     aws.credentials(self.eks.profile) -- resolved (and cached) before C signs the token
     req.eks = self.eks
+  elseif self.token then
+    req.kubernetes = true -- a credential: hypd.http passes it through the guard
   end
   return req
 end
@@ -205,6 +208,7 @@ function Conn:kind(api_version, kind)
   for _, r in ipairs(list.resources or {}) do
     if not r.name:find("/", 1, true) then
       self.kinds[api_version .. "/" .. r.kind] = { resource = r.name, namespaced = r.namespaced }
+      classify.learn(api_version, r.name, r.kind) -- the guard and the audit log name it by its kind
     end
   end
   if not self.kinds[key] then
@@ -250,12 +254,6 @@ end
 -- the running tool's guardrail (hypd.guard): verb allowed, or the error
 local function allow(verb, kind, name, dry)
   return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""), dry)
-end
-
--- written(verb, kind, name, result, err): audits a mutating call that was sent
-local function written(verb, kind, name, r, err)
-  guard.k8s_done(verb, tostring(kind) .. "/" .. tostring(name), r and "ok" or tostring(err and err.code))
-  return r, err
 end
 
 -- reads -------------------------------------------------------------------------
@@ -325,14 +323,13 @@ function Conn:create(obj, opts)
   local p, err = self:path(obj.apiVersion, obj.kind, nil, obj.metadata.namespace, nil,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return written("create", obj.kind, obj.metadata.name, self:call("POST", p, { body = json.encode(obj),
-    headers = { ["content-type"] = "application/json" } }))
+  return self:call("POST", p, { body = json.encode(obj), headers = { ["content-type"] = "application/json" } })
 end
 
 -- apply(obj, opts) -> obj: server-side apply as field manager "hypd"; applying
 -- the same object again changes nothing (same resourceVersion). With
 -- opts.dry_run the API server answers what the apply would make (dryRun=All)
--- and keeps nothing: a read for the guardrail (a plan may send it), never audited.
+-- and keeps nothing: a read for the guardrail (a plan may send it) (audited as a read).
 function Conn:apply(obj, opts)
   opts = opts or {}
   local ok, err = identity(obj)
@@ -345,8 +342,7 @@ function Conn:apply(obj, opts)
       dryRun = opts.dry_run and "All" or nil })
   if not p then return nil, perr end
   local req = { body = json.encode(obj), headers = { ["content-type"] = "application/apply-patch+yaml" } }
-  if opts.dry_run then return self:call("PATCH", p, req) end
-  return written("apply", obj.kind, obj.metadata.name, self:call("PATCH", p, req))
+  return self:call("PATCH", p, req)
 end
 
 local PATCH_TYPES = { merge = "application/merge-patch+json", strategic = "application/strategic-merge-patch+json",
@@ -363,8 +359,7 @@ function Conn:patch(api_version, kind, name, patch, opts)
   local p, err = self:path(api_version, kind, name, opts.namespace, opts.subresource,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return written("patch", kind, name, self:call("PATCH", p, { body = json.encode(patch),
-    headers = { ["content-type"] = ctype } }))
+  return self:call("PATCH", p, { body = json.encode(patch), headers = { ["content-type"] = ctype } })
 end
 
 -- delete(...) -> true | nil, err. opts.propagation: Background (default),
@@ -376,9 +371,9 @@ function Conn:delete(api_version, kind, name, opts)
   if not okg then return nil, gerr end
   local p, err = self:path(api_version, kind, name, opts.namespace)
   if not p then return nil, err end
-  local _, derr = written("delete", kind, name, self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions",
+  local _, derr = self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions",
     apiVersion = "v1", propagationPolicy = opts.propagation or "Background" },
-    headers = { ["content-type"] = "application/json" } }))
+    headers = { ["content-type"] = "application/json" } })
   if derr and derr.code ~= "NotFound" then return nil, derr end
   if opts.wait then
     local gone, werr = self:wait(api_version, kind, name, function(obj) return obj == nil end,
