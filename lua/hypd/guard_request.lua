@@ -66,17 +66,20 @@ local function aws(g, req)
       "nothing was sent", name, tostring(service), why, tostring(service)),
       { tool = name, action = rec.aws, rule = "unmodelled request" }))
   end
-  local rec = { aws = c.service .. ":" .. c.operation, class = c.class, refused = false }
+  -- a tie (the model maps the request to several operations, as S3's
+  -- GET / is ListBuckets and ListDirectoryBuckets): the tool must declare
+  -- one of them, and its kind must allow the highest class among them
+  local chosen = c
   for _, cand in ipairs(c.candidates) do
-    local action = cand.service .. ":" .. cand.operation
-    local ok, err = guard.check(g, action, cand.class, function(a) return guard.matches(g.tool.aws, a) end,
-      "AWS actions")
-    if not ok then
-      err.service, err.operation = cand.service, cand.operation
-      return nil, err -- check audited it
-    end
+    if guard.matches(g.tool.aws, cand.service .. ":" .. cand.operation) then chosen = cand break end
   end
-  return rec
+  local action = chosen.service .. ":" .. chosen.operation
+  local ok, err = guard.check(g, action, c.class, function(a) return guard.matches(g.tool.aws, a) end, "AWS actions")
+  if not ok then
+    err.service, err.operation = chosen.service, chosen.operation
+    return nil, err -- check audited it
+  end
+  return { aws = action, class = c.class, refused = false }
 end
 
 local function kube(g, req)

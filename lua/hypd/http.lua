@@ -76,12 +76,13 @@ local fields = {
   idle_timeout = "number", eks = "table", kubernetes = "boolean",
 }
 
--- the fields of aws = {...} and eks = {...}: type, and whether required
+-- the fields of aws = {...} and eks = {...}: name, type, required; in the
+-- order they are checked (so the error names the first)
 local SUB = {
-  aws = { service = { "string", true }, region = { "string", true }, profile = { "string" },
-    sign_body = { "boolean" }, unsigned_payload = { "boolean" }, s3_path = { "boolean" } },
-  eks = { cluster = { "string", true }, region = { "string", true }, profile = { "string" },
-    sts_url = { "string", true } },
+  aws = { { "service", "string", true }, { "region", "string", true }, { "profile", "string" },
+    { "sign_body", "boolean" }, { "unsigned_payload", "boolean" }, { "s3_path", "boolean" } },
+  eks = { { "cluster", "string", true }, { "region", "string", true }, { "profile", "string" },
+    { "sts_url", "string", true } },
 }
 
 local function bad(what, field, rule)
@@ -92,19 +93,19 @@ end
 local function sub(req, name, what)
   local t = req[name]
   if t == nil then return true end
+  local known = {}
+  for _, spec in ipairs(SUB[name]) do known[spec[1]] = true; known[#known + 1] = spec[1] end
   for k in pairs(t) do
-    if type(k) ~= "string" or not SUB[name][k] then
-      local known = {}
-      for key in pairs(SUB[name]) do known[#known + 1] = key end
-      table.sort(known)
+    if type(k) ~= "string" or not known[k] then
       return bad(what, name .. "." .. tostring(k), "is unknown (" .. name .. " has " .. table.concat(known, ", ") .. ")")
     end
   end
-  for k, spec in pairs(SUB[name]) do
+  for _, spec in ipairs(SUB[name]) do
+    local k, typ, required = spec[1], spec[2], spec[3]
     local v = t[k]
-    if v == nil and spec[2] then return bad(what, name .. "." .. k, "is required") end
-    if v ~= nil and type(v) ~= spec[1] then return bad(what, name .. "." .. k, "must be a " .. spec[1]) end
-    if spec[1] == "string" and v ~= nil and (v == "" or v:find("%z")) then
+    if v == nil and required then return bad(what, name .. "." .. k, "is required") end
+    if v ~= nil and type(v) ~= typ then return bad(what, name .. "." .. k, "must be a " .. typ) end
+    if typ == "string" and v ~= nil and (v == "" or v:find("%z")) then
       return bad(what, name .. "." .. k, "must be a non-empty string without NUL")
     end
   end

@@ -391,6 +391,8 @@ t.test("the classifier reads the operation from the request: query, form, target
   t.eq(op("GET", "https://s3.us-west-2.amazonaws.com/b?list-type=2", { service = "s3" }), "s3:ListObjectsV2 read")
   t.eq(op("PUT", "https://b.s3.us-west-2.amazonaws.com/k/x.txt", { service = "s3" }), "s3:PutObject mutating")
   t.eq(op("DELETE", "http://127.0.0.1:9/b/k", { service = "s3" }), "s3:DeleteObject deleting")
+  t.eq(op("GET", "https://s3.us-west-2.amazonaws.com/", { service = "s3" }), "s3:ListBuckets|s3:ListDirectoryBuckets read",
+    "a tie the model cannot break: both, and the guard needs one declared")
   t.eq(op("GET", "https://x/api/2.0/mlflow/runs/get?run_id=1", { service = "sagemaker-mlflow" }),
     "sagemaker-mlflow:GetRun read")
   t.like(op("POST", "https://x/api/2.0/mlflow/runs/delete", { service = "sagemaker-mlflow" }), "^none:")
@@ -429,4 +431,28 @@ t.test("the classifier reads the Kubernetes verb from method, path, query and co
   k8s_classify.learn("v1", "widgets", "Widget")
   t.eq(k8s_classify.request("DELETE", "https://k/api/v1/namespaces/d/widgets/x").what, "Widget/x",
     "named by its kind once discovered")
+end)
+
+t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; the token stays in hypd.k8s", function()
+  local guard = require "hypd.guard"
+  local g = guard.new { tool = { name = "diagnose_streamer", kind = "read", aws = { "eks:DescribeCluster" },
+    k8s = { "get", "list", "watch" } }, caller = WHO }
+  -- port 1: were either sent, it would fail with CONNECT, not GUARDRAIL
+  local s, err = guard.with(g, http.stream, { method = "DELETE", url = "http://127.0.0.1:1/clusters/x",
+    aws = { service = "eks", region = "us-west-2" } })
+  t.eq({ s, err and err.code }, { nil, "GUARDRAIL" }, "a stream signed for eks:DeleteCluster")
+  local r, kerr = guard.with(g, http.request, { method = "DELETE", url = "http://127.0.0.1:1/api/v1/namespaces/x",
+    kubernetes = true, headers = { authorization = "Bearer not-a-real-token" } })
+  t.eq({ r, kerr and kerr.code }, { nil, "GUARDRAIL" }, "a kubeconfig-token delete")
+  t.like(kerr and kerr.message or "", "diagnose_streamer may not call kubernetes delete [Nn]amespaces?/x: a read tool")
+  local _, cerr = guard.with(g, http.request, { url = "http://127.0.0.1:1/api/v1/namespaces", kubernetes = true })
+  t.eq(cerr and cerr.code, "CONNECT", "a declared list is sent")
+  local kc = dir .. "/kubeconfig"
+  H.write(kc, json.encode { apiVersion = "v1", kind = "Config", ["current-context"] = "x",
+    clusters = { { name = "x", cluster = { server = "http://127.0.0.1:1" } } },
+    users = { { name = "x", user = { token = "kubeconfig-secret" } } },
+    contexts = { { name = "x", context = { cluster = "x", user = "x" } } } })
+  local c = k8s.from_kubeconfig { path = kc }
+  for k, v in pairs(c) do t.ok(not tostring(v):find("kubeconfig-secret", 1, true), "not in the connection's " .. k) end
+  t.eq(c.http_req, nil, "no method hands out a request with the token")
 end)

@@ -16,7 +16,8 @@
 --     "?list-type=2") and the input's query and header members present
 --     make the most specific match win (one whose required query or header
 --     members are missing is another operation's); a tie of operations is
---     returned as every candidate, and the guard must allow each;
+--     returned as every candidate (class: the highest among them), and the
+--     guard needs one of them declared and the kind to allow that class;
 --   * sagemaker-mlflow (no botocore model): method and path in REST_PATHS,
 --     classed by hypd.aws.REST_ACTIONS.
 --

@@ -49,10 +49,17 @@ M.OPERATION = "hypd.io/operation"
 local Conn = {}
 Conn.__index = Conn
 
+-- a kubeconfig's bearer token, by connection: kept out of the connection
+-- table a playbook holds, so only http_req attaches it (and hypd.http then
+-- passes the request through the guard: req.kubernetes)
+local tokens = setmetatable({}, { __mode = "k" })
+
 local function new(access)
-  return setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
-    token = access.token, eks = access.eks, namespace = access.namespace or "default", kinds = {},
+  local c = setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
+    eks = access.eks, namespace = access.namespace or "default", kinds = {},
     timeout = access.timeout or 60 }, Conn)
+  tokens[c] = access.token
+  return c
 end
 
 -- connect{cluster, region, profile, endpoint_url} -> a connection to an EKS
@@ -117,18 +124,21 @@ end
 
 -- transport -----------------------------------------------------------------
 
--- http_req(method, path, headers) -> an hypd.http request to the API server,
--- with the cluster's CA and its credentials (the EKS token is attached in C)
-function Conn:http_req(method, path, headers)
+-- http_req(c, method, path, headers) -> an hypd.http request to the API
+-- server, with the cluster's CA and its credentials (the EKS token is
+-- attached in C). Not a method: the request holds a kubeconfig's token,
+-- which a playbook holding the connection must not reach
+local function http_req(self, method, path, headers)
   local h = { accept = "application/json", ["user-agent"] = "hypd/k8s" }
   for k, v in pairs(headers or {}) do h[k] = v end
-  if self.token then h.authorization = "Bearer " .. self.token end
+  local token = tokens[self]
+  if token then h.authorization = "Bearer " .. token end
   local req = { method = method, url = self.server .. path, headers = h, ca_pem = self.ca_pem,
     ca_file = self.ca_file }
   if self.eks then
     aws.credentials(self.eks.profile) -- resolved (and cached) before C signs the token
     req.eks = self.eks
-  elseif self.token then
+  elseif token then
     req.kubernetes = true -- a credential: hypd.http passes it through the guard
   end
   return req
@@ -139,7 +149,7 @@ end
 -- never made (nothing was sent, so once more is as safe as the first try).
 function Conn:request(method, path, opts)
   opts = opts or {}
-  local req = self:http_req(method, path, opts.headers)
+  local req = http_req(self, method, path, opts.headers)
   req.body, req.timeout = opts.body, opts.timeout or self.timeout
   if method ~= "GET" then
     local resp, err = http.request(req)
@@ -157,7 +167,7 @@ end
 -- streaming GET (watch, log follow); a failure status comes back as the
 -- Kubernetes error, with err.status
 function Conn:open_stream(path, accept, idle_timeout)
-  local req = self:http_req("GET", path, { accept = accept })
+  local req = http_req(self, "GET", path, { accept = accept })
   req.idle_timeout = idle_timeout
   local s, err = http.stream(req)
   if not s then return nil, err end
@@ -540,7 +550,7 @@ function Conn:proxy(kind, name, path, opts)
   local h = { accept = "application/json, */*" }
   for k, v in pairs(opts.headers or {}) do h[k] = v end
   if opts.body ~= nil and not h["content-type"] then h["content-type"] = "application/json" end
-  local req = self:http_req(opts.method or "GET", p, h)
+  local req = http_req(self, opts.method or "GET", p, h)
   req.body, req.timeout = opts.body, opts.timeout or self.timeout
   local resp, err = http.request(req)
   if not resp then return nil, err end
