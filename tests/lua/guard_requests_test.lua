@@ -378,6 +378,8 @@ t.test("the classifier reads the operation from the request: query, form, target
   t.eq(op("POST", E .. "?Act%69on=CreateVpc", { service = "ec2" }), "ec2:CreateVpc mutating", "escapes decoded")
   t.like(op("POST", E .. "?Action=DescribeVpcs", { service = "ec2", body = "Action=CreateVpc" }),
     "^none: it names more than one Action")
+  t.like(op("POST", E .. "?Action=DescribeVpcs&action=CreateVpc", { service = "ec2" }),
+    "^none: it names more than one Action", "whatever the key's case")
   t.eq(op("POST", "https://api.sagemaker.us-west-2.amazonaws.com/", { service = "sagemaker",
     headers = { ["X-Amz-Target"] = "SageMaker.DeleteCluster" } }), "sagemaker:DeleteCluster deleting")
   t.like(op("POST", "https://api.sagemaker.us-west-2.amazonaws.com/", { service = "sagemaker" }), "^none:")

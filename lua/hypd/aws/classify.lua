@@ -272,7 +272,8 @@ function M.request(req)
     elseif proto == "query" or proto == "ec2" then
       local actions, distinct = {}, {}
       for _, p in ipairs(form(req.body, form(qtext, {}))) do
-        if p[1] == "Action" and not actions[p[2]] then actions[p[2]] = true; distinct[#distinct + 1] = p[2] end
+        -- any spelling of the key: which one a front end reads is not ours to guess
+        if p[1]:lower() == "action" and not actions[p[2]] then actions[p[2]] = true; distinct[#distinct + 1] = p[2] end
       end
       if #distinct > 1 then
         return nil, "it names more than one Action (" .. table.concat(distinct, ", ") .. ")"
