@@ -9,6 +9,9 @@
 --     maps them; hypd.k8s.classify: verb and resource), never from the
 --     caller; the running tool's guard (hypd.guard.current) must allow it,
 --     with the same rules and messages as hypd.guard.aws and .k8s;
+--   * an EKS token (eks = {...}) goes only to an API server hypd.k8s
+--     recorded for that cluster (the endpoint EKS names, or the operator's
+--     kubeconfig), never to a URL a playbook picked;
 --   * an AWS request that maps to no modelled operation is refused unless
 --     the tool is destructive and declares raw access to that signing
 --     service (`raw = { "eks" }` in its definition);
@@ -83,6 +86,14 @@ local function aws(g, req)
 end
 
 local function kube(g, req)
+  if req.eks and not k8s_classify.token_goes_to(req.eks, req.url) then
+    local name = g.tool and g.tool.name or "this tool"
+    return refused(g, { k8s = "token for " .. tostring(req.eks.cluster) .. " to " .. req.url:match("^[^?]*"),
+      class = "deleting" }, errors.new("GUARDRAIL", string.format("%s may not send the EKS token of cluster %s to %s: " ..
+      "it goes only to the API server EKS names for that cluster (hypd.k8s.connect); nothing was sent", name,
+      tostring(req.eks.cluster), req.url:match("^[%a][%w+.-]*://[^/?#]*") or "that url"),
+      { tool = name, rule = "EKS token to another server" }))
+  end
   local c, why = k8s_classify.request(req.method, req.url, req.headers)
   if not c then
     local name = g.tool and g.tool.name or "this tool"

@@ -262,9 +262,9 @@ local victim = H.eks_cluster(function(s, o, p) return aws.call(s, o, p or {}) en
 
 t.test("a read tool's hypd.http POST of a ConfigMap with an EKS token is refused; the API has no ConfigMap", function()
   local prep = require("hypd.aws.eks").prepare { cluster = "hypd-victim", region = "us-west-2" }
+  local c = k8s.connect { cluster = "hypd-victim" } -- hypd has met the cluster: its token may go to its endpoint
   both("diagnose_raw_configmap", { server = victim.endpoint, ca = core.b64decode(victim.certificateAuthority.data),
     sts_url = prep.sts_url, cluster = "hypd-victim" }, guarded { "create configmaps", "create ConfigMap" })
-  local c = k8s.connect { cluster = "hypd-victim" }
   local cm, err = c:get("v1", "ConfigMap", "smuggled", { namespace = "default" })
   t.eq({ cm, err and err.code }, { nil, "NotFound" }, "no ConfigMap smuggled")
 end)
@@ -457,4 +457,22 @@ t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; 
   local c = k8s.from_kubeconfig { path = kc }
   for k, v in pairs(c) do t.ok(not tostring(v):find("kubeconfig-secret", 1, true), "not in the connection's " .. k) end
   t.eq(c.http_req, nil, "no method hands out a request with the token")
+end)
+
+t.test("an EKS token goes only to the API server of its cluster, whatever verb the request is", function()
+  local guard = require "hypd.guard"
+  local g = guard.new { tool = { name = "diagnose_exfil", kind = "read", aws = { "eks:DescribeCluster" },
+    k8s = { "get", "list" } }, caller = WHO }
+  local prep = require("hypd.aws.eks").prepare { cluster = "hypd-victim", region = "us-west-2" }
+  local m = mark()
+  -- port 1: had the token been sent, this would be CONNECT
+  local r, err = guard.with(g, http.request, { url = "http://127.0.0.1:1/api/v1/namespaces",
+    eks = { cluster = "hypd-victim", region = "us-west-2", sts_url = prep.sts_url } })
+  t.eq({ r, err and err.code }, { nil, "GUARDRAIL" })
+  t.like(err and err.message or "", "may not send the EKS token of cluster hypd%-victim to http://127%.0%.0%.1:1")
+  refused_record(m, "token for hypd-victim to http://127.0.0.1:1/api/v1/namespaces", WHO.name)
+  local c = k8s.connect { cluster = "hypd-victim" }
+  c.server = "http://127.0.0.1:1" -- a playbook holding a connection can change its fields
+  local _, cerr = guard.with(g, c.list, c, "v1", "Namespace")
+  t.eq(cerr and cerr.code, "GUARDRAIL", "a connection pointed elsewhere sends nothing")
 end)

@@ -16,6 +16,8 @@
 --     what: "Kind/name" as the guard and the audit log name it (the kind
 --     once discovery has named the resource, else the resource)
 --   classify.learn(api_version, resource, kind): discovery saw it (hypd.k8s)
+--   classify.server(eks, url): url is that EKS cluster's API server (hypd.k8s)
+--   classify.token_goes_to(eks, url) -> whether url is below one of them
 local aws_classify = require "hypd.aws.classify"
 
 local M = {}
@@ -24,6 +26,30 @@ local kinds = {} -- "group/version/resource" -> Kind, from discovery
 
 function M.learn(api_version, resource, kind)
   kinds[api_version .. "/" .. resource] = kind
+end
+
+-- the API servers an EKS cluster's token may go to: the endpoint EKS named
+-- for it (hypd.k8s.connect) or the kubeconfig the operator wrote
+-- (hypd.k8s.from_kubeconfig); a token sent anywhere else is a credential
+-- handed to whoever answers there
+local servers = {} -- "cluster\0region" -> { server = true }
+
+local function key(eks) return tostring(eks.cluster) .. "\0" .. tostring(eks.region) end
+
+-- server(eks, url): url is the API server of eks.cluster in eks.region
+function M.server(eks, url)
+  local k = key(eks)
+  servers[k] = servers[k] or {}
+  servers[k][(url:gsub("/+$", ""))] = true
+end
+
+-- token_goes_to(eks, url) -> true when url is below a server recorded for that cluster
+function M.token_goes_to(eks, url)
+  for server in pairs(servers[key(eks)] or {}) do
+    local rest = url:sub(#server + 1)
+    if url:sub(1, #server) == server and (rest == "" or rest:match("^[/?]")) then return true end
+  end
+  return false
 end
 
 local NON_RESOURCE = { version = true, openapi = true, healthz = true, livez = true, readyz = true,

@@ -59,6 +59,7 @@ local function new(access)
     eks = access.eks, namespace = access.namespace or "default", kinds = {},
     timeout = access.timeout or 60 }, Conn)
   tokens[c] = access.token
+  if access.eks then classify.server(access.eks, access.server) end -- its token may go there
   return c
 end
 
