@@ -75,7 +75,8 @@ local function safe_setmetatable(owner)
 end
 
 -- pcall/xpcall that let cancellation and deadlines through
-local function is_abort(e) return type(e) == "table" and e.abort == true end
+-- (and the refusals of hypd.playbook_api's inert guard, marked final)
+local function is_abort(e) return type(e) == "table" and (e.abort == true or e.final == true) end
 
 local function rethrow(ok, ...)
   if not ok and is_abort((...)) then error((...), 0) end

@@ -68,15 +68,33 @@ local function task_handle(t)
 end
 
 -- inert(what): raises GUARDRAIL when the code running is a playbook's top
--- level, a check or a target (hypd.guard.inert): it declares, it does not act
+-- level, a check or a target (hypd.guard.inert): it declares, it does not
+-- act. The error is final: the playbook's pcall passes it on (hypd.playbook),
+-- so a file whose top level tries fails to load even if it catches it.
 local function inert(what)
   local g = guard.current()
   if g and g.inert then
     errors.raise("GUARDRAIL", string.format("%s may not %s: code that runs at load, in check or in target " ..
       "declares, it does not act (do it in run or in a step)", g.tool.name, what), { tool = g.tool.name,
-      action = what, rule = "load, check and target do not act" })
+      action = what, rule = "load, check and target do not act", final = true })
   end
   return g
+end
+
+-- acting(fn) -> fn, refused first under an inert guard (an AWS call, a
+-- Kubernetes connection, an HTTP request); the guard refuses the request
+-- itself too, this makes the refusal one the playbook cannot swallow
+local function aws_acting(fn)
+  return function(service, operation, ...)
+    inert("call " .. tostring(service) .. ":" .. tostring(operation))
+    return fn(service, operation, ...)
+  end
+end
+local function acting(what, fn)
+  return function(...)
+    inert(what)
+    return fn(...)
+  end
 end
 
 -- KIND_RANK: what a tool's kind allows of hypd's own state
@@ -119,6 +137,7 @@ end
 local function k8s_api()
   return {
     connect = function(args)
+      inert("connect to Kubernetes")
       args = args or {}
       if not args.cluster then
         local act = clusters.active()
@@ -290,15 +309,16 @@ function M.table(name)
       inert("start a task")
       return task_handle(task.spawn(fn, opts, ...))
     end,
-    http = { request = http.request, get = http.get },
+    http = { request = acting("send an HTTP request", http.request), get = acting("send an HTTP request", http.get) },
     json = json_api(),
     log = l,
     errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
     state = state_api(name),
-    aws = { call = aws.call, try = aws.try, pages = aws.pages, all = aws.all, class = aws.class,
+    aws = { call = aws_acting(aws.call), try = aws_acting(aws.try), pages = aws_acting(aws.pages),
+      all = aws_acting(aws.all), class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(require "hypd.aws.hyperpod_types") end,
-      members = aws.members, signed_json = aws.signed_json },
+      members = aws.members, signed_json = acting("send a signed AWS request", aws.signed_json) },
     k8s = k8s_api(),
     tools = tools_api(name),
     operations = operations_api(),

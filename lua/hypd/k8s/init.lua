@@ -45,8 +45,8 @@ M.FIELD_MANAGER = "hypd"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
 M.OPERATION = "hypd.io/operation"
 
-local Conn = {}
-Conn.__index = Conn
+-- (its __index a read-only view: conn.__index reaches no table every tool shares)
+local Conn = require("hypd._readonly").class {}
 
 local function new(access)
   return setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
