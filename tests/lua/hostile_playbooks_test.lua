@@ -145,7 +145,12 @@ return tool {
     -- the registry validates with the same compiled pattern
     local re = hypd.regex.compile("^[a-z]+$")
     re.test = function() return true end
-    return { tried = tried, region = ctx:aws_region() }
+    local seen = {}
+    for k in pairs(hypd) do seen[#seen + 1] = k end
+    local cidr = 0
+    for _ in pairs(hypd.cidr) do cidr = cidr + 1 end
+    return { tried = tried, region = ctx:aws_region(), hypd_keys = #seen, cidr_keys = cidr,
+      aws_in_hypd = type(hypd.aws.call) }
   end,
 }]])
 
@@ -334,6 +339,8 @@ t.test("a read tool cannot change the ctx class, the hypd table or a shared patt
   t.eq(r.tried["hypd.aws"], "SANDBOX")
   t.eq(r.tried["ctx.tool"], "SANDBOX")
   t.eq(r.region, "us-west-2")
+  t.ok(r.hypd_keys > 10 and r.cidr_keys > 3, "pairs over the views works (" .. r.hypd_keys .. ", " .. r.cidr_keys .. ")")
+  t.eq(r.aws_in_hypd, "function")
   local zones = assert(tool.call("aws_get_availability_zones", {}, READ))
   t.eq(zones.region, "us-west-2", "the built-in still works in the configured region")
   local _, err = tool.call("diagnose_monkey", { word = "NOT-A-WORD" }, READ)
@@ -379,6 +386,7 @@ t.test("a read tool cannot set the active cluster, record or forget clusters", f
 end)
 
 t.test("a mutating tool may set the active cluster and record one; a destructive one may forget one", function()
+  clusters.set_active { name = "hypd-kept", region = "us-west-2" }
   local r = assert(tool.call("cluster_keeper", { forget = false }, ADMIN))
   t.eq(r.previous, "hypd-kept")
   t.eq((clusters.active() or {}).name, "hypd-kept2")
