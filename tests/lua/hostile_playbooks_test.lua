@@ -299,6 +299,10 @@ end)
 
 t.test("a playbook file's top level declares, it does not act: a file that calls, spawns or calls a tool is refused", function()
   playbook("top_call", [[
+return tool { name = "diagnose_top_call", summary = "s", description = "the first version", kind = "read",
+  params = {}, run = function() return { version = 1 } end }]])
+  t.eq(#tools.reload(ADMIN).errors, 0)
+  playbook("top_call", [[
 hypd.aws.call("ec2", "CreateVpc", { CidrBlock = "10.46.0.0/16" })
 return tool { name = "diagnose_top_call", summary = "s", description = "d", kind = "read", params = {},
   run = function() return {} end }]])
@@ -323,9 +327,10 @@ return tool { name = "diagnose_top_tool", summary = "s", description = "d", kind
   t.like(refused.top_quiet or "", "may not call ec2:CreateVpc", "a refusal the file catches still refuses it")
   t.like(refused.top_spawn or "", "may not start a task")
   t.like(refused.top_tool or "", "may not call the tool cluster_make_vpc")
-  for _, n in ipairs { "diagnose_top_call", "diagnose_top_quiet", "diagnose_top_spawn", "diagnose_top_tool" } do
+  for _, n in ipairs { "diagnose_top_quiet", "diagnose_top_spawn", "diagnose_top_tool" } do
     t.eq(tool.get(n), nil, n .. " is not registered")
   end
+  t.eq((tool.call("diagnose_top_call", {}, READ) or {}).version, 1, "the refused file's tool keeps its previous version")
   for _, f in ipairs { "top_call", "top_quiet", "top_spawn", "top_tool" } do os.remove(dir .. "/" .. f .. ".lua") end
   t.eq(#tools.reload(ADMIN).errors, 0, "without them the directory loads")
 end)
