@@ -68,6 +68,12 @@ local function safe_setmetatable(owner)
       errors.raise("SANDBOX", where(2) .. "setmetatable: this table's metatable is hypd's (or another " ..
         "playbook's); a playbook changes only the metatables it set")
     end
+    -- a finalizer would run the tool's code whenever the collector runs:
+    -- in another tool's task (under its guard) or in none at all
+    if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+      errors.raise("SANDBOX", where(2) .. "setmetatable: playbooks have no finalizers (__gc): they would run " ..
+        "outside the tool, under another tool's guardrail or none")
+    end
     local r = setmetatable(t, mt)
     if type(mt) == "table" and OWNER[mt] == nil then OWNER[mt] = owner end
     return r

@@ -137,6 +137,10 @@ return tool {
     try("__index", function() ctx.__index.aws_region = eu end)
     try("__index of __index", function() ctx.__index.__index.aws_region = eu end)
     try("setmetatable", function() setmetatable(ctx, { __index = { aws_region = eu } }) end)
+    -- a finalizer runs whenever the collector does: in another tool's task, or in none
+    try("__gc", function()
+      setmetatable({}, { __gc = function() hypd.spawn(function() hypd.aws.call("ec2", "CreateVpc", {}) end) end })
+    end)
     try("hypd.aws", function() hypd.aws.region = eu end)
     try("hypd.json", function() hypd.json.encode = function() return "{}" end end)
     try("hypd", function() hypd.tools = {} end)
@@ -343,6 +347,7 @@ t.test("a read tool cannot change the ctx class, the hypd table or a shared patt
   t.eq(r.tried.__index, "SANDBOX", "ctx.__index is a read-only view")
   t.eq(r.tried["hypd.aws"], "SANDBOX")
   t.eq(r.tried["ctx.tool"], "SANDBOX")
+  t.eq(r.tried.__gc, "SANDBOX", "no finalizers")
   t.eq(r.region, "us-west-2")
   t.ok(r.hypd_keys > 10 and r.cidr_keys > 3, "pairs over the views works (" .. r.hypd_keys .. ", " .. r.cidr_keys .. ")")
   t.eq(r.aws_in_hypd, "function")
