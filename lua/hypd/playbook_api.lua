@@ -71,9 +71,17 @@ end
 -- level, a check or a target (hypd.guard.inert): it declares, it does not
 -- act. The error is final: the playbook's pcall passes it on (hypd.playbook),
 -- so a file whose top level tries fails to load even if it catches it.
+-- refused(g, what, rule): a refusal is in hypd's audit log, as the guard's
+-- requests are, with the tool and the caller
+local function refused(g, what, rule)
+  store.event("audit", g.op_id, { tool = g.tool and g.tool.name, action = what, outcome = "GUARDRAIL", rule = rule,
+    caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
+end
+
 local function inert(what)
   local g = guard.current()
   if g and g.inert then
+    refused(g, what, "load, check and target do not act")
     errors.raise("GUARDRAIL", string.format("%s may not %s: code that runs at load, in check or in target " ..
       "declares, it does not act (do it in run or in a step)", g.tool.name, what), { tool = g.tool.name,
       action = what, rule = "load, check and target do not act", final = true })
@@ -116,6 +124,7 @@ local function may_change(what, kind)
       kind == "mutating" and "mutating or destructive" or kind, tostring(def.name), tostring(def.kind))
   end
   if rule then
+    refused(g, what, rule)
     errors.raise("GUARDRAIL", string.format("%s may not call %s: %s; nothing was changed", tostring(def.name), what,
       rule), { tool = def.name, action = what, rule = rule })
   end

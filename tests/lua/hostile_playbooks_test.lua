@@ -390,6 +390,14 @@ t.test("a read tool cannot set the active cluster, record or forget clusters", f
   t.like(r.set_active_message, "diagnose_switcher may not call hypd.clusters.set_active: it changes hypd's own " ..
     "state, which only a mutating or destructive tool may")
   t.like(r.forget_message, "only a destructive tool may")
+  local audited = {}
+  for _, e in ipairs(store.events(0, 1000000)) do
+    if e.kind == "audit" and e.data.tool == "diagnose_switcher" and e.data.outcome == "GUARDRAIL" then
+      audited[e.data.action] = e.data.caller
+    end
+  end
+  t.eq(audited, { ["hypd.clusters.set_active"] = "hostile-read", ["hypd.clusters.record"] = "hostile-read",
+    ["hypd.clusters.forget"] = "hostile-read" }, "each refusal is in hypd's audit log")
   t.eq((clusters.active() or {}).name, "hypd-kept", "the active cluster is the same")
   t.eq(clusters.get("hypd-hijack", "us-west-2"), nil, "nothing recorded")
   t.ok(clusters.get("hypd-kept", "us-west-2"), "nothing forgotten")
