@@ -67,10 +67,6 @@ local function task_handle(t)
   }
 end
 
--- inert(what): raises GUARDRAIL when the code running is a playbook's top
--- level, a check or a target (hypd.guard.inert): it declares, it does not
--- act. The error is final: the playbook's pcall passes it on (hypd.playbook),
--- so a file whose top level tries fails to load even if it catches it.
 -- refused(g, what, rule): a refusal is in hypd's audit log, as the guard's
 -- requests are, with the tool and the caller
 local function refused(g, what, rule)
@@ -78,6 +74,11 @@ local function refused(g, what, rule)
     caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
 end
 
+-- inert(what) -> the current guard; raises GUARDRAIL when the code running
+-- is a playbook's top level, a check or a target (hypd.guard.inert): it
+-- declares, it does not act. The error is final: the playbook's pcall
+-- passes it on (hypd.playbook), so a file whose top level tries fails to
+-- load even if it catches it.
 local function inert(what)
   local g = guard.current()
   if g and g.inert then
@@ -89,8 +90,8 @@ local function inert(what)
   return g
 end
 
--- acting(fn) -> fn, refused first under an inert guard (an AWS call, a
--- Kubernetes connection, an HTTP request); the guard refuses the request
+-- aws_acting(fn), acting(what, fn) -> fn, refused first under an inert
+-- guard (an AWS call, an HTTP request); the guard refuses the request
 -- itself too, this makes the refusal one the playbook cannot swallow
 local function aws_acting(fn)
   return function(service, operation, ...)

@@ -177,14 +177,9 @@ function M.check_params(owner, params)
   end
 end
 
--- define(def [, origin]) -> the registered definition (a copy); a bad definition is a programming error
--- and raises. origin: {source = "built-in" | a file path, module, hash
--- (sha256 of the source)}; a definition of a name already registered
--- replaces it (an operator's playbook over a built-in tool, a reload)
 -- own(v) -> a copy of a definition's tables (functions and the shared PLAN
 -- spec as they are): the registry keeps its own, so a playbook that holds
 -- the table it returned cannot change its tool's kind, actions or params
--- once it is registered (hypd.guard and the scope check read these)
 -- once it is registered (hypd.guard and the scope check read these). The
 -- copy is of what the tables hold (next, not pairs) and keeps only JSON's
 -- array and object marks: a metatable of the playbook's could answer
@@ -198,6 +193,12 @@ local function own(v)
   return JSON_MT[mt] and setmetatable(c, mt) or c
 end
 
+-- define(def [, origin]) -> the registered definition (a copy of def); a
+-- bad definition is a programming error and raises. origin: {source =
+-- "built-in" | a file path, module, hash (sha256 of the source)}; a
+-- definition of a name already registered replaces it (an operator's
+-- playbook over a built-in tool, a reload), if it keeps at least the kind
+-- of the built-in it overrides (weaker)
 function M.define(def, origin)
   if type(def) ~= "table" then bad_def("?", "a definition is a table") end
   def = own(def)
