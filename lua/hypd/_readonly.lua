@@ -16,10 +16,12 @@ local errors = require "hypd.errors"
 
 local M = {}
 
-local views = setmetatable({}, { __mode = "k" }) -- table -> its view
+-- table -> its view, one cache for shallow views and one for deep ones
+local views = { [false] = setmetatable({}, { __mode = "k" }), [true] = setmetatable({}, { __mode = "k" }) }
 
 function M.view(t, name, deep)
-  local v = views[t]
+  deep = deep and true or false
+  local v = views[deep][t]
   if v then return v end
   local function wrap(k, x)
     if deep and type(x) == "table" then return M.view(x, name .. "." .. tostring(k), true) end
@@ -40,7 +42,7 @@ function M.view(t, name, deep)
     __len = function() return #t end,
     __metatable = "locked",
   })
-  views[t] = v
+  views[deep][t] = v
   return v
 end
 
