@@ -4,7 +4,8 @@
 -- (tools.load, tools.reload), against the in-process sandbox account:
 --   * a task a read tool spawns makes its call after the tool returned;
 --     a tool's check(), its target(), a file's top level (a call, a task,
---     a tool call; one that catches the refusal) each try a CreateVpc;
+--     a tool call; one that catches the refusal), a recipe's top level
+--     each try a CreateVpc;
 --   * a read tool patches the class of ctx (through getmetatable and
 --     through ctx.__index) and of the Kubernetes client, the hypd table, a
 --     shared compiled pattern, its
@@ -470,6 +471,18 @@ return tool { name = "cluster_delete", summary = "An operator's cluster_delete",
   os.remove(path)
   t.eq(#tools.reload(ADMIN).errors, 0)
   t.eq(tool.get("cluster_delete").source, "built-in", "restored")
+end)
+
+t.test("a recipe's top level declares, it does not act", function()
+  os.execute("mkdir -p " .. H.quote(dir .. "/recipes"))
+  H.write(dir .. "/recipes/hostile.lua", [[
+hypd.aws.call("ec2", "CreateVpc", { CidrBlock = "10.50.0.0/16" })
+return { name = "hostile", description = "d", params = {}, render = function() return {} end }]])
+  local ok, err = unchanged("the recipe", function() return pcall(require("hypd.recipes").get, "hostile") end)
+  os.execute("rm -rf " .. H.quote(dir .. "/recipes"))
+  t.eq(ok, false)
+  t.like(code_of(err) .. ": " .. tostring(err and err.message), "VALIDATION: recipe .* is refused: it fails when " ..
+    "loaded: the top level of recipe hostile .*may not call ec2:CreateVpc")
 end)
 
 t.test("require resolves module names only; string.dump is not reachable", function()
