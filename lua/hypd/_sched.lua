@@ -377,13 +377,19 @@ end
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
 -- (background work of a server: not counted by stats(), so tests do not
 -- take it for a leak), serving (a server's request handler, until it answers).
--- A task started inside another keeps the earlier of the two deadlines.
+-- A task started inside another keeps the earlier of the two deadlines,
+-- and the guard (hypd.guard) current where it is started: its own, for its
+-- whole life, so a task a tool starts stays under that tool's guard after
+-- the tool has returned (an ancestor's guard may be gone by then).
 function M.spawn(fn, opts, ...)
   opts = opts or {}
   next_id = next_id + 1
+  local g = current
+  while g and not g.guard do g = g.parent end
   local t = setmetatable({
     id = next_id, name = opts.name or ("task " .. next_id), status = "pending",
     waiters = {}, children = {}, parent = current, started = false, -- children: a set
+    guard = g and g.guard,
   }, Task)
   t.co = coroutine.create(fn)
   core.guard(t.co)

@@ -23,6 +23,8 @@
 --     AWS calls get an operation's attempts, hypd.aws OPERATION_ATTEMPTS)
 --   guard.with(g, fn, ...) -> fn's results, g the current task's guard
 --   guard.current() -> g | nil (the current task's or an ancestor's)
+--   guard.inert(what) -> g: allows nothing; guard.confine(what, fn, ...):
+--     fn under it (a playbook's top level, check, target)
 --   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
 --   guard.k8s(verb, what [, dry]) -> true | nil, err     (hypd.k8s; dry:
 --     a server-side dry run, which changes nothing and so is classed read,
@@ -64,6 +66,30 @@ function M.with(g, fn, ...)
   t.guard = before
   if not r[1] then error(r[2], 0) end
   return table.unpack(r, 2, r.n)
+end
+
+-- inert(what) -> a guard that allows nothing: no AWS action, no Kubernetes
+-- verb (a plan of a read tool that declares none). The guard of code that
+-- may declare but not act: a playbook file's top level (at every load and
+-- reload), a tool's check(params) and target(params). what names it in
+-- the refusal ("diagnose_x check").
+function M.inert(what)
+  local g = M.new { tool = { name = what, kind = "read", aws = {}, k8s = {} }, plan = true }
+  g.inert = true -- nor does it call tools or change hypd's state (hypd.playbook_api)
+  return g
+end
+
+-- confine(what, fn, ...) -> fn's results, fn run under inert(what). Outside
+-- any task (hypd playbook check, list) fn runs in a task of its own, driven
+-- to its end here, so that what it spawns inherits the guard too.
+function M.confine(what, fn, ...)
+  local g = M.inert(what)
+  if sched.current() then return M.with(g, fn, ...) end
+  local t = sched.spawn(M.with, { name = what }, g, fn, ...)
+  sched.run(function() return t:finished() end)
+  if not t:finished() then error(errors.new("CANCELLED", what .. " was interrupted"), 0) end
+  if t.status ~= "done" then error(t.err, 0) end
+  return table.unpack(t.result, 1, t.result.n)
 end
 
 -- an IAM action pattern as a Lua pattern, anchored, case-folded

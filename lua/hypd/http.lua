@@ -201,8 +201,8 @@ end
 
 -- streams
 
-local Stream = {}
-Stream.__index = Stream
+-- (its __index a read-only view: stream.__index reaches no table every tool shares)
+local Stream = require("hypd._readonly").class {}
 
 -- called by the scheduler (never yields): the transfer started; h is its
 -- C handle (core.http_open), which this stream owns

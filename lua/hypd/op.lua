@@ -113,27 +113,31 @@ end
 
 -- a staged tool's context: hypd.ctx's, with a persisted state, recorded
 -- phases and notes, and cancellation
-local Ctx = setmetatable({}, { __index = require("hypd.ctx").Ctx })
-Ctx.__index = Ctx
+-- (its methods find the operation in `record`, not in ctx.op_id, which the
+-- tool's code could change: a ctx writes only its own operation)
+local Ctx = require("hypd._readonly").class(setmetatable({}, { __index = require("hypd.ctx").Ctx }))
+local record = setmetatable({}, { __mode = "k" }) -- ctx -> its operation's record
 
-function Ctx:save() assert(store.put(state_key(self.op_id), self.state)) end
+function Ctx:save() assert(store.put(state_key(record[self].id), self.state)) end
 
 function Ctx:phase(text)
-  self.rec.phase = text
-  assert(store.op_update(self.op_id, { phase = text }))
-  emit("operation.phase", self.rec)
-  log.info("op", "%s %s: %s", self.rec.tool, self.op_id, text)
+  local rec = record[self]
+  rec.phase = text
+  assert(store.op_update(rec.id, { phase = text }))
+  emit("operation.phase", rec)
+  log.info("op", "%s %s: %s", rec.tool, rec.id, text)
 end
 
 -- progress(text): a note on the current phase, kept with the operation's
 -- events so that every follower (a CLI over --api, a reloaded page) sees
 -- the same notes as one in this process
 function Ctx:progress(text)
-  emit("operation.progress", self.rec, { message = core.redact(tostring(text)) })
+  emit("operation.progress", record[self], { message = core.redact(tostring(text)) })
 end
 
 function Ctx:check_cancel()
-  if store.get(cancel_key(self.op_id)) then errors.raise("CANCELLED", "operation " .. self.op_id .. " was cancelled") end
+  local id = record[self].id
+  if store.get(cancel_key(id)) then errors.raise("CANCELLED", "operation " .. id .. " was cancelled") end
 end
 
 
@@ -164,8 +168,10 @@ end
 local function run(rec, def, params)
   local meta = store.get(meta_key(rec.id)) or {}
   local caller = { name = rec.caller, front = rec.frontend, scope = meta.scope or "operate" }
-  local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def, caller = caller,
+  local shown_tool, shown_caller = require("hypd.ctx").shown(def, caller)
+  local ctx = setmetatable({ op_id = rec.id, params = params, tool = shown_tool, caller = shown_caller,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
+  record[ctx] = rec
   local steps = rec.steps
   -- every AWS and Kubernetes call of the steps passes the tool's guardrail
   task.current().guard = guard.new { tool = def, op_id = rec.id, caller = caller }
@@ -265,7 +271,8 @@ end
 -- target_of(def, params) -> the operation's target key, with no secret in it
 -- (a target is shown in records, events and lists)
 local function target_of(def, params)
-  local target = tostring(def.target(params))
+  -- target names what the operation works on; it does not act (hypd.guard.inert)
+  local target = tostring(guard.confine(def.name .. " target", def.target, params))
   for k, spec in pairs(def.params) do
     local v = params[k]
     if spec.secret and type(v) == "string" and v ~= "" then
@@ -340,7 +347,8 @@ function M.start(def, params, caller)
   end
   -- from here to the record nothing yields: two calls cannot both miss
   -- each other's operation
-  local target = target_of(def, params)
+  local target, terr = errors.try(target_of, def, params)
+  if not target then return nil, terr end
   local running_same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
   if running_same and running_same[1] then
     local rec = running_same[1]

@@ -101,7 +101,7 @@ end
 
 -- check_def(def): raises what is wrong with a definition, registers
 -- nothing (hypd playbook check); define() runs it first
-local INTERNAL = { source = true, module = true, hash = true, overrides = true } -- set by define
+local INTERNAL = { source = true, module = true, hash = true, overrides = true, overridden = true } -- set by define
 function M.check_def(def)
   local name = def.name
   for k in pairs(def) do
@@ -190,11 +190,31 @@ function M.check_params(owner, params)
   end
 end
 
--- define(def [, origin]) -> def; a bad definition is a programming error
--- and raises. origin: {source = "built-in" | a file path, module, hash
--- (sha256 of the source)}; a definition of a name already registered
--- replaces it (an operator's playbook over a built-in tool, a reload)
+-- own(v) -> a copy of a definition's tables (functions and the shared PLAN
+-- spec as they are): the registry keeps its own, so a playbook that holds
+-- the table it returned cannot change its tool's kind, actions or params
+-- once it is registered (hypd.guard and the scope check read these). The
+-- copy is of what the tables hold (next, not pairs) and keeps only JSON's
+-- array and object marks: a metatable of the playbook's could answer
+-- differently later (an aws list whose __index grows).
+local JSON_MT = { [getmetatable(json.array())] = true, [getmetatable(json.object())] = true }
+local function own(v)
+  if type(v) ~= "table" or v == M.PLAN then return v end
+  local c = {}
+  for k, x in next, v do c[k] = own(x) end
+  local mt = getmetatable(v)
+  return JSON_MT[mt] and setmetatable(c, mt) or c
+end
+
+-- define(def [, origin]) -> the registered definition (a copy of def); a
+-- bad definition is a programming error and raises. origin: {source =
+-- "built-in" | a file path, module, hash (sha256 of the source)}; a
+-- definition of a name already registered replaces it (an operator's
+-- playbook over a built-in tool, a reload), if it keeps at least the kind
+-- of the built-in it overrides (weaker)
 function M.define(def, origin)
+  if type(def) ~= "table" then bad_def("?", "a definition is a table") end
+  def = own(def)
   M.check_def(def)
   local name = def.name
   def.params = def.params or {}
@@ -202,6 +222,10 @@ function M.define(def, origin)
   origin = origin or {}
   def.source, def.module, def.hash = origin.source or "built-in", origin.module, origin.hash
   local prev = registry[name]
+  local base = def.source ~= "built-in" and prev and (prev.source == "built-in" and prev or prev.overridden) or nil
+  local why = M.weaker(def, base)
+  if why then bad_def(name, why) end
+  def.overridden = base
   if prev and prev.source == "built-in" and def.source ~= "built-in" then
     def.overrides = "built-in"
   elseif prev and prev.overrides and def.source ~= "built-in" then
@@ -211,6 +235,18 @@ function M.define(def, origin)
   registry[name] = def
   if M.changed then M.changed() end
   return def
+end
+
+-- weaker(def, base) -> why | nil: an override keeps at least the kind of
+-- the tool it replaces (read < mutating < destructive), else it would need
+-- a lesser scope than that tool for what that tool does
+local KIND_RANK = { read = 1, mutating = 2, destructive = 3 }
+function M.weaker(def, base)
+  if base and (KIND_RANK[def.kind] or 0) < (KIND_RANK[base.kind] or 0) then
+    return string.format("it overrides the %s tool %s and is %s: an override keeps at least the kind of what it " ..
+      "overrides (read < mutating < destructive), so it needs the same scope", base.kind, base.name,
+      tostring(def.kind))
+  end
 end
 
 -- remove(name): the tool is no longer registered (a reload dropped it)
@@ -463,8 +499,8 @@ function M.validate(def, args)
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
-  if def.check then -- rules across fields, on the validated values
-    local ok, e = pcall(def.check, out)
+  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.guard.inert)
+    local ok, e = pcall(require("hypd.guard").confine, def.name .. " check", def.check, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
       return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))

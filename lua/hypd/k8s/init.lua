@@ -46,8 +46,8 @@ M.FIELD_MANAGER = "hypd"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
 M.OPERATION = "hypd.io/operation"
 
-local Conn = {}
-Conn.__index = Conn
+-- (its __index a read-only view: conn.__index reaches no table every tool shares)
+local Conn = require("hypd._readonly").class {}
 
 -- a kubeconfig's bearer token, by connection: kept out of the connection
 -- table a playbook holds, so only http_req attaches it (and hypd.http then
