@@ -5,6 +5,7 @@ local t = require "hypd.tap"
 local auth = require "sandbox.auth"
 local core = require "hypd.core"
 local k8sauth = require "sandbox.k8s.auth"
+local protobuf = require "sandbox.k8s.protobuf"
 
 local function stamp() return os.date("!%Y%m%dT%H%M%SZ", math.floor(core.now())) end
 
@@ -34,4 +35,16 @@ t.test("EKS token: a presigned URL whose credential holds a NUL byte is refused 
   t.ok(ok, "token returns: " .. tostring(not ok and p or ""))
   t.eq(p, nil)
   t.eq(type(why), "string")
+end)
+
+t.test("k8s protobuf: an apiVersion whose group starts with '.' names no message, it does not raise", function()
+  local ok, full = pcall(protobuf.for_kind, ".pps/v1", "Deployment")
+  t.ok(ok, "for_kind returns: " .. tostring(not ok and full or ""))
+  t.eq(full, nil)
+  -- the envelope: typeMeta {apiVersion ".pps/v1", kind "Deployment"}, raw ""
+  local body = "k8s\0\x0a\x15\x0a\x07.pps/v1\x12\x0aDeployment\x12\x00"
+  local dok, obj, why = pcall(protobuf.decode, body)
+  t.ok(dok, "decode returns: " .. tostring(not dok and obj or ""))
+  t.eq(obj, nil)
+  t.like(why, "no protobuf message for .pps/v1, Kind=Deployment")
 end)
