@@ -22,12 +22,26 @@ end
 
 -- hypd.api.rest query(raw) -> {name = value}: never raises; names are
 -- non-empty strings, values strings; '+' and %XX decoded.
+-- hypd.api.web clean(path) -> file | nil (the input as a request path):
+-- never raises; a file is "index.html" or "/"-joined segments that each
+-- start with a letter or digit and hold only letters, digits, '.', '-'
+-- and '_' (so never "..", never a NUL or a backslash), at most 256 bytes.
 T.rest_query = function(s, bad)
   local rest = require "hypd.api.rest"
+  local web = require "hypd.api.web"
   local q = rest.query(s)
   if type(q) ~= "table" then bad("query returned " .. type(q)) end
   for k, v in pairs(q) do
     if type(k) ~= "string" or k == "" or type(v) ~= "string" then bad("query returned a non-string pair") end
+  end
+  for _, path in ipairs({ s, "/" .. s }) do
+    local file = web.clean(path)
+    if file ~= nil then
+      if type(file) ~= "string" or #file > 256 then bad("clean returned a bad file") end
+      for seg in (file .. "/"):gmatch("([^/]*)/") do
+        if not seg:match("^[%w][%w._-]*$") or seg == ".." then bad("clean let a segment through: " .. seg) end
+      end
+    end
   end
 end
 
