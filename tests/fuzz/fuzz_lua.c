@@ -61,10 +61,27 @@ static lua_State *L;
 static int target_ref = LUA_NOREF;
 static char state_dir[] = "/tmp/hypd-fuzz-lua.XXXXXX";
 
+static void remove_state_dir(void)
+{
+	char cmd[sizeof state_dir + 16];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "fuzz_lua: could not remove %s\n", state_dir);
+}
+
+/* A finding: the state directory goes (libFuzzer keeps the input), then abort. */
+static void finding(void)
+{
+	remove_state_dir();
+	abort();
+}
+
 static int bad(lua_State *L1)
 {
 	fprintf(stderr, "fuzz_lua: contract broken: %s\n", luaL_checkstring(L1, 1));
-	abort();
+	finding();
+	return 0;
 }
 
 static int traceback(lua_State *L1)
@@ -77,12 +94,8 @@ static int traceback(lua_State *L1)
 
 static void cleanup(void)
 {
-	char cmd[sizeof state_dir + 16];
-
 	hypd_close(host);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "fuzz_lua: could not remove %s\n", state_dir);
+	remove_state_dir();
 }
 
 static void die(const char *what, const char *detail)
@@ -161,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lua_sethook(L, old, mask, count);
 	if (rc != LUA_OK) {
 		fprintf(stderr, "fuzz_lua: a Lua error escaped the target:\n%s\n", lua_tostring(L, -1));
-		abort();
+		finding();
 	}
 	lua_settop(L, top);
 	return 0;
