@@ -653,7 +653,6 @@ static int collect_query(signer *s)
 	}
 	if (!rc && s->presign) {
 		size_t tlen = in->session_token ? strlen(in->session_token) : 0;
-
 		span cred;
 
 		/* The raw credential, encoded into a parameter below. Everything
