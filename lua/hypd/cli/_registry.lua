@@ -105,6 +105,8 @@ local function args_from(params, words, base)
   return args
 end
 
+M.args_from = args_from -- for tests/fuzz/lua_targets.lua
+
 local function is_accepted(r)
   return type(r) == "table" and type(r.operation_id) == "string" and r.status_tool ~= nil
 end
