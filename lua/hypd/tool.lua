@@ -22,6 +22,8 @@
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
 -- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
+-- A string value is at most max_length characters, M.MAX_STRING when the
+-- spec gives none, checked before its pattern runs.
 --
 -- tool.call(name, args, caller) validates before any work: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
@@ -39,6 +41,7 @@ local M = {}
 
 M.PREFIXES = { "cluster_", "hyperpod_", "storage_", "model_", "training_", "job_", "inference_", "monitor_",
   "diagnose_", "operation_", "aws_" }
+M.MAX_STRING = 4096 -- characters of a string parameter that declares no max_length
 M.KINDS = { read = "read", mutating = "operate", destructive = "admin" }
 local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
@@ -415,10 +418,15 @@ function check_value(spec, v, field, fields)
     if spec.min_length and utf8.len(v) and utf8.len(v) < spec.min_length then
       add("min_length", "must be at least " .. spec.min_length .. " characters")
     end
-    if spec.max_length and (utf8.len(v) or #v) > spec.max_length then
-      add("max_length", "must be at most " .. spec.max_length .. " characters")
+    -- the length first: a value past it is refused before any pattern
+    -- reads it (a string with no max_length has M.MAX_STRING)
+    local max = spec.max_length or M.MAX_STRING
+    local long = (utf8.len(v) or #v) > max
+    if long then
+      add("max_length", "must be at most " .. max .. " characters" ..
+        (spec.max_length and "" or " (the bound of a string parameter that declares no max_length)"))
     end
-    if spec.pattern and not regex.compile(spec.pattern):test(v) then
+    if spec.pattern and not long and not regex.compile(spec.pattern):test(v) then
       local rule = spec.pattern_help or (#spec.pattern <= 40 and "text matching " .. spec.pattern) or
         "text in the format its schema's pattern gives"
       add("pattern", "must be " .. rule .. (spec.secret and "" or "; got '" .. errors.echo(v) .. "'"))
