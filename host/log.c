@@ -9,13 +9,31 @@
 #include <time.h>
 
 #define MASK "[REDACTED]"
-#define MAX_SECRETS 1024 /* registered secrets kept; refreshes add more */
+/* registered entries kept of each evictable kind (a value adds up to five:
+ * itself and its transforms); refreshes of host credentials add more */
+#define MAX_ENTRIES (5 * 1024)
+
+/*
+ * A registered secret, or one of its transforms (upper-cased, lower-cased,
+ * reversed, base64, base64url): what a tool that echoes a secret turned
+ * would print. The kinds do not evict each other (log.h): a caller sending
+ * thousands of secrets pushes out only older caller-given ones.
+ */
+struct secret {
+	char *v;                /* the bytes, owned */
+	size_t len;             /* strlen(v) */
+	enum log_secret_kind kind;
+	unsigned refs;          /* LOG_SECRET_OPERATION: operations holding it */
+	unsigned long seq;      /* registration order, for eviction */
+	struct secret *next;    /* in the bucket of its first byte */
+};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static enum log_level min_level = LOG_INFO;
 static FILE *out;
-static char **secrets;   /* registered values, owned */
-static size_t nsecrets;  /* entries in secrets */
+static struct secret *buckets[256]; /* by first byte: the redaction's index */
+static size_t counts[3];            /* entries of each kind */
+static unsigned long seq;           /* last seq given */
 
 static const char *const level_names[] = { "debug", "info", "warn", "error", "off" };
 
@@ -31,44 +49,206 @@ void log_set_level(enum log_level level) { min_level = level; }
 enum log_level log_get_level(void) { return min_level; }
 void log_set_output(FILE *f) { out = f; }
 
-int log_add_secret(const char *value)
+/* The entry with bytes v[0..len), or NULL. Lock held. */
+static struct secret *find(const char *v, size_t len)
 {
-	char **grown, *copy;
+	for (struct secret *e = buckets[(unsigned char)v[0]]; e; e = e->next)
+		if (e->len == len && memcmp(e->v, v, len) == 0)
+			return e;
+	return NULL;
+}
+
+/* Drops the oldest entry of kind (never called for operations). Lock held. */
+static void evict_oldest(enum log_secret_kind kind)
+{
+	struct secret **oldest = NULL;
+
+	for (int b = 0; b < 256; b++)
+		for (struct secret **p = &buckets[b]; *p; p = &(*p)->next)
+			if ((*p)->kind == kind && (!oldest || (*p)->seq < (*oldest)->seq))
+				oldest = p;
+	if (oldest) {
+		struct secret *e = *oldest;
+
+		*oldest = e->next;
+		counts[kind]--;
+		free(e->v);
+		free(e);
+	}
+}
+
+/* Registers one value (already transformed) as kind. Lock held; -1 on OOM. */
+static int add_one(const char *v, size_t len, enum log_secret_kind kind)
+{
+	struct secret *e;
+
+	if (len < 6)
+		return 0;
+	if ((e = find(v, len))) {
+		/* a value keeps the strongest kind it was registered with */
+		if (kind == LOG_SECRET_HOST && e->kind != LOG_SECRET_HOST) {
+			counts[e->kind]--;
+			e->kind = LOG_SECRET_HOST;
+			counts[LOG_SECRET_HOST]++;
+		} else if (kind == LOG_SECRET_OPERATION && e->kind != LOG_SECRET_HOST) {
+			if (e->kind == LOG_SECRET_CALLER) {
+				counts[LOG_SECRET_CALLER]--;
+				counts[LOG_SECRET_OPERATION]++;
+				e->kind = LOG_SECRET_OPERATION;
+			}
+			e->refs++;
+		} else if (kind == e->kind) {
+			e->seq = ++seq; /* seen again: the newest of its kind */
+		}
+		return 0;
+	}
+	if (kind != LOG_SECRET_OPERATION && counts[kind] >= MAX_ENTRIES)
+		evict_oldest(kind);
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->v = malloc(len + 1))) {
+		free(e);
+		return -1;
+	}
+	memcpy(e->v, v, len);
+	e->v[len] = 0;
+	e->len = len;
+	e->kind = kind;
+	e->refs = kind == LOG_SECRET_OPERATION;
+	e->seq = ++seq;
+	e->next = buckets[(unsigned char)v[0]];
+	buckets[(unsigned char)v[0]] = e;
+	counts[kind]++;
+	return 0;
+}
+
+static void b64(const unsigned char *in, size_t n, char *outb, int url)
+{
+	const char *abc = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+			      : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+
+		outb[o++] = abc[v >> 18 & 63];
+		outb[o++] = abc[v >> 12 & 63];
+		if (i + 1 < n)
+			outb[o++] = abc[v >> 6 & 63];
+		else if (!url)
+			outb[o++] = '=';
+		if (i + 2 < n)
+			outb[o++] = abc[v & 63];
+		else if (!url)
+			outb[o++] = '=';
+	}
+	outb[o] = 0;
+}
+
+/* Registers value and its transforms as kind. Lock held. */
+static int add_all(const char *value, enum log_secret_kind kind)
+{
+	size_t len = strlen(value);
+	char *t = malloc(len * 4 / 3 + 8);
+	int rc = 0;
+
+	if (!t)
+		return -1;
+	rc |= add_one(value, len, kind);
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)toupper((unsigned char)value[i]);
+	rc |= add_one(t, len, kind);
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)tolower((unsigned char)value[i]);
+	rc |= add_one(t, len, kind);
+	for (size_t i = 0; i < len; i++)
+		t[i] = value[len - 1 - i];
+	rc |= add_one(t, len, kind);
+	b64((const unsigned char *)value, len, t, 0);
+	rc |= add_one(t, strlen(t), kind);
+	b64((const unsigned char *)value, len, t, 1);
+	rc |= add_one(t, strlen(t), kind);
+	free(t);
+	return rc;
+}
+
+int log_add_secret_as(const char *value, enum log_secret_kind kind)
+{
+	int rc;
 
 	if (!value || strlen(value) < 6)
 		return 0;
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < nsecrets; i++)
-		if (strcmp(secrets[i], value) == 0)
-			goto done;
-	copy = strdup(value);
-	if (copy && nsecrets == MAX_SECRETS) {
-		/* the oldest go first: by now they are expired credentials */
-		free(secrets[0]);
-		memmove(secrets, secrets + 1, (nsecrets - 1) * sizeof *secrets);
-		secrets[--nsecrets] = NULL;
-	}
-	grown = copy ? realloc(secrets, (nsecrets + 1) * sizeof *secrets) : NULL;
-	if (!grown) {
-		free(copy);
-		pthread_mutex_unlock(&lock);
-		return -1;
-	}
-	secrets = grown;
-	secrets[nsecrets++] = copy;
-done:
+	rc = add_all(value, kind);
 	pthread_mutex_unlock(&lock);
-	return 0;
+	return rc;
+}
+
+int log_add_secret(const char *value) { return log_add_secret_as(value, LOG_SECRET_HOST); }
+
+/* One operation no longer holds v. Lock held. */
+static void release_one(const char *v, size_t len)
+{
+	struct secret *e = len >= 6 ? find(v, len) : NULL;
+
+	if (e && e->kind == LOG_SECRET_OPERATION && e->refs > 0 && --e->refs == 0) {
+		counts[LOG_SECRET_OPERATION]--;
+		if (counts[LOG_SECRET_CALLER] >= MAX_ENTRIES)
+			evict_oldest(LOG_SECRET_CALLER);
+		e->kind = LOG_SECRET_CALLER; /* still masked, now evictable */
+		e->seq = ++seq;
+		counts[LOG_SECRET_CALLER]++;
+	}
+}
+
+void log_release_secret(const char *value)
+{
+	size_t len;
+	char *t;
+
+	if (!value || (len = strlen(value)) < 6 || !(t = malloc(len * 4 / 3 + 8)))
+		return;
+	pthread_mutex_lock(&lock);
+	release_one(value, len);
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)toupper((unsigned char)value[i]);
+	release_one(t, len);
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)tolower((unsigned char)value[i]);
+	release_one(t, len);
+	for (size_t i = 0; i < len; i++)
+		t[i] = value[len - 1 - i];
+	release_one(t, len);
+	b64((const unsigned char *)value, len, t, 0);
+	release_one(t, strlen(t));
+	b64((const unsigned char *)value, len, t, 1);
+	release_one(t, strlen(t));
+	pthread_mutex_unlock(&lock);
+	free(t);
+}
+
+size_t log_secret_count(enum log_secret_kind kind)
+{
+	size_t n;
+
+	pthread_mutex_lock(&lock);
+	n = counts[kind];
+	pthread_mutex_unlock(&lock);
+	return n;
 }
 
 void log_clear_secrets(void)
 {
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < nsecrets; i++)
-		free(secrets[i]);
-	free(secrets);
-	secrets = NULL;
-	nsecrets = 0;
+	for (int b = 0; b < 256; b++)
+		while (buckets[b]) {
+			struct secret *e = buckets[b];
+
+			buckets[b] = e->next;
+			free(e->v);
+			free(e);
+		}
+	memset(counts, 0, sizeof counts);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -179,14 +359,11 @@ static char *redact_locked(const char *s, size_t len, size_t *outlen)
 
 		/* the longest registered secret here: when one secret begins
 		 * another, no fragment of the longer one is left behind */
-		for (size_t k = 0; k < nsecrets; k++) {
-			size_t sl = strlen(secrets[k]);
-
-			if (sl > hit && sl <= len - i && memcmp(s + i, secrets[k], sl) == 0) {
-				hit = sl;
+		for (struct secret *e = buckets[(unsigned char)s[i]]; e; e = e->next)
+			if (e->len > hit && e->len <= len - i && memcmp(s + i, e->v, e->len) == 0) {
+				hit = e->len;
 				keep = 0;
 			}
-		}
 		if (n + keep + sizeof MASK + 1 > cap) {
 			cap = cap * 2 + keep + sizeof MASK;
 			grown = realloc(buf, cap);

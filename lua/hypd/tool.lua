@@ -384,9 +384,12 @@ local function check_fields(props, v, prefix, fields, owner, note, out)
         out[k] = spec.default
       end
     else
+      -- a secret is masked before anything can echo it, valid or not; as
+      -- a caller-given one, which other callers' secrets evict but never
+      -- the host's or a running operation's (log.h)
+      if spec.secret and type(x) == "string" then core.add_secret(x, "caller") end
       local nv = check_value(spec, x, prefix .. k, fields)
       if nv ~= nil then out[k] = nv end
-      if spec.secret and type(x) == "string" then core.add_secret(x) end
     end
   end
   return out
@@ -435,7 +438,10 @@ function check_value(spec, v, field, fields)
     if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
     if spec.maximum and v > spec.maximum then add("maximum", "must be at most " .. spec.maximum .. "; got " .. v) end
   elseif vt == "array" and spec.items then
-    for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
+    for i, x in ipairs(v) do
+      if spec.items.secret and type(x) == "string" then core.add_secret(x, "caller") end
+      check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields)
+    end
   elseif vt == "object" and spec.properties then
     v = check_fields(spec.properties, v, field .. ".", fields, field, nil, json.object())
   end
