@@ -9,9 +9,9 @@
 #include <time.h>
 
 #define MASK "[REDACTED]"
-/* registered entries kept of each evictable kind (a value adds up to five:
- * itself and its transforms); refreshes of host credentials add more */
-#define MAX_ENTRIES (5 * 1024)
+/* values kept of each evictable kind (each with its transforms); refreshes
+ * of host credentials add more */
+#define MAX_VALUES 1024
 
 /*
  * A registered secret, or one of its transforms (upper-cased, lower-cased,
@@ -24,6 +24,7 @@ struct secret {
 	size_t len;             /* strlen(v) */
 	enum log_secret_kind kind;
 	unsigned refs;          /* LOG_SECRET_OPERATION: operations holding it */
+	int primary;            /* a value registered, not (only) a transform */
 	unsigned long seq;      /* registration order, for eviction */
 	struct secret *next;    /* in the bucket of its first byte */
 };
@@ -32,7 +33,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static enum log_level min_level = LOG_INFO;
 static FILE *out;
 static struct secret *buckets[256]; /* by first byte: the redaction's index */
-static size_t counts[3];            /* entries of each kind */
+static size_t counts[3];            /* primary entries of each kind */
 static unsigned long seq;           /* last seq given */
 
 static const char *const level_names[] = { "debug", "info", "warn", "error", "off" };
@@ -49,76 +50,25 @@ void log_set_level(enum log_level level) { min_level = level; }
 enum log_level log_get_level(void) { return min_level; }
 void log_set_output(FILE *f) { out = f; }
 
-/* The entry with bytes v[0..len), or NULL. Lock held. */
-static struct secret *find(const char *v, size_t len)
+/* The link that points at the entry with bytes v[0..len), or NULL. Lock held. */
+static struct secret **link_of(const char *v, size_t len)
 {
-	for (struct secret *e = buckets[(unsigned char)v[0]]; e; e = e->next)
-		if (e->len == len && memcmp(e->v, v, len) == 0)
-			return e;
+	for (struct secret **p = &buckets[(unsigned char)v[0]]; *p; p = &(*p)->next)
+		if ((*p)->len == len && memcmp((*p)->v, v, len) == 0)
+			return p;
 	return NULL;
 }
 
-/* Drops the oldest entry of kind (never called for operations). Lock held. */
-static void evict_oldest(enum log_secret_kind kind)
+/* Unlinks and frees the entry *p. Lock held. */
+static void unlink_entry(struct secret **p)
 {
-	struct secret **oldest = NULL;
+	struct secret *e = *p;
 
-	for (int b = 0; b < 256; b++)
-		for (struct secret **p = &buckets[b]; *p; p = &(*p)->next)
-			if ((*p)->kind == kind && (!oldest || (*p)->seq < (*oldest)->seq))
-				oldest = p;
-	if (oldest) {
-		struct secret *e = *oldest;
-
-		*oldest = e->next;
-		counts[kind]--;
-		free(e->v);
-		free(e);
-	}
-}
-
-/* Registers one value (already transformed) as kind. Lock held; -1 on OOM. */
-static int add_one(const char *v, size_t len, enum log_secret_kind kind)
-{
-	struct secret *e;
-
-	if (len < 6)
-		return 0;
-	if ((e = find(v, len))) {
-		/* a value keeps the strongest kind it was registered with */
-		if (kind == LOG_SECRET_HOST && e->kind != LOG_SECRET_HOST) {
-			counts[e->kind]--;
-			e->kind = LOG_SECRET_HOST;
-			counts[LOG_SECRET_HOST]++;
-		} else if (kind == LOG_SECRET_OPERATION && e->kind != LOG_SECRET_HOST) {
-			if (e->kind == LOG_SECRET_CALLER) {
-				counts[LOG_SECRET_CALLER]--;
-				counts[LOG_SECRET_OPERATION]++;
-				e->kind = LOG_SECRET_OPERATION;
-			}
-			e->refs++;
-		} else if (kind == e->kind) {
-			e->seq = ++seq; /* seen again: the newest of its kind */
-		}
-		return 0;
-	}
-	if (kind != LOG_SECRET_OPERATION && counts[kind] >= MAX_ENTRIES)
-		evict_oldest(kind);
-	e = calloc(1, sizeof *e);
-	if (!e || !(e->v = malloc(len + 1))) {
-		free(e);
-		return -1;
-	}
-	memcpy(e->v, v, len);
-	e->v[len] = 0;
-	e->len = len;
-	e->kind = kind;
-	e->refs = kind == LOG_SECRET_OPERATION;
-	e->seq = ++seq;
-	e->next = buckets[(unsigned char)v[0]];
-	buckets[(unsigned char)v[0]] = e;
-	counts[kind]++;
-	return 0;
+	*p = e->next;
+	if (e->primary)
+		counts[e->kind]--;
+	free(e->v);
+	free(e);
 }
 
 static void b64(const unsigned char *in, size_t n, char *outb, int url)
@@ -145,86 +95,175 @@ static void b64(const unsigned char *in, size_t n, char *outb, int url)
 	outb[o] = 0;
 }
 
-/* Registers value and its transforms as kind. Lock held. */
-static int add_all(const char *value, enum log_secret_kind kind)
+/*
+ * Calls fn(t, tlen, kind) for each transform t of value: upper-cased,
+ * lower-cased, reversed, base64, base64url (what a tool that echoes a
+ * secret turned prints). -1 when out of memory or fn failed.
+ */
+static int each_transform(const char *value, size_t len, enum log_secret_kind kind,
+			  int (*fn)(const char *, size_t, enum log_secret_kind))
 {
-	size_t len = strlen(value);
-	char *t = malloc(len * 4 / 3 + 8);
+	char *t = calloc(1, len * 4 / 3 + 8);
 	int rc = 0;
 
 	if (!t)
 		return -1;
-	rc |= add_one(value, len, kind);
 	for (size_t i = 0; i < len; i++)
 		t[i] = (char)toupper((unsigned char)value[i]);
-	rc |= add_one(t, len, kind);
+	rc |= fn(t, len, kind);
 	for (size_t i = 0; i < len; i++)
 		t[i] = (char)tolower((unsigned char)value[i]);
-	rc |= add_one(t, len, kind);
+	rc |= fn(t, len, kind);
 	for (size_t i = 0; i < len; i++)
 		t[i] = value[len - 1 - i];
-	rc |= add_one(t, len, kind);
+	rc |= fn(t, len, kind);
 	b64((const unsigned char *)value, len, t, 0);
-	rc |= add_one(t, strlen(t), kind);
+	rc |= fn(t, strlen(t), kind);
 	b64((const unsigned char *)value, len, t, 1);
-	rc |= add_one(t, strlen(t), kind);
+	rc |= fn(t, strlen(t), kind);
 	free(t);
 	return rc;
 }
 
+/* fn of each_transform: drops a transform of an evicted value (one of its
+ * kind that is no value itself). Lock held. */
+static int drop_transform(const char *v, size_t len, enum log_secret_kind kind)
+{
+	struct secret **p = len >= 6 ? link_of(v, len) : NULL;
+
+	if (p && !(*p)->primary && (*p)->kind == kind)
+		unlink_entry(p);
+	return 0;
+}
+
+/* Drops the oldest value of kind with its transforms. Never called for
+ * operations' secrets. Lock held. */
+static void evict_oldest(enum log_secret_kind kind)
+{
+	struct secret **oldest = NULL;
+	char *v;
+	size_t len;
+
+	for (int b = 0; b < 256; b++)
+		for (struct secret **p = &buckets[b]; *p; p = &(*p)->next)
+			if ((*p)->kind == kind && (*p)->primary && (!oldest || (*p)->seq < (*oldest)->seq))
+				oldest = p;
+	if (!oldest)
+		return;
+	v = (*oldest)->v;
+	len = (*oldest)->len;
+	(*oldest)->v = NULL; /* kept for its transforms */
+	unlink_entry(oldest);
+	each_transform(v, len, kind, drop_transform);
+	free(v);
+}
+
+/* Registers v (a value when primary, else a transform) as kind. Lock held;
+ * -1 when out of memory. */
+static int add_entry(const char *v, size_t len, enum log_secret_kind kind, int primary)
+{
+	struct secret *e, **p;
+
+	if (len < 6)
+		return 0;
+	if ((p = link_of(v, len))) {
+		enum log_secret_kind was;
+
+		e = *p;
+		was = e->kind;
+		/* a value keeps the strongest kind it was registered as */
+		if (kind == LOG_SECRET_HOST) {
+			e->kind = LOG_SECRET_HOST;
+		} else if (kind == LOG_SECRET_OPERATION && e->kind != LOG_SECRET_HOST) {
+			e->kind = LOG_SECRET_OPERATION;
+			e->refs++;
+		}
+		if (e->kind == kind)
+			e->seq = ++seq; /* seen again: the newest of its kind */
+		if (e->primary && was != e->kind) {
+			counts[was]--;
+			counts[e->kind]++;
+		}
+		if (primary && !e->primary) {
+			e->primary = 1;
+			counts[e->kind]++;
+		}
+		return 0;
+	}
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->v = malloc(len + 1))) {
+		free(e);
+		return -1;
+	}
+	memcpy(e->v, v, len);
+	e->v[len] = 0;
+	e->len = len;
+	e->kind = kind;
+	e->primary = primary;
+	e->refs = kind == LOG_SECRET_OPERATION;
+	e->seq = ++seq;
+	e->next = buckets[(unsigned char)v[0]];
+	buckets[(unsigned char)v[0]] = e;
+	if (primary)
+		counts[kind]++;
+	return 0;
+}
+
+static int add_transform(const char *v, size_t len, enum log_secret_kind kind)
+{
+	return add_entry(v, len, kind, 0);
+}
+
 int log_add_secret_as(const char *value, enum log_secret_kind kind)
 {
+	size_t len;
 	int rc;
 
-	if (!value || strlen(value) < 6)
+	if (!value || (len = strlen(value)) < 6)
 		return 0;
 	pthread_mutex_lock(&lock);
-	rc = add_all(value, kind);
+	if (kind != LOG_SECRET_OPERATION && counts[kind] >= MAX_VALUES && !link_of(value, len))
+		evict_oldest(kind);
+	rc = add_entry(value, len, kind, 1);
+	rc |= each_transform(value, len, kind, add_transform);
 	pthread_mutex_unlock(&lock);
 	return rc;
 }
 
 int log_add_secret(const char *value) { return log_add_secret_as(value, LOG_SECRET_HOST); }
 
-/* One operation no longer holds v. Lock held. */
-static void release_one(const char *v, size_t len)
+/* fn of each_transform (and for the value): one operation no longer holds
+ * v; with the last hold it becomes a caller's, still masked but evictable.
+ * Lock held. */
+static int release_entry(const char *v, size_t len, enum log_secret_kind kind)
 {
-	struct secret *e = len >= 6 ? find(v, len) : NULL;
+	struct secret **p = len >= 6 ? link_of(v, len) : NULL;
+	struct secret *e = p ? *p : NULL;
 
+	(void)kind;
 	if (e && e->kind == LOG_SECRET_OPERATION && e->refs > 0 && --e->refs == 0) {
-		counts[LOG_SECRET_OPERATION]--;
-		if (counts[LOG_SECRET_CALLER] >= MAX_ENTRIES)
-			evict_oldest(LOG_SECRET_CALLER);
-		e->kind = LOG_SECRET_CALLER; /* still masked, now evictable */
+		if (e->primary) {
+			if (counts[LOG_SECRET_CALLER] >= MAX_VALUES)
+				evict_oldest(LOG_SECRET_CALLER);
+			counts[LOG_SECRET_OPERATION]--;
+			counts[LOG_SECRET_CALLER]++;
+		}
+		e->kind = LOG_SECRET_CALLER;
 		e->seq = ++seq;
-		counts[LOG_SECRET_CALLER]++;
 	}
+	return 0;
 }
 
 void log_release_secret(const char *value)
 {
 	size_t len;
-	char *t;
 
-	if (!value || (len = strlen(value)) < 6 || !(t = malloc(len * 4 / 3 + 8)))
+	if (!value || (len = strlen(value)) < 6)
 		return;
 	pthread_mutex_lock(&lock);
-	release_one(value, len);
-	for (size_t i = 0; i < len; i++)
-		t[i] = (char)toupper((unsigned char)value[i]);
-	release_one(t, len);
-	for (size_t i = 0; i < len; i++)
-		t[i] = (char)tolower((unsigned char)value[i]);
-	release_one(t, len);
-	for (size_t i = 0; i < len; i++)
-		t[i] = value[len - 1 - i];
-	release_one(t, len);
-	b64((const unsigned char *)value, len, t, 0);
-	release_one(t, strlen(t));
-	b64((const unsigned char *)value, len, t, 1);
-	release_one(t, strlen(t));
+	release_entry(value, len, LOG_SECRET_OPERATION);
+	each_transform(value, len, LOG_SECRET_OPERATION, release_entry);
 	pthread_mutex_unlock(&lock);
-	free(t);
 }
 
 size_t log_secret_count(enum log_secret_kind kind)

@@ -42,14 +42,15 @@ void log_write(enum log_level level, const char *component, const char *msg);
  * Who gave it decides how long it is kept, so a caller cannot flush the
  * list by sending many secrets:
  *   LOG_SECRET_HOST       the host's own (credentials, tokens, sign-in
- *                         codes): the newest 1024 are kept, evicted only
- *                         by newer host secrets (credential refreshes)
+ *                         codes): the newest 1024 or so are kept (5,120
+ *                         entries, counting transforms), evicted only by
+ *                         newer host secrets (credential refreshes)
  *   LOG_SECRET_OPERATION  a running operation's: kept while any operation
  *                         holds it (one hold per registration), never
  *                         evicted; log_release_secret drops a hold, and
  *                         with the last one it becomes a caller secret
  *   LOG_SECRET_CALLER     given in a call (validation registers them): the
- *                         newest 1024 are kept, evicted only by newer ones
+ *                         newest 1024 or so, evicted only by newer ones
  * A value keeps the strongest kind it was registered as (host, operation,
  * caller). log_add_secret is log_add_secret_as(value, LOG_SECRET_HOST).
  */

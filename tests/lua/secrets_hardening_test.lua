@@ -21,7 +21,6 @@ require("hypd.tools").load()
 
 local SECRET = "Gx7-secret-Qm42zZ"
 local release = task.signal()
-local said = {}
 
 -- a staged tool that shows its secret turned, as careless code would
 tool.define { name = "diagnose_turns", summary = "Shows its secret turned", kind = "mutating",
