@@ -233,6 +233,9 @@ local function spec_schema(spec)
   local s = { type = ty, description = spec.description, default = spec.default, pattern = spec.pattern,
     minimum = spec.minimum, maximum = spec.maximum, minLength = spec.min_length, maxLength = spec.max_length }
   if spec.enum then s.enum = json.array(); for i, v in ipairs(spec.enum) do s.enum[i] = v end end
+  if not s.maxLength and not spec.enum then -- the bound validation holds a string to
+    for _, t in ipairs(types_of(spec)) do if t == "string" then s.maxLength = M.MAX_STRING end end
+  end
   if spec.items then s.items = spec_schema(spec.items) end
   local object = false
   for _, t in ipairs(types_of(spec)) do object = object or t == "object" end

@@ -113,3 +113,12 @@ t.test("the language the matcher accepts is the one it did", function()
 end)
 
 t.cleanup(function() srv:stop() end)
+
+t.test("a string parameter's schema gives the bound validation holds it to", function()
+  local s = tool.input_schema { name = "diagnose_schema", kind = "read", params = {
+    free = { type = "string" }, short = { type = "string", max_length = 8 }, pick = { type = "string", enum = { "a" } },
+    either = { type = { "string", "integer" } }, count = { type = "integer" } } }
+  local p = s.properties
+  t.eq({ p.free.maxLength, p.short.maxLength, p.pick.maxLength, p.either.maxLength, p.count.maxLength },
+    { tool.MAX_STRING, 8, nil, tool.MAX_STRING, nil }, "maxLength: the default, its own, none for an enum or a number")
+end)
