@@ -52,6 +52,36 @@ end
 
 local compile_node
 
+-- nullable(n) -> true when n can match the empty string
+local function nullable(n)
+  local t = n.t
+  if t == "bol" or t == "eol" then return true end
+  if t == "rep" then return n.min == 0 or nullable(n.node) end
+  if t == "group" then
+    for _, seq in ipairs(n.alts) do
+      local all = true
+      for _, x in ipairs(seq) do all = all and nullable(x) end
+      if all then return true end
+    end
+  end
+  return false
+end
+
+-- an optional iteration of a body that can match empty: as ECMAScript
+-- says, an iteration that matched nothing fails (so a group in it keeps
+-- what it had); "mark" notes where the iteration began, "check" refuses
+-- an end at the same place. Only the Pike VM looks: for test() an empty
+-- iteration changes nothing.
+local function compile_iteration(prog, n)
+  if not nullable(n.node) then return compile_node(prog, n.node) end
+  prog.marks = (prog.marks or 0) + 1
+  local k = prog.marks
+  emit(prog, { op = "mark", n = k })
+  compile_node(prog, n.node)
+  emit(prog, { op = "check", n = k })
+
+end
+
 local function compile_alts(prog, alts)
   local jumps = {}
   for k, seq in ipairs(alts) do
@@ -82,7 +112,7 @@ function compile_node(prog, n)
     if n.max == math.huge then
       local at = #prog + 1
       local split = emit(prog, { op = "split", x = at + 1 })
-      compile_node(prog, n.node)
+      compile_iteration(prog, n)
       emit(prog, { op = "jmp", x = at })
       split.y = #prog + 1
     else
@@ -90,7 +120,7 @@ function compile_node(prog, n)
       local splits = {}
       for _ = 1, n.max - n.min do
         splits[#splits + 1] = emit(prog, { op = "split", x = #prog + 2 })
-        compile_node(prog, n.node)
+        compile_iteration(prog, n)
       end
       for _, s in ipairs(splits) do s.y = #prog + 1 end
     end
@@ -136,7 +166,7 @@ local function closure(prog, pcs, bol, eol)
       elseif op == "split" then
         stack[#stack + 1] = ins.y
         stack[#stack + 1] = ins.x
-      elseif op == "save" then stack[#stack + 1] = pc + 1
+      elseif op == "save" or op == "mark" or op == "check" then stack[#stack + 1] = pc + 1
       elseif op == "bol" then if bol then stack[#stack + 1] = pc + 1 end
       elseif op == "eol" then if eol then stack[#stack + 1] = pc + 1 end
       end
@@ -207,20 +237,24 @@ local function add(prog, list, seen, pc, caps, i, n)
     local c = stack[#stack]
     local p = stack[#stack - 1]
     stack[#stack], stack[#stack - 1] = nil, nil
-    if not seen[p] then
+    local ins = prog[p]
+    -- a check that fails leaves its pc free for a thread whose iteration
+    -- did match something
+    if not seen[p] and not (ins.op == "check" and c[-ins.n] == i) then
       seen[p] = true
-      local ins = prog[p]
       local op = ins.op
       if op == "byte" or op == "match" then list[#list + 1] = { p, c }
       elseif op == "jmp" then stack[#stack + 1] = ins.x; stack[#stack + 1] = c
       elseif op == "split" then
         stack[#stack + 1] = ins.y; stack[#stack + 1] = c
         stack[#stack + 1] = ins.x; stack[#stack + 1] = c
-      elseif op == "save" then
+      elseif op == "save" or op == "mark" then
         local nc = {}
         for k, v in pairs(c) do nc[k] = v end
-        nc[ins.n] = i
+        nc[op == "save" and ins.n or -ins.n] = i
         stack[#stack + 1] = p + 1; stack[#stack + 1] = nc
+      elseif op == "check" then
+        stack[#stack + 1] = p + 1; stack[#stack + 1] = c
       elseif op == "bol" then
         if i == 1 then stack[#stack + 1] = p + 1; stack[#stack + 1] = c end
       elseif op == "eol" then

@@ -109,6 +109,10 @@ t.test("the language the matcher accepts is the one it did", function()
   t.eq(two:match("x loss=3.5 y"), { "3.5", ".5", false }, "groups of the first alternative")
   t.eq(two:match("nan"), { false, false, "nan" }, "groups of the second")
   t.eq(assert(regex.compile("(a+)(a*)")):match("aaa"), { "aaa", "" }, "greedy, leftmost")
+  -- as ECMAScript (checked against node's RegExp on 30,000 random cases):
+  -- an optional iteration that matches nothing fails, a required one may
+  t.eq(assert(regex.compile("(a*)?\\d*$")):match("--"), { false }, "an empty optional iteration leaves its group out")
+  t.eq(assert(regex.compile("^(a|b)?(a*){2}")):match(""), { false, "" }, "a required iteration may be empty")
   t.eq(select(2, regex.compile("^a{1,30000}$")) ~= nil, true, "a pattern past the program bound is refused")
 end)
 
