@@ -4,6 +4,7 @@
 -- server stalled for seconds), a string is bounded before any pattern
 -- reads it, and every pattern a built-in tool uses runs over 1 MB.
 local t = require "hypd.tap"
+local H = dofile("tests/lua/helpers.lua")
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local http = require "hypd.http"
@@ -125,4 +126,36 @@ t.test("a string parameter's schema gives the bound validation holds it to", fun
   local p = s.properties
   t.eq({ p.free.maxLength, p.short.maxLength, p.pick.maxLength, p.either.maxLength, p.count.maxLength },
     { tool.MAX_STRING, 8, nil, tool.MAX_STRING, nil }, "maxLength: the default, its own, none for an enum or a number")
+end)
+
+t.test("test, match and groups agree with ECMAScript's (node's RegExp) on random patterns and subjects", function()
+  if H.sh("command -v node") ~= 0 then return t.skip("node is not installed") end
+  math.randomseed(18)
+  local atoms = { "a", "b", ".", "[ab]", "[^a]", "\\d", "(a|b)", "(?:ab|a)", "(a*)", "x", "-", "[a-c-]", "(a?b?)",
+    "(|a)" }
+  local quants = { "", "", "*", "+", "?", "{2}", "{1,3}", "{0,}", "{0,2}" }
+  local chars = { "a", "b", "c", "x", "1", "-" }
+  local cases = json.array()
+  for _ = 1, 500 do
+    local parts = { math.random() < 0.5 and "^" or "" }
+    for _ = 1, math.random(1, 4) do parts[#parts + 1] = atoms[math.random(#atoms)] .. quants[math.random(#quants)] end
+    if math.random() < 0.3 then parts[#parts + 1] = "|" .. atoms[math.random(#atoms)] end
+    if math.random() < 0.5 then parts[#parts + 1] = "$" end
+    local p = table.concat(parts)
+    local re = assert(regex.compile(p))
+    for _ = 1, 6 do
+      local s = {}
+      for i = 1, math.random(0, 8) do s[i] = chars[math.random(#chars)] end
+      s = table.concat(s)
+      local m = re:match(s)
+      local groups = json.array()
+      if m then for i = 1, re.groups or 0 do groups[i] = m[i] == false and json.null or m[i] end end
+      cases[#cases + 1] = { p = p, s = s, test = re:test(s), match = m ~= nil, groups = groups }
+    end
+  end
+  local file = H.write(H.tmpdir() .. "/cases.json", json.encode(cases))
+  local rc, out, err = H.sh("node tests/tools/regex_node.js " .. H.quote(file))
+  t.eq(rc, 0, err)
+  local r = json.decode(out or "") or {}
+  t.eq({ r.cases, r.count, r.differ }, { #cases, 0, {} }, "no case differs")
 end)
