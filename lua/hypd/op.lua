@@ -159,6 +159,18 @@ local function error_view(e)
   return { code = tostring(e.code), message = core.redact(msg), status = e.status, fields = fields }
 end
 
+-- shown(v) -> a copy of v with every string through the log's redaction:
+-- a result is stored in the record every reader of operations sees, so a
+-- secret (or a transform of it) a careless tool returns is masked there
+local function shown(v, depth)
+  depth = depth or 0
+  if type(v) == "string" then return core.redact(v) end
+  if type(v) ~= "table" or depth > 64 then return v end
+  local out = setmetatable({}, getmetatable(v)) -- json.array/object marks kept
+  for k, x in pairs(v) do out[k] = shown(x, depth + 1) end
+  return out
+end
+
 -- run(rec, params): the operation's task body; continues from the first step
 -- not done
 local function run(rec, def, params)
@@ -198,7 +210,7 @@ local function run(rec, def, params)
   end
   if ok then
     rec.status, rec.phase = "succeeded", "done"
-    store.op_update(rec.id, { status = "succeeded", phase = "done", result = ctx.state.result or json.object(),
+    store.op_update(rec.id, { status = "succeeded", phase = "done", result = shown(ctx.state.result or json.object()),
       finished_at = true })
     emit("operation.finished", rec)
     return

@@ -33,6 +33,7 @@ tool.define { name = "diagnose_turns", summary = "Shows its secret turned", kind
     log.info("turns", "upper %s lower %s", pw:upper(), pw:lower())
     ctx:progress("reversed " .. pw:reverse() .. " base64 " .. core.b64encode(pw))
     if ctx.params.name:match("^hold") then release:wait(60) end
+    if ctx.params.name == "returns" then return { result = { turned = pw:upper(), list = { pw:reverse() } } } end
     error("failed with " .. pw:upper() .. " and " .. core.b64encode(pw, true))
   end } } }
 
@@ -70,6 +71,11 @@ t.test("a secret's transforms are masked in the log, the events and the error of
     json.encode(store.events(0, 1000000) or {})
   t.eq(leaks(surfaces, SECRET), {}, "no transform of the secret in the log, record or events")
   t.ok(surfaces:find("upper [REDACTED] lower [REDACTED]", 1, true), "the log line is there, masked")
+  st, a = call(ALICE, "diagnose_turns", { name = "returns", password = SECRET })
+  t.eq(st, 202, json.encode(a))
+  rec = op.wait(a.operation_id)
+  t.eq({ rec.status, rec.result }, { "succeeded", { turned = "[REDACTED]", list = { "[REDACTED]" } } },
+    "a result that returns it turned is stored masked")
 end)
 
 t.test("a secret that fails its pattern is masked too", function()
