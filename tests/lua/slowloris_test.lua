@@ -61,19 +61,20 @@ t.test("1,000 half-open connections from one address leave another client served
     slowest = math.max(slowest, took)
   end
   t.eq(statuses, { 200, 200, 200, 200, 200 }, "five requests from 127.0.0.1 answered while they are held")
-  t.ok(slowest < 1, string.format("each within 1 s (the slowest took %.2f s)", slowest))
+  t.ok(slowest < 2, string.format("each within 2 s (the slowest took %.2f s)", slowest))
   local r = json.decode(assert(poll(out, seconds + 30), "slowloris.py finished: " ..
     tostring(H.read(dir .. "/slowloris.log"))))
   local held, early = {}, 0
+  -- refused ones close at once (seen late only if the connects took long)
   for _, took in ipairs(r.closed) do
-    if took < 1.5 then early = early + 1 else held[#held + 1] = took end
+    if took < HEADER_TIMEOUT - 1 then early = early + 1 else held[#held + 1] = took end
   end
   t.eq(r.opened, 1000, "1,000 connects from 127.0.0.2")
   t.eq(#held, 64, "64 held (the per-client limit); " .. early .. " closed at once")
   t.eq(r.open, 0, "none still open after " .. seconds .. " s")
   local late = {}
   for _, took in ipairs(held) do
-    if took > HEADER_TIMEOUT + 1.5 or took < HEADER_TIMEOUT - 0.5 then late[#late + 1] = took end
+    if took > HEADER_TIMEOUT + 3 or took < HEADER_TIMEOUT - 0.5 then late[#late + 1] = took end
   end
   t.eq(late, {}, "each held one closed at its header deadline (" .. HEADER_TIMEOUT .. " s), though it was " ..
     "still sending a byte every 0.5 s")
