@@ -738,10 +738,23 @@ static int l_redact(lua_State *L)
 	return 1;
 }
 
+/* core.add_secret(value [, kind]): kind "host" (the default), "operation"
+ * (held until core.release_secret) or "caller" (log.h says how long each is kept) */
 static int l_add_secret(lua_State *L)
 {
-	if (log_add_secret(luaL_checkstring(L, 1)) != 0)
+	static const char *const kinds[] = { "host", "operation", "caller", NULL };
+	const char *v = luaL_checkstring(L, 1);
+	int kind = luaL_checkoption(L, 2, "host", kinds);
+
+	if (log_add_secret_as(v, (enum log_secret_kind)kind) != 0)
 		return luaL_error(L, "out of memory");
+	return 0;
+}
+
+/* core.release_secret(value): an operation that held value ended */
+static int l_release_secret(lua_State *L)
+{
+	log_release_secret(luaL_checkstring(L, 1));
 	return 0;
 }
 
@@ -767,6 +780,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "embedded_list", l_embedded_list },
 	{ "redact", l_redact },
 	{ "add_secret", l_add_secret },
+	{ "release_secret", l_release_secret },
 	{ NULL, NULL },
 };
 

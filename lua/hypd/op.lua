@@ -163,6 +163,18 @@ local function error_view(e)
   return { code = tostring(e.code), message = core.redact(msg), status = e.status, fields = fields }
 end
 
+-- shown(v) -> a copy of v with every string through the log's redaction:
+-- a result is stored in the record every reader of operations sees, so a
+-- secret (or a transform of it) a careless tool returns is masked there
+local function shown(v, depth)
+  depth = depth or 0
+  if type(v) == "string" then return core.redact(v) end
+  if type(v) ~= "table" or depth > 64 then return v end
+  local out = setmetatable({}, getmetatable(v)) -- json.array/object marks kept
+  for k, x in pairs(v) do out[k] = shown(x, depth + 1) end
+  return out
+end
+
 -- run(rec, params): the operation's task body; continues from the first step
 -- not done
 local function run(rec, def, params)
@@ -204,7 +216,7 @@ local function run(rec, def, params)
   end
   if ok then
     rec.status, rec.phase = "succeeded", "done"
-    store.op_update(rec.id, { status = "succeeded", phase = "done", result = ctx.state.result or json.object(),
+    store.op_update(rec.id, { status = "succeeded", phase = "done", result = shown(ctx.state.result or json.object()),
       finished_at = true })
     emit("operation.finished", rec)
     return
@@ -247,25 +259,31 @@ end
 
 local same = require("hypd.kit").same
 
--- differing(def, rec, params) -> sorted names of the parameters in which a
--- call differs from the running operation rec (secrets compared with the
--- ones kept for it, never shown)
-local function differing(def, rec, params)
+-- differing(def, rec, params, compare_secrets) -> sorted names of the
+-- parameters in which a call differs from the running operation rec, and
+-- the sorted names of the secret ones either of them has. Secrets are
+-- compared with the ones kept for it (never shown) only when
+-- compare_secrets says so.
+local function differing(def, rec, params, compare_secrets)
   local public, kept = require("hypd.tool").public(def, params), nil
-  local names, seen = {}, {}
+  local names, secret_names, seen = {}, {}, {}
   for k in pairs(public) do seen[k] = true end
   for k in pairs(rec.params or {}) do seen[k] = true end
   for k in pairs(seen) do
     local spec = def.params[k]
     if spec and spec.secret then
-      kept = kept or secrets.get(rec.id) or {}
-      if not same(kept[k], params[k]) then names[#names + 1] = k end
+      secret_names[#secret_names + 1] = k
+      if compare_secrets then
+        kept = kept or secrets.get(rec.id) or {}
+        if not same(kept[k], params[k]) then names[#names + 1] = k end
+      end
     elseif not same((rec.params or {})[k], public[k]) then
       names[#names + 1] = k
     end
   end
   table.sort(names)
-  return names
+  table.sort(secret_names)
+  return names, secret_names
 end
 
 -- target_of(def, params) -> the operation's target key, with no secret in it
@@ -331,6 +349,13 @@ end
 -- working on joins it when its parameters are the same, and is refused
 -- (CONFLICT, naming the operation and the parameters that differ) when not;
 -- nil, LOCKED err when another process owns the state directory.
+--
+-- Secret parameters are compared only for the caller that started the
+-- operation (who gave its secrets). Any other caller whose call or the
+-- operation has a secret parameter never joins: the answer is CONFLICT
+-- naming the public parameters that differ, or, when none do, saying the
+-- secrets are not compared; the same whatever secret it sent, so no answer
+-- tells whether a guess equals the running operation's secret.
 function M.start(def, params, caller)
   local held, lerr = statelock.check("starting " .. def.name)
   if not held then return nil, lerr end
@@ -352,16 +377,29 @@ function M.start(def, params, caller)
   local running_same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
   if running_same and running_same[1] then
     local rec = running_same[1]
-    local diff = differing(def, rec, params)
-    if #diff == 0 then return accepted(rec, def, true) end
+    local starter = (caller and caller.name or "local") == rec.caller
+    local diff, secret_names = differing(def, rec, params, starter)
+    if #diff == 0 and (starter or #secret_names == 0) then return accepted(rec, def, true) end
     local fields = json.array()
+    if #diff == 0 then
+      for i, k in ipairs(secret_names) do
+        fields[i] = { field = k, rule = "conflict", message = k .. ": a secret parameter, not compared with the " ..
+          "running operation " .. rec.id .. "'s (only its caller can join it)" }
+      end
+      return errors.fail("CONFLICT", string.format("%s is already running for %s as operation %s, started by " ..
+        "another caller; secret parameters (%s) are not compared, so this call cannot join it: follow it with %s, " ..
+        "or cancel it with operation_cancel", def.name, target, rec.id, table.concat(secret_names, ", "),
+        def.status_tool or "operation_get"), { fields = fields, operation_id = rec.id })
+    end
     for i, k in ipairs(diff) do
       fields[i] = { field = k, rule = "conflict", message = k .. ": differs from the running operation " .. rec.id }
     end
+    local join = (starter or #secret_names == 0) and ", or call again with its parameters to join it" or
+      " (its secret parameters are not compared, and only its caller can join it)"
     return errors.fail("CONFLICT", string.format("%s is already running for %s as operation %s with other " ..
-      "parameters (%s differ%s); follow it with %s, cancel it with operation_cancel, or call again with its " ..
-      "parameters to join it", def.name, target, rec.id, table.concat(diff, ", "), #diff == 1 and "s" or "",
-      def.status_tool or "operation_get"), { fields = fields, operation_id = rec.id })
+      "parameters (%s differ%s); follow it with %s, cancel it with operation_cancel%s", def.name, target, rec.id,
+      table.concat(diff, ", "), #diff == 1 and "s" or "", def.status_tool or "operation_get", join),
+      { fields = fields, operation_id = rec.id })
   end
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end

@@ -155,7 +155,8 @@ function M.start(opts)
   end
   load_tools()
   metrics.install()
-  local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY }
+  local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY,
+    max_per_client = opts.max_per_client }
   if not srv then
     if info.sandbox then info.sandbox:stop() end
     return nil, err

@@ -339,7 +339,10 @@ end
 -- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem},
 -- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)},
 -- threads = n (libmicrohttpd's: 1 polls with poll(), the default; more share
--- the connections with epoll; the engine stays one thread either way)}
+-- the connections with epoll; the engine stays one thread either way),
+-- max_per_client = n (open connections from one IP address, default 64 of
+-- the 1,000), header_timeout = seconds (a new connection's first headers
+-- must have arrived by then, however slowly they trickle; default 15)}
 -- -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
@@ -357,8 +360,16 @@ function M.start(opts)
   if threads ~= nil and (math.type(threads) ~= "integer" or threads < 1 or threads > 64) then
     return errors.fail("VALIDATION", "threads must be an integer from 1 to 64", { field = "threads" })
   end
+  local per, ht = opts.max_per_client, opts.header_timeout
+  if per ~= nil and (math.type(per) ~= "integer" or per < 1 or per > 1000) then
+    return errors.fail("VALIDATION", "max_per_client must be an integer from 1 to 1000", { field = "max_per_client" })
+  end
+  if ht ~= nil and (type(ht) ~= "number" or ht ~= ht or ht <= 0 or ht > 3600) then
+    return errors.fail("VALIDATION", "header_timeout must be a number of seconds above 0, at most 3600",
+      { field = "header_timeout" })
+  end
   local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
-    opts.threads)
+    opts.threads, { max_per_client = per, header_timeout = ht })
   if not h then return nil, bound end
   local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h }, Server)
   servers[srv.handle] = srv

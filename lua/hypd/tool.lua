@@ -24,6 +24,8 @@
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
 -- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
+-- A string value is at most max_length characters, M.MAX_STRING when the
+-- spec gives none, checked before its pattern runs.
 --
 -- tool.call(name, args, caller) validates before any work: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
@@ -41,6 +43,7 @@ local M = {}
 
 M.PREFIXES = { "cluster_", "hyperpod_", "storage_", "model_", "training_", "job_", "inference_", "monitor_",
   "diagnose_", "operation_", "aws_" }
+M.MAX_STRING = 4096 -- characters of a string parameter that declares no max_length
 M.KINDS = { read = "read", mutating = "operate", destructive = "admin" }
 local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
@@ -279,6 +282,9 @@ local function spec_schema(spec)
   local s = { type = ty, description = spec.description, default = spec.default, pattern = spec.pattern,
     minimum = spec.minimum, maximum = spec.maximum, minLength = spec.min_length, maxLength = spec.max_length }
   if spec.enum then s.enum = json.array(); for i, v in ipairs(spec.enum) do s.enum[i] = v end end
+  if not s.maxLength and not spec.enum then -- the bound validation holds a string to
+    for _, t in ipairs(types_of(spec)) do if t == "string" then s.maxLength = M.MAX_STRING end end
+  end
   if spec.items then s.items = spec_schema(spec.items) end
   local object = false
   for _, t in ipairs(types_of(spec)) do object = object or t == "object" end
@@ -430,9 +436,12 @@ local function check_fields(props, v, prefix, fields, owner, note, out)
         out[k] = spec.default
       end
     else
+      -- a secret is masked before anything can echo it, valid or not; as
+      -- a caller-given one, which other callers' secrets evict but never
+      -- the host's or a running operation's (log.h)
+      if spec.secret and type(x) == "string" then core.add_secret(x, "caller") end
       local nv = check_value(spec, x, prefix .. k, fields)
       if nv ~= nil then out[k] = nv end
-      if spec.secret and type(x) == "string" then core.add_secret(x) end
     end
   end
   return out
@@ -464,10 +473,15 @@ function check_value(spec, v, field, fields)
     if spec.min_length and utf8.len(v) and utf8.len(v) < spec.min_length then
       add("min_length", "must be at least " .. spec.min_length .. " characters")
     end
-    if spec.max_length and (utf8.len(v) or #v) > spec.max_length then
-      add("max_length", "must be at most " .. spec.max_length .. " characters")
+    -- the length first: a value past it is refused before any pattern
+    -- reads it (a string with no max_length has M.MAX_STRING)
+    local max = spec.max_length or M.MAX_STRING
+    local long = (utf8.len(v) or #v) > max
+    if long then
+      add("max_length", "must be at most " .. max .. " characters" ..
+        (spec.max_length and "" or " (the bound of a string parameter that declares no max_length)"))
     end
-    if spec.pattern and not regex.compile(spec.pattern):test(v) then
+    if spec.pattern and not long and not regex.compile(spec.pattern):test(v) then
       local rule = spec.pattern_help or (#spec.pattern <= 40 and "text matching " .. spec.pattern) or
         "text in the format its schema's pattern gives"
       add("pattern", "must be " .. rule .. (spec.secret and "" or "; got '" .. errors.echo(v) .. "'"))
@@ -476,7 +490,10 @@ function check_value(spec, v, field, fields)
     if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
     if spec.maximum and v > spec.maximum then add("maximum", "must be at most " .. spec.maximum .. "; got " .. v) end
   elseif vt == "array" and spec.items then
-    for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
+    for i, x in ipairs(v) do
+      if spec.items.secret and type(x) == "string" then core.add_secret(x, "caller") end
+      check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields)
+    end
   elseif vt == "object" and spec.properties then
     v = check_fields(spec.properties, v, field .. ".", fields, field, nil, json.object())
   end

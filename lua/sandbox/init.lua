@@ -322,7 +322,10 @@ function M.start(opts)
     local ok, err = faults.configure(opts.faults)
     if not ok then return nil, err end
   end
-  local srv, err = server.start { listen = listen, max_body = 64 << 20,
+  -- every client of the simulated account (hypd's AWS layer with its pool of
+  -- 64 connections, the aws CLI, tests) is on this machine: one address, so
+  -- no per-client limit below the server's own
+  local srv, err = server.start { listen = listen, max_body = 64 << 20, max_per_client = 1000,
     handler = function(req)
       if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
       return M.handle(req)
