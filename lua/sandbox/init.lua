@@ -181,6 +181,18 @@ local function unsigned(svc, req)
   return op ~= nil and op.auth == "none"
 end
 
+-- canonical(v) -> a text equal for equal values (keys sorted): what a
+-- repeated idempotency token's parameters are compared by
+local function canonical(v)
+  if type(v) ~= "table" then return type(v) .. ":" .. tostring(v) end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = tostring(k) .. "=" .. canonical(v[k]) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
 -- handle(req) -> { status, headers, body }: one AWS request
 function M.handle(req)
   local request_id = string.format("%s-%s-%s-%s-%s", hex(8), hex(4), hex(4), hex(4), hex(12))
@@ -226,7 +238,18 @@ function M.handle(req)
       "UnsupportedOperation", message = "The hypd sandbox does not simulate " .. svc .. " " .. call.operation,
       status = 400 }, rctx)
   end
+  -- a repeated idempotency token with the same parameters (a client
+  -- retrying a create whose answer it lost) gets the first call's answer, as
+  -- AWS gives it: nothing is done or audited again (other parameters: the
+  -- operation itself decides, IdempotentParameterMismatch where AWS says so)
+  local tok_member = model(svc).operations[call.operation].idempotency_token
+  local token = tok_member and type(call.input[tok_member]) == "string" and
+    (call.operation .. "/" .. call.input[tok_member]) or nil
+  local input_key = token and canonical(call.input)
+  local seen = token and ctx.state:get("idempotency_token", token)
+  if seen and seen.input == input_key then return codec.encode(svc, call.operation, seen.output or {}, rctx) end
   local ok, out = pcall(fn, ctx, call.input)
+  if ok and token then ctx.state:put("idempotency_token", token, { input = input_key, output = out or {} }) end
   if not ok then
     if getmetatable(out) == AWS_ERROR then return codec.encode_error(svc, call.operation, out, rctx) end
     local e = errors.is(out) and out or errors.new("INTERNAL", tostring(out))
@@ -235,6 +258,8 @@ function M.handle(req)
       { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
   end
   if model(svc).operations[call.operation].class ~= "read" then audit(ctx, call, out) end
+  local after = faults.after_request(svc) -- done, and the answer says it failed
+  if after then return codec.encode_error(svc, call.operation, after, rctx) end
   return codec.encode(svc, call.operation, out or {}, rctx)
 end
 
