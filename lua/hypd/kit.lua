@@ -80,7 +80,9 @@
 --                  field (nothing deleted), not kept
 --   spec.delete    fn(obj): the deleting call (its phase is recorded first);
 --                  spec.gone codes mean it went meanwhile
---   spec.gone      error codes of delete that mean "already gone"
+--   spec.gone      error codes of delete that mean "already gone"; after
+--                  an ambiguous answer (a 5xx, as for ensure) find is asked
+--                  again: gone is done, still there is deleted again
 --   spec.every, spec.timeout   the wait until find answers nil (a delete
 --                  that takes time: NAT gateways, clusters); no wait when
 --                  every is not given
@@ -386,12 +388,26 @@ function M.absent(ctx, spec)
     return "delete"
   end
   ctx:phase("deleting " .. what(spec))
-  local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
-  if not ok then
+  local tries = 0
+  while true do
+    tries = tries + 1
+    local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
+    if ok then break end
     local gone = false
     local codes = type(spec.gone) == "string" and { spec.gone } or spec.gone or {}
     for _, c in ipairs(codes) do gone = gone or (type(err) == "table" and err.code == c) end
-    if not gone then error(err, 0) end
+    if gone then break end
+    -- an ambiguous answer (hypd.kit.ambiguous): look again after a pause;
+    -- gone is done, still there is deleted again (a delete asked twice is
+    -- one delete, or answers a spec.gone code)
+    local kind = M.ambiguous(err)
+    if not kind or tries >= M.CREATE_TRIES then error(err, 0) end
+    local pause = M.CREATE_PAUSE * 2 ^ (tries - 1)
+    ctx:progress(string.format("%s: %s %s answered %s; looking at it again in %s", what(spec),
+      tostring(err.service), tostring(err.operation), tostring(err.code), M.elapsed(pause)))
+    ctx:sleep(pause)
+    obj = spec.find()
+    if obj == nil then break end
   end
   if spec.every then
     M.poll(ctx, { what = what(spec) .. " to be gone", every = spec.every, timeout = spec.timeout,
