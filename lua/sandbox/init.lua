@@ -113,12 +113,16 @@ local function run_later(job)
     local s = service(job.service)
     local fn = s and s.transitions and s.transitions[job.transition]
     local ctx = new_ctx(job.service, job.region, "(transition " .. job.transition .. ")")
-    store.delete(job.key)
     if not fn then
+      store.delete(job.key)
       log.error("sandbox", "no transition %s in %s", job.transition, job.service)
       return
     end
     local ok, err = pcall(fn, ctx, job.args or {})
+    -- a transition the host's stop interrupted stays scheduled: it runs at
+    -- the next start (an add-on is not left CREATING for ever)
+    if not ok and type(err) == "table" and err.abort then return end
+    store.delete(job.key)
     if not ok then log.error("sandbox", "transition %s.%s failed: %s", job.service, job.transition, tostring(err)) end
   end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true })
 end

@@ -121,6 +121,32 @@ t.test("a create retried with its idempotency token after a 500 that came after 
   t.eq(made, { r.RouteTable.RouteTableId }, "one route table besides the main one, the one the answer names")
 end)
 
+t.test("a transition the host's stop interrupted stays scheduled for the next start (an EKS cluster is not " ..
+  "left CREATING for ever)", function()
+  faults { seed = 7, services = {} }
+  local store, task = require "hypd.store", require "hypd.task"
+  local eks = require "sandbox.services.eks"
+  local original = eks.transitions.cluster_active
+  eks.transitions.cluster_active = function()
+    local e = require("hypd.errors").new("CANCELLED", "interrupted (the test)")
+    e.abort = true -- what the engine's interrupt raises in whatever task runs Lua
+    error(e, 0)
+  end
+  t.cleanup(function() eks.transitions.cluster_active = original end)
+  core.virtual(true)
+  local H = dofile("tests/lua/helpers.lua")
+  local opts = { endpoint_url = base, region = "us-west-2" }
+  H.eks_cluster(function(svc, op, p) return aws.call(svc, op, p, opts) end, "stopped-mid", 77, { wait = false })
+  task.sleep(800) -- past the transition's moment (480 to 720 simulated seconds)
+  core.virtual(false)
+  local kept = {}
+  for _, job in pairs(assert(store.list("sandbox/later/"))) do
+    if job.transition == "cluster_active" and job.args.name == "stopped-mid" then kept[#kept + 1] = job end
+  end
+  t.eq(#kept, 1, "the interrupted transition is still in the store")
+  t.eq(aws.call("eks", "DescribeCluster", { name = "stopped-mid" }, opts).cluster.status, "CREATING")
+end)
+
 t.test("a bad fault spec is refused and changes nothing", function()
   faults { seed = 1, services = {} }
   local status, body = faults { services = { sts = { throttle = "often" } } }
