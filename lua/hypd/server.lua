@@ -310,8 +310,8 @@ sched.serve_request = function(req)
   if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
-  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv,
-    req)
+  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true,
+    steady = srv.steady }, srv, req)
 end
 
 local function check_tls(tls)
@@ -339,8 +339,9 @@ end
 -- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem},
 -- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)},
 -- threads = n (libmicrohttpd's: 1 polls with poll(), the default; more share
--- the connections with epoll; the engine stays one thread either way)}
--- -> srv | nil, err
+-- the connections with epoll; the engine stays one thread either way),
+-- steady = true (its request tasks are steady: hypd.task, the host's interrupt
+-- does not strike them)} -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
   if not addr then
@@ -360,7 +361,8 @@ function M.start(opts)
   local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
     opts.threads)
   if not h then return nil, bound end
-  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h }, Server)
+  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h,
+    steady = opts.steady }, Server)
   servers[srv.handle] = srv
   return srv
 end

@@ -124,7 +124,7 @@ local function run_later(job)
     if not ok and type(err) == "table" and err.abort then return end
     store.delete(job.key)
     if not ok then log.error("sandbox", "transition %s.%s failed: %s", job.service, job.transition, tostring(err)) end
-  end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true })
+  end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true, steady = true })
 end
 
 function Ctx:later(seconds, transition, args)
@@ -351,18 +351,28 @@ function M.start(opts)
     local ok, err = faults.configure(opts.faults)
     if not ok then return nil, err end
   end
-  local srv, err = server.start { listen = listen, max_body = 64 << 20,
+  -- a simulated remote AWS: the host's interrupt (SIGTERM to hypd serve
+  -- --sandbox) does not strike its requests, transitions or clusters
+  -- halfway (hypd.task's steady), as it leaves a real account alone
+  local me = task.current()
+  local was = me and me.steady
+  if me then me.steady = true end
+  local srv, err = server.start { listen = listen, max_body = 64 << 20, steady = true,
     handler = function(req)
       if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
       return M.handle(req)
     end }
-  if not srv then return nil, err end
+  if not srv then
+    if me then me.steady = was end
+    return nil, err
+  end
   local resumed = resume_scheduled()
   if resumed > 0 then log.info("sandbox", "resumed %d scheduled changes", resumed) end
   -- EKS tokens name this endpoint as their STS host
   require("sandbox.k8s.auth").sts_hosts["127.0.0.1:" .. srv.port] = true
   local served = require("sandbox.k8s").resume()
   if served > 0 then log.info("sandbox", "serving the Kubernetes API of %d clusters", served) end
+  if me then me.steady = was end
   return srv
 end
 

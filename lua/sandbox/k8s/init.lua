@@ -81,7 +81,7 @@ function M.serve(region, c)
   local id = region .. "/" .. c.name
   local m = material(region, c.name)
   if not running[id] then
-    local opts = { handler = handler(region, c.name), max_body = 8 << 20,
+    local opts = { handler = handler(region, c.name), max_body = 8 << 20, steady = true, -- (sandbox.start says why)
       tls = { cert_pem = m.cert, key_pem = m.key } }
     opts.listen = "127.0.0.1:" .. (m.port or 0)
     local srv, err = server.start(opts)
