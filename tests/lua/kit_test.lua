@@ -191,11 +191,11 @@ t.test("after a 500 on an update ensure reads again: what holds is done, what st
   local x, action = ctx:ensure(spec)
   t.eq({ action, x.Size, ups }, { "created", 3, 1 }, "read again, it holds: not updated again")
   ups = 0
-  spec = w.spec("h", { desired = { Size = 5 }, update = function(x, ch)
+  spec = w.spec("h", { desired = { Size = 5 }, update = function(thing, ch)
     ups = ups + 1
     if ups == 1 then error(aws_err("InternalError", 500), 0) end -- not done
-    x.Size = ch.Size.to
-    return x
+    thing.Size = ch.Size.to
+    return thing
   end })
   x = ctx:ensure(spec)
   t.eq({ x.Size, ups }, { 5, 2 }, "still differing, updated again")
