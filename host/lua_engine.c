@@ -28,6 +28,7 @@
 /* The guard of the task that runs now (one engine thread, so one at a time). */
 static struct {
 	int armed;             /* a task is running under the guard */
+	int steady;            /* the host's interrupt does not strike it (the in-process sandbox) */
 	double deadline;       /* engine-clock deadline, 0 = none */
 	double slice_end;      /* real monotonic end of this run slice, 0 = none */
 } guard;
@@ -135,7 +136,7 @@ static void guard_hook(lua_State *L, lua_Debug *ar)
 	(void)ar;
 	if (!guard.armed)
 		return;
-	if (interrupted) {
+	if (interrupted && !guard.steady) {
 		why = "interrupted";
 		code = "CANCELLED";
 	} else if (guard.deadline > 0 && hclock_now() >= guard.deadline) {
@@ -161,11 +162,13 @@ static int l_guard(lua_State *L)
 	return 0;
 }
 
-/* core.arm(deadline|nil, slice_seconds|nil): before resuming a task. */
+/* core.arm(deadline|nil, slice_seconds|nil, steady|nil): before resuming a
+ * task; a steady one is not struck by the host's interrupt. */
 static int l_arm(lua_State *L)
 {
 	double slice = luaL_optnumber(L, 2, 0);
 
+	guard.steady = lua_toboolean(L, 3);
 	guard.deadline = luaL_optnumber(L, 1, 0);
 	guard.slice_end = slice > 0 ? hclock_mono() + slice : 0;
 	guard.armed = 1;

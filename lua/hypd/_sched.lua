@@ -226,7 +226,7 @@ end
 
 local function resume(t, ...)
   current, t.status = t, "running"
-  core.arm(t.deadline, M.slice)
+  core.arm(t.deadline, M.slice, t.steady)
   local r = table.pack(coroutine.resume(t.co, ...))
   core.disarm()
   current = nil
@@ -406,6 +406,10 @@ function M.spawn(fn, opts, ...)
   end
   t.daemon = opts.daemon
   t.serving = opts.serving
+  -- steady: the host's interrupt does not strike it (the in-process
+  -- sandbox, a simulated remote AWS that a SIGTERM to hypd leaves alone);
+  -- what it starts is steady too
+  t.steady = opts.steady or (current and current.steady) or nil
   live[t], nlive = true, nlive + 1
   wake(t, ...)
   return t

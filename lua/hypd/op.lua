@@ -175,6 +175,21 @@ local function shown(v, depth)
   return out
 end
 
+-- A graceful stop never fails an operation. While this process stops
+-- (SIGTERM, Ctrl-C: the engine's interrupt flag, then hypd serve's grace)
+-- the interrupt strikes whatever task runs Lua at that moment: a step, a
+-- child operation a parent waits for, the in-process sandbox answering a
+-- request (a 500). What a step then raises is the stop's doing, not the
+-- operation's: the record stays running and resume() continues it at the
+-- next start (a real failure fails again there, recorded then).
+local halting = false
+
+-- halt(): this process is stopping (hypd serve's stop, before the grace)
+function M.halt() halting = true end
+
+-- stopping() -> true once this process is stopping
+function M.stopping() return halting or core.interrupted() end
+
 -- run(rec, params): the operation's task body; continues from the first step
 -- not done
 local function run(rec, def, params)
@@ -211,9 +226,15 @@ local function run(rec, def, params)
   end)
   running[rec.id] = nil
   local e0 = not ok and error_view(err)
-  if ok or not (e0.code == "CANCELLED" and not store.get(cancel_key(rec.id))) then
-    secrets.drop(rec.id) -- the operation has ended: its secrets go
+  local asked = not ok and store.get(cancel_key(rec.id)) ~= nil
+  if not ok and not asked and (e0.code == "CANCELLED" or M.stopping()) then
+    -- the host is stopping (SIGTERM, Ctrl-C), not a person cancelling: the
+    -- record stays running and resume() continues it on the next start
+    log.info("op", "%s %s interrupted at %s (%s); it resumes when a host opens this state again", rec.tool,
+      rec.id, tostring(rec.phase), e0.code)
+    return
   end
+  secrets.drop(rec.id) -- the operation has ended: its secrets go
   if ok then
     rec.status, rec.phase = "succeeded", "done"
     store.op_update(rec.id, { status = "succeeded", phase = "done", result = shown(ctx.state.result or json.object()),
@@ -221,15 +242,7 @@ local function run(rec, def, params)
     emit("operation.finished", rec)
     return
   end
-  local e = error_view(err)
-  local asked = store.get(cancel_key(rec.id)) ~= nil
-  if e.code == "CANCELLED" and not asked then
-    -- the host is stopping (SIGTERM, Ctrl-C), not a person cancelling: the
-    -- record stays running and resume() continues it on the next start
-    log.info("op", "%s %s interrupted at %s; it resumes when a host opens this state again", rec.tool, rec.id,
-      tostring(rec.phase))
-    return
-  end
+  local e = e0
   if type(err) == "table" and err.traceback then log.debug("op", "%s %s: %s", rec.tool, rec.id, err.traceback) end
   log.debug("op", "%s %s raised: %s", rec.tool, rec.id, tostring(type(err) == "table" and err.message or err))
   local cancelled = e.code == "CANCELLED" or asked

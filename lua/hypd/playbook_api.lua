@@ -205,6 +205,15 @@ local function tools_api(name)
       end
       if c.parent and r.operation_id then
         local view = op.wait(r.operation_id)
+        if view.status == "running" then
+          -- the child's task here ended without finishing it: this host is
+          -- stopping. The parent's slice ends too, not failed: both resume
+          -- at the next start, where this call finds the child again
+          local e = errors.new("CANCELLED", string.format("%s (operation %s) was interrupted: this host is " ..
+            "stopping; it resumes at the next start", tname, r.operation_id), { operation_id = r.operation_id })
+          e.abort = true
+          error(e, 0)
+        end
         if view.status ~= "succeeded" then
           -- a child that was cancelled fails its parent: CANCELLED raised
           -- here would read as this host stopping (the parent kept running)

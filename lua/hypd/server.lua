@@ -310,8 +310,8 @@ sched.serve_request = function(req)
   if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
-  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv,
-    req)
+  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true,
+    steady = srv.steady }, srv, req)
 end
 
 local function check_tls(tls)
@@ -342,8 +342,9 @@ end
 -- the connections with epoll; the engine stays one thread either way),
 -- max_per_client = n (open connections from one IP address, default 64 of
 -- the 1,000), header_timeout = seconds (a new connection's first headers
--- must have arrived by then, however slowly they trickle; default 15)}
--- -> srv | nil, err
+-- must have arrived by then, however slowly they trickle; default 15),
+-- steady = true (its request tasks are steady: hypd.task, the host's interrupt
+-- does not strike them)} -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
   if not addr then
@@ -371,7 +372,8 @@ function M.start(opts)
   local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
     opts.threads, { max_per_client = per, header_timeout = ht })
   if not h then return nil, bound end
-  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h }, Server)
+  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h,
+    steady = opts.steady }, Server)
   servers[srv.handle] = srv
   return srv
 end
