@@ -34,7 +34,9 @@ LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find lua -na
             $(shell find skills -name SKILL.md | LC_ALL=C sort) \
             $(shell find web -type f ! -name '.*' 2>/dev/null | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
-FUZZERS  := $(BUILD)/fuzz/fuzz_sigv4 $(BUILD)/fuzz/fuzz_xml $(BUILD)/fuzz/fuzz_yaml
+FUZZ_C   := sigv4 xml yaml json framing websocket
+FUZZ_LUA := rest_query mcp regex sandbox_sigv4 eks_token k8s_protobuf cli_words
+FUZZERS  := $(FUZZ_C:%=$(BUILD)/fuzz/fuzz_%) $(FUZZ_LUA:%=$(BUILD)/fuzz/fuzz_lua_%)
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
 .PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto
@@ -110,11 +112,13 @@ bench: $(BUILD)/hypd $(BUILD)/tests/echo_server $(BUILD)/tests/sigv4_bench
 	rc=$$?; grep -v '^ok ' $$state/out; rm -rf $$state; \
 	HYPD_BUILD=$(BUILD) tests/bench/sigv4_compare.sh || rc=1; exit $$rc
 
-# libFuzzer targets (clang): the SigV4 canonicalizer, the XML and YAML decoders.
+# libFuzzer targets (clang): the SigV4 canonicalizer, the XML, YAML and JSON
+# decoders, the HTTP head checks, WebSocket frames (tests/fuzz/).
 # make fuzz-smoke runs each for FUZZ_TIME seconds; make test runs a short pass.
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 20
-FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_POSIX_C_SOURCE=200809L -Ihost $(PKG_CFLAGS)
+FUZZ_SAN   := -fsanitize=address,undefined
+FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -D_POSIX_C_SOURCE=200809L -Ihost $(PKG_CFLAGS)
 $(BUILD)/fuzz/fuzz_sigv4: tests/fuzz/fuzz_sigv4.c host/sigv4.c host/sigv4.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
@@ -129,6 +133,39 @@ $(BUILD)/fuzz/fuzz_yaml: tests/fuzz/fuzz_yaml.c tests/fuzz/lua_harness.h host/lu
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_yaml.c host/lua_yaml.c host/yml.c host/json.c host/luax.c $(PKG_LIBS)
+
+$(BUILD)/fuzz/fuzz_json: tests/fuzz/fuzz_json.c tests/fuzz/lua_harness.h host/json.c host/json.h host/luax.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_json.c host/json.c host/luax.c $(PKG_LIBS)
+
+$(BUILD)/fuzz/fuzz_framing: tests/fuzz/fuzz_framing.c host/framing.c host/framing.h
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_framing.c host/framing.c
+
+$(BUILD)/fuzz/fuzz_websocket: tests/fuzz/fuzz_websocket.c host/websocket.c host/websocket.h
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_websocket.c host/websocket.c $(PKG_LIBS) -lpthread
+
+# The Lua-level targets (tests/fuzz/lua_targets.lua) run in a whole engine:
+# the host's objects again, instrumented for libFuzzer and the sanitizers,
+# with the embedded Lua tree. fuzz_lua_NAME is a link to fuzz_lua; the name
+# picks the target.
+FUZZ_OBJ := $(HOST_SRC:%.c=$(BUILD)/fuzzobj/%.o)
+$(BUILD)/fuzzobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $<"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS:-fsanitize=fuzzer=-fsanitize=fuzzer-no-link) -I$(BUILD) -MMD -MP -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz_lua: tests/fuzz/fuzz_lua.c $(FUZZ_OBJ) $(BUILD)/lua_embed.o
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_lua.c $(FUZZ_OBJ) $(BUILD)/lua_embed.o $(PKG_LIBS) -lpthread
+
+$(BUILD)/fuzz/fuzz_lua_%: $(BUILD)/fuzz/fuzz_lua
+	$(Q)ln -sf fuzz_lua $@
 
 fuzz-smoke: $(FUZZERS)
 	@FUZZ_TIME=$(FUZZ_TIME) BUILD=$(BUILD) tests/fuzz_smoke.sh

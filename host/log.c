@@ -9,13 +9,32 @@
 #include <time.h>
 
 #define MASK "[REDACTED]"
-#define MAX_SECRETS 1024 /* registered secrets kept; refreshes add more */
+/* values kept of each evictable kind (each with its transforms); refreshes
+ * of host credentials add more */
+#define MAX_VALUES 1024
+
+/*
+ * A registered secret, or one of its transforms (upper-cased, lower-cased,
+ * reversed, base64, base64url): what a tool that echoes a secret turned
+ * would print. The kinds do not evict each other (log.h): a caller sending
+ * thousands of secrets pushes out only older caller-given ones.
+ */
+struct secret {
+	char *v;                /* the bytes, owned */
+	size_t len;             /* strlen(v) */
+	enum log_secret_kind kind;
+	unsigned refs;          /* LOG_SECRET_OPERATION: operations holding it */
+	int primary;            /* a value registered, not (only) a transform */
+	unsigned long seq;      /* registration order, for eviction */
+	struct secret *next;    /* in the bucket of its first byte */
+};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static enum log_level min_level = LOG_INFO;
 static FILE *out;
-static char **secrets;   /* registered values, owned */
-static size_t nsecrets;  /* entries in secrets */
+static struct secret *buckets[256]; /* by first byte: the redaction's index */
+static size_t counts[3];            /* primary entries of each kind */
+static unsigned long seq;           /* last seq given */
 
 static const char *const level_names[] = { "debug", "info", "warn", "error", "off" };
 
@@ -31,44 +50,244 @@ void log_set_level(enum log_level level) { min_level = level; }
 enum log_level log_get_level(void) { return min_level; }
 void log_set_output(FILE *f) { out = f; }
 
-int log_add_secret(const char *value)
+/* The link that points at the entry with bytes v[0..len), or NULL. Lock held. */
+static struct secret **link_of(const char *v, size_t len)
 {
-	char **grown, *copy;
+	for (struct secret **p = &buckets[(unsigned char)v[0]]; *p; p = &(*p)->next)
+		if ((*p)->len == len && memcmp((*p)->v, v, len) == 0)
+			return p;
+	return NULL;
+}
 
-	if (!value || strlen(value) < 6)
-		return 0;
-	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < nsecrets; i++)
-		if (strcmp(secrets[i], value) == 0)
-			goto done;
-	copy = strdup(value);
-	if (copy && nsecrets == MAX_SECRETS) {
-		/* the oldest go first: by now they are expired credentials */
-		free(secrets[0]);
-		memmove(secrets, secrets + 1, (nsecrets - 1) * sizeof *secrets);
-		secrets[--nsecrets] = NULL;
+/* Unlinks and frees the entry *p. Lock held. */
+static void unlink_entry(struct secret **p)
+{
+	struct secret *e = *p;
+
+	*p = e->next;
+	if (e->primary)
+		counts[e->kind]--;
+	free(e->v);
+	free(e);
+}
+
+static void b64(const unsigned char *in, size_t n, char *outb, int url)
+{
+	const char *abc = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+			      : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+
+		outb[o++] = abc[v >> 18 & 63];
+		outb[o++] = abc[v >> 12 & 63];
+		if (i + 1 < n)
+			outb[o++] = abc[v >> 6 & 63];
+		else if (!url)
+			outb[o++] = '=';
+		if (i + 2 < n)
+			outb[o++] = abc[v & 63];
+		else if (!url)
+			outb[o++] = '=';
 	}
-	grown = copy ? realloc(secrets, (nsecrets + 1) * sizeof *secrets) : NULL;
-	if (!grown) {
-		free(copy);
-		pthread_mutex_unlock(&lock);
+	outb[o] = 0;
+}
+
+/*
+ * Calls fn(t, tlen, kind) for each transform t of value: upper-cased,
+ * lower-cased, reversed, base64, base64url (what a tool that echoes a
+ * secret turned prints). -1 when out of memory or fn failed.
+ */
+static int each_transform(const char *value, size_t len, enum log_secret_kind kind,
+			  int (*fn)(const char *, size_t, enum log_secret_kind))
+{
+	char *t = calloc(1, len * 4 / 3 + 8);
+	int rc = 0;
+
+	if (!t)
+		return -1;
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)toupper((unsigned char)value[i]);
+	rc |= fn(t, len, kind);
+	for (size_t i = 0; i < len; i++)
+		t[i] = (char)tolower((unsigned char)value[i]);
+	rc |= fn(t, len, kind);
+	for (size_t i = 0; i < len; i++)
+		t[i] = value[len - 1 - i];
+	rc |= fn(t, len, kind);
+	b64((const unsigned char *)value, len, t, 0);
+	rc |= fn(t, strlen(t), kind);
+	b64((const unsigned char *)value, len, t, 1);
+	rc |= fn(t, strlen(t), kind);
+	free(t);
+	return rc;
+}
+
+/* fn of each_transform: drops a transform of an evicted value (one of its
+ * kind that is no value itself). Lock held. */
+static int drop_transform(const char *v, size_t len, enum log_secret_kind kind)
+{
+	struct secret **p = len >= 6 ? link_of(v, len) : NULL;
+
+	if (p && !(*p)->primary && (*p)->kind == kind)
+		unlink_entry(p);
+	return 0;
+}
+
+/* Drops the oldest value of kind with its transforms. Never called for
+ * operations' secrets. Lock held. */
+static void evict_oldest(enum log_secret_kind kind)
+{
+	struct secret **oldest = NULL;
+	char *v;
+	size_t len;
+
+	for (int b = 0; b < 256; b++)
+		for (struct secret **p = &buckets[b]; *p; p = &(*p)->next)
+			if ((*p)->kind == kind && (*p)->primary && (!oldest || (*p)->seq < (*oldest)->seq))
+				oldest = p;
+	if (!oldest)
+		return;
+	v = (*oldest)->v;
+	len = (*oldest)->len;
+	(*oldest)->v = NULL; /* kept for its transforms */
+	unlink_entry(oldest);
+	each_transform(v, len, kind, drop_transform);
+	free(v);
+}
+
+/* Registers v (a value when primary, else a transform) as kind. Lock held;
+ * -1 when out of memory. */
+static int add_entry(const char *v, size_t len, enum log_secret_kind kind, int primary)
+{
+	struct secret *e, **p;
+
+	if (len < 6)
+		return 0;
+	if ((p = link_of(v, len))) {
+		enum log_secret_kind was;
+
+		e = *p;
+		was = e->kind;
+		/* a value keeps the strongest kind it was registered as */
+		if (kind == LOG_SECRET_HOST) {
+			e->kind = LOG_SECRET_HOST;
+		} else if (kind == LOG_SECRET_OPERATION && e->kind != LOG_SECRET_HOST) {
+			e->kind = LOG_SECRET_OPERATION;
+			e->refs++;
+		}
+		if (e->kind == kind)
+			e->seq = ++seq; /* seen again: the newest of its kind */
+		if (e->primary && was != e->kind) {
+			counts[was]--;
+			counts[e->kind]++;
+		}
+		if (primary && !e->primary) {
+			e->primary = 1;
+			counts[e->kind]++;
+		}
+		return 0;
+	}
+	e = calloc(1, sizeof *e);
+	if (!e || !(e->v = malloc(len + 1))) {
+		free(e);
 		return -1;
 	}
-	secrets = grown;
-	secrets[nsecrets++] = copy;
-done:
-	pthread_mutex_unlock(&lock);
+	memcpy(e->v, v, len);
+	e->v[len] = 0;
+	e->len = len;
+	e->kind = kind;
+	e->primary = primary;
+	e->refs = kind == LOG_SECRET_OPERATION;
+	e->seq = ++seq;
+	e->next = buckets[(unsigned char)v[0]];
+	buckets[(unsigned char)v[0]] = e;
+	if (primary)
+		counts[kind]++;
 	return 0;
+}
+
+static int add_transform(const char *v, size_t len, enum log_secret_kind kind)
+{
+	return add_entry(v, len, kind, 0);
+}
+
+int log_add_secret_as(const char *value, enum log_secret_kind kind)
+{
+	size_t len;
+	int rc;
+
+	if (!value || (len = strlen(value)) < 6)
+		return 0;
+	pthread_mutex_lock(&lock);
+	if (kind != LOG_SECRET_OPERATION && counts[kind] >= MAX_VALUES && !link_of(value, len))
+		evict_oldest(kind);
+	rc = add_entry(value, len, kind, 1);
+	rc |= each_transform(value, len, kind, add_transform);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int log_add_secret(const char *value) { return log_add_secret_as(value, LOG_SECRET_HOST); }
+
+/* fn of each_transform (and for the value): one operation no longer holds
+ * v; with the last hold it becomes a caller's, still masked but evictable.
+ * Lock held. */
+static int release_entry(const char *v, size_t len, enum log_secret_kind kind)
+{
+	struct secret **p = len >= 6 ? link_of(v, len) : NULL;
+	struct secret *e = p ? *p : NULL;
+
+	(void)kind;
+	if (e && e->kind == LOG_SECRET_OPERATION && e->refs > 0 && --e->refs == 0) {
+		if (e->primary) {
+			if (counts[LOG_SECRET_CALLER] >= MAX_VALUES)
+				evict_oldest(LOG_SECRET_CALLER);
+			counts[LOG_SECRET_OPERATION]--;
+			counts[LOG_SECRET_CALLER]++;
+		}
+		e->kind = LOG_SECRET_CALLER;
+		e->seq = ++seq;
+	}
+	return 0;
+}
+
+void log_release_secret(const char *value)
+{
+	size_t len;
+
+	if (!value || (len = strlen(value)) < 6)
+		return;
+	pthread_mutex_lock(&lock);
+	release_entry(value, len, LOG_SECRET_OPERATION);
+	each_transform(value, len, LOG_SECRET_OPERATION, release_entry);
+	pthread_mutex_unlock(&lock);
+}
+
+size_t log_secret_count(enum log_secret_kind kind)
+{
+	size_t n;
+
+	pthread_mutex_lock(&lock);
+	n = counts[kind];
+	pthread_mutex_unlock(&lock);
+	return n;
 }
 
 void log_clear_secrets(void)
 {
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < nsecrets; i++)
-		free(secrets[i]);
-	free(secrets);
-	secrets = NULL;
-	nsecrets = 0;
+	for (int b = 0; b < 256; b++)
+		while (buckets[b]) {
+			struct secret *e = buckets[b];
+
+			buckets[b] = e->next;
+			free(e->v);
+			free(e);
+		}
+	memset(counts, 0, sizeof counts);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -179,14 +398,11 @@ static char *redact_locked(const char *s, size_t len, size_t *outlen)
 
 		/* the longest registered secret here: when one secret begins
 		 * another, no fragment of the longer one is left behind */
-		for (size_t k = 0; k < nsecrets; k++) {
-			size_t sl = strlen(secrets[k]);
-
-			if (sl > hit && sl <= len - i && memcmp(s + i, secrets[k], sl) == 0) {
-				hit = sl;
+		for (struct secret *e = buckets[(unsigned char)s[i]]; e; e = e->next)
+			if (e->len > hit && e->len <= len - i && memcmp(s + i, e->v, e->len) == 0) {
+				hit = e->len;
 				keep = 0;
 			}
-		}
 		if (n + keep + sizeof MASK + 1 > cap) {
 			cap = cap * 2 + keep + sizeof MASK;
 			grown = realloc(buf, cap);

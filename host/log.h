@@ -33,12 +33,34 @@ void log_msg(enum log_level level, const char *component, const char *fmt, ...)
 void log_write(enum log_level level, const char *component, const char *msg);
 
 /*
- * Registers a secret value (copied) that must never be printed. Values
- * shorter than 6 bytes are ignored (they would mask ordinary words). The
- * newest 1024 are kept (credential refreshes keep adding). Returns 0, or -1
- * when out of memory.
+ * Registers a secret value (copied) that must never be printed, with its
+ * transforms: upper-cased, lower-cased, reversed, base64 and base64url
+ * (what a tool that echoes a secret turned would print). Values shorter
+ * than 6 bytes are ignored (they would mask ordinary words). Returns 0, or
+ * -1 when out of memory.
+ *
+ * Who gave it decides how long it is kept, so a caller cannot flush the
+ * list by sending many secrets:
+ *   LOG_SECRET_HOST       the host's own (credentials, tokens, sign-in
+ *                         codes): the newest 1024 or so are kept (5,120
+ *                         entries, counting transforms), evicted only by
+ *                         newer host secrets (credential refreshes)
+ *   LOG_SECRET_OPERATION  a running operation's: kept while any operation
+ *                         holds it (one hold per registration), never
+ *                         evicted; log_release_secret drops a hold, and
+ *                         with the last one it becomes a caller secret
+ *   LOG_SECRET_CALLER     given in a call (validation registers them): the
+ *                         newest 1024 or so, evicted only by newer ones
+ * A value keeps the strongest kind it was registered as (host, operation,
+ * caller). log_add_secret is log_add_secret_as(value, LOG_SECRET_HOST).
  */
+enum log_secret_kind { LOG_SECRET_HOST, LOG_SECRET_OPERATION, LOG_SECRET_CALLER };
 int log_add_secret(const char *value);
+int log_add_secret_as(const char *value, enum log_secret_kind kind);
+void log_release_secret(const char *value);
+
+/* Entries of kind registered (each value counts with its transforms). */
+size_t log_secret_count(enum log_secret_kind kind);
 
 /* Forgets every registered secret (tests; host close). */
 void log_clear_secrets(void);

@@ -91,6 +91,12 @@ static const luaL_Reg c_modules[] = {
 static int setup(lua_State *L)
 {
 	luaL_openlibs(L);
+	/* no bytecode in this state: playbooks reach the string table through
+	 * every string's metatable ("").dump), and nothing here dumps */
+	lua_getglobal(L, "string");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
 	hx_open(L);
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
 	for (const luaL_Reg *m = c_modules; m->name; m++) {

@@ -51,6 +51,7 @@
  */
 static struct {
 	int armed;             /* a task is running under the guard */
+	int steady;            /* the host's interrupt does not strike it (the in-process sandbox) */
 	double deadline;       /* engine-clock deadline, 0 = none */
 	double slice_end;      /* real monotonic end of this run slice, 0 = none */
 	int budgeted;          /* the task has a CPU budget */
@@ -239,7 +240,7 @@ static void guard_hook(lua_State *L, lua_Debug *ar)
 	if (!guard.armed)
 		return;
 	mono = hclock_mono();
-	if (interrupted) {
+	if (interrupted && !guard.steady) {
 		snprintf(why, sizeof why, "interrupted");
 		code = "CANCELLED";
 	} else if (guard.deadline > 0 && hclock_now() >= guard.deadline) {
@@ -327,12 +328,13 @@ static int l_playbook_chunk(lua_State *L)
 
 /*
  * core.arm(co, deadline|nil, slice|nil, preempt|nil, budget_left|nil,
- * budget|nil, err|nil, cpu): before resuming task coroutine co. slice:
+ * budget|nil, err|nil, cpu, steady): before resuming task coroutine co. slice:
  * real seconds this run may last; preempt: real seconds after which
  * playbook code yields; budget_left: seconds the task has left of budget
  * (<= 0: none left, it fails at its first hook), CPU seconds (core.cpu)
  * when cpu is true, else real seconds while it runs; err: raised in co at
- * its first instruction.
+ * its first instruction; steady: the host's interrupt does not strike it
+ * (the in-process sandbox).
  */
 static int l_arm(lua_State *L)
 {
@@ -341,6 +343,7 @@ static int l_arm(lua_State *L)
 	double slice = luaL_optnumber(L, 3, 0), preempt = luaL_optnumber(L, 4, 0);
 
 	luaL_argexpected(L, co != NULL, 1, "thread");
+	guard.steady = lua_toboolean(L, 9);
 	guard.deadline = luaL_optnumber(L, 2, 0);
 	guard.slice_end = slice > 0 ? now + slice : 0;
 	guard.preempt_at = preempt > 0 ? now + preempt : 0;
@@ -956,10 +959,23 @@ static int l_redact(lua_State *L)
 	return 1;
 }
 
+/* core.add_secret(value [, kind]): kind "host" (the default), "operation"
+ * (held until core.release_secret) or "caller" (log.h says how long each is kept) */
 static int l_add_secret(lua_State *L)
 {
-	if (log_add_secret(luaL_checkstring(L, 1)) != 0)
+	static const char *const kinds[] = { "host", "operation", "caller", NULL };
+	const char *v = luaL_checkstring(L, 1);
+	int kind = luaL_checkoption(L, 2, "host", kinds);
+
+	if (log_add_secret_as(v, (enum log_secret_kind)kind) != 0)
 		return luaL_error(L, "out of memory");
+	return 0;
+}
+
+/* core.release_secret(value): an operation that held value ended */
+static int l_release_secret(lua_State *L)
+{
+	log_release_secret(luaL_checkstring(L, 1));
 	return 0;
 }
 
@@ -989,6 +1005,7 @@ static const luaL_Reg core_funcs[] = {
 	{ "embedded_list", l_embedded_list },
 	{ "redact", l_redact },
 	{ "add_secret", l_add_secret },
+	{ "release_secret", l_release_secret },
 	{ NULL, NULL },
 };
 

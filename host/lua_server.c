@@ -116,11 +116,12 @@ static const char **header_lines(lua_State *L, int idx)
 	return lines;
 }
 
-/* core.server_start(addr, port [, max_body [, tls [, ws [, threads]]]])
+/* core.server_start(addr, port [, max_body [, tls [, ws [, threads [, limits]]]]])
  * -> server handle, port | nil, err
  * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS; ws = {max_message
  * = bytes, ping = seconds, idle = seconds} sets the websocket limits;
- * threads is hserver_opts.threads (0: the default). */
+ * threads is hserver_opts.threads (0: the default); limits = {max_per_client
+ * = n, header_timeout = seconds} (absent: the defaults of server.h). */
 static int l_server_start(lua_State *L)
 {
 	struct hserver_opts o;
@@ -157,6 +158,15 @@ static int l_server_start(lua_State *L)
 		o.ws_max_message = (size_t)luaL_optinteger(L, -3, 0);
 		o.ws_ping = luaL_optnumber(L, -2, 0);
 		o.ws_idle = luaL_optnumber(L, -1, 0);
+	}
+	if (!lua_isnoneornil(L, 7)) {
+		luaL_checktype(L, 7, LUA_TTABLE);
+		lua_getfield(L, 7, "max_per_client");
+		lua_getfield(L, 7, "header_timeout");
+		luaL_argcheck(L, luaL_optinteger(L, -2, 0) >= 0 && luaL_optinteger(L, -2, 0) <= 100000 &&
+			      luaL_optnumber(L, -1, 0) >= 0, 7, "limits must not be negative");
+		o.max_per_client = (int)luaL_optinteger(L, -2, 0);
+		o.header_timeout = luaL_optnumber(L, -1, 0);
 	}
 	o.port = (int)port;
 	o.max_body = (size_t)max_body;

@@ -1,6 +1,7 @@
 /* server: libmicrohttpd front door feeding the engine (see server.h); the
  * websocket half is server_ws.c. */
 #include "server_int.h"
+#include "server_deadline.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -548,6 +549,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_NO;
 	if (!q->started) {
 		q->started = 1; /* headers only; the body (if any) follows */
+		hsd_headers_done(s->headers, c);
 		return check_head(s, q, c, method, version);
 	}
 	if (*data_size) {
@@ -650,6 +652,7 @@ static void free_server(hserver *s)
 		OPENSSL_cleanse(s->key, strlen(s->key));
 	free(s->key);
 	free(s->cert);
+	hsd_free(s->headers);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->ws_gone);
 	free(s);
@@ -704,6 +707,11 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 	s->tag = o->tag;
 	s->max_body = o->max_body ? o->max_body : (size_t)64 << 20;
 	s->wsc = (struct ws_conf){ o->ws_max_message, o->ws_ping, o->ws_idle };
+	s->headers = hsd_new(o->header_timeout > 0 ? o->header_timeout : HSERVER_HEADER_TIMEOUT);
+	if (!s->headers) {
+		snprintf(err, errlen, "out of memory (or no thread for the header deadline)");
+		goto fail;
+	}
 	/* one thread: poll(); a pool shares the listening socket with epoll */
 	flags |= threads > 1 ? MHD_USE_EPOLL : MHD_USE_POLL;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
@@ -712,7 +720,11 @@ hserver *hserver_start(const struct hserver_opts *o, jobs *q, char *err, size_t 
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
 				MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+				MHD_OPTION_NOTIFY_CONNECTION, hsd_notify, s->headers,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HSERVER_CONNECTIONS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				(unsigned)(o->max_per_client > 0 ? o->max_per_client : HSERVER_PER_CLIENT),
+				/* idle seconds; the first headers have their deadline too */
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 				/* not strict: its two checks answer badly in 0.9.75;
 				 * framing.h makes them and the rest of RFC 9112's */

@@ -29,6 +29,12 @@ typedef struct hserver hserver;
 
 /* libmicrohttpd threads when hserver_opts.threads is 0. */
 #define HSERVER_THREADS 1
+/* Slow clients (slowloris): one address holds at most this many of the
+ * HSERVER_CONNECTIONS, and a new connection's headers must arrive within
+ * HSERVER_HEADER_TIMEOUT seconds (server_deadline.h), whatever trickles. */
+#define HSERVER_CONNECTIONS 1000
+#define HSERVER_PER_CLIENT 64
+#define HSERVER_HEADER_TIMEOUT 15.0
 
 /* Unsent stream bytes a request may hold; a write past it fails the stream. */
 #define HSERVER_STREAM_MAX ((size_t)8 << 20)
@@ -45,6 +51,9 @@ struct hserver_opts {
 	double ws_idle;        /* drop a websocket silent this long; 0: 90 */
 	int threads;           /* libmicrohttpd threads: 1 polls with poll(), more
 				* share the connections with epoll; 0: the default */
+	int max_per_client;    /* open connections from one IP address; 0: HSERVER_PER_CLIENT */
+	double header_timeout; /* seconds a new connection has to send its first
+				* request's headers; 0: HSERVER_HEADER_TIMEOUT */
 };
 
 /*

@@ -20,6 +20,7 @@
 #include "websocket.h"
 
 struct wslink; /* a websocket in hserver.ws (server_ws.c) */
+struct hs_deadline; /* server_deadline.h */
 
 struct answer {
 	int status;            /* HTTP status */
@@ -86,6 +87,7 @@ struct hserver {
 	struct ws_conf wsc;    /* websocket limits and timers */
 	struct wslink *ws;     /* open websockets (lock) */
 	pthread_cond_t ws_gone; /* a websocket left ws */
+	struct hs_deadline *headers; /* the first headers' deadline (server_deadline.h) */
 };
 
 /* --- server.c --- */

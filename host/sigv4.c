@@ -88,11 +88,24 @@ static int db_reserve(dbuf *b, size_t n)
 	return 0;
 }
 
+/* Appends s[0..n); s must not point into b (see db_addown). */
 static void db_add(dbuf *b, const void *s, size_t n)
 {
 	if (n == 0 || db_reserve(b, n))
 		return;
 	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* Appends b's own bytes [off, off + n). Growing may move b->p, so the
+ * source is found by offset after the room is made, never before: a
+ * pointer into b taken earlier would point into the freed old block. */
+static void db_addown(dbuf *b, size_t off, size_t n)
+{
+	if (n == 0 || db_reserve(b, n))
+		return;
+	memcpy(b->p + b->len, b->p + off, n);
 	b->len += n;
 	b->p[b->len] = '\0';
 }
@@ -161,7 +174,9 @@ static char *encode_into(char *o, const char *s, size_t n, int keep, int decode)
 	return o;
 }
 
-static void db_encode(dbuf *b, const char *s, size_t n, int keep, int decode)
+/* Appends s[0..n) URI-encoded; with s NULL, b's own bytes [off, off + n)
+ * (found after growing, as in db_addown). */
+static void db_encode_from(dbuf *b, const char *s, size_t off, size_t n, int keep, int decode)
 {
 	char *o;
 
@@ -169,9 +184,15 @@ static void db_encode(dbuf *b, const char *s, size_t n, int keep, int decode)
 		b->fail = -1;
 	if (n == 0 || b->fail || db_reserve(b, 3 * n))
 		return;
-	o = encode_into(b->p + b->len, s, n, keep, decode);
+	o = encode_into(b->p + b->len, s ? s : b->p + off, n, keep, decode);
 	b->len = (size_t)(o - b->p);
 	*o = '\0';
+}
+
+/* s must not point into b: use db_encode_from(b, NULL, off, ...) for that. */
+static void db_encode(dbuf *b, const char *s, size_t n, int keep, int decode)
+{
+	db_encode_from(b, s, 0, n, keep, decode);
 }
 
 char *sigv4_uri_encode(const char *s, size_t len, int keep_slash)
@@ -581,14 +602,17 @@ static int push_param(signer *s, size_t koff, size_t voff)
 	return 0;
 }
 
-/* Adds the parameter key=URI-encode(v[0..n)); *enc gets the encoded value.
- * A v inside scratch needs room reserved first, or growing would move it. */
-static int add_param(signer *s, const char *key, const char *v, size_t n, span *enc)
+/* Adds the parameter key=URI-encode(v[0..n)), or with v NULL the
+ * encoding of scratch's own span own; *enc gets the encoded value. */
+static int add_param(signer *s, const char *key, const char *v, size_t n, const span *own, span *enc)
 {
 	size_t koff = s->scratch.len, voff = koff + strlen(key);
 
 	db_adds(&s->scratch, key);
-	db_encode(&s->scratch, v, n, 0, 0);
+	if (v)
+		db_encode(&s->scratch, v, n, 0, 0);
+	else
+		db_encode_from(&s->scratch, NULL, own->off, own->len, 0, 0);
 	if (enc)
 		*enc = span_from(s, voff);
 	return s->scratch.fail ? -1 : push_param(s, koff, voff);
@@ -629,29 +653,33 @@ static int collect_query(signer *s)
 	}
 	if (!rc && s->presign) {
 		size_t tlen = in->session_token ? strlen(in->session_token) : 0;
+		span cred;
 
-		koff = s->scratch.len;  /* the raw credential, encoded into a parameter below */
+		/* The raw credential, encoded into a parameter below. Everything
+		 * copied from scratch into scratch goes by offset (db_addown,
+		 * add_param's own span): any add may grow and move it. */
+		koff = s->scratch.len;
 		db_adds(&s->scratch, in->access_key);
 		db_addc(&s->scratch, '/');
-		db_add(&s->scratch, at(s, s->scope), s->scope.len);
-		i = s->scratch.len - koff;
-		/* room for every X-Amz-* parameter: scratch does not move below */
-		rc = db_reserve(&s->scratch, 3 * (i + s->sh.len + tlen) + 256);
+		db_addown(&s->scratch, s->scope.off, s->scope.len);
+		cred = span_from(s, koff);
+		/* one growth for every X-Amz-* parameter (fewer copies, not safety) */
+		rc = db_reserve(&s->scratch, 3 * (cred.len + s->sh.len + tlen) + 256);
 		if (!rc)
-			rc = add_param(s, "X-Amz-Algorithm", ALGORITHM, strlen(ALGORITHM), NULL);
+			rc = add_param(s, "X-Amz-Algorithm", ALGORITHM, strlen(ALGORITHM), NULL, NULL);
 		if (!rc)
-			rc = add_param(s, "X-Amz-Credential", s->scratch.p + koff, i, &s->cred);
+			rc = add_param(s, "X-Amz-Credential", NULL, 0, &cred, &s->cred);
 		if (!rc)
-			rc = add_param(s, "X-Amz-Date", s->out->amz_date, 16, NULL);
+			rc = add_param(s, "X-Amz-Date", s->out->amz_date, 16, NULL, NULL);
 		if (!rc)
-			rc = add_param(s, "X-Amz-Expires", s->expires, strlen(s->expires), NULL);
+			rc = add_param(s, "X-Amz-Expires", s->expires, strlen(s->expires), NULL, NULL);
 		if (!rc && in->session_token) {
-			rc = add_param(s, "X-Amz-Security-Token", in->session_token, tlen, &s->tok);
+			rc = add_param(s, "X-Amz-Security-Token", in->session_token, tlen, NULL, &s->tok);
 			if (!rc && in->omit_session_token)
 				s->nq--;  /* kept for out.query, not signed */
 		}
 		if (!rc)
-			rc = add_param(s, "X-Amz-SignedHeaders", at(s, s->sh), s->sh.len, &s->sh_enc);
+			rc = add_param(s, "X-Amz-SignedHeaders", NULL, 0, &s->sh, &s->sh_enc);
 	}
 	if (rc || s->scratch.fail)
 		return fail(s, "out of memory or query too long");

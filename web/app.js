@@ -5,7 +5,7 @@
 // region with a switcher, who is signed in, the running operations), the
 // page of the hash route, and the drawer of running operations.
 import { html, render, useCallback, useEffect, useState } from "/vendor/preact-htm.js";
-import { callTool, listOperations, listTools, login, token, whoami } from "/lib/api.js";
+import { callTool, listOperations, listTools, login, logout, token, whoami } from "/lib/api.js";
 import * as ws from "/lib/ws.js";
 import { href, match, parse, useRoute } from "/lib/router.js";
 import { Session, denied, useSession } from "/lib/session.js";
@@ -139,7 +139,7 @@ function App({ who }) {
           aria-controls="ops-drawer" onClick=${() => setDrawer(!drawer)}>
           <span class="ops-count">${running.length}</span> running</button>
         <span id="who" class="who" title=${`token ${who.name}, scope ${who.scope}`}>${who.name} <span class=${"scope scope-" + who.scope}>${who.scope}</span></span>
-        <button class="btn btn-small" id="signout" onClick=${() => { token.clear(); ws.stop(); history.replaceState(null, "", location.pathname); start(); }}>Sign out</button>
+        <button class="btn btn-small" id="signout" onClick=${async () => { await logout().catch(() => {}); token.clear(); ws.stop(); history.replaceState(null, "", location.pathname); start(); }}>Sign out</button>
       </header>
       <nav id="nav" class="nav" aria-label="Main">
         <ul>${nav.map((p) => html`<li><a href=${href(p.navPath || p.path.replace(/\/:[^/]*\?$/, ""))} aria-current=${current(p) ? "page" : undefined}>${p.nav}</a></li>`)}</ul>

@@ -310,7 +310,7 @@ local function resume(t, inject, ...)
   current, t.status = t, "running"
   if class ~= t.class then t.busy, t.class = 0, class end -- a tool's budget starts when its code does
   local busy = t.busy or 0
-  core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject, clock == core.cpu)
+  core.arm(t.co, t.deadline, slice, M.preempt, budget - busy, budget, inject, clock == core.cpu, t.steady)
   local r = table.pack(coroutine.resume(t.co, ...))
   local preempted, spent = core.disarm()
   t.busy = spent and 0 or busy + (clock() - t0)
@@ -483,13 +483,19 @@ end
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
 -- (background work of a server: not counted by stats(), so tests do not
 -- take it for a leak), serving (a server's request handler, until it answers).
--- A task started inside another keeps the earlier of the two deadlines.
+-- A task started inside another keeps the earlier of the two deadlines,
+-- and the guard (hypd.guard) current where it is started: its own, for its
+-- whole life, so a task a tool starts stays under that tool's guard after
+-- the tool has returned (an ancestor's guard may be gone by then).
 function M.spawn(fn, opts, ...)
   opts = opts or {}
   next_id = next_id + 1
+  local g = current
+  while g and not g.guard do g = g.parent end
   local t = setmetatable({
     id = next_id, name = opts.name or ("task " .. next_id), status = "pending",
     waiters = {}, children = {}, parent = current, started = false, -- children: a set
+    guard = g and g.guard,
   }, Task)
   t.co = coroutine.create(fn)
   core.guard(t.co)
@@ -506,6 +512,10 @@ function M.spawn(fn, opts, ...)
   end
   t.daemon = opts.daemon
   t.serving = opts.serving
+  -- steady: the host's interrupt does not strike it (the in-process
+  -- sandbox, a simulated remote AWS that a SIGTERM to hypd leaves alone);
+  -- what it starts is steady too
+  t.steady = opts.steady or (current and current.steady) or nil
   live[t], nlive = true, nlive + 1
   wake(t, ...)
   return t

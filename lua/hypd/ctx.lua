@@ -19,15 +19,26 @@ local task = require "hypd.task"
 
 local M = {}
 
-local Ctx = {}
-Ctx.__index = Ctx
+local readonly = require "hypd._readonly"
+
+-- the class every tool's ctx shares: ctx.__index reaches only a read-only
+-- view of it (hypd._readonly), so no tool changes another's methods
+local Ctx = readonly.class {}
 M.Ctx = Ctx
 require("hypd.kit").install(Ctx)
+
+-- shown(tool, caller) -> what ctx.tool and ctx.caller give: read-only views
+-- of the registry's definition and of the caller (the guard reads both: a
+-- tool that could change them could change its kind, actions or scope)
+function M.shown(tool, caller)
+  return tool and readonly.view(tool, "ctx.tool", true), caller and readonly.view(caller, "ctx.caller", true)
+end
 
 -- new{tool, params, caller, plan, progress} -> a context for a call that is
 -- not an operation (a read tool, a quick mutation, a plan)
 function M.new(o)
-  return setmetatable({ tool = o.tool, params = o.params or {}, caller = o.caller, plan = o.plan or false,
+  local tool, caller = M.shown(o.tool, o.caller)
+  return setmetatable({ tool = tool, params = o.params or {}, caller = caller, plan = o.plan or false,
     state = o.state or {}, notes = o.progress, region = o.region, planned = o.planned }, Ctx)
 end
 

@@ -13,15 +13,19 @@
 --   * in plan mode every tool is read-only.
 --
 -- A refused call is never sent; the error (code GUARDRAIL) names the tool,
--- the action and the rule. Every mutating call that is sent is written to
--- the audit log with the tool, the operation, the caller and the front end.
+-- the action and the rule. Those checks give the good messages and plan
+-- mode; what makes them hold is the chokepoint (hypd.guard_request), which
+-- classifies every signed request from the request itself in hypd.http
+-- before it is signed and sent, and writes each one, sent or refused, to
+-- the audit log once.
 --
 --   guard.new{tool = def, op_id, caller, plan, patient} -> g (patient: its
 --     AWS calls get an operation's attempts, hypd.aws OPERATION_ATTEMPTS)
 --   guard.with(g, fn, ...) -> fn's results, g the current task's guard
 --   guard.current() -> g | nil (the current task's or an ancestor's)
+--   guard.inert(what) -> g: allows nothing; guard.confine(what, fn, ...):
+--     fn under it (a playbook's top level, check, target)
 --   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
---   guard.aws_done(service, operation, class, outcome)    (hypd.aws.try)
 --   guard.k8s(verb, what [, dry]) -> true | nil, err     (hypd.k8s; dry:
 --     a server-side dry run, which changes nothing and so is classed read,
 --     though the verb must still be declared)
@@ -64,6 +68,30 @@ function M.with(g, fn, ...)
   return table.unpack(r, 2, r.n)
 end
 
+-- inert(what) -> a guard that allows nothing: no AWS action, no Kubernetes
+-- verb (a plan of a read tool that declares none). The guard of code that
+-- may declare but not act: a playbook file's top level (at every load and
+-- reload), a tool's check(params) and target(params). what names it in
+-- the refusal ("diagnose_x check").
+function M.inert(what)
+  local g = M.new { tool = { name = what, kind = "read", aws = {}, k8s = {} }, plan = true }
+  g.inert = true -- nor does it call tools or change hypd's state (hypd.playbook_api)
+  return g
+end
+
+-- confine(what, fn, ...) -> fn's results, fn run under inert(what). Outside
+-- any task (hypd playbook check, list) fn runs in a task of its own, driven
+-- to its end here, so that what it spawns inherits the guard too.
+function M.confine(what, fn, ...)
+  local g = M.inert(what)
+  if sched.current() then return M.with(g, fn, ...) end
+  local t = sched.spawn(M.with, { name = what }, g, fn, ...)
+  sched.run(function() return t:finished() end)
+  if not t:finished() then error(errors.new("CANCELLED", what .. " was interrupted"), 0) end
+  if t.status ~= "done" then error(t.err, 0) end
+  return table.unpack(t.result, 1, t.result.n)
+end
+
 -- an IAM action pattern as a Lua pattern, anchored, case-folded
 local compiled = {}
 local function pattern(p)
@@ -93,24 +121,37 @@ local function refuse(g, action, rule)
     { tool = name, action = action, rule = rule })
 end
 
+-- audit(g, rec): one audit record of a signed request (or of one refused
+-- before it became a request), with the tool, caller and front end
+function M.audit(g, rec)
+  rec.tool = g.tool and g.tool.name
+  rec.caller = g.caller and g.caller.name
+  rec.front = g.caller and g.caller.front
+  require("hypd.store").event("audit", g.op_id, rec)
+end
+
 -- check(g, action, class, declared) -> true | nil, err; declared(action)
--- says whether the tool's declaration covers it
+-- says whether the tool's declaration covers it. A refusal is audited
+-- (refused = true), whichever check made it: nothing else records it
 local function check(g, action, class, declared, what)
   local def = g.tool or {}
+  local rule
   if g.plan and class ~= "read" then
-    return refuse(g, action, "a plan only reads (it reports what the call would change instead of making it)")
-  end
-  if (RANK[class] or 3) > (ALLOWED[def.kind] or 1) then
-    local rule = def.kind == "read" and "a read tool makes only read-only calls" or
-      "a mutating tool may not delete; only a destructive tool may"
-    return refuse(g, action, rule .. " (" .. action .. " is classed " .. class .. ")")
-  end
-  if not declared(action) then
+    rule = "a plan only reads (it reports what the call would change instead of making it)"
+  elseif (RANK[class] or 3) > (ALLOWED[def.kind] or 1) then
+    rule = (def.kind == "read" and "a read tool makes only read-only calls" or
+      "a mutating tool may not delete; only a destructive tool may") .. " (" .. action .. " is classed " .. class .. ")"
+  elseif not declared(action) then
     local list = def[what == "AWS actions" and "aws" or "k8s"]
-    return refuse(g, action, "it is not among the " .. what .. " the tool declares (" ..
-      (list and #list > 0 and table.concat(list, ", ") or "none") .. ")")
+    rule = "it is not among the " .. what .. " the tool declares (" ..
+      (list and #list > 0 and table.concat(list, ", ") or "none") .. ")"
+  else
+    return true
   end
-  return true
+  local rec = { class = class, outcome = "GUARDRAIL", refused = true }
+  if what == "AWS actions" then rec.aws = action else rec.k8s = action:gsub("^kubernetes ", "") end
+  M.audit(g, rec)
+  return refuse(g, action, rule)
 end
 
 -- PLANNED: the prefix of the ids a plan gives what it would create
@@ -139,13 +180,6 @@ function M.aws(service, operation, params)
   return class, nil, g.plan and M.planned(params)
 end
 
--- aws_done(...): a mutating call was sent: one audit record
-function M.aws_done(service, operation, class, outcome)
-  local g = M.current()
-  if class == "read" or not g then return end
-  require("hypd.store").event("audit", g.op_id, { tool = g.tool and g.tool.name, aws = service .. ":" .. operation,
-    outcome = outcome, caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
-end
 
 -- k8s(verb, what [, dry]) -> true | nil, GUARDRAIL err
 function M.k8s(verb, what, dry)
@@ -158,12 +192,7 @@ function M.k8s(verb, what, dry)
   end, "Kubernetes verbs")
 end
 
-function M.k8s_done(verb, what, outcome)
-  local g = M.current()
-  if not g or (M.K8S_VERBS[verb] or "deleting") == "read" then return end
-  require("hypd.store").event("audit", g.op_id, { tool = g.tool and g.tool.name, k8s = verb .. " " .. tostring(what),
-    outcome = outcome, caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
-end
 
+M.check, M.refuse = check, refuse
 M.G = G
 return M

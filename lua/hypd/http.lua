@@ -8,9 +8,15 @@
 -- fresh_connection = true: a new connection, never a reused one, so the
 -- transport cannot resend the request on its own (for unsafe calls).
 -- aws = { service, region, profile, sign_body, unsigned_payload, s3_path }
--- eks = { cluster, region, profile, sts_url } adds the EKS bearer token for
--- that cluster, made in C from the cached credentials (hypd.k8s)
 -- signs the request in C with the profile's cached credentials (hypd.aws).
+-- eks = { cluster, region, profile, sts_url } adds the EKS bearer token for
+-- that cluster, made in C from the cached credentials (hypd.k8s).
+-- kubernetes = true: a request to a Kubernetes API server with a token the
+-- caller attached (a kubeconfig's; hypd.k8s sets it).
+-- Signing happens only behind the guard: a request with any of the three
+-- is classified from itself and checked against the running tool's guard
+-- before it is signed, and audited once (hypd.guard_request); a refusal is
+-- nil, err with code GUARDRAIL and nothing is sent.
 -- idle_timeout = seconds: fail with TIMEOUT when the server sends nothing
 -- for about that long (libcurl measures below 1 byte/s over a few seconds).
 --
@@ -56,6 +62,7 @@
 -- HTTP error status is a response here too: check s:headers() first.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard_request = require "hypd.guard_request"
 local sched = require "hypd._sched"
 
 local M = {}
@@ -66,17 +73,59 @@ local fields = {
   method = "string", url = "string", headers = "table", body = "string",
   timeout = "number", connect_timeout = "number", ca_pem = "string",
   ca_file = "string", max_body = "number", aws = "table", fresh_connection = "boolean",
-  idle_timeout = "number", eks = "table",
+  idle_timeout = "number", eks = "table", kubernetes = "boolean",
 }
 
--- check(req, what) -> true | nil, err (VALIDATION naming the field)
+-- the fields of aws = {...} and eks = {...}: name, type, required; in the
+-- order they are checked (so the error names the first)
+local SUB = {
+  aws = { { "service", "string", true }, { "region", "string", true }, { "profile", "string" },
+    { "sign_body", "boolean" }, { "unsigned_payload", "boolean" }, { "s3_path", "boolean" } },
+  eks = { { "cluster", "string", true }, { "region", "string", true }, { "profile", "string" },
+    { "sts_url", "string", true } },
+}
+
+local function bad(what, field, rule)
+  return errors.fail("VALIDATION", what .. ": field '" .. field .. "' " .. rule, { field = field, rule = rule })
+end
+
+-- sub(req, name, what) -> true | nil, err: aws or eks, field by field
+local function sub(req, name, what)
+  local t = req[name]
+  if t == nil then return true end
+  local known = {}
+  for _, spec in ipairs(SUB[name]) do known[spec[1]] = true; known[#known + 1] = spec[1] end
+  for k in pairs(t) do
+    if type(k) ~= "string" or not known[k] then
+      return bad(what, name .. "." .. tostring(k), "is unknown (" .. name .. " has " .. table.concat(known, ", ") .. ")")
+    end
+  end
+  for _, spec in ipairs(SUB[name]) do
+    local k, typ, required = spec[1], spec[2], spec[3]
+    local v = t[k]
+    if v == nil and required then return bad(what, name .. "." .. k, "is required") end
+    if v ~= nil and type(v) ~= typ then return bad(what, name .. "." .. k, "must be a " .. typ) end
+    if typ == "string" and v ~= nil and (v == "" or v:find("%z")) then
+      return bad(what, name .. "." .. k, "must be a non-empty string without NUL")
+    end
+  end
+  return true
+end
+
+-- a finite number at least 0 (and an integer when integral)
+local function amount(v, integral)
+  return v == v and v >= 0 and v < math.huge and (not integral or math.type(v) == "integer" or v % 1 == 0)
+end
+
+-- check(req, what) -> true | nil, err (VALIDATION naming the field): every
+-- argument the C binding reads, so none of them can make it raise
 local function check(req, what)
   if type(req) ~= "table" then
     return errors.fail("VALIDATION", what .. " needs a table")
   end
   for k, v in pairs(req) do
     if not fields[k] then
-      return errors.fail("VALIDATION", what .. ": unknown field '" .. tostring(k) .. "'", { field = k })
+      return errors.fail("VALIDATION", what .. ": unknown field '" .. tostring(k) .. "'", { field = tostring(k) })
     end
     if type(v) ~= fields[k] then
       return errors.fail("VALIDATION", what .. ": field '" .. k .. "' must be a " .. fields[k], { field = k })
@@ -85,18 +134,63 @@ local function check(req, what)
   if not req.url then
     return errors.fail("VALIDATION", what .. ": field 'url' is required", { field = "url" })
   end
+  if not req.url:match("^[%a][%w+.-]*://[^%s%c]+$") then
+    return bad(what, "url", "must be scheme://host/path without spaces or control characters")
+  end
+  if req.method and not req.method:match("^[A-Za-z]+$") then
+    return bad(what, "method", "must be letters only (GET, POST, ...)")
+  end
   local idle = req.idle_timeout
   if idle and not (idle >= 0 and idle <= 86400) then
     return errors.fail("VALIDATION", what .. ": field 'idle_timeout' must be 0 to 86400 seconds",
       { field = "idle_timeout" })
   end
-  return true
+  for _, k in ipairs { "timeout", "connect_timeout" } do
+    if req[k] and not amount(req[k]) then return bad(what, k, "must be a finite number of seconds, 0 or more") end
+  end
+  if req.max_body and not (amount(req.max_body, true) and req.max_body <= math.maxinteger) then
+    return bad(what, "max_body", "must be a whole number of bytes, 0 or more")
+  end
+  local seen = {}
+  for k, v in pairs(req.headers or {}) do
+    if type(k) ~= "string" or not k:match("^[%w!#$%%&'*+.^_`|~-]+$") then
+      return bad(what, "headers", "names must be HTTP tokens (letters, digits, -)")
+    end
+    if (type(v) ~= "string" and type(v) ~= "number") or tostring(v):find("[%z\r\n]") then
+      return bad(what, "headers." .. k, "must be a string without CR, LF or NUL")
+    end
+    if seen[k:lower()] then return bad(what, "headers." .. k, "is given twice (names are case-insensitive)") end
+    seen[k:lower()] = true
+  end
+  if req.aws and req.eks then
+    return bad(what, "eks", "cannot go with aws (a request is AWS-signed or carries an EKS token, not both)")
+  end
+  local ok, err = sub(req, "aws", what)
+  if not ok then return nil, err end
+  return sub(req, "eks", what)
+end
+
+-- send(kind, req, ...) -> sched.await(kind, req, ...) behind the guard when
+-- the request is signed: checked first, audited once when it ends
+local function send(kind, req, ...)
+  if not guard_request.signed(req) then return sched.await(kind, req, ...) end
+  local pending, gerr = guard_request.check(req)
+  if not pending then return nil, gerr end
+  local r = table.pack(pcall(sched.await, kind, req, ...))
+  if not r[1] then
+    guard_request.done(pending, nil, r[2])
+    error(r[2], 0)
+  end
+  local resp = r[2]
+  if kind == "http_stream" and resp then resp = { started = true } end -- its status comes later
+  guard_request.done(pending, resp, r[3])
+  return table.unpack(r, 2, r.n)
 end
 
 function M.request(req)
   local ok, err = check(req, "http.request")
   if not ok then return nil, err end
-  return sched.await("http", req)
+  return send("http", req)
 end
 
 function M.get(url, opts)
@@ -107,8 +201,8 @@ end
 
 -- streams
 
-local Stream = {}
-Stream.__index = Stream
+-- (its __index a read-only view: stream.__index reaches no table every tool shares)
+local Stream = require("hypd._readonly").class {}
 
 -- called by the scheduler (never yields): the transfer started; h is its
 -- C handle (core.http_open), which this stream owns
@@ -229,7 +323,7 @@ function M.stream(req)
     _chunks = {}, _head = 1, _tail = 0, _buffered = 0, _limit = r.max_body,
     _sig = sched.signal(), _ended = false, _held = false, _closed = false,
   }, Stream)
-  local id, start_err = sched.await("http_stream", r, s)
+  local id, start_err = send("http_stream", r, s)
   if not id then return nil, start_err end
   return s
 end

@@ -20,7 +20,14 @@
 --   spec.field     the parameter a CONFLICT names (e.g. "cluster_tag")
 --   spec.create    fn() -> obj: the mutation (its phase is recorded first)
 --   spec.exists    error codes that mean a lost answer or a race: created
---                  before, so search again instead of failing
+--                  before, so search again instead of failing. After an
+--                  ambiguous answer to create or update (a 5xx, a reset, a
+--                  timeout after sending: hypd.kit.ambiguous) the kit
+--                  pauses and looks again (find, search) before deciding:
+--                  found, it is adopted (it carries our name and tag); not
+--                  there (or still differing), the call is made again, at
+--                  most CREATE_TRIES times. A create that may have acted is
+--                  not repeated without a search (a twin could result).
 --   spec.fields    {field = value}: what create sets besides desired, for
 --                  a plan to show
 --   spec.desired   {field = value}: what must hold (the explicit diff); it
@@ -73,7 +80,9 @@
 --                  field (nothing deleted), not kept
 --   spec.delete    fn(obj): the deleting call (its phase is recorded first);
 --                  spec.gone codes mean it went meanwhile
---   spec.gone      error codes of delete that mean "already gone"
+--   spec.gone      error codes of delete that mean "already gone"; after
+--                  an ambiguous answer (a 5xx, as for ensure) find is asked
+--                  again: gone is done, still there is deleted again
 --   spec.every, spec.timeout   the wait until find answers nil (a delete
 --                  that takes time: NAT gateways, clusters); no wait when
 --                  every is not given
@@ -98,6 +107,19 @@ local M = {}
 
 M.POLL_TIMEOUT = 30 * 60
 M.RETRY_EVERY, M.RETRY_FOR = 5, 60
+M.CREATE_TRIES, M.CREATE_PAUSE = 5, 2 -- creates after ambiguous answers; the first pause (doubling)
+
+-- ambiguous(err) -> "maybe" | "not" | nil: an AWS error of a call that
+-- changes something that says nothing about the change: "maybe" it took
+-- effect (a 5xx, a reset or a timeout after sending), it was "not" carried
+-- out (throttling or a connection never made, past the client's retries),
+-- or nil: a real answer (refused, invalid, not found) or no AWS error
+function M.ambiguous(err)
+  if type(err) ~= "table" or err.abort or not err.service or not err.operation then return nil end
+  local kind = require("hypd.aws.retry").classify(err)
+  if kind == "throttling" or kind == "unsent" then return "not" end
+  if kind then return "maybe" end
+end
 
 local ENSURE_KEYS = { type = true, name = true, label = true, key = true, id = true, find = true, search = true,
   needs = true, owned = true, field = true, create = true, exists = true, fields = true, desired = true,
@@ -227,13 +249,76 @@ local function converge(ctx, spec, obj)
       field = spec.field })
   end
   ctx:phase("updating " .. what(spec))
-  obj = attempt(ctx, spec, "updating " .. what(spec), spec.update, obj, diff) or obj
+  local tries = 0
+  while true do
+    tries = tries + 1
+    local ok, r = pcall(attempt, ctx, spec, "updating " .. what(spec), spec.update, obj, diff)
+    if ok then
+      obj = r or obj
+      break
+    end
+    -- an ambiguous answer (hypd.kit.ambiguous): read again after a pause;
+    -- an update makes fields hold, so what still differs is updated again
+    local kind = M.ambiguous(r)
+    if not kind or tries >= M.CREATE_TRIES then error(r, 0) end
+    local pause = M.CREATE_PAUSE * 2 ^ (tries - 1)
+    ctx:progress(string.format("%s: %s %s answered %s; reading it again in %s", what(spec), tostring(r.service),
+      tostring(r.operation), tostring(r.code), M.elapsed(pause)))
+    ctx:sleep(pause)
+    local again = locate(ctx, spec) or obj
+    diff = attempt(ctx, spec, "reading " .. what(spec), changes, spec, again)
+    if not diff then
+      obj = again
+      break
+    end
+  end
   if ctx.save then ctx:save() end
   return obj, true
 end
 
 local function remember(ctx, spec, obj)
   if spec.key then ctx.state[spec.key] = id_of(spec, obj) end
+end
+
+-- create(ctx, spec) -> the object spec.create made, or found made: after
+-- an AlreadyExists (spec.exists) it is searched for; after an ambiguous
+-- answer (hypd.kit.ambiguous: a 5xx, a reset, a timeout after sending, or
+-- throttling past the client's retries) the create may or may not have
+-- taken effect, so after a pause it is searched for again (by id, name and
+-- tag, the step's own find and search) and adopted when there (it carries
+-- our name and tag: it is ours), created again when not: at most
+-- M.CREATE_TRIES creates, each ambiguous answer noted as progress. With no
+-- search, a create that may have acted is not repeated (a second one could
+-- make a twin): its error is raised.
+local function create(ctx, spec)
+  local tries = 0
+  while true do
+    tries = tries + 1
+    local ok, made = pcall(attempt, ctx, spec, "creating " .. what(spec), spec.create)
+    if ok then return made end
+    local obj
+    if is_exists(spec, made) then
+      obj = locate(ctx, spec) -- created before (its answer lost), or meanwhile
+      if not obj then error(made, 0) end
+      check_owned(ctx, spec, obj)
+      return obj
+    end
+    local kind = M.ambiguous(made)
+    if not kind or tries >= M.CREATE_TRIES or (kind == "maybe" and not spec.search) then error(made, 0) end
+    local pause = M.CREATE_PAUSE * 2 ^ (tries - 1)
+    ctx:progress(string.format("%s: %s %s answered %s (%s); %s in %s", what(spec), tostring(made.service),
+      tostring(made.operation), tostring(made.code), kind == "maybe" and "it may have taken effect" or
+      "it was not carried out", kind == "maybe" and "looking for it again" or "trying again", M.elapsed(pause)))
+    ctx:sleep(pause)
+    if kind == "maybe" then
+      obj = locate(ctx, spec)
+      if obj then
+        check_owned(ctx, spec, obj)
+        ctx:progress(what(spec) .. " was made after all: adopting it")
+        return obj
+      end
+    end
+  end
 end
 
 function M.ensure(ctx, spec)
@@ -261,15 +346,7 @@ function M.ensure(ctx, spec)
     return spec.placeholder and spec.placeholder(id) or { [id_field(spec)] = id }, "create"
   end
   ctx:phase("creating " .. what(spec))
-  local ok, made = pcall(attempt, ctx, spec, "creating " .. what(spec), spec.create)
-  if ok then
-    obj = made
-  else
-    if not is_exists(spec, made) then error(made, 0) end
-    obj = locate(ctx, spec) -- created before (its answer lost), or meanwhile
-    if not obj then error(made, 0) end
-    check_owned(ctx, spec, obj)
-  end
+  obj = create(ctx, spec)
   remember(ctx, spec, obj)
   if ctx.save then ctx:save() end
   obj = converge(ctx, spec, obj)
@@ -311,12 +388,26 @@ function M.absent(ctx, spec)
     return "delete"
   end
   ctx:phase("deleting " .. what(spec))
-  local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
-  if not ok then
+  local tries = 0
+  while true do
+    tries = tries + 1
+    local ok, err = pcall(attempt, ctx, spec, "deleting " .. what(spec), spec.delete, obj)
+    if ok then break end
     local gone = false
     local codes = type(spec.gone) == "string" and { spec.gone } or spec.gone or {}
     for _, c in ipairs(codes) do gone = gone or (type(err) == "table" and err.code == c) end
-    if not gone then error(err, 0) end
+    if gone then break end
+    -- an ambiguous answer (hypd.kit.ambiguous): look again after a pause;
+    -- gone is done, still there is deleted again (a delete asked twice is
+    -- one delete, or answers a spec.gone code)
+    local kind = M.ambiguous(err)
+    if not kind or tries >= M.CREATE_TRIES then error(err, 0) end
+    local pause = M.CREATE_PAUSE * 2 ^ (tries - 1)
+    ctx:progress(string.format("%s: %s %s answered %s; looking at it again in %s", what(spec),
+      tostring(err.service), tostring(err.operation), tostring(err.code), M.elapsed(pause)))
+    ctx:sleep(pause)
+    obj = spec.find()
+    if obj == nil then break end
   end
   if spec.every then
     M.poll(ctx, { what = what(spec) .. " to be gone", every = spec.every, timeout = spec.timeout,

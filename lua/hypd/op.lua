@@ -113,27 +113,31 @@ end
 
 -- a staged tool's context: hypd.ctx's, with a persisted state, recorded
 -- phases and notes, and cancellation
-local Ctx = setmetatable({}, { __index = require("hypd.ctx").Ctx })
-Ctx.__index = Ctx
+-- (its methods find the operation in `record`, not in ctx.op_id, which the
+-- tool's code could change: a ctx writes only its own operation)
+local Ctx = require("hypd._readonly").class(setmetatable({}, { __index = require("hypd.ctx").Ctx }))
+local record = setmetatable({}, { __mode = "k" }) -- ctx -> its operation's record
 
-function Ctx:save() assert(store.put(state_key(self.op_id), self.state)) end
+function Ctx:save() assert(store.put(state_key(record[self].id), self.state)) end
 
 function Ctx:phase(text)
-  self.rec.phase = text
-  assert(store.op_update(self.op_id, { phase = text }))
-  emit("operation.phase", self.rec)
-  log.info("op", "%s %s: %s", self.rec.tool, self.op_id, text)
+  local rec = record[self]
+  rec.phase = text
+  assert(store.op_update(rec.id, { phase = text }))
+  emit("operation.phase", rec)
+  log.info("op", "%s %s: %s", rec.tool, rec.id, text)
 end
 
 -- progress(text): a note on the current phase, kept with the operation's
 -- events so that every follower (a CLI over --api, a reloaded page) sees
 -- the same notes as one in this process
 function Ctx:progress(text)
-  emit("operation.progress", self.rec, { message = core.redact(tostring(text)) })
+  emit("operation.progress", record[self], { message = core.redact(tostring(text)) })
 end
 
 function Ctx:check_cancel()
-  if store.get(cancel_key(self.op_id)) then errors.raise("CANCELLED", "operation " .. self.op_id .. " was cancelled") end
+  local id = record[self].id
+  if store.get(cancel_key(id)) then errors.raise("CANCELLED", "operation " .. id .. " was cancelled") end
 end
 
 
@@ -159,13 +163,42 @@ local function error_view(e)
   return { code = tostring(e.code), message = core.redact(msg), status = e.status, fields = fields }
 end
 
+-- shown(v) -> a copy of v with every string through the log's redaction:
+-- a result is stored in the record every reader of operations sees, so a
+-- secret (or a transform of it) a careless tool returns is masked there
+local function shown(v, depth)
+  depth = depth or 0
+  if type(v) == "string" then return core.redact(v) end
+  if type(v) ~= "table" or depth > 64 then return v end
+  local out = setmetatable({}, getmetatable(v)) -- json.array/object marks kept
+  for k, x in pairs(v) do out[k] = shown(x, depth + 1) end
+  return out
+end
+
+-- A graceful stop never fails an operation. While this process stops
+-- (SIGTERM, Ctrl-C: the engine's interrupt flag, then hypd serve's grace)
+-- the interrupt strikes whatever task runs Lua at that moment: a step, a
+-- child operation a parent waits for, the in-process sandbox answering a
+-- request (a 500). What a step then raises is the stop's doing, not the
+-- operation's: the record stays running and resume() continues it at the
+-- next start (a real failure fails again there, recorded then).
+local halting = false
+
+-- halt(): this process is stopping (hypd serve's stop, before the grace)
+function M.halt() halting = true end
+
+-- stopping() -> true once this process is stopping
+function M.stopping() return halting or core.interrupted() end
+
 -- run(rec, params): the operation's task body; continues from the first step
 -- not done
 local function run(rec, def, params)
   local meta = store.get(meta_key(rec.id)) or {}
   local caller = { name = rec.caller, front = rec.frontend, scope = meta.scope or "operate" }
-  local ctx = setmetatable({ op_id = rec.id, rec = rec, params = params, tool = def, caller = caller,
+  local shown_tool, shown_caller = require("hypd.ctx").shown(def, caller)
+  local ctx = setmetatable({ op_id = rec.id, params = params, tool = shown_tool, caller = shown_caller,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
+  record[ctx] = rec
   local steps = rec.steps
   -- every AWS and Kubernetes call of the steps passes the tool's guardrail
   task.current().guard = guard.new { tool = def, op_id = rec.id, caller = caller }
@@ -193,25 +226,23 @@ local function run(rec, def, params)
   end)
   running[rec.id] = nil
   local e0 = not ok and error_view(err)
-  if ok or not (e0.code == "CANCELLED" and not store.get(cancel_key(rec.id))) then
-    secrets.drop(rec.id) -- the operation has ended: its secrets go
+  local asked = not ok and store.get(cancel_key(rec.id)) ~= nil
+  if not ok and not asked and (e0.code == "CANCELLED" or M.stopping()) then
+    -- the host is stopping (SIGTERM, Ctrl-C), not a person cancelling: the
+    -- record stays running and resume() continues it on the next start
+    log.info("op", "%s %s interrupted at %s (%s); it resumes when a host opens this state again", rec.tool,
+      rec.id, tostring(rec.phase), e0.code)
+    return
   end
+  secrets.drop(rec.id) -- the operation has ended: its secrets go
   if ok then
     rec.status, rec.phase = "succeeded", "done"
-    store.op_update(rec.id, { status = "succeeded", phase = "done", result = ctx.state.result or json.object(),
+    store.op_update(rec.id, { status = "succeeded", phase = "done", result = shown(ctx.state.result or json.object()),
       finished_at = true })
     emit("operation.finished", rec)
     return
   end
-  local e = error_view(err)
-  local asked = store.get(cancel_key(rec.id)) ~= nil
-  if e.code == "CANCELLED" and not asked then
-    -- the host is stopping (SIGTERM, Ctrl-C), not a person cancelling: the
-    -- record stays running and resume() continues it on the next start
-    log.info("op", "%s %s interrupted at %s; it resumes when a host opens this state again", rec.tool, rec.id,
-      tostring(rec.phase))
-    return
-  end
+  local e = e0
   if type(err) == "table" and err.traceback then log.debug("op", "%s %s: %s", rec.tool, rec.id, err.traceback) end
   log.debug("op", "%s %s raised: %s", rec.tool, rec.id, tostring(type(err) == "table" and err.message or err))
   local cancelled = e.code == "CANCELLED" or asked
@@ -241,31 +272,38 @@ end
 
 local same = require("hypd.kit").same
 
--- differing(def, rec, params) -> sorted names of the parameters in which a
--- call differs from the running operation rec (secrets compared with the
--- ones kept for it, never shown)
-local function differing(def, rec, params)
+-- differing(def, rec, params, compare_secrets) -> sorted names of the
+-- parameters in which a call differs from the running operation rec, and
+-- the sorted names of the secret ones either of them has. Secrets are
+-- compared with the ones kept for it (never shown) only when
+-- compare_secrets says so.
+local function differing(def, rec, params, compare_secrets)
   local public, kept = require("hypd.tool").public(def, params), nil
-  local names, seen = {}, {}
+  local names, secret_names, seen = {}, {}, {}
   for k in pairs(public) do seen[k] = true end
   for k in pairs(rec.params or {}) do seen[k] = true end
   for k in pairs(seen) do
     local spec = def.params[k]
     if spec and spec.secret then
-      kept = kept or secrets.get(rec.id) or {}
-      if not same(kept[k], params[k]) then names[#names + 1] = k end
+      secret_names[#secret_names + 1] = k
+      if compare_secrets then
+        kept = kept or secrets.get(rec.id) or {}
+        if not same(kept[k], params[k]) then names[#names + 1] = k end
+      end
     elseif not same((rec.params or {})[k], public[k]) then
       names[#names + 1] = k
     end
   end
   table.sort(names)
-  return names
+  table.sort(secret_names)
+  return names, secret_names
 end
 
 -- target_of(def, params) -> the operation's target key, with no secret in it
 -- (a target is shown in records, events and lists)
 local function target_of(def, params)
-  local target = tostring(def.target(params))
+  -- target names what the operation works on; it does not act (hypd.guard.inert)
+  local target = tostring(guard.confine(def.name .. " target", def.target, params))
   for k, spec in pairs(def.params) do
     local v = params[k]
     if spec.secret and type(v) == "string" and v ~= "" then
@@ -324,6 +362,13 @@ end
 -- working on joins it when its parameters are the same, and is refused
 -- (CONFLICT, naming the operation and the parameters that differ) when not;
 -- nil, LOCKED err when another process owns the state directory.
+--
+-- Secret parameters are compared only for the caller that started the
+-- operation (who gave its secrets). Any other caller whose call or the
+-- operation has a secret parameter never joins: the answer is CONFLICT
+-- naming the public parameters that differ, or, when none do, saying the
+-- secrets are not compared; the same whatever secret it sent, so no answer
+-- tells whether a guess equals the running operation's secret.
 function M.start(def, params, caller)
   local held, lerr = statelock.check("starting " .. def.name)
   if not held then return nil, lerr end
@@ -340,20 +385,34 @@ function M.start(def, params, caller)
   end
   -- from here to the record nothing yields: two calls cannot both miss
   -- each other's operation
-  local target = target_of(def, params)
+  local target, terr = errors.try(target_of, def, params)
+  if not target then return nil, terr end
   local running_same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
   if running_same and running_same[1] then
     local rec = running_same[1]
-    local diff = differing(def, rec, params)
-    if #diff == 0 then return accepted(rec, def, true) end
+    local starter = (caller and caller.name or "local") == rec.caller
+    local diff, secret_names = differing(def, rec, params, starter)
+    if #diff == 0 and (starter or #secret_names == 0) then return accepted(rec, def, true) end
     local fields = json.array()
+    if #diff == 0 then
+      for i, k in ipairs(secret_names) do
+        fields[i] = { field = k, rule = "conflict", message = k .. ": a secret parameter, not compared with the " ..
+          "running operation " .. rec.id .. "'s (only its caller can join it)" }
+      end
+      return errors.fail("CONFLICT", string.format("%s is already running for %s as operation %s, started by " ..
+        "another caller; secret parameters (%s) are not compared, so this call cannot join it: follow it with %s, " ..
+        "or cancel it with operation_cancel", def.name, target, rec.id, table.concat(secret_names, ", "),
+        def.status_tool or "operation_get"), { fields = fields, operation_id = rec.id })
+    end
     for i, k in ipairs(diff) do
       fields[i] = { field = k, rule = "conflict", message = k .. ": differs from the running operation " .. rec.id }
     end
+    local join = (starter or #secret_names == 0) and ", or call again with its parameters to join it" or
+      " (its secret parameters are not compared, and only its caller can join it)"
     return errors.fail("CONFLICT", string.format("%s is already running for %s as operation %s with other " ..
-      "parameters (%s differ%s); follow it with %s, cancel it with operation_cancel, or call again with its " ..
-      "parameters to join it", def.name, target, rec.id, table.concat(diff, ", "), #diff == 1 and "s" or "",
-      def.status_tool or "operation_get"), { fields = fields, operation_id = rec.id })
+      "parameters (%s differ%s); follow it with %s, cancel it with operation_cancel%s", def.name, target, rec.id,
+      table.concat(diff, ", "), #diff == 1 and "s" or "", def.status_tool or "operation_get", join),
+      { fields = fields, operation_id = rec.id })
   end
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end

@@ -4,7 +4,8 @@
 -- function (or returns main itself). It is looked up by name in the
 -- playbook directory (--playbooks DIR, HYPD_PLAYBOOKS), then among the
 -- playbooks compiled into hypd (lua/playbooks/); a name ending in .lua is a
--- file path. The directory overrides and extends the built-in ones.
+-- file path (hypd run FILE; require takes module names only). The
+-- directory overrides and extends the built-in ones.
 --
 -- Each playbook gets a fresh _ENV: safe base functions, private copies of
 -- string/table/math/utf8, a small os, and `hypd` (sleep, http, json, log,
@@ -23,7 +24,7 @@ local M = {}
 
 local SAFE = {
   "assert", "error", "ipairs", "next", "pairs", "select", "tonumber",
-  "tostring", "type", "rawequal", "rawlen", "rawget", "setmetatable", "_VERSION",
+  "tostring", "type", "rawequal", "rawlen", "rawget", "_VERSION",
 }
 
 -- metatables the host shares between all code: a playbook may not reach them
@@ -33,12 +34,6 @@ local HIDDEN = {
   [getmetatable(json.object())] = true,
   [getmetatable(json.array())] = true,
 }
-
-local function safe_getmetatable(v)
-  local mt = getmetatable(v)
-  if HIDDEN[mt] then return "locked" end
-  return mt
-end
 
 local copy = require("hypd.playbook_api").copy
 
@@ -50,21 +45,44 @@ local function where(level)
   return ""
 end
 
--- setmetatable without finalizers: a __gc runs wherever the collector
--- happens to run, outside any task and its hook, so a playbook's would be
--- code no deadline stops. Lua marks an object for finalization only when
--- setmetatable finds __gc in the metatable (raw), so refusing it here is
--- enough: a __gc added to the metatable later is never called.
-local function safe_setmetatable(t, mt)
-  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
-    errors.raise("SANDBOX", where(2) .. "setmetatable: __gc (finalizers) is not available to playbooks; " ..
-      "use a to-be-closed variable (__close) to clean up")
+-- which load set a metatable (setmetatable in a playbook): mt -> the load's
+-- token. A playbook sees and changes only the metatables its own load set;
+-- every other one (hypd's classes, another tool's) reads as "locked", so no
+-- tool reaches a class it shares with others
+local OWNER = setmetatable({}, { __mode = "k" })
+
+local function safe_getmetatable(owner)
+  return function(v)
+    local mt = getmetatable(v)
+    if type(mt) ~= "table" then return mt end -- nil, or a __metatable's text
+    if HIDDEN[mt] or OWNER[mt] ~= owner then return "locked" end
+    return mt
   end
-  return setmetatable(t, mt)
+end
+
+local function safe_setmetatable(owner)
+  return function(t, mt)
+    local cur = getmetatable(t)
+    -- (a protected one, whose __metatable is text, Lua refuses itself)
+    if type(cur) == "table" and OWNER[cur] ~= owner then
+      errors.raise("SANDBOX", where(2) .. "setmetatable: this table's metatable is hypd's (or another " ..
+        "playbook's); a playbook changes only the metatables it set")
+    end
+    -- a finalizer would run the tool's code whenever the collector runs:
+    -- in another tool's task (under its guard) or in none at all
+    if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+      errors.raise("SANDBOX", where(2) .. "setmetatable: playbooks have no finalizers (__gc): they would run " ..
+        "outside the tool, under another tool's guardrail or none")
+    end
+    local r = setmetatable(t, mt)
+    if type(mt) == "table" and OWNER[mt] == nil then OWNER[mt] = owner end
+    return r
+  end
 end
 
 -- pcall/xpcall that let cancellation and deadlines through
-local function is_abort(e) return type(e) == "table" and e.abort == true end
+-- (and the refusals of hypd.playbook_api's inert guard, marked final)
+local function is_abort(e) return type(e) == "table" and (e.abort == true or e.final == true) end
 
 local function rethrow(ok, ...)
   if not ok and is_abort((...)) then error((...), 0) end
@@ -127,13 +145,19 @@ local function read_file(path)
 end
 M.read_file = read_file -- read_file(path) -> its text | nil (hypd.recipes reads its files so)
 
--- M.source(name [, embedded]) -> source, chunkname, playbook name; with
--- embedded, only what is compiled into hypd (a built-in tool's own file)
-function M.source(name, embedded)
+-- M.source(name [, embedded [, module]]) -> source, chunkname, playbook
+-- name; with embedded, only what is compiled into hypd (a built-in tool's
+-- own file); with module, name is a module name (require's): never a path,
+-- so a playbook loads only from the Lua tree and the playbook directory
+function M.source(name, embedded, module)
   if type(name) ~= "string" or name == "" then
     errors.raise("VALIDATION", "playbook: a name or a .lua path is required", { field = "name" })
   end
-  if name:sub(-4) == ".lua" then
+  if module and (not name:match(NAME) or name:find("..", 1, true)) then
+    errors.raise("SANDBOX", "require '" .. errors.echo(name, 80) .. "': a module name (letters, digits, '_', " ..
+      "'-' and '.'), found in the Lua tree or the playbook directory; never a path")
+  end
+  if not module and name:sub(-4) == ".lua" then
     local src = read_file(name)
     if not src then errors.raise("NOT_FOUND", "playbook file " .. name .. " cannot be read") end
     return src, "@" .. name, (name:match("([^/]+)%.lua$"))
@@ -192,16 +216,18 @@ end
 -- is_tool(v) -> true when v was made by tool{...}
 function M.is_tool(v) return type(v) == "table" and TOOL[v] == true end
 
--- M.env(name, require_fn) -> a fresh, locked environment
-function M.env(name, require_fn)
+-- M.env(name, require_fn [, owner]) -> a fresh, locked environment. owner:
+-- the token of the load it belongs to (the modules of one load see each
+-- other's metatables; default: its own)
+function M.env(name, require_fn, owner)
+  owner = owner or {}
   local env = {}
   for _, k in ipairs(SAFE) do env[k] = _G[k] end
   for _, lib in ipairs { "string", "table", "math", "utf8" } do env[lib] = copy(_G[lib]) end
-  env.string.dump = nil -- bytecode stays out of playbooks
+  env.string.dump = nil -- bytecode stays out of playbooks (the host drops it from string too: hypd.core)
   env.os = strict("os", { time = os.time, clock = os.clock, date = os.date, difftime = os.difftime })
   env.pcall, env.xpcall = safe_pcall, safe_xpcall
-  env.getmetatable = safe_getmetatable
-  env.setmetatable = safe_setmetatable
+  env.getmetatable, env.setmetatable = safe_getmetatable(owner), safe_setmetatable(owner)
   env.coroutine = copy(sandbox_coroutine)
   env.require = require_fn
   env.hypd = require("hypd.playbook_api").build(name)
@@ -236,11 +262,20 @@ end
 -- hypd even when the playbook directory has a file of that name.
 function M.load(name, opts)
   local loaded = {}
+  local owner = {} -- this load's token (safe_getmetatable)
   local top = opts and opts.embedded and name
-  local function load_module(modname)
+  local load_module
+  -- what the playbook's require does: a module name, never a path
+  local function require_module(modname)
+    if type(modname) ~= "string" then
+      errors.raise("SANDBOX", where(2) .. "require takes a module name (a string)")
+    end
+    return load_module(modname, true)
+  end
+  function load_module(modname, required)
     if loaded[modname] ~= nil then return loaded[modname] end
-    local src, chunkname, pname = M.source(modname, modname == top)
-    local fn, err = load(src, chunkname, "t", M.env(pname, load_module))
+    local src, chunkname, pname = M.source(modname, modname == top, required)
+    local fn, err = load(src, chunkname, "t", M.env(pname, require_module, owner))
     if not fn then
       errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)
     end

@@ -9,8 +9,10 @@
 --                   time, text of a timestamps=true log line; time_key(time) -> sortable text
 --                   -> get, list, create, apply, patch, delete, wait, watch, logs
 --   hypd.tools      call(name, params): another tool, with the caller's scope
---   hypd.operations list, get, events, wait (a status tool's view of operations)
---   hypd.clusters   active(), set_active{name, region, arn}
+--   hypd.operations list, get, events, wait (a status tool's view of operations);
+--                   cancel (a mutating tool whose caller may call operation_cancel)
+--   hypd.clusters   active(), get, list; set_active{name, region, arn} and
+--                   record (a mutating or destructive tool), forget (a destructive one)
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
 --   hypd.manifests  load(name, vars), text, list: the Kubernetes manifests
 --                   kept as YAML in the Lua tree (lua/manifests/)
@@ -19,6 +21,9 @@
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
 -- (hypd.guard): the actions and verbs it declares, what its kind allows.
+-- The table and its parts are read-only views (hypd._readonly): one tool
+-- cannot change what another gets. A playbook's top level, check and
+-- target run under an inert guard: they call no tool and write no state.
 local aws = require "hypd.aws"
 local cidr = require "hypd.cidr"
 local clusters = require "hypd.clusters"
@@ -41,6 +46,18 @@ local function copy(t)
 end
 M.copy = copy
 
+-- own(v) -> a deep copy of plain data (metatables kept: JSON's marks), so a
+-- tool's result the caller gets is not the table the called tool keeps
+local function own(v, seen)
+  if type(v) ~= "table" then return v end
+  seen = seen or {}
+  if seen[v] then return seen[v] end
+  local c = {}
+  seen[v] = c
+  for k, x in pairs(v) do c[own(k, seen)] = own(x, seen) end
+  return setmetatable(c, getmetatable(v))
+end
+
 -- a task handle a playbook may hold without reaching the scheduler's state
 local function task_handle(t)
   return {
@@ -48,6 +65,70 @@ local function task_handle(t)
     cancel = function(_, reason) return t:cancel(reason) end,
     finished = function() return t:finished() end,
   }
+end
+
+-- refused(g, what, rule): a refusal is in hypd's audit log, as the guard's
+-- requests are, with the tool and the caller
+local function refused(g, what, rule)
+  store.event("audit", g.op_id, { tool = g.tool and g.tool.name, action = what, outcome = "GUARDRAIL", rule = rule,
+    caller = g.caller and g.caller.name, front = g.caller and g.caller.front })
+end
+
+-- inert(what) -> the current guard; raises GUARDRAIL when the code running
+-- is a playbook's top level, a check or a target (hypd.guard.inert): it
+-- declares, it does not act. The error is final: the playbook's pcall
+-- passes it on (hypd.playbook), so a file whose top level tries fails to
+-- load even if it catches it.
+local function inert(what)
+  local g = guard.current()
+  if g and g.inert then
+    refused(g, what, "load, check and target do not act")
+    errors.raise("GUARDRAIL", string.format("%s may not %s: code that runs at load, in check or in target " ..
+      "declares, it does not act (do it in run or in a step)", g.tool.name, what), { tool = g.tool.name,
+      action = what, rule = "load, check and target do not act", final = true })
+  end
+  return g
+end
+
+-- aws_acting(fn), acting(what, fn) -> fn, refused first under an inert
+-- guard (an AWS call, an HTTP request); the guard refuses the request
+-- itself too, this makes the refusal one the playbook cannot swallow
+local function aws_acting(fn)
+  return function(service, operation, ...)
+    inert("call " .. tostring(service) .. ":" .. tostring(operation))
+    return fn(service, operation, ...)
+  end
+end
+local function acting(what, fn)
+  return function(...)
+    inert(what)
+    return fn(...)
+  end
+end
+
+-- KIND_RANK: what a tool's kind allows of hypd's own state
+local KIND_RANK = { read = 1, mutating = 2, destructive = 3 }
+
+-- may_change(what, kind): hypd's own state (the active cluster, the
+-- clusters it knows, operations) changes only from a tool whose kind is at
+-- least kind, never in a plan; a playbook run by the local user (hypd run,
+-- no tool's guard) may. Refused: GUARDRAIL naming the rule.
+local function may_change(what, kind)
+  local g = inert(what)
+  if not g then return end
+  local def = g.tool or {}
+  local rule
+  if g.plan then
+    rule = "a plan changes nothing"
+  elseif (KIND_RANK[def.kind] or 1) < KIND_RANK[kind] then
+    rule = string.format("it changes hypd's own state, which only a %s tool may (%s is %s)",
+      kind == "mutating" and "mutating or destructive" or kind, tostring(def.name), tostring(def.kind))
+  end
+  if rule then
+    refused(g, what, rule)
+    errors.raise("GUARDRAIL", string.format("%s may not call %s: %s; nothing was changed", tostring(def.name), what,
+      rule), { tool = def.name, action = what, rule = rule })
+  end
 end
 
 local function state_api(name)
@@ -58,14 +139,15 @@ local function state_api(name)
   end
   return {
     get = function(k) return store.get(key(k)) end,
-    put = function(k, v) return store.put(key(k), v) end,
-    delete = function(k) return store.delete(key(k)) end,
+    put = function(k, v) inert("write hypd.state"); return store.put(key(k), v) end,
+    delete = function(k) inert("write hypd.state"); return store.delete(key(k)) end,
   }
 end
 
 local function k8s_api()
   return {
     connect = function(args)
+      inert("connect to Kubernetes")
       args = args or {}
       if not args.cluster then
         local act = clusters.active()
@@ -99,6 +181,7 @@ local function tools_api(name)
     -- call waits for it (its result, or its error); from a plan, it plans.
     call = function(tname, params)
       local tool = require "hypd.tool"
+      inert("call the tool " .. tostring(tname))
       local caller, g = caller_of(name)
       local def = tool.get(tname)
       local args = copy(params or {})
@@ -115,12 +198,22 @@ local function tools_api(name)
       end
       if not r then r, err = tool.call(tname, args, c) end
       if r == nil then error(err, 0) end
+      r = own(r) -- the caller's copy: what the called tool keeps stays its own
       if def and def.steps and g and g.plan and g.ctx then
         g.ctx.planned = g.ctx.planned or json.array()
         for _, e in ipairs(r.plan or {}) do g.ctx.planned[#g.ctx.planned + 1] = e end
       end
       if c.parent and r.operation_id then
         local view = op.wait(r.operation_id)
+        if view.status == "running" then
+          -- the child's task here ended without finishing it: this host is
+          -- stopping. The parent's slice ends too, not failed: both resume
+          -- at the next start, where this call finds the child again
+          local e = errors.new("CANCELLED", string.format("%s (operation %s) was interrupted: this host is " ..
+            "stopping; it resumes at the next start", tname, r.operation_id), { operation_id = r.operation_id })
+          e.abort = true
+          error(e, 0)
+        end
         if view.status ~= "succeeded" then
           -- a child that was cancelled fails its parent: CANCELLED raised
           -- here would read as this host stopping (the parent kept running)
@@ -149,7 +242,56 @@ local function operations_api()
     state = function(id) return op.state(id) end,
     events = function(id, after, limit, wait) return op.events(id, after, limit, wait) end,
     wait = function(id, seconds) return op.wait_change(id, seconds) end,
-    cancel = function(id) return op.cancel(id, (caller_of("operations"))) end,
+    -- cancel(id): as operation_cancel does, and only where it may be
+    -- called: from a mutating or destructive tool whose caller's scope
+    -- allows operation_cancel (a read tool's token could not call it)
+    cancel = function(id)
+      may_change("hypd.operations.cancel", "mutating")
+      local caller = caller_of("operations")
+      local tool = require "hypd.tool"
+      local def = tool.get("operation_cancel")
+      if def then
+        local ok, err = tool.allowed(def, caller)
+        if not ok then
+          errors.raise("GUARDRAIL", "hypd.operations.cancel: " .. err.message, { action = "hypd.operations.cancel",
+            rule = "the caller's scope must allow operation_cancel" })
+        end
+      end
+      return op.cancel(id, caller)
+    end,
+  }
+end
+
+-- clusters: what hypd knows of clusters; the changes are refused to tools
+-- whose kind does not allow them (may_change)
+local function clusters_api()
+  return {
+    active = clusters.active, get = clusters.get, list = clusters.list,
+    set_active = function(c)
+      may_change("hypd.clusters.set_active", "mutating")
+      return clusters.set_active(c)
+    end,
+    record = function(c)
+      may_change("hypd.clusters.record", "mutating")
+      return clusters.record(c)
+    end,
+    forget = function(n, region)
+      may_change("hypd.clusters.forget", "destructive")
+      return clusters.forget(n, region)
+    end,
+  }
+end
+
+-- regex: a compiled pattern is shared (hypd.regex caches it and the
+-- registry validates with it): a playbook gets its own handle on it
+local function regex_api()
+  local regex = require "hypd.regex"
+  return {
+    compile = function(src)
+      local re, err = regex.compile(src)
+      if not re then return nil, err end
+      return { test = function(_, x) return re:test(x) end, match = function(_, x) return re:match(x) end }
+    end,
   }
 end
 
@@ -160,8 +302,14 @@ local function json_api()
   return j
 end
 
--- build(name) -> the hypd table of playbook `name`
+-- build(name) -> the hypd table of playbook `name`: a read-only view
+-- (hypd._readonly), its parts too, so a playbook changes no binding
 function M.build(name)
+  return require("hypd._readonly").view(M.table(name), "hypd", true)
+end
+
+-- table(name) -> the hypd table itself (build gives its view)
+function M.table(name)
   local component = "playbook " .. name
   local l = {}
   for _, level in ipairs { "debug", "info", "warn", "error" } do
@@ -175,25 +323,29 @@ function M.build(name)
     checkpoint = task.checkpoint,
     -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
     digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
-    spawn = function(fn, opts, ...) return task_handle(task.spawn(fn, opts, ...)) end,
-    http = { request = http.request, get = http.get },
+    -- (the task keeps the guard of the code that started it: hypd._sched)
+    spawn = function(fn, opts, ...)
+      inert("start a task")
+      return task_handle(task.spawn(fn, opts, ...))
+    end,
+    http = { request = acting("send an HTTP request", http.request), get = acting("send an HTTP request", http.get) },
     json = json_api(),
     log = l,
     errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
     state = state_api(name),
-    aws = { call = aws.call, try = aws.try, pages = aws.pages, all = aws.all, class = aws.class,
+    aws = { call = aws_acting(aws.call), try = aws_acting(aws.try), pages = aws_acting(aws.pages),
+      all = aws_acting(aws.all), class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(require "hypd.aws.hyperpod_types") end,
-      members = aws.members, signed_json = aws.signed_json },
+      members = aws.members, signed_json = acting("send a signed AWS request", aws.signed_json) },
     k8s = k8s_api(),
     tools = tools_api(name),
     operations = operations_api(),
-    clusters = { active = clusters.active, set_active = clusters.set_active, record = clusters.record,
-      get = clusters.get, list = clusters.list, forget = clusters.forget },
+    clusters = clusters_api(),
     cidr = copy(cidr),
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
     -- regex.compile(src) -> re | nil, err (the JSON Schema pattern subset; re:test(s), re:match(s))
-    regex = { compile = require("hypd.regex").compile },
+    regex = regex_api(),
     manifests = copy(require "hypd.manifests"),
     recipes = copy(require "hypd.recipes"),
   }

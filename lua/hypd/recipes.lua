@@ -77,7 +77,8 @@ local function load_recipe(name)
   end
   local fn, err = load(src, chunk, "t", playbook.env("recipe " .. name, req))
   if not fn then refuse(origin, "it does not compile: " .. err) end
-  local ok, r = pcall(fn)
+  -- its top level declares the recipe, it does not act (hypd.guard.confine)
+  local ok, r = pcall(require("hypd.guard").confine, "the top level of recipe " .. name, fn)
   if not ok then refuse(origin, "it fails when loaded: " .. tostring(errors.is(r) and r.message or r)) end
   if type(r) ~= "table" then refuse(origin, "it must return a table {name, description, params, render}") end
   for k in pairs(r) do

@@ -9,7 +9,10 @@
 -- Supported: literals, `.`, classes `[a-z0-9-]` and `[^...]`, escapes \d \w
 -- \s \D \W \S and escaped punctuation, groups `( )` and `(?: )` with `|`,
 -- quantifiers ? * + {m} {m,} {m,n} (greedy), anchors ^ $. Backreferences,
--- lookaround and flags are refused at compile time.
+-- lookaround and flags are refused at compile time. Matching takes time
+-- linear in the subject (hypd.regex_vm says how).
+local vm = require "hypd.regex_vm"
+
 local M = {}
 
 local CLASSES = {
@@ -154,101 +157,23 @@ function Parser:alternation()
   return alts
 end
 
--- matcher: continuation passing with backtracking
-local match_seq
-local CAPS -- while Re:match runs: group index -> {from, to}
-
-local function match_node(n, s, i, k)
-  local t = n.t
-  if t == "char" then
-    return s:sub(i, i) == n.c and k(i + 1)
-  elseif t == "any" then
-    local c = s:sub(i, i)
-    return c ~= "" and c ~= "\n" and k(i + 1)
-  elseif t == "set" then
-    local c = s:sub(i, i)
-    if c == "" then return false end
-    local hit = false
-    for _, f in ipairs(n.items) do
-      if f(c) then hit = true break end
-    end
-    if n.negate then hit = not hit end
-    return hit and k(i + 1)
-  elseif t == "bol" then
-    return i == 1 and k(i)
-  elseif t == "eol" then
-    return i == #s + 1 and k(i)
-  elseif t == "group" then
-    local caps = n.cap and CAPS
-    for _, alt in ipairs(n.alts) do
-      local ok = match_seq(alt, 1, s, i, function(j)
-        if not caps then return k(j) end
-        local old = caps[n.cap]
-        caps[n.cap] = { i, j }
-        if k(j) then return true end
-        caps[n.cap] = old
-        return false
-      end)
-      if ok then return true end
-    end
-    return false
-  elseif t == "rep" then
-    local function try(count, j)
-      if count < n.max then
-        local ok = match_node(n.node, s, j, function(j2)
-          if j2 == j then return false end -- an empty match cannot loop
-          return try(count + 1, j2)
-        end)
-        if ok then return true end
-      end
-      return count >= n.min and k(j)
-    end
-    return try(0, i)
-  end
-  return false
-end
-
-match_seq = function(seq, idx, s, i, k)
-  local n = seq[idx]
-  if not n then return k(i) end
-  return match_node(n, s, i, function(j) return match_seq(seq, idx + 1, s, j, k) end)
-end
-
+-- matching: hypd.regex_vm, linear in the subject (no backtracking)
 local Re = {}
 Re.__index = Re
 
-function Re:test(s)
-  s = tostring(s)
-  local function done() return true end
-  for start = 1, #s + 1 do
-    for _, alt in ipairs(self.alts) do
-      if match_seq(alt, 1, s, start, done) then return true end
-    end
-  end
-  return false
-end
+function Re:test(s) return vm.test(self.prog, tostring(s)) end
 
 -- re:match(s) -> nil | { [n] = the text of capturing group n (false when
 -- it took no part) }: the leftmost match, groups numbered by their "(" as
 -- ECMAScript numbers them
 function Re:match(s)
   s = tostring(s)
-  local caps = {}
-  local function done() return true end
-  CAPS = caps
-  local found = false
-  for start = 1, #s + 1 do
-    for _, alt in ipairs(self.alts) do
-      if match_seq(alt, 1, s, start, done) then found = true break end
-    end
-    if found then break end
-  end
-  CAPS = nil
-  if not found then return nil end
+  local caps = vm.match(self.prog, s)
+  if not caps then return nil end
   local out = {}
   for n = 1, self.groups or 0 do
-    local c = caps[n]
-    out[n] = c and s:sub(c[1], c[2] - 1) or false
+    local from, to = caps[2 * n], caps[2 * n + 1]
+    out[n] = from and to and s:sub(from, to - 1) or false
   end
   return out
 end
@@ -267,7 +192,9 @@ function M.compile(src)
     if type(alts) == "table" and alts.regex then return nil, alts.message end
     error(alts, 0)
   end
-  local re = setmetatable({ src = src, alts = alts, groups = p.groups }, Re)
+  local prog, perr2 = vm.compile(alts, p.groups)
+  if not prog then return nil, perr2 .. " in /" .. src .. "/" end
+  local re = setmetatable({ src = src, groups = p.groups, prog = prog }, Re)
   cache[src] = re
   return re
 end

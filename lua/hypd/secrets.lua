@@ -3,11 +3,31 @@
 -- log; they are kept in <state>/secrets/<operation id>.json, readable only by
 -- hypd's user (0600 in a 0700 directory), for as long as the operation runs,
 -- so a restarted host can resume it, and removed when it ends.
+--
+-- While it runs its values are held in the log's redaction as operation
+-- secrets (core.add_secret(v, "operation"): no number of secrets other
+-- callers send pushes them out); drop releases them to the evictable
+-- caller-given ones.
 local config = require "hypd.config"
 local core = require "hypd.core"
 local json = require "hypd.json"
 
 local M = {}
+
+local held = {} -- operation id -> { values it holds in the redaction }
+
+-- hold(id, values): once per operation in this process
+local function hold(id, values)
+  if held[id] then return end
+  local list = {}
+  for _, v in pairs(values) do
+    if type(v) == "string" then
+      core.add_secret(v, "operation")
+      list[#list + 1] = v
+    end
+  end
+  held[id] = list
+end
 
 local function path(id)
   assert(tostring(id):match("^op%-%x+$"), "an operation id")
@@ -17,7 +37,7 @@ end
 -- put(id, values): values = {param = secret}; nothing to keep -> no file
 function M.put(id, values)
   if next(values) == nil then return true end
-  for _, v in pairs(values) do if type(v) == "string" then core.add_secret(v) end end
+  hold(id, values)
   return core.write_private(path(id), json.encode(values))
 end
 
@@ -29,10 +49,14 @@ function M.get(id)
   f:close()
   local values = json.decode(text, { bytes = true })
   if type(values) ~= "table" then return nil end
-  for _, v in pairs(values) do if type(v) == "string" then core.add_secret(v) end end
+  hold(id, values)
   return values
 end
 
-function M.drop(id) return core.remove(path(id)) end
+function M.drop(id)
+  for _, v in ipairs(held[id] or {}) do core.release_secret(v) end
+  held[id] = nil
+  return core.remove(path(id))
+end
 
 return M

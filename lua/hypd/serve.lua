@@ -155,7 +155,8 @@ function M.start(opts)
   end
   load_tools()
   metrics.install()
-  local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY }
+  local srv, err = server.start { listen = listen, handler = M.handle, max_body = 2 * rest.MAX_BODY,
+    max_per_client = opts.max_per_client }
   if not srv then
     if info.sandbox then info.sandbox:stop() end
     return nil, err
@@ -206,6 +207,7 @@ end
 -- Runs on the engine loop (not in a task); a second interrupt ends it.
 local function stop(info, grace)
   statelock.stopping(grace) -- a new hypd serve on this state waits for us
+  op.halt() -- what an operation raises from now on is the stop's doing: it resumes, never fails
   info.srv:stop()
   local pending, n = {}, 0
   for id in pairs(op.active()) do pending[id], n = true, n + 1 end

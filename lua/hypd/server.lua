@@ -310,8 +310,8 @@ sched.serve_request = function(req)
   if not srv then -- stopped (or collected) while the request was on its way
     return core.server_respond(req.server, req.id, 503, {}, "")
   end
-  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true }, srv,
-    req)
+  sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true,
+    steady = srv.steady }, srv, req)
 end
 
 local function check_tls(tls)
@@ -339,8 +339,12 @@ end
 -- start{listen = "ADDR:PORT", handler = fn, max_body = bytes, tls = {cert_pem, key_pem},
 -- websocket = {max_message = bytes (1 MiB), ping = seconds (30), idle = seconds (90)},
 -- threads = n (libmicrohttpd's: 1 polls with poll(), the default; more share
--- the connections with epoll; the engine stays one thread either way)}
--- -> srv | nil, err
+-- the connections with epoll; the engine stays one thread either way),
+-- max_per_client = n (open connections from one IP address, default 64 of
+-- the 1,000), header_timeout = seconds (a new connection's first headers
+-- must have arrived by then, however slowly they trickle; default 15),
+-- steady = true (its request tasks are steady: hypd.task, the host's interrupt
+-- does not strike them)} -> srv | nil, err
 function M.start(opts)
   local addr, port = tostring(opts.listen or "127.0.0.1:0"):match("^([%d.]+):(%d+)$")
   if not addr then
@@ -357,10 +361,19 @@ function M.start(opts)
   if threads ~= nil and (math.type(threads) ~= "integer" or threads < 1 or threads > 64) then
     return errors.fail("VALIDATION", "threads must be an integer from 1 to 64", { field = "threads" })
   end
+  local per, ht = opts.max_per_client, opts.header_timeout
+  if per ~= nil and (math.type(per) ~= "integer" or per < 1 or per > 1000) then
+    return errors.fail("VALIDATION", "max_per_client must be an integer from 1 to 1000", { field = "max_per_client" })
+  end
+  if ht ~= nil and (type(ht) ~= "number" or ht ~= ht or ht <= 0 or ht > 3600) then
+    return errors.fail("VALIDATION", "header_timeout must be a number of seconds above 0, at most 3600",
+      { field = "header_timeout" })
+  end
   local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
-    opts.threads)
+    opts.threads, { max_per_client = per, header_timeout = ht })
   if not h then return nil, bound end
-  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h }, Server)
+  local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h,
+    steady = opts.steady }, Server)
   servers[srv.handle] = srv
   return srv
 end

@@ -1,7 +1,9 @@
 -- hypd.task: coroutines on the engine.
 --   task.sleep(seconds)        yields until the time passes (virtual or real)
 --   task.now()                 seconds since the epoch (the engine's clock)
---   task.spawn(fn, opts, ...)  starts fn(...) as a task; opts: name, timeout
+--   task.spawn(fn, opts, ...)  starts fn(...) as a task; opts: name, timeout,
+--                              steady (the host's interrupt does not strike it
+--                              or what it starts: the in-process sandbox)
 --   t:wait()                   -> true, results... | false, err
 --   t:cancel([reason])         stops t at its next wait (CANCELLED)
 --   task.checkpoint()          lets other tasks run (for long loops)

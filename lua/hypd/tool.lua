@@ -13,6 +13,8 @@
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
 --     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
+--     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
+--                       -- that map to no modelled operation (hypd.guard_request refuses them otherwise)
 --   }
 --
 -- Param specs: type (string, integer, number, boolean, array, object, or a
@@ -22,6 +24,8 @@
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
 -- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
+-- A string value is at most max_length characters, M.MAX_STRING when the
+-- spec gives none, checked before its pattern runs.
 --
 -- tool.call(name, args, caller) validates before any work: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
@@ -39,6 +43,7 @@ local M = {}
 
 M.PREFIXES = { "cluster_", "hyperpod_", "storage_", "model_", "training_", "job_", "inference_", "monitor_",
   "diagnose_", "operation_", "aws_" }
+M.MAX_STRING = 4096 -- characters of a string parameter that declares no max_length
 M.KINDS = { read = "read", mutating = "operate", destructive = "admin" }
 local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
@@ -49,7 +54,7 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
   status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true,
-  calls = true }
+  calls = true, raw = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true, create = true, apply = true,
   patch = true, update = true, delete = true }
 
@@ -99,7 +104,7 @@ end
 
 -- check_def(def): raises what is wrong with a definition, registers
 -- nothing (hypd playbook check); define() runs it first
-local INTERNAL = { source = true, module = true, hash = true, overrides = true } -- set by define
+local INTERNAL = { source = true, module = true, hash = true, overrides = true, overridden = true } -- set by define
 function M.check_def(def)
   local name = def.name
   for k in pairs(def) do
@@ -140,6 +145,17 @@ function M.check_def(def)
       end
     end
   end
+  if def.raw ~= nil then
+    if def.kind ~= "destructive" or type(def.raw) ~= "table" or #def.raw == 0 then
+      bad_def(name, "raw lists the signing services (e.g. \"eks\") a destructive tool may send requests to " ..
+        "that map to no modelled operation; only a destructive tool declares it")
+    end
+    for _, v in ipairs(def.raw) do
+      if type(v) ~= "string" or not v:match("^[a-z0-9-]+$") then
+        bad_def(name, "raw: '" .. tostring(v) .. "' is not a signing service name (eks, ec2, sagemaker, ...)")
+      end
+    end
+  end
   if def.k8s ~= nil then
     if type(def.k8s) ~= "table" then bad_def(name, "k8s lists the Kubernetes verbs it uses") end
     for _, v in ipairs(def.k8s) do
@@ -177,11 +193,31 @@ function M.check_params(owner, params)
   end
 end
 
--- define(def [, origin]) -> def; a bad definition is a programming error
--- and raises. origin: {source = "built-in" | a file path, module, hash
--- (sha256 of the source)}; a definition of a name already registered
--- replaces it (an operator's playbook over a built-in tool, a reload)
+-- own(v) -> a copy of a definition's tables (functions and the shared PLAN
+-- spec as they are): the registry keeps its own, so a playbook that holds
+-- the table it returned cannot change its tool's kind, actions or params
+-- once it is registered (hypd.guard and the scope check read these). The
+-- copy is of what the tables hold (next, not pairs) and keeps only JSON's
+-- array and object marks: a metatable of the playbook's could answer
+-- differently later (an aws list whose __index grows).
+local JSON_MT = { [getmetatable(json.array())] = true, [getmetatable(json.object())] = true }
+local function own(v)
+  if type(v) ~= "table" or v == M.PLAN then return v end
+  local c = {}
+  for k, x in next, v do c[k] = own(x) end
+  local mt = getmetatable(v)
+  return JSON_MT[mt] and setmetatable(c, mt) or c
+end
+
+-- define(def [, origin]) -> the registered definition (a copy of def); a
+-- bad definition is a programming error and raises. origin: {source =
+-- "built-in" | a file path, module, hash (sha256 of the source)}; a
+-- definition of a name already registered replaces it (an operator's
+-- playbook over a built-in tool, a reload), if it keeps at least the kind
+-- of the built-in it overrides (weaker)
 function M.define(def, origin)
+  if type(def) ~= "table" then bad_def("?", "a definition is a table") end
+  def = own(def)
   M.check_def(def)
   local name = def.name
   def.params = def.params or {}
@@ -189,6 +225,10 @@ function M.define(def, origin)
   origin = origin or {}
   def.source, def.module, def.hash = origin.source or "built-in", origin.module, origin.hash
   local prev = registry[name]
+  local base = def.source ~= "built-in" and prev and (prev.source == "built-in" and prev or prev.overridden) or nil
+  local why = M.weaker(def, base)
+  if why then bad_def(name, why) end
+  def.overridden = base
   if prev and prev.source == "built-in" and def.source ~= "built-in" then
     def.overrides = "built-in"
   elseif prev and prev.overrides and def.source ~= "built-in" then
@@ -198,6 +238,18 @@ function M.define(def, origin)
   registry[name] = def
   if M.changed then M.changed() end
   return def
+end
+
+-- weaker(def, base) -> why | nil: an override keeps at least the kind of
+-- the tool it replaces (read < mutating < destructive), else it would need
+-- a lesser scope than that tool for what that tool does
+local KIND_RANK = { read = 1, mutating = 2, destructive = 3 }
+function M.weaker(def, base)
+  if base and (KIND_RANK[def.kind] or 0) < (KIND_RANK[base.kind] or 0) then
+    return string.format("it overrides the %s tool %s and is %s: an override keeps at least the kind of what it " ..
+      "overrides (read < mutating < destructive), so it needs the same scope", base.kind, base.name,
+      tostring(def.kind))
+  end
 end
 
 -- remove(name): the tool is no longer registered (a reload dropped it)
@@ -230,6 +282,9 @@ local function spec_schema(spec)
   local s = { type = ty, description = spec.description, default = spec.default, pattern = spec.pattern,
     minimum = spec.minimum, maximum = spec.maximum, minLength = spec.min_length, maxLength = spec.max_length }
   if spec.enum then s.enum = json.array(); for i, v in ipairs(spec.enum) do s.enum[i] = v end end
+  if not s.maxLength and not spec.enum then -- the bound validation holds a string to
+    for _, t in ipairs(types_of(spec)) do if t == "string" then s.maxLength = M.MAX_STRING end end
+  end
   if spec.items then s.items = spec_schema(spec.items) end
   local object = false
   for _, t in ipairs(types_of(spec)) do object = object or t == "object" end
@@ -381,9 +436,12 @@ local function check_fields(props, v, prefix, fields, owner, note, out)
         out[k] = spec.default
       end
     else
+      -- a secret is masked before anything can echo it, valid or not; as
+      -- a caller-given one, which other callers' secrets evict but never
+      -- the host's or a running operation's (log.h)
+      if spec.secret and type(x) == "string" then core.add_secret(x, "caller") end
       local nv = check_value(spec, x, prefix .. k, fields)
       if nv ~= nil then out[k] = nv end
-      if spec.secret and type(x) == "string" then core.add_secret(x) end
     end
   end
   return out
@@ -415,10 +473,15 @@ function check_value(spec, v, field, fields)
     if spec.min_length and utf8.len(v) and utf8.len(v) < spec.min_length then
       add("min_length", "must be at least " .. spec.min_length .. " characters")
     end
-    if spec.max_length and (utf8.len(v) or #v) > spec.max_length then
-      add("max_length", "must be at most " .. spec.max_length .. " characters")
+    -- the length first: a value past it is refused before any pattern
+    -- reads it (a string with no max_length has M.MAX_STRING)
+    local max = spec.max_length or M.MAX_STRING
+    local long = (utf8.len(v) or #v) > max
+    if long then
+      add("max_length", "must be at most " .. max .. " characters" ..
+        (spec.max_length and "" or " (the bound of a string parameter that declares no max_length)"))
     end
-    if spec.pattern and not regex.compile(spec.pattern):test(v) then
+    if spec.pattern and not long and not regex.compile(spec.pattern):test(v) then
       local rule = spec.pattern_help or (#spec.pattern <= 40 and "text matching " .. spec.pattern) or
         "text in the format its schema's pattern gives"
       add("pattern", "must be " .. rule .. (spec.secret and "" or "; got '" .. errors.echo(v) .. "'"))
@@ -427,7 +490,10 @@ function check_value(spec, v, field, fields)
     if spec.minimum and v < spec.minimum then add("minimum", "must be at least " .. spec.minimum .. "; got " .. v) end
     if spec.maximum and v > spec.maximum then add("maximum", "must be at most " .. spec.maximum .. "; got " .. v) end
   elseif vt == "array" and spec.items then
-    for i, x in ipairs(v) do check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields) end
+    for i, x in ipairs(v) do
+      if spec.items.secret and type(x) == "string" then core.add_secret(x, "caller") end
+      check_value(spec.items, x, field .. "[" .. (i - 1) .. "]", fields)
+    end
   elseif vt == "object" and spec.properties then
     v = check_fields(spec.properties, v, field .. ".", fields, field, nil, json.object())
   end
@@ -450,8 +516,8 @@ function M.validate(def, args)
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
-  if def.check then -- rules across fields, on the validated values
-    local ok, e = pcall(def.check, out)
+  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.guard.inert)
+    local ok, e = pcall(require("hypd.guard").confine, def.name .. " check", def.check, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
       return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))

@@ -102,6 +102,10 @@ local function lookup(akid)
   if M.extra[akid] then
     return { secret = M.extra[akid], arn = M.USER, user_id = M.USER_ID }
   end
+  -- an access key ID is letters and digits (AKIA..., ASIA...): anything
+  -- else names no key, and must not reach the store, whose keys refuse a
+  -- NUL byte with an error (a Credential=AK%00ID/... raised out of verify)
+  if not akid:match("^%w+$") then return nil end
   local s = store.get("sandbox/global/sts/session/" .. akid)
   if s then
     return { secret = s.SecretAccessKey, token = s.SessionToken, expires = s.Expiration,

@@ -2,7 +2,11 @@
 --   { seed = 42,
 --     services = { ec2 = { throttle = 0.2, error5xx = 0.05, reset = 0.01, latency = 0.3 } },
 --     (latency: simulated seconds before each answer; hold = true: requests wait,
---     with no timeout, until the faults are configured again without it)
+--     with no timeout, until the faults are configured again without it;
+--     error5xx answers InternalFailure 500 BEFORE doing the work, error5xx_after
+--     (a rate too, e.g. error5xx_after = 0.05) carries the request out, audit
+--     log included, and THEN answers InternalFailure 500, as AWS sometimes
+--     does: the caller cannot tell whether its create took effect)
 --     insufficient_capacity = { { instance_type = "ml.p5.48xlarge", zone = "usw2-az2" } },
 --     failing_nodes = { { cluster = "hp1", instance_group = "workers", count = 1 } },   -- at launch
 --     node_failures = { { cluster = "hp1", instance_group = "workers", after = 300, count = 1 } } }
@@ -39,11 +43,12 @@ function M.configure(s)
   for name, f in pairs(s.services or {}) do
     for k, v in pairs(f) do
       local ok = k == "hold" and type(v) == "boolean" or
-        (k == "throttle" or k == "error5xx" or k == "reset" or k == "latency") and type(v) == "number" and v >= 0
+        (k == "throttle" or k == "error5xx" or k == "error5xx_after" or k == "reset" or k == "latency") and
+        type(v) == "number" and v >= 0
       if not ok then
         return errors.fail("VALIDATION", "faults.services." .. name .. "." .. tostring(k) ..
-          ": expected throttle, error5xx, reset (rates 0..1), latency (seconds) or hold (true or false)",
-          { field = "faults" })
+          ": expected throttle, error5xx, error5xx_after, reset (rates 0..1), latency (seconds) or hold " ..
+          "(true or false)", { field = "faults" })
       end
     end
   end
@@ -69,6 +74,15 @@ function M.on_request(service, protocol)
     return { reset = true }
   end
   if f.error5xx and rand() < f.error5xx then
+    return { code = "InternalFailure", message = "We encountered an internal error. Please try again.", status = 500 }
+  end
+end
+
+-- after_request(service) -> an AWS error to answer instead of the result of
+-- a request that was carried out (error5xx_after), or nil
+function M.after_request(service)
+  local f = spec.services[service]
+  if f and f.error5xx_after and rand() < f.error5xx_after then
     return { code = "InternalFailure", message = "We encountered an internal error. Please try again.", status = 500 }
   end
 end

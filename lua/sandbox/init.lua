@@ -113,14 +113,18 @@ local function run_later(job)
     local s = service(job.service)
     local fn = s and s.transitions and s.transitions[job.transition]
     local ctx = new_ctx(job.service, job.region, "(transition " .. job.transition .. ")")
-    store.delete(job.key)
     if not fn then
+      store.delete(job.key)
       log.error("sandbox", "no transition %s in %s", job.transition, job.service)
       return
     end
     local ok, err = pcall(fn, ctx, job.args or {})
+    -- a transition the host's stop interrupted stays scheduled: it runs at
+    -- the next start (an add-on is not left CREATING for ever)
+    if not ok and type(err) == "table" and err.abort then return end
+    store.delete(job.key)
     if not ok then log.error("sandbox", "transition %s.%s failed: %s", job.service, job.transition, tostring(err)) end
-  end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true })
+  end, { name = "sandbox " .. job.service .. "." .. job.transition, daemon = true, steady = true })
 end
 
 function Ctx:later(seconds, transition, args)
@@ -181,6 +185,18 @@ local function unsigned(svc, req)
   return op ~= nil and op.auth == "none"
 end
 
+-- canonical(v) -> a text equal for equal values (keys sorted): what a
+-- repeated idempotency token's parameters are compared by
+local function canonical(v)
+  if type(v) ~= "table" then return type(v) .. ":" .. tostring(v) end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = tostring(k) .. "=" .. canonical(v[k]) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
 -- handle(req) -> { status, headers, body }: one AWS request
 function M.handle(req)
   local request_id = string.format("%s-%s-%s-%s-%s", hex(8), hex(4), hex(4), hex(4), hex(12))
@@ -226,7 +242,18 @@ function M.handle(req)
       "UnsupportedOperation", message = "The hypd sandbox does not simulate " .. svc .. " " .. call.operation,
       status = 400 }, rctx)
   end
+  -- a repeated idempotency token with the same parameters (a client
+  -- retrying a create whose answer it lost) gets the first call's answer, as
+  -- AWS gives it: nothing is done or audited again (other parameters: the
+  -- operation itself decides, IdempotentParameterMismatch where AWS says so)
+  local tok_member = model(svc).operations[call.operation].idempotency_token
+  local token = tok_member and type(call.input[tok_member]) == "string" and
+    (call.operation .. "/" .. call.input[tok_member]) or nil
+  local input_key = token and canonical(call.input)
+  local seen = token and ctx.state:get("idempotency_token", token)
+  if seen and seen.input == input_key then return codec.encode(svc, call.operation, seen.output or {}, rctx) end
   local ok, out = pcall(fn, ctx, call.input)
+  if ok and token then ctx.state:put("idempotency_token", token, { input = input_key, output = out or {} }) end
   if not ok then
     if getmetatable(out) == AWS_ERROR then return codec.encode_error(svc, call.operation, out, rctx) end
     local e = errors.is(out) and out or errors.new("INTERNAL", tostring(out))
@@ -235,6 +262,8 @@ function M.handle(req)
       { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
   end
   if model(svc).operations[call.operation].class ~= "read" then audit(ctx, call, out) end
+  local after = faults.after_request(svc) -- done, and the answer says it failed
+  if after then return codec.encode_error(svc, call.operation, after, rctx) end
   return codec.encode(svc, call.operation, out or {}, rctx)
 end
 
@@ -322,18 +351,31 @@ function M.start(opts)
     local ok, err = faults.configure(opts.faults)
     if not ok then return nil, err end
   end
-  local srv, err = server.start { listen = listen, max_body = 64 << 20,
+  -- a simulated remote AWS: the host's interrupt (SIGTERM to hypd serve
+  -- --sandbox) does not strike its requests, transitions or clusters
+  -- halfway (hypd.task's steady), as it leaves a real account alone; every
+  -- client of the simulated account (hypd's AWS layer with its pool of 64
+  -- connections, the aws CLI, tests) is on this machine: one address, so no
+  -- per-client limit below the server's own
+  local me = task.current()
+  local was = me and me.steady
+  if me then me.steady = true end
+  local srv, err = server.start { listen = listen, max_body = 64 << 20, steady = true, max_per_client = 1000,
     handler = function(req)
       if req.path:sub(1, 10) == "/_sandbox/" then return admin(req) end
       return M.handle(req)
     end }
-  if not srv then return nil, err end
+  if not srv then
+    if me then me.steady = was end
+    return nil, err
+  end
   local resumed = resume_scheduled()
   if resumed > 0 then log.info("sandbox", "resumed %d scheduled changes", resumed) end
   -- EKS tokens name this endpoint as their STS host
   require("sandbox.k8s.auth").sts_hosts["127.0.0.1:" .. srv.port] = true
   local served = require("sandbox.k8s").resume()
   if served > 0 then log.info("sandbox", "serving the Kubernetes API of %d clusters", served) end
+  if me then me.steady = was end
   return srv
 end
 

@@ -79,6 +79,38 @@ int main(void)
 		   "the newest 1024 secrets are kept, the oldest dropped");
 		log_clear_secrets();
 	}
+	{
+		char v[32];
+
+		log_add_secret("Host-Key-1234");
+		log_add_secret_as("Op-Secret-5678", LOG_SECRET_OPERATION);
+		for (int i = 0; i < 3000; i++) {
+			snprintf(v, sizeof v, "caller-secret-%05d", i);
+			log_add_secret_as(v, LOG_SECRET_CALLER);
+		}
+		ok(redacts("Host-Key-1234 Op-Secret-5678", "[REDACTED] [REDACTED]"),
+		   "3000 caller secrets evict neither a host secret nor an operation's");
+		ok(redacts("caller-secret-02999", "[REDACTED]") && redacts("caller-secret-00000", "caller-secret-00000"),
+		   "caller secrets evict older caller secrets");
+		ok(redacts("HOST-KEY-1234 host-key-1234 4321-yeK-tsoH SG9zdC1LZXktMTIzNA== SG9zdC1LZXktMTIzNA",
+			   "[REDACTED] [REDACTED] [REDACTED] [REDACTED] [REDACTED]"),
+		   "its transforms are masked: upper, lower, reversed, base64, base64url");
+		log_release_secret("Op-Secret-5678");
+		for (int i = 0; i < 3000; i++) {
+			snprintf(v, sizeof v, "caller-later-%05d", i);
+			log_add_secret_as(v, LOG_SECRET_CALLER);
+		}
+		ok(redacts("Op-Secret-5678", "Op-Secret-5678") && redacts("Host-Key-1234", "[REDACTED]"),
+		   "released by its operation, a secret is evictable like a caller's");
+		log_add_secret_as("Both-Kinds-999", LOG_SECRET_CALLER);
+		log_add_secret("Both-Kinds-999");
+		for (int i = 0; i < 3000; i++) {
+			snprintf(v, sizeof v, "caller-third-%05d", i);
+			log_add_secret_as(v, LOG_SECRET_CALLER);
+		}
+		ok(redacts("Both-Kinds-999", "[REDACTED]"), "a value keeps the strongest kind it was given");
+		log_clear_secrets();
+	}
 
 	log_set_level(LOG_INFO);
 	line_of(LOG_INFO, "two\nlines", buf, sizeof buf);

@@ -99,7 +99,7 @@ t.test("hypd token create prints the token once; list never shows it; revoke rem
   t.like(err, "shown only this once")
   rc, out = hypd(nil, "token", "list")
   t.eq(rc, 0)
-  t.like(out, "^ID +NAME +SCOPE +CREATED +LAST USED\n%x+ +laptop +read +%d%d%d%d%-")
+  t.like(out, "^ID +NAME +SCOPE +CREATED +LAST USED +EXPIRES\n%x+ +laptop +read +%d%d%d%d%-")
   t.ok(not out:find(token, 1, true), "no token in the listing")
   out = select(2, hypd(nil, "token", "list", "--json"))
   t.eq(json.decode(out).tokens[1].name, "laptop")

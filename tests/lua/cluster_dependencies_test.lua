@@ -30,7 +30,7 @@ local OBJECTS = { "DaemonSet kube-system/hyperpod-dependencies-nvidia-device-plu
 local function k8s_writes(m)
   local out, n = {}, 0
   for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "audit" and e.data.k8s then
+    if e.kind == "audit" and e.data.k8s and e.data.class ~= "read" and not e.data.refused then
       out[e.data.k8s], n = (out[e.data.k8s] or 0) + 1, n + 1
     end
   end

@@ -96,7 +96,9 @@ local store = require "hypd.store"
 function FH.k8s_writes(m)
   local out = {}
   for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "audit" and e.data.k8s then out[#out + 1] = e.data.k8s end
+    if e.kind == "audit" and e.data.k8s and e.data.class ~= "read" and not e.data.refused then
+      out[#out + 1] = e.data.k8s
+    end
   end
   return out
 end

@@ -5,7 +5,8 @@
 -- hypd's is kept and reported (a sweep), or a CONFLICT when the caller named
 -- it (field), and never deleted; one with a reason to keep it is kept; a
 -- plan lists delete and keep (with the reason and the id) and deletes
--- nothing. storage_delete and cluster_delete are ctx:absent on AWS and
+-- nothing; after a 500 it looks again: gone is deleted, still there is
+-- deleted again. storage_delete and cluster_delete are ctx:absent on AWS and
 -- Kubernetes.
 local t = require "hypd.tap"
 local core = require "hypd.core"
@@ -121,4 +122,32 @@ t.test("keep keeps it; a plan lists delete and keep with ids and reasons, and de
     bogus = 1 })
   t.eq(ok, false)
   t.like(tostring(err), "absent: unknown key 'bogus'")
+end)
+
+t.test("after a 500 on the delete absent looks again: gone (the delete took effect) is deleted, still there " ..
+  "is deleted again", function()
+  local w, ctx = world(), new_ctx()
+  local function e500() return errors.new("InternalFailure", "the test", { status = 500, service = "test",
+    operation = "DeleteThing" }) end
+  local calls = 0
+  local spec = w.spec("t-1", { delete = function(x)
+    calls = calls + 1
+    w.things[x.Id] = nil
+    error(e500(), 0) -- done, then the 500
+  end })
+  t.eq(ctx:absent(spec), "deleted")
+  t.eq(calls, 1, "not deleted twice")
+  w.things["t-3"] = { Id = "t-3", Owner = "hypd" }
+  calls = 0
+  spec = w.spec("t-3", { delete = function(x)
+    calls = calls + 1
+    if calls == 1 then error(e500(), 0) end -- not done
+    w.things[x.Id] = nil
+  end })
+  t.eq(ctx:absent(spec), "deleted")
+  t.eq({ calls, w.things["t-3"] }, { 2, nil })
+  spec = w.spec("t-2", { owned = function() return true end,
+    delete = function() error(errors.new("DependencyViolation", "in use", { status = 400, service = "test",
+      operation = "DeleteThing" }), 0) end })
+  t.raises(function() ctx:absent(spec) end, "DependencyViolation")
 end)

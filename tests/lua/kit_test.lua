@@ -2,9 +2,11 @@
 -- hypd.ctx context: ensure finds by id then by search, checks the owner,
 -- creates only what is missing, makes the desired fields hold after a create
 -- and on a found object, searches again after an "exists" error, retries
--- "not yet" errors (never a cancellation), plans without calling create,
--- update, or the reads of what hangs on a planned id; poll waits, keeps
--- counting from since, gives up with TIMEOUT or the caller's error. The EKS
+-- "not yet" errors (never a cancellation), looks again after an ambiguous
+-- answer (a 5xx after the work or before it) and adopts or creates again,
+-- plans without calling create, update, or the reads of what hangs on a
+-- planned id; poll waits, keeps counting from since, gives up with TIMEOUT
+-- or the caller's error. The EKS
 -- stage (workflow_eks_create_test, plan_test) is the kit on AWS.
 local t = require "hypd.tap"
 local core = require "hypd.core"
@@ -110,6 +112,93 @@ t.test("a create answered 'exists' searches again and takes what it finds", func
   spec.exists = "Other"
   w.things["t-9"] = nil
   t.raises(function() ctx:ensure(spec) end, "AlreadyExists")
+end)
+
+-- an AWS error as hypd.aws raises it (what hypd.kit.ambiguous reads)
+local function aws_err(code, status)
+  return errors.new(code, code .. " (the test)", { status = status, service = "test", operation = "CreateThing" })
+end
+
+t.test("after a 500 the create took effect: ensure looks again and adopts it, with no second create", function()
+  local w, ctx, _, notes = world(), new_ctx()
+  local spec = w.spec("a")
+  local create = spec.create
+  spec.create = function() create() error(aws_err("InternalFailure", 500), 0) end -- done, then the 500
+  local x, action = ctx:ensure(spec)
+  t.eq({ action, x.Id, ctx.state.a_id }, { "created", "t-1", "t-1" })
+  t.eq(w.calls, { "search a", "create a", "search a" }, "looked for again, not created again")
+  t.like(notes[1], "thing a: test CreateThing answered InternalFailure %(it may have taken effect%); looking " ..
+    "for it again in 2s")
+  t.like(notes[2], "thing a was made after all: adopting it")
+end)
+
+t.test("after a 500 or a reset the create did not take effect: ensure looks again, then creates it again, at " ..
+  "most CREATE_TRIES times", function()
+  local w, ctx = world(), new_ctx()
+  local spec = w.spec("b")
+  local create, fails = spec.create, { aws_err("InternalFailure", 500), aws_err("RESET") }
+  spec.create = function()
+    local e = table.remove(fails, 1)
+    if e then w.log("refused") error(e, 0) end
+    return create()
+  end
+  local x, action = ctx:ensure(spec)
+  t.eq({ action, x.Id }, { "created", "t-1" })
+  t.eq(w.calls, { "search b", "refused", "search b", "refused", "search b", "create b" })
+  local tries = 0
+  spec = w.spec("c", { create = function() tries = tries + 1 error(aws_err("ServiceUnavailable", 503), 0) end })
+  t.raises(function() ctx:ensure(spec) end, "ServiceUnavailable")
+  t.eq(tries, require("hypd.kit").CREATE_TRIES)
+end)
+
+t.test("an ambiguous answer with no search is raised (a second create could make a twin); a refusal, a " ..
+  "cancellation or a non-AWS error is raised at once", function()
+  local w, ctx = world(), new_ctx()
+  local tries = 0
+  local spec = w.spec("d", { create = function() tries = tries + 1 error(aws_err("InternalFailure", 500), 0) end })
+  spec.search = nil
+  t.raises(function() ctx:ensure(spec) end, "InternalFailure")
+  t.eq(tries, 1)
+  -- throttling past the client's retries was not carried out: tried again even without a search
+  local fails = 1
+  spec = w.spec("e", { search = false })
+  local create = spec.create
+  spec.search = nil
+  spec.create = function()
+    if fails > 0 then fails = fails - 1 error(aws_err("ThrottlingException", 400), 0) end
+    return create()
+  end
+  t.eq(select(2, ctx:ensure(spec)), "created")
+  for _, e in ipairs { aws_err("InvalidParameterValue", 400), errors.new("TIMEOUT", "a poll ran out"),
+      (function() local c = aws_err("CANCELLED") c.abort = true return c end)() } do
+    tries = 0
+    spec = w.spec("f", { create = function() tries = tries + 1 error(e, 0) end })
+    t.raises(function() ctx:ensure(spec) end, e.code)
+    t.eq(tries, 1, e.code .. " is not tried again")
+  end
+end)
+
+t.test("after a 500 on an update ensure reads again: what holds is done, what still differs is updated again",
+    function()
+  local w, ctx = world(), new_ctx()
+  local ups = 0
+  local spec = w.spec("g", { desired = { Size = 3 }, update = function(x, ch)
+    ups = ups + 1
+    x.Size = ch.Size.to
+    if ups == 1 then error(aws_err("InternalError", 500), 0) end -- done, then the 500
+    return x
+  end })
+  local x, action = ctx:ensure(spec)
+  t.eq({ action, x.Size, ups }, { "created", 3, 1 }, "read again, it holds: not updated again")
+  ups = 0
+  spec = w.spec("h", { desired = { Size = 5 }, update = function(thing, ch)
+    ups = ups + 1
+    if ups == 1 then error(aws_err("InternalError", 500), 0) end -- not done
+    thing.Size = ch.Size.to
+    return thing
+  end })
+  x = ctx:ensure(spec)
+  t.eq({ x.Size, ups }, { 5, 2 }, "still differing, updated again")
 end)
 
 t.test("'not yet' errors are retried at the spec's pace, then the last one is raised; a cancellation never", function()

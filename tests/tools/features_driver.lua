@@ -22,7 +22,9 @@ end
 local function writes(m)
   local out = json.array()
   for _, e in ipairs(store.events(m, 1000000) or {}) do
-    if e.kind == "audit" and e.data.k8s then out[#out + 1] = e.data.k8s end
+    if e.kind == "audit" and e.data.k8s and e.data.class ~= "read" and not e.data.refused then
+      out[#out + 1] = e.data.k8s
+    end
   end
   return out
 end

@@ -52,6 +52,8 @@ const qs = (q) => {
 // the calls the pages share
 export const whoami = () => api("/auth/whoami");
 export const login = (code) => api("/auth/login", { body: { code } });
+// Sign out: the server revokes the token if a sign-in link made it
+export const logout = () => api("/auth/logout", { method: "POST" });
 export const listTools = () => api("/tools");
 export const getTool = (name) => api("/tools/" + enc(name));
 // callTool(name, params) -> a read tool's result, or {operation_id, status_tool, ...} for a staged one

@@ -177,7 +177,9 @@ hypd.k8s = {}
 hypd.tools = { call = function(name, params) end }
 hypd.operations = { list = function(filter) end, get = function(id) end, events = function(id, after, limit, wait) end,
   wait = function(id, seconds) end, state = function(id) end, cancel = function(id) end }
-hypd.clusters = { active = function() end, set_active = function(c) end }
+-- set_active, record: a mutating or destructive tool; forget: a destructive one (GUARDRAIL otherwise)
+hypd.clusters = { active = function() end, set_active = function(c) end, record = function(c) end,
+  get = function(name, region) end, list = function() end, forget = function(name, region) end }
 hypd.cidr = { parse = function(text) end, format = function(base, prefix) end, contains = function(a, b) end,
   overlaps = function(a, b) end, next_free = function(vpc, used, prefix) end, subnet_prefix = function(p) end }
 hypd.yaml = { decode = function(text, opts) end, decode_all = function(text, opts) end }

@@ -2,16 +2,24 @@
 -- /metrics). A token is "hypd_" and 32 random bytes in base64url; it is
 -- shown once, when created. The store keeps only its SHA-256:
 --
---   auth/tokens/<sha256 hex> = { name, scope, created_at, last_used_at }
+--   auth/tokens/<sha256 hex> = { name, scope, created_at, last_used_at [, expires_at] }
+--
+-- A token with expires_at (wall seconds; the web UI's sign-in tokens, for
+-- M.WEB_TTL) is refused after it, with a 401 saying so.
 --
 -- Scopes are ranked read < operate < admin (hypd.tool.KINDS says which
 -- scope each kind of tool needs). Every token this process sees is
 -- registered with the log's redaction (core.add_secret).
 --
---   auth.create{name, scope} -> token, info | nil, err (VALIDATION, CONFLICT)
---   auth.list() -> { {id, name, scope, created_at, last_used_at}, ... }
+--   auth.create{name, scope [, ttl]} -> token, info | nil, err (VALIDATION, CONFLICT)
+--     ttl: seconds until it expires (none: it does not)
+--   auth.list() -> { {id, name, scope, created_at, last_used_at, expires_at}, ... }
 --   auth.revoke(name_or_id) -> info | nil, err (NOT_FOUND)
---   auth.check(authorization_header [, peer]) -> {name, scope, id} | nil, err
+--   auth.sign_out(key) -> info, revoked | nil, err: the token check()
+--     answered with key, revoked when a sign-in made it
+--     (Sign out: POST /api/v1/auth/logout revokes the caller's own token)
+--   auth.check(authorization_header [, peer]) -> {name, scope, id, key} | nil, err
+--     (key: the token's whole hash, for revoke_key)
 --     err.code: UNAUTHORIZED, or THROTTLED with err.retry_after (seconds)
 --     for a failed attempt from a peer that failed M.MAX_FAILURES times
 --     within M.WINDOW seconds (a valid token is never throttled)
@@ -21,8 +29,9 @@
 --     URL fragment it reaches no log and no proxy); kept in this process
 --     only, as its hash, for ttl seconds (default M.LOGIN_TTL)
 --   auth.exchange(code, peer) -> token, info | nil, err: the code, once,
---     for a new token of its scope named web-<hex> (a failure counts as a
---     failed authentication of the peer)
+--     for a new token of its scope named web-<hex> that expires after
+--     M.WEB_TTL (a failure counts as a failed authentication of the peer;
+--     a valid code works even from a throttled peer)
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
@@ -37,6 +46,7 @@ M.MAX_FAILURES = 10   -- failed authentications per peer ...
 M.WINDOW = 60         -- ... within this many seconds, then 429
 M.TOUCH_EVERY = 60    -- last_used_at is written at most this often per token
 M.LOGIN_TTL = 24 * 3600 -- how long a sign-in link stays good (once)
+M.WEB_TTL = 12 * 3600   -- how long the token a sign-in gives stays good
 
 local NAME = "^[A-Za-z0-9][A-Za-z0-9_.@:-]*$"
 local failures = {}   -- peer -> { mono timestamps of recent failures }
@@ -47,7 +57,7 @@ local function hash(token) return core.digest("sha256", token, "hex") end
 
 local function info(h, rec)
   return { id = h:sub(1, 8), name = rec.name, scope = rec.scope, created_at = rec.created_at,
-    last_used_at = rec.last_used_at or json.null }
+    last_used_at = rec.last_used_at or json.null, expires_at = rec.expires_at or json.null }
 end
 
 -- every token record: hash -> record
@@ -80,6 +90,9 @@ function M.create(opts)
   if not M.SCOPES[scope] then
     fields[#fields + 1] = { field = "scope", rule = "enum", message = "scope: must be one of read, operate, admin" }
   end
+  if opts.ttl ~= nil and (type(opts.ttl) ~= "number" or opts.ttl ~= opts.ttl or opts.ttl <= 0) then
+    fields[#fields + 1] = { field = "ttl", rule = "minimum", message = "ttl: a number of seconds above 0" }
+  end
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
@@ -95,7 +108,8 @@ function M.create(opts)
   core.add_secret(token)
   local h = hash(token)
   known[h] = true
-  local rec = { name = name, scope = scope, created_at = core.wall(), last_used_at = json.null }
+  local rec = { name = name, scope = scope, created_at = core.wall(), last_used_at = json.null,
+    expires_at = opts.ttl and core.wall() + opts.ttl or nil, sign_in = opts.sign_in or nil }
   assert(store.put(M.PREFIX .. h, rec))
   store.event("audit", nil, { action = "token.create", token = name, scope = scope, id = h:sub(1, 8) })
   log.info("auth", "token %s (scope %s, id %s) created", name, scope, h:sub(1, 8))
@@ -133,11 +147,24 @@ function M.revoke(which)
     return errors.fail("NOT_FOUND", "no token named or with id '" .. which .. "' (see hypd token list)",
       { field = "name" })
   end
-  local rec = tokens[hit]
-  store.delete(M.PREFIX .. hit)
-  store.event("audit", nil, { action = "token.revoke", token = rec.name, scope = rec.scope, id = hit:sub(1, 8) })
-  log.info("auth", "token %s (id %s) revoked", rec.name, hit:sub(1, 8))
-  return info(hit, rec)
+  return M.revoke_hash(hit, tokens[hit])
+end
+
+function M.revoke_hash(h, rec)
+  store.delete(M.PREFIX .. h)
+  store.event("audit", nil, { action = "token.revoke", token = rec.name, scope = rec.scope, id = h:sub(1, 8) })
+  log.info("auth", "token %s (id %s) revoked", rec.name, h:sub(1, 8))
+  return info(h, rec)
+end
+
+-- sign_out(key) -> info, revoked: the token check() answered with key (its
+-- whole hash) is revoked when a sign-in made it; one made with hypd token
+-- create is kept (revoked = false: hypd token revoke ends it)
+function M.sign_out(key)
+  local rec = type(key) == "string" and key:match("^%x+$") and store.get(M.PREFIX .. key)
+  if not rec then return errors.fail("NOT_FOUND", "the token is gone already") end
+  if not rec.sign_in then return info(key, rec), false end
+  return M.revoke_hash(key, rec), true
 end
 
 -- rate limit of failed authentications --------------------------------------------
@@ -190,20 +217,22 @@ function M.login_code(opts)
 end
 
 function M.exchange(code, peer)
-  local wait = M.blocked(peer)
-  if wait then
-    return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
-      "; try again in " .. wait .. " s", { retry_after = wait })
-  end
+  -- a valid code is served whatever failed before from its address (the
+  -- throttle counts failures; every loopback client shares one address)
   local h = type(code) == "string" and #code <= 128 and hash(code)
   local c = h and codes[h]
   if c then codes[h] = nil end -- once, whatever follows
   if not c or core.mono() > c.expires then
+    local wait = M.blocked(peer)
+    if wait then
+      return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
+        "; try again in " .. wait .. " s", { retry_after = wait })
+    end
     return failed(peer, "this sign-in link is not valid: it was used already, has expired, or belongs to another " ..
       "start of the server (each start prints a new one; or sign in with a token)")
   end
   local name = "web-" .. (core.random_bytes(4):gsub(".", function(b) return string.format("%02x", b:byte()) end))
-  local token, info_or_err = M.create { name = name, scope = c.scope }
+  local token, info_or_err = M.create { name = name, scope = c.scope, ttl = M.WEB_TTL, sign_in = true }
   if not token then return nil, info_or_err end
   store.event("audit", nil, { action = "token.login", token = name, scope = c.scope })
   return token, info_or_err
@@ -217,13 +246,18 @@ function M.check(header, peer)
   local token = header:match("^[Bb][Ee][Aa][Rr][Ee][Rr]%s+(%S+)%s*$")
   local h = token and hash(token)
   local rec = h and store.get(M.PREFIX .. h)
-  if not rec or not M.SCOPES[rec.scope] then
+  local expired = rec and type(rec.expires_at) == "number" and core.wall() >= rec.expires_at
+  if not rec or not M.SCOPES[rec.scope] or expired then
     local wait = M.blocked(peer)
     if wait then
       return errors.fail("THROTTLED", "too many failed authentications from " .. tostring(peer or "?") ..
         "; try again in " .. wait .. " s", { retry_after = wait })
     end
     if not token then return failed(peer, "the Authorization header must use the scheme 'Bearer' and one token") end
+    if expired then
+      return failed(peer, "the bearer token " .. tostring(rec.name) .. " expired at " ..
+        os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(rec.expires_at)) .. " (sign in again)")
+    end
     return failed(peer, "the bearer token is not valid (revoked?)")
   end
   if not known[h] then
@@ -236,7 +270,7 @@ function M.check(header, peer)
     rec.last_used_at = core.wall()
     store.put(M.PREFIX .. h, rec)
   end
-  return { name = rec.name, scope = rec.scope, id = h:sub(1, 8) }
+  return { name = rec.name, scope = rec.scope, id = h:sub(1, 8), key = h }
 end
 
 return M

@@ -7,6 +7,7 @@
 --   GET  /api/v1/health                  {ok, version, tools, operations_running} (no token)
 --   POST /api/v1/auth/login {code}       a sign-in link's one-time code for a token (no token)
 --   GET  /api/v1/auth/whoami             {name, scope, id} of the caller's token
+--   POST /api/v1/auth/logout             Sign out: revokes the caller's token if a sign-in made it
 --   GET  /api/v1/tools                   {tools = [{name, kind, scope, summary, description,
 --                                          status_tool, staged, input_schema, output_schema}]}
 --   GET  /api/v1/tools/{name}            one of those
@@ -155,7 +156,7 @@ end
 function M.authenticate(req, front)
   local who, err = auth.check(req.headers.authorization, req.peer)
   if not who then return nil, M.error_response(err) end
-  return { name = who.name, scope = who.scope, token_id = who.id, front = front or "rest" }
+  return { name = who.name, scope = who.scope, token_id = who.id, token_key = who.key, front = front or "rest" }
 end
 
 -- the registry -----------------------------------------------------------------------
@@ -197,6 +198,14 @@ function handlers.login(req)
   local token, info = auth.exchange(type(body) == "table" and body.code or nil, req.peer)
   if not token then return M.error_response(info) end
   return M.json_response(200, { token = token, name = info.name, scope = info.scope })
+end
+
+-- POST /auth/logout: the caller's token is revoked when a sign-in link
+-- made it (any scope may end its own); a created token is kept
+function handlers.logout(_, caller)
+  local info, revoked = auth.sign_out(caller.token_key)
+  if not info then return M.error_response(revoked) end
+  return M.json_response(200, { name = info.name, id = info.id, revoked = revoked })
 end
 
 -- GET /auth/whoami: the caller's token (its name and scope)
@@ -284,6 +293,7 @@ local ROUTES = {
   { "^/health$", "/health", GET = handlers.health, public = true },
   { "^/auth/login$", "/auth/login", POST = handlers.login, public = true },
   { "^/auth/whoami$", "/auth/whoami", GET = handlers.whoami },
+  { "^/auth/logout$", "/auth/logout", POST = handlers.logout },
   { "^/tools$", "/tools", GET = handlers.tools },
   { "^/tools/([^/]+)$", "/tools/{name}", GET = handlers.tool_get, POST = handlers.tool_call },
   { "^/operations$", "/operations", GET = handlers.operations },

@@ -215,7 +215,6 @@ function M.try(service, operation, params, opts)
     if result then
       client:success(spent)
       called(service, operation, "ok", attempt)
-      guard.aws_done(service, operation, class, "ok")
       return result
     end
     aerr.service, aerr.operation, aerr.attempts = service, operation, attempt
@@ -223,14 +222,12 @@ function M.try(service, operation, params, opts)
     aerr.retryable = kind ~= nil
     if not retry.safe_to_retry(kind, safe) or attempt == max then
       called(service, operation, tostring(aerr.code), attempt)
-      guard.aws_done(service, operation, class, tostring(aerr.code))
       return nil, aerr
     end
     local cost = client:acquire(kind)
     if not cost then
       aerr.message = (aerr.message or "") .. " (not retried: the retry quota is spent)"
       called(service, operation, tostring(aerr.code), attempt)
-      guard.aws_done(service, operation, class, tostring(aerr.code))
       return nil, aerr
     end
     spent = spent + cost

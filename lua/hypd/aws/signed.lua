@@ -5,7 +5,8 @@
 --
 --   local out, err = aws.signed_json {
 --     service = "sagemaker-mlflow",        -- the signing name and IAM prefix
---     action = "GetRun",                   -- the IAM action (hypd.aws.REST_ACTIONS classes it)
+--     action = "GetRun",                   -- the IAM action: it must be the one method and
+--                                          -- path are (hypd.aws.classify), else GUARDRAIL
 --     url = "https://t-abc.us-west-2.experiments.sagemaker.aws", -- the standard endpoint
 --     method = "GET", path = "/api/2.0/mlflow/runs/get", query = { run_id = "..." },
 --     body = { ... },                      -- a table, sent as JSON (POST)
@@ -19,6 +20,7 @@
 -- x-amzn-errortype, or HTTP_<status>), message, status, service, operation}.
 -- Read actions are retried on throttling and 500/502/504 (three attempts).
 local _aws = require "hypd._aws"
+local classify = require "hypd.aws.classify"
 local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local http = require "hypd.http"
@@ -55,11 +57,6 @@ function M.request(r)
   if type(service) ~= "string" or type(action) ~= "string" then
     return errors.fail("VALIDATION", "signed_json needs service and action", { field = "service" })
   end
-  local class, gerr = guard.aws(service, action, r.body)
-  if not class then
-    gerr.service, gerr.operation = service, action
-    return nil, gerr
-  end
   local profile = r.profile or require("hypd.config").profile
   local region = aws.region { region = r.region, profile = profile }
   local id = service:gsub("%-", "_")
@@ -82,8 +79,28 @@ function M.request(r)
     headers["content-type"] = "application/json"
   end
   local request = { method = r.method or (body and "POST" or "GET"), url = url, headers = headers, body = body,
-    timeout = r.timeout or 30, fresh_connection = class ~= "read",
+    timeout = r.timeout or 30,
     aws = { service = service, region = region, profile = profile, sign_body = true } }
+  -- the action is the one the request itself is (hypd.aws.classify), which
+  -- the chokepoint in hypd.http checks again: a caller's word is not enough
+  local derived = classify.request(request)
+  if derived and derived.operation ~= action then
+    local g = guard.current()
+    local name = g and g.tool and g.tool.name or "this caller"
+    local err = errors.new("GUARDRAIL", string.format("%s says %s:%s, but %s %s is %s:%s; nothing was sent", name,
+      service, action, request.method, r.path or "/", derived.service, derived.operation),
+      { action = service .. ":" .. action, derived = derived.service .. ":" .. derived.operation,
+        service = service, operation = action })
+    if not g then return nil, err end
+    return require("hypd.guard_request").refused(g, { aws = derived.service .. ":" .. derived.operation,
+      claimed = service .. ":" .. action, class = derived.class }, err)
+  end
+  local class, gerr = guard.aws(service, action, r.body)
+  if not class then
+    gerr.service, gerr.operation = service, action
+    return nil, gerr
+  end
+  request.fresh_connection = class ~= "read"
   local attempts = class == "read" and 3 or 1
   for attempt = 1, attempts do
     local resp, terr = http.request(request)
@@ -104,13 +121,11 @@ function M.request(r)
     end
     if out then
       if aws.on_call then pcall(aws.on_call, service, action, "ok", attempt) end
-      guard.aws_done(service, action, class, "ok")
       return out
     end
     err.service, err.operation, err.attempts = service, action, attempt
     if attempt == attempts or not (err.retryable or (not resp)) then
       if aws.on_call then pcall(aws.on_call, service, action, tostring(err.code), attempt) end
-      guard.aws_done(service, action, class, tostring(err.code))
       return nil, err
     end
     require("hypd.task").sleep(0.2 * 2 ^ attempt)

@@ -105,7 +105,7 @@ function M.check_file(path)
         g.write and "assigns" or "reads", g.name, g.write and " (declare it local)" or ""))
     end
   end
-  local ok, v = pcall(playbook.load, path)
+  local ok, v = pcall(require("hypd.guard").confine, tools.LOADING:format(path), playbook.load, path)
   if not ok then bad("does not load: " .. tostring(type(v) == "table" and v.message or v)) return r end
   local def
   if playbook.is_tool(v) then
@@ -135,7 +135,10 @@ function M.check_file(path)
   r.params = json.array()
   for k in pairs(def.params or {}) do r.params[#r.params + 1] = k end
   table.sort(r.params)
-  r.overrides = tool.get(def.name) and tool.get(def.name).source == "built-in" and "built-in" or nil
+  local prev = tool.get(def.name)
+  r.overrides = prev and prev.source == "built-in" and "built-in" or nil
+  local weaker = prev and tool.weaker(def, prev.source == "built-in" and prev or prev.overridden)
+  if weaker then bad(weaker) end
   return r
 end
 

@@ -105,6 +105,8 @@ local function args_from(params, words, base)
   return args
 end
 
+M.args_from = args_from -- for tests/fuzz/lua_targets.lua
+
 local function is_accepted(r)
   return type(r) == "table" and type(r.operation_id) == "string" and r.status_tool ~= nil
 end
@@ -302,10 +304,11 @@ function M.token(opts)
     end
     local wn = 4
     for _, t in ipairs(list) do wn = math.max(wn, #t.name) end
-    local f = "%-8s  %-" .. wn .. "s  %-7s  %-20s  %s\n"
-    say(string.format(f, "ID", "NAME", "SCOPE", "CREATED", "LAST USED"))
+    local f = "%-8s  %-" .. wn .. "s  %-7s  %-20s  %-20s  %s\n"
+    say(string.format(f, "ID", "NAME", "SCOPE", "CREATED", "LAST USED", "EXPIRES"))
     for _, t in ipairs(list) do
-      say(string.format(f, t.id, t.name, t.scope, date(t.created_at), date(t.last_used_at)))
+      say(string.format(f, t.id, t.name, t.scope, date(t.created_at), date(t.last_used_at),
+        type(t.expires_at) == "number" and date(t.expires_at) or "never"))
     end
     return 0
   elseif opts.action == "revoke" then

@@ -193,7 +193,7 @@ M[#M + 1] = {
   summary = "REST, MCP, /ws and metrics on one port",
   usage = [=[
 usage: hypd serve [--listen ADDR:PORT] [--state DIR] [--playbooks DIR] [--grace SECONDS]
-                  [--sandbox [--speed N]] [--web DIR]
+                  [--sandbox [--speed N]] [--web DIR] [--max-per-client N]
 
 Serves the web UI (/), the REST API (/api/v1), MCP (/mcp), WebSocket
 events (/ws) and Prometheus metrics (/metrics) on one port, default
@@ -207,22 +207,29 @@ AWS account in this process, points the AWS layer at it and prints a fresh
 admin token (--speed N: simulated durations N times faster). SIGTERM or
 Ctrl-C stops it: no new requests, running operations get --grace seconds
 (default 10) to reach their next phase, and resume at the next start.
+One client address holds at most --max-per-client connections (default
+64, of 1,000), and a new connection's headers must arrive within 15 s.
 
 One process at a time owns a state directory: a second hypd serve on it
 exits 1 naming the one that holds it (use --api URL to talk to that one);
 started while the holder is stopping, it waits for it (its grace + 5 s).
 ]=],
-  options = { listen = "ADDR:PORT", speed = "N", grace = "SECONDS", sandbox = true, web = "DIR" },
+  options = { listen = "ADDR:PORT", speed = "N", grace = "SECONDS", sandbox = true, web = "DIR",
+    ["max-per-client"] = "N" },
   signals = true,
   check = function(o)
     local bad = number(o, "speed", positive, "--speed must be a positive number, not '%s'")
     if bad then return bad end
     if o.speed and not o.sandbox then return "--speed is for the sandbox: give --sandbox too" end
+    bad = number(o, "max_per_client", function(n) return math.tointeger(n) and n >= 1 and n <= 1000 end,
+      "--max-per-client must be a whole number of connections from 1 to 1000, not '%s'")
+    if bad then return bad end
+    if o.max_per_client then o.max_per_client = math.tointeger(o.max_per_client) end
     return number(o, "grace", function(n) return n >= 0 end, "--grace must be a number of seconds, 0 or more, not '%s'")
   end,
   run = function(o)
     return require("hypd.serve").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
-      speed = o.speed, grace = o.grace, web = o.web }
+      speed = o.speed, grace = o.grace, web = o.web, max_per_client = o.max_per_client }
   end,
 }
 

@@ -36,6 +36,7 @@ local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
+local classify = require "hypd.k8s.classify"
 local kubeconfig = require "hypd.k8s.kubeconfig"
 local log = require "hypd.log"
 local task = require "hypd.task"
@@ -45,13 +46,21 @@ M.FIELD_MANAGER = "hypd"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
 M.OPERATION = "hypd.io/operation"
 
-local Conn = {}
-Conn.__index = Conn
+-- (its __index a read-only view: conn.__index reaches no table every tool shares)
+local Conn = require("hypd._readonly").class {}
+
+-- a kubeconfig's bearer token, by connection: kept out of the connection
+-- table a playbook holds, so only http_req attaches it (and hypd.http then
+-- passes the request through the guard: req.kubernetes)
+local tokens = setmetatable({}, { __mode = "k" })
 
 local function new(access)
-  return setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
-    token = access.token, eks = access.eks, namespace = access.namespace or "default", kinds = {},
+  local c = setmetatable({ server = access.server, ca_pem = access.ca_pem, ca_file = access.ca_file,
+    eks = access.eks, namespace = access.namespace or "default", kinds = {},
     timeout = access.timeout or 60 }, Conn)
+  tokens[c] = access.token
+  if access.eks then classify.server(access.eks, access.server) end -- its token may go there
+  return c
 end
 
 -- connect{cluster, region, profile, endpoint_url} -> a connection to an EKS
@@ -116,17 +125,22 @@ end
 
 -- transport -----------------------------------------------------------------
 
--- http_req(method, path, headers) -> an hypd.http request to the API server,
--- with the cluster's CA and its credentials (the EKS token is attached in C)
-function Conn:http_req(method, path, headers)
+-- http_req(c, method, path, headers) -> an hypd.http request to the API
+-- server, with the cluster's CA and its credentials (the EKS token is
+-- attached in C). Not a method: the request holds a kubeconfig's token,
+-- which a playbook holding the connection must not reach
+local function http_req(self, method, path, headers)
   local h = { accept = "application/json", ["user-agent"] = "hypd/k8s" }
   for k, v in pairs(headers or {}) do h[k] = v end
-  if self.token then h.authorization = "Bearer " .. self.token end
+  local token = tokens[self]
+  if token then h.authorization = "Bearer " .. token end
   local req = { method = method, url = self.server .. path, headers = h, ca_pem = self.ca_pem,
     ca_file = self.ca_file }
   if self.eks then
     aws.credentials(self.eks.profile) -- resolved (and cached) before C signs the token
     req.eks = self.eks
+  elseif token then
+    req.kubernetes = true -- a credential: hypd.http passes it through the guard
   end
   return req
 end
@@ -136,7 +150,7 @@ end
 -- never made (nothing was sent, so once more is as safe as the first try).
 function Conn:request(method, path, opts)
   opts = opts or {}
-  local req = self:http_req(method, path, opts.headers)
+  local req = http_req(self, method, path, opts.headers)
   req.body, req.timeout = opts.body, opts.timeout or self.timeout
   if method ~= "GET" then
     local resp, err = http.request(req)
@@ -154,7 +168,7 @@ end
 -- streaming GET (watch, log follow); a failure status comes back as the
 -- Kubernetes error, with err.status
 function Conn:open_stream(path, accept, idle_timeout)
-  local req = self:http_req("GET", path, { accept = accept })
+  local req = http_req(self, "GET", path, { accept = accept })
   req.idle_timeout = idle_timeout
   local s, err = http.stream(req)
   if not s then return nil, err end
@@ -205,6 +219,7 @@ function Conn:kind(api_version, kind)
   for _, r in ipairs(list.resources or {}) do
     if not r.name:find("/", 1, true) then
       self.kinds[api_version .. "/" .. r.kind] = { resource = r.name, namespaced = r.namespaced }
+      classify.learn(api_version, r.name, r.kind) -- the guard and the audit log name it by its kind
     end
   end
   if not self.kinds[key] then
@@ -250,12 +265,6 @@ end
 -- the running tool's guardrail (hypd.guard): verb allowed, or the error
 local function allow(verb, kind, name, dry)
   return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""), dry)
-end
-
--- written(verb, kind, name, result, err): audits a mutating call that was sent
-local function written(verb, kind, name, r, err)
-  guard.k8s_done(verb, tostring(kind) .. "/" .. tostring(name), r and "ok" or tostring(err and err.code))
-  return r, err
 end
 
 -- reads -------------------------------------------------------------------------
@@ -325,14 +334,13 @@ function Conn:create(obj, opts)
   local p, err = self:path(obj.apiVersion, obj.kind, nil, obj.metadata.namespace, nil,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return written("create", obj.kind, obj.metadata.name, self:call("POST", p, { body = json.encode(obj),
-    headers = { ["content-type"] = "application/json" } }))
+  return self:call("POST", p, { body = json.encode(obj), headers = { ["content-type"] = "application/json" } })
 end
 
 -- apply(obj, opts) -> obj: server-side apply as field manager "hypd"; applying
 -- the same object again changes nothing (same resourceVersion). With
 -- opts.dry_run the API server answers what the apply would make (dryRun=All)
--- and keeps nothing: a read for the guardrail (a plan may send it), never audited.
+-- and keeps nothing: a read for the guardrail (a plan may send it) (audited as a read).
 function Conn:apply(obj, opts)
   opts = opts or {}
   local ok, err = identity(obj)
@@ -345,8 +353,7 @@ function Conn:apply(obj, opts)
       dryRun = opts.dry_run and "All" or nil })
   if not p then return nil, perr end
   local req = { body = json.encode(obj), headers = { ["content-type"] = "application/apply-patch+yaml" } }
-  if opts.dry_run then return self:call("PATCH", p, req) end
-  return written("apply", obj.kind, obj.metadata.name, self:call("PATCH", p, req))
+  return self:call("PATCH", p, req)
 end
 
 local PATCH_TYPES = { merge = "application/merge-patch+json", strategic = "application/strategic-merge-patch+json",
@@ -363,8 +370,7 @@ function Conn:patch(api_version, kind, name, patch, opts)
   local p, err = self:path(api_version, kind, name, opts.namespace, opts.subresource,
     { fieldManager = opts.field_manager or M.FIELD_MANAGER })
   if not p then return nil, err end
-  return written("patch", kind, name, self:call("PATCH", p, { body = json.encode(patch),
-    headers = { ["content-type"] = ctype } }))
+  return self:call("PATCH", p, { body = json.encode(patch), headers = { ["content-type"] = ctype } })
 end
 
 -- delete(...) -> true | nil, err. opts.propagation: Background (default),
@@ -376,9 +382,9 @@ function Conn:delete(api_version, kind, name, opts)
   if not okg then return nil, gerr end
   local p, err = self:path(api_version, kind, name, opts.namespace)
   if not p then return nil, err end
-  local _, derr = written("delete", kind, name, self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions",
+  local _, derr = self:call("DELETE", p, { body = json.encode { kind = "DeleteOptions",
     apiVersion = "v1", propagationPolicy = opts.propagation or "Background" },
-    headers = { ["content-type"] = "application/json" } }))
+    headers = { ["content-type"] = "application/json" } })
   if derr and derr.code ~= "NotFound" then return nil, derr end
   if opts.wait then
     local gone, werr = self:wait(api_version, kind, name, function(obj) return obj == nil end,
@@ -545,7 +551,7 @@ function Conn:proxy(kind, name, path, opts)
   local h = { accept = "application/json, */*" }
   for k, v in pairs(opts.headers or {}) do h[k] = v end
   if opts.body ~= nil and not h["content-type"] then h["content-type"] = "application/json" end
-  local req = self:http_req(opts.method or "GET", p, h)
+  local req = http_req(self, opts.method or "GET", p, h)
   req.body, req.timeout = opts.body, opts.timeout or self.timeout
   local resp, err = http.request(req)
   if not resp then return nil, err end

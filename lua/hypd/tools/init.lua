@@ -19,6 +19,7 @@
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard = require "hypd.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool"
@@ -32,6 +33,12 @@ local load_errors = {}   -- {file, message} of the last (re)load
 local builtin = {}       -- tool name -> its built-in definition
 local from_file = {}     -- playbook file path -> names of the tools it defined
 local sources = {}       -- tool name -> {text, origin}
+
+-- a file's top level runs at every load and reload: it declares tools, it
+-- does not act (hypd.guard.confine: no AWS call, no Kubernetes verb, no
+-- tool call); one that tries fails to load with the guardrail's error
+M.LOADING = "the top level of %s (it runs at every load: it may declare, not act)"
+local LOADING = M.LOADING
 
 local function hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
 
@@ -83,7 +90,7 @@ local function load_builtins()
       local src, chunk = core.embedded(mod)
       local file = chunk:gsub("^@", "")
       local ok, err = pcall(function()
-        local v = playbook.load(name, { embedded = true })
+        local v = guard.confine(LOADING:format(file), playbook.load, name, { embedded = true })
         local names = define_value(v, name, { source = "built-in", module = name, hash = hash(src) })
         if not names then error("it does not return tool{...} (a helper module's name starts with _)", 0) end
         for _, n in ipairs(names) do
@@ -143,7 +150,7 @@ local function load_dir(dir, report)
       local why = loose(f.path, f.st)
       if why then error(why, 0) end
       local src = assert(io.open(f.path, "rb")):read("a")
-      local v = playbook.load(f.module)
+      local v = guard.confine(LOADING:format(f.path), playbook.load, f.module)
       local names = define_value(v, f.module, { source = f.path, module = f.module, hash = hash(src) })
       for _, n in ipairs(names or {}) do
         sources[n] = { text = src, origin = f.path }

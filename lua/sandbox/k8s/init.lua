@@ -81,7 +81,9 @@ function M.serve(region, c)
   local id = region .. "/" .. c.name
   local m = material(region, c.name)
   if not running[id] then
-    local opts = { handler = handler(region, c.name), max_body = 8 << 20,
+    -- its clients (hypd, kubectl, the simulated nodes' watches) share one
+    -- address: no per-client limit below the server's own; steady: sandbox.start says why
+    local opts = { handler = handler(region, c.name), max_body = 8 << 20, steady = true, max_per_client = 1000,
       tls = { cert_pem = m.cert, key_pem = m.key } }
     opts.listen = "127.0.0.1:" .. (m.port or 0)
     local srv, err = server.start(opts)

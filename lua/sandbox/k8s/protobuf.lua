@@ -45,6 +45,7 @@ function M.for_kind(api_version, kind)
   local group, version = (api_version or ""):match("^(.-)/?([^/]+)$")
   if not version or not kind or kind == "" then return nil end
   local short = group == "" and "core" or group:match("^([^.]+)")
+  if not short then return nil end -- a group that starts with '.' (".apps/v1")
   local full = "k8s.io.api." .. short .. "." .. version .. "." .. kind
   if M.message(full) then return full end
   full = "k8s.io.apimachinery.pkg.apis.meta.v1." .. kind

@@ -312,16 +312,22 @@ function M.internet_gateway(ctx)
       return ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = M.spec("internet-gateway", tag, name) })
         .InternetGateway
     end }))
+  local tried = false
   ctx:ensure { type = "ec2:internet-gateway-attachment", label = "internet gateway attachment",
     name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
     id = function(a) return a.VpcId end, fields = { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id },
-    search = function() return (igw.Attachments or {})[1] end,
+    search = function() -- the gateway as read above; after an attach whose answer was lost, read again
+      if not tried then return (igw.Attachments or {})[1] end
+      local now = ctx:call("ec2", "DescribeInternetGateways", { InternetGatewayIds = { igw.InternetGatewayId } })
+      return (((now.InternetGateways or {})[1] or {}).Attachments or {})[1]
+    end,
     owned = function(a)
       return a.VpcId == vpc_id, "it attaches " .. tostring(igw.InternetGatewayId) .. " to " .. tostring(a.VpcId) ..
         ", not to " .. tostring(vpc_id)
     end,
     retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
     create = function()
+      tried = true
       ctx:call("ec2", "AttachInternetGateway", { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id })
       return { VpcId = vpc_id, State = "attached" }
     end }
@@ -413,9 +419,14 @@ function M.subnets(ctx)
     local w = where[key]
     local name = w.subnet and M.tag_value(w.subnet.Tags, "Name") or M.name(tag, slot.role .. "-" .. w.az)
     local elb = { [M.SLOT_KEY] = key, [ELB_TAG[slot.role]] = "1" }
+    local tried = false
     local s = ctx:ensure(M.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, needs = vpc_id,
       describe = { "DescribeSubnets", "SubnetIds", "Subnets", "SubnetId" },
-      search = function() return w.subnet end, -- found in the VPC's list above, by its slot
+      search = function() -- found in the VPC's list above, by its slot; after a create whose answer was lost, read again
+        if not tried then return w.subnet end
+        return (ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc_id),
+          filter("tag:" .. M.TAG_KEY, tag), filter("tag:" .. M.SLOT_KEY, key) } }).Subnets or {})[1]
+      end,
       tags = { [M.TAG_KEY] = tag, [ELB_TAG[slot.role]] = "1" },
       desired = { MapPublicIpOnLaunch = slot.role == "public" or nil }, attr_order = { "MapPublicIpOnLaunch" },
       attrs = { MapPublicIpOnLaunch = function(id, v)
@@ -423,6 +434,7 @@ function M.subnets(ctx)
       end },
       fields = { VpcId = vpc_id, CidrBlock = w.block, AvailabilityZone = w.az, ["tag:" .. M.SLOT_KEY] = key },
       create = function()
+        tried = true
         return ctx:call("ec2", "CreateSubnet", { VpcId = vpc_id, CidrBlock = w.block, AvailabilityZone = w.az,
           TagSpecifications = M.spec("subnet", tag, name, elb) }).Subnet
       end }))
@@ -497,16 +509,20 @@ function M.route_table(ctx, o)
     update = function() ctx:call("ec2", "ReplaceRoute", route) end }
   for _, sn in ipairs(o.subnets) do
     local sid = sn.id
+    local tried = false
     ctx:ensure { type = "ec2:route-table-association", label = "route table association",
       name = name .. " with " .. tostring(sn.name or sid), needs = { rt_id, sid },
       id = "RouteTableAssociationId", fields = { RouteTableId = rt_id, SubnetId = sid },
       retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
-      search = function()
-        for _, a in ipairs(rt.Associations or {}) do
+      search = function() -- the table as read above; after an associate whose answer was lost, read again
+        local now = rt
+        if tried then now = rt_spec.find(rt_id) or {} end
+        for _, a in ipairs(now.Associations or {}) do
           if a.SubnetId == sid then return a end
         end
       end,
       create = function()
+        tried = true
         local out = ctx:call("ec2", "AssociateRouteTable", { RouteTableId = rt_id, SubnetId = sid })
         return { RouteTableAssociationId = out.AssociationId, SubnetId = sid }
       end }

@@ -249,12 +249,18 @@ function M.ensure(ctx, o)
   local tags = subnet_tags(o, name)
   local extra = {}
   for k, v in pairs(tags) do if k ~= net.TAG_KEY and k ~= "Name" then extra[k] = v end end
+  local tried = false
   local s = ctx:ensure(net.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, tag = o.tag,
     needs = o.vpc_id, describe = { "DescribeSubnets", "SubnetIds", "Subnets", "SubnetId" },
-    search = function() return existing end, tags = tags,
+    search = function() -- found in the VPC's list above; after a create whose answer was lost, read again
+      if not tried then return existing end
+      return (ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", o.vpc_id),
+        filter("tag:" .. net.TAG_KEY, o.tag), filter("tag:Name", name) } }).Subnets or {})[1]
+    end, tags = tags,
     fields = { VpcId = o.vpc_id, CidrBlock = block, AvailabilityZone = z.name },
     placeholder = function(id) return { SubnetId = id, CidrBlock = block, AvailabilityZone = z.name } end,
     create = function()
+      tried = true
       local req = { VpcId = o.vpc_id, CidrBlock = block, AvailabilityZoneId = z.id,
         TagSpecifications = net.spec("subnet", o.tag, name, extra) }
       local out, err = ctx:try("ec2", "CreateSubnet", req)
