@@ -106,6 +106,20 @@ local function acting(what, fn)
   end
 end
 
+-- misuse_raises(fn): hypd.http for playbooks. A request hypd.http refuses
+-- as malformed (VALIDATION: a field of the wrong type, aws = {} without its
+-- service) is the playbook's mistake, not the world's: it raises in the
+-- tool, with the field named, instead of answering nil, err that a playbook
+-- might return as if it were a result. Transport failures still answer
+-- nil, err.
+local function misuse_raises(fn)
+  return function(...)
+    local r, err = fn(...)
+    if r == nil and errors.is(err) and err.code == "VALIDATION" then error(err, 0) end
+    return r, err
+  end
+end
+
 -- KIND_RANK: what a tool's kind allows of hypd's own state
 local KIND_RANK = { read = 1, mutating = 2, destructive = 3 }
 
@@ -328,7 +342,8 @@ function M.table(name)
       inert("start a task")
       return task_handle(task.spawn(fn, opts, ...))
     end,
-    http = { request = acting("send an HTTP request", http.request), get = acting("send an HTTP request", http.get) },
+    http = { request = acting("send an HTTP request", misuse_raises(http.request)),
+      get = acting("send an HTTP request", misuse_raises(http.get)) },
     json = json_api(),
     log = l,
     errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
