@@ -304,7 +304,8 @@ local function regex_api()
     compile = function(src)
       local re, err = regex.compile(src)
       if not re then return nil, err end
-      return { test = function(_, x) return re:test(x) end, match = function(_, x) return re:match(x) end }
+      return { src = re.src, groups = re.groups or 0, test = function(_, x) return re:test(x) end,
+        match = function(_, x) return re:match(x) end }
     end,
   }
 end
