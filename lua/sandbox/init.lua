@@ -250,10 +250,11 @@ function M.handle(req)
   local token = tok_member and type(call.input[tok_member]) == "string" and
     (call.operation .. "/" .. call.input[tok_member]) or nil
   local input_key = token and canonical(call.input)
+  -- (the answer is kept as it went on the wire: a handler's output is a
+  -- shape the codec reads, not always a value the store can keep)
   local seen = token and ctx.state:get("idempotency_token", token)
-  if seen and seen.input == input_key then return codec.encode(svc, call.operation, seen.output or {}, rctx) end
+  if seen and seen.input == input_key and seen.answer then return seen.answer end
   local ok, out = pcall(fn, ctx, call.input)
-  if ok and token then ctx.state:put("idempotency_token", token, { input = input_key, output = out or {} }) end
   if not ok then
     if getmetatable(out) == AWS_ERROR then return codec.encode_error(svc, call.operation, out, rctx) end
     local e = errors.is(out) and out or errors.new("INTERNAL", tostring(out))
@@ -262,9 +263,11 @@ function M.handle(req)
       { code = "InternalFailure", message = "The hypd sandbox failed: " .. tostring(e.code), status = 500 }, rctx)
   end
   if model(svc).operations[call.operation].class ~= "read" then audit(ctx, call, out) end
+  local answer = codec.encode(svc, call.operation, out or {}, rctx)
+  if token then ctx.state:put("idempotency_token", token, { input = input_key, answer = answer }) end
   local after = faults.after_request(svc) -- done, and the answer says it failed
   if after then return codec.encode_error(svc, call.operation, after, rctx) end
-  return codec.encode(svc, call.operation, out or {}, rctx)
+  return answer
 end
 
 -- the sandbox's own endpoints (unsigned, loopback): /_sandbox/...
