@@ -279,24 +279,34 @@ static int l_guard(lua_State *L)
 	return 0;
 }
 
+/* mark(L, key, weak): registry[key][arg 1] = true, the set made on first
+ * use (weak: its keys do not keep coroutines alive) */
+static void mark(lua_State *L, const char *key, int weak)
+{
+	if (lua_getfield(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		if (weak) {
+			lua_newtable(L);
+			lua_pushliteral(L, "k");
+			lua_setfield(L, -2, "__mode");
+			lua_setmetatable(L, -2);
+		}
+		lua_pushvalue(L, -1);
+		lua_setfield(L, LUA_REGISTRYINDEX, key);
+	}
+	lua_pushvalue(L, 1);
+	lua_pushboolean(L, 1);
+	lua_rawset(L, -3);
+	lua_pop(L, 1);
+}
+
 /* core.preemptible(co): the hook may preempt coroutine co, a playbook's,
  * whose resumer checks core.preempted() each time it returns */
 static int l_preemptible(lua_State *L)
 {
 	luaL_argexpected(L, lua_tothread(L, 1) != NULL, 1, "thread");
-	if (lua_getfield(L, LUA_REGISTRYINDEX, NESTED_KEY) != LUA_TTABLE) {
-		lua_pop(L, 1);
-		lua_newtable(L);
-		lua_newtable(L);
-		lua_pushliteral(L, "k");
-		lua_setfield(L, -2, "__mode");
-		lua_setmetatable(L, -2);
-		lua_pushvalue(L, -1);
-		lua_setfield(L, LUA_REGISTRYINDEX, NESTED_KEY);
-	}
-	lua_pushvalue(L, 1);
-	lua_pushboolean(L, 1);
-	lua_rawset(L, -3);
+	mark(L, NESTED_KEY, 1);
 	return 0;
 }
 
@@ -314,15 +324,7 @@ static int l_preempted(lua_State *L)
 static int l_playbook_chunk(lua_State *L)
 {
 	luaL_checkstring(L, 1);
-	if (lua_getfield(L, LUA_REGISTRYINDEX, CHUNKS_KEY) != LUA_TTABLE) {
-		lua_pop(L, 1);
-		lua_newtable(L);
-		lua_pushvalue(L, -1);
-		lua_setfield(L, LUA_REGISTRYINDEX, CHUNKS_KEY);
-	}
-	lua_pushvalue(L, 1);
-	lua_pushboolean(L, 1);
-	lua_rawset(L, -3);
+	mark(L, CHUNKS_KEY, 0);
 	return 0;
 }
 
