@@ -149,6 +149,18 @@ hypd *hypd_open(const hypd_options *opts, char **err)
 		hypd_close(h);
 		return NULL;
 	}
+	/* the virtual clock goes on from the latest time this state recorded:
+	 * started at the real time again, it went back as far as the last
+	 * process on the state had jumped ahead, and what that process
+	 * scheduled at its times (the sandbox's transitions, run_later) came
+	 * that much later, after the waits of the resumed operations had
+	 * timed out (an add-on left CREATING or UPDATING for 10 minutes) */
+	if (hclock_is_virtual()) {
+		double latest;
+
+		if (store_latest_time(h->db, &latest) == STORE_OK)
+			hclock_advance_to(latest);
+	}
 	h->http = httpc_new(0);
 	h->workers = h->http ? jobs_new(4, wake_engine, h->http) : NULL;
 	h->L = lstate_new(opts->memory_limit);

@@ -388,11 +388,16 @@ static int l_disarm(lua_State *L)
 	return 2;
 }
 
-/* core.interrupted([clear]): was lua_engine_interrupt called? */
+/* core.interrupted([clear]): was lua_engine_interrupt called? The argument
+ * is read before the answer is pushed: read after, with no argument, index 1
+ * was the answer itself, so a plain question (op.stopping(), an until_fn)
+ * cleared the interrupt it saw, and hypd serve's loop never saw its SIGTERM. */
 static int l_interrupted(lua_State *L)
 {
+	int clear = lua_toboolean(L, 1);
+
 	lua_pushboolean(L, interrupted);
-	if (lua_toboolean(L, 1))
+	if (clear)
 		interrupted = 0;
 	return 1;
 }

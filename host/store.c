@@ -390,6 +390,29 @@ int store_schema_latest(void)
 	return N_MIGRATIONS;
 }
 
+int store_latest_time(store *s, double *out)
+{
+	static const char sql[] =
+		"SELECT max(t) FROM (SELECT max(updated_at) AS t FROM kv"
+		" UNION ALL SELECT max(updated_at) FROM operations"
+		" UNION ALL SELECT max(at) FROM events)";
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+
+	*out = 0;
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+			*out = sqlite3_column_double(st, 0);
+		rc = STORE_OK;
+	} else {
+		rc = sql_fail(s, rc, sql);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 /* ---- Transactions ---- */
 
 int store_begin(store *s)

@@ -63,6 +63,10 @@ int store_schema_version(store *s);
 /* The number of migration steps this binary knows. */
 int store_schema_latest(void);
 
+/* The latest time written in the store (kv and operations updated_at,
+ * events at) in *out, 0 when it is empty. */
+int store_latest_time(store *s, double *out);
+
 /* ---- Transactions ---- */
 
 /*

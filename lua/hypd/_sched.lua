@@ -444,7 +444,12 @@ function M.run(until_fn)
   while true do
     run_ready()
     local ready = qhead <= qtail or #later > 0 -- tasks woken during that pass
-    if not ready and until_fn and until_fn() then return true end
+    -- until_fn is asked once nothing is ready, and at once when the host is
+    -- interrupted: the caller's own handling of the interrupt (hypd serve's
+    -- graceful stop) comes before the loop's; otherwise the branch below
+    -- took the interrupt whenever it landed while a task was ready, cleared
+    -- it and cancelled every task, and the caller, never seeing it, ran on
+    if (not ready or core.interrupted()) and until_fn and until_fn() then return true end
     if core.interrupted(true) then
       queue_later()
       for t in pairs(live) do M.cancel(t, errors.new("CANCELLED", "interrupted")) end
