@@ -48,7 +48,8 @@
 --                                       err.again = true: nothing came within
 --                                       timeout seconds; the stream is still
 --                                       open, read again
---   s:headers() -> status, headers | nil, err   (s.status, s.headers once known)
+--   s:headers() -> status, headers | nil, err   (s.status, s.response_headers once
+--                  known; a field named headers would hide this method)
 --   s:lines()   -> iterator over complete lines; a last line without "\n" is
 --                  returned at a clean end; it stops on failure (see s.err)
 --   s:close()   cancels the transfer and drops unread bytes (idempotent;
@@ -213,7 +214,7 @@ end
 -- called by the scheduler (never yields): new bytes, and the first time the
 -- status and headers
 function Stream:_data(ev)
-  if ev.headers then self.status, self.headers = ev.status, ev.headers end
+  if ev.headers then self.status, self.response_headers = ev.status, ev.headers end
   if #ev.data > 0 then
     self._tail = self._tail + 1
     self._chunks[self._tail] = ev.data
@@ -233,7 +234,7 @@ function Stream:_done(ev)
   if ev.err then
     self.err = ev.err
   elseif not self.status then
-    self.status, self.headers = ev.status, ev.headers
+    self.status, self.response_headers = ev.status, ev.headers
   end
   self._sig:fire()
 end
@@ -272,7 +273,7 @@ function Stream:headers()
     if self._ended then return nil, self.err end
     self._sig:wait()
   end
-  return self.status, self.headers
+  return self.status, self.response_headers
 end
 
 function Stream:lines()

@@ -80,7 +80,7 @@ t.test("the first chunk arrives while the server still sleeps before the second"
   local s = assert(http.stream { url = base .. "/gate" })
   local status, headers = s:headers()
   t.eq({ status, headers["x-stream"] }, { 200, "yes" })
-  t.eq({ s.status, s.headers["content-type"] }, { 200, "text/plain" })
+  t.eq({ s.status, s.response_headers["content-type"] }, { 200, "text/plain" })
   t.eq(s:read(), "line 1\n")
   local first = core.mono() - started
   t.ok(first < 0.25, "line 1 came before the server's 300 ms pause ended (" .. first .. " s)")
@@ -187,6 +187,18 @@ t.test("headers() returns as soon as the headers arrive, before any body byte", 
   t.eq(s:headers(), 200)
   t.ok(core.mono() - started < 5, "no wait for a body")
   t.fails(s:read(0.05))
+  s:close()
+  t.eq(settle(), 0)
+end)
+
+t.test("headers() still answers when the headers came before it was called", function()
+  local s = assert(http.stream { url = base .. "/quiet" })
+  for _ = 1, 100 do
+    if s.status then break end
+    task.sleep(0.02)
+  end
+  t.eq(s.status, 200, "the headers arrived while nobody asked")
+  t.eq(s:headers(), 200, "the method is not hidden by what arrived")
   s:close()
   t.eq(settle(), 0)
 end)
