@@ -1,5 +1,8 @@
 #!/bin/sh
-# The Lua tree is luacheck-clean (std lua54, see .luacheckrc). TAP output.
+# The Lua tree is luacheck-clean (std lua54, see .luacheckrc), and no
+# tracked file reaches outside the repository for ../shared (a person's
+# clone has none: the data the build and tests need lives in the tree).
+# TAP output.
 cd "$(dirname "$0")/.." || exit 1
 if out=$(luacheck --no-color --formatter plain lua recipes tests/lua tests/bench examples 2>&1); then
 	echo "ok 1 - the Lua tree is luacheck-clean"
@@ -7,4 +10,12 @@ else
 	echo "not ok 1 - the Lua tree is luacheck-clean"
 	echo "$out" | sed 's/^/#   /'
 fi
-echo "1..1"
+if ! command -v git >/dev/null 2>&1 || ! git rev-parse --git-dir >/dev/null 2>&1; then
+	echo "ok 2 - no tracked file names ../shared # SKIP not a git checkout"
+elif found=$(git grep -l -F '../shared' -- ':!tests/lint.sh' 2>/dev/null); then
+	echo "not ok 2 - no tracked file names ../shared"
+	echo "$found" | sed 's/^/#   /'
+else
+	echo "ok 2 - no tracked file names ../shared"
+fi
+echo "1..2"

@@ -5,7 +5,7 @@
  * and against behaviours named one by one.
  *
  * Runs from the repository root. SIGV4_SUITE overrides the suite directory
- * (../shared/testdata/sigv4), SIGV4_EXTRA the vector directory.
+ * (tests/data/sigv4/suite: the official suite, copied in), SIGV4_EXTRA the vector directory.
  */
 #include "sigv4.h"
 #include "tap.h"
@@ -52,7 +52,7 @@ void *realloc(void *p, size_t n)
 }
 #endif
 
-#define SUITE_DIR "../shared/testdata/sigv4"
+#define SUITE_DIR "tests/data/sigv4/suite"
 #define EXTRA_DIR "tests/data/sigv4/extra"
 #define SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define T20150830 1440938160  /* 2015-08-30T12:36:00Z */
