@@ -366,7 +366,8 @@ t.test("inference_list lists every kind; inference_delete deletes hypd's objects
     assert(conn:patch("apps/v1", "Deployment", "theirs", { metadata = { labels = {
       ["app.kubernetes.io/managed-by"] = "someone" } } }, { namespace = "default" }))
     local _, e = run("inference_delete", { name = "theirs" })
-    t.like(e and e.message, "hypd deletes only the deployments it made")
+    t.like(e and e.message, "was not made by hypd %(app.kubernetes.io/managed%-by=someone%): inference_delete does " ..
+      "not change or delete it")
     t.ok(conn:get("apps/v1", "Deployment", "theirs", { namespace = "default" }), "not deleted")
     local r, err = run("inference_delete", { name = "qwen-vllm" })
     t.ok(r, err and err.message)

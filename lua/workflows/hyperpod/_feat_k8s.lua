@@ -7,10 +7,21 @@
 --     owner will do, and only its presence counts: a CRD), compared on the
 --     fields the manifest gives (what the API server adds is not a
 --     difference), applied when missing or different. A re-run whose
---     objects all match makes no Kubernetes write.
+--     objects all match makes no Kubernetes write. With opts.family (a tool
+--     family of _ownership) the object is labelled with it, and one of its
+--     name that another family or anyone else made is a CONFLICT naming
+--     the owner and the tool that manages it (never taken over)
 --   absent(ctx, conn, api_version, kind, name [, namespace]) -> action, why
 --     deleted (and waited for until gone) when it is hypd's; kept otherwise
+--     (the delete tools refuse another family's first: _ownership.check)
+--   claim(conn, objects, family [, opts]): before any write (and in a
+--     plan), each object of that kind and name that exists must be the
+--     family's (_ownership.check: a CONFLICT naming its owner otherwise);
+--     objects may be stand-ins {apiVersion, kind, metadata = {name,
+--     namespace}} for what a controller will make of the family's resource
 --   view(obj, want) -> the part of obj that want's fields name
+local O = require "_ownership"
+
 local M = {}
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -60,9 +71,15 @@ function M.ensure(ctx, conn, obj, opts)
   local md = obj.metadata
   local ns = md.namespace
   local name = (ns and (ns .. "/") or "") .. md.name
+  local own = not opts.shared and owned or nil
+  if opts.family then
+    O.label(obj, opts.family)
+    own = O.owned(opts.family, { field = opts.field, cluster = type(ctx.state.eks) == "string" and ctx.state.eks,
+      by = ctx.tool and ctx.tool.name })
+  end
   local want = body(obj)
   return ctx:ensure { type = "k8s:" .. obj.kind:lower(), label = obj.kind, name = name, id = "uid",
-    owned = not opts.shared and owned or nil, field = opts.field,
+    owned = own, field = opts.field,
     search = function()
       local o = M.get(conn, obj.apiVersion, obj.kind, md.name, ns)
       if o then o.uid = o.metadata.uid end
@@ -82,6 +99,16 @@ function M.ensure(ctx, conn, obj, opts)
       o.uid = o.metadata.uid
       return o
     end }
+end
+
+function M.claim(conn, objects, family, opts)
+  for _, o in ipairs(objects) do
+    local live = M.get(conn, o.apiVersion, o.kind, o.metadata.name, o.metadata.namespace)
+    if live then
+      live.kind = live.kind or o.kind
+      O.check(live, family, opts)
+    end
+  end
 end
 
 function M.absent(ctx, conn, api_version, kind, name, ns)

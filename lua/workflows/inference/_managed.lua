@@ -212,10 +212,29 @@ end
 
 -- apply(ctx): the object in ctx.state.object, by server-side apply (field
 -- manager hypd) only when missing or different
+--
+-- The operator makes a Deployment and a Service of the resource's name: one
+-- another tool made (inference_deploy_container's, the other operator
+-- kind's) would be taken over, so any of those names that is not this
+-- family's is a CONFLICT naming its owner, before the first write.
+M.FAMILY = { InferenceEndpointConfig = "inference-managed", JumpStartModel = "inference-jumpstart" }
+
 function M.apply(ctx)
   local st = ctx.state
   local conn = ctx:k8s(st.eks)
-  local obj, action = K.ensure(ctx, conn, st.object)
+  local md = st.object.metadata
+  local family = M.FAMILY[st.object.kind]
+  local stand_ins = { st.object,
+    { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = md.name, namespace = md.namespace } },
+    { apiVersion = "v1", kind = "Service", metadata = { name = md.name, namespace = md.namespace } } }
+  for _, c in ipairs(require("inference._inference").CRS) do
+    if c.kind ~= st.object.kind then
+      stand_ins[#stand_ins + 1] = { apiVersion = c.api, kind = c.kind, metadata = { name = md.name,
+        namespace = md.namespace } }
+    end
+  end
+  K.claim(conn, stand_ins, family, { cluster = st.eks })
+  local obj, action = K.ensure(ctx, conn, st.object, { family = family, field = "name" })
   st.applied = { kind = st.object.kind, name = st.object.metadata.name, namespace = st.object.metadata.namespace,
     action = action, uid = obj and obj.uid }
 end

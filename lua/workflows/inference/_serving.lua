@@ -16,7 +16,7 @@
 --   call(conn, ns, svc, port, method, path, body) -> status, decoded body | nil, err
 --   NAME, NS: the parameter specs of a Kubernetes name and namespace
 --   refuse(fields, msg): VALIDATION naming the fields ({field, rule, message})
---   ensure_all(ctx, conn, objects) -> [{kind, name, namespace, action, uid}]
+--   ensure_all(ctx, conn, objects [, opts]) -> [{kind, name, namespace, action, uid}]
 local M = {}
 M.INFERENCE = "hypd.io/inference"
 
@@ -28,13 +28,14 @@ M.NS = require("_params").with(M.NAME, { default = "default", pattern_help = "a 
 
 function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = fields }) end
 
--- ensure_all(ctx, conn, objects): each object made or brought in line by
--- server-side apply (hyperpod._feat_k8s ensure), in order
-function M.ensure_all(ctx, conn, objects)
+-- ensure_all(ctx, conn, objects [, opts]): each object made or brought in
+-- line by server-side apply (hyperpod._feat_k8s ensure, with opts: family,
+-- field), in order
+function M.ensure_all(ctx, conn, objects, opts)
   local K = require "hyperpod._feat_k8s"
   local out = {}
   for _, o in ipairs(objects) do
-    local obj, action = K.ensure(ctx, conn, o)
+    local obj, action = K.ensure(ctx, conn, o, opts)
     out[#out + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace, action = action,
       uid = obj and obj.uid }
   end

@@ -7,6 +7,10 @@ local I = require "inference._inference"
 local K = require "hyperpod._feat_k8s"
 local PL = require "inference._pool"
 local hp = require "hyperpod._hp"
+local O = require "_ownership"
+
+-- the families whose deployments inference_delete removes (_ownership)
+local FAMILIES = { "inference-container", "inference-managed", "inference-jumpstart", "inference-router" }
 
 -- the kinds besides the top object that may carry hypd.io/inference=<name>
 local EXTRA = { { "v1", "Service" }, { "keda.sh/v1alpha1", "ScaledObject" } }
@@ -17,14 +21,19 @@ local function run(ctx)
   local conn = ctx:k8s(e.name)
   local d = I.find(conn, p.name, p.namespace)
   if not d then
+    -- an object of that name that is no inference deployment of hypd's
+    -- (kubectl's, another tool's) is refused, not answered "absent"
+    for _, k in ipairs { { "apps/v1", "Deployment" }, { "v1", "Service" } } do
+      local o = K.get(conn, k[1], k[2], p.name, p.namespace)
+      if o then
+        o.kind = o.kind or k[2]
+        O.check(o, FAMILIES, { cluster = e.name, by = "inference_delete" })
+      end
+    end
     st.result = { cluster = e.name, name = p.name, namespace = p.namespace, action = "absent" }
     return
   end
-  local ok, why = K.owned(d.object)
-  if not ok then
-    hypd.errors.raise("CONFLICT", string.format("%s %s/%s is %s: hypd deletes only the deployments it made",
-      d.object.kind, p.namespace, p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
-  end
+  O.check(d.object, FAMILIES, { cluster = e.name, by = "inference_delete" })
   if d.kind == "pool" and not p.force then
     local _, assigned, models = PL.counts(d)
     if assigned > 0 then

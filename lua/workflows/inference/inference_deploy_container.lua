@@ -11,6 +11,9 @@ local C = require "inference._container"
 local K = require "hyperpod._feat_k8s"
 local hp = require "hyperpod._hp"
 local PL = require "inference._pool"
+local O = require "_ownership"
+
+local FAMILY = "inference-container"
 
 local IMAGE = "^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$"
 local WORD = { type = "string", max_length = 4096 }
@@ -73,6 +76,9 @@ local function check(ctx)
   st.port, st.port_source = port, source
   local kind = p.service == "pool" and "pool" or "container"
   local d = I.find(conn, p.name, p.namespace, kind ~= "pool")
+  -- another tool's deployment of this name (the operator's for a managed
+  -- one) is never taken over: CONFLICT naming its owner
+  if d then O.check(d.object, FAMILY, { cluster = st.eks }) end
   if d and d.kind ~= kind then
     hypd.errors.raise("CONFLICT", string.format("%s/%s is already an inference deployment of kind %s, not %s: " ..
       "delete it with inference_delete or choose another name", p.namespace, p.name, d.kind, kind),
@@ -88,6 +94,7 @@ local function check(ctx)
   end
   st.warnings = warnings(conn, p)
   st.objects = C.objects(p, port)
+  K.claim(conn, st.objects, FAMILY, { cluster = st.eks })
 end
 
 local function apply(ctx)
@@ -98,7 +105,7 @@ local function apply(ctx)
   K.ensure(ctx, conn, { apiVersion = "v1", kind = "Namespace", metadata = { name = ctx.params.namespace,
     labels = { [I.MANAGED_BY] = "hypd" } } }, { shared = true })
   for _, o in ipairs(st.objects) do
-    local obj, action = K.ensure(ctx, conn, o, { field = "name" })
+    local obj, action = K.ensure(ctx, conn, o, { field = "name", family = FAMILY })
     st.applied[#st.applied + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace,
       action = action, uid = obj and obj.uid }
   end

@@ -7,9 +7,18 @@
 -- (port named http). Policies: cache_aware (a prefix cache tree per worker,
 -- balanced by load), round_robin, random, power_of_two.
 --
+-- Workers are found by the names given: when their pods share a label
+-- that selects only them (one deployment always does), the router
+-- discovers the pods by it; otherwise (two inference_deploy_container
+-- deployments: each pod carries only its own hypd.io/inference=<name>, and
+-- hypd does not relabel another tool's deployment) it is given each
+-- worker's Service by name (--worker-urls http://<service>.<ns>.svc...:<port>),
+-- whose replicas that Service balances.
+--
 -- Before any write it refuses workers that are missing, that do not run
--- SGLang (python -m sglang.launch_server), or that share no label selecting
--- only their pods (the router takes one selector).
+-- SGLang (python -m sglang.launch_server), or (sharing no such label) that
+-- have no Service selecting their pods; and objects of its names that
+-- another tool or anyone else made (hypd.io/family, _ownership).
 local P = require "_params"
 local K = require "hyperpod._feat_k8s"
 local S = require "inference._serving"
@@ -44,8 +53,11 @@ local function sglang_port(dep)
   end
 end
 
--- selector(conn, ns, deps) -> the labels every worker pod has and no other deployment's pods do
-local function selector(conn, ns, deps, names)
+local FAMILY = "inference-router"
+
+-- selector(conn, ns, deps) -> the labels every worker pod has and no other
+-- deployment's pods do, or nil, why when there are none
+local function selector(conn, ns, deps)
   local common
   for _, d in ipairs(deps) do
     local l = #deps == 1 and d.spec.selector.matchLabels or (d.spec.template.metadata or {}).labels or {}
@@ -56,8 +68,13 @@ local function selector(conn, ns, deps, names)
       for k, v in pairs(common) do if l[k] ~= v then common[k] = nil end end
     end
   end
-  for _, k in ipairs { "app.kubernetes.io/managed-by", "hypd.io/operation", "hypd.io/inference-kind" } do
-    if #deps > 1 then common[k] = nil end
+  -- hypd's own labels say who made a pod, not which worker it is: a
+  -- selector of them (hypd.io/engine=sglang, hypd.io/family=...) would
+  -- also take in any later deployment of that kind, not only those named
+  if #deps > 1 then
+    for k in pairs(common) do
+      if k == "app.kubernetes.io/managed-by" or k:find("^hypd%.io/") then common[k] = nil end
+    end
   end
   local mine = {}
   for _, d in ipairs(deps) do mine[d.metadata.name] = true end
@@ -70,14 +87,30 @@ local function selector(conn, ns, deps, names)
       if hit and not mine[d.metadata.name] then others[#others + 1] = d.metadata.name end
     end
   end
-  if not next(common) or #others > 0 then
-    refuse("workers", "selector", string.format("workers: the pods of %s share no label that selects only them%s; " ..
-      "the router discovers workers by one label selector: give the worker deployments a common label (e.g. " ..
-      "model=<name>) or route one deployment", table.concat(names, ", "),
-      #others > 0 and (" (it would also select " .. table.concat(others, ", ") .. ")") or ""))
-  end
+  if not next(common) then return nil, "share no label" end
+  if #others > 0 then return nil, "share only labels that also select " .. table.concat(others, ", ") end
   return common
 end
+
+-- worker_urls(conn, ns, deps, names, port) -> the URL of each worker's
+-- Service (by DNS name, on its port that reaches the SGLang server);
+-- refuses a worker no Service selects
+local function worker_urls(conn, ns, deps, names, why)
+  local out = {}
+  for i, d in ipairs(deps) do
+    local svc, sport = S.service(conn, ns, d, names[i])
+    if not svc then
+      refuse("workers[" .. (i - 1) .. "]", "service", string.format("workers: the pods of %s %s, so the router " ..
+        "reaches each worker through its Service, and no Service selects the pods of %s (inference_deploy_container " ..
+        "makes one unless service=pool); give it one, or a label common to every worker's pods", table.concat(names,
+        ", "), why, names[i]))
+    end
+    out[i] = string.format("http://%s.%s.svc.cluster.local:%d", svc.metadata.name, ns, sport)
+  end
+  return out
+end
+
+local objects -- (below) the router's objects
 
 local function check(ctx)
   local p, st = ctx.params, ctx.state
@@ -101,25 +134,39 @@ local function check(ctx)
     port = wp
     deps[#deps + 1] = d
   end
-  local sel = selector(conn, p.namespace, deps, p.workers)
-  local keys = {}
-  for k in pairs(sel) do keys[#keys + 1] = k end
-  table.sort(keys)
-  local pairs_ = {}
-  for i, k in ipairs(keys) do pairs_[i] = k .. "=" .. sel[k] end
-  st.selector, st.worker_port = pairs_, port
+  local sel, why = selector(conn, p.namespace, deps)
+  st.selector, st.worker_urls = nil, nil
+  if sel then
+    local keys = {}
+    for k in pairs(sel) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local pairs_ = {}
+    for i, k in ipairs(keys) do pairs_[i] = k .. "=" .. sel[k] end
+    st.selector = pairs_
+  else
+    st.worker_urls = worker_urls(conn, p.namespace, deps, p.workers, why)
+  end
+  st.worker_port = port
+  K.claim(conn, objects(p, st), FAMILY, { cluster = st.eks })
 end
 
 -- objects(p, st) -> the router's objects, in the order they are applied
-local function objects(p, st)
+function objects(p, st)
   local ns, name = p.namespace, p.name
   local role = "hypd-" .. ns .. "-" .. name .. "-discovery"
   local labels = { app = name, ["hypd.io/inference"] = name, ["hypd.io/inference-kind"] = "router" }
   local cmd = { "python3", "-m", "sglang_router.launch_router", "--host", "0.0.0.0", "--port", tostring(p.port),
-    "--policy", p.policy, "--service-discovery", "--selector" }
-  for _, kv in ipairs(st.selector) do cmd[#cmd + 1] = kv end
-  for _, x in ipairs { "--service-discovery-port", tostring(st.worker_port), "--service-discovery-namespace", ns,
-    "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000" } do cmd[#cmd + 1] = x end
+    "--policy", p.policy }
+  if st.selector then
+    cmd[#cmd + 1], cmd[#cmd + 2] = "--service-discovery", "--selector"
+    for _, kv in ipairs(st.selector) do cmd[#cmd + 1] = kv end
+    for _, x in ipairs { "--service-discovery-port", tostring(st.worker_port), "--service-discovery-namespace", ns }
+      do cmd[#cmd + 1] = x end
+  else
+    cmd[#cmd + 1] = "--worker-urls"
+    for _, u in ipairs(st.worker_urls) do cmd[#cmd + 1] = u end
+  end
+  for _, x in ipairs { "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000" } do cmd[#cmd + 1] = x end
   local svc_spec = { type = p.service_type, selector = { app = name, ["hypd.io/inference"] = name },
     ports = { { name = "http", port = p.port, targetPort = "http", protocol = "TCP" },
       { name = "metrics", port = 29000, targetPort = "metrics", protocol = "TCP" } } }
@@ -146,7 +193,7 @@ end
 local function apply(ctx)
   local p, st = ctx.params, ctx.state
   local conn = ctx:k8s(st.eks)
-  st.objects = S.ensure_all(ctx, conn, objects(p, st))
+  st.objects = S.ensure_all(ctx, conn, objects(p, st), { family = FAMILY, field = "name" })
 end
 
 local function wait(ctx)
@@ -166,7 +213,8 @@ local function result(ctx)
   if ctx.plan then return end
   st.result = { cluster = st.eks, region = st.region, name = p.name, namespace = p.namespace,
     service = p.service_name or (p.name .. "-service"), port = p.port, policy = p.policy, workers = p.workers,
-    selector = st.selector, worker_port = st.worker_port, ready_replicas = st.ready, objects = st.objects,
+    selector = st.selector, worker_urls = st.worker_urls, worker_port = st.worker_port, ready_replicas = st.ready,
+    objects = st.objects,
     next = "inference_call_model name=" .. p.name .. " namespace=" .. p.namespace .. " prompt=\"...\"" }
 end
 
@@ -175,11 +223,13 @@ return tool {
   summary = "Deploy the SGLang router (cache-aware routing) in front of SGLang worker deployments",
   description = "Deploys the SGLang router (python -m sglang_router.launch_router, image lmsysorg/sglang) in front " ..
     "of the SGLang worker deployments named in workers: a Deployment (default name sglang-router) that finds " ..
-    "the workers' pods by label (service discovery, so replicas added later join), a ServiceAccount with a " ..
+    "the workers' pods by a label they all share and no other pods have (service discovery, so replicas added " ..
+    "later join) or, when they share none (two inference_deploy_container deployments), reaches each worker " ..
+    "through its Service by name (--worker-urls); a ServiceAccount with a " ..
     "ClusterRole/ClusterRoleBinding to watch pods, and a Service <name>-service (port named http, ClusterIP or " ..
     "LoadBalancer). policy: cache_aware (default: requests sharing a prefix go to the worker that has it cached, " ..
     "balanced by load), round_robin, random, power_of_two. Refuses before creating anything when a worker is " ..
-    "missing, does not run SGLang, or the workers share no label that selects only their pods. plan=true lists " ..
+    "missing, does not run SGLang, or shares no such label and has no Service. plan=true lists " ..
     "the objects. Then inference_call_model name=<name> sends a request through the router; inference_get " ..
     "name=<name> shows it.",
   kind = "mutating",
@@ -188,7 +238,7 @@ return tool {
   status_tool = "inference_get",
   params = {
     workers = { type = "array", required = true, decision = true, items = KNAME,
-      description = "the SGLang worker deployments to route to (one label selector must select just their pods)" },
+      description = "the SGLang worker deployments to route to, by name" },
     name = P.with(KNAME, { default = "sglang-router", description = "the router Deployment's name" }),
     service_name = P.with(S.NAME, { description = "the router Service's name (default <name>-service)" }),
     namespace = P.with(S.NS, { description = "the workers' and the router's namespace" }),

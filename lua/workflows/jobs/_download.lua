@@ -142,7 +142,8 @@ end
 
 -- labels(name) -> the labels of every object of a download
 function M.labels(name)
-  return { [M.MANAGED_BY] = "hypd", [M.KIND_LABEL] = M.KIND, [M.DOWNLOAD_LABEL] = name }
+  return { [M.MANAGED_BY] = "hypd", [M.KIND_LABEL] = M.KIND, [M.DOWNLOAD_LABEL] = name,
+    ["hypd.io/family"] = "download" } -- _ownership
 end
 
 -- secret(d) -> the token Secret (data base64, as the API keeps it)

@@ -6,6 +6,7 @@ local P = require "_params"
 local B = require "jobs._batch"
 local K = require "hyperpod._feat_k8s"
 local hp = require "hyperpod._hp"
+local O = require "_ownership"
 
 local function run(ctx)
   local p, st = ctx.params, ctx.state
@@ -16,11 +17,9 @@ local function run(ctx)
     st.result = { cluster = e.name, region = e.region, name = p.name, namespace = p.namespace, action = "absent" }
     return
   end
-  local ok, why = K.owned(job)
-  if not ok then
-    hypd.errors.raise("CONFLICT", string.format("Job %s/%s is %s: hypd deletes only the Jobs it made", p.namespace,
-      p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
-  end
+  job.kind = job.kind or "Job"
+  -- only what model_download made (_ownership)
+  O.check(job, "download", { cluster = e.name, by = "job_delete" })
   local phase = B.phase(job)
   local action = K.absent(ctx, conn, B.API, "Job", p.name, p.namespace)
   st.result = { cluster = e.name, region = e.region, name = p.name, namespace = p.namespace, phase = phase,

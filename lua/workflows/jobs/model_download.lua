@@ -11,6 +11,9 @@ local D = require "jobs._download"
 local K = require "hyperpod._feat_k8s"
 local S = require "storage._storage"
 local hp = require "hyperpod._hp"
+local O = require "_ownership"
+
+local FAMILY = "download"
 
 local function refuse(code, field, rule, msg, extra)
   local e = { fields = { { field = field, rule = rule, message = field .. ": " .. msg:gsub(";.*$", "") } } }
@@ -89,15 +92,12 @@ end
 -- (hypd's, same model, revision, claim and folder; a token only when it
 -- reads one): a Job cannot change, so anything else is refused before any
 -- write, naming the way out
-local function same_job(conn, d)
+local function same_job(conn, d, cluster)
   local live = B.find(conn, d.name, d.namespace)
   if not live then return end
   local phase = B.phase(live)
-  local ok, why = K.owned(live)
-  if not ok then
-    refuse("CONFLICT", "name", "owned", string.format("a Job %s/%s exists and is not hypd's (%s); pass another " ..
-      "name", d.namespace, d.name, why))
-  end
+  live.kind = live.kind or "Job"
+  O.check(live, FAMILY, { field = "name", cluster = cluster })
   local have, diff = identity(live), {}
   local want = { model_id = d.model_id, revision = d.revision, claim = d.claim, destination = d.destination,
     token_secret = d.secret }
@@ -144,7 +144,7 @@ local function check_step(ctx)
   end
   st.d, st.affinity, st.gpu_types = d, affinity, where.gpu_types
   if p.hf_token then d.secret = D.secret_name(d.name) end
-  local live = same_job(conn, d)
+  local live = same_job(conn, d, e.name)
   st.job_ref = live and { name = live.metadata.name, uid = live.metadata.uid } or nil
 end
 
@@ -178,7 +178,7 @@ local function ensure_secret(ctx, conn, d, owner)
   end
   local hash = obj.metadata.annotations[D.ANN.token]
   return ctx:ensure { type = "k8s:secret", label = "Secret", name = d.namespace .. "/" .. d.secret, id = "uid",
-    owned = K.owned, field = "name",
+    owned = O.owned(FAMILY, { field = "name", cluster = ctx.state.eks }), field = "name",
     search = function() return found(conn, "Secret", d.secret, d.namespace) end,
     fields = { type = "Opaque", keys = { D.TOKEN_KEY }, labels = obj.metadata.labels },
     desired = { token_sha256 = hash, owner = owner and owner.uid or nil },
@@ -206,7 +206,7 @@ local function job_step(ctx)
   local conn = ctx:k8s(st.eks)
   local obj = D.job(d, st.affinity)
   local job, action = ctx:ensure { type = "k8s:job", label = "Job", name = d.namespace .. "/" .. d.name, id = "uid",
-    owned = K.owned, field = "name",
+    owned = O.owned(FAMILY, { field = "name", cluster = ctx.state.eks }), field = "name",
     search = function() return found(conn, "Job", d.name, d.namespace) end,
     fields = { image = D.IMAGE, resources = D.RESOURCES, affinity = st.affinity, backoffLimit = D.BACKOFF,
       activeDeadlineSeconds = D.DEADLINE, ttlSecondsAfterFinished = D.TTL, claim = d.claim,

@@ -22,6 +22,7 @@ M.TAG = "hypd:cluster-tag"
 M.MANAGED = "app.kubernetes.io/managed-by"
 M.KIND_LABEL = "hypd.io/storage"
 M.TAG_LABEL = "hypd.io/cluster-tag"
+M.FAMILY_LABEL = "hypd.io/family" -- _ownership: storage-s3 | storage-fsx
 M.BUCKET_ANN = "hypd.io/bucket"
 M.FS_ANN = "hypd.io/file-system-id"
 M.DRIVERS = { s3 = "s3.csi.aws.com", fsx = "fsx.csi.aws.com" }
@@ -169,12 +170,33 @@ function M.owned(obj)
   return false, "its " .. M.MANAGED .. " label is " .. (v and ("'" .. v .. "'") or "missing") .. ", not 'hypd'"
 end
 
+-- claim_free(ctx, cl, kind, ns, claim): before any write, the claim and
+-- the volume of that name, when they exist, are this storage kind's
+-- (hypd.io/family storage-s3 or storage-fsx, _ownership): one that another
+-- tool or anyone else made is a CONFLICT naming its owner, so an FSx
+-- storage never takes over an S3 one's claim (nor makes its file system
+-- first). A planned cluster has nothing to read.
+function M.claim_free(ctx, cl, kind, ns, claim)
+  if cl.planned then return end
+  local O = require "_ownership"
+  local k = ctx:k8s(cl.name)
+  local named = { { "PersistentVolumeClaim", claim, ns }, { "PersistentVolume", M.volume_name(kind, ns, claim) } }
+  for _, o in ipairs(named) do
+    local live = M.get(k, "v1", o[1], o[2], o[3])
+    if live then
+      live.kind = live.kind or o[1]
+      O.check(live, "storage-" .. kind, { field = "claim_name", cluster = cl.name })
+    end
+  end
+end
+
 -- pv(o) -> a PersistentVolume pre-bound to its claim. o: {kind, name, ns,
 -- claim, tag, capacity, csi = {driver, volumeHandle, volumeAttributes},
 -- mount_options, annotations}
 function M.pv(o)
   return { apiVersion = "v1", kind = "PersistentVolume",
-    metadata = { name = o.name, labels = { [M.KIND_LABEL] = o.kind, [M.TAG_LABEL] = o.tag },
+    metadata = { name = o.name, labels = { [M.KIND_LABEL] = o.kind, [M.TAG_LABEL] = o.tag,
+      [M.FAMILY_LABEL] = "storage-" .. o.kind },
       annotations = o.annotations },
     spec = { capacity = { storage = o.capacity }, accessModes = { "ReadWriteMany" }, volumeMode = "Filesystem",
       persistentVolumeReclaimPolicy = "Retain", storageClassName = "", mountOptions = o.mount_options,
@@ -185,7 +207,8 @@ end
 -- pvc(o) -> the claim bound to volume o.name
 function M.pvc(o)
   return { apiVersion = "v1", kind = "PersistentVolumeClaim",
-    metadata = { name = o.claim, namespace = o.ns, labels = { [M.KIND_LABEL] = o.kind, [M.TAG_LABEL] = o.tag },
+    metadata = { name = o.claim, namespace = o.ns, labels = { [M.KIND_LABEL] = o.kind, [M.TAG_LABEL] = o.tag,
+      [M.FAMILY_LABEL] = "storage-" .. o.kind },
       annotations = o.annotations },
     spec = { accessModes = { "ReadWriteMany" }, storageClassName = "", volumeName = o.name,
       resources = { requests = { storage = o.capacity } } } }
@@ -219,7 +242,8 @@ function M.ensure_volume(ctx, k, cl, o)
     return { type = "kubernetes:" .. kind:lower(), label = kind, name = (ns and (ns .. "/") or "") .. name,
       field = "claim_name", needs = needs,
       search = function() return M.get(k, api, kind, name, ns) end,
-      owned = M.owned, desired = desired, current = current,
+      owned = require("_ownership").owned("storage-" .. o.kind, { field = "claim_name", cluster = cl.name }),
+      desired = desired, current = current,
       placeholder = function() return obj end,
       create = function()
         local made, err = k:apply(json.decode(json.encode(obj)), { operation = ctx.op_id })

@@ -41,6 +41,7 @@ local function check(ctx)
   local p, st = ctx.params, ctx.state
   local cl = S.cluster(ctx, p)
   st.cluster = cl
+  S.claim_free(ctx, cl, "fsx", p.namespace, p.claim_name)
   if p.file_system_id then
     local fs = F.describe_fs(ctx, p.file_system_id)
     local function bad(rule, msg)

@@ -35,6 +35,7 @@ local function check(ctx)
   local p, st = ctx.params, ctx.state
   local cl = S.cluster(ctx, p, { plan_missing = true })
   st.cluster = cl
+  S.claim_free(ctx, cl, "s3", p.namespace, p.claim_name)
   S.require_addon(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
 end
 

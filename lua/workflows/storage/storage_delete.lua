@@ -51,12 +51,9 @@ local function find(ctx)
   end
   for _, obj in ipairs { pvc or false, pv or false } do
     if obj then
-      local ok, why = S.owned(obj)
-      if not ok then
-        errors.raise("CONFLICT", string.format("%s %s was not made by hypd (%s); hypd deletes only storages it " ..
-          "made: delete it with kubectl", obj.kind, obj.metadata.name, why), { fields = { { field = "claim_name",
-          rule = "owned", message = "claim_name: not hypd's" } } })
-      end
+      -- only what storage_create_s3 or storage_create_fsx made (_ownership)
+      require("_ownership").check(obj, { "storage-s3", "storage-fsx" }, { field = "claim_name", cluster = cl.name,
+        by = "storage_delete" })
     end
   end
   if pvc then

@@ -6,6 +6,7 @@ local J = require "training._jobs"
 local K = require "hyperpod._feat_k8s"
 local cap = require "hyperpod._capacity"
 local hp = require "hyperpod._hp"
+local O = require "_ownership"
 
 local DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -18,11 +19,8 @@ local function run(ctx)
     st.result = { cluster = e.name, name = p.name, namespace = p.namespace, action = "absent" }
     return
   end
-  local ok, why = K.owned(job)
-  if not ok then
-    hypd.errors.raise("CONFLICT", string.format("%s %s/%s is %s: hypd deletes only the jobs it submitted",
-      job.kind, p.namespace, p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
-  end
+  -- only what training_submit made (_ownership)
+  O.check(job, "training", { cluster = e.name, by = "training_delete_job" })
   local action = K.absent(ctx, conn, J.KINDS[job.kind].api, job.kind, p.name, p.namespace)
   st.result = { cluster = e.name, region = e.region, name = p.name, namespace = p.namespace, kind = job.kind,
     action = action }

@@ -10,6 +10,8 @@ local K = require "hyperpod._feat_k8s"
 local ML = require "training._mlflow"
 local S = require "storage._storage"
 
+local FAMILY = "training"
+
 -- with_mlflow(ctx, p, e) -> the recipe's params with params.mlflow filled
 -- from the tool's mlflow (a server name or ARN, "none", or the cluster's own
 -- server when it exists), and the server used
@@ -57,6 +59,9 @@ local function check(ctx)
       J.elastic_check(d, o)
     end
   end
+  -- a job (or any object of the recipe) of its name that another tool or
+  -- anyone else made is never taken over (_ownership)
+  K.claim(conn, objects, FAMILY, { cluster = e.name })
   st.params, st.objects = params, objects
 end
 
@@ -65,7 +70,7 @@ local function apply(ctx)
   local conn = ctx:k8s(st.eks)
   st.applied = {}
   for _, o in ipairs(st.objects) do
-    local obj, action = K.ensure(ctx, conn, o)
+    local obj, action = K.ensure(ctx, conn, o, { family = FAMILY, field = "name" })
     st.applied[#st.applied + 1] = { kind = o.kind, name = o.metadata.name, namespace = o.metadata.namespace,
       action = action, uid = obj and obj.uid }
   end
