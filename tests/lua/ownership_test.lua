@@ -10,9 +10,10 @@
 -- else would make under that name. From it:
 --   * every ordered pair of families whose objects share a kind and name
 --     (computed from the table, not listed) is tried: the first makes x,
---     the second is refused with CONFLICT naming the first's family
---     (hypd.io/family) and tool, and the first's objects are unchanged
---     (resourceVersion, labels and spec compared before and after);
+--     the second is refused (its plan too) with CONFLICT naming the first's
+--     family (hypd.io/family) and tool and a valid call of the tool that
+--     removes it, and the first's objects are unchanged (resourceVersion,
+--     labels and spec compared before and after);
 --   * for every family, an object of its name made by someone else (no
 --     app.kubernetes.io/managed-by=hypd label) is refused by its create and
 --     by its delete with CONFLICT, and is unchanged.
@@ -280,6 +281,11 @@ for _, pair in ipairs(PAIRS) do
       local before = snapshot(a.objects(ns, "x"))
       t.ok(count(before) > 0, "the first tool's objects exist")
       local bn, bargs = b.make(ns, "x")
+      bargs.plan = true
+      local planned, perr = run(bn, bargs)
+      t.eq(planned, nil, bn .. "'s plan does not offer to take it over")
+      t.eq(perr and perr.code, "CONFLICT", "its plan: " .. json.encode(perr))
+      bargs.plan = nil
       local r2, err2 = run(bn, bargs)
       t.eq(r2, nil, bn .. " is refused")
       t.eq(err2 and err2.code, "CONFLICT", json.encode(err2))

@@ -70,7 +70,7 @@ local function run(ctx)
   local port = I.port(d)
   local s = C.service(p.model, p.namespace, { [I.BUSINESS] = p.model }, port, p.service, p.scheme,
     I.labels(p.pool, "pool", { [I.MODEL] = p.model }))
-  local _, action = K.ensure(ctx, conn, s, { field = "model" })
+  local _, action = K.ensure(ctx, conn, s, { field = "model", family = "inference-container" }) -- a pool: _ownership
   if ctx.plan then return end
   st.result = { cluster = e.name, region = e.region, pool = p.pool, namespace = p.namespace, model = p.model,
     pods = st.pods, service = { name = p.model, type = s.spec.type, port = port, selector = s.spec.selector,
