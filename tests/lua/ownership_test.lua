@@ -16,7 +16,9 @@
 --     labels and spec compared before and after);
 --   * for every family, an object of its name made by someone else (no
 --     app.kubernetes.io/managed-by=hypd label) is refused by its create and
---     by its delete with CONFLICT, and is unchanged.
+--     by its delete with CONFLICT, and is unchanged;
+--   * for every family, what it made before hypd.io/family existed (the
+--     label removed) is applied again and deleted by its own tools.
 -- And the SGLang router over two inference_deploy_container deployments
 -- (which share no label selecting only them) routes to both, found by name.
 local t = require "hypd.tap"
@@ -301,8 +303,8 @@ for _, pair in ipairs(PAIRS) do
         local fargs = {}
         for k, v in rest:gmatch("([%w_]+)=(%S+)") do fargs[k] = v end
         fargs.plan = true
-        local planned, perr = tool.call(ftool, fargs, ADMIN)
-        t.ok(planned, "the suggested call " .. fix .. " is valid: " .. json.encode(perr))
+        local fplan, ferr = tool.call(ftool, fargs, ADMIN)
+        t.ok(fplan, "the suggested call " .. fix .. " is valid: " .. json.encode(ferr))
       end
       t.eq(snapshot(a.objects(ns, "x")), before, "the first tool's objects are unchanged")
       -- each carries its owner (a controller's objects: their ownerReference)
@@ -363,25 +365,49 @@ t.test("an object someone else made under the family's name is refused by every 
     end
   end)
 
-t.test("an object made before the family label (legacy labels only) stays manageable by its own tool", function()
-  local ns = namespace()
-  local tn, args = FAMILIES[1].make(ns, "old")
-  must(tn, args)
-  -- as hypd made it before this change: the same labels without hypd.io/family
-  for _, k in ipairs { { "apps/v1", "Deployment" }, { "v1", "Service" } } do
-    assert(conn:patch(k[1], k[2], "old", { metadata = { labels = { ["hypd.io/family"] = json.null } } },
-      { namespace = ns }))
+t.test("objects made before the family label (their old labels only) stay manageable by their own tools", function()
+  for _, f in ipairs(FAMILIES) do
+    local ns = namespace()
+    guarded(function()
+      if f.prepare then f.prepare(ns) end
+      local tn, args = f.make(ns, "old")
+      must(tn, args)
+      -- as hypd made them before this change: the same labels without hypd.io/family
+      local stripped = 0
+      for _, o in ipairs(f.objects(ns, "old")) do
+        local live = conn:get(o.api, o.kind, o.name, { namespace = o.ns })
+        if live and (live.metadata.labels or {})["hypd.io/family"] then
+          assert(conn:patch(o.api, o.kind, o.name, { metadata = { labels = { ["hypd.io/family"] = json.null } } },
+            { namespace = o.ns }))
+          stripped = stripped + 1
+        end
+      end
+      t.ok(stripped > 0, f.family .. ": its objects had the label")
+      local r, err = run(tn, args)
+      t.ok(r, f.family .. ": " .. tn .. " applies it again: " .. json.encode(err))
+      local dn, dargs = f.delete(ns, "old")
+      r, err = run(dn, dargs)
+      t.ok(r, f.family .. ": " .. dn .. " removes it: " .. json.encode(err))
+    end, function()
+      run(f.delete(ns, "old"))
+      if f.prepare then run("inference_delete", { name = "wk", namespace = ns }) end
+    end)
   end
-  local dep = conn:get("apps/v1", "Deployment", "old", { namespace = ns })
-  t.eq(dep.metadata.labels["hypd.io/family"], nil, "no family label")
-  local _, err = run("inference_deploy_managed", select(2, FAMILIES[2].make(ns, "old")))
-  t.eq(err and err.code, "CONFLICT", "another family is refused by the legacy labels")
-  t.like(err and err.message or "", "was made by inference_deploy_container")
-  local r, rerr = run(tn, args)
-  t.ok(r, "its own tool applies it again: " .. json.encode(rerr))
-  dep = conn:get("apps/v1", "Deployment", "old", { namespace = ns })
-  t.eq(dep.metadata.labels["hypd.io/family"], "inference-container", "and the label is added")
-  t.ok(run("inference_delete", { name = "old", namespace = ns }), "its delete removes it")
+  -- and another family is still refused by the old labels
+  local ns = namespace()
+  guarded(function()
+    must(FAMILIES[1].make(ns, "old"))
+    for _, k in ipairs { { "apps/v1", "Deployment" }, { "v1", "Service" } } do
+      assert(conn:patch(k[1], k[2], "old", { metadata = { labels = { ["hypd.io/family"] = json.null } } },
+        { namespace = ns }))
+    end
+    local _, err = run(FAMILIES[2].make(ns, "old"))
+    t.eq(err and err.code, "CONFLICT", "another family is refused by the old labels")
+    t.like(err and err.message or "", "was made by inference_deploy_container")
+    must(FAMILIES[1].make(ns, "old"))
+    local dep = conn:get("apps/v1", "Deployment", "old", { namespace = ns })
+    t.eq(dep.metadata.labels["hypd.io/family"], "inference-container", "its own tool adds the label again")
+  end, function() run("inference_delete", { name = "old", namespace = ns }) end)
 end)
 
 t.test("the SGLang router routes to two inference_deploy_container deployments by name, with no hand labels",
