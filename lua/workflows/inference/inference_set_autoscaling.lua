@@ -114,7 +114,10 @@ local function apply(ctx)
   local p, st = ctx.params, ctx.state
   local conn = ctx:k8s(st.eks)
   local o = object(p, st)
-  local obj, action = K.ensure(ctx, conn, o)
+  -- the family of the deployment it scales (_ownership): a ScaledObject of
+  -- that name another tool or anyone else made is refused, not taken over
+  local family = st.kind == "router" and "inference-router" or "inference-container"
+  local obj, action = K.ensure(ctx, conn, o, { family = family, field = "scaled_object_name" })
   st.applied = { kind = o.kind, name = o.metadata.name, namespace = p.namespace, action = action, uid = obj and obj.uid }
   st.spec = o.spec
 end
