@@ -83,6 +83,8 @@ local function check(id, depth)
   local ended = v.finished_at or last
   if ended - last > worst then worst, where = ended - last, { message = "(the end)", at = ended } end
   covered[v.tool] = (covered[v.tool] or 0) + 1
+  io.stdout:write(string.format("# %s%s %s: %s, %d events, longest silence %.0f s%s\n", string.rep("  ", depth or 0),
+    v.tool, id, v.status, #evs, worst, v.error and (" (" .. tostring(v.error.message):sub(1, 200) .. ")") or ""))
   if worst > GAP then
     findings[#findings + 1] = string.format("%s %s (%s): %.0f s without an event before %s", v.tool, id, v.status,
       worst, json.encode(where and (where.message or where.phase or where.kind)))
@@ -242,6 +244,10 @@ end)
 t.test("teardown: instance group, features, node groups, HyperPod and the cluster", function()
   staged("hyperpod_delete_instance_group", { instance_group = "cpu" })
   staged("hyperpod_disable_advanced_features", { features = { "inference_operator" } }, false)
+  -- the workloads that mount the S3 claim go first (storage_delete refuses a claim in use)
+  for _, name in ipairs { "sglang-router", "sgl-a", "qwen", "mgd", "llama" } do
+    staged("inference_delete", { name = name, force = true }, false)
+  end
   staged("hyperpod_delete", { force = true }, false)
   staged("cluster_delete", { cluster_tag = "gaps", force = true }, false)
 end)
