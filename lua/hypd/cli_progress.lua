@@ -2,18 +2,34 @@
 -- On a terminal: each finished phase stays as a line with its duration,
 -- and the current one is redrawn in place with the time it has taken so
 -- far and the latest progress note. Otherwise (a pipe, a CI log): one
--- plain line per phase with a time stamp.
+-- plain line per phase with a time stamp, one per new note, and when
+-- nothing was written for QUIET seconds a line that says what is still
+-- awaited and for how long, so a log never goes silent on a long wait.
+-- The follower calls p:tick() between fetches: on a terminal it redraws
+-- the line, so its clock runs even while no event comes.
 --
 --   local p = progress.new(io.stderr, id, core.isatty(2))
---   p:phase(text) ; p:note(text) ; p:event(ev) ; p:finish(status)
+--   p:phase(text) ; p:note(text) ; p:event(ev) ; p:tick() ; p:finish(status)
 local core = require "hypd.core"
 
 local M = {}
 local P = {}
 P.__index = P
 
+M.QUIET = 10 -- seconds a pipe goes without a line at most (the rule: 15)
+
 function M.new(out, id, tty)
-  return setmetatable({ out = out, id = id, tty = tty, started = core.now() }, P)
+  local now = core.now()
+  -- written: when the last line went out, on the monotonic clock (the
+  -- rule is about wall time, also when the operation's clock is virtual)
+  return setmetatable({ out = out, id = id, tty = tty, started = now, written = core.mono(), since = now }, P)
+end
+
+-- line(text): one plain (not terminal) line, time-stamped
+function P:line(text)
+  self.out:write(os.date("%H:%M:%S"), " ", self.id, ": ", text, "\n")
+  self.out:flush()
+  self.written = core.mono()
 end
 
 local function clock(s)
@@ -47,24 +63,30 @@ function P:phase(text)
     self.current, self.since = text, core.now()
     self:draw()
   else
-    self.out:write(os.date("%H:%M:%S"), " ", self.id, ": ", text, "\n")
-    self.out:flush()
-    self.current, self.latest = text, nil
+    self:line(text)
+    self.current, self.latest, self.since = text, nil, core.now()
   end
 end
 
 function P:note(text)
   text = tostring(text)
   if not self.tty then
-    if text ~= self.latest then
-      self.out:write(os.date("%H:%M:%S"), " ", self.id, ":   ", text, "\n")
-      self.out:flush()
-    end
+    if text ~= self.latest then self:line("  " .. text) end
     self.latest = text
     return
   end
   self.latest = text
   self:draw()
+end
+
+-- tick(): time passed with no event: the terminal line's clock is redrawn;
+-- a pipe gets "still waiting" once QUIET seconds passed without a line
+function P:tick()
+  if self.tty then return self:draw() end
+  if core.mono() - self.written < M.QUIET then return end
+  local doing = self.current or "the operation"
+  self:line(string.format("  still %s (%s)%s", doing:match("^waiting ") and doing or ("at " .. doing),
+    require("hypd.kit").elapsed(core.now() - self.since), self.latest and ("; last: " .. self.latest) or ""))
 end
 
 -- event(ev): one operation event (as op.subscribe delivers it in this

@@ -64,6 +64,11 @@
 --                  false records none)
 --   spec.expired   fn(waited, note): called instead of raising TIMEOUT (it
 --                  raises the error to report)
+--   Every check that is not done records a progress event: the note (or
+--   what), the time waited, and {wait = {what, seen = note, waited}}; a
+--   pause between checks longer than PROGRESS_EVERY records one at least
+--   that often (a note should carry the message the awaited thing's state
+--   has: a status reason, a node's message, a pod's event).
 --   Cancellable at every wait, instant under the virtual clock. A plan
 --   does not wait: poll answers nil at once.
 --
@@ -106,6 +111,7 @@ local json = require "hypd.json"
 local M = {}
 
 M.POLL_TIMEOUT = 30 * 60
+M.PROGRESS_EVERY = 10 -- the longest a wait goes without a progress event (poll)
 M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 M.CREATE_TRIES, M.CREATE_PAUSE = 5, 2 -- creates after ambiguous answers; the first pause (doubling)
 
@@ -436,8 +442,24 @@ function M.poll(ctx, spec)
       errors.raise("TIMEOUT", string.format("%s: still waiting after %s%s", spec.what, M.elapsed(waited),
         note and (" (" .. note .. ")") or ""))
     end
-    ctx:progress((note or spec.what) .. " (" .. M.elapsed(waited) .. ")")
-    ctx:sleep(every)
+    note = note and tostring(note)
+    ctx:progress((note or spec.what) .. " (" .. M.elapsed(waited) .. ")",
+      { wait = { what = spec.what, seen = note, waited = waited } })
+    -- a pause longer than PROGRESS_EVERY (a service's slow pace: HyperPod
+    -- is checked every 2 min) is slept in slices, each end noted with the
+    -- time waited so far and when the next check comes (what was seen is
+    -- the last check's), so a follower is never left without word
+    local left = every
+    while left > 0 do
+      local slice = math.min(left, M.PROGRESS_EVERY)
+      ctx:sleep(slice)
+      left = left - slice
+      if left > 0 then
+        local w = core.now() - started
+        ctx:progress(string.format("%s (%s; next check in %s)", note or spec.what, M.elapsed(w), M.elapsed(left)),
+          { wait = { what = spec.what, seen = note, waited = w } })
+      end
+    end
   end
 end
 

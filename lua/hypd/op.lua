@@ -43,7 +43,24 @@ function M.subscribe(fn)
   return function() subscribers[id] = nil end
 end
 
-local function emit(kind, rec, extra, persist)
+local emit
+
+-- relay(rec, ev): a child operation's event, as a progress note on its
+-- parent (and so on up): whoever follows cluster_create (a CLI, a page, an
+-- MCP client) sees what its running child waits for, not only the parent's
+-- step ("hyperpod_create: waiting for ...")
+local function relay(rec, ev)
+  local parent = (store.get(meta_key(rec.id)) or {}).parent
+  local prec = parent and store.op_get(parent)
+  if not prec then return end
+  local text = ev.message or (ev.kind == "operation.phase" and ev.phase) or
+    (ev.kind ~= "operation.progress" and (ev.kind:gsub("^operation%.", ""))) or nil
+  if not text then return end
+  emit("operation.progress", prec, { message = rec.tool .. ": " .. tostring(text), wait = ev.wait,
+    child = { operation_id = rec.id, tool = rec.tool, phase = rec.phase, status = rec.status } })
+end
+
+function emit(kind, rec, extra, persist)
   local ev = { kind = kind, operation_id = rec.id, tool = rec.tool, target = rec.target, phase = rec.phase,
     status = rec.status, at = core.now() }
   for k, v in pairs(extra or {}) do ev[k] = v end
@@ -52,6 +69,7 @@ local function emit(kind, rec, extra, persist)
     local ok, err = pcall(fn, ev)
     if not ok then log.warn("op", "an event subscriber failed: %s", tostring(err)) end
   end
+  if persist ~= false then relay(rec, ev) end
 end
 
 -- changed(resource, data): a state change that is not an operation's
@@ -131,8 +149,14 @@ end
 -- progress(text): a note on the current phase, kept with the operation's
 -- events so that every follower (a CLI over --api, a reloaded page) sees
 -- the same notes as one in this process
-function Ctx:progress(text)
-  emit("operation.progress", record[self], { message = core.redact(tostring(text)) })
+-- (extra.wait = {what, seen, waited}: a wait's progress, from hypd.kit's poll)
+function Ctx:progress(text, extra)
+  local wait = type(extra) == "table" and type(extra.wait) == "table" and extra.wait or nil
+  if wait then
+    wait = { what = core.redact(tostring(wait.what)), seen = wait.seen and core.redact(tostring(wait.seen)),
+      waited = tonumber(wait.waited) }
+  end
+  emit("operation.progress", record[self], { message = core.redact(tostring(text)), wait = wait })
 end
 
 function Ctx:check_cancel()
@@ -529,7 +553,8 @@ local function event_rows(id, after, limit)
   local out = json.array()
   for i, r in ipairs(rows) do
     local d = json.decode(r.data, { bytes = true }) or {}
-    out[i] = { seq = r.seq, at = r.at, kind = r.kind, phase = d.phase, status = d.status, message = d.message }
+    out[i] = { seq = r.seq, at = r.at, kind = r.kind, phase = d.phase, status = d.status, message = d.message,
+      wait = d.wait, child = d.child }
   end
   return out
 end

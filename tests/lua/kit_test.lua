@@ -10,6 +10,7 @@
 -- stage (workflow_eks_create_test, plan_test) is the kit on AWS.
 local t = require "hypd.tap"
 local core = require "hypd.core"
+local kit = require "hypd.kit"
 local ctxm = require "hypd.ctx"
 local errors = require "hypd.errors"
 
@@ -272,7 +273,8 @@ t.test("poll waits at its pace, keeps counting from since, and gives up with TIM
     n = n + 1
     return n == 3, "state " .. n, "value"
   end }
-  t.eq({ v, phases, notes }, { "value", { "waiting for the thing to be ready" }, { "state 1 (0s)", "state 2 (15s)" } })
+  t.eq({ v, phases, notes }, { "value", { "waiting for the thing to be ready" }, { "state 1 (0s)",
+    "state 1 (10s; next check in 5s)", "state 2 (15s)", "state 2 (25s; next check in 5s)" } })
   -- since: a resumed wait that began 50 seconds ago has one check left
   n = 0
   local err = t.raises(function()
@@ -289,6 +291,33 @@ t.test("poll waits at its pace, keeps counting from since, and gives up with TIM
   -- a plan does not wait
   local plan = new_ctx(true)
   t.eq(plan:poll { what = "x", every = 1, check = function() error("a plan waited") end }, nil)
+end)
+
+t.test("a wait is never silent for more than PROGRESS_EVERY: a slow pace is slept in slices, each noted with " ..
+  "what is awaited, what the last check saw and the time so far", function()
+  local ctx = new_ctx()
+  local seen = {}
+  local progress = ctx.progress
+  function ctx.progress(self, text, extra)
+    seen[#seen + 1] = { at = core.now(), text = text, wait = extra and extra.wait }
+    return progress(self, text, extra)
+  end
+  local started, n = core.now(), 0
+  ctx:poll { what = "HyperPod cluster x to be InService", every = 120, timeout = 600, check = function()
+    n = n + 1
+    return n == 3, "HyperPod cluster x Creating: InsufficientCapacity: not now"
+  end }
+  t.eq(n, 3)
+  local last, gap = started, 0
+  for _, e in ipairs(seen) do
+    gap, last = math.max(gap, e.at - last), e.at
+    t.eq({ e.wait and e.wait.what, e.wait and e.wait.seen }, { "HyperPod cluster x to be InService",
+      "HyperPod cluster x Creating: InsufficientCapacity: not now" }, e.text)
+    t.ok(e.wait and math.abs(e.wait.waited - (e.at - started)) < 1e-6, "the time waited so far: " .. e.text)
+  end
+  t.ok(gap <= kit.PROGRESS_EVERY, "the longest silence is " .. gap .. " s")
+  t.eq(#seen, 24, "two pauses of 120 s: a note at each check and every 10 s between")
+  t.eq(seen[2].text, "HyperPod cluster x Creating: InsufficientCapacity: not now (10s; next check in 1m50s)")
 end)
 
 t.cleanup(function() core.virtual(false) end)

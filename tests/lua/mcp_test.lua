@@ -214,6 +214,54 @@ t.test("a staged tool answers with its operation; progress and log notifications
   t.eq(#sent, before)
 end)
 
+-- a staged tool of the test's own that waits with the kit's poll
+tool.define {
+  name = "operation_mcp_wait",
+  summary = "A demo staged tool that waits for something, for the MCP tests",
+  description = "Polls five times, a short pause apart, so the MCP tests can follow a wait's progress.",
+  kind = "mutating",
+  status_tool = "operation_get",
+  target = function(p) return "wait/" .. p.name end,
+  params = { name = { type = "string", required = true, pattern = "^[a-z]+$", description = "a name" } },
+  steps = {
+    { name = "wait", run = function(ctx)
+      local n = 0
+      ctx:poll { what = "the demo thing to be ready", every = 0.2, check = function()
+        n = n + 1
+        return n == 5, "the demo thing is Pending: ImagePullBackOff (check " .. n .. ")"
+      end }
+    end },
+  },
+}
+
+t.test("an agent following an operation with operation_list_events hears its waits as progress " ..
+  "notifications", function()
+  local sent = {}
+  local s = session(function(m) sent[#sent + 1] = m; return true end)
+  local r = rpc(s, "tools/call", { name = "operation_mcp_wait", arguments = { name = "gamma" } }).result
+  local id = r.structuredContent.operation_id
+  local after, heard = 0, {}
+  for _ = 1, 20 do
+    local before = #sent
+    local l = rpc(s, "tools/call", { name = "operation_list_events", arguments = { operation_id = id, after = after,
+      wait_seconds = 10 }, _meta = { progressToken = "follow" } }).result.structuredContent
+    for i = before + 1, #sent do
+      local m = sent[i]
+      if m.method == "notifications/progress" and m.params.progressToken == "follow" then
+        heard[#heard + 1] = m.params.message
+      end
+    end
+    after = l.next
+    if l.status ~= "running" and #l.events == 0 then break end
+  end
+  local waits = 0
+  for _, m in ipairs(heard) do
+    if m:find(id, 1, true) and m:find("ImagePullBackOff", 1, true) then waits = waits + 1 end
+  end
+  t.ok(waits >= 3, "the wait's notes came as progress of the follower's calls: " .. table.concat(heard, " | "))
+  t.eq(op.wait(id).status, "succeeded")
+end)
+
 t.test("a read tool reports progress through caller.progress when the client gave a token", function()
   tool.define { name = "operation_mcp_slow", summary = "slow read", kind = "read",
     description = "A read tool of the test that reports progress three times through the caller.",

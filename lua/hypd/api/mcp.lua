@@ -281,11 +281,16 @@ methods["tools/call"] = function(req, p)
   local progress = progress_fn(req.progress_token, req.send)
   local stop
   if progress then
-    -- the operation this call starts (or joins) reports its phases as progress
+    -- the operation this call starts (or joins) reports its phases as
+    -- progress, and so does the one a call is about (operation_get or
+    -- operation_list_events with wait_seconds: an agent that follows an
+    -- operation hears its waits and its children's as they come)
+    local about = type(args) == "table" and type(args.operation_id) == "string" and args.operation_id or nil
     stop = op.subscribe(function(ev)
-      if ev.tool == name and ev.kind ~= "operation.progress" then
+      local ours = ev.tool == name or (about ~= nil and ev.operation_id == about)
+      if ours and ev.kind ~= "operation.progress" then
         progress(nil, nil, ev.operation_id .. " " .. tostring(ev.status) .. ": " .. tostring(ev.phase))
-      elseif ev.tool == name and ev.message then
+      elseif ours and ev.message then
         progress(nil, nil, ev.operation_id .. ": " .. tostring(ev.message))
       end
     end)

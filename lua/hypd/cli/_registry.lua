@@ -23,7 +23,10 @@ local M = {}
 
 M.API = "/api/v1" -- where a server's REST API is (the CLI is its client over --api)
 
-M.WAIT = 30 -- seconds an event poll is held open for news (wait_seconds)
+-- seconds an event poll is held open for news (wait_seconds): short, so
+-- that the follower wakes to tick its progress (a terminal's clock every
+-- second, a pipe's "still waiting" line) while no event comes
+M.WAIT, M.WAIT_TTY = 5, 1
 
 local function say(...) io.stdout:write(...) io.stdout:flush() end
 local function warn(...) io.stderr:write(...) io.stderr:flush() end
@@ -120,15 +123,17 @@ local function finished(view)
 end
 
 -- follow(p, fetch) -> true | nil, err: shows an operation's events, read
--- with fetch(after) -> {events, next, status} | nil, err, until it has
--- ended; the same for an operation in this process and on a server, so
--- both show the same phases and notes
+-- with fetch(after, wait) -> {events, next, status} | nil, err, until it
+-- has ended; the same for an operation in this process and on a server, so
+-- both show the same phases and notes (its children's too: hypd.op relays
+-- them to the parent), and the same ticks between them
 local function follow(p, fetch)
   local after = 0
   while true do
-    local r, err = fetch(after)
+    local r, err = fetch(after, p.tty and M.WAIT_TTY or M.WAIT)
     if not r then return nil, err end
     for _, ev in ipairs(r.events or {}) do p:event(ev) end
+    p:tick()
     after = math.tointeger(r.next) or after
     if r.status ~= "running" and #(r.events or {}) == 0 then return true end
   end
@@ -139,8 +144,8 @@ end
 local function follow_local(id, show_phases)
   if not show_phases then return run(op.wait, id) end
   local p = progress.new(io.stderr, id, core.isatty(2))
-  local ok, err = run(follow, p, function(after)
-    local r, ferr = op.events(id, after, 200, M.WAIT)
+  local ok, err = run(follow, p, function(after, wait)
+    local r, ferr = op.events(id, after, 200, wait)
     if r and r.status == "running" and #r.events == 0 and not op.active()[id] then r.status = "interrupted" end
     return r, ferr
   end)
@@ -214,9 +219,9 @@ end
 -- final view
 local function follow_remote(base, token, id)
   local p = progress.new(io.stderr, id, core.isatty(2))
-  local ok, err = follow(p, function(after)
+  local ok, err = follow(p, function(after, wait)
     return api_request(base, token, "GET", "/operations/" .. id .. "/events?after=" .. after ..
-      "&wait_seconds=" .. M.WAIT)
+      "&wait_seconds=" .. wait)
   end)
   if not ok then return nil, err end
   local view, verr = api_request(base, token, "GET", "/operations/" .. id)

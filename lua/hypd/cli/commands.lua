@@ -262,8 +262,10 @@ schema (integers, numbers, booleans; arrays and objects as JSON); key:=json
 is always JSON; --json gives all arguments as one object. In this process
 by default (the configured AWS account), or with --api URL on a running
 hypd serve with the token in HYPD_TOKEN. A staged tool answers with an
-operation: --wait follows it, printing each phase on stderr, then prints
-the operation; in-process the command does not exit before the operation
+operation: --wait follows it, printing each phase on stderr (and its
+child operations' waits: what is awaited, what was seen, for how long; on a
+terminal one status line whose clock keeps running, in a pipe a line at
+least every 10 s), then prints the operation; in-process the command does not exit before the operation
 ends unless --detach, which leaves it to the next hypd serve on this state.
 --plan asks a staged tool only for its plan: what it would create, change or
 delete, with the fields that differ; nothing is changed.

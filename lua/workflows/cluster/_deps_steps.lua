@@ -395,7 +395,8 @@ local function wait_addons(ctx)
           elseif a.status == "ACTIVE" then
             settled[n] = true
           else
-            left[#left + 1] = n .. " " .. a.status
+            local issues = D.health(a) -- a health issue of an add-on still at work, shown with the wait
+            left[#left + 1] = n .. " " .. a.status .. (#issues > 0 and (" (" .. table.concat(issues, "; ") .. ")") or "")
           end
         end
       end

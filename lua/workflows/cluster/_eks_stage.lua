@@ -145,7 +145,9 @@ local function wait_active(ctx)
       if c.status == "DELETING" then
         errors.raise("CONFLICT", "EKS cluster " .. name .. " is being deleted", { cluster = name })
       end
-      return c.status == "ACTIVE", "EKS cluster " .. name .. " " .. tostring(c.status), c
+      local issues = health(c) -- what EKS reports while it works on it, shown with the wait
+      return c.status == "ACTIVE", "EKS cluster " .. name .. " " .. tostring(c.status) ..
+        (#issues > 0 and (": " .. table.concat(issues, "; ")) or ""), c
     end }
   if not c then return end -- a plan does not wait
   st.result = {

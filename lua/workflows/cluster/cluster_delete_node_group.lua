@@ -52,7 +52,9 @@ local function wait(ctx)
           (#why > 0 and (": " .. table.concat(why, "; ")) or "") .. "; fix what it names, then call again",
           { issues = why })
       end
-      return false, "EKS node group " .. name .. " " .. tostring(g.status)
+      local why = ng.issues(g) -- the group's health issues, shown with the wait
+      return false, "EKS node group " .. name .. " " .. tostring(g.status) ..
+        (#why > 0 and (": " .. table.concat(why, "; ")) or "")
     end }
   if not gone then return end -- a plan does not wait
   local _, why = ng.await_nodes(ctx, st.cluster, st.node_group, 0)

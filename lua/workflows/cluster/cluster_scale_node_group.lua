@@ -114,7 +114,9 @@ local function wait(ctx)
         errors.raise("FAILED", "EKS node group " .. name .. " is " .. g.status, { issues = ng.issues(g) })
       end
       local done = g.status == "ACTIVE" and matches(g, st.to) and (not st.update_id or u.status == "Successful")
-      return done, "EKS node group " .. name .. " " .. tostring(g.status) .. (u and (", update " .. u.status) or ""), g
+      local why = ng.issues(g) -- the group's health issues, shown with the wait
+      return done, "EKS node group " .. name .. " " .. tostring(g.status) .. (u and (", update " .. u.status) or "") ..
+        (#why > 0 and (": " .. table.concat(why, "; ")) or ""), g
     end }
   if not g then return end -- a plan does not wait
   local ready, why = ng.await_nodes(ctx, st.cluster, st.node_group, st.to.desiredSize)

@@ -288,7 +288,8 @@ function M.wait_in_service(ctx, name, since, group)
       end
       local ok = c.ClusterStatus == "InService" and (not g or g.Status == "InService" or g.Status == "Degraded")
       return ok, "HyperPod cluster " .. name .. " " .. tostring(c.ClusterStatus) ..
-        (#parts > 0 and (" (" .. table.concat(parts, ", ") .. ")") or ""), c
+        (#parts > 0 and (" (" .. table.concat(parts, ", ") .. ")") or "") ..
+        ((c.FailureMessage and c.FailureMessage ~= "") and (": " .. c.FailureMessage) or ""), c
     end }
 end
 
@@ -331,9 +332,33 @@ function M.wait_nodes(ctx, st, group, want)
       local n, list = M.joined(ctx, st.eks_name, st.hyperpod_name, group)
       names = list
       if n < want and waited >= M.CAPACITY_GRACE then M.short_of_capacity(ctx, st, group) end
-      return n >= want, string.format("%d of %d nodes of %s Ready in Kubernetes", n, want, group)
+      local said = n < want and M.node_messages(ctx, st, group)
+      return n >= want, string.format("%d of %d nodes of %s Ready in Kubernetes%s", n, want, group,
+        said and ("; HyperPod says: " .. said) or "")
     end }
   return names
+end
+
+-- node_messages(ctx, st, group) -> "2 nodes Pending: Waiting for capacity:
+-- InsufficientCapacity: ..." | nil: what HyperPod's nodes of the group that
+-- are not Running say (each distinct status and message once, with how many
+-- nodes carry it), so a wait shows why it is not done
+function M.node_messages(ctx, st, group)
+  local seen, order = {}, {}
+  for _, n in ipairs(hypd.aws.all("sagemaker", "ListClusterNodes", { ClusterName = st.hyperpod_name,
+      InstanceGroupNameContains = group }, ctx:aws_opts())) do
+    local s = n.InstanceStatus or {}
+    if n.InstanceGroupName == group and s.Status ~= "Running" then
+      local key = tostring(s.Status) .. ((s.Message and s.Message ~= "") and (": " .. s.Message) or "")
+      if not seen[key] then order[#order + 1] = key end
+      seen[key] = (seen[key] or 0) + 1
+    end
+  end
+  if #order == 0 then return nil end
+  for i, key in ipairs(order) do
+    order[i] = string.format("%d node%s %s", seen[key], seen[key] == 1 and "" or "s", key)
+  end
+  return table.concat(order, "; ")
 end
 
 -- short_of_capacity(ctx, st, group): raises INSUFFICIENT_CAPACITY when

@@ -52,7 +52,8 @@ local function wait_active(ctx, env, name, timeout)
           (issues(a) ~= "" and (": " .. issues(a)) or "") .. ". Fix what it reports, then call again.",
           { addon = name, status = a.status })
       end
-      return a.status == "ACTIVE", "EKS add-on " .. name .. " " .. tostring(a.status), a
+      return a.status == "ACTIVE", "EKS add-on " .. name .. " " .. tostring(a.status) ..
+        (issues(a) ~= "" and (": " .. issues(a)) or ""), a
     end }
 end
 

@@ -295,6 +295,24 @@ function M.unschedulable(pod)
   end
 end
 
+-- trouble(pod) -> "pod: reason: message" | nil: why a pod is not ready as
+-- Kubernetes says it (a container waiting or ended with a reason, a
+-- condition that is False with a message), for a wait's progress note
+function M.trouble(pod)
+  local ps = pod.status or {}
+  for _, cs in ipairs(ps.containerStatuses or {}) do
+    local w = (cs.state or {}).waiting or (cs.state or {}).terminated
+    if w and w.reason and w.reason ~= "ContainerCreating" and w.reason ~= "Completed" then
+      return pod.metadata.name .. ": " .. w.reason .. (w.message and (": " .. w.message) or "")
+    end
+  end
+  for _, c in ipairs(ps.conditions or {}) do
+    if c.status == "False" and c.message and c.message ~= "" then
+      return pod.metadata.name .. ": " .. tostring(c.reason or c.type) .. ": " .. c.message
+    end
+  end
+end
+
 -- service_view(s) -> {name, type, port, cluster_ip, external, selector}
 function M.service_view(s)
   if not s then return nil end

@@ -121,14 +121,16 @@ local function wait(ctx)
       local dep = K.get(conn, "apps/v1", "Deployment", p.name, p.namespace)
       local ready = dep and ((dep.status or {}).readyReplicas or 0) or 0
       if ready >= p.replicas then return true, nil, "Ready" end
+      local trouble
       for _, pod in ipairs(conn:list("v1", "Pod", { namespace = p.namespace, labels = { [I.NAME] = p.name } }) or {}) do
         local why = I.unschedulable(pod)
         if why then
           st.pending_reason = why
           return true, nil, "Pending"
         end
+        trouble = trouble or I.trouble(pod)
       end
-      return false, string.format("%d of %d pods ready", ready, p.replicas)
+      return false, string.format("%d of %d pods ready%s", ready, p.replicas, trouble and ("; " .. trouble) or "")
     end }
 end
 

@@ -204,7 +204,11 @@ local function wait(ctx)
     timeout = 10 * 60, check = function()
       local d = K.get(conn, "apps/v1", "Deployment", p.name, p.namespace)
       local n = d and tonumber((d.status or {}).readyReplicas) or 0
-      return n >= p.replicas, n .. "/" .. p.replicas .. " ready", n
+      local why -- a condition the Deployment reports as False (ReplicaFailure, ProgressDeadlineExceeded)
+      for _, c in ipairs(((d or {}).status or {}).conditions or {}) do
+        if c.status == "False" and c.message then why = why or (tostring(c.reason or c.type) .. ": " .. c.message) end
+      end
+      return n >= p.replicas, n .. "/" .. p.replicas .. " ready" .. (why and ("; " .. why) or ""), n
     end }
 end
 

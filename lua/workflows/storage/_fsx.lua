@@ -288,7 +288,9 @@ function M.wait_available(ctx, id, since)
       if fs.Lifecycle == "DELETING" then
         errors.raise("CONFLICT", "FSx file system " .. id .. " is being deleted", { file_system_id = id })
       end
-      return fs.Lifecycle == "AVAILABLE", "FSx file system " .. id .. " " .. tostring(fs.Lifecycle), fs
+      local why = (fs.FailureDetails or {}).Message -- what FSx says of it, shown with the wait
+      return fs.Lifecycle == "AVAILABLE", "FSx file system " .. id .. " " .. tostring(fs.Lifecycle) ..
+        ((why and why ~= "") and (": " .. why) or ""), fs
     end }
 end
 

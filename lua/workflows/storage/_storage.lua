@@ -127,7 +127,7 @@ function M.require_addon(ctx, cl, name, why, fix)
           { cluster = cl.name, addon = name })
       end
       if x.status ~= "ACTIVE" and x.status ~= "CREATING" and x.status ~= "UPDATING" then failed(x) end
-      return x.status == "ACTIVE", "add-on " .. name .. " " .. x.status, x
+      return x.status == "ACTIVE", "add-on " .. name .. " " .. x.status .. issues(x), x
     end }
 end
 
