@@ -180,7 +180,7 @@ function M.decisions(ctx, p, o)
     end
   elseif not requested then
     refuse("availability_zone", "required", "the Availability Zone is a decision (aws_get_availability_zones " ..
-      "lists the zones; aws_get_instance_types zone=... what a zone offers)")
+      "lists the zones; aws_get_instance_types zone=<zone> what a zone offers)")
   else
     d.zone = subnet.zone(ctx, requested)
   end

@@ -167,7 +167,7 @@ local function result(ctx)
   st.result = { cluster = st.eks, region = st.region, name = p.name, namespace = p.namespace,
     service = p.service_name or (p.name .. "-service"), port = p.port, policy = p.policy, workers = p.workers,
     selector = st.selector, worker_port = st.worker_port, ready_replicas = st.ready, objects = st.objects,
-    next = "inference_call_model name=" .. p.name .. " namespace=" .. p.namespace .. " prompt=\"...\"" }
+    next = "inference_call_model name=" .. p.name .. " namespace=" .. p.namespace .. " prompt=<prompt>" }
 end
 
 return tool {

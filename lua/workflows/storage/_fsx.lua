@@ -318,7 +318,7 @@ local function identity(ctx, cl)
         M.SERVICE_ACCOUNT, [host .. ":aud"] = "sts.amazonaws.com" } } } } } }
   end
   errors.raise("STATE", string.format("EKS cluster %s has neither the eks-pod-identity-agent add-on nor an IAM " ..
-    "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s with cluster = %s sets both up, then call " ..
+    "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s cluster=%s sets both up, then call " ..
     "this tool again", cl.name, S.INSTALLER, cl.name), { cluster = cl.name, tool = S.INSTALLER })
 end
 
