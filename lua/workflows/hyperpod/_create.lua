@@ -481,7 +481,7 @@ local function record(ctx)
 end
 
 M.steps = {
-  { name = "check", run = check },
+  { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
   { name = "execution_role", run = execution_role },
   { name = "lifecycle", run = lifecycle_step },
   { name = "subnet", run = subnet_step },
