@@ -63,6 +63,10 @@ local function check(ctx)
       "(hyperpod_create)", { fields = { { field = "cluster", rule = "hyperpod", message = "no HyperPod cluster" } } })
   end
   st.hyperpod_name, st.hyperpod_arn, st.instance_group = c.ClusterName, c.ClusterArn, p.instance_group
+  local g = hp.group(c, p.instance_group)
+  -- the caller's decisions first (type, zone, capacity): what the call itself gets wrong is said before
+  -- what the cluster lacks
+  local d = checks.decisions(ctx, p, { skip_quota = g ~= nil })
   local first = (c.InstanceGroups or {})[1]
   if not first or not first.LifeCycleConfig then
     errors.raise("CONFLICT", "HyperPod cluster " .. c.ClusterName .. " has no instance group to copy the " ..
@@ -71,8 +75,6 @@ local function check(ctx)
   st.execution_role_arn = first.ExecutionRole
   st.lifecycle = { source_s3_uri = first.LifeCycleConfig.SourceS3Uri, on_create = first.LifeCycleConfig.OnCreate }
   st.security_group_ids = (c.VpcConfig or {}).SecurityGroupIds or e.security_group_ids
-  local g = hp.group(c, p.instance_group)
-  local d = checks.decisions(ctx, p, { skip_quota = g ~= nil })
   if g then
     fixed(ctx, c, g, d, p)
     if g.TargetCount ~= d.count then
