@@ -156,7 +156,7 @@ function M.check(call)
   end
   local _, err = tool.validate(def, args)
   for _, f in ipairs(err and err.fields or {}) do
-    if not (f.rule == "required" and placeheld[f.field]) and not (f.rule == "unknown") then
+    if not (f.rule == "required" and placeheld[f.field]) and f.rule ~= "unknown" then
       problems[#problems + 1] = f.message
     end
   end

@@ -1,14 +1,17 @@
 -- Every tool of the registry called over REST as a client would, with
 -- minimal valid parameters (each required one from the tool's schema: its
--- enum's first value, or a fixture value for its name), with plan and
--- without, against three accounts: an empty one, one with an EKS cluster
+-- enum's first value, or a fixture value for its name), then with the
+-- decisions it takes given as well, with plan and without, against three accounts: an empty one, one with an EKS cluster
 -- only, and one with a whole cluster (EKS, HyperPod, no features). No
 -- answer is INTERNAL or HTTP 500, nor is any operation's end. Every tool
 -- call an answer suggests (an error's message and fields, a result's
 -- `next`, an operation's error and progress notes) is a complete call: the
 -- tool exists, every required parameter is there (a value or a placeholder
--- <what>, hypd.hints), every value passes its schema. Destructive tools go
--- last in each account, so the others see it whole.
+-- <what>, hypd.hints), every value passes its schema, and it runs as
+-- written (a read tool is called, a staged one planned: not refused
+-- VALIDATION). Reads and plans see each account as it is; then the
+-- mutations run in order, each seeing what the earlier ones made, and the
+-- destructive tools go last.
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local hints = require "hypd.hints"
@@ -42,6 +45,24 @@ local PER_TOOL = {
   inference_deploy_jumpstart = { model_id = "meta-textgeneration-llama-3-2-1b-instruct" },
 }
 
+-- the second pass gives the decisions too (minimal + these, where a tool
+-- takes them), so the calls go past "that is a decision" into the work
+local DECIDED = {
+  availability_zone = "us-west-2a", image = "vllm/vllm-openai:v0.6.3", s3_bucket = "sweep-models",
+  prompt = "hello", count = 1,
+}
+local DECIDED_PER_TOOL = {
+  training_submit = { params = { job_name = "sweep-job", instance_type = "ml.g5.12xlarge", script = "train.py" } },
+  training_render = { params = { job_name = "sweep-job", instance_type = "ml.g5.12xlarge", script = "train.py" } },
+  hyperpod_update_advanced_features = { training_operator = true },
+  cluster_get_creation_status = { cluster_tag = "{tag}" },
+  cluster_get_node_group_status = { node_group = "sweep-ng" },
+  job_get_status = { name = "sweep" },
+  storage_list_contents = { claim_name = "s3-claim" },
+  training_get_metrics = { name = "sweep-job" },
+  inference_release_pool_pod = { model = "sweep-model" },
+}
+
 local function fill(v, tag)
   if type(v) == "string" then return (v:gsub("{tag}", tag)) end
   if type(v) == "table" then
@@ -68,6 +89,19 @@ local function minimal(def, tag)
   return args
 end
 
+-- decided(def, tag) -> minimal(def, tag) with the decisions it takes
+local function decided(def, tag)
+  local args = minimal(def, tag)
+  for k, v in pairs(DECIDED) do
+    if def.params[k] and args[k] == nil then args[k] = v end
+  end
+  for k, v in pairs(DECIDED_PER_TOOL[def.name] or {}) do
+    args[k] = type(v) == "table" and json.object() or fill(v, tag)
+    if type(v) == "table" then for kk, vv in pairs(v) do args[k][kk] = vv end end
+  end
+  return args
+end
+
 local function rest(name, args)
   assert(srv.port, "the server runs") -- held here: a server nobody holds is collected and stops
   local r = assert(http.request { method = "POST", url = BASE .. "/api/v1/tools/" .. name, timeout = 600,
@@ -76,7 +110,8 @@ local function rest(name, args)
   return r.status, json.decode(r.body ~= "" and r.body or "null")
 end
 
--- the findings of the whole sweep, reported by the tests below
+-- the findings of the whole sweep, reported by the tests below (SWEEP_DEBUG=1
+-- prints every call, operation end and suggested call as a TAP comment)
 local internal, incomplete, calls, suggested = {}, {}, 0, 0
 
 -- runs(c) -> nil | why the suggested call c does not run as written: a
@@ -104,7 +139,8 @@ end
 
 local function check_hints(where, v)
   for _, c in ipairs(hints.scan(v)) do
-    suggested = suggested + 1; if os.getenv("SWEEP_DEBUG") then print("# HINT " .. where .. " :: " .. c.text) end
+    suggested = suggested + 1
+    if os.getenv("SWEEP_DEBUG") then print("# HINT " .. where .. " :: " .. c.text) end
     local ok, problems = hints.check(c)
     if not ok then
       incomplete[#incomplete + 1] = where .. " suggests `" .. c.text .. "`: " .. table.concat(problems, "; ")
@@ -117,19 +153,19 @@ end
 
 local function notes_of(id)
   local out = {}
-  for _, e in ipairs(op.events(id, 0, 1000) or {}) do
-    local d = e.data or e
-    if type(d) == "table" and d.message then out[#out + 1] = d.message end
+  for _, e in ipairs((op.events(id, 0, 1000) or {}).events or {}) do
+    if e.message then out[#out + 1] = e.message end
   end
+  assert(#out > 0 or (op.events(id, 0, 1000) or {}).events, "the events of " .. id .. " are read")
   return out
 end
 
 -- one(def, tag, plan): the call, its answer judged; a started operation
 -- followed to its end (or cancelled after a simulated hour)
-local function one(def, tag, plan, account)
-  local args = minimal(def, tag)
+local function one(def, tag, plan, account, deep)
+  local args = (deep and decided or minimal)(def, tag)
   if plan then args.plan = true end
-  local where = account .. ": " .. def.name .. (plan and " plan" or "")
+  local where = account .. ": " .. def.name .. (deep and " (decided)" or "") .. (plan and " plan" or "")
   calls = calls + 1
   local status, body = rest(def.name, args)
   local err = type(body) == "table" and body.error
@@ -144,7 +180,8 @@ local function one(def, tag, plan, account)
     local v = op.wait(body.operation_id, 3600)
     if v.status == "running" then op.cancel(body.operation_id, WHO); v = op.wait(body.operation_id) end
     if os.getenv("SWEEP_DEBUG") then
-      print("# OP " .. where .. " -> " .. v.status .. " " .. (v.error and (v.error.code .. " " .. tostring(v.error.message)) or ""))
+      print("# OP " .. where .. " -> " .. v.status .. " " ..
+        (v.error and (v.error.code .. " " .. tostring(v.error.message)) or ""))
     end
     if v.error and v.error.code == "INTERNAL" then
       internal[#internal + 1] = where .. ": its operation failed INTERNAL: " .. json.encode(v.error)
@@ -166,8 +203,12 @@ local function sweep(account, tag)
     if KIND_ORDER[a.kind] ~= KIND_ORDER[b.kind] then return KIND_ORDER[a.kind] < KIND_ORDER[b.kind] end
     return a.name < b.name
   end)
-  for _, def in ipairs(defs) do if def.steps then one(def, tag, true, account) end end
-  for _, def in ipairs(defs) do one(def, tag, false, account) end
+  for _, deep in ipairs { false, true } do
+    for _, def in ipairs(defs) do if def.steps then one(def, tag, true, account, deep) end end
+  end
+  for _, def in ipairs(defs) do
+    for _, deep in ipairs { false, true } do one(def, tag, false, account, deep) end
+  end
 end
 
 local function report(account)

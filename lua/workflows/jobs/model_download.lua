@@ -142,11 +142,11 @@ local function check_step(ctx)
     -- and the zone of the cluster's nodes (a placeholder when it has none)
     local zone
     for _, n in ipairs(nodes) do zone = zone or ((n.metadata or {}).labels or {})["topology.kubernetes.io/zone"] end
-    local fix = "hyperpod_add_instance_group cluster=" .. e.name .. " instance_group=system " ..
+    local add = "hyperpod_add_instance_group cluster=" .. e.name .. " instance_group=system " ..
       "instance_type=ml.m5.2xlarge instance_count=1 availability_zone=" .. (zone or "<zone>")
     refuse("STATE", "cluster", "cpu_node", string.format("cluster %s has no node without a GPU: the download " ..
       "runs only on CPU nodes, so no GPU idles while files move; add a CPU instance group (%s) or an EKS node " ..
-      "group, then download again", e.name, fix), { fix = fix })
+      "group, then download again", e.name, add), { fix = add })
   end
   st.d, st.affinity, st.gpu_types = d, affinity, where.gpu_types
   if p.hf_token then d.secret = D.secret_name(d.name) end
