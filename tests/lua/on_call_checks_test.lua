@@ -135,3 +135,42 @@ t.test("an instance type outside SageMaker's ClusterInstanceType list is refused
   end
   t.eq(n, 3, "every such tool was called")
 end)
+
+t.test("every staged tool with a fixed-at-create parameter refuses a value that differs from what exists on the " ..
+  "call", function()
+  local who = { name = "checker", scope = "admin", front = "test" }
+  local acc = assert(tool.call("cluster_create", { cluster_tag = "oncall-fix", instance_type = "ml.g5.12xlarge",
+    instance_count = 1, availability_zone = "us-west-2a", fsx_storage = true }, who))
+  local v = op.wait(acc.operation_id)
+  t.eq(v.status, "succeeded", "cluster_create oncall-fix: " .. json.encode(v.error))
+  local C = "hypd-oncall-fix"
+  -- per tool: a call that asks a fixed value other than the one that exists, and the field it names
+  local cases = {
+    cluster_create = { { cluster_tag = "oncall-fix", instance_type = "ml.g5.12xlarge", instance_count = 1,
+      availability_zone = "us-west-2a", capacity_type = "spot" }, "capacity_type" },
+    hyperpod_create = { { cluster = C, instance_type = "ml.g5.12xlarge", instance_count = 1,
+      availability_zone = "us-west-2b" }, "availability_zone" },
+    hyperpod_add_instance_group = { { cluster = C, instance_group = "oncall-fix-ig", instance_type = "ml.g5.12xlarge",
+      instance_count = 1, availability_zone = "us-west-2b" }, "availability_zone" },
+    hyperpod_scale_instance_group = { { cluster = C, instance_group = "oncall-fix-ig", instance_count = 1,
+      capacity_type = "spot" }, "capacity_type" },
+    storage_create_fsx = { { cluster = C, claim_name = "fsx-claim", deployment_type = "SCRATCH_2" },
+      "deployment_type" },
+  }
+  local n = 0
+  for _, def in ipairs(tool.list()) do
+    local fixed = false
+    for k, spec in pairs(def.params) do
+      if k ~= "cluster_tag" and (spec.fixed_at_create or spec.fixed) then fixed = true end
+    end
+    if def.steps and fixed then
+      local c = cases[def.name]
+      t.ok(c, def.name .. " has a fixed-at-create parameter: it has a case here")
+      if c then
+        n = n + 1
+        refused(def.name, c[1], "VALIDATION", c[2], "fixed_at_create")
+      end
+    end
+  end
+  t.eq(n, 5, "every such tool was called")
+end)

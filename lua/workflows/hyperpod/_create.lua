@@ -380,6 +380,7 @@ local function check(ctx)
         "instance_group", rule = "exists", message = "not in HyperPod cluster " .. e.hyperpod_name } } })
   end
   local d = checks.decisions(ctx, p, { skip_quota = mine ~= nil })
+  if mine then checks.fixed(ctx, mine, hp.group(mine, st.instance_group), d) end
   if mine then
     d.notes[#d.notes + 1] = "HyperPod cluster " .. e.hyperpod_name .. " exists (" .. tostring(mine.ClusterStatus) ..
       "); its capacity is not checked again"

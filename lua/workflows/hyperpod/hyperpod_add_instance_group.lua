@@ -29,27 +29,19 @@ local params = {
 }
 for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
 
--- fixed(ctx, st, g, d, p): a group that exists keeps what was fixed when it
--- was made; asking otherwise is refused, naming the field
+-- fixed(ctx, c, g, d, p): a group that exists keeps what was fixed when it
+-- was made (hyperpod._checks.fixed), its subnet placement too; asking
+-- otherwise is refused, naming the field
 local function fixed(ctx, c, g, d, p)
-  local function refuse(field, have, want)
-    checks.refuse(field, "fixed_at_create", string.format("instance group %s has %s %s; it is fixed when the " ..
-      "group is created (HyperPod cannot change it in place), not %s: delete the group " ..
-      "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
-      field, tostring(have), tostring(want)))
-  end
-  if g.InstanceType ~= d.instance_type then refuse("instance_type", g.InstanceType, d.instance_type) end
-  local cap = checks.capacity_of(g)
-  if cap ~= d.capacity then refuse("capacity_type", cap, d.capacity) end
-  if d.plan and g.TrainingPlanArn ~= d.plan.arn then refuse("training_plan", g.TrainingPlanArn, d.plan.arn) end
-  local efa = (g.NetworkInterface or {}).InterfaceType == "efa-only"
-  if efa ~= d.efa_only then refuse("efa_only", efa, d.efa_only) end
-  local sid = ((g.OverrideVpcConfig or c.VpcConfig or {}).Subnets or {})[1]
-  local s = sid and (ctx:call("ec2", "DescribeSubnets", { SubnetIds = { sid } }).Subnets or {})[1]
+  local s = checks.fixed(ctx, c, g, d)
   if s then
-    if s.AvailabilityZone ~= d.zone.name then refuse("availability_zone", s.AvailabilityZone, d.zone.name) end
     local dedicated = net.tag_value(s.Tags, subnet.DEDICATED_TAG) == g.InstanceGroupName
-    if dedicated ~= (p.dedicated_subnet == true) then refuse("dedicated_subnet", dedicated, p.dedicated_subnet) end
+    if dedicated ~= (p.dedicated_subnet == true) then
+      checks.refuse("dedicated_subnet", "fixed_at_create", string.format("instance group %s has dedicated_subnet " ..
+        "%s; it is fixed when the group is created (HyperPod cannot change it in place), not %s: delete the group " ..
+        "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
+        tostring(dedicated), tostring(p.dedicated_subnet)))
+    end
   end
 end
 
