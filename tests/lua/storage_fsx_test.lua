@@ -102,7 +102,7 @@ end)
 t.test("the run under its IAM policy, stopped while it waits for the file system and resumed: security group " ..
   "with Lustre rules, one file system AVAILABLE after minutes, CSI add-on with its role, volume and claim Bound",
   function()
-  local op, task = require "hypd.op", require "hypd.task"
+  local task = require "hypd.task"
   local t0 = require("hypd.core").now()
   local m = SH.mark()
   -- the host stops (as on SIGTERM) when the operation starts waiting for FSx
