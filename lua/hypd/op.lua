@@ -380,8 +380,9 @@ local function on_call(def, params, caller)
     end
   end)
   if ok then return true end
-  if type(err) == "table" and err.traceback then log.debug("op", "%s on call: %s", def.name, err.traceback) end
-  return nil, setmetatable(error_view(err), errors.mt)
+  -- the error as a plan of the step gives it (front ends show it through hypd.errors.view)
+  if type(err) == "table" and err.code and not errors.is(err) then setmetatable(err, errors.mt) end
+  return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err))
 end
 
 -- joined(def, params, caller, target) -> accepted | nil, err | false: the
