@@ -78,6 +78,20 @@ t.test("a missing operator is refused on the call: training_submit, inference_de
     "operator", "inference_operator=true cluster=" .. EKS:gsub("%-", "%%-"))
 end)
 
+t.test("over MCP the same refusal is a tool error with no operation id, and no operation is recorded", function()
+  local mcp = require "hypd.api.mcp"
+  local s = mcp.session { caller = { name = "checker", scope = "admin", front = "mcp" } }
+  local before = #op.list { limit = 100000 }
+  local r = mcp.handle(s, { jsonrpc = "2.0", id = 1, method = "tools/call",
+    params = { name = "training_submit", arguments = job() } })
+  local res = r and r.result or {}
+  t.eq(res.isError, true, "a tool error: " .. json.encode(r))
+  local text = json.encode(res)
+  t.like(text, "hyperpod_update_advanced_features training_operator=true")
+  t.ok(not text:find("op%-%x%x%x%x"), "no operation id")
+  t.eq(#op.list { limit = 100000 }, before, "no operation recorded")
+end)
+
 t.test("elastic training on spot capacity and with managed tiered checkpointing is refused on the call", function()
   TH.training_operator(conn)
   refused("training_submit", job { instance_type = "ml.g5.24xlarge", elastic = obj { min_replicas = 1,
