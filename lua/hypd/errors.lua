@@ -9,7 +9,9 @@
 -- NOT_FOUND, EXISTS, CONFLICT, TIMEOUT, CANCELLED, THROTTLED, CONNECT, TLS,
 -- TOO_LARGE, HTTP, JSON, STORE, SANDBOX (a playbook broke a sandbox rule),
 -- CPU (a task used its CPU budget without waiting: hypd._sched),
--- DEADLOCK, STATE (the host is not set up for the call), LOCKED (another
+-- DEADLOCK, STATE (the target or the host is not in a state that allows the
+-- call: a known condition its message explains, with the call that fixes
+-- it; REST answers 409, not 500), LOCKED (another
 -- process owns the state directory: hypd.statelock), CLOSED (a websocket
 -- that ended; a server, websocket or stream handle used after its stop or
 -- close: the message names it), INTERNAL (a bug).

@@ -381,6 +381,41 @@ function M.child_of(parent_id, def, params)
   return best
 end
 
+-- on_call(def, params, caller) -> true | nil, err: the tool's leading steps
+-- marked on_call (a check that only reads: a fixed-at-create value, a
+-- missing operator, a type the service does not offer), run in the call
+-- under a read-only guardrail before anything is recorded, so what the
+-- parameters and a few reads decide is the call's answer, not an
+-- operation that fails. The operation runs them again as its first steps
+-- (the world may change in between; they are idempotent reads).
+local function on_call(def, params, caller)
+  if not (def.steps[1] and def.steps[1].on_call) then return true end
+  -- no progress notes: the operation's own run of the step says them
+  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller }
+  local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
+  local ok, err = pcall(guard.with, g, function()
+    ctx.region = region_of(def, params, ctx.state)
+    ctx.state.region = ctx.region
+    for _, step in ipairs(def.steps) do
+      if not step.on_call then break end
+      ctx:phase(step.name)
+      local out = step.run(ctx)
+      if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
+    end
+  end)
+  if ok then return true end
+  -- the error as a plan of the step gives it (front ends show it through hypd.errors.view)
+  if type(err) == "table" and err.code and not errors.is(err) then setmetatable(err, errors.mt) end
+  return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err))
+end
+
+-- joined(def, params, caller, target) -> accepted | nil, err | false: the
+-- running operation of this tool and target that the call joins (or the
+-- CONFLICT with it); false when none runs
+local joined
+-- create(def, params, caller, target) -> accepted: the operation recorded and its task started
+local create
+
 -- start(def, params, caller) -> accepted | nil, err: the record first, then
 -- the task. A call for a target an operation of the same tool is already
 -- working on joins it when its parameters are the same, and is refused
@@ -407,10 +442,20 @@ function M.start(def, params, caller)
         " (hypd doctor shows what it found)")
     end
   end
-  -- from here to the record nothing yields: two calls cannot both miss
-  -- each other's operation
   local target, terr = errors.try(target_of, def, params)
   if not target then return nil, terr end
+  local j, jerr = joined(def, params, caller, target)
+  if j ~= false then return j, jerr end
+  local checked, cerr = on_call(def, params, caller)
+  if not checked then return nil, cerr end
+  -- from here to the record nothing yields: two calls cannot both miss
+  -- each other's operation
+  j, jerr = joined(def, params, caller, target)
+  if j ~= false then return j, jerr end
+  return create(def, params, caller, target)
+end
+
+function joined(def, params, caller, target)
   local running_same = store.op_list { tool = def.name, target = target, status = "running", limit = 1 }
   if running_same and running_same[1] then
     local rec = running_same[1]
@@ -438,6 +483,10 @@ function M.start(def, params, caller)
       table.concat(diff, ", "), #diff == 1 and "s" or "", def.status_tool or "operation_get", join),
       { fields = fields, operation_id = rec.id })
   end
+  return false
+end
+
+function create(def, params, caller, target)
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end
   local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",

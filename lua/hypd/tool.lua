@@ -12,6 +12,8 @@
 --     target = function(params) return "eks/..." end, -- what one operation works on
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
 --     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
+--       (a leading step with on_call = true, a check that only reads, runs on the call too,
+--       before any operation is recorded: its refusal is the call's answer)
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
 --                       -- that map to no modelled operation (hypd.guard_request refuses them otherwise)

@@ -32,6 +32,17 @@ local function run(name, params, caller)
   return v
 end
 
+-- refusal(name, params [, caller]) -> {status = "refused", error}: the call
+-- itself is refused (its check runs on the call: hypd.op), no operation
+-- recorded
+local function refusal(name, params, caller)
+  local before = #op.list {}
+  local acc, err = tool.call(name, params, caller or OPER)
+  t.eq(acc, nil, name .. " is refused on the call, with no operation")
+  t.eq(#op.list {}, before, name .. ": no operation recorded")
+  return { status = acc and "accepted" or "refused", error = err }
+end
+
 -- the settings a change of count must keep
 local KEPT = { "InstanceType", "ThreadsPerCore", "OnStartDeepHealthChecks", "NetworkInterface",
   "InstanceStorageConfigs", "CapacityRequirements", "OverrideVpcConfig", "LifeCycleConfig", "ExecutionRole" }
@@ -137,8 +148,8 @@ t.test("each fixed_at_create parameter that differs from the group is refused be
     local field, value, why = f[1], f[2], f[3]
     t.ok(spec[field].fixed_at_create, field .. " is marked fixed_at_create in the registry")
     local a0 = #audit()
-    local v = run("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 2, [field] = value })
-    t.eq(v.status, "failed", field)
+    local v = refusal("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 2, [field] = value })
+    t.eq(v.status, "refused", field)
     t.eq(v.error and v.error.code, "VALIDATION", field)
     local fe = v.error and v.error.fields and v.error.fields[1] or {}
     t.eq({ fe.field, fe.rule }, { field, "fixed_at_create" }, field .. " is named with its rule")
@@ -158,19 +169,20 @@ t.test("bad counts and unknown groups are refused naming the field: min above co
   if not info then return skip() end
   resync()
   local a0 = #audit()
-  local v = run("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 1, min_instance_count = 2 })
+  local v = refusal("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 1,
+    min_instance_count = 2 })
   t.eq({ v.status, v.error.code, v.error.fields[1].field, v.error.fields[1].rule },
-    { "failed", "VALIDATION", "min_instance_count", "maximum" })
+    { "refused", "VALIDATION", "min_instance_count", "maximum" })
   t.eq(#audit(), a0, "no mutation")
   v = run("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 1, min_instance_count = 1 })
   t.eq(v.status, "succeeded", "the minimum alone changes")
   t.eq(read().groups.gpu.MinCount, 1)
   a0 = #audit()
-  v = run("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 0 })
+  v = refusal("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 0 })
   t.eq({ v.status, v.error.code, v.error.fields[1].field, v.error.fields[1].rule },
-    { "failed", "VALIDATION", "instance_count", "min_count" })
+    { "refused", "VALIDATION", "instance_count", "min_count" })
   t.like(v.error.message, "below the group's MinInstanceCount 1")
-  v = run("hyperpod_scale_instance_group", { instance_group = "nope", instance_count = 1 })
+  v = refusal("hyperpod_scale_instance_group", { instance_group = "nope", instance_count = 1 })
   t.eq({ v.error.code, v.error.fields[1].field, v.error.fields[1].rule }, { "NOT_FOUND", "instance_group", "exists" })
   t.like(v.error.message, "its groups: gpu, cpu")
   local out, err = tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = -1 }, OPER)

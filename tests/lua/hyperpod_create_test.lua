@@ -139,10 +139,9 @@ t.test("a plan for an EKS cluster that is itself only planned names the planned 
     "planned:eks:cluster:hypd-later", "planned:ec2:security-group:hypd-later-cluster" } do
     t.ok(ids[id], id .. " is in cluster_create_eks's plan")
   end
-  -- without plan, a missing EKS cluster is NOT_FOUND
-  local v = create({ cluster = "hypd-later", instance_type = "ml.g5.12xlarge", instance_count = 1,
-    availability_zone = "us-west-2a" })
-  t.eq({ v.status, v.error.code }, { "failed", "NOT_FOUND" })
+  -- without plan, a missing EKS cluster is NOT_FOUND, the call's answer
+  Hp.refused("hyperpod_create", { cluster = "hypd-later", instance_type = "ml.g5.12xlarge", instance_count = 1,
+    availability_zone = "us-west-2a" }, "cluster", "exists", nil, "NOT_FOUND")
 end)
 
 t.test("hyperpod_create makes each resource once, waits for InService and for the nodes Ready with health labels",
@@ -267,9 +266,8 @@ t.test("a second call for the same cluster makes no mutating call, and a plan li
   -- another first group on a cluster that has one is a CONFLICT, not a wait for nodes that never come
   local other = { instance_group = "other" }
   for k, x in pairs(G5) do other[k] = x end
-  local c = create(other)
-  t.eq({ c.status, c.error.code, c.error.fields[1].field }, { "failed", "CONFLICT", "instance_group" })
-  has(c.error.message, "hyperpod_add_instance_group", "says which tool adds a group")
+  local c = Hp.refused("hyperpod_create", other, "instance_group", "exists", nil, "CONFLICT")
+  has(c.message, "hyperpod_add_instance_group", "says which tool adds a group")
 end)
 
 t.test("hyperpod_get_creation_status shows the operation and SageMaker's and Kubernetes' live view", function()
@@ -279,9 +277,10 @@ t.test("hyperpod_get_creation_status shows the operation and SageMaker's and Kub
   t.eq(v.aws.cluster_status, "InService")
   t.eq(v.aws.instance_groups, { { name = "demo-ig", instance_type = "ml.g5.12xlarge", status = "InService",
     current_count = 2, target_count = 2, nodes_ready = 2 } })
-  -- without an id: the latest operation for the active cluster (the refused one above), with the same live view
+  -- without an id: the latest operation for the active cluster (the call refused above recorded none), with
+  -- the same live view
   local latest = assert(tool.call("hyperpod_get_creation_status", {}, E.READ))
-  t.eq({ latest.tool, latest.status, latest.error.code }, { "hyperpod_create", "failed", "CONFLICT" })
+  t.eq({ latest.tool, latest.status }, { "hyperpod_create", "succeeded" })
   t.eq(latest.aws.cluster_status, "InService")
   local _, nf = tool.call("hyperpod_get_creation_status", { cluster = "hypd-nope" }, E.READ)
   t.eq(nf.code, "NOT_FOUND")

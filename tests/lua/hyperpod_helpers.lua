@@ -52,20 +52,23 @@ function Hp.ready(node)
   return false
 end
 
--- refused(name, params, field, rule [, pattern]) -> the error: the
--- operation fails with VALIDATION naming the field and the rule, and
--- nothing reaches the sandbox's audit log
-function Hp.refused(name, params, field, rule, pattern)
+-- refused(name, params, field, rule [, pattern [, code]]) -> the error:
+-- the call itself answers VALIDATION (or code) naming the field and the
+-- rule, no operation is recorded, and nothing reaches the sandbox's audit
+-- log (the check step runs on the call: hypd.op)
+function Hp.refused(name, params, field, rule, pattern, code)
   local m = E.mark()
-  local v = Hp.run(name, params)
-  t.eq(v.status, "failed", field .. " " .. rule)
-  t.eq(v.error.code, "VALIDATION", json.encode(v.error))
-  t.eq(v.error.fields and v.error.fields[1] and { v.error.fields[1].field, v.error.fields[1].rule }, { field, rule })
-  if pattern then t.like(v.error.message, pattern) end
-  t.eq(v.steps[1].status, "failed", "the check step refused it")
+  local before = #op.list {}
+  local acc, err = tool.call(name, params, E.WHO)
+  t.eq(acc, nil, field .. " " .. rule .. ": refused on the call, no operation: " .. json.encode(acc))
+  err = err or {}
+  t.eq(err.code, code or "VALIDATION", json.encode(err))
+  t.eq(err.fields and err.fields[1] and { err.fields[1].field, err.fields[1].rule }, { field, rule })
+  if pattern then t.like(err.message, pattern) end
+  t.eq(#op.list {}, before, "no operation recorded")
   local counts, total = E.since(m)
   t.eq(total, 0, "no mutation: " .. json.encode(counts))
-  return v.error
+  return err
 end
 
 return Hp

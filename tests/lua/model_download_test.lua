@@ -31,7 +31,13 @@ local function download(params, plan)
   local args = { model_id = QWEN }
   for k, v in pairs(params or {}) do args[k] = v end
   args.plan = plan
+  local before = #op.list { tool = "model_download", limit = 1000 }
   local acc, err = tool.call("model_download", args, WHO)
+  if not acc and not plan then
+    -- refused on the call (its check step runs there: hypd.op): no operation recorded
+    t.eq(#op.list { tool = "model_download", limit = 1000 }, before, "a refused call records no operation")
+    return { status = "refused", error = err }, err
+  end
   if not acc then return nil, err end
   if plan then return acc end
   t.eq(acc.status_tool, "job_get_status", "model_download names its status tool")
@@ -59,7 +65,7 @@ t.test("without the storage claim the download is refused before anything is mad
   function()
     local m = FH.mark()
     local v = download()
-    t.eq(v.status, "failed")
+    t.eq(v.status, "refused")
     t.eq(v.error and v.error.code, "STATE")
     t.like(v.error and v.error.message, "no storage claim default/s3%-claim")
     t.like(v.error and v.error.message, "storage_create_s3 claim_name=s3%-claim namespace=default")
@@ -93,7 +99,7 @@ t.test("bad input is refused at the call, naming the field and the rule, and a t
     t.ok(not json.encode(err or {}):find(TOKEN, 1, true), "the token is not in the error")
     t.ok(not json.encode(err or {}):find("not-a-token", 1, true), "a bad secret value is not echoed")
   end
-  t.eq(#op.list { tool = "model_download", limit = 100 }, 1, "no operation was started (only the refused one before)")
+  t.eq(#op.list { tool = "model_download", limit = 100 }, 0, "no operation was started")
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
 end)
 
@@ -101,9 +107,12 @@ t.test("with no node without a GPU the download is refused before anything is ma
   SH.ok_run("storage_create_s3", {})
   local m = FH.mark()
   local v = download()
-  t.eq(v.status, "failed")
+  t.eq(v.status, "refused")
   t.eq(field_rules(v.error), { "cluster:cpu_node" })
   t.like(v.error and v.error.message, "no node without a GPU")
+  -- the hint is a whole call: the group's name, the cluster, a zone (a placeholder: no node has one)
+  t.like(v.error and v.error.message, "hyperpod_add_instance_group cluster=hypd%-models instance_group=system " ..
+    "instance_type=ml%.m5%.2xlarge instance_count=1 availability_zone=<zone>")
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
 end)
 
@@ -246,7 +255,7 @@ t.test("a Job of the name for another download is refused before any write, nami
   function()
     local m = FH.mark()
     local v = download { model_id = LLAMA, hf_token = TOKEN }
-    t.eq(v.status, "failed")
+    t.eq(v.status, "refused")
     t.eq(v.error and v.error.code, "CONFLICT")
     t.eq(field_rules(v.error), { "name:same_download" })
     t.like(v.error and v.error.message, "exists %(Failed%) for another download %(token_secret none, not " ..

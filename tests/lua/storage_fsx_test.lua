@@ -13,6 +13,7 @@ local SRV = H.sandbox_here()
 require("hypd.tools").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
 local json, tool = require "hypd.json", require "hypd.tool"
+local op = require "hypd.op"
 local call, try = SH.call, SH.try
 
 local NAME = "hypd-lustre"
@@ -42,14 +43,16 @@ local function cluster()
   SH.addon(NAME, "eks-pod-identity-agent")
 end
 
-t.test("without a HyperPod compute subnet the call fails before any change and says what makes one", function()
+t.test("without a HyperPod compute subnet the call is refused before any change and says what makes one", function()
   cluster()
   local m = SH.mark()
-  local view = SH.run("storage_create_fsx", {})
-  t.eq(view.status, "failed")
-  t.eq(view.error.code, "STATE")
-  t.like(view.error.message, "has no HyperPod compute subnet hp%-compute%-%*")
-  t.like(view.error.message, "hyperpod_create")
+  local before = #op.list {}
+  local acc, err = tool.call("storage_create_fsx", {}, SH.WHO)
+  t.eq(acc, nil, "refused on the call (its check runs there: hypd.op)")
+  t.eq(#op.list {}, before, "no operation recorded")
+  t.eq(err and err.code, "STATE")
+  t.like(err and err.message, "has no HyperPod compute subnet hp%-compute%-%*")
+  t.like(err and err.message, "hyperpod_create")
   local _, n = SH.mutations(m)
   t.eq(n, 0)
 end)
@@ -99,7 +102,7 @@ end)
 t.test("the run under its IAM policy, stopped while it waits for the file system and resumed: security group " ..
   "with Lustre rules, one file system AVAILABLE after minutes, CSI add-on with its role, volume and claim Bound",
   function()
-  local op, task = require "hypd.op", require "hypd.task"
+  local task = require "hypd.task"
   local t0 = require("hypd.core").now()
   local m = SH.mark()
   -- the host stops (as on SIGTERM) when the operation starts waiting for FSx
@@ -186,10 +189,13 @@ t.test("a second call sends no mutation, another deployment type is a CONFLICT, 
   SH.ok_run("storage_create_fsx", {})
   local _, n = SH.mutations(m)
   t.eq(n, 0)
-  -- the deployment type is fixed when the file system is made
-  local view = SH.run("storage_create_fsx", { deployment_type = "PERSISTENT_1", throughput = 50 })
-  t.eq(view.error and view.error.code, "CONFLICT")
-  t.like(view.error and view.error.message, "differs from what it should be %(DeploymentType, PerUnitStorageThroughput%)")
+  -- the deployment type is fixed when the file system is made: refused on the call, naming the field
+  local before = #op.list {}
+  local acc, err = tool.call("storage_create_fsx", { deployment_type = "PERSISTENT_1", throughput = 50 }, SH.WHO)
+  t.eq(acc, nil, "refused on the call")
+  t.eq(#op.list {}, before, "no operation recorded")
+  t.eq(H.field_rules(err), { "deployment_type:fixed_at_create" })
+  t.like(err and err.message, "has deployment type PERSISTENT_2; it is fixed when the file system is created")
   local _, n2 = SH.mutations(m)
   t.eq(n2, 0, "nothing changed")
   local l = SH.read("storage_list", {})
@@ -263,7 +269,7 @@ t.test("without Pod Identity the driver's role trusts the cluster's OIDC provide
   local _, err = tool.call("storage_create_fsx", { cluster = "hypd-noid", plan = true }, SH.WHO)
   t.eq(err and err.code, "STATE")
   t.like(err and err.message, "neither the eks%-pod%-identity%-agent add%-on nor an IAM OIDC provider")
-  t.like(err and err.message, "cluster_configure_dependencies with cluster = hypd%-noid")
+  t.like(err and err.message, "cluster_configure_dependencies cluster=hypd%-noid sets both up")
 end)
 
 t.cleanup(function() SRV:stop() end)

@@ -33,7 +33,7 @@ t.test("without the aws-mountpoint-s3-csi-driver add-on the call fails before an
   t.eq(view.status, "failed")
   t.eq(view.error.code, "STATE")
   t.like(view.error.message, "has no aws%-mountpoint%-s3%-csi%-driver add%-on")
-  t.like(view.error.message, "cluster_configure_dependencies with cluster = hypd%-bare installs it")
+  t.like(view.error.message, "cluster_configure_dependencies cluster=hypd%-bare installs it")
   local _, n = SH.mutations(m)
   t.eq(n, 0, "no AWS mutation was sent")
   t.eq(try("s3", "HeadBucket", { Bucket = "hypd-bare-data-123456789012-us-west-2" }), nil, "no bucket made")

@@ -59,10 +59,12 @@ t.test("without the training operator submit refuses before creating anything, n
     local verl = json.object()
     verl.job_name, verl.instance_type, verl.model = "rl", "ml.g5.12xlarge", "models/qwen"
     verl.train_files, verl.val_files = "datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"
-    local acc = assert(tool.call("training_submit", { recipe = "verl", params = verl, cluster = EKS }, ADMIN))
-    local v = op.wait(acc.operation_id)
-    t.eq(v.error and v.error.code, "CONFLICT")
-    t.like(v.error and v.error.message, "a RayJob needs KubeRay .*cluster_configure_dependencies kuberay=true")
+    local before = #op.list {}
+    local acc, verr = tool.call("training_submit", { recipe = "verl", params = verl, cluster = EKS }, ADMIN)
+    t.eq(acc, nil, "refused on the call")
+    t.eq(#op.list {}, before, "no operation recorded")
+    t.eq(verr and verr.code, "CONFLICT")
+    t.like(verr and verr.message, "a RayJob needs KubeRay .*cluster_configure_dependencies kuberay=true")
   end)
 
 t.test("with the operator, submit refuses when no instance group can ever fit: type, group, replicas", function()

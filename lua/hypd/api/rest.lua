@@ -21,7 +21,8 @@
 --
 -- Errors are {error = {code, message, fields}} with 400 (VALIDATION, bad
 -- JSON, not an object), 401 (UNAUTHORIZED, with WWW-Authenticate), 403
--- (FORBIDDEN), 404 (NOT_FOUND), 405, 409 (CONFLICT), 413 (TOO_LARGE), 415,
+-- (FORBIDDEN), 404 (NOT_FOUND), 405, 409 (CONFLICT; STATE: the target or the host is not in a state
+-- that allows the call, a known condition the message explains), 413 (TOO_LARGE), 415,
 -- 429 (THROTTLED, with Retry-After), 500 (the code only; the message goes
 -- to the log), 502/504 (AWS or the network failed; an AWS 4xx keeps its
 -- status).
@@ -41,7 +42,7 @@ M.MAX_BODY = 1 << 20 -- bytes of a request body
 local STATUS = {
   VALIDATION = 400, UNAUTHORIZED = 401, FORBIDDEN = 403, GUARDRAIL = 403, LOCKED = 409, NOT_FOUND = 404,
   METHOD_NOT_ALLOWED = 405,
-  CONFLICT = 409, EXISTS = 409, TOO_LARGE = 413, UNSUPPORTED_MEDIA_TYPE = 415, THROTTLED = 429,
+  CONFLICT = 409, EXISTS = 409, STATE = 409, TOO_LARGE = 413, UNSUPPORTED_MEDIA_TYPE = 415, THROTTLED = 429,
   CONNECT = 502, TLS = 502, RESET = 502, HTTP = 502, TIMEOUT = 504,
 }
 M.STATUS = STATUS

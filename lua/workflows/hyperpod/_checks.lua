@@ -180,7 +180,7 @@ function M.decisions(ctx, p, o)
     end
   elseif not requested then
     refuse("availability_zone", "required", "the Availability Zone is a decision (aws_get_availability_zones " ..
-      "lists the zones; aws_get_instance_types zone=... what a zone offers)")
+      "lists the zones; aws_get_instance_types zone=<zone> what a zone offers)")
   else
     d.zone = subnet.zone(ctx, requested)
   end
@@ -212,6 +212,32 @@ function M.capacity_of(g)
   if g.TrainingPlanArn then return "training-plan" end
   if type(g.CapacityRequirements) == "table" and g.CapacityRequirements.Spot then return "spot" end
   return "on-demand"
+end
+
+-- fixed(ctx, c, g, d) -> the group's subnet (DescribeSubnets shape) or
+-- nil: instance group g of HyperPod cluster c keeps what was fixed when it
+-- was made (its type, capacity type, training plan, efa-only, zone); d
+-- (decisions) asking otherwise is refused VALIDATION naming the field, rule
+-- fixed_at_create. Every tool that meets an existing group checks it so
+-- (hyperpod_create, hyperpod_add_instance_group): a different value would
+-- otherwise be kept silently
+function M.fixed(ctx, c, g, d)
+  local function bad(field, have, want)
+    refuse(field, "fixed_at_create", string.format("instance group %s has %s %s; it is fixed when the " ..
+      "group is created (HyperPod cannot change it in place), not %s: delete the group " ..
+      "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
+      field, tostring(have), tostring(want)))
+  end
+  if g.InstanceType ~= d.instance_type then bad("instance_type", g.InstanceType, d.instance_type) end
+  local cap = M.capacity_of(g)
+  if cap ~= d.capacity then bad("capacity_type", cap, d.capacity) end
+  if d.plan and g.TrainingPlanArn ~= d.plan.arn then bad("training_plan", g.TrainingPlanArn, d.plan.arn) end
+  local efa = (g.NetworkInterface or {}).InterfaceType == "efa-only"
+  if efa ~= d.efa_only then bad("efa_only", efa, d.efa_only) end
+  local sid = ((g.OverrideVpcConfig or c.VpcConfig or {}).Subnets or {})[1]
+  local s = sid and (ctx:call("ec2", "DescribeSubnets", { SubnetIds = { sid } }).Subnets or {})[1]
+  if s and s.AvailabilityZone ~= d.zone.name then bad("availability_zone", s.AvailabilityZone, d.zone.name) end
+  return s
 end
 
 return M

@@ -405,6 +405,7 @@ local function check(ctx)
         "instance_group", rule = "exists", message = "not in HyperPod cluster " .. e.hyperpod_name } } })
   end
   local d = checks.decisions(ctx, p, { skip_quota = mine ~= nil })
+  if mine then checks.fixed(ctx, mine, hp.group(mine, st.instance_group), d) end
   if mine then
     d.notes[#d.notes + 1] = "HyperPod cluster " .. e.hyperpod_name .. " exists (" .. tostring(mine.ClusterStatus) ..
       "); its capacity is not checked again"
@@ -506,7 +507,7 @@ local function record(ctx)
 end
 
 M.steps = {
-  { name = "check", run = check },
+  { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
   { name = "execution_role", run = execution_role },
   { name = "lifecycle", run = lifecycle_step },
   { name = "subnet", run = subnet_step },

@@ -29,27 +29,19 @@ local params = {
 }
 for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
 
--- fixed(ctx, st, g, d, p): a group that exists keeps what was fixed when it
--- was made; asking otherwise is refused, naming the field
+-- fixed(ctx, c, g, d, p): a group that exists keeps what was fixed when it
+-- was made (hyperpod._checks.fixed), its subnet placement too; asking
+-- otherwise is refused, naming the field
 local function fixed(ctx, c, g, d, p)
-  local function refuse(field, have, want)
-    checks.refuse(field, "fixed_at_create", string.format("instance group %s has %s %s; it is fixed when the " ..
-      "group is created (HyperPod cannot change it in place), not %s: delete the group " ..
-      "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
-      field, tostring(have), tostring(want)))
-  end
-  if g.InstanceType ~= d.instance_type then refuse("instance_type", g.InstanceType, d.instance_type) end
-  local cap = checks.capacity_of(g)
-  if cap ~= d.capacity then refuse("capacity_type", cap, d.capacity) end
-  if d.plan and g.TrainingPlanArn ~= d.plan.arn then refuse("training_plan", g.TrainingPlanArn, d.plan.arn) end
-  local efa = (g.NetworkInterface or {}).InterfaceType == "efa-only"
-  if efa ~= d.efa_only then refuse("efa_only", efa, d.efa_only) end
-  local sid = ((g.OverrideVpcConfig or c.VpcConfig or {}).Subnets or {})[1]
-  local s = sid and (ctx:call("ec2", "DescribeSubnets", { SubnetIds = { sid } }).Subnets or {})[1]
+  local s = checks.fixed(ctx, c, g, d)
   if s then
-    if s.AvailabilityZone ~= d.zone.name then refuse("availability_zone", s.AvailabilityZone, d.zone.name) end
     local dedicated = net.tag_value(s.Tags, subnet.DEDICATED_TAG) == g.InstanceGroupName
-    if dedicated ~= (p.dedicated_subnet == true) then refuse("dedicated_subnet", dedicated, p.dedicated_subnet) end
+    if dedicated ~= (p.dedicated_subnet == true) then
+      checks.refuse("dedicated_subnet", "fixed_at_create", string.format("instance group %s has dedicated_subnet " ..
+        "%s; it is fixed when the group is created (HyperPod cannot change it in place), not %s: delete the group " ..
+        "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
+        tostring(dedicated), tostring(p.dedicated_subnet)))
+    end
   end
 end
 
@@ -63,6 +55,10 @@ local function check(ctx)
       "(hyperpod_create)", { fields = { { field = "cluster", rule = "hyperpod", message = "no HyperPod cluster" } } })
   end
   st.hyperpod_name, st.hyperpod_arn, st.instance_group = c.ClusterName, c.ClusterArn, p.instance_group
+  local g = hp.group(c, p.instance_group)
+  -- the caller's decisions first (type, zone, capacity): what the call itself gets wrong is said before
+  -- what the cluster lacks
+  local d = checks.decisions(ctx, p, { skip_quota = g ~= nil })
   local first = (c.InstanceGroups or {})[1]
   if not first or not first.LifeCycleConfig then
     errors.raise("CONFLICT", "HyperPod cluster " .. c.ClusterName .. " has no instance group to copy the " ..
@@ -71,8 +67,6 @@ local function check(ctx)
   st.execution_role_arn = first.ExecutionRole
   st.lifecycle = { source_s3_uri = first.LifeCycleConfig.SourceS3Uri, on_create = first.LifeCycleConfig.OnCreate }
   st.security_group_ids = (c.VpcConfig or {}).SecurityGroupIds or e.security_group_ids
-  local g = hp.group(c, p.instance_group)
-  local d = checks.decisions(ctx, p, { skip_quota = g ~= nil })
   if g then
     fixed(ctx, c, g, d, p)
     if g.TargetCount ~= d.count then
@@ -169,7 +163,7 @@ return tool {
   status_tool = "hyperpod_get_creation_status",
   target = function(p) return create.target(p) .. "/" .. p.instance_group end,
   steps = {
-    { name = "check", run = check },
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "subnet", run = subnet_step },
     { name = "update", run = update },
     { name = "wait", run = wait },

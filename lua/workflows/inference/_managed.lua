@@ -69,7 +69,8 @@ function M.operator(conn, kind, eks)
   if o then return end
   if not missing(err) then error(err, 0) end
   refuse("CONFLICT", "cluster", "operator", string.format("a %s needs %s, which is not enabled on cluster %s: " ..
-    "enable it with %s, then deploy again", kind, M.OPERATOR, eks, M.FIX), { fix = M.FIX })
+    "enable it with %s cluster=%s, then deploy again", kind, M.OPERATOR, eks, M.FIX, eks),
+    { fix = M.FIX .. " cluster=" .. eks })
 end
 
 -- cluster_types(d) -> the instance types of the HyperPod cluster's groups, listed

@@ -219,7 +219,7 @@ local function result(ctx)
     service = p.service_name or (p.name .. "-service"), port = p.port, policy = p.policy, workers = p.workers,
     selector = st.selector, worker_urls = st.worker_urls, worker_port = st.worker_port, ready_replicas = st.ready,
     objects = st.objects,
-    next = "inference_call_model name=" .. p.name .. " namespace=" .. p.namespace .. " prompt=\"...\"" }
+    next = "inference_call_model name=" .. p.name .. " namespace=" .. p.namespace .. " prompt=<prompt>" }
 end
 
 return tool {
@@ -270,7 +270,7 @@ return tool {
       :gsub("^hyperpod/", "inference/"))
   end,
   steps = {
-    { name = "check", run = check },
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "apply", run = apply },
     { name = "wait", run = wait },
     { name = "result", run = result },

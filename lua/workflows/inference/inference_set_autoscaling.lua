@@ -47,9 +47,10 @@ local function check(ctx)
   local conn, e = hp.k8s(ctx, p)
   if not K.get(conn, "apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD) then
     hypd.errors.raise("CONFLICT", string.format("KEDA is not installed on cluster %s (no %s CRD), so nothing would " ..
-      "act on a ScaledObject: enable the HyperPod inference operator, whose add-on runs KEDA, with %s, then call " ..
-      "again", e.name, CRD, ENABLE), { fix = ENABLE, fields = { { field = "name", rule = "keda",
-        message = "KEDA is not installed: " .. ENABLE } } })
+      "act on a ScaledObject: enable the HyperPod inference operator, whose add-on runs KEDA, with %s cluster=%s, " ..
+      "then call again", e.name, CRD, ENABLE, e.name), { fix = ENABLE .. " cluster=" .. e.name,
+      fields = { { field = "name", rule = "keda", message = "KEDA is not installed: " .. ENABLE .. " cluster=" ..
+        e.name } } })
   end
   local dep = S.deployment(conn, p.namespace, p.name)
   if not dep then
@@ -187,7 +188,7 @@ return tool {
       :gsub("^hyperpod/", "inference/"))
   end,
   steps = {
-    { name = "check", run = check },
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "apply", run = apply },
     { name = "result", run = result },
   },

@@ -135,12 +135,18 @@ local function check_step(ctx)
   st.bucket = pv.spec.csi.volumeAttributes.bucketName
   st.bucket_region = S.mount_option(pv, "region")
   st.prefix = S.mount_option(pv, "prefix") or ""
-  local affinity, where = D.placement(conn:list("v1", "Node") or {})
+  local nodes = conn:list("v1", "Node") or {}
+  local affinity, where = D.placement(nodes)
   if where.cpu_nodes == 0 then
+    -- the hint is a whole call (hypd.hints): the group's name hypd proposes,
+    -- and the zone of the cluster's nodes (a placeholder when it has none)
+    local zone
+    for _, n in ipairs(nodes) do zone = zone or ((n.metadata or {}).labels or {})["topology.kubernetes.io/zone"] end
+    local add = "hyperpod_add_instance_group cluster=" .. e.name .. " instance_group=system " ..
+      "instance_type=ml.m5.2xlarge instance_count=1 availability_zone=" .. (zone or "<zone>")
     refuse("STATE", "cluster", "cpu_node", string.format("cluster %s has no node without a GPU: the download " ..
-      "runs only on CPU nodes, so no GPU idles while files move; add a CPU instance group " ..
-      "(hyperpod_add_instance_group instance_type=ml.m5.2xlarge instance_count=1) or an EKS node group, then " ..
-      "download again", e.name), { fix = "hyperpod_add_instance_group" })
+      "runs only on CPU nodes, so no GPU idles while files move; add a CPU instance group (%s) or an EKS node " ..
+      "group, then download again", e.name, add), { fix = add })
   end
   st.d, st.affinity, st.gpu_types = d, affinity, where.gpu_types
   if p.hf_token then d.secret = D.secret_name(d.name) end
@@ -349,7 +355,7 @@ return tool {
     return "jobs/" .. region .. "/" .. cluster .. "/" .. tostring(p.namespace or "default") .. "/" .. name
   end,
   steps = {
-    { name = "check", run = check_step },
+    { name = "check", run = check_step, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "secret", run = secret_step },
     { name = "job", run = job_step },
     { name = "wait", run = wait_step },

@@ -240,6 +240,15 @@ local function fs_fields(fs)
     PerUnitStorageThroughput = lc.PerUnitStorageThroughput }
 end
 
+-- existing(ctx, cl, names) -> the live file system of this claim (by its
+-- Name and ownership tag, as file_system finds it), or nil
+function M.existing(ctx, cl, names)
+  for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
+    local t = tags_map(fs.Tags)
+    if t.Name == names.file_system and t[M.TAG] == cl.tag and live(fs) then return fs end
+  end
+end
+
 -- file_system(ctx, cl, names, o) -> the file system (DescribeFileSystems
 -- shape): o = {subnet_id, security_group_id, capacity, deployment, throughput}
 function M.file_system(ctx, cl, names, o)
@@ -320,7 +329,7 @@ local function identity(ctx, cl)
         M.SERVICE_ACCOUNT, [host .. ":aud"] = "sts.amazonaws.com" } } } } } }
   end
   errors.raise("STATE", string.format("EKS cluster %s has neither the eks-pod-identity-agent add-on nor an IAM " ..
-    "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s with cluster = %s sets both up, then call " ..
+    "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s cluster=%s sets both up, then call " ..
     "this tool again", cl.name, S.INSTALLER, cl.name), { cluster = cl.name, tool = S.INSTALLER })
 end
 

@@ -106,7 +106,7 @@ end
 -- tool that installs it (or saying fix), when it is missing or failed
 function M.require_addon(ctx, cl, name, why, fix)
   if cl.planned then return end
-  fix = fix or string.format("%s with cluster = %s installs it", M.INSTALLER, cl.name)
+  fix = fix or string.format("%s cluster=%s installs it", M.INSTALLER, cl.name)
   local a = M.addon(ctx, cl, name)
   if not a then
     errors.raise("STATE", string.format("EKS cluster %s has no %s add-on, which %s needs; %s, then call this " ..

@@ -61,6 +61,16 @@ local function check(ctx)
     return
   end
   st.throughput = F.validate(p)
+  -- a file system of this claim keeps its deployment type (FSx cannot change it): a different one is refused
+  local fs = not cl.planned and F.existing(ctx, cl, F.names(cl.tag, p.claim_name))
+  local have = fs and (fs.LustreConfiguration or {}).DeploymentType
+  if have and have ~= p.deployment_type then
+    local msg = string.format("file system %s of claim %s has deployment type %s; it is fixed when the file " ..
+      "system is created (FSx cannot change it), not %s: pass deployment_type=%s, or make another claim",
+      fs.FileSystemId, p.claim_name, have, p.deployment_type, have)
+    hypd.errors.raise("VALIDATION", "deployment_type: " .. msg, { fields = { { field = "deployment_type",
+      rule = "fixed_at_create", message = msg } } })
+  end
   local subnet = F.subnet(ctx, cl, p.availability_zone)
   st.subnet_id, st.availability_zone = subnet.SubnetId, subnet.AvailabilityZone
   local hp = require("hyperpod._hp").find(ctx, cl.arn)
@@ -147,7 +157,7 @@ return tool {
   params = params,
   target = S.target,
   steps = {
-    { name = "check", run = check },
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "network", run = network },
     { name = "file_system", run = file_system },
     { name = "csi_driver", run = csi_driver },

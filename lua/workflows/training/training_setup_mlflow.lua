@@ -137,7 +137,7 @@ local function wait(ctx)
   st.result.bucket, st.result.role = st.bucket, st.role
   st.result.server_action = st.server.action
   st.result.pods = st.pods
-  st.result.next = "training_submit recipe=... params={...} (mlflow defaults to " .. st.name .. "); " ..
+  st.result.next = "training_submit recipe=<recipe> params:=<json-object> (mlflow defaults to " .. st.name .. "); " ..
     "training_get_mlflow name=" .. st.name
 end
 

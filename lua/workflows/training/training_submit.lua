@@ -48,11 +48,12 @@ local function check(ctx)
     local k = J.KINDS[o.kind]
     local why = k and (not J.served(conn, o.kind) and "not enabled" or J.operator_missing(conn, o.kind))
     if why then
+      local fix = k.fix .. " cluster=" .. e.name -- a whole call (hypd.hints): it names the cluster
       hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
         "with %s, then submit again", o.kind, k.operator, why == "not enabled" and why or ("not running (" .. why ..
-        ")"), e.name, k.fix),
-        { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. k.fix } },
-          fix = k.fix })
+        ")"), e.name, fix),
+        { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. fix } },
+          fix = fix })
     end
     if k then
       J.fit(d, o)
@@ -174,7 +175,7 @@ return tool {
     return (cap.target(p, tostring(ns) .. "/" .. tostring(job)):gsub("^hyperpod/", "training/"))
   end,
   steps = {
-    { name = "check", run = check },
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
     { name = "apply", run = apply },
     { name = "wait", run = wait },
     { name = "result", run = result },
