@@ -108,8 +108,13 @@ function M.view(ctx, info, p)
   local op = operation(info, p)
   local st = op and hypd.operations.state(op.operation_id) or {}
   local failed = st.failed or {}
-  local kuberay = p.kuberay
-  if kuberay == nil then kuberay = op and (op.params or {}).kuberay == true or false end
+  -- an optional component is shown when asked, or when the latest call installed it
+  local asked = {}
+  for _, name in ipairs(D.OPTIONAL) do
+    asked[name] = p[name]
+    if asked[name] == nil then asked[name] = op and (op.params or {})[name] == true or false end
+  end
+  local kuberay = asked.kuberay
   local items = json.array()
   items[#items + 1] = oidc_item(ctx, info)
   local k, kerr
@@ -132,7 +137,7 @@ function M.view(ctx, info, p)
     items[#items + 1] = D.judge_addon(name, a, { versions = versions, role = role_arn })
   end
   for _, comp in ipairs(D.COMPONENTS) do
-    if not comp.optional or kuberay then
+    if not comp.optional or asked[comp.optional] then
       local v
       if k then
         local cok, cv = pcall(D.judge_component, k, info, comp)
@@ -153,7 +158,8 @@ function M.view(ctx, info, p)
     counts[v.state] = (counts[v.state] or 0) + 1
   end
   local out = { cluster = info.name, region = info.region, kubernetes_version = info.version,
-    configured = counts.present == #items, counts = counts, kuberay = kuberay, items = items }
+    configured = counts.present == #items, counts = counts, kuberay = kuberay,
+    load_balancer_controller = asked.load_balancer_controller, items = items }
   if op then
     out.operation = { operation_id = op.operation_id, status = op.status, phase = op.phase, error = op.error,
       adopt_existing = (op.params or {}).adopt_existing }
