@@ -122,6 +122,26 @@ t.test("kubectl get services: an external deploy's NLB stays <pending> without t
   t.ok(run("inference_delete", { name = "pub" }), "deleted")
 end)
 
+t.test("kubectl get services: once cluster_configure_dependencies installs the Load Balancer Controller, the " ..
+  "external deploy's EXTERNAL-IP is its NLB's hostname", function()
+  if not S.ready then return S.skip() end
+  local r, err = run("inference_deploy_container", { name = "pub", engine = "vllm", image = "vllm/vllm-openai:v0.8.5",
+    instance_type = "ml.g5.12xlarge", gpus = 1, service = "external", storage_claim = "" })
+  t.ok(r, err and err.message)
+  t.like(json.encode(r and r.warnings or {}), "load_balancer_controller=true", "the warning gives the command")
+  local d, derr = run("cluster_configure_dependencies", { load_balancer_controller = true })
+  t.ok(d, json.encode(derr))
+  local rc, out = kubectl("get deployment aws-load-balancer-controller -n kube-system --no-headers")
+  t.eq(rc, 0, "kubectl sees the controller's Deployment")
+  local line = S.until_ok(function()
+    local _, o = kubectl("get service pub --no-headers")
+    return o:find("elb.us-west-2.amazonaws.com", 1, true) and o
+  end, 300)
+  t.like(line or out, "^pub%s+LoadBalancer%s+10%.100%.[%d.]+%s+k8s%-default%-pub%-%x+%-%x+%.elb%.us%-west%-2%." ..
+    "amazonaws%.com%s+8000:%d+/TCP", "EXTERNAL-IP is the NLB's hostname")
+  t.ok(run("inference_delete", { name = "pub" }), "deleted")
+end)
+
 t.test("kubectl get services: a plain LoadBalancer Service shows its Classic Load Balancer's hostname", function()
   if not S.ready then return t.skip("no sandbox process") end
   local f = S.dir .. "/clb.json"
