@@ -14,7 +14,8 @@ return tool {
     "server-side (field manager hypd, label app.kubernetes.io/managed-by=hypd) from manifests kept in hypd, the " ..
     "NVIDIA and EFA device plugins, the HyperPod health monitoring agent and the deep-health-check RBAC; the " ..
     "KubeRay operator when kuberay = true; the AWS Load Balancer Controller (with its IRSA role " ..
-    "hypd-<tag>-lb-controller) when load_balancer_controller = true. Each item is made only when missing and changed only where it drifted " ..
+    "hypd-<tag>-lb-controller) when load_balancer_controller = true. Each item is made only when missing and " ..
+    "changed only where it drifted " ..
     "(an add-on at a version EKS no longer offers for the cluster, another role; an object a server-side dry run " ..
     "says an apply would change). What hypd did not make (an imported cluster's add-ons, objects of the same " ..
     "name, a device plugin already running under another name) is kept as it is and reported, unless " ..

@@ -55,7 +55,8 @@ M.CONSOLIDATE = { type = "string", pattern = "^(0|[1-9][0-9]{0,4})(s|m|h)$|^Neve
     "disruption.consolidateAfter; default 10m, about the time a new HyperPod node takes to join, so the node " ..
     "scaled up for a job stays for its retries and the next job)" }
 M.KARPENTER_GROUPS = { type = "array", items = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
-  pattern_help = "an instance group name" }, description = "the instance groups to put under autoscaling (a NodePool each). Default: the groups at 0 " ..
+  pattern_help = "an instance group name" },
+  description = "the instance groups to put under autoscaling (a NodePool each). Default: the groups at 0 " ..
     "nodes, and those already under it; a group with nodes is covered only when named here, since Karpenter " ..
     "removes its idle nodes down to its MinCount. A group covered earlier and not named stays covered" }
 

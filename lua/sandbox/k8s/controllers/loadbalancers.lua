@@ -12,9 +12,18 @@
 --     event SuccessfullyReconciled. Without it such a Service stays
 --     <pending>, as it does on EKS.
 -- The address comes PROVISION seconds (simulated) after the Service; a
--- Service that stops being a LoadBalancer loses it. No ELB API is simulated.
+-- Service that stops being a LoadBalancer loses it. The controller's NLBs
+-- are also what the sandbox's Elastic Load Balancing v2 API shows
+-- (services/elasticloadbalancing: DescribeLoadBalancers, DescribeTags),
+-- tagged as the controller tags them (elbv2.k8s.aws/cluster,
+-- service.k8s.aws/stack, service.k8s.aws/resource); the record goes with
+-- the Service's address. The in-tree load balancers are not in it.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local elb = require "sandbox.services.elasticloadbalancing"
+local json = require "hypd.json"
+local objects = require "sandbox.k8s.objects"
+local state = require "sandbox.state"
 
 local M = {}
 M.PROVISION = 5
@@ -60,13 +69,56 @@ local function hostname(ctl, svc, who)
   return string.format("a%s-%d.%s.elb.amazonaws.com", uid:sub(1, 32), tonumber(hex(uid, 7), 16) + 1000000000, region)
 end
 
+-- the NLB records of the controller: put when a Service gets its address,
+-- dropped when it loses it (or goes)
+local function elbv2(ctl) return state.view(ctl.region or "us-west-2", "elasticloadbalancing") end
+
+local function forget(ctl, key)
+  local v = elbv2(ctl)
+  for _, lb in ipairs(v:list("loadbalancer")) do
+    for _, tag in ipairs(lb.Tags or {}) do
+      if tag.Key == "service.k8s.aws/stack" and tag.Value == key and lb.cluster == ctl.cl.name then
+        v:delete("loadbalancer", lb.LoadBalancerArn)
+      end
+    end
+  end
+end
+
+local function record(ctl, svc, host)
+  local eks = ctl.eks or {}
+  local part, acct = tostring(eks.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
+  local region = ctl.region or "us-west-2"
+  local name, id = host:match("^(.-)%-(%x+)%.elb%.")
+  local ann = svc.metadata.annotations or {}
+  local vpc = (eks.resourcesVpcConfig or {}).vpcId
+  local zones = json.array()
+  for _, s in ipairs((eks.resourcesVpcConfig or {}).subnetIds or {}) do
+    local sub = state.view(region, "ec2"):get("subnet", s)
+    zones[#zones + 1] = { SubnetId = s, ZoneName = sub and sub.AvailabilityZone or nil }
+  end
+  local arn = string.format("arn:%s:elasticloadbalancing:%s:%s:loadbalancer/net/%s/%s", part or "aws", region,
+    acct or "123456789012", name, id)
+  elbv2(ctl):put("loadbalancer", arn, { cluster = ctl.cl.name, LoadBalancerArn = arn, DNSName = host,
+    CanonicalHostedZoneId = elb.zone(region), CreatedTime = objects.rfc3339(core.now()), LoadBalancerName = name,
+    Scheme = ann["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing" and
+      "internet-facing" or "internal", VpcId = vpc, State = { Code = "active" }, Type = "network",
+    AvailabilityZones = zones, IpAddressType = "ipv4",
+    Tags = { { Key = "elbv2.k8s.aws/cluster", Value = ctl.cl.name },
+      { Key = "service.k8s.aws/stack", Value = ctl_.key(svc) },
+      { Key = "service.k8s.aws/resource", Value = "LoadBalancer" } } })
+end
+
 ctl_.handlers.loadbalancer = function(ctl, k)
   local cl = ctl.cl
   local ns, name = k:match("^([^/]*)/(.*)$")
   local sr = ctl:r("", "v1", "services")
   local svc = cl:get(sr, ns, name)
   local mem = ctl:memo("loadbalancers")
-  if not svc then mem[k] = nil return end
+  if not svc then
+    mem[k] = nil
+    forget(ctl, k)
+    return
+  end
   local st = svc.status or {}
   local has = ((st.loadBalancer or {}).ingress or {})[1] ~= nil
   local who = svc.spec.type == "LoadBalancer" and owner(svc) or nil
@@ -75,6 +127,7 @@ ctl_.handlers.loadbalancer = function(ctl, k)
     mem[k] = nil
     if has and svc.spec.type ~= "LoadBalancer" then
       ctl_.put_status(ctl, sr, svc, { loadBalancer = {} })
+      forget(ctl, k)
     end
     return
   end
@@ -89,7 +142,9 @@ ctl_.handlers.loadbalancer = function(ctl, k)
     return ctl:at(m.at, "loadbalancer", k)
   end
   if core.now() < m.at then return ctl:at(m.at, "loadbalancer", k) end
-  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = hostname(ctl, svc, who) } } } })
+  local host = hostname(ctl, svc, who)
+  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = host } } } })
+  if who == "lbc" then record(ctl, svc, host) end
   if who == "cloud" then
     ctl_.event(ctl, cur, "Normal", "EnsuredLoadBalancer", "Ensured load balancer", "service-controller")
   else
