@@ -10,7 +10,12 @@
 --     Deployment (kube-system, aws-load-balancer-controller) has a ready
 --     replica; an NLB k8s-<ns>-<name>-<hash>.elb.<region>.amazonaws.com,
 --     event SuccessfullyReconciled. Without it such a Service stays
---     <pending>, as it does on EKS.
+--     <pending>, as it does on EKS. The controller calls ELB as the IAM
+--     role of its service account (IRSA, eks.amazonaws.com/role-arn): a
+--     role that is missing, or whose policies (inline and attached) do not
+--     allow elasticloadbalancing:CreateLoadBalancer, makes no NLB: the
+--     Service stays <pending> with the controller's Warning
+--     FailedDeployModel (AccessDenied), as on EKS.
 -- The address comes PROVISION seconds (simulated) after the Service; a
 -- Service that stops being a LoadBalancer loses it. The controller's NLBs
 -- are also what the sandbox's Elastic Load Balancing v2 API shows
@@ -23,10 +28,13 @@ local ctl_ = require "sandbox.k8s.controllers._ctl"
 local elb = require "sandbox.services.elasticloadbalancing"
 local json = require "hypd.json"
 local objects = require "sandbox.k8s.objects"
+local policies = require "sandbox.services.iam.policies"
+local policy = require "sandbox.policy"
 local state = require "sandbox.state"
 
 local M = {}
 M.PROVISION = 5
+M.RETRY = 60 -- seconds before the controller tries a model it could not deploy again
 local TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 local LBC_CLASS = "service.k8s.aws/nlb"
 
@@ -41,7 +49,46 @@ end
 
 local function lbc_ready(ctl)
   local d = ctl.cl:get(ctl:r("apps", "v1", "deployments"), "kube-system", "aws-load-balancer-controller")
-  return d and ((d.status or {}).readyReplicas or 0) > 0
+  return d and ((d.status or {}).readyReplicas or 0) > 0, d
+end
+
+-- denied(ctl, d) -> nil when the controller's role may make an NLB, else
+-- the AccessDenied message it would log
+local function denied(ctl, d)
+  local sa_name = (((d.spec or {}).template or {}).spec or {}).serviceAccountName or "default"
+  local sa = ctl.cl:get(ctl:r("", "v1", "serviceaccounts"), d.metadata.namespace, sa_name)
+  local arn = sa and ((sa.metadata or {}).annotations or {})["eks.amazonaws.com/role-arn"]
+  local action = "elasticloadbalancing:CreateLoadBalancer"
+  if not arn then
+    return "AccessDenied: the node's instance role is not authorized to perform: " .. action .. " (service " ..
+      "account " .. d.metadata.namespace .. "/" .. sa_name .. " has no eks.amazonaws.com/role-arn)"
+  end
+  local iam = state.view("global", "iam")
+  local role = iam:get("role", tostring(arn):match(":role/(.+)$") or "")
+  if not role then
+    return "WebIdentityErr: failed to retrieve credentials: role " .. arn .. " does not exist"
+  end
+  local docs = {}
+  for _, text in pairs(role.inline or {}) do docs[#docs + 1] = text end
+  for _, parn in ipairs(role.attached or {}) do
+    local p = policies.lookup({ state = iam }, parn)
+    for _, v in ipairs(p and p.versions or {}) do
+      if v.VersionId == p.DefaultVersionId then docs[#docs + 1] = v.Document end
+    end
+  end
+  local verdict = "implicit"
+  for _, text in ipairs(docs) do
+    local doc = json.decode(text) or json.decode((tostring(text):gsub("%%(%x%x)", function(h)
+      return string.char(tonumber(h, 16)) end))) or {}
+    local v = policy.evaluate(doc, action, "*")
+    if v == "deny" then verdict = "deny" break end
+    if v == "allow" then verdict = "allow" end
+  end
+  if verdict == "allow" then return nil end
+  local acct = tostring(arn):match("::(%d+):") or "123456789012"
+  return string.format("AccessDenied: User: arn:aws:sts::%s:assumed-role/%s/aws-load-balancer-controller is not " ..
+    "authorized to perform: %s because no identity-based policy allows the %s action", acct, role.RoleName,
+    action, action)
 end
 
 local function trunc(s, n) return (s:gsub("[^%w]", ""):sub(1, n)) end
@@ -122,7 +169,15 @@ ctl_.handlers.loadbalancer = function(ctl, k)
   local st = svc.status or {}
   local has = ((st.loadBalancer or {}).ingress or {})[1] ~= nil
   local who = svc.spec.type == "LoadBalancer" and owner(svc) or nil
-  if who == "lbc" and not lbc_ready(ctl) then who = nil end
+  if who == "lbc" then
+    local ready, d = lbc_ready(ctl)
+    local why = ready and denied(ctl, d)
+    if why and not has then
+      ctl_.event(ctl, svc, "Warning", "FailedDeployModel", "Failed deploy model due to " .. why, "service")
+    end
+    if why then ctl:at(core.now() + M.RETRY / ctl_.speed(), "loadbalancer", k) end -- the controller retries
+    if not ready or why then who = nil end
+  end
   if not who then
     mem[k] = nil
     if has and svc.spec.type ~= "LoadBalancer" then
