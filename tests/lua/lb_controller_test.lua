@@ -144,5 +144,29 @@ t.test("then the external Service gets its NLB's hostname, and a new external de
   t.eq(json.encode(r.warnings or {}):find("Load Balancer Controller", 1, true), nil, json.encode(r.warnings))
 end)
 
+t.test("a controller already running under another name is kept: hypd adds neither a second one nor its role",
+  function()
+    local k2 = FH.gpu_cluster(call, "lbc2", "lbc2-hp", 76, 1)
+    assert(tool.call("cluster_import", { cluster = "lbc2" }, ADMIN))
+    local cl = require("sandbox.k8s").cluster("us-west-2", "lbc2")
+    local helm = { ["app.kubernetes.io/managed-by"] = "Helm" }
+    assert(cl:create(cl.reg:find("", "v1", "namespaces"), { metadata = { name = "ingress", labels = helm } }))
+    assert(cl:create(cl.reg:find("apps", "v1", "deployments"), { metadata = { name = "alb", namespace = "ingress",
+      labels = helm }, spec = { replicas = 1, selector = { matchLabels = { app = "alb" } },
+        template = { metadata = { labels = { app = "alb" } }, spec = { containers = { { name = "c",
+          image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.12.0" } } } } } }))
+    local acc = assert(tool.call("cluster_configure_dependencies", { cluster = "lbc2", load_balancer_controller = true },
+      ADMIN))
+    local v = op.wait(acc.operation_id)
+    t.eq(v.status, "succeeded", json.encode(v.error))
+    local action
+    for _, i in ipairs(v.result.items) do if i.item == "aws-load-balancer-controller" then action = i.action end end
+    t.eq(action, "kept")
+    local _, err = require("hypd.aws").try("iam", "GetRole", { RoleName = "hypd-lbc2-lb-controller" }, OPTS)
+    t.eq(err and err.code, "NoSuchEntity", "no role made for a controller hypd does not run")
+    t.eq(k2:get("apps/v1", "Deployment", "aws-load-balancer-controller", { namespace = "kube-system" }), nil,
+      "no second controller")
+  end)
+
 t.cleanup(function() srv:stop() end)
 

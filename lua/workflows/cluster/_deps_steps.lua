@@ -426,11 +426,24 @@ local function load_balancer_controller(ctx)
   if not p.load_balancer_controller then return end
   local comp
   for _, c in ipairs(D.COMPONENTS) do if c.optional == "load_balancer_controller" then comp = c end end
+  local k = not info.planned and ctx:k8s(info.name) or nil
+  -- a controller running under another name (the inference operator's own, a Helm release of another name) is
+  -- never doubled: two would fight over the same Services; hypd makes neither it nor its role
+  local mine = {}
+  for _, o in ipairs(D.objects(info, comp.name)) do mine[o.kind .. "/" .. tostring(o.metadata.namespace) .. "/" ..
+    o.metadata.name] = true end
+  for _, w in ipairs(k and D.workloads(k, comp.image) or {}) do
+    if not mine[w.kind .. "/" .. tostring(w.namespace) .. "/" .. w.name] then
+      st.actions[comp.name] = "kept"
+      ctx:progress(comp.label .. " runs as " .. w.kind .. " " .. w.namespace .. "/" .. w.name ..
+        " (not hypd's): kept, hypd adds none")
+      return
+    end
+  end
   item(ctx, comp.name, function()
     local role = irsa_role(ctx, info, { name = D.lbc_role_name(info), key = "lbc_role_arn", ns = D.LBC_NAMESPACE,
       sa = D.LBC_SA, policy_name = D.LBC_POLICY, policy = D.lbc_policy(),
       description = "hypd: the AWS Load Balancer Controller" })
-    local k = not info.planned and ctx:k8s(info.name) or nil
     if k and not ctx.plan then
       ctx:poll { what = "cert-manager's API (CRD " .. D.CERT_CRD .. ")", every = 10, timeout = 10 * 60,
         check = function()
