@@ -123,6 +123,10 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   local item
   for _, i in ipairs(st.items) do if i.item == "aws-load-balancer-controller" then item = i end end
   t.eq(item and item.state, "present", json.encode(item))
+  local ritem
+  for _, i in ipairs(st.items) do if i.item == "iam-role:lb-controller" then ritem = i end end
+  t.eq({ ritem and ritem.state, ritem and ritem.arn }, { "present", role.Arn }, "its role is an item too")
+  t.eq(st.configured, true, json.encode(st.counts))
   t.eq(st.load_balancer_controller, true)
   local m = FH.mark()
   r = run("cluster_configure_dependencies", { load_balancer_controller = true })
@@ -130,6 +134,16 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   local _, n = FH.since(m)
   t.eq(n, 0, "a re-run sends no AWS mutation")
   t.eq(#FH.k8s_writes(m), 0, "and no Kubernetes write")
+  -- the role's policy deleted by hand: reported drifted, and the next call puts it back alone
+  call("iam", "DeleteRolePolicy", { RoleName = role.RoleName, PolicyName = "hypd-aws-load-balancer-controller" })
+  st = assert(tool.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))
+  for _, i in ipairs(st.items) do if i.item == "iam-role:lb-controller" then ritem = i end end
+  t.eq(ritem.state, "drifted")
+  t.eq(ritem.differs and ritem.differs[1].field, "inline policy hypd-aws-load-balancer-controller")
+  m = FH.mark()
+  t.ok(run("cluster_configure_dependencies", { load_balancer_controller = true }), "again")
+  local counts = FH.since(m)
+  t.eq(counts, { ["iam PutRolePolicy"] = 1 }, "only the policy is put back")
 end)
 
 t.test("then the external Service gets its NLB's hostname, and a new external deploy is not warned", function()

@@ -103,6 +103,37 @@ local function role_item(ctx, info, addon, k)
   return v
 end
 
+-- lbc_role_item(ctx, info) -> the AWS Load Balancer Controller's IRSA role:
+-- its trust (exactly kube-system/aws-load-balancer-controller) and its
+-- inline policy, as cluster_configure_dependencies makes them
+local function lbc_role_item(ctx, info)
+  local name = D.lbc_role_name(info)
+  local v = { item = "iam-role:lb-controller", kind = "iam", name = name }
+  local out, err = ctx:try("iam", "GetRole", { RoleName = name })
+  if not out then
+    if err.code == "NoSuchEntity" then v.state = "missing" else note_error(v, err) end
+    return v
+  end
+  v.arn, v.owner = out.Role.Arn, "hypd"
+  local differs = {}
+  local trust = D.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
+  local have = D.policy_doc(out.Role.AssumeRolePolicyDocument)
+  if not D.same(have, trust) then
+    differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = have, want = trust }
+  end
+  local pol, perr = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = D.LBC_POLICY })
+  if not pol then
+    if perr.code ~= "NoSuchEntity" then error(perr, 0) end
+    differs[#differs + 1] = { field = "inline policy " .. D.LBC_POLICY, have = json.null, want = D.lbc_policy() }
+  elseif not D.same(D.policy_doc(pol.PolicyDocument), D.lbc_policy()) then
+    differs[#differs + 1] = { field = "inline policy " .. D.LBC_POLICY, have = D.policy_doc(pol.PolicyDocument),
+      want = D.lbc_policy() }
+  end
+  if #differs > 0 then v.differs = differs end
+  v.state = #differs > 0 and "drifted" or "present"
+  return v
+end
+
 -- view(ctx, info, p) -> what cluster_get_dependency_status answers
 function M.view(ctx, info, p)
   local op = operation(info, p)
@@ -135,6 +166,15 @@ function M.view(ctx, info, p)
     if vok then versions = vr end
     local role_arn = name == D.S3_CSI and role.owner == "hypd" and role.arn or nil
     items[#items + 1] = D.judge_addon(name, a, { versions = versions, role = role_arn })
+  end
+  if asked.load_balancer_controller then
+    local lok, lv = pcall(lbc_role_item, ctx, info)
+    if not lok then
+      local lerr = lv
+      lv = { item = "iam-role:lb-controller", kind = "iam", name = D.lbc_role_name(info) }
+      note_error(lv, lerr)
+    end
+    items[#items + 1] = lv
   end
   for _, comp in ipairs(D.COMPONENTS) do
     if not comp.optional or asked[comp.optional] then
