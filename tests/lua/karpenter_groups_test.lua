@@ -172,6 +172,8 @@ t.test("with the defaults, a Job against the group at 0 gets a node, completes, 
   t.ok(gone, "the node went once idle: the group is back at 0")
   t.ok(gone and done and gone - done >= 600, "not before the default consolidateAfter, 10m (idle " ..
     tostring(gone and done and (gone - done)) .. " s)")
+  t.ok(gone and done and gone - done <= 600 + 300, "counted from when the node became empty: it went within " ..
+    "minutes of 10m idle (a node takes up to 240 s to shut down)")
   t.eq(group("cpu").TargetCount, 1, "the sized group kept its node all along")
   t.eq(#(K:list("v1", "Node") or {}), 1, "the CPU node is still there")
 end)
