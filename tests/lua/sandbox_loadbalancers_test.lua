@@ -84,10 +84,11 @@ t.test("a Service for the AWS Load Balancer Controller stays pending until the c
   t.like(message() or "", "AccessDenied.*elasticloadbalancing:CreateLoadBalancer")
   -- a role without the permission: the same
   local trust = require("hypd.json").encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" } } } -- (the model reads its permissions)
+    Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" } } } }
   local role = call("iam", "CreateRole", { RoleName = "lb-a-lbc", AssumeRolePolicyDocument = trust }).Role
-  assert(conn:apply { apiVersion = "v1", kind = "ServiceAccount", metadata = { name = "default",
-    namespace = "kube-system", annotations = { ["eks.amazonaws.com/role-arn"] = role.Arn } } })
+  -- given through EKS Pod Identity (IRSA's annotation is lb_controller_test's)
+  call("eks", "CreatePodIdentityAssociation", { clusterName = "lb-a", namespace = "kube-system",
+    serviceAccount = "default", roleArn = role.Arn })
   task.sleep(120)
   t.eq(host("api"), nil, "a role that may not create load balancers makes none")
   t.like(message() or "", "assumed%-role/lb%-a%-lbc/.*not authorized to perform: elasticloadbalancing:CreateLoadBalancer")

@@ -11,7 +11,8 @@
 --     replica; an NLB k8s-<ns>-<name>-<hash>.elb.<region>.amazonaws.com,
 --     event SuccessfullyReconciled. Without it such a Service stays
 --     <pending>, as it does on EKS. The controller calls ELB as the IAM
---     role of its service account (IRSA, eks.amazonaws.com/role-arn): a
+--     role of its service account (IRSA, eks.amazonaws.com/role-arn, or
+--     an EKS Pod Identity association): a
 --     role that is missing, or whose policies (inline and attached) do not
 --     allow elasticloadbalancing:CreateLoadBalancer, makes no NLB: the
 --     Service stays <pending> with the controller's Warning
@@ -58,10 +59,18 @@ local function denied(ctl, d)
   local sa_name = (((d.spec or {}).template or {}).spec or {}).serviceAccountName or "default"
   local sa = ctl.cl:get(ctl:r("", "v1", "serviceaccounts"), d.metadata.namespace, sa_name)
   local arn = sa and ((sa.metadata or {}).annotations or {})["eks.amazonaws.com/role-arn"]
+  if not arn then -- EKS Pod Identity, when the service account has an association
+    for _, a in ipairs(state.view(ctl.region or "us-west-2", "eks"):list("pod_identity")) do
+      if a.clusterName == ctl.cl.name and a.namespace == d.metadata.namespace and a.serviceAccount == sa_name then
+        arn = a.roleArn
+      end
+    end
+  end
   local action = "elasticloadbalancing:CreateLoadBalancer"
   if not arn then
     return "AccessDenied: the node's instance role is not authorized to perform: " .. action .. " (service " ..
-      "account " .. d.metadata.namespace .. "/" .. sa_name .. " has no eks.amazonaws.com/role-arn)"
+      "account " .. d.metadata.namespace .. "/" .. sa_name .. " has no eks.amazonaws.com/role-arn and no EKS " ..
+      "Pod Identity association)"
   end
   local iam = state.view("global", "iam")
   local role = iam:get("role", tostring(arn):match(":role/(.+)$") or "")
