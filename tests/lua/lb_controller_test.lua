@@ -166,7 +166,8 @@ t.test("a controller already running under another name is kept: hypd adds neith
     local helm = { ["app.kubernetes.io/managed-by"] = "Helm" }
     assert(cl:create(cl.reg:find("", "v1", "namespaces"), { metadata = { name = "ingress", labels = helm } }))
     assert(cl:create(cl.reg:find("apps", "v1", "deployments"), { metadata = { name = "alb", namespace = "ingress",
-      labels = helm }, spec = { replicas = 1, selector = { matchLabels = { app = "alb" } },
+      labels = { ["app.kubernetes.io/managed-by"] = "Helm", ["app.kubernetes.io/name"] = "aws-load-balancer-controller" } },
+      spec = { replicas = 1, selector = { matchLabels = { app = "alb" } },
         template = { metadata = { labels = { app = "alb" } }, spec = { containers = { { name = "c",
           image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.12.0" } } } } } }))
     local acc = assert(tool.call("cluster_configure_dependencies", { cluster = "lbc2", load_balancer_controller = true },
@@ -180,6 +181,22 @@ t.test("a controller already running under another name is kept: hypd adds neith
     t.eq(err and err.code, "NoSuchEntity", "no role made for a controller hypd does not run")
     t.eq(k2:get("apps/v1", "Deployment", "aws-load-balancer-controller", { namespace = "kube-system" }), nil,
       "no second controller")
+    -- that controller runs with no IAM role: an external deploy is told so, and its Service stays pending
+    FH.wait(function()
+      local d = k2:get("apps/v1", "Deployment", "alb", { namespace = "ingress" })
+      return d and ((d.status or {}).readyReplicas or 0) > 0
+    end, 600, 5)
+    local acc2 = assert(tool.call("inference_deploy_container", { cluster = "lbc2", name = "pub3", engine = "vllm",
+      image = "vllm/vllm-openai:v0.8.5", instance_type = "ml.g5.12xlarge", gpus = 1, service = "external",
+      storage_claim = "" }, ADMIN))
+    local r = op.wait(acc2.operation_id)
+    t.eq(r.status, "succeeded", json.encode(r.error))
+    local said = json.encode(r.result and r.result.warnings or {})
+    t.like(said, "runs with no IAM role for its service account ingress/default")
+    t.ok(said:find("cluster_configure_dependencies cluster=lbc2", 1, true), said)
+    task.sleep(300)
+    local svc = k2:get("v1", "Service", "pub3", { namespace = "default" })
+    t.eq(((svc.status or {}).loadBalancer or {}).ingress, nil, "no NLB for a controller AWS refuses")
   end)
 
 t.cleanup(function() srv:stop() end)

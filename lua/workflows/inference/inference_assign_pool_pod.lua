@@ -72,7 +72,7 @@ local function run(ctx)
   local s = C.service(p.model, p.namespace, { [I.BUSINESS] = p.model }, port, p.service, p.scheme,
     I.labels(p.pool, "pool", { [I.MODEL] = p.model }))
   local _, action = K.ensure(ctx, conn, s, { field = "model" })
-  local warning = p.service == "external" and LBC.warning(conn, e.name, e.region) or nil
+  local warning = p.service == "external" and LBC.warning(ctx, conn, e.name, e.region) or nil
   local warnings
   if warning then
     ctx:progress(warning)
@@ -98,7 +98,7 @@ return tool {
     "get a high controller.kubernetes.io/pod-deletion-cost so scaling the pool down removes unassigned ones " ..
     "first. inference_release_pool_pod gives them back.",
   kind = "mutating",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "patch", "apply" },
   status_tool = "inference_get",
   params = {

@@ -20,10 +20,10 @@ local function gpus_of(node)
   return math.tointeger(tonumber((((node.status or {}).allocatable or {})["nvidia.com/gpu"]) or "0")) or 0
 end
 
--- warnings(conn, p, eks, region) -> what will keep the pods from running
+-- warnings(ctx, conn, p, eks, region) -> what will keep the pods from running
 -- (or the Service from getting its address), said before they are made
 -- (nothing is refused: the issue wants it Pending)
-local function warnings(conn, p, eks, region)
+local function warnings(ctx, conn, p, eks, region)
   local out = hypd.json.array()
   local typed, most = 0, 0
   for _, n in ipairs(conn:list("v1", "Node") or {}) do
@@ -40,7 +40,7 @@ local function warnings(conn, p, eks, region)
       "inference_get shows the scheduler's reason", p.gpus, p.instance_type, most)
   end
   if p.service == "external" then
-    local w = LBC.warning(conn, eks, region)
+    local w = LBC.warning(ctx, conn, eks, region)
     if w then out[#out + 1] = w end
   end
   if not C.listens_all(p) then
@@ -79,7 +79,7 @@ local function check(ctx)
       "its pool); choose another name", p.namespace, p.name, owner),
       { fields = { { field = "name", rule = "service", message = "name: Service " .. p.name .. " is " .. owner .. "'s" } } })
   end
-  st.warnings = warnings(conn, p, st.eks, st.region)
+  st.warnings = warnings(ctx, conn, p, st.eks, st.region)
   st.objects = C.objects(p, port)
 end
 
@@ -153,7 +153,7 @@ return tool {
     "no node can fit is deployed anyway and stays Pending (warnings and pending_reason say why; inference_get " ..
     "shows the scheduler's event). plan=true lists the objects without creating them.",
   kind = "mutating",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "apply" },
   status_tool = "inference_get",
   params = {
