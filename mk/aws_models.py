@@ -42,11 +42,12 @@ import botocore.session
 
 SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
             "cloudformation", "ssm", "logs", "service-quotas",
-            "sagemaker-runtime"]  # for the sandbox (InvokeEndpoint); hypd does not call it
+            "sagemaker-runtime",  # for the sandbox (InvokeEndpoint); hypd does not call it
+            "elbv2"]  # for the sandbox (the NLBs its Load Balancer Controller makes); hypd does not call it
 # hypd names a service by its IAM action prefix (the guardrail, hypd
 # iam-policy and the sandbox's policy read "service:Operation" that way):
 # botocore's name when the two differ
-HYPD_NAMES = {"service-quotas": "servicequotas"}
+HYPD_NAMES = {"service-quotas": "servicequotas", "elbv2": "elasticloadbalancing"}
 SCALARS = {"string", "integer", "long", "boolean", "timestamp", "blob",
            "double", "float", "document"}
 META_KEYS = ["protocol", "apiVersion", "endpointPrefix", "signingName",

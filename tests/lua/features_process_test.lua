@@ -89,7 +89,7 @@ local FEATURES = {
     value = { enabled = true, memory_percentage = 25 }, tiered = true,
     k8s = { { "serviceaccount", "tiered-storage-sa", "default" } } },
   { "karpenter", aws = { roles = { "hyperpod-karpenter-role-fp" }, policies = { "SageMakerHyperPodKarpenterPolicy-fp" } },
-    autoscaling = true,
+    autoscaling = true, value = { enabled = true, instance_groups = { "gpu", "cpu" } }, -- the sized group named
     k8s = { { "nodepool", "gpu-nodepool" }, { "nodepool", "cpu-nodepool" }, { "hyperpodnodeclass", "gpu-nodeclass" },
       { "hyperpodnodeclass", "cpu-nodeclass" }, { "crd", "nodepools.karpenter.sh" },
       { "crd", "hyperpodnodeclasses.karpenter.sagemaker.amazonaws.com" } } },

@@ -138,7 +138,8 @@ t.test("plan mode lists every link of each chain and sends nothing", function()
   has(rows, "change sagemaker:cluster-setting " .. C.hp .. " AutoScaling")
   has(rows, "create k8s:hyperpodnodeclass gpu-nodeclass")
   has(rows, "create k8s:nodepool gpu-nodepool")
-  has(rows, "create k8s:nodepool cpu-nodepool")
+  has(rows, "change hyperpod:autoscaling gpu in " .. C.hp, "the group at 0 nodes goes under Karpenter")
+  has(rows, "keep hyperpod:autoscaling cpu in " .. C.hp, "the sized group is left out, and said so")
   rows = plan { inference_operator = true }
   for _, r in ipairs { "create eks:addon metrics-server", "create eks:addon aws-fsx-csi-driver",
     "create iam:role SM_HP_FSX_CSI_ROLE_" .. n, "create iam:role SageMakerHyperPodInference-" .. n,
@@ -362,7 +363,7 @@ t.test("a plan to turn Karpenter off lists what it would delete and change, thro
   local rows = plan { karpenter = false }
   local n = "feat-a"
   has(rows, "delete k8s:nodepool gpu-nodepool")
-  has(rows, "delete k8s:hyperpodnodeclass cpu-nodeclass")
+  has(rows, "delete k8s:hyperpodnodeclass gpu-nodeclass")
   has(rows, "change sagemaker:cluster-setting " .. C.hp .. " AutoScaling")
   has(rows, "delete iam:role-policy-attachment SageMakerHyperPodKarpenterPolicy-" .. n .. " on hyperpod-karpenter-role-" .. n)
   has(rows, "delete iam:role hyperpod-karpenter-role-" .. n)

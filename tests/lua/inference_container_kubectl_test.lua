@@ -122,6 +122,48 @@ t.test("kubectl get services: an external deploy's NLB stays <pending> without t
   t.ok(run("inference_delete", { name = "pub" }), "deleted")
 end)
 
+t.test("kubectl get services: once cluster_configure_dependencies installs the Load Balancer Controller, the " ..
+  "external deploy's EXTERNAL-IP is its NLB's hostname", function()
+  if not S.ready then return S.skip() end
+  local r, err = run("inference_deploy_container", { name = "pub", engine = "vllm", image = "vllm/vllm-openai:v0.8.5",
+    instance_type = "ml.g5.12xlarge", gpus = 1, service = "external", storage_claim = "" })
+  t.ok(r, err and err.message)
+  t.like(json.encode(r and r.warnings or {}), "load_balancer_controller=true", "the warning gives the command")
+  local d, derr = run("cluster_configure_dependencies", { load_balancer_controller = true })
+  t.ok(d, json.encode(derr))
+  local rc, out = kubectl("get deployment aws-load-balancer-controller -n kube-system --no-headers")
+  t.eq(rc, 0, "kubectl sees the controller's Deployment")
+  local line = S.until_ok(function()
+    local _, o = kubectl("get service pub --no-headers")
+    return o:find("elb.us-west-2.amazonaws.com", 1, true) and o
+  end, 300)
+  t.like(line or out, "^pub%s+LoadBalancer%s+10%.100%.[%d.]+%s+k8s%-default%-pub%-%x+%-%x+%.elb%.us%-west%-2%." ..
+    "amazonaws%.com%s+8000:%d+/TCP", "EXTERNAL-IP is the NLB's hostname")
+  -- boto3 sees the same NLB in Elastic Load Balancing v2, tagged as the controller tags it
+  local host = line and line:match("(k8s%-%S+%.amazonaws%.com)")
+  local py = "import boto3, json; c = boto3.client('elbv2'); " ..
+    "lbs = c.describe_load_balancers()['LoadBalancers']; " ..
+    "tags = c.describe_tags(ResourceArns=[l['LoadBalancerArn'] for l in lbs])['TagDescriptions'] if lbs else []; " ..
+    "print(json.dumps({'lbs': [{k: l[k] for k in ('DNSName', 'Type', 'Scheme', 'LoadBalancerName')} for l in lbs], " ..
+    "'tags': [{t['Key']: t['Value'] for t in d['Tags']} for d in tags]}))"
+  local prc, pout, perr = S.kc.sh("python3 -c " .. S.H.quote(py))
+  t.eq(prc, 0, perr)
+  local seen = json.decode(pout or "") or {}
+  local lb = (seen.lbs or {})[1] or {}
+  t.eq({ lb.DNSName, lb.Type, lb.Scheme }, { host, "network", "internal" }, "DescribeLoadBalancers: " .. tostring(pout))
+  t.eq(((seen.tags or {})[1] or {})["service.k8s.aws/stack"], "default/pub")
+  t.eq(((seen.tags or {})[1] or {})["elbv2.k8s.aws/cluster"], EKS)
+  t.ok(run("inference_delete", { name = "pub" }), "deleted")
+  S.until_ok(function()
+    local _, o = S.kc.sh("python3 -c " .. S.H.quote("import boto3; " ..
+      "print(len(boto3.client('elbv2').describe_load_balancers()['LoadBalancers']))"))
+    return o and o:match("^0") ~= nil
+  end, 100)
+  local _, n = S.kc.sh("python3 -c " .. S.H.quote("import boto3; " ..
+    "print(len(boto3.client('elbv2').describe_load_balancers()['LoadBalancers']))"))
+  t.like(n or "", "^0", "the NLB went with the Service")
+end)
+
 t.test("kubectl get services: a plain LoadBalancer Service shows its Classic Load Balancer's hostname", function()
   if not S.ready then return t.skip("no sandbox process") end
   local f = S.dir .. "/clb.json"

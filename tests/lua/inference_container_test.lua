@@ -201,7 +201,9 @@ t.test("more GPUs than any node offers: deployed, stays Pending, and inference_g
     t.eq(r.phase, "Pending")
     t.eq(r.pending_reason, REASON)
     t.like(json.encode(r.warnings), "8 GPUs per pod is more than any ml.g5.12xlarge node offers %(4%)")
-    t.like(json.encode(r.warnings), "no AWS Load Balancer Controller is on the cluster", "external needs the LBC")
+    t.like(json.encode(r.warnings), "no AWS Load Balancer Controller runs on EKS cluster", "external needs the LBC")
+    t.like(json.encode(r.warnings), "cluster_configure_dependencies cluster=[%w-]+ region=us%-west%-2 " ..
+      "load_balancer_controller=true", "and the command that installs it")
     local svc = assert(conn:get("v1", "Service", "huge", { namespace = "default" }))
     t.eq(svc.spec.type, "LoadBalancer")
     t.eq(svc.metadata.annotations["service.beta.kubernetes.io/aws-load-balancer-type"], "external")

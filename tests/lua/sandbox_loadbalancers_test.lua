@@ -2,7 +2,9 @@
 -- cloud provider's service controller makes a Classic Load Balancer (or an
 -- NLB on `aws-load-balancer-type: nlb`) for a plain LoadBalancer Service;
 -- a Service for the AWS Load Balancer Controller (`aws-load-balancer-type:
--- external`) stays pending until that controller runs, then gets its NLB;
+-- external`) stays pending until that controller runs and its IAM role may
+-- create load balancers (AccessDenied, event FailedDeployModel, before),
+-- then gets its NLB;
 -- a Service turned into a ClusterIP loses its address.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
@@ -68,9 +70,35 @@ t.test("a Service for the AWS Load Balancer Controller stays pending until the c
       template = { metadata = { labels = { app = "lbc" } },
         spec = { containers = { { name = "controller",
           image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.11.0" } } } } } })
-  t.ok(settle(function() return host("api") end, 60), "an address once the controller is ready")
+  -- running, but as the node's role (no IRSA role on its service account): ELB refuses it
+  settle(function() return reasons("api") ~= "" end, 60)
+  t.eq(host("api"), nil, "no address while the controller may not create a load balancer")
+  t.eq(reasons("api"), "FailedDeployModel", "the controller says why")
+  local function message() -- the controller's FailedDeployModel messages, one a line
+    local out = {}
+    for _, e in ipairs(conn:list("v1", "Event", { namespace = "default" }) or {}) do
+      if e.involvedObject.name == "api" and e.reason == "FailedDeployModel" then out[#out + 1] = e.message end
+    end
+    return table.concat(out, "\n")
+  end
+  t.like(message() or "", "AccessDenied.*elasticloadbalancing:CreateLoadBalancer")
+  -- a role without the permission: the same
+  local trust = require("hypd.json").encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" } } } }
+  local role = call("iam", "CreateRole", { RoleName = "lb-a-lbc", AssumeRolePolicyDocument = trust }).Role
+  -- given through EKS Pod Identity (IRSA's annotation is lb_controller_test's)
+  call("eks", "CreatePodIdentityAssociation", { clusterName = "lb-a", namespace = "kube-system",
+    serviceAccount = "default", roleArn = role.Arn })
+  task.sleep(120)
+  t.eq(host("api"), nil, "a role that may not create load balancers makes none")
+  t.like(message() or "", "assumed%-role/lb%-a%-lbc/.*not authorized to perform: elasticloadbalancing:CreateLoadBalancer")
+  -- with the controller's permission, the next try makes the NLB
+  call("iam", "PutRolePolicy", { RoleName = "lb-a-lbc", PolicyName = "elb", PolicyDocument =
+    require("hypd.json").encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+      Action = { "elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:Describe*" }, Resource = "*" } } } })
+  t.ok(settle(function() return host("api") end, 180), "an address once the controller may make it")
   t.like(host("api"), "^k8s%-default%-api%-%x+%-%x+%.elb%.us%-west%-2%.amazonaws%.com$", "the controller's NLB name")
-  t.eq(reasons("api"), "SuccessfullyReconciled", "the controller's event")
+  t.like(reasons("api"), "^FailedDeployModel,.*SuccessfullyReconciled$", "the controller's events")
 end)
 
 t.test("a Service changed to ClusterIP loses its load balancer address", function()

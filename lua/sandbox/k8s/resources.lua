@@ -63,7 +63,7 @@ local BUILTIN = {
 
 -- the CRDs hypd uses: `always` ones come with every cluster; the others
 -- arrive with the EKS add-on that owns them (training and inference
--- operators), with managed Karpenter (HyperPod's AutoScaling turned on:
+-- operators; cert-manager's with the cert-manager add-on), with managed Karpenter (HyperPod's AutoScaling turned on:
 -- sandbox.k8s.controllers.karpenter) or with what a client applies (the
 -- KubeRay operator's ray.io CRDs: a new EKS cluster has none)
 M.CRDS = {
@@ -80,6 +80,11 @@ M.CRDS = {
   { "keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", true, { "so" }, always = true },
   { "karpenter.sh", "v1", "nodepools", "NodePool", false, {} },
   { "karpenter.sagemaker.amazonaws.com", "v1", "hyperpodnodeclasses", "HyperpodNodeClass", false, {} },
+  { "cert-manager.io", "v1", "certificates", "Certificate", true, { "cert", "certs" },
+    columns = { { "READY", ".status.conditions[-1].status" }, { "SECRET", ".spec.secretName" },
+      { "AGE", ".metadata.creationTimestamp" } } },
+  { "cert-manager.io", "v1", "issuers", "Issuer", true, {},
+    columns = { { "READY", ".status.conditions[-1].status" }, { "AGE", ".metadata.creationTimestamp" } } },
 }
 
 local function make(row, verbs)

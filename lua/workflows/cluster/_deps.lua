@@ -21,6 +21,18 @@
 --   health-monitoring-agent   the HyperPod node dependencies, Kubernetes
 --                             objects from lua/manifests/<name>.yaml
 --   kuberay-operator          when asked (kuberay = true)
+--   aws-load-balancer-controller  when asked (load_balancer_controller =
+--                             true): the AWS Load Balancer Controller as its
+--                             Helm chart installs it (lua/manifests), after
+--                             the add-ons (its webhook certificate comes from
+--                             cert-manager), with its IRSA role
+--                             hypd-<tag>-lb-controller trusting exactly
+--                             kube-system/aws-load-balancer-controller, with
+--                             the controller's IAM policy (inline,
+--                             hypd-aws-load-balancer-controller). It is
+--                             what gives a LoadBalancer Service of type
+--                             external (an NLB) its address; EKS offers no
+--                             add-on for it.
 --
 -- IRSA rather than Pod Identity for the S3 CSI driver: every version of the
 -- add-on EKS offers takes serviceAccountRoleArn (Pod Identity needs driver
@@ -64,8 +76,15 @@ M.COMPONENTS = {
   { name = "efa-device-plugin", label = "EFA device plugin", image = "aws-efa-k8s-device-plugin:" },
   { name = "deep-health-check", label = "deep-health-check RBAC" },
   { name = "health-monitoring-agent", label = "health monitoring agent", image = "hyperpod-health-monitoring-agent:" },
-  { name = "kuberay-operator", label = "KubeRay operator", image = "kuberay/operator:", optional = true },
+  { name = "kuberay-operator", label = "KubeRay operator", image = "kuberay/operator:", optional = "kuberay" },
+  { name = "aws-load-balancer-controller", label = "AWS Load Balancer Controller",
+    image = "aws-load-balancer-controller:", optional = "load_balancer_controller", after_addons = true },
 }
+-- the optional components' parameters (cluster_configure_dependencies and its status tool)
+M.OPTIONAL = { "kuberay", "load_balancer_controller" }
+M.LBC_NAMESPACE, M.LBC_SA = "kube-system", "aws-load-balancer-controller"
+M.LBC_POLICY = "hypd-aws-load-balancer-controller"
+M.CERT_CRD = "certificates.cert-manager.io"
 
 -- the health monitoring agent's ECR account by region (the chart's helper);
 -- other regions take us-east-1's
@@ -116,7 +135,8 @@ function M.cluster(ctx, p)
   local part, acct = tostring(c.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
   return { name = c.name, region = region, arn = c.arn, version = c.version, status = c.status,
     issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[M.TAG] or rec.tag,
-    account = acct, partition = part or "aws", created = rec.created == true, describe = c }
+    account = acct, partition = part or "aws", created = rec.created == true, describe = c,
+    vpc_id = (c.resourcesVpcConfig or {}).vpcId }
 end
 
 function M.is_planned(v) return type(v) == "string" and v:sub(1, #PLANNED) == PLANNED end
@@ -137,6 +157,23 @@ function M.role_name(info)
   if #n > 64 then n = n:sub(1, 57) .. "-s3-csi" end
   return n
 end
+
+-- lbc_role_name(info) -> hypd-<tag>-lb-controller (the AWS Load Balancer
+-- Controller's IRSA role), at most 64 characters
+function M.lbc_role_name(info)
+  local n = "hypd-" .. (info.tag or info.name) .. "-lb-controller"
+  if #n > 64 then n = n:sub(1, 50) .. "-lb-controller" end
+  return n
+end
+
+function M.lbc_role_arn(info)
+  if info.planned then return PLANNED .. "iam:role:" .. M.lbc_role_name(info) end
+  return string.format("arn:%s:iam::%s:role/%s", info.partition, info.account, M.lbc_role_name(info))
+end
+
+-- the controller's IAM policy: the one the HyperPod inference operator's
+-- own copy of the controller gets (its iam_policy.json), kept in one place
+function M.lbc_policy() return require("hyperpod._feat_inference").alb_policy() end
 
 -- tags(info) -> {key = value}: what hypd tags its add-ons and role with here
 function M.tags(info)
@@ -269,7 +306,10 @@ end
 
 -- Kubernetes objects --------------------------------------------------------------
 
-function M.vars(info) return { region = info.region, hma_image = M.hma_image(info.region) } end
+function M.vars(info)
+  return { region = info.region, hma_image = M.hma_image(info.region), cluster = info.name,
+    vpc_id = info.vpc_id or (PLANNED .. "ec2:vpc:" .. info.name), lbc_role_arn = M.lbc_role_arn(info) }
+end
 
 -- objects(info, component) -> the component's objects, fresh from its manifest
 function M.objects(info, component)

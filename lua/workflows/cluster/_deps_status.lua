@@ -103,13 +103,49 @@ local function role_item(ctx, info, addon, k)
   return v
 end
 
+-- lbc_role_item(ctx, info) -> the AWS Load Balancer Controller's IRSA role:
+-- its trust (exactly kube-system/aws-load-balancer-controller) and its
+-- inline policy, as cluster_configure_dependencies makes them
+local function lbc_role_item(ctx, info)
+  local name = D.lbc_role_name(info)
+  local v = { item = "iam-role:lb-controller", kind = "iam", name = name }
+  local out, err = ctx:try("iam", "GetRole", { RoleName = name })
+  if not out then
+    if err.code == "NoSuchEntity" then v.state = "missing" else note_error(v, err) end
+    return v
+  end
+  v.arn, v.owner = out.Role.Arn, "hypd"
+  local differs = {}
+  local trust = D.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
+  local have = D.policy_doc(out.Role.AssumeRolePolicyDocument)
+  if not D.same(have, trust) then
+    differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = have, want = trust }
+  end
+  local pol, perr = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = D.LBC_POLICY })
+  if not pol then
+    if perr.code ~= "NoSuchEntity" then error(perr, 0) end
+    differs[#differs + 1] = { field = "inline policy " .. D.LBC_POLICY, have = json.null, want = D.lbc_policy() }
+  elseif not D.same(D.policy_doc(pol.PolicyDocument), D.lbc_policy()) then
+    differs[#differs + 1] = { field = "inline policy " .. D.LBC_POLICY, have = D.policy_doc(pol.PolicyDocument),
+      want = D.lbc_policy() }
+  end
+  if #differs > 0 then v.differs = differs end
+  v.state = #differs > 0 and "drifted" or "present"
+  return v
+end
+
 -- view(ctx, info, p) -> what cluster_get_dependency_status answers
 function M.view(ctx, info, p)
   local op = operation(info, p)
   local st = op and hypd.operations.state(op.operation_id) or {}
   local failed = st.failed or {}
-  local kuberay = p.kuberay
-  if kuberay == nil then kuberay = op and (op.params or {}).kuberay == true or false end
+  -- an optional component is shown when asked, or when the latest call installed it
+  local asked = {}
+  for _, name in ipairs(D.OPTIONAL) do
+    asked[name] = p[name]
+    if asked[name] == nil then asked[name] = op and (op.params or {})[name] == true or false end
+  end
+  local kuberay = asked.kuberay
   local items = json.array()
   items[#items + 1] = oidc_item(ctx, info)
   local k, kerr
@@ -131,8 +167,17 @@ function M.view(ctx, info, p)
     local role_arn = name == D.S3_CSI and role.owner == "hypd" and role.arn or nil
     items[#items + 1] = D.judge_addon(name, a, { versions = versions, role = role_arn })
   end
+  if asked.load_balancer_controller then
+    local lok, lv = pcall(lbc_role_item, ctx, info)
+    if not lok then
+      local lerr = lv
+      lv = { item = "iam-role:lb-controller", kind = "iam", name = D.lbc_role_name(info) }
+      note_error(lv, lerr)
+    end
+    items[#items + 1] = lv
+  end
   for _, comp in ipairs(D.COMPONENTS) do
-    if not comp.optional or kuberay then
+    if not comp.optional or asked[comp.optional] then
       local v
       if k then
         local cok, cv = pcall(D.judge_component, k, info, comp)
@@ -153,7 +198,8 @@ function M.view(ctx, info, p)
     counts[v.state] = (counts[v.state] or 0) + 1
   end
   local out = { cluster = info.name, region = info.region, kubernetes_version = info.version,
-    configured = counts.present == #items, counts = counts, kuberay = kuberay, items = items }
+    configured = counts.present == #items, counts = counts, kuberay = kuberay,
+    load_balancer_controller = asked.load_balancer_controller, items = items }
   if op then
     out.operation = { operation_id = op.operation_id, status = op.status, phase = op.phase, error = op.error,
       adopt_existing = (op.params or {}).adopt_existing }

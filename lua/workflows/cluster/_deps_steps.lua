@@ -12,6 +12,8 @@
 --                      apply would change it, applied again (forced); a plan
 --                      lists the fields that would change
 --   wait_addons        until every add-on made or changed here is ACTIVE
+--   load_balancer_controller  when asked: its IRSA role and its objects,
+--                      once cert-manager serves its API
 --   finish             the result; a FAILED error naming each item that failed
 --
 -- Every resource is a ctx:ensure (hypd.kit), every wait a ctx:poll, so a
@@ -149,6 +151,63 @@ local function oidc_provider(ctx)
   end)
 end
 
+-- irsa_role(ctx, info, w) -> action: an IRSA role trusting exactly one
+-- service account through the cluster's OIDC provider, and its inline
+-- policy. w = {name, key (where the ARN is kept in the state), ns, sa,
+-- policy_name, policy, description}
+local function irsa_role(ctx, info, w)
+  local name = w.name
+  local trust = D.trust(info, w.ns, w.sa)
+  local role, action = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = w.key,
+    id = "Arn", needs = info.arn, field = "cluster", exists = "EntityAlreadyExists", retry = not_yet,
+    owned = function(r)
+      local tags = {}
+      for _, t in ipairs(r.Tags or {}) do tags[t.Key] = t.Value end
+      if tags[D.EKS_TAG] == info.name then return true end
+      return false, "its " .. D.EKS_TAG .. " tag is " .. tostring(tags[D.EKS_TAG] or "missing")
+    end,
+    search = function()
+      local out, err = ctx:try("iam", "GetRole", { RoleName = name })
+      if out then return out.Role end
+      if err.code == "NoSuchEntity" then return nil end
+      error(err, 0)
+    end,
+    fields = { ["tag:" .. D.EKS_TAG] = info.name },
+    desired = { AssumeRolePolicyDocument = trust },
+    current = function(r) return { AssumeRolePolicyDocument = D.policy_doc(r.AssumeRolePolicyDocument) } end,
+    update = function()
+      ctx:call("iam", "UpdateAssumeRolePolicy", { RoleName = name, PolicyDocument = json.encode(trust) })
+    end,
+    placeholder = function(id) return { Arn = id, RoleName = name } end,
+    create = function()
+      local r = ctx:call("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = json.encode(trust),
+        Description = w.description .. " of EKS cluster " .. info.name .. " (service account " .. w.ns .. "/" ..
+          w.sa .. ")", Tags = D.tag_list(info) }).Role
+      r.Tags = r.Tags or D.tag_list(info)
+      return r
+    end }
+  local policy, pname = w.policy, w.policy_name
+  local _, paction = ctx:ensure { type = "iam:role-policy", label = "inline policy",
+    name = pname .. " on " .. name, needs = role.Arn, id = "PolicyName", retry = not_yet,
+    search = function()
+      local out, err = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = pname })
+      if out then return { PolicyName = pname, PolicyDocument = D.policy_doc(out.PolicyDocument) } end
+      if err.code == "NoSuchEntity" then return nil end
+      error(err, 0)
+    end,
+    desired = { PolicyDocument = policy },
+    update = function()
+      ctx:call("iam", "PutRolePolicy", { RoleName = name, PolicyName = pname,
+        PolicyDocument = json.encode(policy) })
+    end,
+    create = function()
+      ctx:call("iam", "PutRolePolicy", { RoleName = name, PolicyName = pname,
+        PolicyDocument = json.encode(policy) })
+      return { PolicyName = pname, PolicyDocument = policy }
+    end }
+  return (action == "unchanged" and paction ~= "unchanged") and "changed" or action
+end
+
 local function s3_csi_role(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
@@ -161,57 +220,10 @@ local function s3_csi_role(ctx)
     return
   end
   st.s3_role = nil
-  local name = D.role_name(info)
-  local trust = D.trust(info)
   item(ctx, "iam-role", function()
-    local role, action = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = "s3_csi_role_arn",
-      id = "Arn", needs = info.arn, field = "cluster", exists = "EntityAlreadyExists", retry = not_yet,
-      owned = function(r)
-        local tags = {}
-        for _, t in ipairs(r.Tags or {}) do tags[t.Key] = t.Value end
-        if tags[D.EKS_TAG] == info.name then return true end
-        return false, "its " .. D.EKS_TAG .. " tag is " .. tostring(tags[D.EKS_TAG] or "missing")
-      end,
-      search = function()
-        local out, err = ctx:try("iam", "GetRole", { RoleName = name })
-        if out then return out.Role end
-        if err.code == "NoSuchEntity" then return nil end
-        error(err, 0)
-      end,
-      fields = { ["tag:" .. D.EKS_TAG] = info.name },
-      desired = { AssumeRolePolicyDocument = trust },
-      current = function(r) return { AssumeRolePolicyDocument = D.policy_doc(r.AssumeRolePolicyDocument) } end,
-      update = function()
-        ctx:call("iam", "UpdateAssumeRolePolicy", { RoleName = name, PolicyDocument = json.encode(trust) })
-      end,
-      placeholder = function(id) return { Arn = id, RoleName = name } end,
-      create = function()
-        local r = ctx:call("iam", "CreateRole", { RoleName = name, AssumeRolePolicyDocument = json.encode(trust),
-          Description = "hypd: the Mountpoint for S3 CSI driver of EKS cluster " .. info.name ..
-            " (service account " .. D.S3_SA_NAMESPACE .. "/" .. D.S3_SA .. ")", Tags = D.tag_list(info) }).Role
-        r.Tags = r.Tags or D.tag_list(info)
-        return r
-      end }
-    local policy = D.s3_policy(info)
-    local _, paction = ctx:ensure { type = "iam:role-policy", label = "inline policy",
-      name = D.S3_POLICY .. " on " .. name, needs = role.Arn, id = "PolicyName", retry = not_yet,
-      search = function()
-        local out, err = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = D.S3_POLICY })
-        if out then return { PolicyName = D.S3_POLICY, PolicyDocument = D.policy_doc(out.PolicyDocument) } end
-        if err.code == "NoSuchEntity" then return nil end
-        error(err, 0)
-      end,
-      desired = { PolicyDocument = policy },
-      update = function()
-        ctx:call("iam", "PutRolePolicy", { RoleName = name, PolicyName = D.S3_POLICY,
-          PolicyDocument = json.encode(policy) })
-      end,
-      create = function()
-        ctx:call("iam", "PutRolePolicy", { RoleName = name, PolicyName = D.S3_POLICY,
-          PolicyDocument = json.encode(policy) })
-        return { PolicyName = D.S3_POLICY, PolicyDocument = policy }
-      end }
-    st.actions["iam-role"] = (action == "unchanged" and paction ~= "unchanged") and "changed" or action
+    st.actions["iam-role"] = irsa_role(ctx, info, { name = D.role_name(info), key = "s3_csi_role_arn",
+      ns = D.S3_SA_NAMESPACE, sa = D.S3_SA, policy_name = D.S3_POLICY, policy = D.s3_policy(info),
+      description = "hypd: the Mountpoint for S3 CSI driver" })
   end)
 end
 
@@ -364,7 +376,7 @@ local function node_dependencies(ctx)
   ctx.region = info.region
   local k = not info.planned and ctx:k8s(info.name) or nil
   for _, comp in ipairs(D.COMPONENTS) do
-    if not comp.optional or p.kuberay then
+    if (not comp.optional or p[comp.optional]) and not comp.after_addons then
       item(ctx, comp.name, function() component(ctx, k, comp) end)
     end
   end
@@ -405,6 +417,47 @@ local function wait_addons(ctx)
   st.wait = nil
 end
 
+-- load_balancer_controller: the AWS Load Balancer Controller when asked,
+-- once the add-ons are ACTIVE: its IRSA role, then (cert-manager's API
+-- served: the webhook certificate is a cert-manager Certificate) its objects
+local function load_balancer_controller(ctx)
+  local p, st = ctx.params, ctx.state
+  local info = st.info
+  ctx.region = info.region
+  if not p.load_balancer_controller then return end
+  local comp
+  for _, c in ipairs(D.COMPONENTS) do if c.optional == "load_balancer_controller" then comp = c end end
+  local k = not info.planned and ctx:k8s(info.name) or nil
+  -- a controller running under another name (the inference operator's own, a Helm release of another name) is
+  -- never doubled: two would fight over the same Services; hypd makes neither it nor its role
+  local mine = {}
+  for _, o in ipairs(D.objects(info, comp.name)) do mine[o.kind .. "/" .. tostring(o.metadata.namespace) .. "/" ..
+    o.metadata.name] = true end
+  for _, w in ipairs(k and D.workloads(k, comp.image) or {}) do
+    if not mine[w.kind .. "/" .. tostring(w.namespace) .. "/" .. w.name] then
+      st.actions[comp.name] = "kept"
+      ctx:progress(comp.label .. " runs as " .. w.kind .. " " .. w.namespace .. "/" .. w.name ..
+        " (not hypd's): kept, hypd adds none")
+      return
+    end
+  end
+  item(ctx, comp.name, function()
+    local role = irsa_role(ctx, info, { name = D.lbc_role_name(info), key = "lbc_role_arn", ns = D.LBC_NAMESPACE,
+      sa = D.LBC_SA, policy_name = D.LBC_POLICY, policy = D.lbc_policy(),
+      description = "hypd: the AWS Load Balancer Controller" })
+    if k and not ctx.plan then
+      ctx:poll { what = "cert-manager's API (CRD " .. D.CERT_CRD .. ")", every = 10, timeout = 10 * 60,
+        check = function()
+          local crd = D.get(k, { apiVersion = "apiextensions.k8s.io/v1", kind = "CustomResourceDefinition",
+            metadata = { name = D.CERT_CRD } })
+          return crd ~= nil, "cert-manager's CRDs are not served yet (the add-on cert-manager installs them)"
+        end }
+    end
+    component(ctx, k, comp)
+    if role ~= "unchanged" and st.actions[comp.name] == "unchanged" then st.actions[comp.name] = "changed" end
+  end)
+end
+
 local function finish(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
@@ -439,6 +492,7 @@ M.steps = {
   { name = "addons", run = addons },
   { name = "node_dependencies", run = node_dependencies },
   { name = "wait_addons", run = wait_addons },
+  { name = "load_balancer_controller", run = load_balancer_controller },
   { name = "finish", run = finish },
 }
 

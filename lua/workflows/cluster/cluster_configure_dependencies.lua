@@ -13,7 +13,9 @@ return tool {
     "role hypd-<tag>-s3-csi trusting exactly kube-system/s3-csi-driver-sa); and, as Kubernetes objects applied " ..
     "server-side (field manager hypd, label app.kubernetes.io/managed-by=hypd) from manifests kept in hypd, the " ..
     "NVIDIA and EFA device plugins, the HyperPod health monitoring agent and the deep-health-check RBAC; the " ..
-    "KubeRay operator when kuberay = true. Each item is made only when missing and changed only where it drifted " ..
+    "KubeRay operator when kuberay = true; the AWS Load Balancer Controller (with its IRSA role " ..
+    "hypd-<tag>-lb-controller) when load_balancer_controller = true. Each item is made only when missing and " ..
+    "changed only where it drifted " ..
     "(an add-on at a version EKS no longer offers for the cluster, another role; an object a server-side dry run " ..
     "says an apply would change). What hypd did not make (an imported cluster's add-ons, objects of the same " ..
     "name, a device plugin already running under another name) is kept as it is and reported, unless " ..
@@ -36,6 +38,11 @@ return tool {
     kuberay = { type = "boolean", default = false, decision = true,
       description = "Also install the KubeRay operator (its ray.io CRDs, RBAC and Deployment in the " ..
         "kuberay-operator namespace), for RayJob and RayCluster workloads." },
+    load_balancer_controller = { type = "boolean", default = false, decision = true,
+      description = "Also install the AWS Load Balancer Controller (kube-system/aws-load-balancer-controller, as " ..
+        "its Helm chart installs it, its webhook certificate from cert-manager) with its IRSA role " ..
+        "hypd-<tag>-lb-controller: what gives a LoadBalancer Service of type external (an NLB, " ..
+        "inference_deploy_container service=external) its address. EKS offers no add-on for it." },
     adopt_existing = { type = "boolean", default = false,
       description = "Also bring what hypd did not make to hypd's configuration: add-ons are updated (version, " ..
         "service account role; never deleted), objects of the same name applied over (forced). Without it " ..

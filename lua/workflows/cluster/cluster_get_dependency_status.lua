@@ -28,6 +28,8 @@ return tool {
       "the latest one for the cluster)" }),
     kuberay = { type = "boolean", description = "include the KubeRay operator (default: whether the latest " ..
       "operation asked for it)" },
+    load_balancer_controller = { type = "boolean", description = "include the AWS Load Balancer Controller " ..
+      "(default: whether the latest operation asked for it)" },
     wait_seconds = P.wait_seconds,
   },
   run = function(ctx, p)

@@ -52,7 +52,13 @@ M.MEMORY = { type = "integer", minimum = 20, maximum = 100,
 M.CONSOLIDATE = { type = "string", pattern = "^(0|[1-9][0-9]{0,4})(s|m|h)$|^Never$",
   pattern_help = "a duration like 0s, 30s, 5m or 1h, or Never",
   description = "how long a node must be idle before Karpenter removes it (the NodePool's " ..
-    "disruption.consolidateAfter; default 0s)" }
+    "disruption.consolidateAfter; default 10m, about the time a new HyperPod node takes to join, so the node " ..
+    "scaled up for a job stays for its retries and the next job)" }
+M.KARPENTER_GROUPS = { type = "array", items = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+  pattern_help = "an instance group name" },
+  description = "the instance groups to put under autoscaling (a NodePool each). Default: the groups at 0 " ..
+    "nodes, and those already under it; a group with nodes is covered only when named here, since Karpenter " ..
+    "removes its idle nodes down to its MinCount. A group covered earlier and not named stays covered" }
 
 -- the parameters naming the features (shared by the update tool and,
 -- as a list, the disable tool)
@@ -69,7 +75,7 @@ M.PARAMS = {
     { memory_percentage = M.MEMORY }),
   karpenter = toggle("Managed Karpenter autoscaling: the cluster role HyperPod assumes, AutoScaling " ..
     "Mode Enable (Karpenter), NodeRecovery Automatic, and a HyperpodNodeClass and NodePool per instance group.",
-    { consolidate_after = M.CONSOLIDATE }),
+    { consolidate_after = M.CONSOLIDATE, instance_groups = M.KARPENTER_GROUPS }),
   fsx_csi_driver = toggle("The FSx for Lustre CSI driver (EKS add-on aws-fsx-csi-driver) with its IAM role."),
   kuberay_operator = toggle("The KubeRay operator (Kubernetes objects in namespace kuberay-system: Deployment " ..
     "kuberay-operator, its service account and RBAC; the Ray CRDs)."),

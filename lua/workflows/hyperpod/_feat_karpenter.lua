@@ -10,11 +10,18 @@
 --     new role yet), NodeRecovery Automatic (and NodeProvisioningMode
 --     Continuous, which autoscaling needs); then InService with
 --     AutoScaling.Status InService
---   4 per instance group <ig>: HyperpodNodeClass <ig>-nodeclass
+--   4 per instance group <ig> put under autoscaling (which ones:
+--     hyperpod/_karpenter_groups; each group's fate is said in the plan and
+--     the progress): HyperpodNodeClass <ig>-nodeclass
 --     (karpenter.sagemaker.amazonaws.com/v1, spec.instanceGroups [<ig>]) and
 --     NodePool <ig>-nodepool (karpenter.sh/v1) with its disruption
---     settings: WhenEmptyOrUnderutilized, consolidateAfter (default 0s),
+--     settings: WhenEmptyOrUnderutilized, consolidateAfter (default 10m),
 --     budget 90% of the nodes
+-- consolidateAfter defaults to 10m, not Karpenter's 0s: a HyperPod node
+-- takes minutes to come (launch, lifecycle scripts, health checks), and
+-- with 0s the node scaled up for a job went the moment it was idle, so a
+-- pod retried, restarted or queued behind it waited for a new node. An idle
+-- node is kept about as long as getting one back takes.
 -- Disabling deletes every NodePool of a HyperpodNodeClass and every
 -- HyperpodNodeClass (they mean nothing once autoscaling is off), sets
 -- AutoScaling Mode Disable, then removes the role and the policy.
@@ -23,12 +30,13 @@
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
 local K = require "hyperpod._feat_k8s"
+local G = require "hyperpod._karpenter_groups"
 
 local M = { name = "karpenter", hyperpod = true }
 
 M.ROLE_WAIT, M.ROLE_FOR = 20, 120   -- IAM propagation: 20 s between tries (InstantStart waits 20 s once)
 M.CLASS_API, M.POOL_API = "karpenter.sagemaker.amazonaws.com/v1", "karpenter.sh/v1"
-M.DISRUPTION = { consolidationPolicy = "WhenEmptyOrUnderutilized", consolidateAfter = "0s", budgetNodes = "90%" }
+M.DISRUPTION = { consolidationPolicy = "WhenEmptyOrUnderutilized", consolidateAfter = "10m", budgetNodes = "90%" }
 
 local TRUST = I.trust_services({ "hyperpod.sagemaker.amazonaws.com" }, { "sts:AssumeRole" })
 
@@ -41,8 +49,7 @@ function M.policy(env)
       Resource = "*", Condition = { StringLike = { ["kms:ViaService"] = "sagemaker.*.amazonaws.com" } } } } }
 end
 
-local function class_name(ig) return ig .. "-nodeclass" end
-local function pool_name(ig) return ig .. "-nodepool" end
+local class_name, pool_name = G.class_name, G.pool_name
 
 function M.objects(ig, consolidate_after)
   local class = { apiVersion = M.CLASS_API, kind = "HyperpodNodeClass", metadata = { name = class_name(ig) },
@@ -88,33 +95,52 @@ function M.read(ctx, env)
     pending = as.Status == "Creating" or as.Status == "Deleting" or d.ClusterStatus == "Updating" or nil,
     failed = as.Status == "Failed" or nil, note = as.FailureMessage, role = d.ClusterRole })
   local consolidate
+  local covered = {}
   if as.Mode == "Enable" or role.present then
     local conn = ctx:k8s(env.eks)
     local classes, pools = {}, {}
     for _, o in ipairs(list(conn, M.CLASS_API, "HyperpodNodeClass")) do classes[o.metadata.name] = o end
     for _, o in ipairs(list(conn, M.POOL_API, "NodePool")) do pools[o.metadata.name] = o end
+    -- a group is a part of the feature only once it is under autoscaling:
+    -- a group left out (by choice) does not make the feature partial
     for _, ig in ipairs(groups(env)) do
       local c, p = classes[class_name(ig)], pools[pool_name(ig)]
-      F.part(parts, { part = "HyperpodNodeClass " .. class_name(ig), present = c ~= nil, ok = true,
-        status = c and c.status and c.status.conditions and c.status.conditions[#c.status.conditions].type or nil })
-      F.part(parts, { part = "NodePool " .. pool_name(ig), present = p ~= nil, ok = true })
-      consolidate = consolidate or (p and ((p.spec or {}).disruption or {}).consolidateAfter)
-    end
-  else
-    for _, ig in ipairs(groups(env)) do
-      F.part(parts, { part = "HyperpodNodeClass " .. class_name(ig) })
-      F.part(parts, { part = "NodePool " .. pool_name(ig) })
+      if p then
+        covered[ig] = true
+        F.part(parts, { part = "HyperpodNodeClass " .. class_name(ig), present = c ~= nil, ok = true,
+          status = c and c.status and c.status.conditions and c.status.conditions[#c.status.conditions].type or nil })
+        F.part(parts, { part = "NodePool " .. pool_name(ig), present = true, ok = true })
+        consolidate = consolidate or ((p.spec or {}).disruption or {}).consolidateAfter
+      end
     end
   end
   local disruption = { consolidationPolicy = M.DISRUPTION.consolidationPolicy,
     consolidateAfter = consolidate or M.DISRUPTION.consolidateAfter, budgetNodes = M.DISRUPTION.budgetNodes }
+  local rows = G.rows(env, covered)
+  local out = {}
+  for _, r in ipairs(rows) do
+    r.note = G.coverage(r, disruption.consolidateAfter)
+    if as.Mode == "Enable" and not r.autoscaling then out[#out + 1] = r.instance_group end
+  end
   return F.state(parts, { role_name = n.karpenter_role, node_recovery = d.NodeRecovery, disruption = disruption,
-    consolidate_after = consolidate })
+    consolidate_after = consolidate, instance_groups = rows, note = #out > 0 and ("instance group(s) " ..
+    table.concat(out, ", ") .. " not under Karpenter: their nodes are only what their count says; " ..
+    "hyperpod_update_advanced_features karpenter={\"enabled\": true, \"instance_groups\": [...]} puts a group " ..
+    "under it") or nil })
 end
+
+-- check_want(env, want): the groups named exist (before anything is read or sent)
+function M.check_want(env, want) G.check(env, want) end
 
 function M.matches(state, want)
   if want.enabled == false then return state.status == "disabled" end
-  return state.enabled and (want.consolidate_after == nil or state.consolidate_after == want.consolidate_after)
+  if not state.enabled then return false end
+  if want.consolidate_after ~= nil and state.consolidate_after ~= want.consolidate_after then return false end
+  local chosen = G.choose(state.instance_groups or {}, want)
+  for _, r in ipairs(state.instance_groups or {}) do
+    if chosen[r.instance_group] and not r.autoscaling then return false end
+  end
+  return true
 end
 
 -- autoscaling(ctx, env, want): the cluster's AutoScaling (and what goes
@@ -177,15 +203,29 @@ function M.enable(ctx, env, want)
   end
   env = F.refresh(ctx, env)
   local consolidate = want.consolidate_after
-  if consolidate == nil then consolidate = M.read_consolidate(ctx, env) end
-  for _, ig in ipairs(groups(env)) do
+  if consolidate == nil then consolidate = M.read_consolidate(ctx, env) or M.DISRUPTION.consolidateAfter end
+  -- each group, what this call does to it: said in the plan and the progress
+  local covered = {}
+  for _, o in ipairs(list(conn, M.POOL_API, "NodePool")) do
+    local ig = o.metadata.name:match("^(.*)%-nodepool$")
+    if ig then covered[ig] = true end
+  end
+  local rows = G.rows(env, covered)
+  local chosen = G.choose(rows, want)
+  local todo = {}
+  for _, r in ipairs(rows) do
+    local action, how = G.how(r, chosen, want, consolidate)
+    G.say(ctx, action, env.hp_name, r.instance_group, how)
+    if chosen[r.instance_group] then todo[#todo + 1] = r.instance_group end
+  end
+  for _, ig in ipairs(todo) do
     local class, pool = M.objects(ig, consolidate)
     K.ensure(ctx, conn, class, { field = M.name })
     K.ensure(ctx, conn, pool, { field = M.name })
   end
   if ctx.plan then return end
   -- HyperPod reads each node class: Ready, or why not
-  for _, ig in ipairs(groups(env)) do
+  for _, ig in ipairs(todo) do
     ctx:poll { what = "HyperpodNodeClass " .. class_name(ig) .. " to be Ready", every = 5, timeout = 5 * 60,
       check = function()
         local c = K.get(conn, M.CLASS_API, "HyperpodNodeClass", class_name(ig))

@@ -100,6 +100,7 @@ function M.check(ctx, wants, mode)
   for _, name in ipairs(F.ORDER) do
     local w = wants[name]
     if w then
+      if w.enabled ~= false and F.feature(name).check_want then F.feature(name).check_want(env, w) end
       local s = M.read(ctx, env, name)
       if s.status == "unknown" then
         hypd.errors.raise("STATE", "cannot read the state of " .. name .. ": " .. tostring(s.error), { field = name })

@@ -9,6 +9,7 @@ local create = require "hyperpod._create"
 local hp = require "hyperpod._hp"
 local net = require "cluster._eks_network"
 local subnet = require "hyperpod._subnet"
+local KG = require "hyperpod._karpenter_groups"
 
 local errors = hypd.errors
 
@@ -73,6 +74,12 @@ local function check(ctx)
       d.notes[#d.notes + 1] = string.format("instance group %s exists with %d instances; kept as it is " ..
         "(hyperpod_scale_instance_group changes the count)", g.InstanceGroupName, g.TargetCount or 0)
     end
+  end
+  if not g and (c.AutoScaling or {}).Mode == "Enable" then
+    -- managed Karpenter covers only the groups with a NodePool: a new one has none
+    local why = KG.later(p.instance_group, d.count)
+    d.notes[#d.notes + 1] = "instance group " .. why
+    KG.entry(ctx, "keep", c.ClusterName, p.instance_group, why)
   end
   for _, n in ipairs(d.notes) do ctx:progress(n) end
   if d.zone_note then ctx:progress(d.zone_note) end

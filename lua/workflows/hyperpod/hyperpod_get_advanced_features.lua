@@ -15,7 +15,9 @@ return tool {
     "named) EKS cluster: for each, enabled, status (enabled, disabled, partial: a chain half built or half " ..
     "removed, which the next hyperpod_update_advanced_features call finishes; pending; failed), and every " ..
     "part of its chain (IAM roles and policies, EKS add-ons, cluster settings, Kubernetes objects), present " ..
-    "or missing; plus the latest hyperpod_update_advanced_features or hyperpod_disable_advanced_features " ..
+    "or missing; for karpenter also instance_groups: each group with its count and whether it is under " ..
+    "autoscaling (a NodePool) or not, and what that means for it; plus the latest " ..
+    "hyperpod_update_advanced_features or hyperpod_disable_advanced_features " ..
     "operation on the cluster. With wait_seconds it first waits for that operation's phase or status to " ..
     "change (up to that many seconds), so an agent follows a change with a few calls.",
   kind = "read",

@@ -25,7 +25,9 @@ return tool {
   name = "hyperpod_update_advanced_features",
   summary = "Turn managed features of a HyperPod cluster on or off: only the ones named change",
   description = "Changes only the features named (absent ones are left as they are): training_operator, " ..
-    "inference_operator, tiered_checkpointing (with memory_percentage), karpenter (with consolidate_after), " ..
+    "inference_operator, tiered_checkpointing (with memory_percentage), karpenter (with consolidate_after, " ..
+    "default 10m, and instance_groups, default the groups at 0 nodes: the plan names each group and what " ..
+    "happens to it), " ..
     "fsx_csi_driver, kuberay_operator, cert_manager; each true or false, or {\"enabled\": ..., settings}. " ..
     "Each one's actual state is read first and nothing is sent for a feature already as asked. Turning one on " ..
     "builds its whole chain (IAM roles and policies, EKS add-ons, cluster settings, Kubernetes objects, " ..

@@ -8,6 +8,7 @@ local I = require "inference._inference"
 local C = require "inference._container"
 local K = require "hyperpod._feat_k8s"
 local PL = require "inference._pool"
+local LBC = require "inference._lbc"
 
 local refuse = PL.refuse
 
@@ -71,11 +72,18 @@ local function run(ctx)
   local s = C.service(p.model, p.namespace, { [I.BUSINESS] = p.model }, port, p.service, p.scheme,
     I.labels(p.pool, "pool", { [I.MODEL] = p.model }))
   local _, action = K.ensure(ctx, conn, s, { field = "model", family = "inference-container" }) -- a pool: _ownership
+  local warning = p.service == "external" and LBC.warning(ctx, conn, e.name, e.region) or nil
+  local warnings
+  if warning then
+    ctx:progress(warning)
+    warnings = hypd.json.array()
+    warnings[1] = warning
+  end
   if ctx.plan then return end
   st.result = { cluster = e.name, region = e.region, pool = p.pool, namespace = p.namespace, model = p.model,
     pods = st.pods, service = { name = p.model, type = s.spec.type, port = port, selector = s.spec.selector,
       action = action },
-    note = st.note, next = "inference_get name=" .. p.pool .. " namespace=" .. p.namespace }
+    note = st.note, warnings = warnings, next = "inference_get name=" .. p.pool .. " namespace=" .. p.namespace }
 end
 
 return tool {
@@ -90,7 +98,7 @@ return tool {
     "get a high controller.kubernetes.io/pod-deletion-cost so scaling the pool down removes unassigned ones " ..
     "first. inference_release_pool_pod gives them back.",
   kind = "mutating",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "patch", "apply" },
   status_tool = "inference_get",
   params = {

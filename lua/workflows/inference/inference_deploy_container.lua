@@ -12,6 +12,7 @@ local K = require "hyperpod._feat_k8s"
 local hp = require "hyperpod._hp"
 local PL = require "inference._pool"
 local O = require "_ownership"
+local LBC = require "inference._lbc"
 
 local FAMILY = "inference-container"
 
@@ -22,9 +23,10 @@ local function gpus_of(node)
   return math.tointeger(tonumber((((node.status or {}).allocatable or {})["nvidia.com/gpu"]) or "0")) or 0
 end
 
--- warnings(conn, p, port) -> what will keep the pods from running, said
--- before they are made (nothing is refused: the issue wants it Pending)
-local function warnings(conn, p)
+-- warnings(ctx, conn, p, eks, region) -> what will keep the pods from running
+-- (or the Service from getting its address), said before they are made
+-- (nothing is refused: the issue wants it Pending)
+local function warnings(ctx, conn, p, eks, region)
   local out = hypd.json.array()
   local typed, most = 0, 0
   for _, n in ipairs(conn:list("v1", "Node") or {}) do
@@ -41,17 +43,8 @@ local function warnings(conn, p)
       "inference_get shows the scheduler's reason", p.gpus, p.instance_type, most)
   end
   if p.service == "external" then
-    local found = false -- by its chart's label or its name (an add-on may prefix it)
-    for _, dep in ipairs(conn:list("apps/v1", "Deployment", { all_namespaces = true }) or {}) do
-      local l = dep.metadata.labels or {}
-      found = found or l["app.kubernetes.io/name"] == "aws-load-balancer-controller" or
-        dep.metadata.name:find("aws-load-balancer-controller", 1, true) ~= nil
-    end
-    if not found then
-      out[#out + 1] = "no AWS Load Balancer Controller is on the cluster (no Deployment named or labelled " ..
-        "aws-load-balancer-controller): the NLB is made only once it runs (the inference operator brings one: " ..
-        "hyperpod_update_advanced_features inference_operator=true); the Service works inside the cluster meanwhile"
-    end
+    local w = LBC.warning(ctx, conn, eks, region)
+    if w then out[#out + 1] = w end
   end
   if not C.listens_all(p) then
     out[#out + 1] = "the SGLang command names no --host: SGLang then listens on 127.0.0.1 only and the " ..
@@ -92,7 +85,7 @@ local function check(ctx)
       "its pool); choose another name", p.namespace, p.name, owner),
       { fields = { { field = "name", rule = "service", message = "name: Service " .. p.name .. " is " .. owner .. "'s" } } })
   end
-  st.warnings = warnings(conn, p)
+  st.warnings = warnings(ctx, conn, p, st.eks, st.region)
   st.objects = C.objects(p, port)
   K.claim(conn, st.objects, FAMILY, { cluster = st.eks })
 end
@@ -169,7 +162,7 @@ return tool {
     "no node can fit is deployed anyway and stays Pending (warnings and pending_reason say why; inference_get " ..
     "shows the scheduler's event). plan=true lists the objects without creating them.",
   kind = "mutating",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "apply" },
   status_tool = "inference_get",
   params = {

@@ -43,7 +43,8 @@ M.MANIFESTS = {
     app = "metrics-server" } },
   ["cert-manager"] = { { "Deployment", "cert-manager", image = "cert-manager/cert-manager-controller" },
     { "Deployment", "cert-manager-cainjector", image = "cert-manager/cert-manager-cainjector" },
-    { "Deployment", "cert-manager-webhook", image = "cert-manager/cert-manager-webhook" } },
+    { "Deployment", "cert-manager-webhook", image = "cert-manager/cert-manager-webhook" },
+    crds = { "certificates", "issuers" } },
   ["aws-mountpoint-s3-csi-driver"] = {
     { "Deployment", "s3-csi-controller", image = "mountpoint-s3-csi-driver", sa = "s3-csi-driver-sa" },
     { "DaemonSet", "s3-csi-node", image = "mountpoint-s3-csi-driver", host = true, sa = "s3-csi-driver-sa" } },

@@ -24,6 +24,7 @@
 --   inference      InferenceEndpointConfig and JumpStartModel (inference operator)
 --   loadbalancers  LoadBalancer Services' addresses (cloud provider, AWS Load Balancer Controller)
 --   keda           KEDA ScaledObjects (prometheus triggers) while KEDA runs
+--   certmanager    cert-manager's Issuers and Certificates (self-signed) while cert-manager runs
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local log = require "hypd.log"
 
@@ -31,7 +32,7 @@ local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
   "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter",
-  "inference", "loadbalancers", "keda", "leases" }
+  "inference", "loadbalancers", "keda", "leases", "certmanager" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

@@ -17,11 +17,16 @@
 --     counted twice; each pod is nominated once (event Nominated);
 --   * consolidation when empty: a node of such a group that runs no pod
 --     but DaemonSet ones for the NodePool's disruption.consolidateAfter
---     (default 0s; "Never" turns it off) is removed with
+--     (counted from when it became empty: when it joined, or when its last
+--     pod ended; Karpenter's default 0s; "Never" turns it off) is removed with
 --     BatchDeleteClusterNodes (target count down by one), within the
 --     NodePool's budget (a percentage of its nodes, rounded up) and never
 --     below the group's MinCount, and not while pods are nominated to the
---     group. (Moving pods off underutilized nodes is not simulated.)
+--     group or to the node itself: a Pending pod the scheduler marked
+--     Unschedulable that the node can take (the node launched for it has
+--     joined and the scheduler has not bound it yet) holds the node, as
+--     Karpenter's nominations do; its clock starts again once the pod ran.
+--     (Moving pods off underutilized nodes is not simulated.)
 -- The SageMaker side tells us when its clusters change (sync, from
 -- services/sagemaker/common.lua); Pod, Node and NodePool changes reach the
 -- handler through the watch hook, and waits (an idle node's delay) through
@@ -250,14 +255,18 @@ local function scale_up(ctl, c, pools, m)
   local names = {}
   for name in pairs(pools) do names[#names + 1] = name end
   table.sort(names)
-  local add, nominated = {}, {}
+  local add, nominated, held = {}, {}, {}
   m.nominated = m.nominated or {}
   for _, pod in ipairs(cl:list(pr)) do
     if not (pod.spec.nodeName and pod.spec.nodeName ~= "") and not ctl_.finished(pod) and unschedulable(pod) then
       local need = sched.requests(pod)
       local taken = false
       for _, h in ipairs(here) do
-        if not taken and fits(pod, h.node, need, h.free) then take(h.free, need); taken = true end
+        if not taken and fits(pod, h.node, need, h.free) then
+          take(h.free, need)
+          taken = true
+          held[h.node.metadata.name] = true
+        end
       end
       for _, gname in ipairs(taken and {} or names) do
         local g = C.group(c, gname)
@@ -304,10 +313,10 @@ local function scale_up(ctl, c, pools, m)
       end
     end
   end
-  return nominated
+  return nominated, held
 end
 
-local function consolidate(ctl, c, pools, m, nominated)
+local function consolidate(ctl, c, pools, m, nominated, held)
   local cl = ctl.cl
   local nr, pr = ctl:r("", "v1", "nodes"), ctl:r("", "v1", "pods")
   local busy = {}
@@ -327,7 +336,8 @@ local function consolidate(ctl, c, pools, m, nominated)
       per_group[gname] = (per_group[gname] or 0) + 1
       live[node.metadata.name] = true
       local id = (node.metadata.annotations or {})["sandbox.hypd.io/instance-id"]
-      if busy[node.metadata.name] or not sched.node_ready(node) or waiting[gname] or not id then
+      if busy[node.metadata.name] or held[node.metadata.name] or not sched.node_ready(node) or waiting[gname] or
+          not id then
         m.idle[node.metadata.name] = nil
       else
         local since = m.idle[node.metadata.name] or now
@@ -373,8 +383,8 @@ ctl_.handlers.karpenter = function(ctl)
   local m = ctl:memo("karpenter")
   local pools = classes(ctl, c)
   if next(pools) == nil then return end
-  local nominated = scale_up(ctl, c, pools, m)
-  consolidate(ctl, c, pools, m, nominated)
+  local nominated, held = scale_up(ctl, c, pools, m)
+  consolidate(ctl, c, pools, m, nominated, held)
 end
 
 function M.watch(ctl, _, r)

@@ -10,14 +10,32 @@
 --     Deployment (kube-system, aws-load-balancer-controller) has a ready
 --     replica; an NLB k8s-<ns>-<name>-<hash>.elb.<region>.amazonaws.com,
 --     event SuccessfullyReconciled. Without it such a Service stays
---     <pending>, as it does on EKS.
+--     <pending>, as it does on EKS. The controller calls ELB as the IAM
+--     role of its service account (IRSA, eks.amazonaws.com/role-arn, or
+--     an EKS Pod Identity association): a
+--     role that is missing, or whose policies (inline and attached) do not
+--     allow elasticloadbalancing:CreateLoadBalancer, makes no NLB: the
+--     Service stays <pending> with the controller's Warning
+--     FailedDeployModel (AccessDenied), as on EKS.
 -- The address comes PROVISION seconds (simulated) after the Service; a
--- Service that stops being a LoadBalancer loses it. No ELB API is simulated.
+-- Service that stops being a LoadBalancer loses it. The controller's NLBs
+-- are also what the sandbox's Elastic Load Balancing v2 API shows
+-- (services/elasticloadbalancing: DescribeLoadBalancers, DescribeTags),
+-- tagged as the controller tags them (elbv2.k8s.aws/cluster,
+-- service.k8s.aws/stack, service.k8s.aws/resource); the record goes with
+-- the Service's address. The in-tree load balancers are not in it.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local elb = require "sandbox.services.elasticloadbalancing"
+local json = require "hypd.json"
+local objects = require "sandbox.k8s.objects"
+local policies = require "sandbox.services.iam.policies"
+local policy = require "sandbox.policy"
+local state = require "sandbox.state"
 
 local M = {}
 M.PROVISION = 5
+M.RETRY = 60 -- seconds before the controller tries a model it could not deploy again
 local TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 local LBC_CLASS = "service.k8s.aws/nlb"
 
@@ -32,7 +50,54 @@ end
 
 local function lbc_ready(ctl)
   local d = ctl.cl:get(ctl:r("apps", "v1", "deployments"), "kube-system", "aws-load-balancer-controller")
-  return d and ((d.status or {}).readyReplicas or 0) > 0
+  return d and ((d.status or {}).readyReplicas or 0) > 0, d
+end
+
+-- denied(ctl, d) -> nil when the controller's role may make an NLB, else
+-- the AccessDenied message it would log
+local function denied(ctl, d)
+  local sa_name = (((d.spec or {}).template or {}).spec or {}).serviceAccountName or "default"
+  local sa = ctl.cl:get(ctl:r("", "v1", "serviceaccounts"), d.metadata.namespace, sa_name)
+  local arn = sa and ((sa.metadata or {}).annotations or {})["eks.amazonaws.com/role-arn"]
+  if not arn then -- EKS Pod Identity, when the service account has an association
+    for _, a in ipairs(state.view(ctl.region or "us-west-2", "eks"):list("pod_identity")) do
+      if a.clusterName == ctl.cl.name and a.namespace == d.metadata.namespace and a.serviceAccount == sa_name then
+        arn = a.roleArn
+      end
+    end
+  end
+  local action = "elasticloadbalancing:CreateLoadBalancer"
+  if not arn then
+    return "AccessDenied: the node's instance role is not authorized to perform: " .. action .. " (service " ..
+      "account " .. d.metadata.namespace .. "/" .. sa_name .. " has no eks.amazonaws.com/role-arn and no EKS " ..
+      "Pod Identity association)"
+  end
+  local iam = state.view("global", "iam")
+  local role = iam:get("role", tostring(arn):match(":role/(.+)$") or "")
+  if not role then
+    return "WebIdentityErr: failed to retrieve credentials: role " .. arn .. " does not exist"
+  end
+  local docs = {}
+  for _, text in pairs(role.inline or {}) do docs[#docs + 1] = text end
+  for _, parn in ipairs(role.attached or {}) do
+    local p = policies.lookup({ state = iam }, parn)
+    for _, v in ipairs(p and p.versions or {}) do
+      if v.VersionId == p.DefaultVersionId then docs[#docs + 1] = v.Document end
+    end
+  end
+  local verdict = "implicit"
+  for _, text in ipairs(docs) do
+    local doc = json.decode(text) or json.decode((tostring(text):gsub("%%(%x%x)", function(h)
+      return string.char(tonumber(h, 16)) end))) or {}
+    local v = policy.evaluate(doc, action, "*")
+    if v == "deny" then verdict = "deny" break end
+    if v == "allow" then verdict = "allow" end
+  end
+  if verdict == "allow" then return nil end
+  local acct = tostring(arn):match("::(%d+):") or "123456789012"
+  return string.format("AccessDenied: User: arn:aws:sts::%s:assumed-role/%s/aws-load-balancer-controller is not " ..
+    "authorized to perform: %s because no identity-based policy allows the %s action", acct, role.RoleName,
+    action, action)
 end
 
 local function trunc(s, n) return (s:gsub("[^%w]", ""):sub(1, n)) end
@@ -60,21 +125,73 @@ local function hostname(ctl, svc, who)
   return string.format("a%s-%d.%s.elb.amazonaws.com", uid:sub(1, 32), tonumber(hex(uid, 7), 16) + 1000000000, region)
 end
 
+-- the NLB records of the controller: put when a Service gets its address,
+-- dropped when it loses it (or goes)
+local function elbv2(ctl) return state.view(ctl.region or "us-west-2", "elasticloadbalancing") end
+
+local function forget(ctl, key)
+  local v = elbv2(ctl)
+  for _, lb in ipairs(v:list("loadbalancer")) do
+    for _, tag in ipairs(lb.Tags or {}) do
+      if tag.Key == "service.k8s.aws/stack" and tag.Value == key and lb.cluster == ctl.cl.name then
+        v:delete("loadbalancer", lb.LoadBalancerArn)
+      end
+    end
+  end
+end
+
+local function record(ctl, svc, host)
+  local eks = ctl.eks or {}
+  local part, acct = tostring(eks.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
+  local region = ctl.region or "us-west-2"
+  local name, id = host:match("^(.-)%-(%x+)%.elb%.")
+  local ann = svc.metadata.annotations or {}
+  local vpc = (eks.resourcesVpcConfig or {}).vpcId
+  local zones = json.array()
+  for _, s in ipairs((eks.resourcesVpcConfig or {}).subnetIds or {}) do
+    local sub = state.view(region, "ec2"):get("subnet", s)
+    zones[#zones + 1] = { SubnetId = s, ZoneName = sub and sub.AvailabilityZone or nil }
+  end
+  local arn = string.format("arn:%s:elasticloadbalancing:%s:%s:loadbalancer/net/%s/%s", part or "aws", region,
+    acct or "123456789012", name, id)
+  elbv2(ctl):put("loadbalancer", arn, { cluster = ctl.cl.name, LoadBalancerArn = arn, DNSName = host,
+    CanonicalHostedZoneId = elb.zone(region), CreatedTime = objects.rfc3339(core.now()), LoadBalancerName = name,
+    Scheme = ann["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing" and
+      "internet-facing" or "internal", VpcId = vpc, State = { Code = "active" }, Type = "network",
+    AvailabilityZones = zones, IpAddressType = "ipv4",
+    Tags = { { Key = "elbv2.k8s.aws/cluster", Value = ctl.cl.name },
+      { Key = "service.k8s.aws/stack", Value = ctl_.key(svc) },
+      { Key = "service.k8s.aws/resource", Value = "LoadBalancer" } } })
+end
+
 ctl_.handlers.loadbalancer = function(ctl, k)
   local cl = ctl.cl
   local ns, name = k:match("^([^/]*)/(.*)$")
   local sr = ctl:r("", "v1", "services")
   local svc = cl:get(sr, ns, name)
   local mem = ctl:memo("loadbalancers")
-  if not svc then mem[k] = nil return end
+  if not svc then
+    mem[k] = nil
+    forget(ctl, k)
+    return
+  end
   local st = svc.status or {}
   local has = ((st.loadBalancer or {}).ingress or {})[1] ~= nil
   local who = svc.spec.type == "LoadBalancer" and owner(svc) or nil
-  if who == "lbc" and not lbc_ready(ctl) then who = nil end
+  if who == "lbc" then
+    local ready, d = lbc_ready(ctl)
+    local why = ready and denied(ctl, d)
+    if why and not has then
+      ctl_.event(ctl, svc, "Warning", "FailedDeployModel", "Failed deploy model due to " .. why, "service")
+    end
+    if why then ctl:at(core.now() + M.RETRY / ctl_.speed(), "loadbalancer", k) end -- the controller retries
+    if not ready or why then who = nil end
+  end
   if not who then
     mem[k] = nil
     if has and svc.spec.type ~= "LoadBalancer" then
       ctl_.put_status(ctl, sr, svc, { loadBalancer = {} })
+      forget(ctl, k)
     end
     return
   end
@@ -89,7 +206,9 @@ ctl_.handlers.loadbalancer = function(ctl, k)
     return ctl:at(m.at, "loadbalancer", k)
   end
   if core.now() < m.at then return ctl:at(m.at, "loadbalancer", k) end
-  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = hostname(ctl, svc, who) } } } })
+  local host = hostname(ctl, svc, who)
+  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = host } } } })
+  if who == "lbc" then record(ctl, svc, host) end
   if who == "cloud" then
     ctl_.event(ctl, cur, "Normal", "EnsuredLoadBalancer", "Ensured load balancer", "service-controller")
   else
