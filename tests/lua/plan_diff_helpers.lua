@@ -111,6 +111,8 @@ local MAP = {
   ["iam AttachRolePolicy"] = W("iam:role-policy-attachment"),
   ["iam DetachRolePolicy"] = X("iam:role-policy-attachment"),
   ["iam PutRolePolicy"] = W("iam:role-policy"), ["iam DeleteRolePolicy"] = X("iam:role-policy"),
+  ["iam CreatePolicy"] = W("iam:policy"), ["iam CreatePolicyVersion"] = W("iam:policy"),
+  ["iam DeletePolicy"] = X("iam:policy"),
   ["iam CreateOpenIDConnectProvider"] = W("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
   ["iam AddClientIDToOpenIDConnectProvider"] = W("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
   ["iam DeleteOpenIDConnectProvider"] = X("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
@@ -124,6 +126,10 @@ local MAP = {
   ["eks CreateNodegroup"] = W("eks:nodegroup"), ["eks DeleteNodegroup"] = X("eks:nodegroup"),
   ["eks UpdateNodegroupConfig"] = W("eks:nodegroup-scaling"),
   ["s3 CreateBucket"] = W("s3:bucket"), ["s3 DeleteBucket"] = X("s3:bucket"),
+  -- a bucket's settings, sent as it is made or repaired: the bucket's entry
+  ["s3 PutPublicAccessBlock"] = W("s3:bucket", first), ["s3 PutBucketTagging"] = W("s3:bucket", first),
+  ["s3 PutBucketEncryption"] = W("s3:bucket", first), ["s3 PutBucketVersioning"] = W("s3:bucket", first),
+  ["s3 PutBucketPolicy"] = W("s3:bucket", first), ["s3 PutBucketLifecycleConfiguration"] = W("s3:bucket", first),
   ["s3 PutObject"] = W("s3:object", s3_object), ["s3 DeleteObject"] = X("s3:object", s3_object),
   ["sagemaker CreateCluster"] = W("sagemaker:cluster"), ["sagemaker DeleteCluster"] = X("sagemaker:cluster"),
   ["fsx CreateFileSystem"] = W("fsx:file-system", id), ["fsx DeleteFileSystem"] = X("fsx:file-system", id),
@@ -184,9 +190,11 @@ function D.done(m, names)
   return fold(rows), unmapped
 end
 
--- planned(plan) -> {row = true}: what a plan says a run will do (its keeps
--- and its later entries are no mutation of this run)
-function D.planned(p)
+-- planned(plan [, names]) -> {row = true}: what a plan says a run will do
+-- (its keeps and its later entries are no mutation of this run); an entry
+-- with the real id of an EC2 resource is keyed by that resource's name
+-- (names, from D.names), whatever the plan calls it ("com.amazonaws.us-west-2.s3 in vpc-0abc")
+function D.planned(p, names)
   local rows = {}
   for _, e in ipairs(p.plan or {}) do
     local ty = tostring(e.type):gsub("^k8s:", "kubernetes:")
@@ -194,6 +202,7 @@ function D.planned(p)
     if ty == "sagemaker:instance-group" then action = action and "write" end -- see MAP's UpdateCluster
     -- a teardown names a resource with its id: "hypd-demo-nat (nat-0abc)"
     local name = tostring(e.name):gsub(" %([%w-]+%)$", "")
+    if names and type(e.id) == "string" and names[e.id] and PLAN_KEY[ty] == nil then name = names[e.id] end
     if action then rows[row(action, ty, (PLAN_KEY[ty] or plain)(name))] = true end
   end
   return fold(rows)
