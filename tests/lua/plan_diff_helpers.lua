@@ -2,7 +2,8 @@
 -- a staged tool's plan says it will create, change and delete, and what
 -- the sandbox recorded it did, both as sets of "action type key" rows
 -- that compare equal when the plan was true:
---   action  "write" (a plan's create or change) or "delete"
+--   action  "create", "change" or "delete" (and, on the sandbox's side,
+--           "put": a call that creates or changes alike)
 --   type    the plan's resource type ("ec2:subnet", "kubernetes:deployment")
 --   key     the resource's name as the plan names it (for a part of a
 --           resource, a route or an attachment, the name of the resource
@@ -78,71 +79,79 @@ local PLAN_KEY = {
 local function id(target, names) return names[target] or target end
 local function plain(target) return target end
 local function first(target) return (target:match("^([^/]+)")) end
+local function issuer(arn) return (arn:match("oidc%-provider/(.+)$")) end -- the provider's ARN ends with it
 local function addon(target) return target:match("^[^/]+/(.+)$") or target end
 local function s3_object(target) return "s3://" .. target end
-local function W(ty, key) return { type = ty, action = "write", key = key or plain } end
+-- C: a call that creates; U: one that changes what exists (a change of
+-- something the same run created is part of its create); P: one that
+-- creates or changes alike (PutRolePolicy, PutObject, UpdateCluster): it
+-- agrees with a plan's create or change of the same resource
+local function C(ty, key) return { type = ty, action = "create", key = key or plain } end
+local function U(ty, key) return { type = ty, action = "change", key = key or plain } end
+local function P(ty, key) return { type = ty, action = "put", key = key or plain } end
 local function X(ty, key) return { type = ty, action = "delete", key = key or plain } end
 local MAP = {
-  ["ec2 CreateVpc"] = W("ec2:vpc", id), ["ec2 ModifyVpcAttribute"] = W("ec2:vpc", id),
+  ["ec2 CreateVpc"] = C("ec2:vpc", id), ["ec2 ModifyVpcAttribute"] = U("ec2:vpc", id),
   ["ec2 DeleteVpc"] = X("ec2:vpc", id),
-  ["ec2 AssociateVpcCidrBlock"] = W("ec2:vpc-cidr-block", id),
-  ["ec2 CreateInternetGateway"] = W("ec2:internet-gateway", id),
+  ["ec2 AssociateVpcCidrBlock"] = C("ec2:vpc-cidr-block", id),
+  ["ec2 CreateInternetGateway"] = C("ec2:internet-gateway", id),
   ["ec2 DeleteInternetGateway"] = X("ec2:internet-gateway", id),
-  ["ec2 AttachInternetGateway"] = W("ec2:internet-gateway-attachment", id),
+  ["ec2 AttachInternetGateway"] = C("ec2:internet-gateway-attachment", id),
   ["ec2 DetachInternetGateway"] = X("ec2:internet-gateway-attachment", id),
-  ["ec2 CreateSubnet"] = W("ec2:subnet", id), ["ec2 ModifySubnetAttribute"] = W("ec2:subnet", id),
+  ["ec2 CreateSubnet"] = C("ec2:subnet", id), ["ec2 ModifySubnetAttribute"] = U("ec2:subnet", id),
   ["ec2 DeleteSubnet"] = X("ec2:subnet", id),
-  ["ec2 AllocateAddress"] = W("ec2:elastic-ip", id), ["ec2 ReleaseAddress"] = X("ec2:elastic-ip", id),
-  ["ec2 CreateNatGateway"] = W("ec2:nat-gateway", id), ["ec2 DeleteNatGateway"] = X("ec2:nat-gateway", id),
-  ["ec2 CreateRouteTable"] = W("ec2:route-table", id), ["ec2 DeleteRouteTable"] = X("ec2:route-table", id),
-  ["ec2 CreateRoute"] = W("ec2:route", id), ["ec2 ReplaceRoute"] = W("ec2:route", id),
+  ["ec2 AllocateAddress"] = C("ec2:elastic-ip", id), ["ec2 ReleaseAddress"] = X("ec2:elastic-ip", id),
+  ["ec2 CreateNatGateway"] = C("ec2:nat-gateway", id), ["ec2 DeleteNatGateway"] = X("ec2:nat-gateway", id),
+  ["ec2 CreateRouteTable"] = C("ec2:route-table", id), ["ec2 DeleteRouteTable"] = X("ec2:route-table", id),
+  ["ec2 CreateRoute"] = C("ec2:route", id), ["ec2 ReplaceRoute"] = U("ec2:route", id),
   ["ec2 DeleteRoute"] = X("ec2:route", id),
-  ["ec2 AssociateRouteTable"] = W("ec2:route-table-association", id),
+  ["ec2 AssociateRouteTable"] = C("ec2:route-table-association", id),
   ["ec2 DisassociateRouteTable"] = X("ec2:route-table-association", id),
-  ["ec2 CreateSecurityGroup"] = W("ec2:security-group", id), ["ec2 DeleteSecurityGroup"] = X("ec2:security-group", id),
-  ["ec2 AuthorizeSecurityGroupIngress"] = W("ec2:security-group-rule", id),
-  ["ec2 AuthorizeSecurityGroupEgress"] = W("ec2:security-group-rule", id),
+  ["ec2 CreateSecurityGroup"] = C("ec2:security-group", id), ["ec2 DeleteSecurityGroup"] = X("ec2:security-group", id),
+  ["ec2 AuthorizeSecurityGroupIngress"] = C("ec2:security-group-rule", id),
+  ["ec2 AuthorizeSecurityGroupEgress"] = C("ec2:security-group-rule", id),
   ["ec2 RevokeSecurityGroupIngress"] = X("ec2:security-group-rule", id),
   ["ec2 RevokeSecurityGroupEgress"] = X("ec2:security-group-rule", id),
-  ["ec2 CreateVpcEndpoint"] = W("ec2:vpc-endpoint", id), ["ec2 ModifyVpcEndpoint"] = W("ec2:vpc-endpoint", id),
+  ["ec2 CreateVpcEndpoint"] = C("ec2:vpc-endpoint", id), ["ec2 ModifyVpcEndpoint"] = U("ec2:vpc-endpoint", id),
   ["ec2 DeleteVpcEndpoints"] = X("ec2:vpc-endpoint", id),
-  ["iam CreateRole"] = W("iam:role"), ["iam UpdateAssumeRolePolicy"] = W("iam:role"),
+  ["iam CreateRole"] = C("iam:role"), ["iam UpdateAssumeRolePolicy"] = U("iam:role"),
   ["iam DeleteRole"] = X("iam:role"),
-  ["iam AttachRolePolicy"] = W("iam:role-policy-attachment"),
+  ["iam AttachRolePolicy"] = C("iam:role-policy-attachment"),
   ["iam DetachRolePolicy"] = X("iam:role-policy-attachment"),
-  ["iam PutRolePolicy"] = W("iam:role-policy"), ["iam DeleteRolePolicy"] = X("iam:role-policy"),
-  ["iam CreatePolicy"] = W("iam:policy"), ["iam CreatePolicyVersion"] = W("iam:policy"),
+  ["iam PutRolePolicy"] = P("iam:role-policy"), ["iam DeleteRolePolicy"] = X("iam:role-policy"),
+  ["iam CreatePolicy"] = C("iam:policy"), ["iam CreatePolicyVersion"] = U("iam:policy"),
   ["iam DeletePolicy"] = X("iam:policy"),
-  ["iam CreateOpenIDConnectProvider"] = W("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
-  ["iam AddClientIDToOpenIDConnectProvider"] = W("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
-  ["iam DeleteOpenIDConnectProvider"] = X("iam:oidc-provider", function(arn) return (arn:match("oidc%-provider/(.+)$")) end),
-  ["eks CreateCluster"] = W("eks:cluster"), ["eks DeleteCluster"] = X("eks:cluster"),
-  ["eks CreateAccessEntry"] = W("eks:access-entry"), ["eks DeleteAccessEntry"] = X("eks:access-entry"),
-  ["eks AssociateAccessPolicy"] = W("eks:access-policy-association"),
-  ["eks CreateAddon"] = W("eks:addon", addon), ["eks UpdateAddon"] = W("eks:addon", addon),
+  ["iam CreateOpenIDConnectProvider"] = C("iam:oidc-provider", issuer),
+  ["iam AddClientIDToOpenIDConnectProvider"] = U("iam:oidc-provider", issuer),
+  ["iam DeleteOpenIDConnectProvider"] = X("iam:oidc-provider", issuer),
+  ["eks CreateCluster"] = C("eks:cluster"), ["eks DeleteCluster"] = X("eks:cluster"),
+  ["eks CreateAccessEntry"] = C("eks:access-entry"), ["eks DeleteAccessEntry"] = X("eks:access-entry"),
+  ["eks AssociateAccessPolicy"] = C("eks:access-policy-association"),
+  ["eks CreateAddon"] = C("eks:addon", addon), ["eks UpdateAddon"] = U("eks:addon", addon),
   ["eks DeleteAddon"] = X("eks:addon", addon),
-  ["eks CreatePodIdentityAssociation"] = W("eks:pod-identity-association", first),
+  ["eks CreatePodIdentityAssociation"] = C("eks:pod-identity-association", first),
   ["eks DeletePodIdentityAssociation"] = X("eks:pod-identity-association", first),
-  ["eks CreateNodegroup"] = W("eks:nodegroup"), ["eks DeleteNodegroup"] = X("eks:nodegroup"),
-  ["eks UpdateNodegroupConfig"] = W("eks:nodegroup-scaling"),
-  ["s3 CreateBucket"] = W("s3:bucket"), ["s3 DeleteBucket"] = X("s3:bucket"),
+  ["eks CreateNodegroup"] = C("eks:nodegroup"), ["eks DeleteNodegroup"] = X("eks:nodegroup"),
+  ["eks UpdateNodegroupConfig"] = U("eks:nodegroup-scaling"),
+  ["s3 CreateBucket"] = C("s3:bucket"), ["s3 DeleteBucket"] = X("s3:bucket"),
   -- a bucket's settings, sent as it is made or repaired: the bucket's entry
-  ["s3 PutPublicAccessBlock"] = W("s3:bucket", first), ["s3 PutBucketTagging"] = W("s3:bucket", first),
-  ["s3 PutBucketEncryption"] = W("s3:bucket", first), ["s3 PutBucketVersioning"] = W("s3:bucket", first),
-  ["s3 PutBucketPolicy"] = W("s3:bucket", first), ["s3 PutBucketLifecycleConfiguration"] = W("s3:bucket", first),
-  ["s3 PutObject"] = W("s3:object", s3_object), ["s3 DeleteObject"] = X("s3:object", s3_object),
-  ["sagemaker CreateCluster"] = W("sagemaker:cluster"), ["sagemaker DeleteCluster"] = X("sagemaker:cluster"),
-  ["fsx CreateFileSystem"] = W("fsx:file-system", id), ["fsx DeleteFileSystem"] = X("fsx:file-system", id),
+  ["s3 PutPublicAccessBlock"] = U("s3:bucket", first), ["s3 PutBucketTagging"] = U("s3:bucket", first),
+  ["s3 PutBucketEncryption"] = U("s3:bucket", first), ["s3 PutBucketVersioning"] = U("s3:bucket", first),
+  ["s3 PutBucketPolicy"] = U("s3:bucket", first), ["s3 PutBucketLifecycleConfiguration"] = U("s3:bucket", first),
+  ["s3 PutObject"] = P("s3:object", s3_object), ["s3 DeleteObject"] = X("s3:object", s3_object),
+  ["sagemaker CreateCluster"] = C("sagemaker:cluster"), ["sagemaker DeleteCluster"] = X("sagemaker:cluster"),
+  ["fsx CreateFileSystem"] = C("fsx:file-system", id), ["fsx DeleteFileSystem"] = X("fsx:file-system", id),
   -- UpdateCluster adds, resizes and removes instance groups alike: the
-  -- audit cannot tell which, so both sides count it a write of the cluster's groups
-  ["sagemaker UpdateCluster"] = W("sagemaker:instance-group"),
-  ["sagemaker UpdateClusterSoftware"] = W("sagemaker:software-update"),
+  -- audit cannot tell which (D.compare lets it agree with a plan's delete too)
+  ["sagemaker UpdateCluster"] = P("sagemaker:instance-group"),
+  ["sagemaker UpdateClusterSoftware"] = P("sagemaker:software-update"),
   ["s3 DeleteObjects"] = X("s3:objects"),
-  ["sagemaker CreateMlflowTrackingServer"] = W("sagemaker:mlflow-tracking-server"),
+  ["sagemaker CreateMlflowTrackingServer"] = C("sagemaker:mlflow-tracking-server"),
 }
 D.MAP = MAP
 
-local K8S_VERB = { create = "write", update = "write", patch = "write", delete = "delete",
+-- hypd applies server-side (a PATCH that creates or changes): a put
+local K8S_VERB = { create = "create", update = "change", patch = "put", delete = "delete",
   deletecollection = "delete" }
 local function kind_of(resource)
   if resource:find("ies$") then return resource:sub(1, -4) .. "y" end
@@ -152,13 +161,17 @@ end
 
 local function row(action, ty, key) return action .. " " .. ty .. " " .. tostring(key) end
 
--- fold(rows) -> rows without the parts a deletion takes with it: a role's
+-- fold(rows) -> rows without what a create or a deletion takes with it:
+-- the changes of what the same run creates (a VPC's DNS attributes), the
+-- parts a deletion takes with it: a role's
 -- policies (IAM refuses to delete a role that has any), a bucket's objects
 -- (S3 refuses to delete one that holds any), an internet gateway's
 -- attachment, a route table's associations (EC2 refuses to delete either
 -- while they hold); on both sides, so a plan may list them or not
 local function fold(rows)
   for r in pairs(rows) do
+    local made = r:match("^change (.+)$") or r:match("^put (.+)$")
+    if made and rows["create " .. made] then rows[r] = nil end
     local key = r:match("^delete iam:role%-policy%-attachment (.+)$") or r:match("^delete iam:role%-policy (.+)$")
     if key and rows["delete iam:role " .. key] then rows[r] = nil end
     local bucket = r:match("^delete s3:objects (.+)$")
@@ -198,8 +211,7 @@ function D.planned(p, names)
   local rows = {}
   for _, e in ipairs(p.plan or {}) do
     local ty = tostring(e.type):gsub("^k8s:", "kubernetes:")
-    local action = (e.action == "create" or e.action == "change") and "write" or e.action == "delete" and "delete"
-    if ty == "sagemaker:instance-group" then action = action and "write" end -- see MAP's UpdateCluster
+    local action = (e.action == "create" or e.action == "change" or e.action == "delete") and e.action or nil
     -- a teardown names a resource with its id: "hypd-demo-nat (nat-0abc)"
     local name = tostring(e.name):gsub(" %([%w-]+%)$", "")
     if names and type(e.id) == "string" and names[e.id] and PLAN_KEY[ty] == nil then name = names[e.id] end
@@ -208,7 +220,24 @@ function D.planned(p, names)
   return fold(rows)
 end
 
--- diff(a, b) -> sorted rows of a not in b
+-- compare(planned, done) -> {planned_not_done, done_not_planned}: sorted
+-- rows; a put agrees with the plan's create or change of its resource (a
+-- delete too, for the instance groups UpdateCluster removes)
+function D.compare(planned, done)
+  local d = {}
+  for r in pairs(done) do
+    local rest = r:match("^put (.+)$")
+    if rest then
+      local ty = rest:match("^(%S+)")
+      r = planned["create " .. rest] and ("create " .. rest) or planned["change " .. rest] and ("change " .. rest) or
+        (ty == "sagemaker:instance-group" and planned["delete " .. rest]) and ("delete " .. rest) or r
+    end
+    d[r] = true
+  end
+  return { planned_not_done = D.minus(planned, d), done_not_planned = D.minus(d, planned) }
+end
+
+-- minus(a, b) -> sorted rows of a not in b
 function D.minus(a, b)
   local out = {}
   for r in pairs(a) do if not b[r] then out[#out + 1] = r end end

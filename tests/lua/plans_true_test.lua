@@ -71,21 +71,14 @@ local function differential(name, params, o)
   end
   t.eq(v.status, "succeeded", name .. ": " .. json.encode(v.error))
   D.names(names)
-  if os.getenv("PLANS_DEBUG") then
-    for _, r in ipairs(E.rows(p)) do print("# plan " .. name .. ": " .. r) end
-    for _, e in ipairs(require("hypd.store").events(m, 1000000) or {}) do
-      if e.kind == "sandbox.audit" or e.kind == "sandbox.k8s.audit" then print("# audit " .. name .. ": " .. json.encode(e.data)) end
-    end
-  end
   local done, unmapped = D.done(m, names)
   t.eq(unmapped, {}, name .. ": every mutation the sandbox recorded is one the harness maps")
   local planned = D.planned(p, names)
-  t.eq({ planned_not_done = unknown(D.minus(planned, done), name),
-    done_not_planned = unknown(D.minus(done, planned), name) },
+  local diff = D.compare(planned, done)
+  t.eq({ planned_not_done = unknown(diff.planned_not_done, name), done_not_planned = unknown(diff.done_not_planned, name) },
     { planned_not_done = {}, done_not_planned = {} }, name .. ": the plan is what the run did")
   if o.again ~= false then
     local p2 = assert(tool.call(name, with { plan = true }, WHO))
-    if os.getenv("PLANS_DEBUG") then print("# again " .. name .. ": " .. json.encode(p2.plan)) end
     t.eq(D.planned(p2), {}, name .. " again: the plan is empty")
     local m2 = D.mark()
     local v2 = op.wait(assert(tool.call(name, params, WHO)).operation_id)
@@ -129,8 +122,8 @@ t.test("half-built account: cluster_create stopped as HyperPod's stage began, pl
   local done, unmapped = D.done(m, names)
   t.eq(unmapped, {})
   local planned = D.planned(p, names)
-  t.eq({ planned_not_done = D.minus(planned, done), done_not_planned = D.minus(done, planned) },
-    { planned_not_done = {}, done_not_planned = {} }, "the plan of the rest is what the resumed run did")
+  t.eq(D.compare(planned, done), { planned_not_done = {}, done_not_planned = {} },
+    "the plan of the rest is what the resumed run did")
 end)
 
 -- the tools below act on the active cluster: charlie's, made whole above
