@@ -126,6 +126,45 @@ t.test("half-built account: cluster_create stopped as HyperPod's stage began, pl
     "the plan of the rest is what the resumed run did")
 end)
 
+t.test("fresh account with features: the plan's later stage is planned once it can be, and the two plans are the run",
+  function()
+    local params = create_params("delta")
+    params.features = { training_operator = true }
+    local with = {}
+    for k, v in pairs(params) do with[k] = v end
+    with.plan = true
+    local names = D.names()
+    local p = assert(tool.call("cluster_create", with, WHO))
+    t.eq(unknown(D.once(p), "cluster_create"), {})
+    local later = {}
+    for _, e in ipairs(p.plan) do
+      if e.action == "later" then later[#later + 1] = e.name .. ": " .. tostring(e.why) end
+    end
+    t.eq(#later, 1, "one stage planned later: " .. json.encode(later))
+    t.like(later[1] or "", "^hyperpod_update_advanced_features: .*plans once the HyperPod cluster is ready")
+    -- the run, stopped as its features stage begins: that stage can be planned now
+    E.stop_at("features", "")
+    local m = D.mark()
+    local acc = assert(tool.call("cluster_create", params, WHO))
+    t.eq(op.wait(acc.operation_id).status, "running", "stopped before the features")
+    local rest = assert(tool.call("hyperpod_update_advanced_features", { cluster = "hypd-delta",
+      training_operator = true, plan = true }, WHO))
+    t.eq(D.once(rest), {})
+    t.ok(rest.create > 0, "the later stage has its plan now")
+    t.ok(op.resume() >= 1)
+    t.eq(op.wait(acc.operation_id).status, "succeeded")
+    D.names(names)
+    local both = json.array()
+    for _, x in ipairs { p.plan, rest.plan } do
+      for _, e in ipairs(x) do both[#both + 1] = e end
+    end
+    local planned = D.planned({ plan = both }, names) -- the later stage's change of what the first creates is its create
+    local done, unmapped = D.done(m, names)
+    t.eq(unmapped, {})
+    t.eq(D.compare(planned, done), { planned_not_done = {}, done_not_planned = {} },
+      "the plan, with its later stage's plan, is what the run did")
+  end)
+
 -- the tools below act on the active cluster: charlie's, made whole above
 t.test("stages on a finished cluster: each plans nothing and does nothing", function()
   assert(tool.call("cluster_switch", { cluster = "hypd-charlie" }, WHO))
