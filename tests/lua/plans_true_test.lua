@@ -126,6 +126,30 @@ t.test("half-built account: cluster_create stopped as HyperPod's stage began, pl
     "the plan of the rest is what the resumed run did")
 end)
 
+t.test("half-built by a fault: cluster_create stopped by no capacity, planned, run again once capacity is back",
+  function()
+    local faults = require "sandbox.faults"
+    assert(faults.configure { insufficient_capacity = { { instance_type = HP.instance_type, zone = "usw2-az2" } } })
+    local v = op.wait(assert(tool.call("cluster_create", create_params("echo"), WHO)).operation_id)
+    faults.configure {}
+    t.eq({ v.status, v.error and v.error.code }, { "failed", "INSUFFICIENT_CAPACITY" }, json.encode(v.error))
+    local with = create_params("echo")
+    with.plan = true
+    local names = D.names()
+    local p = assert(tool.call("cluster_create", with, WHO))
+    t.eq(D.once(p), {})
+    local rows = table.concat(E.rows(p), "\n")
+    t.ok(not rows:find("create ec2:vpc ", 1, true) and not rows:find("create eks:cluster ", 1, true),
+      "what the failed run made is not planned again\n" .. rows)
+    local m = D.mark()
+    t.eq(op.wait(assert(tool.call("cluster_create", create_params("echo"), WHO)).operation_id).status, "succeeded")
+    D.names(names)
+    local done, unmapped = D.done(m, names)
+    t.eq(unmapped, {})
+    t.eq(D.compare(D.planned(p, names), done), { planned_not_done = {}, done_not_planned = {} },
+      "the plan of the rest is what the second run did")
+  end)
+
 t.test("fresh account with features: the plan's later stage is planned once it can be, and the two plans are the run",
   function()
     local params = create_params("delta")
