@@ -257,8 +257,8 @@ function D.once(p)
     else
       seen[k] = { i = i, action = tostring(e.action) }
     end
-    if e.action == "keep" and (type(e.why) ~= "string" or e.why == "") then
-      bad[#bad + 1] = k .. " is kept without a reason"
+    if (e.action == "keep" or e.action == "later") and (type(e.why) ~= "string" or e.why == "") then
+      bad[#bad + 1] = k .. " is " .. (e.action == "keep" and "kept" or "planned later") .. " without a reason"
     end
     if not ({ create = 1, change = 1, delete = 1, keep = 1, later = 1 })[e.action] then
       bad[#bad + 1] = k .. ": unknown action " .. tostring(e.action)

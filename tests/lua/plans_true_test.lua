@@ -312,6 +312,18 @@ t.test("every staged tool of the registry had its differential above", function(
   t.ok(#tool.list() > 0 and next(covered) ~= nil, "the registry is loaded and steps ran")
 end)
 
+t.test("every staged tool's published answer schema has a plan entry's reason (why)", function()
+  local without = {}
+  for _, d in ipairs(tool.list()) do
+    if d.steps then
+      local plan
+      for _, s in ipairs(tool.output_schema(d).anyOf or {}) do plan = plan or (s.properties or {}).plan end
+      if not (plan and plan.items.properties.why) then without[#without + 1] = d.name end
+    end
+  end
+  t.eq(without, {}, "staged tools whose schema drops why")
+end)
+
 t.cleanup(function()
   E.restore_all()
   require("hypd.core").virtual(false)
