@@ -102,6 +102,30 @@ t.test("fresh account: cluster_create, every stage, then again (finished: nothin
   differential("cluster_create", create_params("bravo"))
 end)
 
+t.test("the sandbox records each Kubernetes write a client sends, not a dry run or a read",
+  function()
+    local conn = require("hypd.k8s").connect { cluster = "hypd-bravo" }
+    local cm = { apiVersion = "v1", kind = "ConfigMap", metadata = { name = "plans-audit", namespace = "default" },
+      data = { a = "1" } }
+    local function writes(m)
+      local out = {}
+      for _, e in ipairs(require("hypd.store").events(m, 1000000) or {}) do
+        if e.kind == "sandbox.k8s.audit" then
+          out[#out + 1] = e.data.verb .. " " .. e.data.resource .. " " .. tostring(e.data.namespace) .. "/" ..
+            tostring(e.data.name)
+        end
+      end
+      return out
+    end
+    local m = D.mark()
+    assert(conn:apply(cm, { dry_run = true }))
+    conn:get("v1", "ConfigMap", "plans-audit", { namespace = "default" })
+    t.eq(writes(m), {}, "a dry run and a get write nothing")
+    assert(conn:apply(cm))
+    assert(conn:delete("v1", "ConfigMap", "plans-audit", { namespace = "default" }))
+    t.eq(writes(m), { "patch configmaps default/plans-audit", "delete configmaps default/plans-audit" })
+  end)
+
 t.test("half-built account: cluster_create stopped as HyperPod's stage began, planned, resumed", function()
   E.stop_at("creating HyperPod cluster hypd-charlie-hp", "")
   local acc = assert(tool.call("cluster_create", create_params("charlie"), WHO))

@@ -21,15 +21,18 @@ function M.record(cluster, region, req, resp, user)
   local q = api.parse_query(req.query)
   if q.dryRun then return end
   local rt = api.route(req.path)
-  if not rt or rt.discovery or rt.sub == "log" then return end
+  -- objects and their scale and status; not a proxied request, an exec, an eviction, a token
+  if not rt or rt.discovery or not rt.resource or (rt.sub and rt.sub ~= "scale" and rt.sub ~= "status") then
+    return
+  end
   local name = rt.name
   if verb == "delete" and not name then verb = "deletecollection" end
   if not name and verb == "create" and type(resp.body) == "string" then
     local ok, obj = pcall(json.decode, resp.body)
     name = ok and type(obj) == "table" and type(obj.metadata) == "table" and obj.metadata.name or nil
   end
-  -- a review (SubjectAccessReview, TokenReview) or an eviction writes nothing that stays
-  if rt.sub == "eviction" or tostring(rt.resource):find("reviews$") then return end
+  -- a review (SubjectAccessReview, TokenReview) writes nothing that stays
+  if tostring(rt.resource):find("reviews$") then return end
   store.event("sandbox.k8s.audit", nil, { cluster = cluster, region = region, verb = verb, group = rt.group or "",
     resource = rt.resource, sub = rt.sub, namespace = rt.ns, name = name, user = user and user.name, at = core.now() })
 end
