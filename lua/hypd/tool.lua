@@ -343,12 +343,14 @@ M.ACCEPTED = { type = "object", required = { "operation_id", "status", "status_t
   properties = { operation_id = { type = "string" }, status = { type = "string" },
     status_tool = { type = "string" }, poll_after_seconds = { type = "integer" }, existing = { type = "boolean" } } }
 
--- what a staged tool called with plan = true answers
+-- what a staged tool called with plan = true answers; why: the reason a
+-- resource is kept (or a stage planned later), which an agent shows the person
 M.PLAN_RESULT = { type = "object", properties = { tool = { type = "string" }, target = { type = "string" },
   create = { type = "integer" }, change = { type = "integer" }, delete = { type = "integer" }, keep = { type = "integer" },
-  plan = { type = "array", items = { type = "object", properties = { action = { type = "string" },
+  plan = { type = "array", items = { type = "object", properties = {
+    action = { type = "string", description = "create, change, delete, keep or later" },
     type = { type = "string" }, name = { type = "string" }, id = { type = "string" },
-    fields = { type = "object" }, changes = { type = "object" } } } } } }
+    fields = { type = "object" }, changes = { type = "object" }, why = { type = "string" } } } } } }
 
 -- output_schema(def) -> the JSON Schema of what a call returns
 function M.output_schema(def)

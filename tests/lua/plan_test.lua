@@ -59,8 +59,7 @@ local function EMPTY(tag)
   list[#list + 1] = "iam:role-policy-attachment AmazonEKSClusterPolicy on " .. n .. "-eks-cluster-role"
   list[#list + 1] = "eks:cluster " .. n
   routes("private") -- after the cluster: the NAT gateway's wait overlaps EKS's
-  list[#list + 1] = "eks:access-entry " .. CALLER .. " on " .. n
-  list[#list + 1] = "eks:access-policy-association AmazonEKSClusterAdminPolicy for " .. CALLER .. " on " .. n
+  -- no access entry: EKS makes the creator's (and its cluster-admin policy) with the cluster
   for i, x in ipairs(list) do list[i] = "create " .. x end
   return list
 end
@@ -82,7 +81,7 @@ end
 t.test("on an empty account the plan lists every resource of the stage, each later one naming earlier planned ids", function()
   local m, ops_before = mark(), #op.list { tool = "cluster_create_eks" }
   local p, sent = plan("demo")
-  t.eq({ p.tool, p.target, p.create, p.change, p.delete }, { "cluster_create_eks", "eks/us-west-2/demo", 24, 0, 0 })
+  t.eq({ p.tool, p.target, p.create, p.change, p.delete }, { "cluster_create_eks", "eks/us-west-2/demo", 22, 0, 0 })
   t.eq(rows(p), EMPTY("demo"))
   -- nothing was changed, nor recorded: no mutation (nor refusal) in the sandbox's audit log, no operation
   local counts, total = since(m)
@@ -232,7 +231,7 @@ t.test("a stage stopped midway plans only what is missing, naming the real ids o
     end
   end
   t.eq(rows(p), want)
-  t.eq(p.create, 24 - 7)
+  t.eq(p.create, 22 - 7)
   local n = by_name(p)
   t.eq(n["hypd-tango-nat"].fields.SubnetId, st.public_subnet_ids[1])
   t.eq(n["hypd-tango-public-rt"].fields.VpcId, st.vpc_id)
@@ -254,7 +253,7 @@ t.test("a staged tool whose step calls cluster_create_eks plans it into its own 
     end } } }
   local m = mark()
   local p = assert(tool.call("job_plan_demo", { cluster_tag = "victor", plan = true }, E.WHO))
-  t.eq({ p.tool, p.create, p.change }, { "job_plan_demo", 24, 0 })
+  t.eq({ p.tool, p.create, p.change }, { "job_plan_demo", 22, 0 })
   t.eq(rows(p), EMPTY("victor"))
   local _, total = since(m)
   t.eq(total, 0)
@@ -277,7 +276,7 @@ t.test("hypd call cluster_create_eks cluster_tag=<tag> plan:=true prints the pla
   local rc, out, err = hypd("cluster_tag=uniform plan:=true")
   t.eq(rc, 0, err)
   local p = json.decode(out) or {}
-  t.eq({ p.tool, p.create, p.change, p.delete }, { "cluster_create_eks", 24, 0, 0 })
+  t.eq({ p.tool, p.create, p.change, p.delete }, { "cluster_create_eks", 22, 0, 0 })
   t.eq(rows(p), EMPTY("uniform"))
   t.eq(#audit(), 0, "the sandbox's audit log is empty: nothing was changed")
   rc, out, err = hypd("cluster_tag=uniform --wait")

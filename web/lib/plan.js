@@ -1,6 +1,8 @@
 // <PlanView plan=result/>: what a staged tool called with plan = true
 // answers ({create, change, delete, keep, plan: [{action, type, name, id,
-// fields, changes}]}), as counts and a table of rows, like Terraform's plan.
+// fields, changes, why}]}), as counts and a table of rows, like Terraform's
+// plan. A kept resource (and a stage planned later) shows why: a keep
+// without its reason reads as a resource forgotten.
 import { html } from "/vendor/preact-htm.js";
 
 const SIGN = { create: "+", change: "~", delete: "−", keep: "=" };
@@ -21,6 +23,6 @@ export function PlanView({ plan }) {
     <tbody>${rows.map((r) => html`<tr class=${"plan-row plan-" + r.action} data-action=${r.action}>
       <td><span class=${"plan-action plan-" + r.action}><span aria-hidden="true">${SIGN[r.action] || "·"}</span> ${r.action}</span></td>
       <td><code>${r.type}</code></td><td>${r.name}</td>
-      <td class="plan-fields">${fieldsText(r.changes && Object.keys(r.changes).length ? r.changes : r.fields)}</td></tr>`)}</tbody></table>`}
+      <td class="plan-fields">${r.why ? html`<span class="plan-why">${r.why}</span>` : ""}${r.why && (r.changes || r.fields) ? " " : ""}${fieldsText(r.changes && Object.keys(r.changes).length ? r.changes : r.fields)}</td></tr>`)}</tbody></table>`}
   </section>`;
 }

@@ -52,19 +52,21 @@ function Tool({ params, query }) {
     if (action.plan) return run(p, true);
     if (def.kind !== "destructive") return run(p, false);
     let items = Object.entries(p).map(([k, v]) => `${k} = ${JSON.stringify(v)}`);
+    let kept = [];
     if (def.staged) {
       setBusy(true);
       try {
         const plan = await callTool(name, { ...p, plan: true });
         items = (plan.plan || []).filter((r) => r.action === "delete").map((r) => `${r.type} ${r.name}`);
         if (!items.length) items = ["nothing: its plan deletes nothing"];
+        kept = (plan.plan || []).filter((r) => r.action === "keep").map((r) => ({ name: `${r.type} ${r.name}`, why: r.why }));
       } catch (e) {
         setErrors(e);
         return;
       } finally { setBusy(false); }
     }
     setErrors(null);
-    setAsk({ params: p, items });
+    setAsk({ params: p, items, kept });
   };
   const actions = def.staged ? [{ label: "Plan", plan: true, kind: def.kind }, { label: "Run", kind: def.kind }] : [{ label: "Run", kind: def.kind }];
   return html`<p class="crumbs"><a href=${href("/tools")}>Tools</a> / <code>${name}</code></p>
@@ -88,7 +90,7 @@ function Tool({ params, query }) {
       </section>
     </div>
     <${Confirm} open=${!!ask} title=${`Run ${name}?`} action="Run it" typeToConfirm=${ask && confirmWord(def, ask.params)}
-      items=${ask ? ask.items : []} lost=${def.summary + ". This cannot be undone."}
+      items=${ask ? ask.items : []} kept=${ask ? ask.kept || [] : []} lost=${def.summary + ". This cannot be undone."}
       onConfirm=${() => { const p = ask.params; setAsk(null); run(p, false); }} onClose=${() => setAsk(null)}/>`;
 }
 

@@ -6,6 +6,7 @@
 -- The TLS material and the port are kept in the store, so a restarted
 -- sandbox serves each cluster again on the same endpoint with the same CA.
 local api = require "sandbox.k8s.api"
+local audit = require "sandbox.k8s.audit"
 local core = require "hypd.core"
 local json = require "hypd.json"
 local kauth = require "sandbox.k8s.auth"
@@ -46,7 +47,9 @@ local function handler(region, name)
         why or "no access entry for " .. tostring(principal and principal.arn))
       return { status = 401, headers = { ["content-type"] = "application/json" }, body = UNAUTHORIZED }
     end
-    return api.handle(cl, req, user)
+    local resp = api.handle(cl, req, user)
+    audit.record(name, region, req, resp, user)
+    return resp
   end
 end
 

@@ -189,7 +189,11 @@ function train.enable(ctx, env)
       tostring(pia.roleArn) .. "; it is used as it is")
   end
   local with = not pia and { { serviceAccount = M.TRAINING_SA, roleArn = role_arn } } or nil
-  A.ensure(ctx, env, "training_operator", M.TRAINING, { pod_identity = with })
+  local _, made = A.ensure(ctx, env, "training_operator", M.TRAINING, { pod_identity = with })
+  -- a planned add-on brings the association with it (its CreateAddon's
+  -- podIdentityAssociations, in the add-on's plan entry): listed again it
+  -- would be a create the run never sends
+  if ctx.plan and with and made == "create" then return end
   -- an add-on that was there before without the association gets one of its own
   ctx:ensure { type = "eks:pod-identity-association", label = "Pod Identity association",
     name = M.TRAINING_NS .. "/" .. M.TRAINING_SA .. " on " .. env.eks, id = "associationArn",
@@ -212,11 +216,17 @@ end
 
 function train.disable(ctx, env)
   local n = F.names(env)
-  A.absent(ctx, env, M.TRAINING)
+  local addon = A.absent(ctx, env, M.TRAINING)
   -- the add-on's own association goes with it; one made beside it, for hypd's role, goes now
   ctx:absent { type = "eks:pod-identity-association", label = "Pod Identity association",
     name = M.TRAINING_NS .. "/" .. M.TRAINING_SA .. " on " .. env.eks, gone = { "ResourceNotFoundException" },
-    find = function() return association(ctx, env) end,
+    find = function()
+      local a = association(ctx, env)
+      -- a plan, where the add-on is still there: the association it owns
+      -- (ownerArn) is deleted by EKS with it, no delete of the run's own
+      if a and ctx.plan and addon == "delete" and a.ownerArn then return nil end
+      return a
+    end,
     owned = function(a)
       if a.roleArn == I.arn(env, "role", n.training_role) then return true end
       return false, "it uses role " .. tostring(a.roleArn) .. ", not hypd's " .. n.training_role
