@@ -125,8 +125,8 @@ function M.read(ctx, env)
   return F.state(parts, { role_name = n.karpenter_role, node_recovery = d.NodeRecovery, disruption = disruption,
     consolidate_after = consolidate, instance_groups = rows, note = #out > 0 and ("instance group(s) " ..
     table.concat(out, ", ") .. " not under Karpenter: their nodes are only what their count says; " ..
-    "hyperpod_update_advanced_features karpenter={\"enabled\": true, \"instance_groups\": [...]} puts a group " ..
-    "under it") or nil })
+    "hyperpod_update_advanced_features karpenter:={\"enabled\":true,\"instance_groups\":[\"" ..
+    table.concat(out, "\",\"") .. "\"]} puts them under it") or nil })
 end
 
 -- check_want(env, want): the groups named exist (before anything is read or sent)

@@ -106,7 +106,7 @@ function M.coverage(r, after)
       ", never below MinCount " .. r.min_count))
   end
   return "not under Karpenter: its " .. r.count .. " node(s) are what its count says; " ..
-    "hyperpod_update_advanced_features karpenter={\"enabled\": true, \"instance_groups\": [\"" .. ig ..
+    "hyperpod_update_advanced_features karpenter:={\"enabled\":true,\"instance_groups\":[\"" .. ig ..
     "\"]} puts it under" .. (r.count == 0 and " (so does karpenter=true: a group at 0 nodes is covered by default)"
     or "")
 end
@@ -114,8 +114,8 @@ end
 -- later(ig, count) -> what a group added while autoscaling is on gets
 function M.later(ig, count)
   return ig .. " is not under Karpenter: HyperPod autoscales this cluster, but only the groups with a NodePool, " ..
-    "and hypd makes none for a new group; hyperpod_update_advanced_features karpenter={\"enabled\": true, " ..
-    "\"instance_groups\": [\"" .. ig .. "\"]} puts it under" .. (count == 0 and
+    "and hypd makes none for a new group; hyperpod_update_advanced_features " ..
+    "karpenter:={\"enabled\":true,\"instance_groups\":[\"" .. ig .. "\"]} puts it under" .. (count == 0 and
     " (so does karpenter=true: a group at 0 nodes is covered by default)" or
     " (Karpenter then removes its idle nodes)")
 end
