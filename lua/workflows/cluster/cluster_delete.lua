@@ -42,7 +42,7 @@ return tool {
     "iam:DeleteRolePolicy", "iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile",
     "iam:DeleteRole", "iam:ListPolicies", "iam:GetPolicy", "iam:ListPolicyVersions", "iam:DeletePolicyVersion",
     "iam:DeletePolicy", "iam:ListOpenIDConnectProviders", "iam:GetOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "s3:ListBuckets", "s3:HeadBucket",
+    "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "fsx:DeleteFileSystem", "s3:ListBuckets", "s3:HeadBucket",
     "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket" },
   params = {
     cluster_tag = P.with(P.cluster_tag, { required = true, decision = true,
@@ -88,6 +88,12 @@ return tool {
           merge(ctx, r.kept)
         end
       end
+    end },
+    { name = "file_systems", run = function(ctx)
+      -- the FSx file systems with the tag no storage_delete took (a run
+      -- again, with force, after the EKS cluster went): before HyperPod's
+      -- subnet, which a file system's interfaces hold
+      td.file_systems(ctx, ctx.params.cluster_tag, ctx.params.force)
     end },
     { name = "hyperpod", run = function(ctx)
       if not ctx.state.eks_exists then return end
