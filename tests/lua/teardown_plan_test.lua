@@ -83,9 +83,42 @@ t.test("the run deletes what the plan listed, by type and id, and leaves only wh
   t.ok(#left >= 1, "the kept data bucket is still there")
 end)
 
+-- leftovers(tag) -> cluster_list's entry for the tag's leftovers
+local function leftovers(tag)
+  local r = assert(tool.call("cluster_list", {}, ADMIN))
+  for _, c in ipairs(r.clusters or {}) do t.ok(c.cluster_tag ~= tag, "the EKS cluster is not listed: " .. c.name) end
+  for _, l in ipairs(r.leftovers or {}) do if l.cluster_tag == tag then return l end end
+end
+
+t.test("cluster_list shows what the teardown left, with the command that removes it", function()
+  local l = leftovers(TAG)
+  t.ok(l, "the tag is listed with its leftovers")
+  local have = {}
+  for _, x in ipairs(l and l.resources or {}) do have[x.type .. " " .. x.id] = true end
+  for _, k in ipairs(TD.tagged(TAG)) do
+    if k:match("^ec2:vpc ") or k:match("^ec2:security%-group ") or k:match("^ec2:subnet ") or
+        k:match("^fsx:") or k:match("^s3:") then
+      t.ok(have[k], "listed: " .. k)
+    end
+  end
+  t.ok(have["s3:bucket " .. DATA], "the data bucket is listed")
+  t.eq(l.data, true, "it says data is among them")
+  -- the command is complete: the CLI's words, a tool and its parameters the registry accepts
+  local tname, rest = l.remove:match("^hypd call (%S+)%s*(.*)$")
+  t.eq(tname, "cluster_delete")
+  local params = {}
+  for k, v in rest:gmatch("(%S-):?=(%S+)") do params[k] = v end
+  for k, v in rest:gmatch("(%S-):=(%S+)") do params[k] = json.decode(v) end
+  t.eq(params, { cluster_tag = TAG, force = true }, l.remove)
+  P.remove = params
+  t.ok(tool.validate(tool.get(tname), params), "the registry accepts it")
+end)
+
 t.test("with force, the plan of what was kept is what the run deletes, and nothing with the tag is left", function()
   local m = E.mark()
-  local p, err = tool.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN)
+  local args = { plan = true }
+  for k, v in pairs(P.remove) do args[k] = v end -- the command cluster_list gave
+  local p, err = tool.call("cluster_delete", args, ADMIN)
   t.ok(p, "the plan answers: " .. json.encode(err))
   local _, total = E.since(m)
   t.eq(total, 0, "the plan sends no mutation")
@@ -99,11 +132,12 @@ t.test("with force, the plan of what was kept is what the run deletes, and nothi
       (e.why and (": " .. e.why) or ""))
   end
   m = E.mark()
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = TAG, force = true }, ADMIN))
+  local acc = assert(tool.call("cluster_delete", P.remove, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "cluster_delete force: " .. json.encode(v.error))
   local missing, extra = TD.compare(p, m)
   t.eq(missing, {}, "every AWS delete of the plan was sent")
   t.eq(extra, {}, "nothing was deleted that the plan did not list")
   t.eq(TD.tagged(TAG), {}, "nothing carries hypd:cluster-tag=" .. TAG)
+  t.eq(leftovers(TAG), nil, "cluster_list lists no leftovers for it")
 end)

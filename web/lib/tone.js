@@ -22,6 +22,7 @@ const TONE = {
   oomkilled: "bad", lost: "bad", released: "warn", insufficientcapacity: "bad", deleted: "muted",
   disabled: "muted", missing: "warn", drifted: "warn", partial: "warn", success: "ok", successful: "ok",
   initializing: "run", scheduled: "run", inprogress: "run", associating: "run", disassociating: "warn", new: "muted",
+  leftbehind: "warn", // a teardown's leftovers (the Clusters page)
 };
 
 export function tone(status) {

@@ -83,7 +83,8 @@ export function Act({ kind = "mutating", onClick, children, class: cls = "", dis
 // <Confirm open title items=[names] lost="what is lost" typeToConfirm="name"
 //   action="Delete" onConfirm onClose/>: a modal dialog (focus stays inside,
 //   Escape closes) that names what will be removed
-export function Confirm({ open, title, items = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
+//   [kept=["what: why"]]: what stays, each with its reason (a teardown's plan)
+export function Confirm({ open, title, items = [], kept = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
   const ref = useRef(null);
   const [typed, setTyped] = useState("");
   useEffect(() => {
@@ -98,6 +99,7 @@ export function Confirm({ open, title, items = [], lost, typeToConfirm, action =
     <form method="dialog" onSubmit=${(e) => { e.preventDefault(); if (ok) { onConfirm(); } }}>
       <h2 id="confirm-title">${title}</h2>
       ${items.length > 0 && html`<p>This will remove:</p><ul class="confirm-items">${items.map((i) => html`<li><code>${i}</code></li>`)}</ul>`}
+      ${kept.length > 0 && html`<p>This stays:</p><ul class="confirm-kept">${kept.map((i) => html`<li>${i}</li>`)}</ul>`}
       ${lost && html`<p class="lost"><strong>What is lost:</strong> ${lost}</p>`}
       ${typeToConfirm && html`<p><label for="confirm-type">Type <code>${typeToConfirm}</code> to confirm</label>
         <input id="confirm-type" autocomplete="off" value=${typed} onInput=${(e) => setTyped(e.target.value)}/></p>`}

@@ -7,6 +7,7 @@ import { href, navigate } from "/lib/router.js";
 import { useSession } from "/lib/session.js";
 import { Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { useRead } from "/lib/cluster-ui.js";
+import { DeleteCluster } from "/lib/cluster-delete.js";
 import Groups from "./cluster_groups.js";
 import Nodes from "./cluster_nodes.js";
 import Deps from "./cluster_deps.js";
@@ -61,7 +62,8 @@ function ClusterOf({ name, query }) {
   };
   return html`<p class="crumbs"><a href=${href("/clusters")}>Clusters</a> / <code>${name}</code></p>
     <div class="cluster-head"><h1>Cluster <code>${name}</code></h1>
-      <button type="button" class="btn btn-small" onClick=${st.reload} disabled=${st.loading}>Refresh</button></div>
+      <button type="button" class="btn btn-small" onClick=${st.reload} disabled=${st.loading}>Refresh</button>
+      ${st.data && st.data.eks && st.data.eks.cluster_tag && html`<${DeleteCluster} tag=${st.data.eks.cluster_tag} name=${name}/>`}</div>
     <${ErrorBox} error=${st.error}/>
     ${st.data ? html`<${Summary} status=${st.data}/>` : !st.error && html`<${Loading} what="Loading the cluster's status"/>`}
     <div class="tabs" role="tablist" aria-label="sections">${TABS.map((t, i) => html`<button type="button" role="tab" id=${"tab-" + t.id}
