@@ -134,7 +134,13 @@ function M.subnet(ctx, sn, keep)
       local r = ctx:try("ec2", "DescribeSubnets", { SubnetIds = { sn.SubnetId } })
       return r and r.Subnets and r.Subnets[1]
     end,
-    delete = function() ctx:call("ec2", "DeleteSubnet", { SubnetId = sn.SubnetId }) end,
+    delete = function()
+      local ok, err = pcall(ctx.call, ctx, "ec2", "DeleteSubnet", { SubnetId = sn.SubnetId })
+      if ok then return end
+      local H = require "cluster._teardown_holders"
+      error(H.explain(err, type(err) == "table" and err.code == "DependencyViolation" and
+        H.subnet_held(ctx, sn.SubnetId)), 0)
+    end,
     gone = { "InvalidSubnetID.NotFound" } })
 end
 
@@ -266,14 +272,8 @@ function M.security_groups(ctx, tag)
       delete = function()
         local ok, err = pcall(ctx.call, ctx, "ec2", "DeleteSecurityGroup", { GroupId = sg.GroupId })
         if ok then return end
-        if type(err) == "table" and err.code == "DependencyViolation" then
-          local e = {}
-          for k, x in pairs(err) do e[k] = x end
-          local held = holders.held(ctx, sg.GroupId)
-          e.message = tostring(err.message) .. (held and (": " .. held) or "")
-          error(e, 0)
-        end
-        error(err, 0)
+        error(holders.explain(err, type(err) == "table" and err.code == "DependencyViolation" and
+          holders.held(ctx, sg.GroupId)), 0)
       end,
       gone = { "InvalidGroup.NotFound" } })
   end

@@ -10,6 +10,9 @@
 --   order(groups) -> groups: referrers before the groups they refer to
 --       (AWS refuses to delete a group another group's rule names)
 --   held(ctx, group_id) -> "held by ...": what holds it, for an error
+--   subnet_held(ctx, subnet_id) -> the same for a subnet (its interfaces)
+--   explain(err, held) -> err with what holds the resource in its message
+--       (its code kept: a DependencyViolation is still tried again)
 local M = {}
 
 -- owner(description) -> the id of the resource an interface belongs to
@@ -78,6 +81,25 @@ function M.held(ctx, id)
   end
   if #parts == 0 then return nil end
   return "held by " .. table.concat(parts, ", ")
+end
+
+function M.subnet_held(ctx, id)
+  local parts = {}
+  local r = ctx:call("ec2", "DescribeNetworkInterfaces", { Filters = { { Name = "subnet-id", Values = { id } } } })
+  for _, i in ipairs(r.NetworkInterfaces or {}) do
+    parts[#parts + 1] = tostring(i.Description or i.NetworkInterfaceId) .. " (network interface " ..
+      tostring(i.NetworkInterfaceId) .. ")"
+  end
+  if #parts == 0 then return nil end
+  return "held by " .. table.concat(parts, ", ")
+end
+
+function M.explain(err, held)
+  if type(err) ~= "table" or err.code ~= "DependencyViolation" or not held then return err end
+  local e = {}
+  for k, x in pairs(err) do e[k] = x end
+  e.message = tostring(err.message) .. ": " .. held
+  return e
 end
 
 return M

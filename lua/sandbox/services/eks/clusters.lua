@@ -187,6 +187,8 @@ function tr.cluster_deleted(ctx, args)
     end
   end
   require("sandbox.services.eks.nodegroups").forget(ctx, name)
+  local c = ctx.state:get("cluster", name)
+  if c then require("sandbox.services.ec2.managed_enis").released(ctx, c) end -- its interfaces linger
   ctx.state:delete("cluster", name)
   require("sandbox.k8s").stop(ctx.region, name, true)
 end
