@@ -20,7 +20,7 @@ local call = E.call
 local ADMIN = { name = "admin", scope = "admin", front = "test" }
 local TD = dofile("tests/lua/teardown_helpers.lua")
 
-local TAG, EKS = "tpl", "hypd-tpl"
+local TAG = "tpl"
 local DATA = "hypd-tpl-data-123456789012-us-west-2"
 local P = {}
 

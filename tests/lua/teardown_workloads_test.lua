@@ -4,8 +4,9 @@
 -- with kubectl mounting the S3 claim, the plan is not refused: it lists
 -- each workload, why it is in the way and the call that removes it; the run
 -- without force refuses naming them and deletes nothing; with force the
--- plan lists their deletion first and the run deletes them, then the rest,
--- leaving nothing with the tag.
+-- plan lists their deletion first and the run deletes them, then the rest
+-- (an EKS node group with the tag before the EKS cluster), leaving nothing
+-- with the tag.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local op = require "hypd.op"
@@ -19,7 +20,6 @@ local E = dofile("tests/lua/eks_helpers.lua")
 local ADMIN = { name = "admin", scope = "admin", front = "test" }
 
 local TAG, EKS = "twl", "hypd-twl"
-local P = {}
 
 local function with_claim(name, kind)
   local pod = { containers = { { name = "main", image = "busybox", command = { "sleep", "3600" },
@@ -41,9 +41,19 @@ end
 
 t.test("a cluster with S3 storage and workloads mounting its claim, one behind a LoadBalancer", function()
   TD.build(TAG)
-  local v = TD.run("inference_deploy_container", { cluster = EKS, name = "qwen", engine = "vllm",
+  TD.run("inference_deploy_container", { cluster = EKS, name = "qwen", engine = "vllm",
     instance_type = "ml.m5.xlarge", gpus = 0, service = "external" })
-  P.inference = v.result
+  -- an EKS node group with the cluster's tag (EKS refuses to delete a cluster that has one)
+  local c = E.call("eks", "DescribeCluster", { name = EKS }).cluster
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" } } }
+  local role = E.call("iam", "CreateRole", { RoleName = "hypd-twl-nodes", AssumeRolePolicyDocument = trust,
+    Tags = { { Key = "hypd:cluster-tag", Value = TAG } } }).Role.Arn
+  E.call("eks", "CreateNodegroup", { clusterName = EKS, nodegroupName = "cpu", nodeRole = role,
+    subnets = c.resourcesVpcConfig.subnetIds, scalingConfig = { minSize = 1, maxSize = 2, desiredSize = 1 },
+    tags = { ["hypd:cluster-tag"] = TAG } })
+  while E.call("eks", "DescribeNodegroup", { clusterName = EKS, nodegroupName = "cpu" }).nodegroup.status ~=
+    "ACTIVE" do require("hypd.task").sleep(15) end
   local conn = require("hypd.k8s").connect { cluster = EKS, region = "us-west-2" }
   assert(conn:create(with_claim("web", "Deployment")))
   assert(conn:create(with_claim("etl", "Job")))
@@ -105,6 +115,7 @@ t.test("with force the plan deletes them first, and the run does, then everythin
   t.eq((entry(p, "kubernetes:persistentvolumeclaim", "default/s3-claim") or {}).action, "delete",
     "then the claim (storage_delete)")
   t.eq(p.plan[1].type:match("^kubernetes:") and p.plan[1].action, "delete", "the workloads come first")
+  t.eq((entry(p, "eks:nodegroup", EKS .. "/cpu") or {}).action, "delete", "the node group with the tag goes")
   local m = E.mark()
   local acc = assert(tool.call("cluster_delete", { cluster_tag = TAG, force = true }, ADMIN))
   local v = op.wait(acc.operation_id)

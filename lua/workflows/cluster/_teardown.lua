@@ -6,6 +6,7 @@
 --                             security groups, then the VPC
 --   iam_sweep(ctx, tag)       the roles and customer policies with the tag,
 --                             and the cluster's IAM OIDC provider
+--   node_groups(ctx, name, tag)   the EKS node groups with the tag
 --   eks_cluster(ctx, name, tag)   the EKS cluster (its add-ons, access
 --                             entries and pod identity associations go with it)
 --   buckets(ctx, tag, force)  the S3 buckets with the tag (kept when they
@@ -528,6 +529,27 @@ function M.file_systems(ctx, tag, force)
         end,
         every = F.DELETE_POLL, timeout = F.DELETE_LIMIT })
     end
+  end
+end
+
+-- node_groups(ctx, name, tag): the EKS managed node groups with the tag,
+-- deleted and waited for (EKS refuses to delete a cluster that has node
+-- groups; cluster_delete refused the ones without the tag before anything)
+function M.node_groups(ctx, name, tag)
+  if not ctx:try("eks", "DescribeCluster", { name = name }) then return end
+  for _, g in ipairs(hypd.aws.all("eks", "ListNodegroups", { clusterName = name }, ctx:aws_opts())) do
+    absent(ctx, { type = "eks:nodegroup", label = "EKS node group", name = name .. "/" .. g, id = "nodegroupArn",
+      every = 15, timeout = 30 * 60, gone = { "ResourceNotFoundException" },
+      retry = function(err) if err.code == "ResourceInUseException" then return "it is changing" end end,
+      retry_for = 20 * 60, retry_every = 15,
+      find = function()
+        local d = ctx:try("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = g })
+        return d and d.nodegroup
+      end,
+      owned = function(n) return (n.tags or {})[M.TAG] == tag, "its " .. M.TAG .. " tag is not " .. tag end,
+      delete = function(n)
+        if n.status ~= "DELETING" then ctx:call("eks", "DeleteNodegroup", { clusterName = name, nodegroupName = g }) end
+      end })
   end
 end
 

@@ -48,7 +48,7 @@ end
 
 local function phase(p) return ((p or {}).status or {}).phase end
 
-function M.find(ctx, conn, cluster, claims)
+function M.find(_, conn, cluster, claims)
   local by, out = {}, {}
   local function add(o, why, pod)
     local m = meta(o)

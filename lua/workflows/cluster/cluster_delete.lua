@@ -24,12 +24,14 @@ return tool {
   description = "Deletes, in the reverse order of creation, what hypd made for cluster_tag (everything carrying " ..
     "the tag hypd:cluster-tag=<tag>) and nothing else: each storage hypd made (storage_delete, with its bucket " ..
     "or file system), the HyperPod cluster and what it needed (hyperpod_delete), the EKS cluster hypd-<tag> " ..
-    "with its add-ons (managed features' add-ons included), the S3 buckets left with the tag (a feature's TLS " ..
+    "with its add-ons (managed features' add-ons included) and the node groups with the tag, the S3 buckets " ..
+    "left with the tag (a feature's TLS " ..
     "bucket), the IAM roles, policies and OIDC provider, then the network (endpoints, NAT gateway, Elastic IP, " ..
     "route tables, internet gateway, subnets, security groups, VPC). Workloads in the way (pods mounting the " ..
     "storage's claims, Services of type LoadBalancer, whose load balancers stay in the VPC) are refused, each " ..
     "named with the call that removes it, unless force = true: then they are deleted first. It waits for each " ..
-    "deletion and reports in kept what was kept and why: a bucket or file system that holds data (unless force = true: then it is " ..
+    "deletion and reports in kept what was kept and why: a bucket or file system that holds data (unless " ..
+    "force = true: then it is " ..
     "deleted with its data), a resource someone else made (a subnet or security group without the tag, and the " ..
     "VPC that holds it), the default route table and security group that go with their VPC. EKS node groups " ..
     "hypd did not make are refused before anything is deleted. Calling it again once done sends nothing. It " ..
@@ -42,7 +44,7 @@ return tool {
   aws = { "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
     "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway", "ec2:DeleteSubnet", "ec2:DeleteSecurityGroup", "ec2:DeleteVpc",
-    "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup",
+    "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",
     "iam:ListRoles", "iam:GetRole", "iam:ListAttachedRolePolicies", "iam:DetachRolePolicy", "iam:ListRolePolicies",
     "iam:DeleteRolePolicy", "iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile",
     "iam:DeleteRole", "iam:ListPolicies", "iam:GetPolicy", "iam:ListPolicyVersions", "iam:DeletePolicyVersion",
@@ -164,6 +166,7 @@ return tool {
       merge(ctx, r.kept)
     end },
     { name = "eks_cluster", run = function(ctx)
+      td.node_groups(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
       td.eks_cluster(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
     end },
     { name = "buckets", run = function(ctx)
