@@ -25,8 +25,10 @@ local function run(name, params)
 end
 TD.run = run
 
--- build(tag, {fsx = bool}) -> the EKS cluster's name: EKS, dependencies,
--- HyperPod (one ml.m5.xlarge), S3 storage, FSx storage when asked
+-- build(tag, {fsx = bool, features = bool}) -> the EKS cluster's name: EKS,
+-- dependencies, HyperPod (one ml.m5.xlarge), S3 storage, FSx storage and
+-- the managed training and inference operators (their roles, add-ons and
+-- the inference operator's TLS bucket) when asked
 function TD.build(tag, o)
   o = o or {}
   local eks = Hp.stage1(tag)
@@ -35,6 +37,9 @@ function TD.build(tag, o)
     availability_zone = "us-west-2a" })
   run("storage_create_s3", { cluster = eks })
   if o.fsx then run("storage_create_fsx", { cluster = eks }) end
+  if o.features then
+    run("hyperpod_update_advanced_features", { cluster = eks, training_operator = true, inference_operator = true })
+  end
   return eks
 end
 

@@ -1,6 +1,7 @@
 -- cluster_delete's plan is true (issue 19, "Plans are true" and "Teardown
 -- converges"): on a cluster built by the stage tools (EKS, dependencies,
--- HyperPod, S3 storage with data, FSx storage), the plan lists each resource
+-- HyperPod, S3 storage with data, FSx storage, the training and inference
+-- operators), the plan lists each resource
 -- once with one action, no keep reason names a resource the same plan
 -- deletes, and the run then deletes exactly what the plan said (by type and
 -- id, from the sandbox's audit log) and leaves nothing with the tag but what
@@ -24,8 +25,8 @@ local TAG = "tpl"
 local DATA = "hypd-tpl-data-123456789012-us-west-2"
 local P = {}
 
-t.test("a cluster with S3 storage holding data and FSx storage", function()
-  TD.build(TAG, { fsx = true })
+t.test("a cluster with S3 storage holding data, FSx storage and the training and inference operators", function()
+  TD.build(TAG, { fsx = true, features = true })
   call("s3", "PutObject", { Bucket = DATA, Key = "datasets/a.bin", Body = "someone's data" })
 end)
 

@@ -43,10 +43,11 @@ function M.find(ctx, live)
       add(tag_of(fs.Tags), "fsx:file-system", fs.FileSystemId, tag_of(fs.Tags, "Name"), true)
     end
   end
-  -- hypd names its buckets hypd-<tag>-...: only those are asked for their tags
+  -- hypd names its buckets hypd-<tag>-... (the inference operator's TLS
+  -- bucket hyperpod-tls-<tag>-...): only those are asked for their tags
   local s3 = require "storage._s3"
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
-    if b.Name:match("^hypd%-") then
+    if b.Name:match("^hypd%-") or b.Name:match("^hyperpod%-tls%-") then
       local h = s3.head(ctx, b.Name)
       local tag = h and s3.tags(ctx, b.Name, h.Region)[TAG]
       if tag then add(tag, "s3:bucket", b.Name, b.Name, true) end
