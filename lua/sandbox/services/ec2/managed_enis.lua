@@ -10,6 +10,7 @@
 --     one per subnet of its VpcConfig with its groups, while it exists.
 --   list(ctx) -> {{id, subnet, description, groups = {{GroupId, GroupName}}}}
 --   released(ctx, cluster): an EKS cluster is gone; its interfaces linger
+--   forget(ctx, key): they are released (the EKS transition enis_released)
 local core = require "hypd.core"
 local json = require "hypd.json"
 
@@ -42,9 +43,7 @@ function M.list(ctx)
   for _, c in ipairs(ctx:view("eks"):list("cluster")) do
     eks_enis(ctx, out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
   end
-  for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do
-    if core.now() < r.until_t then eks_enis(ctx, out, r.name, r.vpc, r.tag) end
-  end
+  for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do eks_enis(ctx, out, r.name, r.vpc, r.tag) end
   for _, c in ipairs(ctx:view("sagemaker"):list("cluster")) do
     local v = c.VpcConfig or {}
     for i, s in ipairs(v.Subnets or {}) do
@@ -57,12 +56,16 @@ function M.list(ctx)
 end
 
 -- released(ctx, c): the EKS cluster c (its stored record) is gone; its
--- interfaces stay RELEASE seconds more (ctx: the EKS service's context)
+-- interfaces stay RELEASE seconds more, until the EKS service's scheduled
+-- transition enis_released (ctx: the EKS service's context), so that they
+-- go on the sandbox's own timeline as its other transitions do
 function M.released(ctx, c)
-  local ec2 = ctx:view("ec2")
-  ec2:put("eks_released", c.name .. "/" .. tostring(c.createdAt), { name = c.name, tag = c.createdAt,
-    vpc = c.resourcesVpcConfig or {}, until_t = core.now() + M.RELEASE })
+  local key = c.name .. "/" .. tostring(c.createdAt)
+  ctx:view("ec2"):put("eks_released", key, { name = c.name, tag = c.createdAt, vpc = c.resourcesVpcConfig or {} })
+  ctx:later(M.RELEASE, "enis_released", { key = key })
 end
+
+function M.forget(ctx, key) ctx:view("ec2"):delete("eks_released", key) end
 
 -- holding(ctx, field, id) -> the description of an interface whose subnet
 -- (field "subnet") or group (field "group") is id

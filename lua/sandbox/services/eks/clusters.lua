@@ -193,6 +193,11 @@ function tr.cluster_deleted(ctx, args)
   require("sandbox.k8s").stop(ctx.region, name, true)
 end
 
+-- a deleted cluster's network interfaces are released (ec2.managed_enis)
+function tr.enis_released(ctx, args)
+  require("sandbox.services.ec2.managed_enis").forget(ctx, args.key)
+end
+
 -- new_update(ctx, cluster, type, params [, addon]) -> the stored update
 function M.new_update(ctx, cluster, utype, params, addon, token)
   local u = { id = D.uuid(ctx), status = "InProgress", type = utype, params = params,
