@@ -4,7 +4,10 @@
 -- while it exists and for a while after it is gone (EKS releases them after
 -- the cluster); a HyperPod cluster's hold its subnets and groups; any
 -- interface in a subnet (an FSx file system's, an endpoint's) holds the
--- subnet. DescribeNetworkInterfaces lists them, as AWS does.
+-- subnet; a LoadBalancer Service's load balancer has interfaces in the
+-- cluster's subnets, gone with the Service, left behind (holding the VPC)
+-- when the EKS cluster goes first. DescribeNetworkInterfaces lists them, as
+-- AWS does.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
@@ -59,4 +62,36 @@ t.test("an interface endpoint's interfaces hold their subnet", function()
   t.eq(e and e.code, "DependencyViolation", "the endpoint's interface holds the subnet")
   call("ec2", "DeleteVpcEndpoints", { VpcEndpointIds = { ep.VpcEndpoint.VpcEndpointId } })
   t.ok(try("ec2", "DeleteSubnet", { SubnetId = sn }), "once the endpoint is gone, the subnet goes")
+end)
+
+t.test("a LoadBalancer Service's load balancer: its interfaces go with the Service, or stay after the cluster", function()
+  local c = H.eks_cluster(call, "eni-lb", 63, { security_group = true })
+  local conn = require("hypd.k8s").connect { cluster = "eni-lb", region = OPTS.region }
+  local function elb()
+    local r = call("ec2", "DescribeNetworkInterfaces", { Filters = { { Name = "subnet-id", Values = { c.subnets[1] } } } })
+    for _, i in ipairs(r.NetworkInterfaces) do if i.Description:match("^ELB ") then return i end end
+  end
+  local function service(name)
+    assert(conn:create { apiVersion = "v1", kind = "Service", metadata = { name = name, namespace = "default" },
+      spec = { type = "LoadBalancer", selector = { app = name }, ports = { { port = 80, targetPort = 8000 } } } })
+    for _ = 1, 60 do
+      if elb() then return true end
+      task.sleep(1)
+    end
+  end
+  t.ok(service("web"), "the load balancer's interface is listed, with the cluster's group")
+  t.eq(elb().Groups[1].GroupId, c.sg)
+  assert(conn:delete("v1", "Service", "web", { namespace = "default" }))
+  for _ = 1, 60 do
+    if not elb() then break end
+    task.sleep(1)
+  end
+  t.eq(elb(), nil, "deleting the Service removes it")
+  t.ok(service("orphan"), "another one")
+  call("eks", "DeleteCluster", { name = "eni-lb" })
+  while try("eks", "DescribeCluster", { name = "eni-lb" }) do task.sleep(30) end
+  task.sleep(require("sandbox.services.ec2.managed_enis").RELEASE + 30) -- EKS's own interfaces are released
+  local _, e = try("ec2", "DeleteSubnet", { SubnetId = c.subnets[1] })
+  t.eq(e and e.code, "DependencyViolation", "the load balancer left behind still holds the subnet")
+  t.like(elb().Description, "^ELB a", "it is listed")
 end)

@@ -12,9 +12,15 @@
 --     event SuccessfullyReconciled. Without it such a Service stays
 --     <pending>, as it does on EKS.
 -- The address comes PROVISION seconds (simulated) after the Service; a
--- Service that stops being a LoadBalancer loses it. No ELB API is simulated.
+-- Service that stops being a LoadBalancer loses it. No ELB API is simulated,
+-- but the load balancer's network interfaces are (ec2 state k8s_lb, listed
+-- by sandbox.services.ec2.managed_enis): in the cluster's subnets with its
+-- security groups, removed when the controller sees the Service go. When
+-- the EKS cluster is deleted with the Service still there, nobody removes
+-- them: the load balancer stays and holds the VPC, as on AWS.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local state = require "sandbox.state"
 
 local M = {}
 M.PROVISION = 5
@@ -60,19 +66,33 @@ local function hostname(ctl, svc, who)
   return string.format("a%s-%d.%s.elb.amazonaws.com", uid:sub(1, 32), tonumber(hex(uid, 7), 16) + 1000000000, region)
 end
 
+-- the load balancer's interfaces, as EC2 records them (nil host: gone)
+local function record(ctl, k, host)
+  local eks = ctl.eks
+  if not eks or not eks.name then return end
+  local v = state.view(ctl.region, "ec2")
+  local id = eks.name .. "/" .. k
+  if host then
+    v:put("k8s_lb", id, { name = host:match("^([^.]+)"), cluster = eks.name, vpc = eks.resourcesVpcConfig or {} })
+  elseif v:get("k8s_lb", id) then
+    v:delete("k8s_lb", id)
+  end
+end
+
 ctl_.handlers.loadbalancer = function(ctl, k)
   local cl = ctl.cl
   local ns, name = k:match("^([^/]*)/(.*)$")
   local sr = ctl:r("", "v1", "services")
   local svc = cl:get(sr, ns, name)
   local mem = ctl:memo("loadbalancers")
-  if not svc then mem[k] = nil return end
+  if not svc then mem[k] = nil record(ctl, k, nil) return end
   local st = svc.status or {}
   local has = ((st.loadBalancer or {}).ingress or {})[1] ~= nil
   local who = svc.spec.type == "LoadBalancer" and owner(svc) or nil
   if who == "lbc" and not lbc_ready(ctl) then who = nil end
   if not who then
     mem[k] = nil
+    record(ctl, k, nil)
     if has and svc.spec.type ~= "LoadBalancer" then
       ctl_.put_status(ctl, sr, svc, { loadBalancer = {} })
     end
@@ -89,7 +109,9 @@ ctl_.handlers.loadbalancer = function(ctl, k)
     return ctl:at(m.at, "loadbalancer", k)
   end
   if core.now() < m.at then return ctl:at(m.at, "loadbalancer", k) end
-  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = hostname(ctl, svc, who) } } } })
+  local host = hostname(ctl, svc, who)
+  local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = host } } } })
+  record(ctl, k, host)
   if who == "cloud" then
     ctl_.event(ctl, cur, "Normal", "EnsuredLoadBalancer", "Ensured load balancer", "service-controller")
   else

@@ -6,6 +6,10 @@
 --     until RELEASE seconds (simulated) after the cluster is gone: EKS
 --     releases them after the cluster, so a group or subnet deleted the
 --     moment DeleteCluster finishes is still refused for a while, as on AWS;
+--   * a LoadBalancer Service's load balancer ("ELB <name>", two in the
+--     cluster's subnets with its groups), recorded by the sandbox's service
+--     controller (k8s/controllers/loadbalancers) and left behind when the
+--     EKS cluster goes before the Service;
 --   * a HyperPod cluster's interfaces ("SageMaker HyperPod cluster <name>"),
 --     one per subnet of its VpcConfig with its groups, while it exists.
 --   list(ctx) -> {{id, subnet, description, groups = {{GroupId, GroupName}}}}
@@ -44,6 +48,13 @@ function M.list(ctx)
     eks_enis(ctx, out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
   end
   for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do eks_enis(ctx, out, r.name, r.vpc, r.tag) end
+  for _, lb in ipairs(ctx:view("ec2"):list("k8s_lb")) do -- a LoadBalancer Service's (k8s loadbalancers)
+    local subnets = lb.vpc.subnetIds or {}
+    for i = 1, math.min(2, #subnets) do
+      out[#out + 1] = { id = eni_id("elb/" .. lb.name .. "/" .. i), subnet = subnets[i], description = "ELB " .. lb.name,
+        groups = groups(ctx, lb.vpc.securityGroupIds), kind = "interface" }
+    end
+  end
   for _, c in ipairs(ctx:view("sagemaker"):list("cluster")) do
     local v = c.VpcConfig or {}
     for i, s in ipairs(v.Subnets or {}) do
