@@ -141,4 +141,6 @@ t.test("with force, the plan of what was kept is what the run deletes, and nothi
   t.eq(extra, {}, "nothing was deleted that the plan did not list")
   t.eq(TD.tagged(TAG), {}, "nothing carries hypd:cluster-tag=" .. TAG)
   t.eq(leftovers(TAG), nil, "cluster_list lists no leftovers for it")
+  local again = assert(tool.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN))
+  t.eq(#(again.plan or {}), 0, "a plan once it is all gone lists nothing: " .. json.encode(again.plan))
 end)
