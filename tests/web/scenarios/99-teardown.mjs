@@ -50,6 +50,17 @@ await scenario("teardown: Delete on the cluster page, the leftovers on the Clust
     return { bad: c("pill-bad"), warn: c("pill-warn"), muted: c("pill-muted"), ok: c("pill-ok") };
   });
   check(new Set(Object.values(colours)).size === 4, "red, amber, grey and green are four colours: " + JSON.stringify(colours));
+  const shown = await page.evaluate(async () => {
+    const { html, render } = await import("/vendor/preact-htm.js");
+    const { Pill } = await import("/lib/ui.js");
+    const d = document.createElement("div");
+    document.body.append(d);
+    render(html`<${Pill} status="Failed" message="InsufficientCapacity: no ml.g5.2xlarge in us-west-2a"/><${Pill} status="InService" message="fine"/>`, d);
+    const out = [d.textContent, d.querySelectorAll(".pill-message").length];
+    d.remove();
+    return out;
+  });
+  check(shown[0].includes("InsufficientCapacity") && shown[1] === 1, "a failed status shows its message beside it (a good one does not): " + JSON.stringify(shown));
 
   await page.click('[data-leftover="ui-del"] button.btn-danger');
   await page.waitForSelector("dialog[open] .confirm-items li");
