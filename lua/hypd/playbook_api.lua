@@ -201,6 +201,10 @@ local function tools_api(name)
       local args = copy(params or {})
       if def and def.steps and g and g.plan then args.plan = true end
       local c = copy(caller)
+      -- a plan's child plans after what its caller planned so far: what the
+      -- caller deletes first is gone when the child's run gets there (the
+      -- teardown's FSx file system before hyperpod_delete's subnet)
+      if def and def.steps and g and g.plan and g.ctx then c.plan_before = own(g.ctx.planned or json.array()) end
       local op = require "hypd.op"
       local r, err
       if def and def.steps and g and g.op_id and not g.plan then

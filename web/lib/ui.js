@@ -3,16 +3,19 @@
 // disable (with the reason as its tooltip), and the confirmation dialog.
 import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
 import { denied, useSession } from "./session.js";
+import { tone as toneOf } from "./tone.js";
 
-const TONE = { running: "run", pending: "muted", queued: "muted", succeeded: "ok", done: "ok", active: "ok", inservice: "ok",
-  ready: "ok", true: "ok", completed: "ok", complete: "ok", partlyready: "warn", restarting: "warn", created: "muted", failed: "bad", error: "bad", cancelled: "warn", skipped: "muted", unknown: "muted" };
 const ICON = { run: "●", ok: "✓", bad: "✕", warn: "■", muted: "○" };
 
-// <Pill status="running" [title]/>: the status as a word and a symbol (never by colour alone)
-export function Pill({ status, title }) {
+// <Pill status="running" [title] [message]/>: the status as a word and a
+// symbol (never by colour alone); a failed or degraded one shows its
+// message beside it (what AWS or Kubernetes said), not only on hover
+export function Pill({ status, title, message }) {
   const s = String(status ?? "unknown");
-  const tone = TONE[s.toLowerCase().replace(/[^a-z]/g, "")] || "muted";
-  return html`<span class=${"pill pill-" + tone} title=${title || s}><span aria-hidden="true">${ICON[tone]}</span> ${s}</span>`;
+  const tone = toneOf(s);
+  const pill = html`<span class=${"pill pill-" + tone} data-tone=${tone} title=${title || message || s}><span aria-hidden="true">${ICON[tone]}</span> ${s}</span>`;
+  if (!message || (tone !== "bad" && tone !== "warn")) return pill;
+  return html`<span class="pill-with-message">${pill} <span class="pill-message small">${message}</span></span>`;
 }
 
 export function ago(t, now = Date.now() / 1000) {

@@ -7,6 +7,7 @@ import { href, navigate } from "/lib/router.js";
 import { useSession } from "/lib/session.js";
 import { Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { useRead } from "/lib/cluster-ui.js";
+import { DeleteCluster } from "/lib/cluster-delete.js";
 import Groups from "./cluster_groups.js";
 import Nodes from "./cluster_nodes.js";
 import Deps from "./cluster_deps.js";
@@ -27,12 +28,12 @@ function Summary({ status }) {
   const addons = status.addons || [];
   return html`<dl class="facts summary-facts">
     <div><dt>EKS</dt><dd><${Pill} status=${eks.status}/> <span class="muted">Kubernetes</span> ${eks.version} <span class="muted">${eks.platform_version}</span></dd></div>
-    <div><dt>HyperPod</dt><dd>${hp ? html`<code>${hp.name}</code> <${Pill} status=${hp.status}/> <span class="muted">node recovery ${hp.node_recovery}</span>` : html`<span class="muted">none yet</span>`}</dd></div>
+    <div><dt>HyperPod</dt><dd>${hp ? html`<code>${hp.name}</code> <${Pill} status=${hp.status} message=${hp.failure_message}/> <span class="muted">node recovery ${hp.node_recovery}</span>` : html`<span class="muted">none yet</span>`}</dd></div>
     <div><dt>Endpoint</dt><dd><code class="wrap">${eks.endpoint}</code></dd></div>
     <div><dt>Region</dt><dd>${status.region} ${status.active && html`<span class="mark mark-active">active</span>`}</dd></div>
     <div><dt>VPC</dt><dd><code>${eks.vpc_id}</code> <span class="muted">auth ${eks.authentication_mode}</span></dd></div>
     <div><dt>Add-ons</dt><dd>${addons.length} <span class="muted">(${addons.filter((a) => a.status === "ACTIVE").length} active)</span>
-      ${addons.length > 0 && html`<details class="addons"><summary>list</summary><ul class="plain">${addons.map((a) => html`<li><code>${a.name}</code> ${a.version} <${Pill} status=${a.status}/></li>`)}</ul></details>`}</dd></div>
+      ${addons.length > 0 && html`<details class="addons"><summary>list</summary><ul class="plain">${addons.map((a) => html`<li><code>${a.name}</code> ${a.version} <${Pill} status=${a.status} message=${a.message}/></li>`)}</ul></details>`}</dd></div>
     ${hp && (hp.instance_groups || []).length > 0 && html`<div><dt>Capacity</dt><dd>${hp.instance_groups.map((g) => html`<span class="chip"><code>${g.name}</code> ${g.current}/${g.target} × ${g.instance_type}</span> `)}</dd></div>`}
   </dl>`;
 }
@@ -61,7 +62,8 @@ function ClusterOf({ name, query }) {
   };
   return html`<p class="crumbs"><a href=${href("/clusters")}>Clusters</a> / <code>${name}</code></p>
     <div class="cluster-head"><h1>Cluster <code>${name}</code></h1>
-      <button type="button" class="btn btn-small" onClick=${st.reload} disabled=${st.loading}>Refresh</button></div>
+      <button type="button" class="btn btn-small" onClick=${st.reload} disabled=${st.loading}>Refresh</button>
+      ${st.data && st.data.eks && st.data.eks.cluster_tag && html`<${DeleteCluster} tag=${st.data.eks.cluster_tag} name=${name}/>`}</div>
     <${ErrorBox} error=${st.error}/>
     ${st.data ? html`<${Summary} status=${st.data}/>` : !st.error && html`<${Loading} what="Loading the cluster's status"/>`}
     <div class="tabs" role="tablist" aria-label="sections">${TABS.map((t, i) => html`<button type="button" role="tab" id=${"tab-" + t.id}

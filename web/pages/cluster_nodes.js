@@ -57,7 +57,7 @@ export default function Nodes({ cluster, query }) {
         <td><input type="checkbox" id=${"sel-" + n.instance_id} aria-label=${"select " + n.instance_id} checked=${sel.has(n.instance_id)} onChange=${() => toggle(n.instance_id)}/></td>
         <td><label for=${"sel-" + n.instance_id}><code>${n.instance_id}</code></label><div class="muted small"><code>${n.node_name}</code></div></td>
         <td>${n.instance_group}<div class="muted small">${n.instance_type}</div></td>
-        <td><${Pill} status=${n.instance_status}/></td>
+        <td><${Pill} status=${n.instance_status} message=${n.status_message}/></td>
         <td><${Pill} status=${n.health_status} title=${"HyperPod health: " + n.health_status}/></td>
         <td>${n.kubernetes ? html`<${Pill} status=${n.kubernetes.ready ? "Ready" : n.kubernetes.joined ? "NotReady" : "not joined"}/>` : html`<span class="muted">unknown</span>`}</td>
         <td class="small">${n.launch_time ? html`<${Time} t=${Date.parse(n.launch_time) / 1000}/>` : ""}</td></tr>`)}</tbody>

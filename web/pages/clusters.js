@@ -1,7 +1,9 @@
 // Clusters: the region's EKS clusters (cluster_list) with the active one, a
 // switch (cluster_switch), the creations still running (cluster_create
 // operations), an import form (cluster_import's schema) and the way to the
-// create wizard (#/create).
+// create wizard (#/create), and what teardowns left behind (cluster_list's
+// leftovers: a tag whose EKS cluster is gone but whose VPC, groups, file
+// systems or buckets are not), each with the command that removes it.
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool, listOperations } from "/lib/api.js";
 import * as ws from "/lib/ws.js";
@@ -10,6 +12,7 @@ import { href, navigate } from "/lib/router.js";
 import { useSession } from "/lib/session.js";
 import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
 import { useToolDef } from "/lib/cluster-ui.js";
+import { DeleteCluster } from "/lib/cluster-delete.js";
 
 function Creations() {
   const [ops, setOps] = useState([]);
@@ -23,6 +26,21 @@ function Creations() {
   return html`<section class="creations" aria-label="creations running"><h2>Being created</h2>
     <ul class="plain">${ops.map((o) => html`<li data-op=${o.operation_id}><a href=${href("/create", { op: o.operation_id })}>
       <code>${(o.target || "").split("/").pop() || o.operation_id}</code></a> <${Pill} status=${o.status}/> <span class="muted">${o.phase} · started <${Time} t=${o.created_at}/></span></li>`)}</ul></section>`;
+}
+
+// <Leftovers list/>: each tag's resources and the complete command that
+// removes them (a page that said "No clusters yet" while they existed hid them)
+function Leftovers({ list }) {
+  if (!list || list.length === 0) return null;
+  return html`<section class="leftovers panel" id="leftovers" aria-label="left behind by a teardown"><h2>Left behind by a teardown</h2>
+    ${list.map((l) => html`<div class="leftover" data-leftover=${l.cluster_tag}>
+      <h3><code>${l.eks_name}</code> <${Pill} status="Left behind" title="its EKS cluster is gone; these resources are not"/>
+        <span class="muted small">tag <code>${l.cluster_tag}</code></span></h3>
+      <ul class="plain small">${l.resources.map((x) => html`<li><span class="muted">${x.type}</span> <code>${x.name}</code>${x.name !== x.id ? html` <span class="muted">(${x.id})</span>` : ""}</li>`)}</ul>
+      <p class="small">${l.note}</p>
+      <p>Remove them: <code class="wrap" data-remove>${l.remove}</code></p>
+      <p><${DeleteCluster} tag=${l.cluster_tag} force=${l.data}/></p>
+    </div>`)}</section>`;
 }
 
 function Import({ onDone }) {
@@ -48,6 +66,9 @@ function Import({ onDone }) {
 function Clusters({ query }) {
   const { clusters, refreshClusters } = useSession();
   const [err, setErr] = useState(null);
+  // read again on each visit: a list from before a teardown finished shows
+  // what it was still deleting as left behind
+  useEffect(() => { refreshClusters(); }, []);
   const list = (clusters && clusters.clusters) || [];
   const sw = async (name) => {
     try { await callTool("cluster_switch", { cluster: name }); setErr(null); refreshClusters(); } catch (e) { setErr(e); }
@@ -61,8 +82,9 @@ function Clusters({ query }) {
       <${Import} onDone=${refreshClusters}/></section>`}
     <${Creations}/>
     <${ErrorBox} error=${err}/>
+    ${clusters && html`<${Leftovers} list=${clusters.leftovers}/>`}
     ${!clusters ? html`<${Loading} what="Loading clusters"/>`
-      : list.length === 0 ? html`<${Empty} title="No clusters yet.">
+      : list.length === 0 ? html`<${Empty} title=${(clusters.leftovers || []).length ? "No EKS clusters." : "No clusters yet."}>
           <a href=${href("/create")}>Create one</a> or <a href=${href("/clusters", { import: "1" })}>import an existing EKS cluster</a>.</${Empty}>`
       : html`<div class="table-wrap cwrap"><table class="table clusters stack">
         <caption class="sr-only">EKS clusters in ${clusters.region}</caption>

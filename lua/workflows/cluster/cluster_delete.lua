@@ -2,6 +2,8 @@
 -- reverse order of its making (cluster/_teardown), and nothing else.
 local P = require "_params"
 local td = require "cluster._teardown"
+local W = require "cluster._teardown_workloads"
+local S = require "storage._storage"
 
 local function eks_name(tag) return "hypd-" .. tag end
 
@@ -22,10 +24,14 @@ return tool {
   description = "Deletes, in the reverse order of creation, what hypd made for cluster_tag (everything carrying " ..
     "the tag hypd:cluster-tag=<tag>) and nothing else: each storage hypd made (storage_delete, with its bucket " ..
     "or file system), the HyperPod cluster and what it needed (hyperpod_delete), the EKS cluster hypd-<tag> " ..
-    "with its add-ons (managed features' add-ons included), the S3 buckets left with the tag (a feature's TLS " ..
+    "with its add-ons (managed features' add-ons included) and the node groups with the tag, the S3 buckets " ..
+    "left with the tag (a feature's TLS " ..
     "bucket), the IAM roles, policies and OIDC provider, then the network (endpoints, NAT gateway, Elastic IP, " ..
-    "route tables, internet gateway, subnets, security groups, VPC). It waits for each deletion and reports in " ..
-    "kept what was kept and why: a bucket or file system that holds data (unless force = true: then it is " ..
+    "route tables, internet gateway, subnets, security groups, VPC). Workloads in the way (pods mounting the " ..
+    "storage's claims, Services of type LoadBalancer, whose load balancers stay in the VPC) are refused, each " ..
+    "named with the call that removes it, unless force = true: then they are deleted first. It waits for each " ..
+    "deletion and reports in kept what was kept and why: a bucket or file system that holds data (unless " ..
+    "force = true: then it is " ..
     "deleted with its data), a resource someone else made (a subnet or security group without the tag, and the " ..
     "VPC that holds it), the default route table and security group that go with their VPC. EKS node groups " ..
     "hypd did not make are refused before anything is deleted. Calling it again once done sends nothing. It " ..
@@ -33,16 +39,17 @@ return tool {
     "delete and keep.",
   kind = "destructive",
   status_tool = "operation_get",
-  calls = { "storage_list", "storage_delete", "hyperpod_delete" },
+  calls = { "storage_list", "storage_delete", "hyperpod_delete", "inference_delete" },
+  k8s = { "get", "list", "delete" },
   aws = { "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
     "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway", "ec2:DeleteSubnet", "ec2:DeleteSecurityGroup", "ec2:DeleteVpc",
-    "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup",
+    "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",
     "iam:ListRoles", "iam:GetRole", "iam:ListAttachedRolePolicies", "iam:DetachRolePolicy", "iam:ListRolePolicies",
     "iam:DeleteRolePolicy", "iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile",
     "iam:DeleteRole", "iam:ListPolicies", "iam:GetPolicy", "iam:ListPolicyVersions", "iam:DeletePolicyVersion",
     "iam:DeletePolicy", "iam:ListOpenIDConnectProviders", "iam:GetOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "s3:ListBuckets", "s3:HeadBucket",
+    "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "fsx:DeleteFileSystem", "s3:ListBuckets", "s3:HeadBucket",
     "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket" },
   params = {
     cluster_tag = P.with(P.cluster_tag, { required = true, decision = true,
@@ -74,6 +81,57 @@ return tool {
         end
       end
     end },
+    { name = "workloads", run = function(ctx)
+      -- what stands in the way: workloads mounting the storage's claims
+      -- (storage_delete refuses a mounted claim) and Services of type
+      -- LoadBalancer (their load balancers stay in the VPC when the EKS
+      -- cluster goes). Without force the run refuses, naming each and the
+      -- call that removes it, before anything is deleted; with force they go
+      -- first. The plan lists them either way.
+      if not ctx.state.eks_exists then return end
+      local name = eks_name(ctx.params.cluster_tag)
+      local list = hypd.tools.call("storage_list", { cluster = name, region = ctx:aws_region() })
+      local claims = {}
+      for _, s in ipairs(list.storages or {}) do
+        if s.managed_by_hypd and s.claim then
+          claims[#claims + 1] = { namespace = s.namespace or "default", claim = s.claim }
+        end
+      end
+      local conn = ctx:k8s(name)
+      local found = W.find(ctx, conn, name, claims)
+      if #found == 0 then return end
+      local force = ctx.params.force
+      if ctx.plan then
+        ctx.planned = ctx.planned or hypd.json.array()
+        for _, e in ipairs(found) do
+          local entry = { action = force and "delete" or "keep", type = "kubernetes:" .. e.kind:lower(),
+            name = e.namespace .. "/" .. e.name, id = e.namespace .. "/" .. e.name,
+            why = "in the way: " .. e.why .. (force and "; force = true deletes it first" or
+              ("; the run refuses while it is there: remove it (" .. e.remove .. ") or force = true deletes it first")) }
+          ctx.planned[#ctx.planned + 1] = entry
+          for _, pod in ipairs(force and e.pods or {}) do -- they go with it (storage_delete's plan sees them gone)
+            ctx.planned[#ctx.planned + 1] = { action = "delete", type = "kubernetes:pod", name = pod, id = pod,
+              why = "a pod of " .. e.kind .. " " .. entry.name }
+          end
+        end
+        ctx.state.blocked = not force
+        return
+      end
+      if not force then
+        local parts = {}
+        for _, e in ipairs(found) do
+          parts[#parts + 1] = string.format("%s %s/%s (%s; remove it: %s)", e.kind, e.namespace, e.name, e.why, e.remove)
+        end
+        hypd.errors.raise("CONFLICT", string.format("workloads stand in the way of deleting %s: %s. Nothing was " ..
+          "deleted: remove them, or call cluster_delete again with force = true (it deletes them first)", name,
+          table.concat(parts, "; ")), { fields = { { field = "force", rule = "workloads",
+            message = #found .. " workload(s) in the way: " .. parts[1] } } })
+      end
+      W.remove(ctx, conn, found)
+      for _, e in ipairs(found) do
+        ctx:progress(string.format("%s %s/%s deleted (it was in the way: %s)", e.kind, e.namespace, e.name, e.why))
+      end
+    end },
     { name = "storage", run = function(ctx)
       -- stage 5 first (the reverse order): each storage of the cluster, its
       -- bucket or file system with it; one that holds data is kept unless force
@@ -81,13 +139,25 @@ return tool {
       local name = eks_name(ctx.params.cluster_tag)
       local list = hypd.tools.call("storage_list", { cluster = name, region = ctx:aws_region() })
       for _, s in ipairs(list.storages or {}) do
-        if s.managed_by_hypd and s.claim then
+        local mounted = ctx.state.blocked and #S.claim_users(ctx:k8s(name), s.namespace or "default", s.claim or "") > 0
+        if mounted then
+          -- a plan the run would refuse (the workloads above): the claim stays until they are gone
+          ctx.planned[#ctx.planned + 1] = { action = "keep", type = "kubernetes:persistentvolumeclaim",
+            name = (s.namespace or "default") .. "/" .. s.claim, why = "mounted by the workloads in the way " ..
+            "(above): storage_delete runs once they are gone" }
+        elseif s.managed_by_hypd and s.claim then
           local r = hypd.tools.call("storage_delete", { cluster = name, region = ctx:aws_region(),
             claim_name = s.claim, namespace = s.namespace or "default", delete_bucket = true,
             delete_file_system = true, force = ctx.params.force })
           merge(ctx, r.kept)
         end
       end
+    end },
+    { name = "file_systems", run = function(ctx)
+      -- the FSx file systems with the tag no storage_delete took (a run
+      -- again, with force, after the EKS cluster went): before HyperPod's
+      -- subnet, which a file system's interfaces hold
+      td.file_systems(ctx, ctx.params.cluster_tag, ctx.params.force)
     end },
     { name = "hyperpod", run = function(ctx)
       if not ctx.state.eks_exists then return end
@@ -96,6 +166,7 @@ return tool {
       merge(ctx, r.kept)
     end },
     { name = "eks_cluster", run = function(ctx)
+      td.node_groups(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
       td.eks_cluster(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
     end },
     { name = "buckets", run = function(ctx)

@@ -14,7 +14,9 @@ local function view(ctx, p)
   for _, a in ipairs(hypd.aws.all("eks", "ListAddons", { clusterName = name }, ctx:aws_opts())) do
     local d = ctx:try("eks", "DescribeAddon", { clusterName = name, addonName = a })
     d = d and d.addon
-    addons[#addons + 1] = { name = a, version = d and d.addonVersion, status = d and d.status }
+    local issue = d and d.health and d.health.issues and d.health.issues[1] -- what EKS says is wrong
+    addons[#addons + 1] = { name = a, version = d and d.addonVersion, status = d and d.status,
+      message = issue and ((issue.code and (issue.code .. ": ") or "") .. tostring(issue.message)) or nil }
   end
   local h = hp.by_eks(ctx)[c.arn]
   local hyperpod
@@ -25,7 +27,7 @@ local function view(ctx, p)
         current = g.CurrentCount, target = g.TargetCount, status = g.Status }
     end
     hyperpod = { name = h.name, status = h.status, arn = h.arn, node_recovery = h.describe.NodeRecovery,
-      instance_groups = groups }
+      instance_groups = groups, failure_message = h.describe.FailureMessage }
   end
   local ops = {}
   local tag = (c.tags or {})[hp.TAG]

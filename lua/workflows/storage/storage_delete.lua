@@ -58,6 +58,14 @@ local function find(ctx)
   end
   if pvc then
     local users = S.claim_users(k, p.namespace, p.claim_name)
+    if ctx.plan then -- a teardown's plan that deletes their workloads first (cluster_delete force)
+      local td = require "cluster._teardown"
+      local left = {}
+      for _, u in ipairs(users) do
+        if not td.going(ctx, p.namespace .. "/" .. u) then left[#left + 1] = u end
+      end
+      users = left
+    end
     if #users > 0 then
       errors.raise("CONFLICT", string.format("claim %s/%s is mounted by %d pod(s): %s; stop them (delete their " ..
         "jobs or deployments) first, then call storage_delete again", p.namespace, p.claim_name, #users,

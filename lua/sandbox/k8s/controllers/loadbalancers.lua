@@ -24,6 +24,12 @@
 -- tagged as the controller tags them (elbv2.k8s.aws/cluster,
 -- service.k8s.aws/stack, service.k8s.aws/resource); the record goes with
 -- the Service's address. The in-tree load balancers are not in it.
+-- Every load balancer's network interfaces are simulated too (ec2 state
+-- k8s_lb, listed by sandbox.services.ec2.managed_enis): in the cluster's
+-- subnets with its security groups, removed when the controller sees the
+-- Service go. When the EKS cluster is deleted with the Service still
+-- there, nobody removes them: the load balancer stays and holds the VPC,
+-- as on AWS.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local elb = require "sandbox.services.elasticloadbalancing"
@@ -164,6 +170,19 @@ local function record(ctl, svc, host)
       { Key = "service.k8s.aws/resource", Value = "LoadBalancer" } } })
 end
 
+-- the load balancer's interfaces, as EC2 records them (nil host: gone)
+local function interfaces(ctl, k, host)
+  local eks = ctl.eks
+  if not eks or not eks.name then return end
+  local v = state.view(ctl.region, "ec2")
+  local id = eks.name .. "/" .. k
+  if host then
+    v:put("k8s_lb", id, { name = host:match("^([^.]+)"), cluster = eks.name, vpc = eks.resourcesVpcConfig or {} })
+  elseif v:get("k8s_lb", id) then
+    v:delete("k8s_lb", id)
+  end
+end
+
 ctl_.handlers.loadbalancer = function(ctl, k)
   local cl = ctl.cl
   local ns, name = k:match("^([^/]*)/(.*)$")
@@ -173,6 +192,7 @@ ctl_.handlers.loadbalancer = function(ctl, k)
   if not svc then
     mem[k] = nil
     forget(ctl, k)
+    interfaces(ctl, k, nil)
     return
   end
   local st = svc.status or {}
@@ -189,6 +209,7 @@ ctl_.handlers.loadbalancer = function(ctl, k)
   end
   if not who then
     mem[k] = nil
+    interfaces(ctl, k, nil)
     if has and svc.spec.type ~= "LoadBalancer" then
       ctl_.put_status(ctl, sr, svc, { loadBalancer = {} })
       forget(ctl, k)
@@ -209,6 +230,7 @@ ctl_.handlers.loadbalancer = function(ctl, k)
   local host = hostname(ctl, svc, who)
   local cur = ctl_.put_status(ctl, sr, svc, { loadBalancer = { ingress = { { hostname = host } } } })
   if who == "lbc" then record(ctl, svc, host) end
+  interfaces(ctl, k, host)
   if who == "cloud" then
     ctl_.event(ctl, cur, "Normal", "EnsuredLoadBalancer", "Ensured load balancer", "service-controller")
   else

@@ -150,6 +150,7 @@ end
 
 function ops.DeleteVpcEndpoints(ctx, input)
   local unsuccessful = json.array()
+  ctx.target = (input.VpcEndpointIds or {})[1] -- what the audit log names
   for _, id in ipairs(input.VpcEndpointIds or {}) do
     local e = ctx.state:get("vpce", id)
     if not e then

@@ -1,7 +1,7 @@
 -- sandbox.services.ec2.interfaces: DescribeNetworkInterfaces, read-only.
 -- The sandbox runs no instances, so the interfaces are the requester-managed
--- ones its own resources hold: NAT gateways, interface VPC endpoints and
--- FSx file systems.
+-- ones its own resources hold: NAT gateways, interface VPC endpoints, FSx
+-- file systems, EKS control planes and HyperPod clusters.
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
@@ -22,7 +22,7 @@ local function interface(ctx, id, subnet, kind, description, private_ip, groups)
   }
 end
 
-local function all(ctx)
+local function all(ctx) -- also M.all
   local out = {}
   for _, n in ipairs(ctx.state:list("natgw")) do
     if n.State ~= "deleted" and n.State ~= "failed" then
@@ -37,6 +37,10 @@ local function all(ctx)
       out[#out + 1] = interface(ctx, eni, e.SubnetIds[i], "vpc_endpoint", "VPC Endpoint Interface " .. e.VpcEndpointId,
         nil, e.Groups)
     end
+  end
+  -- EKS's and HyperPod's (sandbox.services.ec2.managed_enis)
+  for _, e in ipairs(require("sandbox.services.ec2.managed_enis").list(ctx)) do
+    out[#out + 1] = interface(ctx, e.id, e.subnet, e.kind, e.description, nil, e.groups)
   end
   -- FSx file systems' interfaces (sandbox.services.fsx.network)
   for _, e in ipairs(require("sandbox.services.fsx.network").interfaces(ctx)) do
@@ -83,5 +87,7 @@ function ops.DescribeNetworkInterfaces(ctx, input)
   end
   return { NetworkInterfaces = out }
 end
+
+M.all = all
 
 return M

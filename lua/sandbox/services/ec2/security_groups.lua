@@ -352,6 +352,9 @@ function ops.DeleteSecurityGroup(ctx, input)
       if sg.GroupId == g.GroupId then ctx.error("DependencyViolation", "resource " .. g.GroupId .. " has a dependent object") end
     end
   end
+  if require("sandbox.services.ec2.managed_enis").holding(ctx, "group", g.GroupId) then -- EKS's, HyperPod's
+    ctx.error("DependencyViolation", "resource " .. g.GroupId .. " has a dependent object")
+  end
   if require("sandbox.services.fsx.network").uses_group(ctx, g.GroupId) then -- its interfaces
     ctx.error("DependencyViolation", "resource " .. g.GroupId .. " has a dependent object")
   end

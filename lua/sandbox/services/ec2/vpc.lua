@@ -292,8 +292,10 @@ end
 
 function ops.DeleteSubnet(ctx, input)
   local subnet = common.need(ctx, "subnet", common.required(ctx, input, "SubnetId"))
-  for _, n in ipairs(ctx.state:list("natgw")) do
-    if n.SubnetId == subnet.SubnetId and n.State ~= "deleted" and n.State ~= "failed" then
+  -- any network interface in it (a NAT gateway's, an endpoint's, a file
+  -- system's, an EKS or HyperPod cluster's) holds it, as on AWS
+  for _, i in ipairs(require("sandbox.services.ec2.interfaces").all(ctx)) do
+    if i.SubnetId == subnet.SubnetId then
       ctx.error("DependencyViolation", "The subnet '" .. subnet.SubnetId .. "' has dependencies and cannot be deleted.")
     end
   end

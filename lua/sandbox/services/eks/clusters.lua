@@ -187,8 +187,15 @@ function tr.cluster_deleted(ctx, args)
     end
   end
   require("sandbox.services.eks.nodegroups").forget(ctx, name)
+  local c = ctx.state:get("cluster", name)
+  if c then require("sandbox.services.ec2.managed_enis").released(ctx, c) end -- its interfaces linger
   ctx.state:delete("cluster", name)
   require("sandbox.k8s").stop(ctx.region, name, true)
+end
+
+-- a deleted cluster's network interfaces are released (ec2.managed_enis)
+function tr.enis_released(ctx, args)
+  require("sandbox.services.ec2.managed_enis").forget(ctx, args.key)
 end
 
 -- new_update(ctx, cluster, type, params [, addon]) -> the stored update

@@ -1,0 +1,92 @@
+-- sandbox.services.ec2.managed_enis: the network interfaces other services
+-- put into a VPC, as EC2 lists them (requester-managed, in-use) and as they
+-- hold their subnets and security groups:
+--   * an EKS cluster's control-plane interfaces ("Amazon EKS <name>"): two,
+--     in its first subnets, with its security groups, from CreateCluster
+--     until RELEASE seconds (simulated) after the cluster is gone: EKS
+--     releases them after the cluster, so a group or subnet deleted the
+--     moment DeleteCluster finishes is still refused for a while, as on AWS;
+--   * a LoadBalancer Service's load balancer ("ELB <name>", two in the
+--     cluster's subnets with its groups), recorded by the sandbox's service
+--     controller (k8s/controllers/loadbalancers) and left behind when the
+--     EKS cluster goes before the Service;
+--   * a HyperPod cluster's interfaces ("SageMaker HyperPod cluster <name>"),
+--     one per subnet of its VpcConfig with its groups, while it exists.
+--   list(ctx) -> {{id, subnet, description, groups = {{GroupId, GroupName}}}}
+--   released(ctx, cluster): an EKS cluster is gone; its interfaces linger
+--   forget(ctx, key): they are released (the EKS transition enis_released)
+local core = require "hypd.core"
+local json = require "hypd.json"
+
+local M = {}
+M.RELEASE = 120
+
+local function eni_id(seed)
+  return "eni-" .. core.digest("sha256", seed, "hex"):sub(1, 17)
+end
+
+local function groups(ctx, ids)
+  local out = json.array()
+  for i, id in ipairs(ids or {}) do
+    local g = ctx:view("ec2"):get("sg", id)
+    out[i] = { GroupId = id, GroupName = g and g.GroupName or id }
+  end
+  return out
+end
+
+local function eks_enis(ctx, out, name, vpc, tag)
+  local subnets = vpc.subnetIds or {}
+  for i = 1, math.min(2, #subnets) do
+    out[#out + 1] = { id = eni_id("eks/" .. name .. "/" .. (tag or "") .. "/" .. i), subnet = subnets[i],
+      description = "Amazon EKS " .. name, groups = groups(ctx, vpc.securityGroupIds), kind = "interface" }
+  end
+end
+
+function M.list(ctx)
+  local out = {}
+  for _, c in ipairs(ctx:view("eks"):list("cluster")) do
+    eks_enis(ctx, out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
+  end
+  for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do eks_enis(ctx, out, r.name, r.vpc, r.tag) end
+  for _, lb in ipairs(ctx:view("ec2"):list("k8s_lb")) do -- a LoadBalancer Service's (k8s loadbalancers)
+    local subnets = lb.vpc.subnetIds or {}
+    for i = 1, math.min(2, #subnets) do
+      out[#out + 1] = { id = eni_id("elb/" .. lb.name .. "/" .. i), subnet = subnets[i], description = "ELB " .. lb.name,
+        groups = groups(ctx, lb.vpc.securityGroupIds), kind = "interface" }
+    end
+  end
+  for _, c in ipairs(ctx:view("sagemaker"):list("cluster")) do
+    local v = c.VpcConfig or {}
+    for i, s in ipairs(v.Subnets or {}) do
+      out[#out + 1] = { id = eni_id("hyperpod/" .. c.ClusterArn .. "/" .. i), subnet = s,
+        description = "SageMaker HyperPod cluster " .. c.ClusterName, groups = groups(ctx, v.SecurityGroupIds),
+        kind = "interface" }
+    end
+  end
+  return out
+end
+
+-- released(ctx, c): the EKS cluster c (its stored record) is gone; its
+-- interfaces stay RELEASE seconds more, until the EKS service's scheduled
+-- transition enis_released (ctx: the EKS service's context), so that they
+-- go on the sandbox's own timeline as its other transitions do
+function M.released(ctx, c)
+  local key = c.name .. "/" .. tostring(c.createdAt)
+  ctx:view("ec2"):put("eks_released", key, { name = c.name, tag = c.createdAt, vpc = c.resourcesVpcConfig or {} })
+  ctx:later(M.RELEASE, "enis_released", { key = key })
+end
+
+function M.forget(ctx, key) ctx:view("ec2"):delete("eks_released", key) end
+
+-- holding(ctx, field, id) -> the description of an interface whose subnet
+-- (field "subnet") or group (field "group") is id
+function M.holding(ctx, field, id)
+  for _, e in ipairs(M.list(ctx)) do
+    if field == "subnet" and e.subnet == id then return e.description .. " (" .. e.id .. ")" end
+    if field == "group" then
+      for _, g in ipairs(e.groups) do if g.GroupId == id then return e.description .. " (" .. e.id .. ")" end end
+    end
+  end
+end
+
+return M
