@@ -82,6 +82,7 @@ local function first(target) return (target:match("^([^/]+)")) end
 local function issuer(arn) return (arn:match("oidc%-provider/(.+)$")) end -- the provider's ARN ends with it
 local function addon(target) return target:match("^[^/]+/(.+)$") or target end
 local function s3_object(target) return "s3://" .. target end
+local function policy(target) return target:match("^arn:[^:]+:iam::%d+:policy/(.+)$") or target end -- by name
 -- C: a call that creates; U: one that changes what exists (a change of
 -- something the same run created is part of its create); P: one that
 -- creates or changes alike (PutRolePolicy, PutObject, UpdateCluster): it
@@ -119,8 +120,8 @@ local MAP = {
   ["iam AttachRolePolicy"] = C("iam:role-policy-attachment"),
   ["iam DetachRolePolicy"] = X("iam:role-policy-attachment"),
   ["iam PutRolePolicy"] = P("iam:role-policy"), ["iam DeleteRolePolicy"] = X("iam:role-policy"),
-  ["iam CreatePolicy"] = C("iam:policy"), ["iam CreatePolicyVersion"] = U("iam:policy"),
-  ["iam DeletePolicy"] = X("iam:policy"),
+  ["iam CreatePolicy"] = C("iam:policy"), ["iam CreatePolicyVersion"] = U("iam:policy", policy),
+  ["iam DeletePolicy"] = X("iam:policy", policy),
   ["iam CreateOpenIDConnectProvider"] = C("iam:oidc-provider", issuer),
   ["iam AddClientIDToOpenIDConnectProvider"] = U("iam:oidc-provider", issuer),
   ["iam DeleteOpenIDConnectProvider"] = X("iam:oidc-provider", issuer),
@@ -264,17 +265,29 @@ function D.once(p)
       bad[#bad + 1] = k .. ": unknown action " .. tostring(e.action)
     end
   end
+  -- names(text, word): word occurs in text as a whole name (eks:cluster
+  -- hypd-x is not named by "security group hypd-x-fsx")
+  local function names(text, word)
+    if type(word) ~= "string" or word == "" then return false end
+    local at = 1
+    while true do
+      local i, j = text:find(word, at, true)
+      if not i then return false end
+      local before, after = text:sub(i - 1, i - 1), text:sub(j + 1, j + 1)
+      if not before:find("[%w%-_/.]") and not after:find("^[%w%-_/]") then return true end
+      at = i + 1
+    end
+  end
   -- a reason agrees with the actions: a resource kept because of others
   -- (a VPC that holds kept subnets) names none that the plan deletes
   for _, e in ipairs(p.plan or {}) do
     if e.action == "keep" and type(e.why) == "string" then
       for _, o in ipairs(p.plan) do
         if o ~= e and o.action == "delete" then
-          local named = (type(o.id) == "string" and o.id ~= "" and e.why:find(o.id, 1, true)) or
-            (type(o.name) == "string" and o.name ~= "" and e.why:find(o.name, 1, true))
+          local named = names(e.why, o.id) or names(e.why, o.name)
           if named then
-            bad[#bad + 1] = string.format("%s %s is kept because of %s %s, which the plan deletes", tostring(e.type),
-              tostring(e.name), tostring(o.type), tostring(o.name))
+            bad[#bad + 1] = string.format("%s %s is kept because of %s %s, which the plan deletes (%s)",
+              tostring(e.type), tostring(e.name), tostring(o.type), tostring(o.name), e.why)
           end
         end
       end

@@ -19,28 +19,6 @@ local WHO = { name = "tester", scope = "admin", front = "test" }
 
 local covered = {}
 
--- Teardown plans are another part of issue 19 (another engineer's): what
--- they get wrong today, as patterns of D.once's problems and of the
--- differential's rows. A problem outside these fails; one of these is
--- reported (a "# teardown" note) until its fix lands, then this list goes.
-local TEARDOWN = { cluster_delete = true, storage_delete = true, hyperpod_delete = true }
-local KNOWN = {
-  "^s3:bucket hypd%-%w+%-data%-%S+ is listed twice %(entries %d+ and %d+: keep and keep%)$",
-  "^ec2:subnet hp%-compute%-us%-west%-2a %(subnet%-%x+%) is listed twice %(entries %d+ and %d+: keep and keep%)$",
-  "^ec2:vpc hypd%-%w+%-vpc %(vpc%-%x+%) is kept because of %S+ %S+.*, which the plan deletes$",
-  "^delete ec2:vpc hypd%-%w+%-vpc$", -- kept in the plan, deleted by the run
-}
-local function unknown(list, name)
-  if not TEARDOWN[name] then return list end
-  local out = {}
-  for _, x in ipairs(list) do
-    local known = false
-    for _, pat in ipairs(KNOWN) do known = known or x:find(pat) ~= nil end
-    if known then print("# teardown " .. name .. " (another part of issue 19): " .. x) else out[#out + 1] = x end
-  end
-  return out
-end
-
 -- differential(name, params [, o]) -> the run's view: plan, check the
 -- plan's shape, run, compare; o.again (default true): the tool's second
 -- plan and run are nothing (not for a tool whose every call acts: a
@@ -58,24 +36,19 @@ local function differential(name, params, o)
   local p, err = tool.call(name, with { plan = true }, WHO)
   t.ok(p, name .. " plans: " .. json.encode(err))
   if not p then return end
-  t.eq(unknown(D.once(p), name), {}, name .. "'s plan lists each resource once, with one action and its reasons")
+  t.eq(D.once(p), {}, name .. "'s plan lists each resource once, with one action and its reasons")
   local m = D.mark()
   local acc, aerr = tool.call(name, params, WHO)
   t.ok(acc and acc.operation_id, name .. " runs: " .. json.encode(aerr))
   if not acc then return end
   local v = op.wait(acc.operation_id)
-  if TEARDOWN[name] and v.status == "failed" and tostring((v.error or {}).code) == "DependencyViolation" then
-    -- the teardown's order (another part of issue 19): a run that failed midway cannot be compared
-    print("# teardown " .. name .. " (another part of issue 19): failed: " .. json.encode(v.error))
-    return v
-  end
   t.eq(v.status, "succeeded", name .. ": " .. json.encode(v.error))
   D.names(names)
   local done, unmapped = D.done(m, names)
   t.eq(unmapped, {}, name .. ": every mutation the sandbox recorded is one the harness maps")
   local planned = D.planned(p, names)
   local diff = D.compare(planned, done)
-  t.eq({ planned_not_done = unknown(diff.planned_not_done, name), done_not_planned = unknown(diff.done_not_planned, name) },
+  t.eq({ planned_not_done = diff.planned_not_done, done_not_planned = diff.done_not_planned },
     { planned_not_done = {}, done_not_planned = {} }, name .. ": the plan is what the run did")
   if o.again ~= false then
     local p2 = assert(tool.call(name, with { plan = true }, WHO))
@@ -183,7 +156,7 @@ t.test("fresh account with features: the plan's later stage is planned once it c
     with.plan = true
     local names = D.names()
     local p = assert(tool.call("cluster_create", with, WHO))
-    t.eq(unknown(D.once(p), "cluster_create"), {})
+    t.eq(D.once(p), {})
     local later = {}
     for _, e in ipairs(p.plan) do
       if e.action == "later" then later[#later + 1] = e.name .. ": " .. tostring(e.why) end
@@ -322,7 +295,7 @@ t.test("hyperpod_delete", function() differential("hyperpod_delete", {}, { again
 t.test("cluster_delete of an EKS-only cluster", function()
   differential("cluster_delete", { cluster_tag = "alfa" }, { again = false })
 end)
-t.test("cluster_delete of the cluster the tools above used (its plan's entries are another part of issue 19)",
+t.test("cluster_delete of the cluster the tools above used",
   function()
     differential("cluster_delete", { cluster_tag = "charlie" }, { again = false })
   end)
