@@ -87,7 +87,7 @@ t.test("the next cluster_create does the HyperPod stage again in a new child ope
   if not child then return t.skip("no child was cancelled") end
   local acc = assert(tool.call("cluster_create", PARAMS, E.WHO))
   t.ok(acc.operation_id ~= first, "a new operation")
-  local v = op.wait(acc.operation_id)
+  local v = op.wait(acc.operation_id, 4 * 3600) -- simulated time: far more than a create takes
   t.eq(v.status, "succeeded", json.encode(v.error))
   local hp
   for _, c in ipairs(v.children or {}) do if c.tool == "hyperpod_create" then hp = c end end
