@@ -521,7 +521,9 @@ function M.cancel(id, caller)
   local function stop(oid, why)
     local t = running[oid]
     if t then
-      t:cancel(why)
+      -- the task and every task it started: the parts a step runs side by
+      -- side (cluster_create's role and buckets beside its EKS stage) stop too
+      require("hypd._sched").cancel_tree(t, errors.new("CANCELLED", why))
       t:wait()
     end
     local now = store.op_get(oid)

@@ -91,6 +91,22 @@ function M.all(match)
   return out
 end
 
+-- fingerprint(match [, ids]) -> a text that changes when an operation at
+-- work on a target match names starts, ends or changes phase (its running
+-- children too), or when one of the operations ids does: cheap (hypd's
+-- store only), what a waiting status tool looks at between its reads
+function M.fingerprint(match, ids)
+  local parts = {}
+  if match then
+    for _, s in ipairs(M.all(match)) do parts[#parts + 1] = M.signature(s) end
+  end
+  for _, id in ipairs(ids or {}) do
+    local v = hypd.operations.get(id)
+    parts[#parts + 1] = v and M.signature(M.short(v)) or (tostring(id) .. "=gone")
+  end
+  return table.concat(parts, " ")
+end
+
 -- signature(short) -> a text that changes when the operation's status or
 -- phase, or a running child's, does (what a waiting caller watches)
 function M.signature(short)

@@ -11,6 +11,7 @@
 local M = {}
 
 M.EVERY = 5 -- seconds between looks at AWS or Kubernetes while a caller waits
+M.QUICK = 0.5 -- seconds between looks at hypd's own operations (its store)
 
 -- the states a thing leaves by itself (AWS, Kubernetes and hypd spellings,
 -- compared without case, '_', '-' or spaces)
@@ -41,7 +42,9 @@ end
 -- spec.read() -> the answer as it is now; spec.settled(answer) -> true when
 -- nothing on it will change by itself; spec.signature(answer) -> a text
 -- that differs when what the answer reports changed; spec.every: seconds
--- between reads (default EVERY)
+-- between reads (default EVERY); spec.quick() -> a cheap text (hypd's own
+-- operations: workflows _running's fingerprint) looked at every QUICK
+-- seconds between reads, so a change of an operation is answered at once
 function M.follow(seconds, spec)
   local started = hypd.now()
   local out = spec.read()
@@ -52,7 +55,15 @@ function M.follow(seconds, spec)
   while true do
     local left = deadline - hypd.now()
     if left <= 0 then return out, waited(started, "timeout") end
-    hypd.sleep(math.min(spec.every or M.EVERY, left))
+    local next_read = hypd.now() + math.min(spec.every or M.EVERY, left)
+    if spec.quick then
+      local q = spec.quick()
+      repeat
+        hypd.sleep(math.min(M.QUICK, next_read - hypd.now()))
+      until hypd.now() >= next_read or spec.quick() ~= q
+    else
+      hypd.sleep(next_read - hypd.now())
+    end
     out = spec.read()
     if spec.signature(out) ~= before then return out, waited(started, "changed") end
   end

@@ -103,6 +103,7 @@ return tool {
     end
     local waited
     view, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(tag and on_tag(tag, true), { id }) end,
       settled = function(v) return v.status ~= "running" and not v.operation and not W.any_moving(aws_states(v)) end,
       signature = function(v)
         return R.signature(R.short(v)) .. " " .. R.signature(v.operation) .. " " .. table.concat(aws_states(v), ",")

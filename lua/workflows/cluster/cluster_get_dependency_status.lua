@@ -38,6 +38,7 @@ return tool {
     -- cluster's dependencies and no item is on its way (workflows _wait)
     local target = "deps/" .. info.region .. "/" .. info.name
     local out, waited = W.follow(p.wait_seconds, {
+      quick = function() return R.fingerprint(target) end,
       read = function()
         local v = status.view(ctx, info, p)
         local at_work = R.on(target)

@@ -43,8 +43,10 @@ return tool {
   run = function(ctx, p)
     -- read() -> the operation (with the child it runs, and the top-level
     -- one at work on the node group when that is another) and the live group
+    local watch -- the node group's operations, once found
     local function read()
       local view = find(p)
+      if view then watch = view.target end
       if view then view.running_child = R.short(view).running_child end
       local st = view and hypd.operations.state(view.operation_id) or {}
       local cluster, group = st.cluster, st.node_group
@@ -74,6 +76,7 @@ return tool {
     end
     local function running(x) return (x.operation ~= hypd.json.null and x.operation.status == "running") or x.at_work end
     local out, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(watch) end,
       -- settled: nothing at work, and the group not on its way (its Ready nodes as many as desired)
       settled = function(x)
         local g = x.node_group

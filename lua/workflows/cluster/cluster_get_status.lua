@@ -78,10 +78,17 @@ return tool {
     "sagemaker:DescribeCluster" },
   params = { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds },
   run = function(ctx, p)
+    local watch -- the cluster's name and tag, once read
     local sigs, settled = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
     local out, waited = W.follow(p.wait_seconds, { every = PACE,
+      quick = function()
+        return R.fingerprint(watch and function(target)
+          return target:find(watch.name, 1, true) ~= nil or (watch.tag and target:find("/" .. watch.tag, 1, true)) ~= nil
+        end)
+      end,
       read = function()
         local o, sig, calm = view(ctx, p)
+        watch = { name = o.eks.name, tag = o.eks.cluster_tag }
         sigs[o], settled[o] = sig, calm
         return o
       end,

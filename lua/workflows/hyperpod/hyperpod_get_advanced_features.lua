@@ -93,6 +93,7 @@ return tool {
       return table.concat(parts, " ")
     end
     local out, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(target, { p.operation_id }) end,
       settled = function(x)
         if x.operation and x.operation.status == "running" or W.moving(x.hyperpod_status) then return false end
         for _, f in pairs(x.features) do if W.moving(f.state or f.status) then return false end end

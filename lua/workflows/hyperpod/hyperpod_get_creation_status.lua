@@ -123,6 +123,7 @@ return tool {
     end
     local waited
     view, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(eks0 and ("hyperpod/" .. region0 .. "/" .. eks0), { id }) end,
       settled = function(v)
         if v.status == "running" or v.operation then return false end
         for _, s in ipairs(states(v)) do if W.moving((s:match("^[^/]*"))) then return false end end

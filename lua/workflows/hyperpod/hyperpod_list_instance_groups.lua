@@ -93,6 +93,7 @@ return tool {
       return table.concat(parts, " ")
     end
     local out, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(prefix, { p.operation_id }) end,
       settled = function(x)
         if x.operation and x.operation.status == "running" or W.moving(x.hyperpod_cluster.status) then return false end
         for _, g in ipairs(x.instance_groups) do if W.moving(g.status) then return false end end

@@ -77,6 +77,7 @@ return tool {
         kubernetes_error = kerr, operation = R.on(prefix) }
     end
     local out, waited = W.follow(p.wait_seconds, { read = read, every = WAIT_EVERY,
+      quick = function() return R.fingerprint(prefix) end,
       signature = function(x) return fingerprint(x.nodes) .. " " .. R.signature(x.operation) end,
       -- settled: nothing at work, every node Running and, where Kubernetes answered, Ready
       settled = function(x)

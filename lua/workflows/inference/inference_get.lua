@@ -64,6 +64,7 @@ return tool {
       return v
     end
     local v, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(target) end,
       -- settled: no operation on it, every replica ready, no pod on its way
       settled = function(x)
         if x.operation then return false end

@@ -147,6 +147,7 @@ return tool {
       return s
     end
     local s, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(target, { opv and opv.operation_id }) end,
       settled = function(x)
         return not (x.operation and x.operation.status == "running") and (B.DONE[x.phase] or x.phase == "Deleted")
       end,

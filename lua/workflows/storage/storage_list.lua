@@ -95,6 +95,7 @@ return tool {
   run = function(ctx, p)
     -- read() -> the storages now, the operation named (with the child it
     -- runs) and the top-level operation at work on the cluster's storage
+    local watch -- the cluster's storage targets, once read
     local function read()
       local out = {}
       local q = { cluster = p.cluster, region = p.region }
@@ -117,7 +118,8 @@ return tool {
         out.error = type(err) == "table" and { code = err.code, message = err.message } or { message = tostring(err) }
       end
       if out.cluster and out.region then
-        local at_work = R.on("storage/" .. out.region .. "/" .. out.cluster)
+        watch = "storage/" .. out.region .. "/" .. out.cluster
+        local at_work = R.on(watch)
         if at_work and not (out.operation and out.operation.operation_id == at_work.operation_id) then
           if out.operation then out.at_work = at_work else out.operation = at_work end
         end
@@ -141,6 +143,7 @@ return tool {
       return (x.operation and x.operation.status == "running") or (o and o.status == "running")
     end
     local out, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(watch, { p.operation_id }) end,
       settled = function(x)
         if running(x) then return false end
         for _, s in ipairs(states(x)) do

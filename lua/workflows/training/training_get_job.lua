@@ -137,6 +137,7 @@ return tool {
     -- a job that runs moves on by itself: only a finished one (or none, with
     -- nothing at work on it) is settled
     local s, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(target) end,
       settled = function(x) return not x.operation and (x.exists == false or J.DONE[x.phase] == true) end })
     if waited then s.waited, s.changed = waited, waited.ended == "changed" end
     if job then s.mlflow = metrics(ctx, job) end

@@ -33,11 +33,10 @@ return tool {
       local act = hypd.clusters.active() or {}
       cluster_name = p.cluster or act.name or "?"
     end
-    local function read()
-      -- training_setup_mlflow's target names the server, or "default" for the cluster's own
-      local at = string.format("mlflow/%s/%s/", region, cluster_name)
-      return { d = ML.describe(ctx, name), op = R.on(p.name and { at .. name } or { at .. name, at .. "default" }) }
-    end
+    -- training_setup_mlflow's target names the server, or "default" for the cluster's own
+    local at = string.format("mlflow/%s/%s/", region, cluster_name)
+    local match = p.name and { at .. name } or { at .. name, at .. "default" }
+    local function read() return { d = ML.describe(ctx, name), op = R.on(match) } end
     local now = read()
     if not now.d and not now.op then
       hypd.errors.raise("NOT_FOUND", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
@@ -51,7 +50,7 @@ return tool {
       end,
       settled = function(x) return not x.op and not W.moving(x.d and x.d.TrackingServerStatus or "Deleted") end,
       signature = function(x) return tostring(x.d and x.d.TrackingServerStatus or "Deleted") .. " " .. R.signature(x.op) end,
-      every = 30 })
+      quick = function() return R.fingerprint(match) end, every = 30 })
     local d = w.d or { TrackingServerName = name, TrackingServerStatus = now.d and "Deleted" or "NotCreated" }
     local changed = waited ~= nil and waited.ended == "changed"
     local out = ML.view(d)
