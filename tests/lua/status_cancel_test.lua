@@ -12,7 +12,7 @@ local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
-local sandbox_srv = H.sandbox_here() -- kept: the server stops when collected
+H.sandbox_here() -- it keeps its server for the life of the process
 local E = dofile("tests/lua/eks_helpers.lua")
 
 local PARAMS = { cluster_tag = "cxl", instance_type = "ml.g5.12xlarge", instance_count = 1,

@@ -5,7 +5,8 @@
 --     a finished stage; with wait_seconds it answers at the first change;
 --   * for every staged tool whose status tool is a read tool: while an
 --     operation of it runs on a target, its status tool asked about that
---     target reports that operation (running) and never says succeeded;
+--     target reports that operation (running), and with wait_seconds
+--     answers at the operation's next phase ("changed");
 --   * for every tool with wait_seconds: on a settled target the answer comes
 --     at once (simulated time) with waited.ended = "settled"; on a target in
 --     a passing state it comes at the first change ("changed"), before the
@@ -18,7 +19,7 @@ local tool = require "hypd.tool"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tools").load()
 
-local sandbox_srv = H.sandbox_here() -- kept: the server stops when collected
+H.sandbox_here() -- it keeps its server for the life of the process
 local E = dofile("tests/lua/eks_helpers.lua")
 local ADMIN = { name = "status-tester", scope = "admin", front = "test" }
 local TAG, EKS = "stw", "hypd-stw"
@@ -134,7 +135,7 @@ end
 t.test("for every staged tool with a read status tool: while its operation runs on a target, the status tool " ..
   "reports that operation", function()
   if not created then return t.skip("no cluster") end
-  local checked, expected = 0, 0
+  local checked, expected, waits = 0, 0, 0
   for _, def in ipairs(tool.list()) do
     local st = def.steps and def.status_tool and tool.get(def.status_tool)
     if st and st.kind == "read" and st.name ~= "operation_get" then
@@ -146,10 +147,13 @@ t.test("for every staged tool with a read status tool: while its operation runs 
         local params, perr = tool.validate(setmetatable({ check = false }, { __index = def }), case[1])
         t.ok(params, def.name .. ": valid parameters: " .. json.encode(perr))
         if params then
-          -- the tool's own definition and target, with one step that waits
+          -- the tool's own definition and target, with one step that moves
+          -- to a new phase every 20 s (simulated) and never ends
           local blocked = setmetatable({ steps = { { name = "work", run = function(ctx)
-            ctx:phase("working on it")
-            task.sleep(1e7)
+            for i = 1, 1e6 do
+              ctx:phase("working on it, part " .. i)
+              task.sleep(20)
+            end
           end } } }, { __index = def })
           local acc, err = op.start(blocked, params, { name = "status-tester", front = "test" })
           t.ok(acc, def.name .. ": started: " .. json.encode(err))
@@ -159,6 +163,18 @@ t.test("for every staged tool with a read status tool: while its operation runs 
             local seen = reported(r or {})
             t.eq(seen[acc.operation_id], "running", st.name .. " reports the running " .. def.name .. " " ..
               acc.operation_id .. ": " .. json.encode(seen))
+            if st.params.wait_seconds then
+              -- at work: not settled; the next phase is the first change
+              local args = {}
+              for k, v in pairs(case[2]) do args[k] = v end
+              args.wait_seconds = 300
+              local w, werr, took = timed(st.name, args)
+              t.ok(w, st.name .. " wait_seconds: " .. json.encode(werr))
+              t.eq((w and w.waited or {}).ended, "changed", st.name .. " while " .. def.name .. " runs: " ..
+                json.encode(w and w.waited))
+              t.ok(took < 60, st.name .. ": at the change (" .. took .. " s), not at the timeout")
+              waits = waits + 1
+            end
             op.cancel(acc.operation_id, { name = "status-tester" })
             checked = checked + 1
           end
@@ -168,6 +184,7 @@ t.test("for every staged tool with a read status tool: while its operation runs 
   end
   t.eq(checked, expected, "every staged tool with a read status tool was checked")
   t.ok(expected >= 25, "the registry's staged tools: " .. expected)
+  t.ok(waits >= 20, "status tools with wait_seconds answered at the change: " .. waits)
 end)
 
 -- settled cases: a tool with wait_seconds, the arguments that name a thing
