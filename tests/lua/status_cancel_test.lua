@@ -98,3 +98,27 @@ t.test("the next cluster_create does the HyperPod stage again in a new child ope
   t.ok((((v.result or {}).stages or {}).hyperpod_create or {}).hyperpod_cluster ~= nil or
     (v.result or {}).hyperpod_cluster ~= nil, "the result names the HyperPod cluster: " .. json.encode(v.result))
 end)
+
+t.test("cancelled in its first stage, cluster_create stops cluster_create_eks and the work beside it", function()
+  local acc = assert(tool.call("cluster_create", { cluster_tag = "cxe", instance_type = "ml.g5.12xlarge",
+    instance_count = 1, availability_zone = "us-west-2a" }, E.WHO))
+  local eks
+  for _ = 1, 2000 do
+    eks = running_child(acc.operation_id, "cluster_create_eks")
+    if eks or op.get(acc.operation_id).status ~= "running" then break end
+    task.sleep(0.5)
+  end
+  t.ok(eks, "cluster_create_eks runs as a child")
+  if not eks then return end
+  local v = assert(tool.call("operation_cancel", { operation_id = acc.operation_id }, E.WHO))
+  t.eq({ v.status, op.get(eks.operation_id).status }, { "cancelled", "cancelled" }, "both are cancelled")
+  local m = E.mark()
+  task.sleep(3600)
+  local counts = E.since(m)
+  local mutations = {}
+  for k, x in pairs(counts) do
+    local svc, o = k:match("^(%S+) (%S+)$")
+    if E.is_mutation(svc, o) then mutations[#mutations + 1] = k .. " x" .. x end
+  end
+  t.eq(mutations, {}, "no mutation after the cancel, from the stage or from the work beside it")
+end)
