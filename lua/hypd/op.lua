@@ -522,8 +522,15 @@ function M.cancel(id, caller)
     local t = running[oid]
     if t then
       -- the task and every task it started: the parts a step runs side by
-      -- side (cluster_create's role and buckets beside its EKS stage) stop too
-      require("hypd._sched").cancel_tree(t, errors.new("CANCELLED", why))
+      -- side (cluster_create's role and buckets beside its EKS stage) stop
+      -- too; not the task asking (one a step started, e.g. an event
+      -- subscriber's), which would stop itself half way
+      local me = task.current()
+      local function tree(x)
+        for c in pairs(x.children or {}) do tree(c) end
+        if x ~= me then x:cancel(why) end
+      end
+      tree(t)
       t:wait()
     end
     local now = store.op_get(oid)
