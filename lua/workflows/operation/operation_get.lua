@@ -9,7 +9,7 @@ return tool {
   description = "Shows one operation by id: its status (running, succeeded, failed, cancelled), the phase it " ..
     "is in, each step with start, finish and duration, the result or the error, and its child operations. " ..
     "With wait_seconds it answers at once when the operation has ended, else as soon as its phase or " ..
-    "status (or a running child's) changes, else when the time is up; waited says which.",
+    "status changes, else when the time is up; waited says which (the children show each child's phase).",
   kind = "read",
   params = { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds },
   result = require "operation._view",
@@ -24,7 +24,9 @@ return tool {
     -- the store is local: a change is seen within half a second
     local out, waited = W.follow(p.wait_seconds, { read = read, every = 0.5,
       settled = function(v) return v.status ~= "running" end,
-      signature = function(v) return R.signature(R.short(v)) end })
+      -- its own phase and status (a follower sees each child in children;
+      -- cluster_get_creation_status follows the stages too)
+      signature = function(v) return tostring(v.status) .. "/" .. tostring(v.phase) end })
     out.waited = waited
     return out
   end,
