@@ -116,7 +116,8 @@ function M.view(rec)
     params = rec.params, caller = rec.caller, frontend = rec.frontend, steps = rec.steps, result = rec.result,
     error = rec.error, created_at = rec.created_at, updated_at = rec.updated_at, finished_at = rec.finished_at,
     seconds = (rec.finished_at or core.now()) - rec.created_at, status_tool = def and def.status_tool,
-    parent = meta.parent, children = children, source = meta.source, source_hash = meta.hash }
+    parent = meta.parent, children = children, source = meta.source, source_hash = meta.hash,
+    cancelled_by = rec.status == "cancelled" and store.get(cancel_key(rec.id)) or nil }
 end
 
 function M.get(id) return store.op_get(id) end
@@ -557,21 +558,73 @@ function M.resume()
   return n
 end
 
--- cancel(id, caller) -> view | nil, err
+-- running_descendants(id) -> the running operations under id (its
+-- children, theirs, ...), parents before their children
+local function running_descendants(id, out, seen)
+  out, seen = out or {}, seen or { [id] = true }
+  for key in pairs(store.list(child_prefix(id)) or {}) do
+    local cid = key:sub(#child_prefix(id) + 1)
+    local c = not seen[cid] and store.op_get(cid)
+    if c then
+      seen[cid] = true
+      if c.status == "running" then out[#out + 1] = c end
+      running_descendants(cid, out, seen)
+    end
+  end
+  return out
+end
+
+-- cancel(id, caller) -> view | nil, err. The operation's running children
+-- (and theirs) are cancelled with it: a child left running would go on
+-- making what the caller stopped, and a later call would find it done.
+-- Every one is marked first, so none of them reads the others' end as a
+-- failure; then the parent stops (it starts nothing more), then each
+-- child. The view's cancelled lists what was stopped.
 function M.cancel(id, caller)
   local rec = store.op_get(id)
   if not rec then return errors.fail("NOT_FOUND", "no operation " .. tostring(id), { field = "operation_id" }) end
   if rec.status ~= "running" then
     return errors.fail("CONFLICT", "operation " .. id .. " is already " .. rec.status, { field = "operation_id" })
   end
-  assert(store.put(cancel_key(id), { by = caller and caller.name or "local", at = core.now() }))
+  local by, at = caller and caller.name or "local", core.now()
+  local under = running_descendants(id)
+  assert(store.put(cancel_key(id), { by = by, at = at }))
+  for _, c in ipairs(under) do assert(store.put(cancel_key(c.id), { by = by, at = at, with = id })) end
   store.event("audit", id, { tool = "operation_cancel", caller = caller and caller.name, front = caller and caller.front })
-  local t = running[id]
-  if t then
-    t:cancel("operation " .. id .. " was cancelled by " .. tostring(caller and caller.name or "local"))
-    t:wait()
+  local function stop(oid, why)
+    local t = running[oid]
+    if t then
+      -- the task and every task it started: the parts a step runs side by
+      -- side (cluster_create's role and buckets beside its EKS stage) stop
+      -- too; not the task asking (one a step started, e.g. an event
+      -- subscriber's), which would stop itself half way
+      local me = task.current()
+      local function tree(x)
+        for c in pairs(x.children or {}) do tree(c) end
+        if x ~= me then x:cancel(why) end
+      end
+      tree(t)
+      t:wait()
+    end
+    local now = store.op_get(oid)
+    if now and now.status == "running" and not running[oid] and oid ~= id then
+      -- no task of this process runs it (not resumed yet): it ends here
+      local r = { id = oid, tool = now.tool, target = now.target, status = "cancelled" }
+      store.op_update(oid, { status = "cancelled", finished_at = true, phase = "cancelled during " ..
+        tostring(now.phase), error = { code = "CANCELLED", message = why } })
+      emit("operation.cancelled", r, { message = why })
+    end
   end
-  return M.view(store.op_get(id))
+  stop(id, "operation " .. id .. " was cancelled by " .. tostring(by))
+  for _, c in ipairs(under) do stop(c.id, "operation " .. c.id .. " was cancelled with " .. id .. " by " .. by) end
+  local view = M.view(store.op_get(id))
+  view.cancelled = json.array { { operation_id = id, tool = rec.tool, status = view.status, phase = view.phase } }
+  for _, c in ipairs(under) do
+    local now = store.op_get(c.id) or c
+    view.cancelled[#view.cancelled + 1] = { operation_id = c.id, tool = c.tool, status = now.status,
+      phase = now.phase }
+  end
+  return view
 end
 
 -- wait(id [, timeout]) -> view once the operation is no longer running (or

@@ -22,7 +22,9 @@ M.operation_id = { type = "string", pattern = "^op-[0-9a-f]{16}$",
 
 M.wait_seconds = { type = "integer", minimum = 0, maximum = 300, default = 0,
   description = "wait up to this many seconds for a change (the phase or status; for events, a new event) " ..
-    "before answering; 0 answers at once" }
+    "before answering: at once when nothing is at work on it and it is in no passing state (Creating, " ..
+    "Pending, ...), else at the first change, else when the time is up; waited = {seconds, ended = settled, " ..
+    "changed or timeout} says which. 0 answers at once" }
 
 -- HyperPod decisions, shared by the tools that create and change capacity
 M.instance_type = { type = "string", pattern = "^ml\\.[a-z0-9-]+\\.[a-z0-9]+$",

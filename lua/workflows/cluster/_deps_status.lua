@@ -11,7 +11,7 @@ local M = {}
 local TOOL = "cluster_configure_dependencies"
 
 -- operation(info, p) -> the view of the operation to show (p.operation_id,
--- else the latest for the cluster), after waiting p.wait_seconds for a change
+-- else the latest for the cluster)
 local function operation(info, p)
   local view
   if p.operation_id then
@@ -27,10 +27,7 @@ local function operation(info, p)
       if v.target == target then view = v break end
     end
   end
-  if view and (p.wait_seconds or 0) > 0 and view.status == "running" then
-    view = hypd.operations.wait(view.operation_id, p.wait_seconds)
-  end
-  return view
+  return view -- (cluster_get_dependency_status waits, with workflows _wait)
 end
 
 local function note_error(item, err)

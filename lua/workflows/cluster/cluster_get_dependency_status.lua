@@ -2,6 +2,8 @@
 -- now (read from AWS and the Kubernetes API, never remembered), with the
 -- cluster_configure_dependencies operation that works on it.
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local D = require "cluster._deps"
 local status = require "cluster._deps_status"
 
@@ -34,6 +36,35 @@ return tool {
   },
   run = function(ctx, p)
     local info = D.cluster(ctx, p)
-    return status.view(ctx, info, p)
+    -- the view now; with wait_seconds, settled once nothing runs on the
+    -- cluster's dependencies and no item is on its way (workflows _wait)
+    local target = "deps/" .. info.region .. "/" .. info.name
+    local out, waited = W.follow(p.wait_seconds, {
+      quick = function() return R.fingerprint(target) end,
+      read = function()
+        local v = status.view(ctx, info, p)
+        local at_work = R.on(target)
+        if at_work then
+          v.operation = v.operation or {}
+          if v.operation.operation_id == at_work.operation_id then
+            v.operation.running_child = at_work.running_child
+          else
+            v.operation.top = at_work
+          end
+        end
+        return v
+      end,
+      settled = function(v)
+        if v.operation and (v.operation.status == "running" or v.operation.top) then return false end
+        return (v.counts.pending or 0) == 0
+      end,
+      signature = function(v)
+        local parts = { R.signature(v.operation and v.operation.status == "running" and v.operation or nil),
+          R.signature(v.operation and v.operation.top) }
+        for _, it in ipairs(v.items) do parts[#parts + 1] = tostring(it.item) .. "=" .. tostring(it.state) end
+        return table.concat(parts, " ")
+      end })
+    out.waited = waited
+    return out
   end,
 }

@@ -1,6 +1,8 @@
 -- cluster_get_status: one EKS cluster, its add-ons, its HyperPod cluster
 -- and the operations running on it.
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local hp = require "cluster._hyperpods"
 
 local PACE = 15 -- seconds between looks while a caller waits for a change
@@ -31,9 +33,18 @@ local function view(ctx, p)
   end
   local ops = {}
   local tag = (c.tags or {})[hp.TAG]
+  -- the top-level operations at work on the cluster (cluster_create, not the
+  -- stage it runs now), each with the child it runs
+  local seen = {}
   for _, v in ipairs(hypd.operations.list { status = "running" }) do
     if v.target and (v.target:find(name, 1, true) or (tag and v.target:find("/" .. tag, 1, true))) then
-      ops[#ops + 1] = { operation_id = v.operation_id, tool = v.tool, phase = v.phase }
+      local top = R.top(v)
+      if top.status == "running" and not seen[top.operation_id] then
+        seen[top.operation_id] = true
+        local s = R.short(top)
+        ops[#ops + 1] = { operation_id = s.operation_id, tool = s.tool, phase = s.phase, target = s.target,
+          running_child = s.running_child }
+      end
     end
   end
   local act = hypd.clusters.active()
@@ -49,8 +60,11 @@ local function view(ctx, p)
   for _, g in ipairs(hyperpod and hyperpod.instance_groups or {}) do
     sig[#sig + 1] = g.name .. "=" .. tostring(g.status) .. "/" .. tostring(g.current) .. "/" .. tostring(g.target)
   end
-  for _, o in ipairs(ops) do sig[#sig + 1] = o.operation_id .. "=" .. tostring(o.phase) end
-  return out, table.concat(sig, " ")
+  for _, o in ipairs(ops) do sig[#sig + 1] = R.signature(o) end
+  local moving = #ops > 0 or W.any_moving(sig) ~= nil
+  for _, a in ipairs(addons) do moving = moving or W.moving(a.status) end
+  for _, g in ipairs(hyperpod and hyperpod.instance_groups or {}) do moving = moving or W.moving(g.status) end
+  return out, table.concat(sig, " "), not moving
 end
 
 return tool {
@@ -66,14 +80,23 @@ return tool {
     "sagemaker:DescribeCluster" },
   params = { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds },
   run = function(ctx, p)
-    local out, sig = view(ctx, p)
-    local deadline = hypd.now() + p.wait_seconds
-    while hypd.now() + PACE <= deadline do
-      ctx:sleep(PACE)
-      local now, s = view(ctx, p)
-      if s ~= sig then return now end
-      out = now
-    end
+    local watch -- the cluster's name and tag, once read
+    local sigs, settled = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
+    local out, waited = W.follow(p.wait_seconds, { every = PACE,
+      quick = function()
+        return R.fingerprint(watch and function(target)
+          return target:find(watch.name, 1, true) ~= nil or (watch.tag and target:find("/" .. watch.tag, 1, true)) ~= nil
+        end)
+      end,
+      read = function()
+        local o, sig, calm = view(ctx, p)
+        watch = { name = o.eks.name, tag = o.eks.cluster_tag }
+        sigs[o], settled[o] = sig, calm
+        return o
+      end,
+      settled = function(o) return settled[o] end,
+      signature = function(o) return sigs[o] end })
+    out.waited = waited
     return out
   end,
 }

@@ -2,6 +2,8 @@
 -- features of a HyperPod cluster, read now from AWS and Kubernetes (never a
 -- remembered one), and the operation changing them, if any.
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local F = require "hyperpod._feat"
 local S = require "hyperpod._feat_steps"
 
@@ -38,39 +40,68 @@ return tool {
   },
   run = function(ctx, p)
     local env = F.env(ctx, p)
-    local view
-    if p.operation_id then
-      view = hypd.operations.get(p.operation_id)
-      if not view or not TOOLS[view.tool] then
-        hypd.errors.raise("NOT_FOUND", "no managed-features operation " .. p.operation_id,
-          { fields = { { field = "operation_id", rule = "exists", message = "operation_id: not one of these tools'" } } })
+    local target = S.target { cluster = env.eks, region = env.region }
+    local first = true
+    -- read() -> the features now, with the operation shown: the one named,
+    -- else the top-level one at work on the cluster's features (a
+    -- cluster_create running this stage), else the latest of these tools
+    local function read()
+      if not first then env = F.refresh(ctx, env) end
+      first = false
+      local view
+      if p.operation_id then
+        view = hypd.operations.get(p.operation_id)
+        if not view or not TOOLS[view.tool] then
+          hypd.errors.raise("NOT_FOUND", "no managed-features operation " .. p.operation_id,
+            { fields = { { field = "operation_id", rule = "exists", message = "operation_id: not one of these tools'" } } })
+        end
+      else
+        for _, v in ipairs(hypd.operations.list { target = target, limit = 20 }) do
+          if TOOLS[v.tool] and (not view or v.created_at > view.created_at) then view = v end
+        end
       end
-    else
-      local target = S.target { cluster = env.eks, region = env.region }
-      for _, v in ipairs(hypd.operations.list { target = target, limit = 20 }) do
-        if TOOLS[v.tool] and (not view or v.created_at > view.created_at) then view = v end
+      local only
+      if p.features then
+        only = {}
+        for _, f in ipairs(p.features) do only[f] = true end
       end
+      local features = {}
+      for _, name in ipairs(F.ORDER) do
+        if not only or only[name] then features[name] = S.read(ctx, env, name) end
+      end
+      local op
+      if view then
+        op = { operation_id = view.operation_id, tool = view.tool, status = view.status, phase = view.phase,
+          error = view.error, created_at = view.created_at, finished_at = view.finished_at, steps = view.steps }
+        if view.status == "running" then
+          local top = R.short(R.top(view))
+          op.running_child = R.short(view).running_child
+          if top.operation_id ~= view.operation_id then op.top = top end
+        end
+      end
+      local at_work = R.on(target)
+      if at_work and not (op and op.status == "running") then op = at_work end
+      return { cluster = env.eks, region = env.region, hyperpod_cluster = env.hp_name,
+        has_hyperpod = env.hyperpod ~= nil, hyperpod_status = env.hyperpod and env.hyperpod.ClusterStatus,
+        features = features, operation = op }
     end
-    if view and p.wait_seconds > 0 and view.status == "running" then
-      view = hypd.operations.wait(view.operation_id, p.wait_seconds)
-      env = F.refresh(ctx, env)
+    local function sig(x)
+      local parts = { tostring(x.hyperpod_status), R.signature(x.operation and x.operation.status == "running" and
+        x.operation or nil) }
+      for _, name in ipairs(F.ORDER) do
+        local f = x.features[name]
+        if f then parts[#parts + 1] = name .. "=" .. tostring(f.state or f.status) end
+      end
+      return table.concat(parts, " ")
     end
-    local only
-    if p.features then
-      only = {}
-      for _, f in ipairs(p.features) do only[f] = true end
-    end
-    local features = {}
-    for _, name in ipairs(F.ORDER) do
-      if not only or only[name] then features[name] = S.read(ctx, env, name) end
-    end
-    local op
-    if view then
-      op = { operation_id = view.operation_id, tool = view.tool, status = view.status, phase = view.phase,
-        error = view.error, created_at = view.created_at, finished_at = view.finished_at, steps = view.steps }
-    end
-    return { cluster = env.eks, region = env.region, hyperpod_cluster = env.hp_name,
-      has_hyperpod = env.hyperpod ~= nil, hyperpod_status = env.hyperpod and env.hyperpod.ClusterStatus,
-      features = features, operation = op }
+    local out, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(target, { p.operation_id }) end,
+      settled = function(x)
+        if x.operation and x.operation.status == "running" or W.moving(x.hyperpod_status) then return false end
+        for _, f in pairs(x.features) do if W.moving(f.state or f.status) then return false end end
+        return true
+      end })
+    out.waited = waited
+    return out
   end,
 }

@@ -4,6 +4,8 @@
 -- has).
 local P = require "_params"
 local create = require "hyperpod._create"
+local R = require "_running"
+local W = require "_wait"
 
 local TOOLS = { hyperpod_create = true, hyperpod_add_instance_group = true }
 
@@ -14,7 +16,10 @@ local function latest(prefix)
   for name in pairs(TOOLS) do
     for _, v in ipairs(hypd.operations.list { tool = name, limit = 200 }) do
       local t = tostring(v.target)
-      if (t == prefix or t:sub(1, #prefix + 1) == prefix .. "/") and (not best or v.created_at > best.created_at) then
+      -- one that runs before any that ended: a finished one never hides the work going on
+      local vr, br = v.status == "running", best ~= nil and best.status == "running"
+      local better = not best or (vr and not br) or (vr == br and v.created_at > best.created_at)
+      if (t == prefix or t:sub(1, #prefix + 1) == prefix .. "/") and better then
         best = v
       end
     end
@@ -89,15 +94,45 @@ return tool {
       hypd.errors.raise("NOT_FOUND", "no hyperpod_create or hyperpod_add_instance_group operation for " ..
         tostring(p.operation_id or p.cluster or "the active cluster"))
     end
-    if p.wait_seconds > 0 then view = hypd.operations.wait(view.operation_id, p.wait_seconds) end
-    local st = hypd.operations.state(view.operation_id) or {}
-    if not st.hyperpod_name then -- stopped before it saved what it works on: what hypd knows of the cluster
-      local region, eks = tostring(view.target):match("^hyperpod/([^/]+)/([^/]+)")
-      local rec = eks and hypd.clusters.get(eks, region)
-      if rec and rec.hyperpod then st = { hyperpod_name = rec.hyperpod.name, eks_name = eks, region = region } end
+    local id = view.operation_id
+    local region0, eks0 = tostring(view.target):match("^hyperpod/([^/]+)/([^/]+)")
+    -- read() -> the operation now with the child it runs, the top-level
+    -- operation at work on the cluster when that is another (cluster_create
+    -- running this stage), and the live state
+    local function read()
+      local v = hypd.operations.get(id)
+      v.running_child = R.short(v).running_child
+      local top = v.status == "running" and R.short(R.top(v)) or (eks0 and R.on("hyperpod/" .. region0 .. "/" .. eks0))
+      if top and top.operation_id ~= id then v.operation = top end
+      local st = hypd.operations.state(v.operation_id) or {}
+      if not st.hyperpod_name then -- stopped before it saved what it works on: what hypd knows of the cluster
+        local rec = eks0 and hypd.clusters.get(eks0, region0)
+        if rec and rec.hyperpod then st = { hyperpod_name = rec.hyperpod.name, eks_name = eks0, region = region0 } end
+      end
+      ctx.region = st.region or (v.params or {}).region or ctx.region
+      if st.hyperpod_name then v.aws = live(ctx, st) end
+      return v
     end
-    ctx.region = st.region or (view.params or {}).region or ctx.region
-    if st.hyperpod_name then view.aws = live(ctx, st) end
+    local function states(v)
+      local a, out = v.aws or {}, {}
+      out[1] = tostring(a.cluster_status)
+      for _, g in ipairs(a.instance_groups or {}) do
+        out[#out + 1] = tostring(g.status) .. "/" .. tostring(g.current_count) .. "/" .. tostring(g.nodes_ready)
+      end
+      return out
+    end
+    local waited
+    view, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(eks0 and ("hyperpod/" .. region0 .. "/" .. eks0), { id }) end,
+      settled = function(v)
+        if v.status == "running" or v.operation then return false end
+        for _, s in ipairs(states(v)) do if W.moving((s:match("^[^/]*"))) then return false end end
+        return true
+      end,
+      signature = function(v)
+        return R.signature(R.short(v)) .. " " .. R.signature(v.operation) .. " " .. table.concat(states(v), ",")
+      end })
+    view.waited = waited
     return view
   end,
 }

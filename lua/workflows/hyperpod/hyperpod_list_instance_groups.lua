@@ -2,6 +2,8 @@
 -- read from DescribeCluster (and EC2 for the zones of their subnets); the
 -- status tool of the capacity tools, following their operations.
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local cap = require "hyperpod._capacity"
 
 local TOOLS = { hyperpod_scale_instance_group = true, hyperpod_delete_instance_group = true,
@@ -47,31 +49,57 @@ return tool {
     hyperpod_cluster = { type = "object" }, instance_groups = { type = "array", items = { type = "object",
       properties = { subnets = { type = "array" }, security_groups = { type = "array" }, storage = { type = "array" },
         deep_health_checks = { type = "array" } } } },
-    operation = { type = "object" } } },
+    operation = { type = "object" }, waited = { type = "object" } } },
   run = function(ctx, p)
     local e = require("hyperpod._hp").eks(ctx, p)
-    local op = operation(p, cap.target({ cluster = e.name, region = e.region }) .. "/")
-    if op and p.wait_seconds > 0 and op.status == "running" then
-      op = hypd.operations.wait(op.operation_id, p.wait_seconds)
-    end
-    local _, d = cap.cluster(ctx, p)
-    local ids, seen = {}, {}
-    for _, g in ipairs(d.InstanceGroups or {}) do
-      for _, id in ipairs(cap.subnets(d, g)) do
-        if not seen[id] then ids[#ids + 1], seen[id] = id, true end
+    local prefix = cap.target({ cluster = e.name, region = e.region })
+    -- read() -> the groups now and the operation followed: the one named,
+    -- else the capacity operation running on the cluster, with the
+    -- top-level one at work on it (cluster_create's hyperpod stage)
+    local function read()
+      local op = operation(p, prefix .. "/")
+      local _, d = cap.cluster(ctx, p)
+      local ids, seen = {}, {}
+      for _, g in ipairs(d.InstanceGroups or {}) do
+        for _, id in ipairs(cap.subnets(d, g)) do
+          if not seen[id] then ids[#ids + 1], seen[id] = id, true end
+        end
       end
+      local zones = cap.zones(ctx, ids)
+      local groups = hypd.json.array()
+      for _, g in ipairs(d.InstanceGroups or {}) do groups[#groups + 1] = cap.view(d, g, zones) end
+      local out = { hyperpod_cluster = { name = d.ClusterName, arn = d.ClusterArn, status = d.ClusterStatus,
+        failure_message = d.FailureMessage, node_recovery = d.NodeRecovery,
+        node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
+        instance_groups = groups }
+      if op then
+        out.operation = { operation_id = op.operation_id, tool = op.tool, status = op.status, phase = op.phase,
+          target = op.target, error = op.error, result = op.result, seconds = op.seconds,
+          running_child = op.status == "running" and R.short(op).running_child or nil }
+      end
+      local top = R.on(prefix)
+      if top and not (op and op.operation_id == top.operation_id) then
+        if out.operation and out.operation.status == "running" then out.operation.top = top else out.operation = top end
+      end
+      return out
     end
-    local zones = cap.zones(ctx, ids)
-    local groups = hypd.json.array()
-    for _, g in ipairs(d.InstanceGroups or {}) do groups[#groups + 1] = cap.view(d, g, zones) end
-    local out = { hyperpod_cluster = { name = d.ClusterName, arn = d.ClusterArn, status = d.ClusterStatus,
-      failure_message = d.FailureMessage, node_recovery = d.NodeRecovery,
-      node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
-      instance_groups = groups }
-    if op then
-      out.operation = { operation_id = op.operation_id, tool = op.tool, status = op.status, phase = op.phase,
-        target = op.target, error = op.error, result = op.result, seconds = op.seconds }
+    local function sig(x)
+      local parts = { tostring(x.hyperpod_cluster.status), R.signature(x.operation and x.operation.status == "running"
+        and x.operation or nil) }
+      for _, g in ipairs(x.instance_groups) do
+        parts[#parts + 1] = tostring(g.name) .. "=" .. tostring(g.status) .. "/" .. tostring(g.current_count) .. "/" ..
+          tostring(g.target_count)
+      end
+      return table.concat(parts, " ")
     end
+    local out, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(prefix, { p.operation_id }) end,
+      settled = function(x)
+        if x.operation and x.operation.status == "running" or W.moving(x.hyperpod_cluster.status) then return false end
+        for _, g in ipairs(x.instance_groups) do if W.moving(g.status) then return false end end
+        return true
+      end })
+    out.waited = waited
     return out
   end,
 }

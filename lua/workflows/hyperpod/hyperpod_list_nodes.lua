@@ -3,6 +3,8 @@
 -- hyperpod-<instance id>: readiness and the HyperPod health label); the
 -- status tool of the node operations.
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local cap = require "hyperpod._capacity"
 
 local WAIT_EVERY = 15
@@ -62,25 +64,31 @@ return tool {
     wait_seconds = P.wait_seconds,
   },
   result = { type = "object", properties = { nodes = { type = "array" }, next_page_token = { type = "string" },
-    hyperpod_cluster = { type = "string" }, kubernetes_error = { type = "string" }, changed = { type = "boolean" } } },
+    hyperpod_cluster = { type = "string" }, kubernetes_error = { type = "string" }, changed = { type = "boolean" },
+    operation = { type = "object" }, waited = { type = "object" } } },
   run = function(ctx, p)
     local e = cap.cluster(ctx, p)
-    local nodes, nxt, kerr = page(ctx, e, p)
-    local changed
-    if p.wait_seconds > 0 then
-      local before, deadline = fingerprint(nodes), hypd.now() + p.wait_seconds
-      changed = false
-      local first = true
-      ctx:poll { what = "a node of the page to change", every = math.min(WAIT_EVERY, p.wait_seconds),
-        timeout = p.wait_seconds + WAIT_EVERY, phase = false,
-        check = function()
-          if first then first = false; return false, "watching " .. #nodes .. " node(s)" end
-          nodes, nxt, kerr = page(ctx, e, p)
-          changed = fingerprint(nodes) ~= before
-          return changed or hypd.now() >= deadline
-        end }
+    local prefix = cap.target({ cluster = e.name, region = e.region })
+    -- read() -> the page now and the operation at work on the cluster's
+    -- capacity (hyperpod_create, a scale, an added group), if any
+    local function read()
+      local nodes, nxt, kerr = page(ctx, e, p)
+      return { hyperpod_cluster = e.hyperpod, cluster = e.name, nodes = nodes, next_page_token = nxt,
+        kubernetes_error = kerr, operation = R.on(prefix) }
     end
-    return { hyperpod_cluster = e.hyperpod, cluster = e.name, nodes = nodes, next_page_token = nxt,
-      kubernetes_error = kerr, changed = changed }
+    local out, waited = W.follow(p.wait_seconds, { read = read, every = WAIT_EVERY,
+      quick = function() return R.fingerprint(prefix) end,
+      signature = function(x) return fingerprint(x.nodes) .. " " .. R.signature(x.operation) end,
+      -- settled: nothing at work, every node Running and, where Kubernetes answered, Ready
+      settled = function(x)
+        if x.operation then return false end
+        for _, n in ipairs(x.nodes) do
+          if W.moving(n.instance_status) or (n.kubernetes and n.instance_status == "Running" and
+            not n.kubernetes.ready) then return false end
+        end
+        return true
+      end })
+    if waited then out.waited, out.changed = waited, waited.ended == "changed" end
+    return out
   end,
 }

@@ -6,6 +6,8 @@
 -- waits for any of that to change.
 local P = require "_params"
 local I = require "inference._inference"
+local R = require "_running"
+local W = require "_wait"
 
 return tool {
   name = "inference_get",
@@ -28,29 +30,57 @@ return tool {
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
   run = function(ctx, p)
-    local e, conn, d = I.get(ctx, { name = p.name, namespace = p.namespace, cluster = p.cluster, region = p.region,
-      models = true })
+    local e = require("hyperpod._hp").eks(ctx, p)
+    local target = I.target({ cluster = e.name, region = e.region }, p.namespace .. "/" .. p.name)
     local opts = { tail = p.tail_lines, events = p.events }
-    local v = I.view(conn, d, opts)
-    if p.wait_seconds > 0 then
-      local before, deadline = I.signature(v), hypd.now() + p.wait_seconds
-      local first = true
-      ctx:poll { what = "the inference deployment to change", every = math.min(5, p.wait_seconds),
-        timeout = p.wait_seconds + 5, phase = false,
-        check = function()
-          if first then first = false; return false end
-          local now = I.find(conn, d.name, p.namespace)
-          if not now then return true end
-          return I.signature(I.view(conn, now, { tail = 0, events = 0 })) ~= before or hypd.now() >= deadline
-        end }
-      local now = I.find(conn, d.name, p.namespace)
-      if now and d.model then now.model, now.service = d.model, d.service end
-      if not now then
+    local first, conn, d = true, nil, nil
+    -- read() -> the deployment as it is now, with the operation at work on
+    -- it; before a deploy made anything, the operation alone
+    local function read()
+      local op = R.on(target)
+      local v
+      if first then
+        first = false
+        local ok, e2, c2, d2 = pcall(I.get, ctx, { name = p.name, namespace = p.namespace, cluster = p.cluster,
+          region = p.region, models = true })
+        if not ok then
+          if not (op and type(e2) == "table" and e2.code == "NOT_FOUND") then error(e2, 0) end
+          conn = ctx:k8s(e.name)
+        else
+          conn, d = c2, d2
+        end
+      end
+      local now = d and I.find(conn, d.name, p.namespace) or (not d and I.find(conn, p.name, p.namespace))
+      if now and d and d.model then now.model, now.service = d.model, d.service end
+      if now then
+        d = d or now
+        v = I.view(conn, now, opts)
+      elseif d then
         v = { name = p.name, namespace = p.namespace, kind = d.kind, gone = true }
       else
-        v = I.view(conn, now, opts)
+        v = { name = p.name, namespace = p.namespace, exists = false }
       end
-      v.changed = v.gone or I.signature(v) ~= before
+      v.operation = op
+      return v
+    end
+    local v, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(target) end,
+      -- settled: no operation on it, every replica ready, no pod on its way
+      settled = function(x)
+        if x.operation then return false end
+        if x.gone or x.exists == false then return true end
+        if x.replicas and x.replicas.ready ~= x.replicas.desired then return false end
+        for _, pod in ipairs(x.pods or {}) do
+          if W.moving(pod.phase) or not pod.ready or W.moving(pod.container_state) then return false end
+        end
+        return true
+      end,
+      signature = function(x)
+        return (x.gone and "gone" or x.exists == false and "absent" or I.signature(x)) .. " " .. R.signature(x.operation)
+      end })
+    if waited then
+      v.waited = waited
+      v.changed = waited.ended == "changed"
     end
     v.cluster, v.region = e.name, e.region
     return v

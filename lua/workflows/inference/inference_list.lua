@@ -2,6 +2,7 @@
 -- (container, pool, managed, jumpstart, router: the label
 -- hypd.io/inference-kind), with replicas ready of desired.
 local P = require "_params"
+local R = require "_running"
 local I = require "inference._inference"
 local hp = require "hyperpod._hp"
 
@@ -26,6 +27,8 @@ return tool {
     for _, d in ipairs(I.list(conn, p.namespace)) do
       if not p.kind or d.kind == p.kind then out[#out + 1] = I.summary(d) end
     end
-    return { cluster = e.name, region = e.region, deployments = out }
+    return { cluster = e.name, region = e.region, deployments = out,
+      -- the operations at work on the cluster's inference deployments (a delete going on among them)
+      operations = R.all("inference/" .. e.region .. "/" .. e.name) }
   end,
 }

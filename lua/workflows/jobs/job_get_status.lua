@@ -8,6 +8,8 @@ local B = require "jobs._batch"
 local D = require "jobs._download"
 local S = require "storage._storage"
 local hp = require "hyperpod._hp"
+local R = require "_running"
+local W = require "_wait"
 
 local function fail(code, field, rule, msg)
   hypd.errors.raise(code, msg, { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } })
@@ -117,32 +119,42 @@ return tool {
     if not name then name, ns, opv = from_operation(p.operation_id) end
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)
-    if opv and opv.status ~= "succeeded" and opv.status ~= "failed" and not B.find(conn, name, ns) then
-      -- the operation has not made its Job yet
-      return { cluster = e.name, region = e.region, name = name, namespace = ns, phase = "Pending",
-        operation = { id = opv.operation_id, status = opv.status, phase = opv.phase } }
-    end
-    local s = view(conn, p, name, ns)
-    if p.wait_seconds > 0 and not B.DONE[s.phase] then
-      local before, deadline = s.phase, hypd.now() + p.wait_seconds
-      local first = true
-      ctx:poll { what = "the Job's phase to change", every = math.min(5, p.wait_seconds),
-        timeout = p.wait_seconds + 5, phase = false,
-        check = function()
-          if first then first = false; return false, "the Job is " .. s.phase end
-          local job = B.find(conn, name, ns)
-          local now = job and B.phase(job) or "gone"
-          return now ~= before or hypd.now() >= deadline
-        end }
-      local ok, after = pcall(view, conn, p, name, ns)
-      if ok then
-        after.changed = after.phase ~= before
-        s = after
+    local target = "jobs/" .. e.region .. "/" .. e.name .. "/" .. ns .. "/" .. name
+    -- read() -> the Job now and the operation at work on it (model_download,
+    -- job_delete); before the operation made its Job, phase Pending
+    local function read()
+      local op = R.on(target)
+      if opv then opv = hypd.operations.get(opv.operation_id) or opv end
+      local at_work = op or (opv and opv.status == "running" and R.short(R.top(opv)))
+      local s
+      if not B.find(conn, name, ns) and (at_work or (opv and opv.status ~= "succeeded" and opv.status ~= "failed")) then
+        s = { name = name, namespace = ns, phase = "Pending", exists = false }
       else
-        s.phase, s.changed = "Deleted", true
+        local ok, v = pcall(view, conn, p, name, ns)
+        if not ok then
+          if not (type(v) == "table" and v.code == "NOT_FOUND") or (opv == nil and not at_work) then error(v, 0) end
+          v = { name = name, namespace = ns, phase = "Deleted" }
+        end
+        s = v
       end
+      if at_work then
+        s.operation = at_work
+        s.operation.id = at_work.operation_id
+      elseif opv then
+        s.operation = { id = opv.operation_id, operation_id = opv.operation_id, tool = opv.tool,
+          status = opv.status, phase = opv.phase, error = opv.error }
+      end
+      return s
     end
-    if opv then s.operation = { id = opv.operation_id, status = opv.status, error = opv.error } end
+    local s, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(target, { opv and opv.operation_id }) end,
+      settled = function(x)
+        return not (x.operation and x.operation.status == "running") and (B.DONE[x.phase] or x.phase == "Deleted")
+      end,
+      signature = function(x)
+        return tostring(x.phase) .. " " .. R.signature(x.operation and x.operation.status == "running" and x.operation)
+      end })
+    if waited then s.waited, s.changed = waited, waited.ended == "changed" end
     s.cluster, s.region = e.name, e.region
     return s
   end,

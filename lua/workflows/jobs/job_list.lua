@@ -2,6 +2,7 @@
 -- app.kubernetes.io/managed-by=hypd) in one namespace or all, with their
 -- kind (model-download, ...), phase, counts and age.
 local P = require "_params"
+local R = require "_running"
 local B = require "jobs._batch"
 local hp = require "hyperpod._hp"
 
@@ -30,6 +31,8 @@ return tool {
       if a.created ~= b.created then return tostring(a.created) > tostring(b.created) end
       return a.namespace .. "/" .. a.name < b.namespace .. "/" .. b.name
     end)
-    return { cluster = e.name, region = e.region, namespace = p.namespace, jobs = jobs }
+    return { cluster = e.name, region = e.region, namespace = p.namespace, jobs = jobs,
+      -- the operations at work on the cluster's Jobs (a delete going on among them)
+      operations = R.all("jobs/" .. e.region .. "/" .. e.name) }
   end,
 }

@@ -3,4 +3,5 @@
 return { type = "object", properties = { operation_id = { type = "string" }, tool = { type = "string" },
   status = { type = "string", enum = { "running", "succeeded", "failed", "cancelled" } },
   phase = { type = "string" }, steps = { type = "array" }, result = {}, error = {},
-  parent = { type = "string" }, children = { type = "array" }, source = { type = "string" } } }
+  parent = { type = "string" }, children = { type = "array" }, source = { type = "string" },
+  cancelled = { type = "array" }, cancelled_by = { type = "object" }, waited = { type = "object" } } }

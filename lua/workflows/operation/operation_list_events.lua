@@ -23,10 +23,17 @@ return tool {
     after = { type = "integer", minimum = 0, default = 0, description = "the seq of the last event you saw" },
     limit = { type = "integer", minimum = 1, maximum = 1000, default = 200, description = "at most this many" } },
   result = { type = "object", properties = { events = { type = "array", items = EVENT }, next = { type = "integer" },
-    status = { type = "string" }, phase = { type = "string" } } },
+    status = { type = "string" }, phase = { type = "string" }, waited = { type = "object" } } },
   run = function(_, p)
+    local started = hypd.now()
     local r, err = hypd.operations.events(p.operation_id, p.after, p.limit, p.wait_seconds)
     if not r then error(err, 0) end
+    if p.wait_seconds > 0 then
+      -- the convention of every wait_seconds (workflows _wait): which way it ended
+      local seconds = math.floor((hypd.now() - started) * 1000 + 0.5) / 1000
+      r.waited = { seconds = seconds, ended = #r.events > 0 and "changed" or r.status ~= "running" and "settled" or
+        "timeout" }
+    end
     return r
   end,
 }

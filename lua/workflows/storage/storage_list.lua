@@ -2,6 +2,8 @@
 -- any other S3 or FSx CSI volume found), and the status tool of the
 -- storage tools (operation_id, wait_seconds).
 local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
 local S = require "storage._storage"
 
 local function file_systems(ctx, tag)
@@ -91,26 +93,69 @@ return tool {
     wait_seconds = P.wait_seconds,
   },
   run = function(ctx, p)
-    local out = {}
-    local q = { cluster = p.cluster, region = p.region }
-    if p.operation_id then
-      local view = hypd.operations.get(p.operation_id)
-      if not view then
-        hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
-          rule = "exists", message = "operation_id: no such operation" } } })
+    -- read() -> the storages now, the operation named (with the child it
+    -- runs) and the top-level operation at work on the cluster's storage
+    local watch -- the cluster's storage targets, once read
+    local function read()
+      local out = {}
+      local q = { cluster = p.cluster, region = p.region }
+      if p.operation_id then
+        local view = hypd.operations.get(p.operation_id)
+        if not view then
+          hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
+            rule = "exists", message = "operation_id: no such operation" } } })
+        end
+        view.running_child = R.short(view).running_child
+        out.operation = view
+        local op, st = view.params or {}, hypd.operations.state(p.operation_id) or {}
+        q.cluster = q.cluster or op.cluster or (st.cluster or {}).name
+        q.region = q.region or op.region or st.region
       end
-      if p.wait_seconds > 0 then view = hypd.operations.wait(p.operation_id, p.wait_seconds) end
-      out.operation = view
-      local op, st = view.params or {}, hypd.operations.state(p.operation_id) or {}
-      q.cluster = q.cluster or op.cluster or (st.cluster or {}).name
-      q.region = q.region or op.region or st.region
+      local ok, err = pcall(list, ctx, q, out)
+      if not ok then
+        if not out.operation then error(err, 0) end
+        -- the operation is the answer; the cluster's storages could not be read
+        out.error = type(err) == "table" and { code = err.code, message = err.message } or { message = tostring(err) }
+      end
+      if out.cluster and out.region then
+        watch = "storage/" .. out.region .. "/" .. out.cluster
+        local at_work = R.on(watch)
+        if at_work and not (out.operation and out.operation.operation_id == at_work.operation_id) then
+          if out.operation then out.at_work = at_work else out.operation = at_work end
+        end
+      end
+      return out
     end
-    local ok, err = pcall(list, ctx, q, out)
-    if not ok then
-      if not out.operation then error(err, 0) end
-      -- the operation is the answer; the cluster's storages could not be read
-      out.error = type(err) == "table" and { code = err.code, message = err.message } or { message = tostring(err) }
+    local function states(x)
+      local parts = {}
+      for k, a in pairs(x.addons or {}) do parts[#parts + 1] = k .. "=" .. tostring(a.status) end
+      for _, d in ipairs(x.storages or {}) do
+        parts[#parts + 1] = tostring(d.claim or d.volume) .. "=" .. tostring(d.volume_phase) .. "/" ..
+          tostring(d.claim_phase) .. "/" ..
+          tostring(d.bucket_status) .. "/" .. tostring(d.file_system_status)
+      end
+      for _, f in ipairs(x.unmounted_file_systems or {}) do parts[#parts + 1] = f.file_system_id .. "=" .. tostring(f.status) end
+      table.sort(parts)
+      return parts
     end
+    local function running(x)
+      local o = x.at_work or x.operation
+      return (x.operation and x.operation.status == "running") or (o and o.status == "running")
+    end
+    local out, waited = W.follow(p.wait_seconds, { read = read,
+      quick = function() return R.fingerprint(watch, { p.operation_id }) end,
+      settled = function(x)
+        if running(x) then return false end
+        for _, s in ipairs(states(x)) do
+          for part in s:gmatch("[^=/]+") do if W.moving(part) then return false end end
+        end
+        return true
+      end,
+      signature = function(x)
+        return R.signature(x.operation and x.operation.status == "running" and R.short(x.operation) or nil) .. " " ..
+          R.signature(x.at_work) .. " " .. table.concat(states(x), ",")
+      end })
+    out.waited = waited
     return out
   end,
 }

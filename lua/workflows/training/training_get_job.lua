@@ -7,6 +7,8 @@ local J = require "training._jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
 local hp = require "hyperpod._hp"
+local R = require "_running"
+local W = require "_wait"
 
 local NAME = { type = "string", required = true, pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
   pattern_help = "a Kubernetes name", description = "the job's name (its recipe's job_name)" }
@@ -114,24 +116,31 @@ return tool {
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)
-    local s, job = view(conn, p)
-    if p.wait_seconds > 0 and not J.DONE[s.phase] then
-      local before, deadline = s.phase .. "/" .. s.restarts, hypd.now() + p.wait_seconds
-      local first = true
-      s.changed = false
-      ctx:poll { what = "the job's phase to change", every = math.min(5, p.wait_seconds),
-        timeout = p.wait_seconds + 5, phase = false,
-        check = function()
-          if first then first = false; return false, "the job is " .. s.phase end
-          local j = J.find(conn, p.name, p.namespace)
-          local now = j and (J.phase(j) .. "/" .. J.restarts(j)) or "gone"
-          return now ~= before or hypd.now() >= deadline
-        end }
-      local after, now = view(conn, p)
-      after.changed = (after.phase .. "/" .. after.restarts) ~= before
-      s, job = after, now
+    local target = string.format("training/%s/%s/%s/%s", e.region, e.name, p.namespace, p.name)
+    -- read() -> the job now and the operation at work on it (training_submit,
+    -- training_delete_job); before a submit made the job, the operation alone
+    local job
+    local function read()
+      local op = R.on(target)
+      local ok, s, j = pcall(view, conn, p)
+      if not ok then
+        if not (op and type(s) == "table" and s.code == "NOT_FOUND") then error(s, 0) end
+        s, j = { name = p.name, namespace = p.namespace, exists = false }, nil
+      end
+      s.operation, job = op, j
+      return s
     end
-    s.mlflow = metrics(ctx, job)
+    local function sig(x)
+      return (x.exists == false and "absent" or (tostring(x.phase) .. "/" .. tostring(x.restarts))) .. " " ..
+        R.signature(x.operation)
+    end
+    -- a job that runs moves on by itself: only a finished one (or none, with
+    -- nothing at work on it) is settled
+    local s, waited = W.follow(p.wait_seconds, { read = read, signature = sig,
+      quick = function() return R.fingerprint(target) end,
+      settled = function(x) return not x.operation and (x.exists == false or J.DONE[x.phase] == true) end })
+    if waited then s.waited, s.changed = waited, waited.ended == "changed" end
+    if job then s.mlflow = metrics(ctx, job) end
     s.cluster, s.region = e.name, e.region
     return s
   end,

@@ -4,6 +4,8 @@
 local P = require "_params"
 local S = require "storage._storage"
 local ML = require "training._mlflow"
+local R = require "_running"
+local W = require "_wait"
 
 return tool {
   name = "training_get_mlflow",
@@ -26,27 +28,34 @@ return tool {
       cl = S.cluster(ctx, p)
       name = ML.server_name(cl.tag)
     end
-    local d = ML.describe(ctx, name)
-    if not d then
+    local region, cluster_name = ctx:aws_region(), cl and cl.name
+    if not cluster_name then
+      local act = hypd.clusters.active() or {}
+      cluster_name = p.cluster or act.name or "?"
+    end
+    -- training_setup_mlflow's target names the server, or "default" for the cluster's own
+    local at = string.format("mlflow/%s/%s/", region, cluster_name)
+    local match = p.name and { at .. name } or { at .. name, at .. "default" }
+    local function read() return { d = ML.describe(ctx, name), op = R.on(match) } end
+    local now = read()
+    if not now.d and not now.op then
       hypd.errors.raise("NOT_FOUND", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
         { fields = { { field = "name", rule = "exists", message = "name: no tracking server " .. name } } })
     end
-    local before = d.TrackingServerStatus
-    local changed = false
-    if p.wait_seconds > 0 then
-      local first = true
-      local deadline = hypd.now() + p.wait_seconds
-      ctx:poll { what = "tracking server " .. name .. " to change from " .. tostring(before), phase = false,
-        every = math.min(30, p.wait_seconds), timeout = p.wait_seconds + 5,
-        check = function()
-          if first then first = false; return false end
-          d = ML.describe(ctx, name) or { TrackingServerName = name, TrackingServerStatus = "Deleted" }
-          changed = d.TrackingServerStatus ~= before
-          return changed or hypd.now() >= deadline
-        end }
-    end
+    local first = true
+    local w, waited = W.follow(p.wait_seconds, {
+      read = function()
+        if first then first = false; return now end
+        return read()
+      end,
+      settled = function(x) return not x.op and not W.moving(x.d and x.d.TrackingServerStatus or "Deleted") end,
+      signature = function(x) return tostring(x.d and x.d.TrackingServerStatus or "Deleted") .. " " .. R.signature(x.op) end,
+      quick = function() return R.fingerprint(match) end, every = 30 })
+    local d = w.d or { TrackingServerName = name, TrackingServerStatus = now.d and "Deleted" or "NotCreated" }
+    local changed = waited ~= nil and waited.ended == "changed"
     local out = ML.view(d)
     out.changed = changed
+    out.waited, out.operation = waited, w.op
     out.cluster = cl and cl.name or nil
     out.region = ctx:aws_region()
     out.others = hypd.json.array()

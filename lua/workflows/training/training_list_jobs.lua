@@ -1,6 +1,7 @@
 -- training_list_jobs: the training jobs hypd submitted (labelled
 -- app.kubernetes.io/managed-by=hypd), of both kinds, with phase and restarts.
 local P = require "_params"
+local R = require "_running"
 local J = require "training._jobs"
 local hp = require "hyperpod._hp"
 
@@ -34,6 +35,8 @@ return tool {
       end
     end
     table.sort(jobs, function(a, b) return a.namespace .. "/" .. a.name < b.namespace .. "/" .. b.name end)
-    return { cluster = e.name, region = e.region, jobs = jobs, not_served = not_served }
+    return { cluster = e.name, region = e.region, jobs = jobs, not_served = not_served,
+      -- the operations at work on the cluster's training jobs (a delete going on among them)
+      operations = R.all("training/" .. e.region .. "/" .. e.name) }
   end,
 }
