@@ -50,8 +50,9 @@ return tool {
     "Kubernetes node name (hyperpod-i-...), instance group and type, instance status from SageMaker " ..
     "(Running, Pending, ShuttingDown, SystemUpdating, Failure, ...), and from the cluster's Kubernetes API " ..
     "whether the node has joined, is Ready, and its HyperPod health status label. It is the status tool of " ..
-    "hyperpod_node_reboot, hyperpod_node_replace and hyperpod_node_delete: with wait_seconds it answers as soon " ..
-    "as a node of the page changes status (or the time is up).",
+    "hyperpod_node_reboot, hyperpod_node_replace and hyperpod_node_delete: with wait_seconds it answers at once when " ..
+    "nothing is in progress (waited.ended = settled), else as soon as a node of the page changes status (or " ..
+    "the time is up).",
   kind = "read",
   aws = cap.aws("sagemaker:ListClusterNodes"),
   k8s = { "get", "list" },
