@@ -5,7 +5,6 @@
 -- there is named with what to start. The registry's own (agent) wording,
 -- which MCP and REST answer, is unchanged.
 local t = require "hypd.tap"
-local json = require "hypd.json"
 local tool = require "hypd.tool"
 local words = require "hypd.cli._words"
 local H = dofile("tests/lua/helpers.lua")

@@ -170,7 +170,7 @@ local function forward(opts, base, herr)
   end
   warn("hypd: ", statelock.describe(herr.holder), " owns ", tostring(herr.dir), ": calling ", opts.tool,
     " there (hypd call --api ", herr.holder.url, " ", opts.tool, " ...)\n")
-  opts.api = herr.holder.url
+  opts.api, opts.stay = herr.holder.url, not opts.detach
   return call_remote(opts, base)
 end
 
@@ -284,7 +284,22 @@ function call_remote(opts, base)
     if not args then return nil, errors.new("USAGE", uerr) end
     local r, cerr, status = api_request(url, token, "POST", "/tools/" .. opts.tool, json.encode(args))
     if not r then return nil, cerr end
-    if status ~= 202 or not is_accepted(r) or not opts.wait then return { result = r } end
+    if status ~= 202 or not is_accepted(r) then return { result = r } end
+    if not opts.wait then
+      if not opts.stay then return { result = r } end
+      -- forwarded from an in-process call: it stays until the operation
+      -- ends, as in-process (unless --detach)
+      print_json(r)
+      warn("hypd: waiting for operation ", r.operation_id, " (", opts.tool, ") to finish; --detach would leave " ..
+        "it running\n")
+      local view = r
+      while view.status == "running" do
+        local verr
+        view, verr = api_request(url, token, "GET", "/operations/" .. r.operation_id .. "?wait_seconds=" .. M.WAIT)
+        if not view then return nil, verr end
+      end
+      return { view = view }
+    end
     local view, ferr = follow_remote(url, token, r.operation_id)
     if not view then return nil, ferr end
     return { result = view, view = view }
@@ -298,7 +313,7 @@ function call_remote(opts, base)
     if err and err.code == "CONNECT" then err.message = say_for.unreachable(url, err) end
     return show_error(err, props, opts.tool)
   end
-  print_json(v.result)
+  if v.result then print_json(v.result) end
   if v.view then return finished(v.view) end
   return 0
 end
