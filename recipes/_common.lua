@@ -384,7 +384,11 @@ function M.pytorch_job(p, recipe, c, opts)
       elasticPolicy = elastic,
       replicaSpecs = { { name = "pods", replicas = p.replicas, maxReplicas = max_replicas, template = {
         metadata = { labels = labels(p, recipe) }, spec = M.pod_spec(p, c, true) } } },
-      runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "All",
+      -- cleanPodPolicy None: a finished job's pods stay (Completed, holding no
+      -- GPUs) so their logs stay readable, as Kubernetes keeps a terminated
+      -- container's log while its pod exists; training_delete_job takes
+      -- them with the job (they are its dependents)
+      runPolicy = { jobMaxRetryCount = p.max_retries, cleanPodPolicy = "None",
         restartPolicy = { numRestartBeforeFullJobRestart = 3, evalPeriodSeconds = 21600, maxFullJobRestarts = 1 },
         logMonitoringConfiguration = monitoring },
     },

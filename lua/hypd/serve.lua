@@ -193,6 +193,9 @@ function M.start(opts)
       "  to reach it from another shell (aws, boto3, hypd doctor, hypd kubeconfig, kubectl), paste:\n",
       require("sandbox").exports(info.sandbox.port, "    "))
     if info.token then out:write("    export HYPD_TOKEN=", info.token, "\n") end
+    -- hypd token and hypd call in that shell then use this server's state
+    -- (a token made there is one this server knows; a call finds the server)
+    out:write("    export HYPD_STATE=", config.state_dir, "\n")
   end
   out:write("  tokens for this server: hypd --state ", config.state_dir, " token create --scope operate --name NAME\n")
   if info.token then out:write(label, info.token, "\n") end

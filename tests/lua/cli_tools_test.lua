@@ -62,11 +62,11 @@ t.test("a tool error exits 1 with the code and message on stderr", function()
   t.eq(rc, 1)
   t.eq(out, "")
   t.like(err, "^hypd: VALIDATION: operation_list: ")
-  t.like(err, "colour: unknown field")
+  t.like(err, "colour is not a parameter of this tool %(it takes limit, status, tool%)") -- said for a person
   t.like(err, "limit: must be at least 1")
   rc, _, err = hypd(nil, "call", "no_such_tool")
   t.eq(rc, 1)
-  t.like(err, "^hypd: NOT_FOUND: no tool named 'no_such_tool'")
+  t.like(err, "^hypd: NOT_FOUND: there is no tool named 'no_such_tool'")
 end)
 
 t.test("usage errors exit 2 with one line", function()

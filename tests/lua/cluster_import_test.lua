@@ -65,6 +65,17 @@ t.test("cluster_switch works on the imported cluster as on a created one; an unr
   t.eq({ st.active, st.eks.name, st.hyperpod and st.hyperpod.name }, { true, "outside", "outside-hp" })
 end)
 
+t.test("cluster_switch to a cluster there is not: NOT_FOUND naming the clusters there are, nothing switched", function()
+  local out, err = tool.call("cluster_switch", { cluster = "hypd-nope" }, E.WHO)
+  t.eq(out, nil, "refused")
+  t.eq(err and err.code, "NOT_FOUND", "not AWS's raw ResourceNotFoundException: " .. json.encode(err))
+  t.like(err and err.message or "", "no EKS cluster hypd%-nope in us%-west%-2")
+  t.like(err and err.message or "", "the clusters there are: [^;]*outside")
+  t.like(err and err.message or "", "the clusters there are: [^;]*plain")
+  t.eq(err and err.fields and err.fields[1].field, "cluster", "the field is named")
+  t.eq((clusters.active() or {}).name, "outside", "the active cluster is unchanged")
+end)
+
 t.test("importing again refreshes the record and changes nothing else", function()
   local out = import("outside")
   t.eq(out and out.hyperpod and out.hyperpod.name, "outside-hp")

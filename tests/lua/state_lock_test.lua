@@ -116,6 +116,7 @@ t.test("beside a running server an in-process hypd call of a mutating tool is re
   t.eq(rc, 1, out)
   t.like(err, "^hypd: LOCKED: .*pid " .. first.pid() .. " ")
   t.like(err, "Call the tool through it: hypd call %-%-api " .. pat(url) .. " operation_cancel %.%.%.")
+  t.like(err, "Set HYPD_TOKEN to a token of that server", "it says what makes the call go to the server")
   rc, _, err = H.run_hypd(nil, "--state", one, "call", "cluster_create_eks", "cluster_tag=locked", "--detach")
   t.eq(rc, 1)
   t.like(err, "^hypd: LOCKED: ")
@@ -132,6 +133,14 @@ t.test("beside a running server an in-process hypd call of a mutating tool is re
   rc, out, err = H.run_hypd({ HYPD_TOKEN = token }, "--state", one, "call", "--api", url, "operation_list")
   t.eq(rc, 0, err)
   t.ok(type(json.decode(out).operations) == "table", "hypd call --api reaches the server")
+  -- with a token, the in-process call goes to the server the lock names
+  -- (its URL is in the lock): the server's answer, not LOCKED
+  rc, out, err = H.run_hypd({ HYPD_TOKEN = token }, "--state", one, "call", "operation_cancel",
+    "operation_id=op-0123456789abcdef")
+  t.eq(rc, 1, out)
+  t.like(err, "calling operation_cancel there %(hypd call %-%-api " .. pat(url) .. " operation_cancel")
+  t.like(err, "hypd: NOT_FOUND: ", "the server answered: no such operation")
+  t.eq(err:find("LOCKED", 1, true), nil, "not refused")
   rc, out = H.run_hypd(nil, "--state", one, "token", "list", "--json")
   t.eq(rc, 0)
   t.like(out, '"beside"')

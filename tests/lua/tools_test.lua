@@ -88,7 +88,8 @@ t.test("cluster_list marks the clusters hypd manages; cluster_switch and cluster
   t.eq({ seen.resource, seen.name, seen.region }, { "active_cluster", "hypd-demo", "us-west-2" },
     "a resource.changed event")
   local _, missing = call("cluster_switch", { cluster = "nope" })
-  t.eq(missing.code, "ResourceNotFoundException")
+  t.eq(missing.code, "NOT_FOUND", "named for a person, with the clusters there are")
+  t.like(missing.message, "the clusters there are: [^;]*hypd%-demo")
   local st = assert(call("cluster_get_status", {}, READ))
   t.eq(st.eks.name, "hypd-demo")
   t.eq(st.eks.status, "ACTIVE")

@@ -227,7 +227,7 @@ local function lines_of(g)
 end
 
 -- watch(name) -> the job once done, and the log lines of its pods as last
--- seen (a HyperPodPyTorchJob's pods go when it completes: cleanPodPolicy All)
+-- seen (a restart replaces the pods, and their logs with them)
 local function watch(name)
   local seen, g = {}, nil
   for _ = 1, 200 do

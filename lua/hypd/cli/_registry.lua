@@ -18,6 +18,7 @@ local progress = require "hypd.cli_progress"
 local sched = require "hypd._sched"
 local statelock = require "hypd.statelock"
 local tool = require "hypd.tool"
+local say_for = require "hypd.cli._words"
 
 local M = {}
 
@@ -36,8 +37,11 @@ local function usage(msg)
   return 2
 end
 
-local function show_error(e)
+-- show_error(e [, props, name]) -> 1: the error on stderr; a VALIDATION
+-- error said for a person when props (tool name's parameters) are known
+local function show_error(e, props, name)
   if type(e) ~= "table" then e = errors.new("INTERNAL", tostring(e)) end
+  if props then e = say_for.explain(e, props, name) end
   local pe = errors.public(setmetatable(e, getmetatable(e) or errors.mt))
   warn("hypd: ", tostring(pe.code or "ERROR"), ": ", tostring(pe.message or ""), "\n")
   return 1
@@ -101,7 +105,7 @@ local function args_from(params, words, base)
       args[k] = val
     else
       k, v = w:match("^([%w_]+)=(.*)$")
-      if not k then return nil, "argument '" .. w .. "' is not key=value or key:=json" end
+      if not k then return nil, say_for.argument(w, params) end
       args[k] = tool.coerce(params, k, v)
     end
   end
@@ -155,20 +159,54 @@ local function follow_local(id, show_phases)
   return view, err
 end
 
+local call_remote
+
+-- forward(opts, base, herr) -> exit status: a mutating call made beside the
+-- server that owns the state directory goes to that server, whose URL the
+-- lock records (hypd.statelock), with the token in HYPD_TOKEN; without a
+-- token, the refusal says which command works
+local function forward(opts, base, herr)
+  local token = os.getenv("HYPD_TOKEN")
+  if not token or token == "" then
+    herr.message = herr.message .. " Set HYPD_TOKEN to a token of that server (make run prints an export line " ..
+      "for it; hypd --state " .. tostring(herr.dir) .. " token create --scope operate --name cli makes one) and " ..
+      "the call goes there."
+    return show_error(herr)
+  end
+  warn("hypd: ", statelock.describe(herr.holder), " owns ", tostring(herr.dir), ": calling ", opts.tool,
+    " there (hypd call --api ", herr.holder.url, " ", opts.tool, " ...)\n")
+  opts.api, opts.stay = herr.holder.url, not opts.detach
+  return call_remote(opts, base)
+end
+
+local function tool_names(defs)
+  local names = {}
+  for _, d in ipairs(defs) do names[#names + 1] = d.name end
+  return names
+end
+
 local function call_local(opts, base)
   local ok, lerr = run(load_tools)
   if ok == nil and lerr then return show_error(lerr) end
   local def = tool.get(opts.tool)
-  local args, uerr = args_from(def and def.params, opts.words, base)
+  if not def then return show_error(errors.new("NOT_FOUND", say_for.unknown_tool(opts.tool, tool_names(tool.list())))) end
+  local args, uerr = args_from(def.params, opts.words, base)
   if not args then return usage(uerr) end
-  if def and def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
+  -- only the state directory's owner mutates (hypd.statelock); a plan
+  -- changes nothing, so it runs here beside the owner
+  if def.kind ~= "read" and not (def.steps and args.plan == true) then
     local held, herr = statelock.acquire { command = "hypd call " .. opts.tool, hint = "Call the tool through " ..
       "it: hypd call --api URL " .. opts.tool .. " ... (token in HYPD_TOKEN)." }
-    if not held then return show_error(herr) end
+    if not held then
+      if herr.code == "LOCKED" and type(herr.holder) == "table" and herr.holder.url then
+        return forward(opts, base, herr)
+      end
+      return show_error(herr)
+    end
   end
   local caller = { name = "cli:" .. (os.getenv("USER") or "local"), scope = "admin", front = "cli" }
   local r, err = run(tool.call, opts.tool, args, caller)
-  if r == nil and err then return show_error(err) end
+  if r == nil and err then return show_error(err, def.params, def.name) end
   if r == nil then r = json.object() end
   if not (def and def.steps and is_accepted(r)) then
     print_json(r)
@@ -230,7 +268,7 @@ local function follow_remote(base, token, id)
   return view
 end
 
-local function call_remote(opts, base)
+function call_remote(opts, base)
   local token = os.getenv("HYPD_TOKEN")
   if not token or token == "" then
     return usage("--api needs a token in HYPD_TOKEN (hypd token create --scope operate --name NAME on the server)")
@@ -238,14 +276,35 @@ local function call_remote(opts, base)
   core.add_secret(token)
   local url = opts.api:gsub("/+$", ""):gsub("/api/v1$", "")
   if not url:match("^https?://[^/]+$") then return usage("--api must be http(s)://HOST:PORT, not '" .. opts.api .. "'") end
+  local props
   local v, err = run(function()
     local d, derr = api_request(url, token, "GET", "/tools/" .. opts.tool)
+    if not d and derr and derr.code == "NOT_FOUND" then
+      local list = api_request(url, token, "GET", "/tools")
+      derr.message = say_for.unknown_tool(opts.tool, tool_names(type(list) == "table" and list.tools or {}))
+    end
     if not d then return nil, derr end
-    local args, uerr = args_from(type(d.input_schema) == "table" and d.input_schema.properties, opts.words, base)
+    props = type(d.input_schema) == "table" and d.input_schema.properties or nil
+    local args, uerr = args_from(props, opts.words, base)
     if not args then return nil, errors.new("USAGE", uerr) end
     local r, cerr, status = api_request(url, token, "POST", "/tools/" .. opts.tool, json.encode(args))
     if not r then return nil, cerr end
-    if status ~= 202 or not is_accepted(r) or not opts.wait then return { result = r } end
+    if status ~= 202 or not is_accepted(r) then return { result = r } end
+    if not opts.wait then
+      if not opts.stay then return { result = r } end
+      -- forwarded from an in-process call: it stays until the operation
+      -- ends, as in-process (unless --detach)
+      print_json(r)
+      warn("hypd: waiting for operation ", r.operation_id, " (", opts.tool, ") to finish; --detach would leave " ..
+        "it running\n")
+      local view = r
+      while view.status == "running" do
+        local verr
+        view, verr = api_request(url, token, "GET", "/operations/" .. r.operation_id .. "?wait_seconds=" .. M.WAIT)
+        if not view then return nil, verr end
+      end
+      return { view = view }
+    end
     local view, ferr = follow_remote(url, token, r.operation_id)
     if not view then return nil, ferr end
     return { result = view, view = view }
@@ -256,9 +315,10 @@ local function call_remote(opts, base)
       warn("hypd: interrupted; the operation runs on in the server\n")
       return 130
     end
-    return show_error(err)
+    if err and err.code == "CONNECT" then err.message = say_for.unreachable(url, err) end
+    return show_error(err, props, opts.tool)
   end
-  print_json(v.result)
+  if v.result then print_json(v.result) end
   if v.view then return finished(v.view) end
   return 0
 end

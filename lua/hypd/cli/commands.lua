@@ -270,7 +270,9 @@ ends unless --detach, which leaves it to the next hypd serve on this state.
 --plan asks a staged tool only for its plan: what it would create, change or
 delete, with the fields that differ; nothing is changed.
 In-process, a mutating or destructive tool needs the state directory: while
-another process (a hypd serve) owns it, the call exits 1 naming it; use --api.
+another process (a hypd serve) owns it, the call goes to that server (its
+lock records its URL) with the token in HYPD_TOKEN, and without a token
+exits 1 naming it. A plan needs no lock: it runs in this process.
 Exits 1 with the error on stderr when the call fails, 2 on a usage error.
 ]=],
   options = { json = "ARGS", api = "URL", wait = true, detach = true, plan = true },

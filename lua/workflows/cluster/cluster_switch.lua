@@ -12,7 +12,7 @@ return tool {
     "active cluster.",
   kind = "mutating",
   status_tool = "cluster_get_status",
-  aws = { "eks:DescribeCluster" },
+  aws = { "eks:DescribeCluster", "eks:ListClusters" },
   params = { cluster = P.with(P.cluster, { required = true, description = "EKS cluster name" }), region = P.region },
   result = { type = "object", properties = { active = { type = "object" }, previous = { type = "object" },
     known = { type = "object" }, status_tool = { type = "string" } } },
@@ -20,7 +20,21 @@ return tool {
     -- a recorded cluster is looked for where hypd recorded it
     local rec = hypd.clusters.get(p.cluster, p.region)
     if not p.region and rec and rec.region then ctx.region = rec.region end
-    local c = ctx:call("eks", "DescribeCluster", { name = p.cluster }).cluster
+    local d, err = ctx:try("eks", "DescribeCluster", { name = p.cluster })
+    if not d then
+      if err.code ~= "ResourceNotFoundException" then error(err, 0) end
+      -- the person mistyped or is in the wrong region: name what there is
+      local names = {}
+      for _, n in ipairs(hypd.aws.all("eks", "ListClusters", {}, ctx:aws_opts())) do
+        names[#names + 1] = tostring(n) -- the paginator's result key: the names themselves
+      end
+      table.sort(names)
+      hypd.errors.raise("NOT_FOUND", "no EKS cluster " .. p.cluster .. " in " .. ctx:aws_region() .. "; " ..
+        (#names > 0 and "the clusters there are: " .. table.concat(names, ", ") or "it has no EKS clusters") ..
+        " (cluster_list lists the ones hypd knows, with their regions)",
+        { fields = { { field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. p.cluster } } })
+    end
+    local c = d.cluster
     local now = { name = c.name, region = ctx:aws_region(), arn = c.arn }
     if rec and rec.arn and rec.arn ~= c.arn then rec = nil end -- a cluster of that name made again since
     local prev = hypd.clusters.set_active(now)

@@ -4,7 +4,8 @@
 -- HPJob=<job>, owned by the job). Conditions go Created -> Running (every
 -- pod Running) -> Completed, the newest True condition last as `hyp list`
 -- reads them. While running, each pod prints one training line per step
--- (sandbox.hypd.io/steps steps, STEP_SECONDS of simulated time each):
+-- (sandbox.hypd.io/steps steps, else the --max_steps N of its command line,
+-- else STEPS; STEP_SECONDS of simulated time each):
 --   [rank 0] step 10/20 loss=1.2345 throughput=181.2 samples/s
 -- The lines follow the framework the container runs (its command):
 -- LLaMA-Factory and MS-Swift print as the Hugging Face Trainer does
@@ -230,8 +231,19 @@ end
 -- train(ctl, job, m, pods, k) -> true when the last step is done, or
 -- {rule, state, why} when a log monitoring rule fired: prints the steps
 -- that are due and comes back for the next one
+-- steps_of(job) -> how many steps it trains: the annotation, else the
+-- --max_steps (--max-steps) its command line gives, as a Hugging Face or
+-- torchrun script takes it, else STEPS
+local function steps_of(job)
+  local ann = tonumber((job.metadata.annotations or {})[M.STEPS_ANN])
+  if ann then return math.max(1, ann) end
+  local _, cmd = command(job)
+  local n = tonumber(tostring(cmd or ""):match("%-%-max[_%-]steps[= ](%d+)"))
+  return math.max(1, math.min(n or M.STEPS, 1000000))
+end
+
 local function train(ctl, job, m, pods, k)
-  local steps = math.max(1, tonumber((job.metadata.annotations or {})[M.STEPS_ANN]) or M.STEPS)
+  local steps = steps_of(job)
   local dt = M.STEP_SECONDS / ctl_.speed()
   local now = core.now()
   local kind = style(job)
