@@ -272,7 +272,18 @@ function M.load(name, opts)
     end
     return load_module(modname, true)
   end
+  -- A module is loaded once per top-level load, and that load's functions
+  -- may require lazily from several tasks (the parts a stage runs side by
+  -- side): a task that asks for a module another task is loading (its code
+  -- preempted halfway, hypd._sched) waits for it; only a require cycle in
+  -- one task sees false instead of recursing.
+  local loading = {} -- modname -> { by = task, done = signal }
   function load_module(modname, required)
+    local busy = loading[modname]
+    while busy and busy.by ~= sched.current() do
+      busy.done:wait()
+      busy = loading[modname]
+    end
     if loaded[modname] ~= nil then return loaded[modname] end
     local src, chunkname, pname = M.source(modname, modname == top, required)
     local fn, err = load(src, chunkname, "t", M.env(pname, require_module, owner))
@@ -280,8 +291,16 @@ function M.load(name, opts)
       errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)
     end
     core.playbook_chunk(chunkname) -- its code may be preempted (hypd._sched)
-    loaded[modname] = false -- a require cycle sees false instead of recursing
-    local v = fn()
+    loaded[modname] = false
+    local me = sched.current() and { by = sched.current(), done = sched.signal() }
+    loading[modname] = me
+    local ok, v = pcall(fn)
+    loading[modname] = nil
+    if me then me.done:fire() end
+    if not ok then
+      loaded[modname] = nil
+      error(v, 0)
+    end
     if v == nil then v = true end
     loaded[modname] = v
     return v

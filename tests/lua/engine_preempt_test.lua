@@ -96,3 +96,32 @@ t.test("a task looping on sleep(0) lets a timer and the other tasks in between i
   spins = 3e6
   spinner:wait()
 end)
+
+-- One top-level load's functions can require lazily from several tasks (a
+-- stage's parts side by side). A module whose top level is preempted halfway
+-- in one task is waited for by the other, not seen as the false a require
+-- cycle sees (plans_true_test once failed so: "attempt to index a boolean
+-- value (local 'mod')" in hyperpod._feat's feature()).
+t.test("a module another task is still loading (preempted) is waited for, not seen half-made", function()
+  local H = dofile("tests/lua/helpers.lua")
+  local config = require "hypd.config"
+  local dir = H.tmpdir()
+  local function write(name, text)
+    local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+    f:write(text)
+    f:close()
+  end
+  write("preempt_slow", "local n = 0 for i = 1, 3e6 do n = n + i end return { sum = n }")
+  write("preempt_top", "return { get = function() return require('preempt_slow').sum end }")
+  local was = config.playbooks_dir
+  config.playbooks_dir = dir
+  local top = playbook.load("preempt_top")
+  local a = task.spawn(function() return top.get() end, { name = "first" })
+  local b = task.spawn(function() return top.get() end, { name = "second" })
+  local oka, va = a:wait()
+  local okb, vb = b:wait()
+  config.playbooks_dir = was
+  t.eq({ oka, okb }, { true, true }, "both tasks got the module: " .. tostring(va) .. " / " .. tostring(vb))
+  t.eq(va, vb, "the same module")
+  t.ok(type(va) == "number", "its value, not false: " .. tostring(va))
+end)

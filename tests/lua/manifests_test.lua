@@ -9,11 +9,12 @@ local config = require "hypd.config"
 local manifests = require "hypd.manifests"
 local playbook_api = require "hypd.playbook_api"
 
-local VARS = { region = "us-west-2", hma_image = "example.com/hma:1" }
+local VARS = { region = "us-west-2", hma_image = "example.com/hma:1", cluster = "hypd-demo", vpc_id = "vpc-1",
+  lbc_role_arn = "arn:aws:iam::123456789012:role/hypd-demo-lb-controller" }
 
 t.test("the build embeds every lua/manifests/*.yaml and playbooks list them through hypd.manifests", function()
-  t.eq(manifests.list(), { "deep-health-check", "efa-device-plugin", "health-monitoring-agent", "kuberay-operator",
-    "nvidia-device-plugin" })
+  t.eq(manifests.list(), { "aws-load-balancer-controller", "deep-health-check", "efa-device-plugin",
+    "health-monitoring-agent", "kuberay-operator", "nvidia-device-plugin" })
   t.eq(playbook_api.build("x").manifests.list(), manifests.list())
 end)
 
@@ -28,8 +29,8 @@ t.test("every document of every manifest is an object with apiVersion, kind and 
       kinds[o.kind] = (kinds[o.kind] or 0) + 1
     end
   end
-  t.eq(kinds, { DaemonSet = 4, Namespace = 2, ServiceAccount = 3, ClusterRole = 3, ClusterRoleBinding = 3, Role = 1,
-    RoleBinding = 1, Deployment = 1, Service = 1, CustomResourceDefinition = 3 })
+  t.eq(kinds, { DaemonSet = 4, Namespace = 2, ServiceAccount = 4, ClusterRole = 4, ClusterRoleBinding = 4, Role = 2,
+    RoleBinding = 2, Deployment = 2, Service = 2, CustomResourceDefinition = 5, Issuer = 1, Certificate = 1 })
 end)
 
 t.test("${key} is filled from vars; a value the manifest needs and vars lack is a VALIDATION naming it", function()

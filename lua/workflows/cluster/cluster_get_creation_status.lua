@@ -45,7 +45,8 @@ return tool {
     "for cluster_tag): status (running, succeeded, failed, cancelled), the current phase, every step with " ..
     "start, end and duration, the result or error, each stage's child operation with its own status and " ..
     "phase (children), and the live AWS state (EKS cluster status, NAT gateway, HyperPod cluster status). " ..
-    "With wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as the phase or status of the operation, or of the stage running " ..
+    "With wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as the phase or status of the operation, or of the stage running " ..
     "now, changes.",
   kind = "read",
   aws = { "eks:DescribeCluster", "ec2:DescribeVpcs", "ec2:DescribeNatGateways", "sagemaker:DescribeCluster" },

@@ -28,7 +28,8 @@ return tool {
   description = "Reports a node group operation (by operation_id, or the latest one for cluster and node_group): " ..
     "status (running, succeeded, failed, cancelled), phase, steps, result or error; and the EKS managed node " ..
     "group now: status, sizes, instance types, capacity type, health issues and its Ready nodes in Kubernetes " ..
-    "(status NOT_FOUND once deleted). With wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as the operation's phase or status " ..
+    "(status NOT_FOUND once deleted). With wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as the operation's phase or status " ..
     "changes, or when the time is up.",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:DescribeNodegroup" },

@@ -73,7 +73,8 @@ return tool {
   description = "Reports one EKS cluster (the active one unless named): status, Kubernetes version, endpoint, " ..
     "authentication mode and VPC; its EKS add-ons with versions and status; the attached HyperPod cluster " ..
     "with each instance group's type and current/target count; and hypd operations running on it. With " ..
-    "wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as one of those statuses, or a running operation's phase, changes (or when " ..
+    "wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as one of those statuses, or a running operation's phase, changes (or when " ..
     "the time is up).",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListAddons", "eks:DescribeAddon", "sagemaker:ListClusters",

@@ -62,7 +62,8 @@ return tool {
     "failed, cancelled), the current phase, every step with start, end and duration, the result or error, and " ..
     "the live state: SageMaker's cluster status (Creating, InService, Failed with its message), each instance " ..
     "group's status and counts, and how many of its nodes are Ready in Kubernetes with their health labels. " ..
-    "With wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as the phase or status changes: a HyperPod cluster takes about 15 " ..
+    "With wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as the phase or status changes: a HyperPod cluster takes about 15 " ..
     "minutes, so follow it with wait_seconds = 300 a few times.",
   kind = "read",
   aws = { "sagemaker:DescribeCluster", "eks:DescribeCluster" },

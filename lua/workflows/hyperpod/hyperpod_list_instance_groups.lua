@@ -34,7 +34,8 @@ return tool {
     "storage, deep health checks, image and software update status, lifecycle script and execution role. It " ..
     "is the status tool of hyperpod_scale_instance_group, hyperpod_delete_instance_group and " ..
     "hyperpod_update_software: with operation_id (or the latest such operation running on the cluster) it adds " ..
-    "that operation's status and phase, and with wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as that phase or status " ..
+    "that operation's status and phase, and with wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as that phase or status " ..
     "changes. Capacity type, efa-only and subnets are fixed when a group is created.",
   kind = "read",
   aws = cap.aws("ec2:DescribeSubnets"),

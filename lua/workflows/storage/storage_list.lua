@@ -82,7 +82,8 @@ return tool {
     "managed_by_hypd. Also the two CSI driver add-ons' status and hypd's FSx file systems of this cluster " ..
     "that no volume mounts yet. It is the status tool of storage_create_s3, storage_create_fsx and " ..
     "storage_delete: with operation_id it adds that operation (phase, steps, result or error), and with " ..
-    "wait_seconds it answers at once when nothing is in progress (waited.ended = settled), else as soon as the operation's phase or status changes.",
+    "wait_seconds it answers at once when nothing is in progress " ..
+    "(waited.ended = settled), else as soon as the operation's phase or status changes.",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:DescribeAddon", "fsx:DescribeFileSystems", "s3:HeadBucket" },
   k8s = { "get", "list" },
