@@ -82,7 +82,9 @@ export function Act({ kind = "mutating", onClick, children, class: cls = "", dis
 
 // <Confirm open title items=[names] kept=[{name, why}] lost="what is lost" typeToConfirm="name"
 //   action="Delete" onConfirm onClose/>: a modal dialog (focus stays inside,
-//   Escape closes) that names what will be removed, and what stays and why
+//   Escape closes) that names what will be removed, and what stays and why;
+//   its content exists only while open (a page can hold several: one
+//   #confirm-type at a time)
 export function Confirm({ open, title, items = [], kept = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
   const ref = useRef(null);
   const [typed, setTyped] = useState("");
@@ -95,7 +97,7 @@ export function Confirm({ open, title, items = [], kept = [], lost, typeToConfir
   const ok = !typeToConfirm || typed === typeToConfirm;
   return html`<dialog ref=${ref} class="dialog" aria-labelledby="confirm-title" onClose=${() => onClose && onClose()}
       onCancel=${(e) => { e.preventDefault(); onClose && onClose(); }}>
-    <form method="dialog" onSubmit=${(e) => { e.preventDefault(); if (ok) { onConfirm(); } }}>
+    ${open && html`<form method="dialog" onSubmit=${(e) => { e.preventDefault(); if (ok) { onConfirm(); } }}>
       <h2 id="confirm-title">${title}</h2>
       ${items.length > 0 && html`<p>This will remove:</p><ul class="confirm-items">${items.map((i) => html`<li><code>${i}</code></li>`)}</ul>`}
       ${kept.length > 0 && html`<p>This keeps:</p><ul class="confirm-kept">${kept.map((k) => html`<li><code>${k.name}</code>: <span class="plan-why">${k.why}</span></li>`)}</ul>`}
@@ -106,6 +108,6 @@ export function Confirm({ open, title, items = [], kept = [], lost, typeToConfir
         <button type="button" class="btn" onClick=${() => onClose && onClose()}>Keep it</button>
         <button type="submit" class=${"btn " + (kind === "destructive" ? "btn-danger" : "btn-primary")} disabled=${!ok}>${action}</button>
       </div>
-    </form>
+    </form>`}
   </dialog>`;
 }
