@@ -273,8 +273,8 @@ function D.once(p)
     while true do
       local i, j = text:find(word, at, true)
       if not i then return false end
-      local before, after = text:sub(i - 1, i - 1), text:sub(j + 1, j + 1)
-      if not before:find("[%w%-_/.]") and not after:find("^[%w%-_/]") then return true end
+      local left, right = text:sub(i - 1, i - 1), text:sub(j + 1, j + 1)
+      if not left:find("[%w%-_/.]") and not right:find("^[%w%-_/]") then return true end
       at = i + 1
     end
   end

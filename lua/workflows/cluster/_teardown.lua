@@ -518,15 +518,7 @@ function M.file_systems(ctx, tag, force)
         keep = not force and "it may hold data (FSx cannot tell hypd what a Lustre file system holds); force = " ..
           "true deletes it with everything on it, without a final backup" or nil,
         find = function() return F.describe_fs(ctx, id) end,
-        delete = function(x)
-          if x.Lifecycle == "DELETING" then return end
-          if x.Lifecycle == "CREATING" then F.wait_available(ctx, id) end
-          local req = { FileSystemId = id, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
-          if tostring((x.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
-            req.LustreConfiguration = { SkipFinalBackup = true }
-          end
-          ctx:call("fsx", "DeleteFileSystem", req)
-        end,
+        delete = function(x) F.delete_fs(ctx, x) end,
         every = F.DELETE_POLL, timeout = F.DELETE_LIMIT })
     end
   end

@@ -283,6 +283,19 @@ function M.file_system(ctx, cl, names, o)
     end }
 end
 
+-- delete_fs(ctx, fs): DeleteFileSystem of fs (as described), once it is
+-- AVAILABLE; no final backup of a PERSISTENT one (its owner chose to delete
+-- it); one already DELETING is left to go
+function M.delete_fs(ctx, fs)
+  if fs.Lifecycle == "DELETING" then return end
+  if fs.Lifecycle == "CREATING" then M.wait_available(ctx, fs.FileSystemId) end
+  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
+  if tostring((fs.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
+    req.LustreConfiguration = { SkipFinalBackup = true }
+  end
+  ctx:call("fsx", "DeleteFileSystem", req)
+end
+
 -- wait_available(ctx, id [, since]) -> the AVAILABLE file system
 function M.wait_available(ctx, id, since)
   -- a plan waits for nothing, but what a file system that exists already

@@ -190,14 +190,7 @@ local function file_system(ctx)
       local x = F.describe_fs(ctx, id)
       if x and x.Lifecycle ~= "DELETING" then return x end
     end,
-    delete = function(x)
-      if x.Lifecycle == "CREATING" then F.wait_available(ctx, id) end
-      local req = { FileSystemId = id, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
-      if tostring((x.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
-        req.LustreConfiguration = { SkipFinalBackup = true }
-      end
-      ctx:call("fsx", "DeleteFileSystem", req)
-    end }
+    delete = function(x) F.delete_fs(ctx, x) end }
   if action == "kept" then return end -- reported by the kit (ctx.state.kept)
   note(st, "deleted", entry)
   ctx:poll { what = "FSx file system " .. id .. " to be deleted", every = F.DELETE_POLL, timeout = F.DELETE_LIMIT,
