@@ -49,8 +49,13 @@ local emit
 -- parent (and so on up): whoever follows cluster_create (a CLI, a page, an
 -- MCP client) sees what its running child waits for, not only the parent's
 -- step ("hyperpod_create: waiting for ...")
+local parent_of = {} -- operation id -> its parent's id, or false (fixed at creation: read once)
 local function relay(rec, ev)
-  local parent = (store.get(meta_key(rec.id)) or {}).parent
+  local parent = parent_of[rec.id]
+  if parent == nil then
+    parent = (store.get(meta_key(rec.id)) or {}).parent or false
+    parent_of[rec.id] = parent
+  end
   local prec = parent and store.op_get(parent)
   if not prec then return end
   local text = ev.message or (ev.kind == "operation.phase" and ev.phase) or
