@@ -268,7 +268,7 @@ function handlers.signal(t, sig, timeout)
 end
 
 -- the budgets of a run: a task running a tool (it or an ancestor has a
--- guard: hypd.guard) gets the strict one, any other (the host's own: the
+-- guard: hypd.tool.guard) gets the strict one, any other (the host's own: the
 -- sandbox, servers, tests) the generous one
 local function budgets(t)
   local p = t
@@ -489,7 +489,7 @@ end
 -- (background work of a server: not counted by stats(), so tests do not
 -- take it for a leak), serving (a server's request handler, until it answers).
 -- A task started inside another keeps the earlier of the two deadlines,
--- and the guard (hypd.guard) current where it is started: its own, for its
+-- and the guard (hypd.tool.guard) current where it is started: its own, for its
 -- whole life, so a task a tool starts stays under that tool's guard after
 -- the tool has returned (an ancestor's guard may be gone by then).
 function M.spawn(fn, opts, ...)

@@ -86,7 +86,7 @@ function P:tick()
   if core.mono() - self.written < M.QUIET then return end
   local doing = self.current or "the operation"
   self:line(string.format("  still %s (%s)%s", doing:match("^waiting ") and doing or ("at " .. doing),
-    require("hypd.kit").elapsed(core.now() - self.since), self.latest and ("; last: " .. self.latest) or ""))
+    require("hypd.tool.kit").elapsed(core.now() - self.since), self.latest and ("; last: " .. self.latest) or ""))
 end
 
 -- event(ev): one operation event (as op.subscribe delivers it in this

@@ -23,7 +23,7 @@ function M.set_active(c)
   assert(type(c) == "table" and type(c.name) == "string", "set_active{name, region, arn}")
   local prev = M.active()
   assert(store.put(M.KEY, { name = c.name, region = c.region, arn = c.arn }))
-  require("hypd.op").changed("active_cluster", { name = c.name, region = c.region,
+  require("hypd.tool.operations").changed("active_cluster", { name = c.name, region = c.region,
     previous = prev and prev.name or nil })
   return prev
 end

@@ -10,7 +10,7 @@
 --     mutating; destructive, the default: all)
 local errors = require "hypd.errors"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -18,14 +18,14 @@ local RANK = { read = 1, mutating = 2, destructive = 3 }
 
 -- covered(actions, a) -> true when a wildcard already in actions covers a
 local function covered(list, a)
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   for _, other in ipairs(list) do
     if other ~= a and other:find("*", 1, true) and guard.matches({ other }, a) then return true end
   end
   return false
 end
 
--- what a tool of each kind may call (hypd.guard): a declared action its
+-- what a tool of each kind may call (hypd.tool.guard): a declared action its
 -- kind forbids is never called, so the policy leaves it out
 local CEILING = { read = 1, mutating = 2, destructive = 3 }
 local CLASS = { read = 1, mutating = 2, deleting = 3 }
@@ -42,7 +42,7 @@ end
 
 function M.document(opts)
   opts = opts or {}
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   local kind = opts.kind or "destructive"
   if not RANK[kind] then
     return errors.fail("VALIDATION", "kind: one of read, mutating, destructive; got " .. errors.echo(kind),

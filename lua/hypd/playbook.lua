@@ -194,12 +194,12 @@ end
 
 -- tool{...} in a playbook: a tool's definition. Unknown keys are refused
 -- here, at the line that wrote them; the registry checks the rest when
--- the file is loaded (hypd.tools).
+-- the file is loaded (hypd.tool.loader).
 local TOOL = setmetatable({}, { __mode = "k" })
 
 function M.tool(def)
   if type(def) ~= "table" then errors.raise("VALIDATION", where(2) .. "tool{...} takes a table") end
-  local keys = require("hypd.tool").DEF_KEYS
+  local keys = require("hypd.tool.registry").DEF_KEYS
   for k in pairs(def) do
     if not keys[k] then
       local names = {}

@@ -20,7 +20,7 @@
 --   hypd.sleep, now, checkpoint, digest, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
--- (hypd.guard): the actions and verbs it declares, what its kind allows.
+-- (hypd.tool.guard): the actions and verbs it declares, what its kind allows.
 -- The table and its parts are read-only views (hypd._readonly): one tool
 -- cannot change what another gets. A playbook's top level, check and
 -- target run under an inert guard: they call no tool and write no state.
@@ -29,7 +29,7 @@ local cidr = require "hypd.cidr"
 local clusters = require "hypd.clusters"
 local config = require "hypd.config"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local log = require "hypd.log"
@@ -75,7 +75,7 @@ local function refused(g, what, rule)
 end
 
 -- inert(what) -> the current guard; raises GUARDRAIL when the code running
--- is a playbook's top level, a check or a target (hypd.guard.inert): it
+-- is a playbook's top level, a check or a target (hypd.tool.guard.inert): it
 -- declares, it does not act. The error is final: the playbook's pcall
 -- passes it on (hypd.playbook), so a file whose top level tries fails to
 -- load even if it catches it.
@@ -189,12 +189,12 @@ end
 local function tools_api(name)
   return {
     -- exists(name) -> true when a tool of that name is registered
-    exists = function(tname) return require("hypd.tool").get(tname) ~= nil end,
+    exists = function(tname) return require("hypd.tool.registry").get(tname) ~= nil end,
     -- call(name, params) -> result (raises the tool's error). A staged tool
     -- called from inside an operation runs as its child operation and the
     -- call waits for it (its result, or its error); from a plan, it plans.
     call = function(tname, params)
-      local tool = require "hypd.tool"
+      local tool = require "hypd.tool.registry"
       inert("call the tool " .. tostring(tname))
       local caller, g = caller_of(name)
       local def = tool.get(tname)
@@ -205,7 +205,7 @@ local function tools_api(name)
       -- caller deletes first is gone when the child's run gets there (the
       -- teardown's FSx file system before hyperpod_delete's subnet)
       if def and def.steps and g and g.plan and g.ctx then c.plan_before = own(g.ctx.planned or json.array()) end
-      local op = require "hypd.op"
+      local op = require "hypd.tool.operations"
       local r, err
       if def and def.steps and g and g.op_id and not g.plan then
         c.parent = g.op_id
@@ -249,7 +249,7 @@ local function tools_api(name)
 end
 
 local function operations_api()
-  local op = require "hypd.op"
+  local op = require "hypd.tool.operations"
   return {
     list = function(filter)
       local out = json.array()
@@ -266,7 +266,7 @@ local function operations_api()
     cancel = function(id)
       may_change("hypd.operations.cancel", "mutating")
       local caller = caller_of("operations")
-      local tool = require "hypd.tool"
+      local tool = require "hypd.tool.registry"
       local def = tool.get("operation_cancel")
       if def then
         local ok, err = tool.allowed(def, caller)
@@ -317,7 +317,7 @@ end
 -- hypd.json: hypd.json's functions and equal(a, b), JSON equality (the kit's)
 local function json_api()
   local j = copy(json)
-  j.equal = require("hypd.kit").same
+  j.equal = require("hypd.tool.kit").same
   return j
 end
 

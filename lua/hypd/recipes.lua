@@ -17,7 +17,7 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -27,7 +27,7 @@ local KEYS = { name = true, description = true, params = true, check = true, ren
 
 local read_file = playbook.read_file
 
--- loose(path): refused when other users may write it (as hypd.tools refuses playbooks)
+-- loose(path): refused when other users may write it (as hypd.tool.loader refuses playbooks)
 local function loose(path)
   local st = core.stat(path)
   if st and st.mode & 18 ~= 0 then
@@ -77,8 +77,8 @@ local function load_recipe(name)
   end
   local fn, err = load(src, chunk, "t", playbook.env("recipe " .. name, req))
   if not fn then refuse(origin, "it does not compile: " .. err) end
-  -- its top level declares the recipe, it does not act (hypd.guard.confine)
-  local ok, r = pcall(require("hypd.guard").confine, "the top level of recipe " .. name, fn)
+  -- its top level declares the recipe, it does not act (hypd.tool.guard.confine)
+  local ok, r = pcall(require("hypd.tool.guard").confine, "the top level of recipe " .. name, fn)
   if not ok then refuse(origin, "it fails when loaded: " .. tostring(errors.is(r) and r.message or r)) end
   if type(r) ~= "table" then refuse(origin, "it must return a table {name, description, params, render}") end
   for k in pairs(r) do

@@ -28,7 +28,7 @@ local errors = require "hypd.errors"
 local log = require "hypd.log"
 local mcp_api = require "hypd.api.mcp"
 local metrics = require "hypd.api.metrics"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
 local server = require "hypd.server"
@@ -91,15 +91,15 @@ function M.handle(req)
   return resp
 end
 
--- the tools; a file that fails to load is logged loudly (hypd.tools) and
+-- the tools; a file that fails to load is logged loudly (hypd.tool.loader) and
 -- listed in GET /api/v1/tools; the others still load
 local function load_tools()
-  local errs = require("hypd.tools").load()
+  local errs = require("hypd.tool.loader").load()
   if #errs > 0 then
     log.error("serve", "%d playbook file(s) did not load; their tools are missing or keep their previous version",
       #errs)
   end
-  for _, def in ipairs(require("hypd.tool").list()) do
+  for _, def in ipairs(require("hypd.tool.registry").list()) do
     if def.overrides then log.warn("serve", "tool %s is overridden by %s", def.name, def.source) end
   end
 end
@@ -253,7 +253,7 @@ function M.main(opts)
     end)
     if stopping then break end
     seen = core.hangups()
-    local r = sched.spawn(require("hypd.tools").reload, { name = "playbooks reload" },
+    local r = sched.spawn(require("hypd.tool.loader").reload, { name = "playbooks reload" },
       { name = "SIGHUP", front = "signal" })
     sched.run(function() return r:finished() or core.interrupted() end)
   end

@@ -6,12 +6,12 @@ local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local function report(name, value, unit)
   print(string.format("# bench %-40s %12.1f %s", name .. ":", value, unit))

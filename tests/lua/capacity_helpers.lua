@@ -9,8 +9,8 @@ local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local core = require "hypd.core"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 local C = {}
@@ -59,7 +59,7 @@ function C.start(eks, hp)
   for svc in pairs(aws.SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
   for k, v in pairs(S.env) do core.setenv(k, v) end
   core.virtual(true)
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   t.ok(tool.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
   return S
 end
@@ -81,7 +81,7 @@ function C.here()
     end
     return out
   end
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   function S.build(eks, hp)
     S.eks, S.hp = eks, hp
     local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",

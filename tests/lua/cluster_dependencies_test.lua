@@ -12,8 +12,8 @@ local t = require "hypd.tap"
 local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
 local srv = O.srv
-local core, json, op, store, task, tool = require "hypd.core", require "hypd.json", require "hypd.op",
-  require "hypd.store", require "hypd.task", require "hypd.tool"
+local core, json, op, store, task, tool = require "hypd.core", require "hypd.json", require "hypd.tool.operations",
+  require "hypd.store", require "hypd.task", require "hypd.tool.registry"
 local k8s = require "hypd.k8s"
 local call, mark, since = O.call, E.mark, E.since
 

@@ -42,13 +42,13 @@ t.test("a sandbox process where boto3 made an EKS cluster with HyperPod nodes an
   for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
   for k, v in pairs(env) do core.setenv(k, v) end
   core.virtual(true)
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   ready = rc == 0
 end)
 
 t.test("cluster_import adopts it with its HyperPod cluster; cluster_configure_dependencies configures it", function()
   if not ready then return skip() end
-  local tool, op = require "hypd.tool", require "hypd.op"
+  local tool, op = require "hypd.tool.registry", require "hypd.tool.operations"
   local imp, err = tool.call("cluster_import", { cluster = "boto-eks" }, WHO)
   t.ok(imp, json.encode(err))
   t.eq(imp and imp.hyperpod and imp.hyperpod.name, "boto-hp")

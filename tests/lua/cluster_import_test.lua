@@ -10,7 +10,7 @@ local t = require "hypd.tap"
 local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
 local srv = O.srv
-local json, tool = require "hypd.json", require "hypd.tool"
+local json, tool = require "hypd.json", require "hypd.tool.registry"
 local clusters = require "hypd.clusters"
 local call, mark, since = O.call, E.mark, E.since
 

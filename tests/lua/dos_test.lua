@@ -10,7 +10,7 @@ local json = require "hypd.json"
 local mcp_http = require "hypd.api.mcp_http"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

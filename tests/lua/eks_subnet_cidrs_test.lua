@@ -7,9 +7,9 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local call, mark, since = E.call, E.mark, E.since
 
 -- refused(params) -> the fields of the VALIDATION error a call with them

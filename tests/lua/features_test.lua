@@ -1,7 +1,7 @@
 -- The managed features (hyperpod_get_advanced_features,
 -- hyperpod_update_advanced_features, hyperpod_disable_advanced_features)
 -- against the in-process sandbox under the virtual clock, through the
--- registry and hypd.op: the parameters every front end takes (booleans,
+-- registry and hypd.tool.operations: the parameters every front end takes (booleans,
 -- objects, key=value text, JSON through REST and MCP), bad input refused
 -- before any mutation naming the field and the rule, plans that list each
 -- chain with nothing sent, conflicts and scopes refused before anything
@@ -13,12 +13,12 @@
 -- and kubectl, is features_process_test.lua.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local task, tool = require "hypd.task", require "hypd.tool.registry"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local OPERATOR = { name = "operator-tester", scope = "operate", front = "test" }
 local UPDATE, DISABLE, GET = "hyperpod_update_advanced_features", "hyperpod_disable_advanced_features",

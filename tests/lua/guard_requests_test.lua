@@ -23,8 +23,8 @@ local k8s_classify = require "hypd.k8s.classify"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local sbx = H.sandbox_here()
 local SANDBOX = "http://127.0.0.1:" .. sbx.port
@@ -436,7 +436,7 @@ t.test("the classifier reads the Kubernetes verb from method, path, query and co
 end)
 
 t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; the token stays in hypd.k8s", function()
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   local g = guard.new { tool = { name = "diagnose_streamer", kind = "read", aws = { "eks:DescribeCluster" },
     k8s = { "get", "list", "watch" } }, caller = WHO }
   -- port 1: were either sent, it would fail with CONNECT, not GUARDRAIL
@@ -460,7 +460,7 @@ t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; 
 end)
 
 t.test("an EKS token goes only to the API server of its cluster, whatever verb the request is", function()
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   local g = guard.new { tool = { name = "diagnose_exfil", kind = "read", aws = { "eks:DescribeCluster" },
     k8s = { "get", "list" } }, caller = WHO }
   local prep = require("hypd.aws.eks").prepare { cluster = "hypd-victim", region = "us-west-2" }

@@ -13,10 +13,10 @@ local config = require "hypd.config"
 local http = require "hypd.http"
 local iam_policy = require "hypd.iam_policy"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local srv = H.sandbox_here()
 local BASE = "http://127.0.0.1:" .. srv.port

@@ -6,10 +6,10 @@
 -- The sandbox in this process, under the virtual clock (capacity_helpers).
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local S

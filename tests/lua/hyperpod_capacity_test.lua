@@ -14,8 +14,8 @@
 -- hyperpod_nodes_test.lua.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local HP = "hp-cap"
@@ -33,7 +33,7 @@ local function run(name, params, caller)
 end
 
 -- refusal(name, params [, caller]) -> {status = "refused", error}: the call
--- itself is refused (its check runs on the call: hypd.op), no operation
+-- itself is refused (its check runs on the call: hypd.tool.operations), no operation
 -- recorded
 local function refusal(name, params, caller)
   local before = #op.list {}

@@ -1,7 +1,7 @@
 -- Stage 4, hyperpod_create (its steps in hyperpod/_create, its checks in
 -- hyperpod/_checks, the compute subnet from hyperpod/_subnet), and its
 -- status tool hyperpod_get_creation_status, run through the tool registry
--- and hypd.op against the in-process sandbox under the virtual clock, on
+-- and hypd.tool.operations against the in-process sandbox under the virtual clock, on
 -- EKS clusters made by cluster_create_eks: a plan on a cluster without
 -- HyperPod lists every resource and mutates nothing; a run makes each
 -- resource once and reaches InService with the nodes Ready in Kubernetes
@@ -16,9 +16,9 @@ local t = require "hypd.tap"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")

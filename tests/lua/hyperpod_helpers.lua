@@ -1,13 +1,13 @@
 -- Helpers of the stage 4 tests (hyperpod_create_test.lua,
 -- hyperpod_instance_group_test.lua): tools called through the registry as
--- the tester, their operations awaited through hypd.op, the Kubernetes
+-- the tester, their operations awaited through hypd.tool.operations, the Kubernetes
 -- nodes of an instance group. Loaded with dofile after H.sandbox_here():
 --   local Hp = dofile("tests/lua/hyperpod_helpers.lua")
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 
 local E = dofile("tests/lua/eks_helpers.lua")
 local Hp = { E = E }
@@ -55,7 +55,7 @@ end
 -- refused(name, params, field, rule [, pattern [, code]]) -> the error:
 -- the call itself answers VALIDATION (or code) naming the field and the
 -- rule, no operation is recorded, and nothing reaches the sandbox's audit
--- log (the check step runs on the call: hypd.op)
+-- log (the check step runs on the call: hypd.tool.operations)
 function Hp.refused(name, params, field, rule, pattern, code)
   local m = E.mark()
   local before = #op.list {}

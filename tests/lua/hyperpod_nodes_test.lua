@@ -9,7 +9,7 @@
 -- model has them.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local OPER, ADMIN, UNKNOWN = C.OPER, C.ADMIN, C.UNKNOWN

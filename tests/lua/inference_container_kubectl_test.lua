@@ -6,12 +6,12 @@
 -- deploy asking for more GPUs than a node has.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local kubectl = S.kubectl
 t.cleanup(S.cleanup)
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local ADMIN = { name = "inference-kubectl", scope = "admin", front = "test" }
 local EKS = "infk-eks"

@@ -11,11 +11,12 @@
 -- refuses to scale below its assigned workers; list, get and delete follow.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool, task = require "hypd.json", require "hypd.op", require "hypd.tool", require "hypd.task"
+local json, op, tool, task = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry",
+  require "hypd.task"
 local ADMIN = { name = "inference-tester", scope = "admin", front = "test" }
 local EKS, HP = "infer-a", "infer-a-hp"
 local field_rules = H.field_rules

@@ -13,8 +13,8 @@ local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, dir, kc, kubectl = S.H, S.dir, S.kc, S.kubectl
 local until_ok, get_json, skip = S.until_ok, S.get_json, S.skip
-require("hypd.tools").load()
-local op, tool = require "hypd.op", require "hypd.tool"
+require("hypd.tool.loader").load()
+local op, tool = require "hypd.tool.operations", require "hypd.tool.registry"
 local ADMIN = { name = "inference-kubectl-tester", scope = "admin", front = "test" }
 local EKS = "jsm-eks"
 

@@ -12,11 +12,11 @@
 -- Kubernetes write.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local ADMIN = { name = "inference-tester", scope = "admin", front = "test" }
 local EKS = "infer-a"
 local API = "inference.sagemaker.aws.amazon.com/v1"

@@ -11,8 +11,8 @@ local http = require "hypd.http"
 local json = require "hypd.json"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local TOOL = [[
 return {

@@ -1,7 +1,7 @@
 -- Managed Karpenter's defaults keep the work they scaled for, and the
 -- caller chooses the groups (issue 19, "Managed autoscaling defaults that
 -- keep the workload"), against the in-process sandbox under the virtual
--- clock, through the registry and hypd.op:
+-- clock, through the registry and hypd.tool.operations:
 --   * with the defaults (karpenter = true), a Job against a group at 0
 --     nodes gets a node, completes (no pod lost with its node), and the
 --     node goes once idle for the default consolidateAfter: 0 to 1 to 0;
@@ -14,12 +14,12 @@
 --     group added later is not under Karpenter and how to put it under.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local task, tool = require "hypd.task", require "hypd.tool.registry"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local UPDATE, GET = "hyperpod_update_advanced_features", "hyperpod_get_advanced_features"
 local EKS, HP = "kgrp", "kgrp-hp"

@@ -1,6 +1,6 @@
 -- The AWS Load Balancer Controller as a dependency (issue 19, "Self-managed
 -- inference gaps"), against the in-process sandbox under the virtual
--- clock, through the registry and hypd.op:
+-- clock, through the registry and hypd.tool.operations:
 --   * without it, inference_deploy_container service=external and
 --     inference_assign_pool_pod service=external warn with the real cause
 --     (no controller runs) and the complete command that installs it, and
@@ -16,12 +16,12 @@
 --     is not warned.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local task, tool = require "hypd.task", require "hypd.tool.registry"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local EKS = "lbc"
 local K

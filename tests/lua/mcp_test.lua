@@ -9,12 +9,12 @@ local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
 local mcp_stdio = require "hypd.api.mcp_stdio"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local server = require "hypd.server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local ADMIN = { name = "tester", scope = "admin", front = "test" }
 

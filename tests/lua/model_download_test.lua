@@ -12,10 +12,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
 local FH = dofile("tests/lua/features_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local store = require "hypd.store"
 local call = FH.aws(OPTS)
 local WHO = SH.WHO
@@ -34,7 +34,7 @@ local function download(params, plan)
   local before = #op.list { tool = "model_download", limit = 1000 }
   local acc, err = tool.call("model_download", args, WHO)
   if not acc and not plan then
-    -- refused on the call (its check step runs there: hypd.op): no operation recorded
+    -- refused on the call (its check step runs there: hypd.tool.operations): no operation recorded
     t.eq(#op.list { tool = "model_download", limit = 1000 }, before, "a refused call records no operation")
     return { status = "refused", error = err }, err
   end

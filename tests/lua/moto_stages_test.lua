@@ -7,9 +7,9 @@ local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local aws = require "hypd.aws"
 local core = require "hypd.core"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local have = H.sh("python3 -c 'import moto.server, flask' 2>/dev/null") == 0
 local dir = H.tmpdir()

@@ -9,10 +9,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
 local clusters, core, json, k8s, op, task, tool = require "hypd.clusters", require "hypd.core", require "hypd.json",
-  require "hypd.k8s", require "hypd.op", require "hypd.task", require "hypd.tool"
+  require "hypd.k8s", require "hypd.tool.operations", require "hypd.task", require "hypd.tool.registry"
 local call, mark, since = E.call, E.mark, E.since
 local WHO, READ = E.WHO, E.READ
 local ADMIN = { name = "admin", scope = "admin", front = "test" }

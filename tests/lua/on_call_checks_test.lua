@@ -1,6 +1,6 @@
 -- What the parameters and a few reads decide is refused on the call, over
 -- REST as a client sees it: the answer is HTTP 4xx with the error (code,
--- field, rule), no operation id, and no operation is recorded (hypd.op runs
+-- field, rule), no operation id, and no operation is recorded (hypd.tool.operations runs
 -- a staged tool's on_call check before the record). Each condition the
 -- issue names: a fixed-at-create value that differs from the group's, a
 -- missing operator (training and inference), elastic training on spot
@@ -11,10 +11,10 @@ local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()

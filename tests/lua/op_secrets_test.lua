@@ -5,10 +5,10 @@
 local t = require "hypd.tap"
 local config = require "hypd.config"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 local SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123456789"

@@ -3,12 +3,12 @@
 -- calling again afterwards reuses what exists and completes; events reach
 -- subscribers.
 local t = require "hypd.tap"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local WHO = { name = "alice", scope = "operate", front = "test" }

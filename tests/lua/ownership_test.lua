@@ -24,11 +24,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
 local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local call = FH.aws(OPTS)
 local ADMIN = { name = "owner-tester", scope = "admin", front = "test" }
 local EKS, HP = "hypd-owners", "hypd-owners-hp"

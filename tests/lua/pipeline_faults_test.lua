@@ -11,10 +11,10 @@
 local t = require "hypd.tap"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local sandbox_srv = H.sandbox_here()
 local E = dofile("tests/lua/eks_helpers.lua")

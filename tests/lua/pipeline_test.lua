@@ -12,13 +12,13 @@ local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local sandbox_srv = H.sandbox_here() -- kept: the server stops when collected
 local E = dofile("tests/lua/eks_helpers.lua")

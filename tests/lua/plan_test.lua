@@ -1,5 +1,5 @@
--- Plan mode (a staged tool called with plan = true, hypd.op's M.plan and
--- hypd.kit) on cluster_create_eks against the sandbox: on an empty account
+-- Plan mode (a staged tool called with plan = true, hypd.tool.operations's M.plan and
+-- hypd.tool.kit) on cluster_create_eks against the sandbox: on an empty account
 -- it lists every resource the stage would make, later ones naming the
 -- planned ids of earlier ones, and sends no mutation (nor even the reads
 -- about things that do not exist yet); once the stage has run the plan is
@@ -9,10 +9,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
-local aws, json, op, store, tool = require "hypd.aws", require "hypd.json", require "hypd.op", require "hypd.store",
-  require "hypd.tool"
+local aws, json, op, store, tool = require "hypd.aws", require "hypd.json", require "hypd.tool.operations", require "hypd.store",
+  require "hypd.tool.registry"
 local call, start, state_of, mark, since = E.call, E.start, E.state_of, E.mark, E.since
 local CALLER = E.CALLER
 

@@ -11,10 +11,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
 local D = dofile("tests/lua/plan_diff_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local WHO = { name = "tester", scope = "admin", front = "test" }
 
 local covered = {}

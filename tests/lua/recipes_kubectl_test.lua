@@ -5,11 +5,11 @@
 -- by the test), and nothing is created.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, dir, kubectl = S.H, S.dir, S.kubectl
 t.cleanup(S.cleanup)
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local WHO = { name = "recipes-kubectl", scope = "read", front = "test" }
 local BASE = { job_name = "dry", instance_type = "ml.g5.12xlarge" }

@@ -12,9 +12,9 @@ local H = dofile("tests/lua/helpers.lua")
 local config = require "hypd.config"
 local json = require "hypd.json"
 local recipes = require "hypd.recipes"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local WHO = { name = "recipes-test", scope = "read", front = "test" }
 local dir = H.tmpdir()
@@ -174,7 +174,7 @@ return { name = "pytorch-torchrun", description = "the operator's own torchrun r
   t.eq(r.objects[1].metadata.labels.team, "ours")
   t.eq(r.objects[1].spec.replicaSpecs[1].template.spec.containers[1].image, "example.com/own:1")
   t.eq(recipes.get("pytorch-torchrun").source, own)
-  local errs = require("hypd.tools").reload({ name = "recipes-test" }).errors
+  local errs = require("hypd.tool.loader").reload({ name = "recipes-test" }).errors
   t.eq(errs, {}, "the recipes/ folder is not read as tools")
 
   H.write(own, "return { name = 'pytorch-torchrun', description = 'broken', render = function( }")

@@ -12,8 +12,8 @@ local json = require "hypd.json"
 local regex = require "hypd.regex"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

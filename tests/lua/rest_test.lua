@@ -7,14 +7,14 @@ local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local metrics = require "hypd.api.metrics"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 metrics.install()
 
 local H = dofile("tests/lua/helpers.lua")

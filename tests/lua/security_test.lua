@@ -10,8 +10,8 @@ local json = require "hypd.json"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local destroyed = 0
 tool.define { name = "cluster_test_teardown", summary = "A destructive test tool", kind = "destructive",

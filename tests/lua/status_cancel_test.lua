@@ -6,11 +6,11 @@
 -- again in a new child operation (not the old one found done).
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here() -- it keeps its server for the life of the process
 local E = dofile("tests/lua/eks_helpers.lua")

@@ -9,8 +9,8 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -53,7 +53,7 @@ t.test("a sandbox process, an EKS cluster with the Mountpoint add-on (boto3), an
     core.setenv("AWS_SESSION_TOKEN")
     for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
     for k, v in pairs(env) do core.setenv(k, v) end
-    require("hypd.tools").load()
+    require("hypd.tool.loader").load()
     local rc, out, err = py("cluster " .. NAME)
     t.eq(rc, 0, err)
     t.like(out, "^https://127%.0%.0%.1:%d+")

@@ -8,9 +8,9 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local call, try = SH.call, SH.try
 
 local NAME = "hypd-del"

@@ -10,10 +10,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local json, tool = require "hypd.json", require "hypd.tool"
-local op = require "hypd.op"
+local json, tool = require "hypd.json", require "hypd.tool.registry"
+local op = require "hypd.tool.operations"
 local call, try = SH.call, SH.try
 
 local NAME = "hypd-lustre"
@@ -48,7 +48,7 @@ t.test("without a HyperPod compute subnet the call is refused before any change 
   local m = SH.mark()
   local before = #op.list {}
   local acc, err = tool.call("storage_create_fsx", {}, SH.WHO)
-  t.eq(acc, nil, "refused on the call (its check runs there: hypd.op)")
+  t.eq(acc, nil, "refused on the call (its check runs there: hypd.tool.operations)")
   t.eq(#op.list {}, before, "no operation recorded")
   t.eq(err and err.code, "STATE")
   t.like(err and err.message, "has no HyperPod compute subnet hp%-compute%-%*")

@@ -10,9 +10,9 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here() -- kept: the sandbox lives while this does
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local call, try = SH.call, SH.try
 
 local BARE, NAME = "hypd-bare", "hypd-demo"
@@ -151,7 +151,7 @@ t.test("storage_list shows every S3 volume with its claim, bucket and status, an
   local w = SH.read("storage_list", { operation_id = acc.operation_id, wait_seconds = 60 })
   t.ok(core.now() - t0 < 5, "answered as soon as the phase changed, not after 60 s: " .. (core.now() - t0))
   t.ok(w.operation.phase ~= "queued", "the new phase: " .. tostring(w.operation.phase))
-  require("hypd.op").wait(acc.operation_id)
+  require("hypd.tool.operations").wait(acc.operation_id)
   w = SH.read("storage_list", { operation_id = acc.operation_id })
   t.eq(w.operation.status, "succeeded")
   t.eq(#w.storages, 3)

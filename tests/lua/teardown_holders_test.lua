@@ -7,10 +7,10 @@
 -- it fails naming what holds the subnet or group.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")

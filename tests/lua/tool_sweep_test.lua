@@ -17,14 +17,14 @@ local auth = require "hypd.api.auth"
 local hints = require "hypd.hints"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local H = dofile("tests/lua/helpers.lua")
 H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
 local BASE = "http://127.0.0.1:" .. srv.port

@@ -3,9 +3,9 @@
 -- playbook sandbox (no shell).
 local t = require "hypd.tap"
 local config = require "hypd.config"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()

@@ -4,11 +4,11 @@
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv, OPTS = H.sandbox_here()
 

@@ -9,7 +9,7 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local json, tool = require "hypd.json", require "hypd.tool"
+local json, tool = require "hypd.json", require "hypd.tool.registry"
 local ADMIN = { name = "elastic-tester", scope = "admin", front = "test" }
 local EKS, HP = "el-a", "el-a-hp"
 local field_rules = H.field_rules

@@ -8,11 +8,11 @@
 -- its pods, nodes, events and log lines; list and delete follow.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local ADMIN = { name = "training-tester", scope = "admin", front = "test" }
 local EKS, HP = "train-a", "train-a-hp"
 

@@ -13,7 +13,7 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local ADMIN = { name = "metrics-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlm-a", "mlm-a-hp"
 local obj = TH.obj
@@ -188,7 +188,7 @@ end)
 
 t.test("the guardrail classes sagemaker-mlflow's actions: reads for a read tool, writes refused before sending",
   function()
-    local aws, guard = require "hypd.aws", require "hypd.guard"
+    local aws, guard = require "hypd.aws", require "hypd.tool.guard"
     t.eq({ aws.class("sagemaker-mlflow", "GetMetricHistory"), aws.class("sagemaker-mlflow", "SearchRuns"),
       aws.class("sagemaker-mlflow", "LogBatch"), aws.class("sagemaker-mlflow", "DeleteRun") },
       { "read", "read", "mutating", "deleting" })

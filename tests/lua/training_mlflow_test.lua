@@ -11,7 +11,7 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool"
+local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool.registry"
 local ADMIN = { name = "mlflow-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlf-a", "mlf-a-hp"
 local SERVER = "hypd-mlf-a-mlflow"

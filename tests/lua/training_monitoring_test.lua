@@ -11,7 +11,7 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H = TH.H
-local json, tool = require "hypd.json", require "hypd.tool"
+local json, tool = require "hypd.json", require "hypd.tool.registry"
 local ADMIN = { name = "monitor-tester", scope = "admin", front = "test" }
 local EKS, HP = "mon-a", "mon-a-hp"
 local field_rules = H.field_rules

@@ -12,7 +12,7 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local FH = TH.FH
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local ADMIN = { name = "ray-tester", scope = "admin", front = "test" }
 local EKS, HP = "ray-a", "ray-a-hp"
 

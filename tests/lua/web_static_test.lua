@@ -11,7 +11,7 @@ local serve = require "hypd.serve"
 local server = require "hypd.server"
 local web = require "hypd.api.web"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 * rest.MAX_BODY })
 local BASE = "http://127.0.0.1:" .. srv.port

@@ -1,6 +1,6 @@
 -- cluster_create_eks (its steps in cluster/_eks_network and cluster/_eks_stage,
--- every resource a ctx:ensure and every wait a ctx:poll of hypd.kit) run by
--- the real operation layer, hypd.op, through the tool registry, against the
+-- every resource a ctx:ensure and every wait a ctx:poll of hypd.tool.kit) run by
+-- the real operation layer, hypd.tool.operations, through the tool registry, against the
 -- in-process sandbox under the virtual clock: a full run to an ACTIVE
 -- cluster with each resource made once and a phase persisted before each
 -- mutation; steps run again on the saved state, and a new call on a fresh
@@ -9,11 +9,11 @@
 -- run); a cancelled wait; foreign
 -- resources that are CONFLICTs; AWS refusals, faults and a failed NAT
 -- gateway, retried or reported; the subnet CIDR math. What the test reads
--- back (phases, progress notes, the step state) is what hypd.op persisted
+-- back (phases, progress notes, the step state) is what hypd.tool.operations persisted
 -- in the store, so it fails when phases or state stop being persisted.
 -- Plans are in plan_test.lua.
 --
--- Ways in beyond the public calls, all through hypd.op's own paths or the
+-- Ways in beyond the public calls, all through hypd.tool.operations's own paths or the
 -- sandbox's: interrupt_at stops an operation as a stopping host does (its
 -- task cancelled without a cancel request: the record stays running and
 -- op.resume continues it); replay / lose_state edit the operation's record
@@ -24,13 +24,13 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local regex = require "hypd.regex"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv, OPTS = H.sandbox_here()
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -301,7 +301,7 @@ t.test("a full run makes an ACTIVE cluster hypd-alpha on a new VPC, role and acc
     st.security_group_id }, "the saved state when the cluster was created")
   t.eq(saved_before_cluster.private_subnet_ids, r.private_subnet_ids)
   local notes = notes_of(id)
-  -- (between two checks of its pace, the last check's note again with the time so far: hypd.kit's poll)
+  -- (between two checks of its pace, the last check's note again with the time so far: hypd.tool.kit's poll)
   t.like(notes[#notes], "^EKS cluster hypd%-alpha CREATING %(%d+m%d%ds[;%)]")
 end)
 

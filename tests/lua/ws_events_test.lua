@@ -7,7 +7,7 @@ local json = require "hypd.json"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 tool.define { name = "job_slow", summary = "A staged test tool", kind = "mutating",

@@ -10,7 +10,7 @@
 -- middle of a line, as an API server drops a long stream.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local LH = dofile("tests/lua/logs_helpers.lua")
@@ -23,7 +23,7 @@ local logstream = require "hypd.logstream"
 local serve = require "hypd.serve"
 local server = require "hypd.server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local EKS, HP = "wslogs-a", "wslogs-a-hp"
 local READER = { name = "ws-logs-reader", scope = "read", front = "test" }
 

@@ -15,7 +15,7 @@ local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
 local server = require "hypd.server"
 local task = require "hypd.task"
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local FIXTURE = { name = "test_error_handling", kind = "read", summary = "Conformance fixture: always fails",
   description = "A fixture of the MCP conformance suite (tools-call-error): every call fails.",

@@ -7,10 +7,10 @@
 -- it kills itself with SIGKILL at the first phase that contains text.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 dofile("tests/tools/crash_at.lua")(os.getenv("CRASH_PHASE"))
 

@@ -8,9 +8,9 @@
 -- phase of every operation ("# phase <text>").
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local TOOL = os.getenv("TOOL") or "cluster_create_eks"
 local ARGS = os.getenv("ARGS") and json.decode(os.getenv("ARGS")) or { cluster_tag = os.getenv("TAG") }

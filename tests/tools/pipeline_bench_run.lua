@@ -15,12 +15,12 @@
 -- (operation) that asked for it.
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local sandbox = require "sandbox"

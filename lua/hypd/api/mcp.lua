@@ -15,7 +15,7 @@
 --   mcp.local_backend() -> backend         the tool registry in this process
 --
 -- Protocol versions 2025-11-25 and 2025-06-18 are negotiated (the client's
--- when supported, else 2025-11-25). Tools are hypd.tool's registry: a tool
+-- when supported, else 2025-11-25). Tools are the registry's (hypd.tool.registry): a tool
 -- failure is a result with isError (never a protocol error); an unknown
 -- tool is -32602. Prompts are the skills (skills/*/SKILL.md); resources are
 -- the active cluster and the recent operations.
@@ -32,8 +32,8 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -89,7 +89,7 @@ end
 -- results ---------------------------------------------------------------------------
 
 -- shape(value, schema): see hypd.tool.shape
-M.shape = require("hypd.tool").shape
+M.shape = require("hypd.tool.registry").shape
 
 local function is_object(v)
   if type(v) ~= "table" or v == json.null or json.is_array(v) then return false end
@@ -123,7 +123,7 @@ end
 
 -- the local backend ------------------------------------------------------------------
 
--- describe(def): the registry's one description of a tool (hypd.tool)
+-- describe(def): the registry's one description of a tool (hypd.tool.registry)
 M.describe = tool.describe
 
 function M.local_backend()

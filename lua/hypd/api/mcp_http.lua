@@ -26,7 +26,7 @@ local core = require "hypd.core"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

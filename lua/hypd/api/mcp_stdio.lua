@@ -28,7 +28,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local mcp = require "hypd.api.mcp"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local sched = require "hypd._sched"
 local task = require "hypd.task"
 
@@ -56,7 +56,7 @@ function M.write_stdout(text)
 end
 
 local function load_tools()
-  local ok, err = pcall(function() require("hypd.tools").load() end)
+  local ok, err = pcall(function() require("hypd.tool.loader").load() end)
   if not ok then
     log.error("mcp", "the tools did not all load: %s", tostring(type(err) == "table" and err.message or err))
   end

@@ -14,12 +14,12 @@
 --   hypd_log_follow_lines_total                      upstream follows opened (reconnects
 --                                                    among them) and lines delivered
 --
--- install() hooks the sources once: hypd.aws's on_call, hypd.op's events
+-- install() hooks the sources once: hypd.aws's on_call, hypd.tool.operations's events
 -- and hypd.tool.call. Counters live in this process and start at zero.
 local aws = require "hypd.aws"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

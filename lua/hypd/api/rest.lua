@@ -31,8 +31,8 @@ local config = require "hypd.config"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -216,7 +216,7 @@ end
 
 function handlers.tools()
   local errs = json.array()
-  for i, e in ipairs(require("hypd.tools").errors()) do errs[i] = { file = e.file, message = e.message } end
+  for i, e in ipairs(require("hypd.tool.loader").errors()) do errs[i] = { file = e.file, message = e.message } end
   return M.json_response(200, { tools = M.registry(), errors = errs })
 end
 
@@ -279,7 +279,7 @@ function handlers.reload(_, caller)
     return fail(403, "FORBIDDEN", "reloading the playbooks needs a token with scope admin; this one has " ..
       tostring(caller.scope))
   end
-  local r = require("hypd.tools").reload(caller)
+  local r = require("hypd.tool.loader").reload(caller)
   local errs = json.array()
   for i, e in ipairs(r.errors) do errs[i] = { file = e.file, message = e.message } end
   return M.json_response(200, { defined = json.array(r.defined), restored = json.array(r.restored),

@@ -16,7 +16,7 @@
 -- follows.
 local logstream = require "hypd.logstream"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 M.MAX_FOLLOWS = 32 -- follows one connection may have open

@@ -1,6 +1,6 @@
 -- hypd.aws.classify: which AWS operation a signed request is, read from
 -- the request itself (never from what its sender says it is), so the
--- guard (hypd.guard.request) checks and audits what AWS will do:
+-- guard (hypd.tool.guard_request) checks and audits what AWS will do:
 --
 --   * the service from the signing name (req.aws.service): the models
 --     that sign as it ("sagemaker" is SageMaker and SageMaker Runtime);

@@ -21,7 +21,7 @@ local _aws = require "hypd._aws"
 local config = require "hypd.config"
 local endpoints = require "hypd.aws.endpoints"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local protocol = require "hypd.aws.protocol"
@@ -166,7 +166,7 @@ function M.try(service, operation, params, opts)
     return errors.fail("VALIDATION", "hypd uses " .. service .. " read-only; " .. operation .. " changes state",
       { field = "operation", service = service })
   end
-  -- the running tool's guardrail (hypd.guard): checked before anything is sent
+  -- the running tool's guardrail (hypd.tool.guard): checked before anything is sent
   local class, gerr, empty = guard.aws(service, operation, params)
   if not class then
     gerr.service, gerr.operation = service, operation

@@ -22,7 +22,7 @@
 local _aws = require "hypd._aws"
 local classify = require "hypd.aws.classify"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 
@@ -92,7 +92,7 @@ function M.request(r)
       { action = service .. ":" .. action, derived = derived.service .. ":" .. derived.operation,
         service = service, operation = action })
     if not g then return nil, err end
-    return require("hypd.guard_request").refused(g, { aws = derived.service .. ":" .. derived.operation,
+    return require("hypd.tool.guard_request").refused(g, { aws = derived.service .. ":" .. derived.operation,
       claimed = service .. ":" .. action, class = derived.class }, err)
   end
   local class, gerr = guard.aws(service, action, r.body)

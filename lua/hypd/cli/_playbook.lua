@@ -11,8 +11,8 @@
 local aws = require "hypd.aws"
 local json = require "hypd.json"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local M = {}
 
@@ -73,7 +73,7 @@ local function classes(action)
     return model.operations[op] and aws.class(service, op) or "unknown operation (counts as deleting)"
   end
   local n = { read = 0, mutating = 0, deleting = 0 }
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   for name in pairs(model.operations) do
     if guard.matches({ action }, service .. ":" .. name) then
       local c = aws.class(service, name)
@@ -105,7 +105,7 @@ function M.check_file(path)
         g.write and "assigns" or "reads", g.name, g.write and " (declare it local)" or ""))
     end
   end
-  local ok, v = pcall(require("hypd.guard").confine, tools.LOADING:format(path), playbook.load, path)
+  local ok, v = pcall(require("hypd.tool.guard").confine, tools.LOADING:format(path), playbook.load, path)
   if not ok then bad("does not load: " .. tostring(type(v) == "table" and v.message or v)) return r end
   local def
   if playbook.is_tool(v) then

@@ -13,11 +13,11 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local progress = require "hypd.cli_progress"
 local sched = require "hypd._sched"
 local statelock = require "hypd.statelock"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local say_for = require "hypd.cli._words"
 
 local M = {}
@@ -66,7 +66,7 @@ local function run(fn, ...)
 end
 
 local function load_tools()
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
 end
 
 -- tools ----------------------------------------------------------------------------
@@ -86,7 +86,7 @@ function M.tools(opts)
   for _, d in ipairs(defs) do
     say(string.format(f, d.name, d.kind, d.summary .. (d.overrides and "  [overridden by " .. d.source .. "]" or "")))
   end
-  for _, e in ipairs(require("hypd.tools").errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
+  for _, e in ipairs(require("hypd.tool.loader").errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
   return 0
 end
 
@@ -129,7 +129,7 @@ end
 -- follow(p, fetch) -> true | nil, err: shows an operation's events, read
 -- with fetch(after, wait) -> {events, next, status} | nil, err, until it
 -- has ended; the same for an operation in this process and on a server, so
--- both show the same phases and notes (its children's too: hypd.op relays
+-- both show the same phases and notes (its children's too: hypd.tool.operations relays
 -- them to the parent), and the same ticks between them
 local function follow(p, fetch)
   local after = 0

@@ -33,7 +33,7 @@ local aws = require "hypd.aws"
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local classify = require "hypd.k8s.classify"
@@ -262,7 +262,7 @@ function Conn:path(api_version, kind, name, ns, sub, query)
 end
 
 
--- the running tool's guardrail (hypd.guard): verb allowed, or the error
+-- the running tool's guardrail (hypd.tool.guard): verb allowed, or the error
 local function allow(verb, kind, name, dry)
   return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""), dry)
 end

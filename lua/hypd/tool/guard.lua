@@ -1,4 +1,4 @@
--- hypd.guard: what the tool running now may do, checked where every AWS
+-- hypd.tool.guard: what the tool running now may do, checked where every AWS
 -- and Kubernetes call passes (hypd.aws.try, the hypd.k8s connection), so a
 -- tool cannot step outside its declaration by any path:
 --
@@ -14,7 +14,7 @@
 --
 -- A refused call is never sent; the error (code GUARDRAIL) names the tool,
 -- the action and the rule. Those checks give the good messages and plan
--- mode; what makes them hold is the chokepoint (hypd.guard_request), which
+-- mode; what makes them hold is the chokepoint (hypd.tool.guard_request), which
 -- classifies every signed request from the request itself in hypd.http
 -- before it is signed and sent, and writes each one, sent or refused, to
 -- the audit log once.

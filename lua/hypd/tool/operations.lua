@@ -1,4 +1,4 @@
--- hypd.op: operations, the record of every mutating call. A staged tool's
+-- hypd.tool.operations: operations, the record of every mutating call. A staged tool's
 -- call creates the record first and returns at once with
 -- {operation_id, status, status_tool, poll_after_seconds}; a task then runs
 -- the steps. Each step is idempotent; the record names the step running and
@@ -14,7 +14,7 @@
 local aws = require "hypd.aws"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local secrets = require "hypd.secrets"
@@ -105,7 +105,7 @@ end
 -- caller's scope for the tools it calls), op/<parent>/child/<id> = {tool}.
 function M.view(rec)
   if not rec then return nil end
-  local def = require("hypd.tool").get(rec.tool)
+  local def = require("hypd.tool.registry").get(rec.tool)
   local meta = store.get(meta_key(rec.id)) or {}
   local children
   for key in pairs(store.list(child_prefix(rec.id)) or {}) do
@@ -135,11 +135,11 @@ function M.list(filter)
   return store.op_list(filter) or {}
 end
 
--- a staged tool's context: hypd.ctx's, with a persisted state, recorded
+-- a staged tool's context: hypd.tool.ctx's, with a persisted state, recorded
 -- phases and notes, and cancellation
 -- (its methods find the operation in `record`, not in ctx.op_id, which the
 -- tool's code could change: a ctx writes only its own operation)
-local Ctx = require("hypd._readonly").class(setmetatable({}, { __index = require("hypd.ctx").Ctx }))
+local Ctx = require("hypd._readonly").class(setmetatable({}, { __index = require("hypd.tool.ctx").Ctx }))
 local record = setmetatable({}, { __mode = "k" }) -- ctx -> its operation's record
 
 function Ctx:save() assert(store.put(state_key(record[self].id), self.state)) end
@@ -155,7 +155,7 @@ end
 -- progress(text): a note on the current phase, kept with the operation's
 -- events so that every follower (a CLI over --api, a reloaded page) sees
 -- the same notes as one in this process
--- (extra.wait = {what, seen, waited}: a wait's progress, from hypd.kit's poll)
+-- (extra.wait = {what, seen, waited}: a wait's progress, from hypd.tool.kit's poll)
 function Ctx:progress(text, extra)
   local wait = type(extra) == "table" and type(extra.wait) == "table" and extra.wait or nil
   if wait then
@@ -225,7 +225,7 @@ function M.stopping() return halting or core.interrupted() end
 local function run(rec, def, params)
   local meta = store.get(meta_key(rec.id)) or {}
   local caller = { name = rec.caller, front = rec.frontend, scope = meta.scope or "operate" }
-  local shown_tool, shown_caller = require("hypd.ctx").shown(def, caller)
+  local shown_tool, shown_caller = require("hypd.tool.ctx").shown(def, caller)
   local ctx = setmetatable({ op_id = rec.id, params = params, tool = shown_tool, caller = shown_caller,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
   record[ctx] = rec
@@ -300,7 +300,7 @@ local function accepted(rec, def, existing)
     poll_after_seconds = M.POLL_AFTER, existing = existing or nil }
 end
 
-local same = require("hypd.kit").same
+local same = require("hypd.tool.kit").same
 
 -- differing(def, rec, params, compare_secrets) -> sorted names of the
 -- parameters in which a call differs from the running operation rec, and
@@ -308,7 +308,7 @@ local same = require("hypd.kit").same
 -- compared with the ones kept for it (never shown) only when
 -- compare_secrets says so.
 local function differing(def, rec, params, compare_secrets)
-  local public, kept = require("hypd.tool").public(def, params), nil
+  local public, kept = require("hypd.tool.registry").public(def, params), nil
   local names, secret_names, seen = {}, {}, {}
   for k in pairs(public) do seen[k] = true end
   for k in pairs(rec.params or {}) do seen[k] = true end
@@ -332,7 +332,7 @@ end
 -- target_of(def, params) -> the operation's target key, with no secret in it
 -- (a target is shown in records, events and lists)
 local function target_of(def, params)
-  -- target names what the operation works on; it does not act (hypd.guard.inert)
+  -- target names what the operation works on; it does not act (hypd.tool.guard.inert)
   local target = tostring(guard.confine(def.name .. " target", def.target, params))
   for k, spec in pairs(def.params) do
     local v = params[k]
@@ -349,9 +349,9 @@ end
 
 -- plan(def, params, caller) -> {tool, target, plan = [...], create, change,
 -- delete}: the steps run with ctx.plan in this task, read-only by the
--- guardrail; nothing is recorded (hypd.kit says how ensure plans)
+-- guardrail; nothing is recorded (hypd.tool.kit says how ensure plans)
 function M.plan(def, params, caller)
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller, plan = true,
+  local ctx = require("hypd.tool.ctx").new { tool = def, params = params, caller = caller, plan = true,
     progress = caller and caller.progress }
   -- a plan inside an operation (cluster_create's check) is as patient as it
   local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
@@ -366,7 +366,7 @@ function M.plan(def, params, caller)
     end
   end)
   if not ok then return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err)) end
-  local out = require("hypd.kit").summary(ctx)
+  local out = require("hypd.tool.kit").summary(ctx)
   out.tool, out.target = def.name, target_of(def, params)
   return out
 end
@@ -397,7 +397,7 @@ end
 local function on_call(def, params, caller)
   if not (def.steps[1] and def.steps[1].on_call) then return true end
   -- no progress notes: the operation's own run of the step says them
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller }
+  local ctx = require("hypd.tool.ctx").new { tool = def, params = params, caller = caller }
   local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
   local ok, err = pcall(guard.with, g, function()
     ctx.region = region_of(def, params, ctx.state)
@@ -496,7 +496,7 @@ function create(def, params, caller, target)
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end
   local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",
-    params = require("hypd.tool").public(def, params), caller = caller and caller.name or "local",
+    params = require("hypd.tool.registry").public(def, params), caller = caller and caller.name or "local",
     frontend = caller and caller.front or "lua", steps = steps }
   local hidden = {}
   for k, spec in pairs(def.params) do
@@ -534,7 +534,7 @@ function M.resume()
   local n = 0
   for _, rec in ipairs(M.list { status = "running" }) do
     if not running[rec.id] then
-      local def = require("hypd.tool").get(rec.tool)
+      local def = require("hypd.tool.registry").get(rec.tool)
       if not def or not def.steps then
         store.op_update(rec.id, { status = "failed", finished_at = true,
           error = { code = "STATE", message = "tool " .. rec.tool .. " is not registered in this hypd" } })

@@ -1,4 +1,4 @@
--- hypd.tools: finds the tools. Every built-in tool is a playbook, one file
+-- hypd.tool.loader: finds the tools. Every built-in tool is a playbook, one file
 -- lua/workflows/<area>/<tool>.lua compiled into hypd that returns
 -- tool{...}; files whose name starts with "_" are helper modules beside
 -- them (require "cluster._network"). The operator's playbook directory is
@@ -19,10 +19,10 @@
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -35,7 +35,7 @@ local from_file = {}     -- playbook file path -> names of the tools it defined
 local sources = {}       -- tool name -> {text, origin}
 
 -- a file's top level runs at every load and reload: it declares tools, it
--- does not act (hypd.guard.confine: no AWS call, no Kubernetes verb, no
+-- does not act (hypd.tool.guard.confine: no AWS call, no Kubernetes verb, no
 -- tool call); one that tries fails to load with the guardrail's error
 M.LOADING = "the top level of %s (it runs at every load: it may declare, not act)"
 local LOADING = M.LOADING

@@ -1,4 +1,4 @@
--- hypd.tool: the tool registry, the one backend the web UI, REST, MCP and
+-- hypd.tool.registry: the tool registry, the one backend the web UI, REST, MCP and
 -- the command line share. A tool is one table:
 --
 --   tool.define {
@@ -11,12 +11,12 @@
 --     status_tool = "cluster_get_creation_status",  -- mutating and destructive tools
 --     target = function(params) return "eks/..." end, -- what one operation works on
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
---     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
+--     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.tool.operations)
 --       (a leading step with on_call = true, a check that only reads, runs on the call too,
 --       before any operation is recorded: its refusal is the call's answer)
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
---                       -- that map to no modelled operation (hypd.guard_request refuses them otherwise)
+--                       -- that map to no modelled operation (hypd.tool.guard_request refuses them otherwise)
 --   }
 --
 -- Param specs: type (string, integer, number, boolean, array, object, or a
@@ -198,7 +198,7 @@ end
 -- own(v) -> a copy of a definition's tables (functions and the shared PLAN
 -- spec as they are): the registry keeps its own, so a playbook that holds
 -- the table it returned cannot change its tool's kind, actions or params
--- once it is registered (hypd.guard and the scope check read these). The
+-- once it is registered (hypd.tool.guard and the scope check read these). The
 -- copy is of what the tables hold (next, not pairs) and keeps only JSON's
 -- array and object marks: a metatable of the playbook's could answer
 -- differently later (an aws list whose __index grows).
@@ -520,8 +520,8 @@ function M.validate(def, args)
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
-  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.guard.inert)
-    local ok, e = pcall(require("hypd.guard").confine, def.name .. " check", def.check, out)
+  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.tool.guard.inert)
+    local ok, e = pcall(require("hypd.tool.guard").confine, def.name .. " check", def.check, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
       return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))
@@ -622,14 +622,14 @@ end
 local function invoke(def, params, caller)
   local plan = def.steps and params.plan
   if def.steps then params.plan = nil end
-  if plan then return require("hypd.op").plan(def, params, caller) end
+  if plan then return require("hypd.tool.operations").plan(def, params, caller) end
   if def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
     local held, lerr = require("hypd.statelock").check(def.name)
     if not held then return nil, lerr end
   end
-  if def.steps then return require("hypd.op").start(def, params, caller) end
-  local guard = require "hypd.guard"
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller,
+  if def.steps then return require("hypd.tool.operations").start(def, params, caller) end
+  local guard = require "hypd.tool.guard"
+  local ctx = require("hypd.tool.ctx").new { tool = def, params = params, caller = caller,
     progress = caller and caller.progress }
   local okr, result = pcall(guard.with, guard.new { tool = def, caller = caller }, def.run, ctx, params)
   if not okr then return nil, as_error(result) end

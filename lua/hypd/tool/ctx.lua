@@ -1,6 +1,6 @@
--- hypd.ctx: the context a tool's code gets, `ctx` in run(ctx, params) and
+-- hypd.tool.ctx: the context a tool's code gets, `ctx` in run(ctx, params) and
 -- in each step's run(ctx). The same methods for every kind of tool; a
--- staged tool's operation (hypd.op) adds persistence: ctx.state is saved,
+-- staged tool's operation (hypd.tool.operations) adds persistence: ctx.state is saved,
 -- ctx:phase() is recorded, cancellation is seen.
 --
 --   ctx.params, ctx.tool (its definition), ctx.caller, ctx.plan (true when
@@ -12,7 +12,7 @@
 --   ctx:k8s([cluster]) -> a Kubernetes connection (the tool's cluster
 --     parameter, else the active cluster)
 --   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
---   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.kit)
+--   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.tool.kit)
 local aws = require "hypd.aws"
 local errors = require "hypd.errors"
 local task = require "hypd.task"
@@ -25,7 +25,7 @@ local readonly = require "hypd._readonly"
 -- view of it (hypd._readonly), so no tool changes another's methods
 local Ctx = readonly.class {}
 M.Ctx = Ctx
-require("hypd.kit").install(Ctx)
+require("hypd.tool.kit").install(Ctx)
 
 -- shown(tool, caller) -> what ctx.tool and ctx.caller give: read-only views
 -- of the registry's definition and of the caller (the guard reads both: a
