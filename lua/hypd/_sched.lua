@@ -115,7 +115,7 @@ end
 
 -- a task that wakes itself at once (sleep(0), checkpoint, preempted) waits
 -- in `later` until the engine has looked at the network, then goes behind
--- what that brought (hypd.server's requests among them)
+-- what that brought (hypd.http_server's requests among them)
 local later = {}
 
 local function wake_later(t, ...)
@@ -433,7 +433,7 @@ local function serving_asleep()
 end
 
 -- M.serve_request(req): what the engine does with a request that arrived on
--- the HTTP server; hypd.server replaces it. Until then: 503.
+-- the HTTP server; hypd.http_server replaces it. Until then: 503.
 function M.serve_request(req)
   core.server_respond(req.server, req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
 end

@@ -8,8 +8,8 @@
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()

@@ -9,8 +9,8 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
 require("hypd.tool.loader").load()
 

@@ -9,8 +9,8 @@ local H = dofile("tests/lua/helpers.lua")
 local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local tool = require "hypd.tool.registry"
 require("hypd.tool.loader").load()
 

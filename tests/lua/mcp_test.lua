@@ -10,7 +10,7 @@ local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
 local mcp_stdio = require "hypd.api.mcp_stdio"
 local op = require "hypd.tool.operations"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
@@ -539,7 +539,7 @@ end)
 
 t.test("stdio --api: tools and operations come from a hypd server's REST API with the token", function()
   local auth = require "hypd.api.auth"
-  local serve = require "hypd.serve"
+  local serve = require "hypd.api.gateway"
   local token = assert(auth.create { name = "mcp-remote", scope = "admin" })
   local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
   local base = "http://127.0.0.1:" .. srv.port

@@ -12,8 +12,8 @@ local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local tool = require "hypd.tool.registry"
 
 local TH = dofile("tests/lua/training_helpers.lua")

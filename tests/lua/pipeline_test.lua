@@ -14,8 +14,8 @@ local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()

@@ -10,8 +10,8 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local regex = require "hypd.regex"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local tool = require "hypd.tool.registry"
 require("hypd.tool.loader").load()
 

@@ -4,8 +4,8 @@
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")

@@ -13,7 +13,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 require("hypd.tool.loader").load()
 

@@ -228,7 +228,7 @@ started while the holder is stopping, it waits for it (its grace + 5 s).
     return number(o, "grace", function(n) return n >= 0 end, "--grace must be a number of seconds, 0 or more, not '%s'")
   end,
   run = function(o)
-    return require("hypd.serve").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
+    return require("hypd.api.gateway").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
       speed = o.speed, grace = o.grace, web = o.web, max_per_client = o.max_per_client }
   end,
 }

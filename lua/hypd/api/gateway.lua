@@ -1,4 +1,4 @@
--- hypd.serve: `hypd serve`, the one HTTP port of the front ends.
+-- hypd.api.gateway: `hypd serve`, the one HTTP port of the front ends.
 --
 --   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
 --   /mcp         hypd.api.mcp.http(req, caller)
@@ -13,7 +13,7 @@
 -- start with no token, an admin token named "admin" is created and printed
 -- once; a non-loopback address is refused until a token exists.
 --
---   serve.handle(req) -> response        the router (a hypd.server handler)
+--   serve.handle(req) -> response        the router (a hypd.http_server handler)
 --   serve.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
 --   serve.main{listen, sandbox, speed}   the command: start, serve until
 --                                        SIGTERM/SIGINT, stop gracefully
@@ -31,7 +31,7 @@ local metrics = require "hypd.api.metrics"
 local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local statelock = require "hypd.statelock"
 local task = require "hypd.task"
 local web = require "hypd.api.web"
