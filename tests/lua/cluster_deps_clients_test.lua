@@ -48,11 +48,12 @@ end)
 
 t.test("cluster_import adopts it with its HyperPod cluster; cluster_configure_dependencies configures it", function()
   if not ready then return skip() end
-  local tool, op = require "hypd.tool.registry", require "hypd.tool.operations"
-  local imp, err = tool.call("cluster_import", { cluster = "boto-eks" }, WHO)
+  local dispatch = require "hypd.tool.dispatch"
+  local op = require "hypd.tool.operations"
+  local imp, err = dispatch.call("cluster_import", { cluster = "boto-eks" }, WHO)
   t.ok(imp, json.encode(err))
   t.eq(imp and imp.hyperpod and imp.hyperpod.name, "boto-hp")
-  local acc = assert(tool.call("cluster_configure_dependencies", {}, WHO))
+  local acc = assert(dispatch.call("cluster_configure_dependencies", {}, WHO))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local acts = {}

@@ -7,7 +7,7 @@ local aws = require "hypd.aws"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local playbook = require "hypd.playbook"
 
 local E = {}
@@ -40,7 +40,7 @@ end
 
 -- start(params) -> operation id: a cluster_create_eks call through the registry
 function E.start(params)
-  local acc = assert(tool.call("cluster_create_eks", params, E.WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", params, E.WHO))
   t.eq(acc.existing, nil, "a new operation for " .. params.cluster_tag)
   return acc.operation_id
 end

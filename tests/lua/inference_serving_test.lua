@@ -10,6 +10,7 @@ local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, kubectl = S.H, S.kubectl
 local until_ok, skip = S.until_ok, S.skip
+local dispatch = require "hypd.tool.dispatch"
 local tool, op = require "hypd.tool.registry", require "hypd.tool.operations"
 require("hypd.tool.loader").load()
 local ADMIN = { name = "serving-tester", scope = "admin", front = "test" }
@@ -19,7 +20,7 @@ local conn
 
 local function call(name, args, who)
   args.cluster = args.cluster or EKS
-  return tool.call(name, args, who or ADMIN)
+  return dispatch.call(name, args, who or ADMIN)
 end
 
 local function staged(name, args)

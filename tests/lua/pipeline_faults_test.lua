@@ -12,7 +12,7 @@ local t = require "hypd.tap"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()
 
@@ -27,7 +27,7 @@ local function pipeline(tag)
 end
 
 local function run(params)
-  local acc, err = tool.call("cluster_create", params, E.WHO)
+  local acc, err = dispatch.call("cluster_create", params, E.WHO)
   assert(acc, json.encode(err))
   return op.wait(acc.operation_id)
 end

@@ -12,6 +12,7 @@ local rest = require "hypd.api.rest"
 local serve = require "hypd.api.gateway"
 local server = require "hypd.http_server"
 local store = require "hypd.store"
+local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 
 require("hypd.tool.loader").load()
@@ -126,7 +127,7 @@ t.test("repeated failures from one address get 429 with Retry-After; a good toke
 end)
 
 t.test("a read token may not cancel: 403 FORBIDDEN, and nothing changes", function()
-  local acc = assert(tool.call("diagnose_rest_staged", { tag = "forbidden", seconds = 3600 },
+  local acc = assert(dispatch.call("diagnose_rest_staged", { tag = "forbidden", seconds = 3600 },
     { name = "setup", scope = "operate" }))
   local before = counts()
   local status, b = req("POST", "/api/v1/operations/" .. acc.operation_id .. "/cancel", { token = READ })

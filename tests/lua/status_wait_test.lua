@@ -15,6 +15,7 @@ local t = require "hypd.tap"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
 local task = require "hypd.task"
+local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()
@@ -25,7 +26,7 @@ local ADMIN = { name = "status-tester", scope = "admin", front = "test" }
 local TAG, EKS = "stw", "hypd-stw"
 
 local function call(name, args, who)
-  local r, err = tool.call(name, args, who or ADMIN)
+  local r, err = dispatch.call(name, args, who or ADMIN)
   return r, err
 end
 

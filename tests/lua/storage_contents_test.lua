@@ -10,7 +10,7 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -25,7 +25,7 @@ local function skip() return t.skip(absent or "no cluster: the first test failed
 local function py(args) return kc.sh("python3 tests/tools/storage_s3.py " .. args) end
 
 local function run(name, params)
-  local acc, err = tool.call(name, params, WHO)
+  local acc, err = dispatch.call(name, params, WHO)
   t.ok(acc, name .. " accepted: " .. json.encode(err))
   local view = op.wait(acc.operation_id)
   t.eq(view.status, "succeeded", name .. ": " .. json.encode(view.error))
@@ -33,7 +33,7 @@ local function run(name, params)
 end
 
 local function contents(params)
-  local r, err = tool.call("storage_list_contents", params, WHO)
+  local r, err = dispatch.call("storage_list_contents", params, WHO)
   t.ok(r, "storage_list_contents answers: " .. json.encode(err))
   return r or {}
 end

@@ -25,7 +25,7 @@ end
 -- run(name, args, who) -> the finished operation's result | nil, err: a
 -- staged tool called and waited for (a plan's answer as it is)
 function TH.run(name, args, who)
-  local acc, err = require("hypd.tool.registry").call(name, args, who)
+  local acc, err = require("hypd.tool.dispatch").call(name, args, who)
   if not acc then return nil, err end
   if args.plan then return acc end
   local v = require("hypd.tool.operations").wait(acc.operation_id)
@@ -41,7 +41,7 @@ function TH.follow(args, who, done)
   for k, v in pairs(args) do a[k] = v end
   local g
   for _ = 1, 30 do
-    g = assert(require("hypd.tool.registry").call("training_get_job", a, who))
+    g = assert(require("hypd.tool.dispatch").call("training_get_job", a, who))
     if done(g) then return g end
   end
   return g

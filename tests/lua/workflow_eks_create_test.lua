@@ -28,6 +28,7 @@ local op = require "hypd.tool.operations"
 local regex = require "hypd.regex"
 local store = require "hypd.store"
 local task = require "hypd.task"
+local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()
@@ -366,7 +367,7 @@ t.test("a new call on a fresh state finds everything of a finished run by tag an
 end)
 
 t.test("the status shows the live view: ACTIVE, the NAT gateway available", function()
-  local s = assert(tool.call("cluster_get_creation_status", { operation_id = first.id }, READ)).aws
+  local s = assert(dispatch.call("cluster_get_creation_status", { operation_id = first.id }, READ)).aws
   t.eq({ s.eks_status, s.nat_gateway_state, s.vpc_id, s.cluster_name, s.region, s.admin_access },
     { "ACTIVE", "available", first.state.vpc_id, "hypd-alpha", "us-west-2", "granted" })
   t.eq(s.errors, nil)
@@ -374,7 +375,7 @@ t.test("the status shows the live view: ACTIVE, the NAT gateway available", func
   s = eks.status({ params = { cluster_tag = "alpha", region = "us-west-2" }, state = {} }, OPTS)
   t.eq({ s.eks_status, s.nat_gateway_state, s.vpc_id }, { "ACTIVE", "available", first.state.vpc_id })
   -- by tag: the latest operation for it
-  s = assert(tool.call("cluster_get_creation_status", { cluster_tag = "alpha" }, READ)).aws
+  s = assert(dispatch.call("cluster_get_creation_status", { cluster_tag = "alpha" }, READ)).aws
   t.eq(s.eks_status, "ACTIVE")
 end)
 
@@ -493,7 +494,7 @@ t.test("a cancel while waiting for ACTIVE keeps everything, and a later call com
     return n
   end
   while eks_notes() < 3 and op.get(id).status == "running" do task.sleep(5) end
-  local v = assert(tool.call("operation_cancel", { operation_id = id }, WHO))
+  local v = assert(dispatch.call("operation_cancel", { operation_id = id }, WHO))
   t.eq(v.status, "cancelled")
   t.eq(v.phase, "cancelled during waiting for EKS cluster hypd-charlie to be ACTIVE")
   t.eq(v.error.code, "CANCELLED")
@@ -614,7 +615,7 @@ t.test("an EKS cluster hypd-<tag> that is not hypd's for the tag is a CONFLICT n
   v = op.wait(start { cluster_tag = "echo" })
   t.eq({ v.status, v.error.code }, { "failed", "CONFLICT" })
   t.like(v.error.message, "hypd%-echo.*'other', not 'echo'")
-  local s = assert(tool.call("cluster_get_creation_status", { operation_id = id }, READ)).aws
+  local s = assert(dispatch.call("cluster_get_creation_status", { operation_id = id }, READ)).aws
   t.eq(s.eks_owner, "not hypd's cluster for this tag")
 end)
 

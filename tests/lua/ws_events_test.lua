@@ -7,6 +7,7 @@ local json = require "hypd.json"
 local serve = require "hypd.api.gateway"
 local server = require "hypd.http_server"
 local task = require "hypd.task"
+local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
@@ -39,7 +40,7 @@ t.test("a subscribed client sees an operation's events as it runs", function()
   local out = client(token, "good")
   t.ok(await_file(out .. ".ready"), "the client subscribed")
   task.sleep(0.1)
-  local acc = assert(tool.call("job_slow", {}, { name = "t", scope = "operate", front = "test" }))
+  local acc = assert(dispatch.call("job_slow", {}, { name = "t", scope = "operate", front = "test" }))
   local r = json.decode(await_file(out))
   t.eq(r.status, 101)
   local m = r.messages

@@ -23,7 +23,7 @@ local logstream = require "hypd.logstream"
 local serve = require "hypd.api.gateway"
 local server = require "hypd.http_server"
 local task = require "hypd.task"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local EKS, HP = "wslogs-a", "wslogs-a-hp"
 local READER = { name = "ws-logs-reader", scope = "read", front = "test" }
 
@@ -106,7 +106,7 @@ end
 -- workload has written n lines
 local function lines_of(kind, name, count)
   FH.wait(function()
-    local r = tool.call("job_get_logs", { cluster = EKS, kind = kind, name = name }, READER)
+    local r = dispatch.call("job_get_logs", { cluster = EKS, kind = kind, name = name }, READER)
     return r and #r.lines >= count
   end, 300, 0.5)
 end
@@ -182,7 +182,7 @@ t.test("two identical lines written at the same instant both arrive once, across
     spec = { backoffLimit = 0, template = { spec = { restartPolicy = "Never",
       containers = { container('for i in $(seq 1 3); do sleep 2; echo same; echo same; echo "i=$i"; done') } } } } })
   FH.wait(function()
-    local r = tool.call("job_get_logs", { cluster = EKS, kind = "job", name = "twins", tail = 0 }, READER)
+    local r = dispatch.call("job_get_logs", { cluster = EKS, kind = "job", name = "twins", tail = 0 }, READER)
     return r and r.pods[1] and r.pods[1].containers[1].state == "running"
   end, 120, 0.5)
   local before = logstream.stats()

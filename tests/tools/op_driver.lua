@@ -9,7 +9,7 @@
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 require("hypd.tool.loader").load()
 
 local TOOL = os.getenv("TOOL") or "cluster_create_eks"
@@ -30,7 +30,7 @@ t.test(TOOL .. " runs to the end", function()
   local recs = op.list { tool = TOOL, limit = 1 }
   local id = recs[1] and recs[1].id
   if not id or os.getenv("AGAIN") then
-    local acc, err = tool.call(TOOL, ARGS, caller)
+    local acc, err = dispatch.call(TOOL, ARGS, caller)
     assert(acc, json.encode(err))
     id = acc.operation_id
   end

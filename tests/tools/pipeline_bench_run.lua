@@ -18,7 +18,7 @@ local aws = require "hypd.aws"
 local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
-local tool = require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()
 
@@ -53,7 +53,7 @@ t.test("cluster_create from an empty account, measured", function()
     record(self, seconds, transition)
     return later(self, seconds, transition, args)
   end
-  local acc = assert(tool.call("cluster_create", { cluster_tag = "bench", instance_type = "ml.g5.12xlarge",
+  local acc = assert(dispatch.call("cluster_create", { cluster_tag = "bench", instance_type = "ml.g5.12xlarge",
     instance_count = 2, availability_zone = "us-west-2a", features = { training_operator = true } },
     { name = "bench", scope = "admin", front = "bench" }))
   local v = op.wait(acc.operation_id)

@@ -1,5 +1,6 @@
--- hypd.tool.registry: the tool registry, the one backend the web UI, REST, MCP and
--- the command line share. A tool is one table:
+-- hypd.tool.registry: the tool registry, the one backend the web UI, REST,
+-- MCP and the command line share (they call through hypd.tool.dispatch).
+-- A tool is one table:
 --
 --   tool.define {
 --     name = "cluster_create_eks",             -- snake_case, grouped by prefix
@@ -29,7 +30,7 @@
 -- A string value is at most max_length characters, M.MAX_STRING when the
 -- spec gives none, checked before its pattern runs.
 --
--- tool.call(name, args, caller) validates before any work: unknown fields,
+-- validate(def, args) runs before any work of a call: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
 -- all fail with VALIDATION and err.fields = { {field, rule, message}, ... };
 -- then the tool's own check(params), for rules across fields (two lists
@@ -38,6 +39,7 @@
 -- caller = { name, scope = "read"|"operate"|"admin", front = "rest"|"mcp"|"cli"|... }.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
 local regex = require "hypd.regex"
 
@@ -66,7 +68,6 @@ M.PLAN = { type = "boolean", default = false, description = "Only plan: run the 
 
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
-M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe calls this way)
 
 -- bad_def(name, msg): a tool's name, or an owner already said ("recipe x")
 local function bad_def(name, msg)
@@ -521,7 +522,7 @@ function M.validate(def, args)
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
   if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.tool.guard.inert)
-    local ok, e = pcall(require("hypd.tool.guard").confine, def.name .. " check", def.check, out)
+    local ok, e = pcall(guard.confine, def.name .. " check", def.check, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
       return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))
@@ -598,7 +599,7 @@ function M.coerce(params, name, text)
   return text
 end
 
--- calling -------------------------------------------------------------------------
+-- scopes -------------------------------------------------------------------------
 
 -- allowed(def, caller) -> true | nil, FORBIDDEN err
 function M.allowed(def, caller)
@@ -609,64 +610,6 @@ function M.allowed(def, caller)
       "has %s", def.name, def.kind, need, tostring(have)))
   end
   return true
-end
-
-local function as_error(e)
-  if errors.is(e) then return e end
-  if type(e) == "table" and e.code then return setmetatable(e, errors.mt) end
-  return errors.new("INTERNAL", tostring(e))
-end
-
--- invoke(def, params, caller) -> result | nil, err: the call itself, after
--- the checks (a staged tool: its operation, or its plan)
-local function invoke(def, params, caller)
-  local plan = def.steps and params.plan
-  if def.steps then params.plan = nil end
-  if plan then return require("hypd.tool.operations").plan(def, params, caller) end
-  if def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
-    local held, lerr = require("hypd.statelock").check(def.name)
-    if not held then return nil, lerr end
-  end
-  if def.steps then return require("hypd.tool.operations").start(def, params, caller) end
-  local guard = require "hypd.tool.guard"
-  local ctx = require("hypd.tool.ctx").new { tool = def, params = params, caller = caller,
-    progress = caller and caller.progress }
-  local okr, result = pcall(guard.with, guard.new { tool = def, caller = caller }, def.run, ctx, params)
-  if not okr then return nil, as_error(result) end
-  if def.status_tool and type(result) == "table" and not json.is_array(result) and result.status_tool == nil then
-    result.status_tool = def.status_tool -- what to call to see what it did
-  end
-  if def.kind ~= "read" and def.audit ~= false then
-    require("hypd.store").event("audit", nil, { tool = def.name, caller = caller and caller.name,
-      front = caller and caller.front, params = M.public(def, params) })
-  end
-  return result
-end
-
--- call(name, args, caller) -> result | nil, err. The result is shaped by
--- the tool's output schema (empty lists are [], not {}), so every front
--- end sends the same JSON.
-function M.call(name, args, caller)
-  local def = registry[name]
-  local result, err
-  if not def then
-    result, err = errors.fail("NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (tool list: hypd tools)",
-      { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
-  else
-    local ok, params
-    ok, err = M.allowed(def, caller)
-    if ok then params, err = M.validate(def, args) end
-    if params then
-      local planning = def.steps and params.plan
-      result, err = invoke(def, params, caller)
-      if result == nil and not err then result = json.object() end
-      if result ~= nil then
-        result = M.shape(result, def.steps and (planning and M.PLAN_RESULT or M.ACCEPTED) or M.output_schema(def))
-      end
-    end
-  end
-  for _, hook in ipairs(M.hooks) do pcall(hook, name, def, result, err) end
-  return result, err
 end
 
 return M
