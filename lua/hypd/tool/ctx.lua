@@ -14,18 +14,20 @@
 --   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
 --   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.tool.kit)
 local aws = require "hypd.aws"
+local clusters = require "hypd.clusters"
 local errors = require "hypd.errors"
+local k8s = require "hypd.k8s"
+local kit = require "hypd.tool.kit"
+local readonly = require "hypd._readonly"
 local task = require "hypd.task"
 
 local M = {}
-
-local readonly = require "hypd._readonly"
 
 -- the class every tool's ctx shares: ctx.__index reaches only a read-only
 -- view of it (hypd._readonly), so no tool changes another's methods
 local Ctx = readonly.class {}
 M.Ctx = Ctx
-require("hypd.tool.kit").install(Ctx)
+kit.install(Ctx)
 
 -- shown(tool, caller) -> what ctx.tool and ctx.caller give: read-only views
 -- of the registry's definition and of the caller (the guard reads both: a
@@ -60,7 +62,7 @@ function Ctx:k8s(cluster)
   if not name then
     name = self.params and self.params.cluster
     if not name then
-      local act = require("hypd.clusters").active()
+      local act = clusters.active()
       if not act then
         errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
           { field = "cluster" })
@@ -71,7 +73,7 @@ function Ctx:k8s(cluster)
   self.k8s_conns = self.k8s_conns or {}
   local c = self.k8s_conns[name]
   if not c then
-    c = require("hypd.k8s").connect { cluster = name, region = region or self.region }
+    c = k8s.connect { cluster = name, region = region or self.region }
     self.k8s_conns[name] = c
   end
   return c
