@@ -19,7 +19,7 @@
 --     returned as every candidate (class: the highest among them), and the
 --     guard needs one of them declared and the kind to allow that class;
 --   * sagemaker-mlflow (no botocore model): method and path in REST_PATHS,
---     classed by hypd.aws.REST_ACTIONS.
+--     classed by REST_ACTIONS.
 --
 --   classify.request(req) -> { service, operation, class, candidates } | nil, why
 --     service: the IAM prefix ("sagemaker" for SageMaker Runtime too);
@@ -48,6 +48,16 @@ M.REST_PATHS = {
     ["POST " .. MLFLOW .. "runs/log-parameter"] = "LogParam",
     ["POST " .. MLFLOW .. "runs/set-tag"] = "SetTag",
   },
+}
+
+-- services hypd calls by REST without a botocore model (hypd.aws.signed):
+-- the IAM actions it uses, each with its class (SageMaker managed MLflow's
+-- MLflow API: IAM's Read and List actions are reads, Write ones mutate)
+M.REST_ACTIONS = {
+  ["sagemaker-mlflow"] = { GetExperiment = "read", GetExperimentByName = "read", SearchExperiments = "read",
+    GetRun = "read", SearchRuns = "read", GetMetricHistory = "read", CreateExperiment = "mutating",
+    CreateRun = "mutating", UpdateRun = "mutating", LogMetric = "mutating", LogBatch = "mutating",
+    LogParam = "mutating", SetTag = "mutating" },
 }
 
 -- the models hypd has, each under the name requests sign with, and the
@@ -249,7 +259,7 @@ function M.request(req)
     if not action then
       return nil, string.format("%s %s is none of the %s API calls hypd knows", method, path, signing)
     end
-    local class = require("hypd.aws").REST_ACTIONS[signing][action] or "deleting"
+    local class = M.REST_ACTIONS[signing][action] or "deleting"
     local c = { service = signing, model = signing, operation = action, class = class }
     c.candidates = { c }
     return c
