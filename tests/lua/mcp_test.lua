@@ -12,6 +12,7 @@ local mcp_stdio = require "hypd.api.mcp_stdio"
 local op = require "hypd.tool.operations"
 local server = require "hypd.http_server"
 local task = require "hypd.task"
+local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 require("hypd.tool.loader").load()
@@ -284,7 +285,7 @@ end)
 
 t.test("resources: the active cluster and recent operations, an operation read as JSON", function()
   local s = session()
-  local acc = assert(tool.call("operation_mcp_demo", { name = "gamma" }, ADMIN))
+  local acc = assert(dispatch.call("operation_mcp_demo", { name = "gamma" }, ADMIN))
   op.wait(acc.operation_id)
   local list = rpc(s, "resources/list").result.resources
   t.eq(list[1].uri, "hypd://cluster/active")
@@ -310,7 +311,7 @@ end)
 
 local function with_http(fn)
   local srv = assert(server.start { listen = "127.0.0.1:0", handler = function(req)
-    if req.path == "/mcp" then return mcp.http(req, ADMIN) end
+    if req.path == "/mcp" then return mcp_http.handle(req, ADMIN) end
     return { status = 404, body = "" }
   end })
   local base = "http://127.0.0.1:" .. srv.port .. "/mcp"
@@ -543,7 +544,7 @@ t.test("stdio --api: tools and operations come from a hypd server's REST API wit
   local token = assert(auth.create { name = "mcp-remote", scope = "admin" })
   local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
   local base = "http://127.0.0.1:" .. srv.port
-  local acc = assert(tool.call("operation_mcp_demo", { name = "delta" }, ADMIN))
+  local acc = assert(dispatch.call("operation_mcp_demo", { name = "delta" }, ADMIN))
   op.wait(acc.operation_id)
   local ok, err = pcall(function()
     local _, by = stdio({

@@ -39,7 +39,7 @@ mcp_http.backend = backend
 
 local CALLER = { name = "mcp-test", scope = "read" }
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = function(req)
-  if req.path == "/mcp" then return mcp.http(req, CALLER) end
+  if req.path == "/mcp" then return mcp_http.handle(req, CALLER) end
   return { status = 404, headers = { ["content-type"] = "text/plain" }, body = "not found\n" }
 end })
 io.stdout:write("mcp-port ", srv.port, "\n")

@@ -1,7 +1,7 @@
 -- hypd.api.gateway: `hypd serve`, the one HTTP port of the front ends.
 --
 --   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
---   /mcp         hypd.api.mcp.http(req, caller)
+--   /mcp         hypd.api.mcp_http.handle(req, caller)
 --   /, files     the web UI (hypd.api.web: web/ compiled in, or --web DIR)
 --   /ws          hypd.api.ws.handler(req) (it
 --                authenticates itself: the Authorization header of the
@@ -26,7 +26,7 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
-local mcp_api = require "hypd.api.mcp"
+local mcp_http = require "hypd.api.mcp_http"
 local metrics = require "hypd.api.metrics"
 local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
@@ -36,6 +36,9 @@ local statelock = require "hypd.statelock"
 local task = require "hypd.task"
 local web = require "hypd.api.web"
 local ws = require "hypd.api.ws"
+local loader = require "hypd.tool.loader"
+local registry = require "hypd.tool.registry"
+local aws = require "hypd.aws"
 
 local M = {}
 
@@ -46,7 +49,7 @@ M.GRACE = 10 -- seconds running operations get to reach their next phase at shut
 local function mcp(req)
   local caller, resp = rest.authenticate(req, "mcp")
   if not caller then return resp end
-  return mcp_api.http(req, caller)
+  return mcp_http.handle(req, caller)
 end
 
 local function under(path, prefix)
@@ -94,23 +97,24 @@ end
 -- the tools; a file that fails to load is logged loudly (hypd.tool.loader) and
 -- listed in GET /api/v1/tools; the others still load
 local function load_tools()
-  local errs = require("hypd.tool.loader").load()
+  local errs = loader.load()
   if #errs > 0 then
     log.error("serve", "%d playbook file(s) did not load; their tools are missing or keep their previous version",
       #errs)
   end
-  for _, def in ipairs(require("hypd.tool.registry").list()) do
+  for _, def in ipairs(registry.list()) do
     if def.overrides then log.warn("serve", "tool %s is overridden by %s", def.name, def.source) end
   end
 end
 
 local function sandbox_env(port)
+  -- the simulator (lua/sandbox/) is loaded only by hypd serve --sandbox
   local sandbox = require "sandbox"
   local env = sandbox.env(port)
   -- nothing may take precedence over the sandbox's endpoint and keys
   core.setenv("AWS_PROFILE")
   core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end
+  for svc in pairs(aws.SERVICES) do core.setenv(aws.endpoint_env(svc)) end
   for k, v in pairs(env) do core.setenv(k, v) end
   return env
 end
@@ -253,7 +257,7 @@ function M.main(opts)
     end)
     if stopping then break end
     seen = core.hangups()
-    local r = sched.spawn(require("hypd.tool.loader").reload, { name = "playbooks reload" },
+    local r = sched.spawn(loader.reload, { name = "playbooks reload" },
       { name = "SIGHUP", front = "signal" })
     sched.run(function() return r:finished() or core.interrupted() end)
   end
