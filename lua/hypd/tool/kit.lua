@@ -107,6 +107,7 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
+local retry = require "hypd.aws.retry"
 
 local M = {}
 
@@ -122,7 +123,7 @@ M.CREATE_TRIES, M.CREATE_PAUSE = 5, 2 -- creates after ambiguous answers; the fi
 -- or nil: a real answer (refused, invalid, not found) or no AWS error
 function M.ambiguous(err)
   if type(err) ~= "table" or err.abort or not err.service or not err.operation then return nil end
-  local kind = require("hypd.aws.retry").classify(err)
+  local kind = retry.classify(err)
   if kind == "throttling" or kind == "unsent" then return "not" end
   if kind then return "maybe" end
 end

@@ -23,6 +23,8 @@ local guard = require "hypd.tool.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool.registry"
+local json = require "hypd.json"
+local store = require "hypd.store"
 
 local M = {}
 
@@ -56,7 +58,7 @@ function M.playbook_def(pname, mod)
   else
     -- a mutating playbook runs as a one-step operation, one at a time per tool and arguments
     def.status_tool = "operation_get"
-    def.target = function(params) return "playbook/" .. pname .. "/" .. require("hypd.json").encode(params) end
+    def.target = function(params) return "playbook/" .. pname .. "/" .. json.encode(params) end
     def.steps = { { name = "run", run = function(ctx)
       ctx:phase("running playbook " .. pname)
       ctx.state.result = mod.main(ctx.params)
@@ -208,7 +210,7 @@ function M.reload(who)
   local report = new_report()
   if config.playbooks_dir then load_dir(config.playbooks_dir, report) end
   report.errors = load_errors
-  require("hypd.store").event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
+  store.event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
     front = who and who.front, defined = report.defined, restored = report.restored, removed = report.removed,
     errors = #load_errors })
   log.info("tools", "playbooks reloaded from %s: %d defined, %d restored, %d removed, %d refused",
