@@ -13,9 +13,9 @@
 -- start with no token, an admin token named "admin" is created and printed
 -- once; a non-loopback address is refused until a token exists.
 --
---   serve.handle(req) -> response        the router (a hypd.http_server handler)
---   serve.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
---   serve.main{listen, sandbox, speed}   the command: start, serve until
+--   gateway.handle(req) -> response      the router (a hypd.http_server handler)
+--   gateway.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
+--   gateway.main{listen, sandbox, speed} the command: start, serve until
 --                                        SIGTERM/SIGINT, stop gracefully
 --
 -- --sandbox starts the simulated AWS account in this process on

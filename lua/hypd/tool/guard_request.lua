@@ -21,8 +21,8 @@
 --       "started" for a stream), status,
 --       caller, front, refused = true|false }.
 --
--- Host code with no tool running (no guard) is allowed and not audited,
--- as before: it is hypd's own (the engine, tests, the command line).
+-- Host code with no tool running (no guard) is allowed and not audited:
+-- it is hypd's own (the engine, tests, the command line).
 --
 --   guard_request.check(req) -> pending | nil, GUARDRAIL err
 --   guard_request.done(pending, resp, err): the request ended (resp, or

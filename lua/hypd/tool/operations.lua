@@ -694,7 +694,7 @@ function M.events(id, after, limit, wait)
   end
 end
 
--- changed_view(id, wait) -> view: the operation once its phase or status
+-- wait_change(id, wait) -> view: the operation once its phase or status
 -- differs from now, or after wait seconds (status tools' wait_seconds)
 function M.wait_change(id, wait)
   local rec = store.op_get(id)
