@@ -107,9 +107,9 @@ local function load_tools()
   end
 end
 
-local function sandbox_env(port)
-  -- the simulator (lua/sandbox/) is loaded only by hypd serve --sandbox
-  local sandbox = require "sandbox"
+-- sandbox_env(sandbox, port) -> the variables that point the AWS layer at
+-- the simulator (the module sandbox) on port, set in this process
+local function sandbox_env(sandbox, port)
   local env = sandbox.env(port)
   -- nothing may take precedence over the sandbox's endpoint and keys
   core.setenv("AWS_PROFILE")
@@ -139,12 +139,14 @@ function M.start(opts)
       config.state_dir .. " token create --scope admin --name admin", { field = "listen" })
   end
   local info = {}
+  local sandbox, account
   if opts.sandbox then
-    local sandbox = require "sandbox"
+    -- the simulator (lua/sandbox/) is loaded only for hypd serve --sandbox
+    sandbox, account = require "sandbox", require("sandbox.auth").ACCOUNT
     local ssrv, err = sandbox.start { listen = "127.0.0.1:0", speed = opts.speed }
     if not ssrv then return nil, err end
     info.sandbox = ssrv
-    local env = sandbox_env(ssrv.port)
+    local env = sandbox_env(sandbox, ssrv.port)
     info.sandbox_url = env.AWS_ENDPOINT_URL
   end
   if opts.web then
@@ -190,12 +192,12 @@ function M.start(opts)
     "  metrics ", info.url, "/metrics\n")
   if info.sandbox_url then
     local speed = tonumber(opts.speed) or 1
-    out:write("  sandbox: a simulated AWS account (", require("sandbox.auth").ACCOUNT, ", ",
+    out:write("  sandbox: a simulated AWS account (", account, ", ",
       os.getenv("AWS_REGION") or "?", ") at ", info.sandbox_url,
       speed ~= 1 and string.format(", speed %g: simulated AWS durations pass %g times faster", speed, speed) or "",
       "\n",
       "  to reach it from another shell (aws, boto3, hypd doctor, hypd kubeconfig, kubectl), paste:\n",
-      require("sandbox").exports(info.sandbox.port, "    "))
+      sandbox.exports(info.sandbox.port, "    "))
     if info.token then out:write("    export HYPD_TOKEN=", info.token, "\n") end
     -- hypd token and hypd call in that shell then use this server's state
     -- (a token made there is one this server knows; a call finds the server)

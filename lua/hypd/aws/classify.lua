@@ -71,7 +71,7 @@ local function signers(name)
   if not by_signing then
     by_signing = {}
     for _, id in ipairs(MODELS) do
-      local m = require("hypd.aws.models." .. id)
+      local m = require("hypd.aws.models." .. id) -- the models, read once, when first classifying
       local s = m.metadata.signingName or m.metadata.endpointPrefix
       by_signing[s] = by_signing[s] or {}
       table.insert(by_signing[s], { id = id, model = m })
