@@ -115,7 +115,7 @@ end
 
 -- a task that wakes itself at once (sleep(0), checkpoint, preempted) waits
 -- in `later` until the engine has looked at the network, then goes behind
--- what that brought (hypd.server's requests among them)
+-- what that brought (hypd.http_server's requests among them)
 local later = {}
 
 local function wake_later(t, ...)
@@ -268,7 +268,7 @@ function handlers.signal(t, sig, timeout)
 end
 
 -- the budgets of a run: a task running a tool (it or an ancestor has a
--- guard: hypd.guard) gets the strict one, any other (the host's own: the
+-- guard: hypd.tool.guard) gets the strict one, any other (the host's own: the
 -- sandbox, servers, tests) the generous one
 local function budgets(t)
   local p = t
@@ -433,7 +433,7 @@ local function serving_asleep()
 end
 
 -- M.serve_request(req): what the engine does with a request that arrived on
--- the HTTP server; hypd.server replaces it. Until then: 503.
+-- the HTTP server; hypd.http_server replaces it. Until then: 503.
 function M.serve_request(req)
   core.server_respond(req.server, req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
 end
@@ -489,7 +489,7 @@ end
 -- (background work of a server: not counted by stats(), so tests do not
 -- take it for a leak), serving (a server's request handler, until it answers).
 -- A task started inside another keeps the earlier of the two deadlines,
--- and the guard (hypd.guard) current where it is started: its own, for its
+-- and the guard (hypd.tool.guard) current where it is started: its own, for its
 -- whole life, so a task a tool starts stays under that tool's guard after
 -- the tool has returned (an ancestor's guard may be gone by then).
 function M.spawn(fn, opts, ...)

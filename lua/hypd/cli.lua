@@ -13,11 +13,8 @@
 -- Exit statuses: 0 ok, 1 failure (the error on stderr), 2 usage error (one
 -- line on stderr). The commands are the entries of hypd.cli.commands; the
 -- global options below go before or after the command.
---
--- tools, call, token and mcp are also callable as before, with the options
--- already parsed: hypd.cli.call{tool, words, json, api, wait, detach}
--- (hypd.cli._registry).
 local commands = require "hypd.cli.commands"
+local errors = require "hypd.errors"
 
 local M = {}
 
@@ -46,22 +43,6 @@ end
 
 -- command(name) -> its entry, or nil
 function M.command(name) return by_name[name] end
-
--- usage() -> the text of `hypd help`: the commands' lines in table order
-function M.usage()
-  local lines = {}
-  for _, c in ipairs(commands) do
-    if not c.hidden then
-      local syn = c.synopsis or c.name
-      if #syn <= 40 then
-        lines[#lines + 1] = string.format("  %-43s%s\n", syn, c.summary or "")
-      else
-        lines[#lines + 1] = "  " .. syn .. "\n" .. string.rep(" ", 45) .. (c.summary or "") .. "\n"
-      end
-    end
-  end
-  return commands.HEAD .. table.concat(lines) .. commands.TAIL
-end
 
 local function key(name) return (name:gsub("%-", "_")) end
 
@@ -92,7 +73,7 @@ function M.parse(argv)
   local host, i = {}, 1
   while argv[i] and argv[i]:sub(1, 1) == "-" do
     local w = argv[i]
-    if w == "--help" or w == "-h" then return { help = M.usage() } end
+    if w == "--help" or w == "-h" then return { help = commands.usage() } end
     if w == "--version" then return { command = by_name.version, opts = {}, host = host } end
     local name, inline = option(w)
     local g = name and M.GLOBAL[name]
@@ -102,7 +83,7 @@ function M.parse(argv)
     host[g[2]], i = v, nexti
   end
   local cname = argv[i]
-  if not cname then return { usage = M.usage() } end
+  if not cname then return { usage = commands.usage() } end
   local c = by_name[cname]
   if not c then return { error = "unknown command '" .. cname .. "' (see hypd help)" } end
   for j = i + 1, #argv do
@@ -164,7 +145,7 @@ local function run(c, o)
   end, o)
   if ok then return math.tointeger(rc) or 0 end
   if rc.code == "CANCELLED" then return 0 end
-  local e = require("hypd.errors").public(rc)
+  local e = errors.public(rc)
   io.stderr:write("hypd: ", tostring(e.code or "ERROR"), ": ", tostring(e.message or ""), "\n")
   if c.traceback then io.stderr:write(tostring(rc.traceback), "\n") end
   io.stderr:flush()
@@ -184,11 +165,6 @@ end
 function M.main(argv)
   local p = M.parse(argv)
   return answer(p) or run(p.command, p.opts)
-end
-
--- the entry points of hypd.cli._registry, as before the parsing moved here
-for _, fn in ipairs { "tools", "call", "token", "mcp" } do
-  M[fn] = function(...) return require("hypd.cli._registry")[fn](...) end
 end
 
 return M

@@ -11,6 +11,7 @@
 --   local p = progress.new(io.stderr, id, core.isatty(2))
 --   p:phase(text) ; p:note(text) ; p:event(ev) ; p:tick() ; p:finish(status)
 local core = require "hypd.core"
+local kit = require "hypd.tool.kit"
 
 local M = {}
 local P = {}
@@ -86,7 +87,7 @@ function P:tick()
   if core.mono() - self.written < M.QUIET then return end
   local doing = self.current or "the operation"
   self:line(string.format("  still %s (%s)%s", doing:match("^waiting ") and doing or ("at " .. doing),
-    require("hypd.kit").elapsed(core.now() - self.since), self.latest and ("; last: " .. self.latest) or ""))
+    kit.elapsed(core.now() - self.since), self.latest and ("; last: " .. self.latest) or ""))
 end
 
 -- event(ev): one operation event (as op.subscribe delivers it in this

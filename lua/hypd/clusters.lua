@@ -2,8 +2,9 @@
 -- an optional cluster (cluster_switch changes it; the first cluster
 -- cluster_create_eks makes becomes it).
 --   clusters.active() -> {name, region, arn} | nil
---   clusters.set_active{name, region, arn} -> the previous one | nil; a
---     resource.changed event tells subscribers (/ws, MCP)
+--   clusters.set_active{name, region, arn} -> the previous one | nil; told
+--     to clusters.on_change(resource, data) (hypd.tool.operations installs
+--     it: a resource.changed event to subscribers, /ws and MCP)
 --   clusters.record{name, region, ...} -> the record: what hypd knows of an
 --     EKS cluster it made or imported (tag, arn, vpc_id, hyperpod = {name,
 --     arn}, imported, ...), merged into what it had
@@ -16,6 +17,7 @@ local M = {}
 
 M.KEY = "hypd/active_cluster"
 M.PREFIX = "hypd/clusters/" -- records, by region/name
+M.on_change = nil -- fn(resource, data): the active cluster changed
 
 function M.active() return store.get(M.KEY) end
 
@@ -23,8 +25,9 @@ function M.set_active(c)
   assert(type(c) == "table" and type(c.name) == "string", "set_active{name, region, arn}")
   local prev = M.active()
   assert(store.put(M.KEY, { name = c.name, region = c.region, arn = c.arn }))
-  require("hypd.op").changed("active_cluster", { name = c.name, region = c.region,
-    previous = prev and prev.name or nil })
+  if M.on_change then
+    M.on_change("active_cluster", { name = c.name, region = c.region, previous = prev and prev.name or nil })
+  end
   return prev
 end
 

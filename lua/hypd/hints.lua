@@ -26,7 +26,7 @@
 --   check(call) -> true | nil, problems (list of text)
 --   scan(v) -> every suggested call in every string of v (tables walked;
 --     under a key next, fix or hint a bare tool name is a call too)
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local json = require "hypd.json"
 
 local M = {}

@@ -15,7 +15,7 @@
 -- caller attached (a kubeconfig's; hypd.k8s sets it).
 -- Signing happens only behind the guard: a request with any of the three
 -- is classified from itself and checked against the running tool's guard
--- before it is signed, and audited once (hypd.guard_request); a refusal is
+-- before it is signed, and audited once (hypd.tool.guard_request); a refusal is
 -- nil, err with code GUARDRAIL and nothing is sent.
 -- idle_timeout = seconds: fail with TIMEOUT when the server sends nothing
 -- for about that long (libcurl measures below 1 byte/s over a few seconds).
@@ -63,7 +63,7 @@
 -- HTTP error status is a response here too: check s:headers() first.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard_request = require "hypd.guard_request"
+local guard_request = require "hypd.tool.guard_request"
 local sched = require "hypd._sched"
 
 local M = {}

@@ -10,7 +10,11 @@
 --     mutating; destructive, the default: all)
 local errors = require "hypd.errors"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
+local guard = require "hypd.tool.guard"
+local aws = require "hypd.aws"
+local loader = require "hypd.tool.loader"
+local iam_actions = require "hypd.aws.iam_actions"
 
 local M = {}
 
@@ -18,14 +22,13 @@ local RANK = { read = 1, mutating = 2, destructive = 3 }
 
 -- covered(actions, a) -> true when a wildcard already in actions covers a
 local function covered(list, a)
-  local guard = require "hypd.guard"
   for _, other in ipairs(list) do
     if other ~= a and other:find("*", 1, true) and guard.matches({ other }, a) then return true end
   end
   return false
 end
 
--- what a tool of each kind may call (hypd.guard): a declared action its
+-- what a tool of each kind may call (hypd.tool.guard): a declared action its
 -- kind forbids is never called, so the policy leaves it out
 local CEILING = { read = 1, mutating = 2, destructive = 3 }
 local CLASS = { read = 1, mutating = 2, deleting = 3 }
@@ -36,13 +39,13 @@ local function usable(def, action)
   if perm then return perm <= CEILING[def.kind] end
   if action:find("[%*%?]") then return true end -- a wildcard: the guard decides call by call
   local service, op = action:match("^([%w-]+):(.+)$")
-  local ok, class = pcall(require("hypd.aws").class, service, op)
+  local ok, class = pcall(aws.class, service, op)
   return ok and CLASS[class] <= CEILING[def.kind]
 end
 
 function M.document(opts)
   opts = opts or {}
-  require("hypd.tools").load()
+  loader.load()
   local kind = opts.kind or "destructive"
   if not RANK[kind] then
     return errors.fail("VALIDATION", "kind: one of read, mutating, destructive; got " .. errors.echo(kind),
@@ -78,7 +81,7 @@ function M.document(opts)
       for _, declared in ipairs(def.aws or {}) do
         if usable(def, declared) then
           -- the operation's IAM actions (S3 names some otherwise: hypd.aws.iam_actions)
-          for _, a in ipairs(require("hypd.aws.iam_actions").of(declared)) do
+          for _, a in ipairs(iam_actions.of(declared)) do
             if not seen[a] then seen[a], actions[#actions + 1] = true, a end
           end
         end

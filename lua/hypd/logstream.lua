@@ -39,7 +39,7 @@
 -- stream. Lines are never logged; neither are tokens (the EKS token is
 -- attached in C).
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local k8s = require "hypd.k8s"
 local log = require "hypd.log"
 local task = require "hypd.task"

@@ -18,6 +18,7 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
+local registry = require "hypd.tool.registry"
 local sched = require "hypd._sched"
 
 local M = {}
@@ -35,7 +36,8 @@ local HIDDEN = {
   [getmetatable(json.array())] = true,
 }
 
-local copy = require("hypd.playbook_api").copy
+local playbook_api = require "hypd.playbook_api"
+local copy = playbook_api.copy
 
 local function where(level)
   local info = debug.getinfo(level + 1, "Sl")
@@ -194,12 +196,12 @@ end
 
 -- tool{...} in a playbook: a tool's definition. Unknown keys are refused
 -- here, at the line that wrote them; the registry checks the rest when
--- the file is loaded (hypd.tools).
+-- the file is loaded (hypd.tool.loader).
 local TOOL = setmetatable({}, { __mode = "k" })
 
 function M.tool(def)
   if type(def) ~= "table" then errors.raise("VALIDATION", where(2) .. "tool{...} takes a table") end
-  local keys = require("hypd.tool").DEF_KEYS
+  local keys = registry.DEF_KEYS
   for k in pairs(def) do
     if not keys[k] then
       local names = {}
@@ -230,7 +232,7 @@ function M.env(name, require_fn, owner)
   env.getmetatable, env.setmetatable = safe_getmetatable(owner), safe_setmetatable(owner)
   env.coroutine = copy(sandbox_coroutine)
   env.require = require_fn
-  env.hypd = require("hypd.playbook_api").build(name)
+  env.hypd = playbook_api.build(name, M)
   env.tool = M.tool
   env.print = function(...)
     local parts = table.pack(...)

@@ -20,7 +20,7 @@
 --   hypd.sleep, now, checkpoint, digest, spawn, http, json, log, errors, state, version
 --
 -- Every AWS and Kubernetes call passes the running tool's guardrail
--- (hypd.guard): the actions and verbs it declares, what its kind allows.
+-- (hypd.tool.guard): the actions and verbs it declares, what its kind allows.
 -- The table and its parts are read-only views (hypd._readonly): one tool
 -- cannot change what another gets. A playbook's top level, check and
 -- target run under an inert guard: they call no tool and write no state.
@@ -28,13 +28,26 @@ local aws = require "hypd.aws"
 local cidr = require "hypd.cidr"
 local clusters = require "hypd.clusters"
 local config = require "hypd.config"
+local core = require "hypd.core"
+local dispatch = require "hypd.tool.dispatch"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
+local hyperpod_types = require "hypd.aws.hyperpod_types"
 local json = require "hypd.json"
+local k8s = require "hypd.k8s"
+local kit = require "hypd.tool.kit"
 local log = require "hypd.log"
+local manifests = require "hypd.manifests"
+local op = require "hypd.tool.operations"
+local readonly = require "hypd._readonly"
+local recipes = require "hypd.recipes"
+local regex = require "hypd.regex"
+local registry = require "hypd.tool.registry"
+local signed = require "hypd.aws.signed"
 local store = require "hypd.store"
 local task = require "hypd.task"
+local yaml = require "hypd.yaml"
 
 local M = {}
 
@@ -75,7 +88,7 @@ local function refused(g, what, rule)
 end
 
 -- inert(what) -> the current guard; raises GUARDRAIL when the code running
--- is a playbook's top level, a check or a target (hypd.guard.inert): it
+-- is a playbook's top level, a check or a target (hypd.tool.guard.inert): it
 -- declares, it does not act. The error is final: the playbook's pcall
 -- passes it on (hypd.playbook), so a file whose top level tries fails to
 -- load even if it catches it.
@@ -171,10 +184,10 @@ local function k8s_api()
         end
         args = { cluster = act.name, region = args.region or act.region }
       end
-      return require("hypd.k8s").connect { cluster = args.cluster, region = args.region, profile = args.profile }
+      return k8s.connect { cluster = args.cluster, region = args.region, profile = args.profile }
     end,
-    log_line = require("hypd.k8s").log_line,
-    time_key = require("hypd.k8s").time_key,
+    log_line = k8s.log_line,
+    time_key = k8s.time_key,
   }
 end
 
@@ -189,15 +202,14 @@ end
 local function tools_api(name)
   return {
     -- exists(name) -> true when a tool of that name is registered
-    exists = function(tname) return require("hypd.tool").get(tname) ~= nil end,
+    exists = function(tname) return registry.get(tname) ~= nil end,
     -- call(name, params) -> result (raises the tool's error). A staged tool
     -- called from inside an operation runs as its child operation and the
     -- call waits for it (its result, or its error); from a plan, it plans.
     call = function(tname, params)
-      local tool = require "hypd.tool"
       inert("call the tool " .. tostring(tname))
       local caller, g = caller_of(name)
-      local def = tool.get(tname)
+      local def = registry.get(tname)
       local args = copy(params or {})
       if def and def.steps and g and g.plan then args.plan = true end
       local c = copy(caller)
@@ -205,16 +217,15 @@ local function tools_api(name)
       -- caller deletes first is gone when the child's run gets there (the
       -- teardown's FSx file system before hyperpod_delete's subnet)
       if def and def.steps and g and g.plan and g.ctx then c.plan_before = own(g.ctx.planned or json.array()) end
-      local op = require "hypd.op"
       local r, err
       if def and def.steps and g and g.op_id and not g.plan then
         c.parent = g.op_id
         -- resumed after a crash: the child this step started before
-        local valid = tool.validate(def, args)
+        local valid = registry.validate(def, args)
         local known = valid and op.child_of(g.op_id, def, valid)
         if known then r = { operation_id = known.id } end
       end
-      if not r then r, err = tool.call(tname, args, c) end
+      if not r then r, err = dispatch.call(tname, args, c) end
       if r == nil then error(err, 0) end
       r = own(r) -- the caller's copy: what the called tool keeps stays its own
       if def and def.steps and g and g.plan and g.ctx then
@@ -249,7 +260,6 @@ local function tools_api(name)
 end
 
 local function operations_api()
-  local op = require "hypd.op"
   return {
     list = function(filter)
       local out = json.array()
@@ -266,10 +276,9 @@ local function operations_api()
     cancel = function(id)
       may_change("hypd.operations.cancel", "mutating")
       local caller = caller_of("operations")
-      local tool = require "hypd.tool"
-      local def = tool.get("operation_cancel")
+      local def = registry.get("operation_cancel")
       if def then
-        local ok, err = tool.allowed(def, caller)
+        local ok, err = registry.allowed(def, caller)
         if not ok then
           errors.raise("GUARDRAIL", "hypd.operations.cancel: " .. err.message, { action = "hypd.operations.cancel",
             rule = "the caller's scope must allow operation_cancel" })
@@ -303,7 +312,6 @@ end
 -- regex: a compiled pattern is shared (hypd.regex caches it and the
 -- registry validates with it): a playbook gets its own handle on it
 local function regex_api()
-  local regex = require "hypd.regex"
   return {
     compile = function(src)
       local re, err = regex.compile(src)
@@ -317,31 +325,31 @@ end
 -- hypd.json: hypd.json's functions and equal(a, b), JSON equality (the kit's)
 local function json_api()
   local j = copy(json)
-  j.equal = require("hypd.kit").same
+  j.equal = kit.same
   return j
 end
 
--- build(name) -> the hypd table of playbook `name`: a read-only view
--- (hypd._readonly), its parts too, so a playbook changes no binding
-function M.build(name)
-  return require("hypd._readonly").view(M.table(name), "hypd", true)
+-- build(name, sandbox) -> the hypd table of playbook `name`: a read-only
+-- view (hypd._readonly), its parts too, so a playbook changes no binding.
+-- sandbox: hypd.playbook, whose env the recipes run in (hypd.recipes)
+function M.build(name, sandbox)
+  return readonly.view(M.table(name, sandbox), "hypd", true)
 end
 
--- table(name) -> the hypd table itself (build gives its view)
-function M.table(name)
+-- table(name, sandbox) -> the hypd table itself (build gives its view)
+function M.table(name, sandbox)
   local component = "playbook " .. name
   local l = {}
   for _, level in ipairs { "debug", "info", "warn", "error" } do
     l[level] = function(fmt, ...) log[level](component, fmt, ...) end
   end
-  local yaml = require "hypd.yaml"
   return {
     version = config.version,
     sleep = task.sleep,
     now = task.now,
     checkpoint = task.checkpoint,
     -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
-    digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
+    digest = function(alg, data) return core.digest(alg, data, "hex") end,
     -- (the task keeps the guard of the code that started it: hypd._sched)
     spawn = function(fn, opts, ...)
       inert("start a task")
@@ -356,8 +364,8 @@ function M.table(name)
     aws = { call = aws_acting(aws.call), try = aws_acting(aws.try), pages = aws_acting(aws.pages),
       all = aws_acting(aws.all), class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
-      hyperpod_types = function() return copy(require "hypd.aws.hyperpod_types") end,
-      members = aws.members, signed_json = acting("send a signed AWS request", aws.signed_json) },
+      hyperpod_types = function() return copy(hyperpod_types) end,
+      members = aws.members, signed_json = acting("send a signed AWS request", signed.request) },
     k8s = k8s_api(),
     tools = tools_api(name),
     operations = operations_api(),
@@ -366,8 +374,8 @@ function M.table(name)
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
     -- regex.compile(src) -> re | nil, err (the JSON Schema pattern subset; re:test(s), re:match(s))
     regex = regex_api(),
-    manifests = copy(require "hypd.manifests"),
-    recipes = copy(require "hypd.recipes"),
+    manifests = copy(manifests),
+    recipes = recipes.catalogue(sandbox),
   }
 end
 

@@ -9,15 +9,20 @@
 -- (the playbook directory's recipes/_common.lua first). A file that does not
 -- compile, run or declare a proper recipe is refused with its error.
 --
---   recipes.list() -> {{name, description, params, source}} sorted by name
---   recipes.get(name) -> the recipe (a NOT_FOUND naming the known ones)
---   recipes.validate(name, params) -> params (defaults filled) | raises VALIDATION with fields
---   recipes.render(name, params [, ctx]) -> validated params, objects
+--   recipes.catalogue(sandbox) -> c: the recipes, each file read with
+--     sandbox.read_file(path) and run in sandbox.env(name, require_fn)
+--     (hypd.playbook is the sandbox; it passes itself to hypd.playbook_api,
+--     which gives playbooks hypd.recipes = a catalogue)
+--   c.names() -> every recipe's name, sorted
+--   c.list() -> {{name, description, params, source}} sorted by name
+--   c.get(name) -> the recipe (a NOT_FOUND naming the known ones)
+--   c.validate(name, params) -> params (defaults filled) | raises VALIDATION with fields
+--   c.render(name, params [, ctx]) -> validated params, objects
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
+local guard = require "hypd.tool.guard"
 
 local M = {}
 
@@ -25,9 +30,7 @@ local NAME = "^[a-z0-9][a-z0-9-]*$"
 local PREFIX = "recipes."
 local KEYS = { name = true, description = true, params = true, check = true, render = true }
 
-local read_file = playbook.read_file
-
--- loose(path): refused when other users may write it (as hypd.tools refuses playbooks)
+-- loose(path): refused when other users may write it (as hypd.tool.loader refuses playbooks)
 local function loose(path)
   local st = core.stat(path)
   if st and st.mode & 18 ~= 0 then
@@ -36,12 +39,12 @@ local function loose(path)
   end
 end
 
--- source(mod) -> text, chunkname, origin for recipes/<mod>.lua | nil
-local function source(mod)
+-- source(sandbox, mod) -> text, chunkname, origin for recipes/<mod>.lua | nil
+local function source(sandbox, mod)
   local dir = config.playbooks_dir
   if dir then
     local path = dir .. "/recipes/" .. mod .. ".lua"
-    local src = read_file(path)
+    local src = sandbox.read_file(path)
     if src then
       loose(dir .. "/recipes")
       loose(path)
@@ -56,9 +59,9 @@ local function refuse(origin, msg)
   errors.raise("VALIDATION", "recipe " .. origin .. " is refused: " .. msg, { field = "recipe" })
 end
 
--- load(name) -> the recipe table (checked), its origin
-local function load_recipe(name)
-  local src, chunk, origin = source(name)
+-- load_recipe(sandbox, name) -> the recipe table (checked), its origin
+local function load_recipe(sandbox, name)
+  local src, chunk, origin = source(sandbox, name)
   if not src then return nil end
   local loaded = {}
   local function req(mod)
@@ -66,19 +69,19 @@ local function load_recipe(name)
       errors.raise("SANDBOX", "a recipe requires only recipe helpers (\"_name\"), not '" .. tostring(mod) .. "'")
     end
     if loaded[mod] ~= nil then return loaded[mod] end
-    local hsrc, hchunk = source(mod)
+    local hsrc, hchunk = source(sandbox, mod)
     if not hsrc then errors.raise("NOT_FOUND", "no recipe helper " .. mod) end
-    local fn, err = load(hsrc, hchunk, "t", playbook.env("recipe " .. mod, req))
+    local fn, err = load(hsrc, hchunk, "t", sandbox.env("recipe " .. mod, req))
     if not fn then error(err, 0) end
     loaded[mod] = false
     local v = fn()
     loaded[mod] = v == nil and true or v
     return loaded[mod]
   end
-  local fn, err = load(src, chunk, "t", playbook.env("recipe " .. name, req))
+  local fn, err = load(src, chunk, "t", sandbox.env("recipe " .. name, req))
   if not fn then refuse(origin, "it does not compile: " .. err) end
-  -- its top level declares the recipe, it does not act (hypd.guard.confine)
-  local ok, r = pcall(require("hypd.guard").confine, "the top level of recipe " .. name, fn)
+  -- its top level declares the recipe, it does not act (hypd.tool.guard.confine)
+  local ok, r = pcall(guard.confine, "the top level of recipe " .. name, fn)
   if not ok then refuse(origin, "it fails when loaded: " .. tostring(errors.is(r) and r.message or r)) end
   if type(r) ~= "table" then refuse(origin, "it must return a table {name, description, params, render}") end
   for k in pairs(r) do
@@ -113,15 +116,13 @@ local function names()
   table.sort(out)
   return out
 end
-M.names = names
-
-function M.get(name)
+local function get(sandbox, name)
   if type(name) ~= "string" or not name:match(NAME) then
     errors.raise("VALIDATION", "recipe: must be a recipe name (lowercase letters, digits and '-'); got '" ..
       errors.echo(tostring(name), 40) .. "'", { fields = { { field = "recipe", rule = "pattern",
         message = "recipe: lowercase letters, digits and '-'" } } })
   end
-  local r = load_recipe(name)
+  local r = load_recipe(sandbox, name)
   if not r then
     local msg = "recipe: no recipe named '" .. name .. "' (recipes: " .. table.concat(names(), ", ") .. ")"
     errors.raise("VALIDATION", msg, { fields = { { field = "recipe", rule = "unknown", message = msg } } })
@@ -131,10 +132,10 @@ end
 
 -- list() -> {{name, description, params (JSON Schema), source}}; a recipe
 -- file that is refused is listed with its error instead
-function M.list()
+local function list(sandbox)
   local out = {}
   for _, n in ipairs(names()) do
-    local ok, r = pcall(M.get, n)
+    local ok, r = pcall(get, sandbox, n)
     if ok then
       out[#out + 1] = { name = n, description = r.description, source = r.source,
         params = tool.input_schema({ params = r.params }) }
@@ -145,15 +146,15 @@ function M.list()
   return out
 end
 
-function M.validate(name, params)
-  local r = M.get(name)
+local function validate(sandbox, name, params)
+  local r = get(sandbox, name)
   local p, err = tool.validate({ name = "recipe " .. name, params = r.params, check = r.check }, params)
   if not p then error(err, 0) end
   return p, r
 end
 
-function M.render(name, params, ctx)
-  local p, r = M.validate(name, params)
+local function render(sandbox, name, params, ctx)
+  local p, r = validate(sandbox, name, params)
   local ok, objs = pcall(r.render, p, ctx or {})
   if not ok then
     if errors.is(objs) then error(objs, 0) end
@@ -169,6 +170,16 @@ function M.render(name, params, ctx)
     end
   end
   return p, objs
+end
+
+function M.catalogue(sandbox)
+  return {
+    names = names,
+    list = function() return list(sandbox) end,
+    get = function(name) return get(sandbox, name) end,
+    validate = function(name, params) return validate(sandbox, name, params) end,
+    render = function(name, params, ctx) return render(sandbox, name, params, ctx) end,
+  }
 end
 
 return M

@@ -21,7 +21,7 @@
 --                                and write the store beside the holder)
 --
 --   acquire{command, hint, wait} -> true | nil, err (LOCKED names the holder)
---   check(what) -> true | nil, err: op.start, op.resume and tool.call ask it
+--   check(what) -> true | nil, err: operations.start, operations.resume and dispatch.call ask it
 --   read_only(hint)      this process never takes the lock
 --   stopping(grace)      a graceful stop has begun: a new serve waits for it
 --   advertise(url)       where this process serves its API (named in refusals)

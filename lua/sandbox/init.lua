@@ -36,7 +36,7 @@ local json = require "hypd.json"
 local log = require "hypd.log"
 local policy = require "sandbox.policy"
 local route = require "sandbox._route"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local state = require "sandbox.state"
 local store = require "hypd.store"
 local task = require "hypd.task"
@@ -330,7 +330,7 @@ end
 
 -- start{listen, speed, faults, credentials = {[access_key] = secret},
 --       policy = DOCUMENT | policy_file = PATH} -> srv | nil, err
--- (a hypd.server: srv.port, srv:stop()). policy (or the JSON file
+-- (a hypd.http_server: srv.port, srv:stop()). policy (or the JSON file
 -- policy_file) is the identity policy every signed request is held to
 -- (sandbox.policy); without either, the caller may do anything.
 function M.start(opts)

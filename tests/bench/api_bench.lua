@@ -6,12 +6,13 @@ local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local function report(name, value, unit)
   print(string.format("# bench %-40s %12.1f %s", name .. ":", value, unit))
@@ -36,8 +37,8 @@ end
 
 t.test("tool calls: in-process, REST, MCP over HTTP", function()
   local who = { name = "bench", scope = "admin", front = "bench" }
-  report("tool.call operation_list (in-process)", rate(5000, 1, function()
-    return tool.call("operation_list", { limit = 5 }, who)
+  report("dispatch.call operation_list (in-process)", rate(5000, 1, function()
+    return dispatch.call("operation_list", { limit = 5 }, who)
   end), "calls/s")
   for _, conc in ipairs { 1, 20 } do
     report(string.format("REST POST /tools/operation_list (%d)", conc), rate(2000, conc, function()
@@ -73,7 +74,7 @@ t.test("operations started and finished", function()
   local who = { name = "bench", scope = "admin", front = "bench" }
   local ids = {}
   local start = core.mono()
-  for i = 1, 500 do ids[i] = assert(tool.call("job_bench_noop", { n = i }, who)).operation_id end
+  for i = 1, 500 do ids[i] = assert(dispatch.call("job_bench_noop", { n = i }, who)).operation_id end
   local done = 0
   for _, id in ipairs(ids) do if op.wait(id).status == "succeeded" then done = done + 1 end end
   report("operations (record, 1 step, finish)", 500 / (core.mono() - start), "ops/s")

@@ -8,11 +8,11 @@
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local DURATION = tonumber(os.getenv("HYPD_WRK_SECONDS") or "") or 5
 local MODES = { { name = "poll, 1 thread", threads = 1 }, { name = "epoll, pool of 2", threads = 2 },

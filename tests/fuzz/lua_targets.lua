@@ -151,7 +151,7 @@ T.k8s_protobuf = function(s, bad)
 end
 
 -- the CLI's key=value and key:=json words (hypd call, through
--- hypd.cli._registry args_from, read by a schema with hypd.tool coerce):
+-- hypd.cli._registry args_from, read by a schema with hypd.tool.registry coerce):
 -- args | nil, message (a string); never raise. One word per input line.
 T.cli_words = function(s, bad)
   local reg = require "hypd.cli._registry"

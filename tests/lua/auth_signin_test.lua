@@ -9,10 +9,10 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

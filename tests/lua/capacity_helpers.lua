@@ -9,8 +9,8 @@ local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local core = require "hypd.core"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 
 local C = {}
@@ -59,8 +59,8 @@ function C.start(eks, hp)
   for svc in pairs(aws.SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
   for k, v in pairs(S.env) do core.setenv(k, v) end
   core.virtual(true)
-  require("hypd.tools").load()
-  t.ok(tool.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
+  require("hypd.tool.loader").load()
+  t.ok(dispatch.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
   return S
 end
 
@@ -81,7 +81,7 @@ function C.here()
     end
     return out
   end
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   function S.build(eks, hp)
     S.eks, S.hp = eks, hp
     local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
@@ -109,12 +109,12 @@ function C.here()
     S.info = { subnets = subnets, security_group = sg, role = role,
       status = call("sagemaker", "DescribeCluster", { ClusterName = hp }).ClusterStatus }
     t.eq(S.info.status, "InService")
-    t.ok(tool.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
+    t.ok(dispatch.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")
     -- InService comes first; the nodes join Kubernetes a moment later
     local joined = 0
     for _ = 1, 60 do
       joined = 0
-      for _, n in ipairs((tool.call("hyperpod_list_nodes", {}, C.OPER) or {}).nodes or {}) do
+      for _, n in ipairs((dispatch.call("hyperpod_list_nodes", {}, C.OPER) or {}).nodes or {}) do
         if n.kubernetes and n.kubernetes.ready then joined = joined + 1 end
       end
       if joined == 3 then break end
@@ -137,7 +137,7 @@ end
 
 -- run(name, params [, caller]) -> the view of the finished operation
 function C.run(name, params, caller)
-  local acc, err = tool.call(name, params, caller or C.OPER)
+  local acc, err = dispatch.call(name, params, caller or C.OPER)
   if not acc then error(name .. " refused: " .. json.encode(err), 0) end
   t.ok(acc.operation_id, name .. " answers with an operation")
   return op.wait(acc.operation_id)

@@ -11,11 +11,11 @@
 local t = require "hypd.tap"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local sandbox_srv = H.sandbox_here()
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -29,7 +29,7 @@ local function pipeline(tag)
 end
 
 local function run(params)
-  local acc, err = tool.call("cluster_create", params, E.WHO)
+  local acc, err = dispatch.call("cluster_create", params, E.WHO)
   assert(acc, json.encode(err))
   return op.wait(acc.operation_id)
 end

@@ -71,7 +71,7 @@ t.test("every command has a name, a usage that starts with 'usage: hypd', a hand
 end)
 
 t.test("hypd help lists every command that is not hidden, in the table's order", function()
-  local text, at = cli.usage(), 0
+  local text, at = commands.usage(), 0
   t.like(text, "^usage: hypd %[%-%-state DIR%]")
   for _, c in ipairs(commands) do
     local i = text:find("\n  " .. (c.synopsis or c.name), 1, true)
@@ -90,8 +90,8 @@ t.test("--help and -h anywhere after a command answer its usage, before any chec
     t.eq(cli.parse(cat(MINIMAL[c.name], { "-h" })), { help = c.usage }, c.name)
   end
   t.eq(cli.parse { "call", "--json", "--help" }, { help = cli.command("call").usage }, "even as a value")
-  t.eq(cli.parse { "--help" }, { help = cli.usage() })
-  t.eq(cli.parse { "-h", "run" }, { help = cli.usage() })
+  t.eq(cli.parse { "--help" }, { help = commands.usage() })
+  t.eq(cli.parse { "-h", "run" }, { help = commands.usage() })
 end)
 
 t.test("the global options parse the same before, after and around every command", function()
@@ -198,7 +198,7 @@ t.test("each command's own checks are usage errors before the host opens", funct
   end
   t.eq(cli.parse { "token" }, { usage = cli.command("token").usage })
   t.eq(cli.parse { "test" }, { usage = cli.command("test").usage })
-  t.eq(cli.parse {}, { usage = cli.usage() })
+  t.eq(cli.parse {}, { usage = commands.usage() })
 end)
 
 t.test("options arrive converted, words in order", function()
@@ -232,7 +232,7 @@ t.test("an unknown option is one line on stderr and exit 2, for every command", 
       " --help)\n" }, c.name)
   end
   local rc, out, err = hypd(nil)
-  t.eq({ rc, out, err }, { 2, "", cli.usage() }, "no command: the usage on stderr")
+  t.eq({ rc, out, err }, { 2, "", commands.usage() }, "no command: the usage on stderr")
   rc, out, err = hypd(nil, "--region")
   t.eq({ rc, out, err }, { 2, "", "hypd: --region needs a value\n" })
 end)

@@ -5,11 +5,11 @@
 -- there is named with what to start. The registry's own (agent) wording,
 -- which MCP and REST answer, is unchanged.
 local t = require "hypd.tap"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 local words = require "hypd.cli._words"
 local H = dofile("tests/lua/helpers.lua")
 
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local dir = H.tmpdir()
 local env = { HYPD_STATE = dir .. "/state" }
 local defs = tool.list()

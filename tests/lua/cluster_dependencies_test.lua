@@ -12,8 +12,9 @@ local t = require "hypd.tap"
 local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
 local srv = O.srv
-local core, json, op, store, task, tool = require "hypd.core", require "hypd.json", require "hypd.op",
-  require "hypd.store", require "hypd.task", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local core, json, op, store, task = require "hypd.core", require "hypd.json", require "hypd.tool.operations",
+  require "hypd.store", require "hypd.task"
 local k8s = require "hypd.k8s"
 local call, mark, since = O.call, E.mark, E.since
 
@@ -39,13 +40,13 @@ end
 
 -- run(params) -> the finished operation's view
 local function run(params)
-  local acc, err = tool.call("cluster_configure_dependencies", params or {}, E.WHO)
+  local acc, err = dispatch.call("cluster_configure_dependencies", params or {}, E.WHO)
   t.ok(acc and acc.operation_id, json.encode(err))
   return op.wait(acc.operation_id)
 end
 
 local function status(params)
-  local out, err = tool.call("cluster_get_dependency_status", params or {}, E.READ)
+  local out, err = dispatch.call("cluster_get_dependency_status", params or {}, E.READ)
   t.ok(out, json.encode(err))
   local by = {}
   for _, i in ipairs(out and out.items or {}) do by[i.item] = i end
@@ -55,7 +56,7 @@ end
 local function plan(params)
   local p = { plan = true }
   for k, v in pairs(params or {}) do p[k] = v end
-  local out, err = tool.call("cluster_configure_dependencies", p, E.WHO)
+  local out, err = dispatch.call("cluster_configure_dependencies", p, E.WHO)
   t.ok(out, json.encode(err))
   local rows = {}
   for _, e in ipairs(out and out.plan or {}) do rows[#rows + 1] = e.action .. " " .. e.type .. " " .. e.name end
@@ -68,7 +69,7 @@ local fresh -- the DescribeCluster of the cluster the first tests configure
 
 t.test("a plan on a fresh cluster lists every item in order and sends no mutation", function()
   fresh = O.eks("deps", 71)
-  assert(tool.call("cluster_import", { cluster = "deps" }, E.WHO))
+  assert(dispatch.call("cluster_import", { cluster = "deps" }, E.WHO))
   local m = mark()
   local rows = plan()
   local issuer = fresh.identity.oidc.issuer:gsub("^https://", "")
@@ -252,7 +253,7 @@ end)
 
 t.test("a failing add-on does not stop the others: reported failed with its reason; a re-run makes only it", function()
   O.eks("deps2", 72)
-  assert(tool.call("cluster_import", { cluster = "deps2" }, E.WHO))
+  assert(dispatch.call("cluster_import", { cluster = "deps2" }, E.WHO))
   local restore = E.swap("eks", "CreateAddon", function(original, ctx, input)
     if input.addonName == "metrics-server" then
       ctx.error("InvalidParameterException", "Addon metrics-server cannot be created now (the test refuses it)")
@@ -310,7 +311,7 @@ t.test("an imported cluster keeps what it has: foreign add-ons, same-named objec
     while call("eks", "DescribeAddon", { clusterName = "legacy", addonName = "vpc-cni" }).addon.status ~= "ACTIVE" do
       task.sleep(15)
     end
-    assert(tool.call("cluster_import", { cluster = "legacy" }, E.WHO))
+    assert(dispatch.call("cluster_import", { cluster = "legacy" }, E.WHO))
     local v = run { cluster = "legacy" }
     t.eq(v.status, "succeeded", json.encode(v.error))
     local acts = {}
@@ -344,7 +345,7 @@ t.test("an imported cluster keeps what it has: foreign add-ons, same-named objec
 
 t.test("cluster_get_dependency_status with wait_seconds answers when the operation's phase changes", function()
   O.eks("deps3", 74)
-  local acc = assert(tool.call("cluster_configure_dependencies", { cluster = "deps3" }, E.WHO))
+  local acc = assert(dispatch.call("cluster_configure_dependencies", { cluster = "deps3" }, E.WHO))
   local first = op.get(acc.operation_id).phase
   local out = status { cluster = "deps3", wait_seconds = 300 }
   t.ok(out.operation and out.operation.operation_id == acc.operation_id, "the running operation is shown")
@@ -355,7 +356,7 @@ end)
 
 t.test("on a cluster cluster_create_eks made, add-ons replace EKS's self-managed copies (resolveConflicts OVERWRITE)",
   function()
-    local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "made", vpc_cidr = "10.76.0.0/16" }, E.WHO))
+    local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "made", vpc_cidr = "10.76.0.0/16" }, E.WHO))
     t.eq(op.wait(acc.operation_id).status, "succeeded")
     local conflicts = {}
     local restore = E.swap("eks", "CreateAddon", function(original, ctx, input)
@@ -382,7 +383,7 @@ t.test("a plan for a cluster that does not exist yet (cluster_create's) lists ev
     "planned:iam:role:hypd-later-s3-csi" })
   t.eq(select(2, since(m)), 0, "no AWS mutation")
   t.eq(select(2, k8s_writes(m)), 0, "no Kubernetes write")
-  local acc, err = tool.call("cluster_configure_dependencies", { cluster = "hypd-later" }, E.WHO)
+  local acc, err = dispatch.call("cluster_configure_dependencies", { cluster = "hypd-later" }, E.WHO)
   t.eq(err, nil, "a real call is an operation")
   local v = op.wait(acc.operation_id)
   t.eq({ v.status, v.error and v.error.code }, { "failed", "NOT_FOUND" }, "which finds no such cluster")
@@ -398,7 +399,7 @@ t.test("stages 2 and 3 run under the IAM policy hypd iam-policy prints for their
       body = json.encode { policy = d or json.null } }).status
   end
   t.eq(set(doc), 200)
-  local imp, ierr = tool.call("cluster_import", { cluster = "policed" }, E.WHO)
+  local imp, ierr = dispatch.call("cluster_import", { cluster = "policed" }, E.WHO)
   local v = imp and run { cluster = "policed", kuberay = true }
   local st = imp and status { cluster = "policed" }
   set(nil)
@@ -411,7 +412,7 @@ t.test("without a cluster and none active the call is refused, naming the field"
   local clusters = require "hypd.clusters"
   local act = clusters.active()
   store.delete(clusters.KEY)
-  local out, err = tool.call("cluster_configure_dependencies", {}, E.WHO)
+  local out, err = dispatch.call("cluster_configure_dependencies", {}, E.WHO)
   t.eq(out, nil)
   t.eq({ err and err.code, err and err.fields and err.fields[1].field }, { "VALIDATION", "cluster" })
   if act then clusters.set_active(act) end

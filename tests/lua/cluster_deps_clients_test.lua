@@ -42,17 +42,18 @@ t.test("a sandbox process where boto3 made an EKS cluster with HyperPod nodes an
   for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
   for k, v in pairs(env) do core.setenv(k, v) end
   core.virtual(true)
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   ready = rc == 0
 end)
 
 t.test("cluster_import adopts it with its HyperPod cluster; cluster_configure_dependencies configures it", function()
   if not ready then return skip() end
-  local tool, op = require "hypd.tool", require "hypd.op"
-  local imp, err = tool.call("cluster_import", { cluster = "boto-eks" }, WHO)
+  local dispatch = require "hypd.tool.dispatch"
+  local op = require "hypd.tool.operations"
+  local imp, err = dispatch.call("cluster_import", { cluster = "boto-eks" }, WHO)
   t.ok(imp, json.encode(err))
   t.eq(imp and imp.hyperpod and imp.hyperpod.name, "boto-hp")
-  local acc = assert(tool.call("cluster_configure_dependencies", {}, WHO))
+  local acc = assert(dispatch.call("cluster_configure_dependencies", {}, WHO))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local acts = {}

@@ -10,13 +10,14 @@ local t = require "hypd.tap"
 local O = dofile("tests/lua/outside_helpers.lua") -- the in-process sandbox and the tools
 local E = dofile("tests/lua/eks_helpers.lua")
 local srv = O.srv
-local json, tool = require "hypd.json", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json = require "hypd.json"
 local clusters = require "hypd.clusters"
 local call, mark, since = O.call, E.mark, E.since
 
 local function import(name)
   local m = mark()
-  local out, err = tool.call("cluster_import", { cluster = name }, E.WHO)
+  local out, err = dispatch.call("cluster_import", { cluster = name }, E.WHO)
   local counts, n = since(m)
   t.eq(n, 0, "cluster_import sends no AWS mutation: " .. json.encode(counts))
   return out, err
@@ -53,20 +54,20 @@ end)
 
 t.test("cluster_switch works on the imported cluster as on a created one; an unrecorded one still switches", function()
   local other = O.eks("plain", 62)
-  local out, err = tool.call("cluster_switch", { cluster = "plain" }, E.WHO)
+  local out, err = dispatch.call("cluster_switch", { cluster = "plain" }, E.WHO)
   t.ok(out, json.encode(err))
   t.eq(out and out.known, json.null, "hypd knows nothing of a cluster it neither made nor imported")
   t.eq(out and out.active.arn, other.arn)
-  out, err = tool.call("cluster_switch", { cluster = "outside" }, E.WHO)
+  out, err = dispatch.call("cluster_switch", { cluster = "outside" }, E.WHO)
   t.ok(out, json.encode(err))
   t.eq(out and out.previous and out.previous.name, "plain")
   t.eq(out and { out.known.imported, out.known.created, out.known.hyperpod.name }, { true, false, "outside-hp" })
-  local st = assert(tool.call("cluster_get_status", {}, E.READ))
+  local st = assert(dispatch.call("cluster_get_status", {}, E.READ))
   t.eq({ st.active, st.eks.name, st.hyperpod and st.hyperpod.name }, { true, "outside", "outside-hp" })
 end)
 
 t.test("cluster_switch to a cluster there is not: NOT_FOUND naming the clusters there are, nothing switched", function()
-  local out, err = tool.call("cluster_switch", { cluster = "hypd-nope" }, E.WHO)
+  local out, err = dispatch.call("cluster_switch", { cluster = "hypd-nope" }, E.WHO)
   t.eq(out, nil, "refused")
   t.eq(err and err.code, "NOT_FOUND", "not AWS's raw ResourceNotFoundException: " .. json.encode(err))
   t.like(err and err.message or "", "no EKS cluster hypd%-nope in us%-west%-2")

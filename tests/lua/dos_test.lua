@@ -8,9 +8,9 @@ local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local mcp_http = require "hypd.api.mcp_http"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-require("hypd.tools").load()
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

@@ -1,13 +1,13 @@
--- Helpers of the tests that drive cluster_create_eks through hypd.op
+-- Helpers of the tests that drive cluster_create_eks through hypd.tool.operations
 -- against the in-process sandbox (workflow_eks_create_test.lua,
 -- plan_test.lua); loaded with dofile after H.sandbox_here():
 --   local E = dofile("tests/lua/eks_helpers.lua")
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local playbook = require "hypd.playbook"
 
 local E = {}
@@ -19,7 +19,7 @@ E.WHO = { name = "tester", scope = "operate", front = "test" }
 E.READ = { name = "reader", scope = "read", front = "test" }
 E.OPTS = { region = "us-west-2" }
 local STEP = {}
-E.STEP, E.STEP_NO = STEP, {} -- step names: the phase hypd.op records as each step starts
+E.STEP, E.STEP_NO = STEP, {} -- step names: the phase hypd.tool.operations records as each step starts
 for i, s in ipairs(E.eks.steps) do STEP[s.name], E.STEP_NO[s.name] = true, i end
 
 function E.call(service, operation, params) return aws.call(service, operation, params or {}, E.OPTS) end
@@ -40,15 +40,15 @@ end
 
 -- start(params) -> operation id: a cluster_create_eks call through the registry
 function E.start(params)
-  local acc = assert(tool.call("cluster_create_eks", params, E.WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", params, E.WHO))
   t.eq(acc.existing, nil, "a new operation for " .. params.cluster_tag)
   return acc.operation_id
 end
 
--- the step state hypd.op persisted for operation id (cluster_get_creation_status reads the same key)
+-- the step state hypd.tool.operations persisted for operation id (cluster_get_creation_status reads the same key)
 function E.state_of(id) return store.get("op/" .. id .. "/state") or {} end
 
--- the events hypd.op persisted for operation id after seq m: phases (without
+-- the events hypd.tool.operations persisted for operation id after seq m: phases (without
 -- the step names it records as each step starts) and progress notes
 function E.phases_of(id, m)
   local out = {}
@@ -133,7 +133,7 @@ function E.since(m)
   return counts, total
 end
 
--- step_mark(id, name) -> the position of the phase hypd.op recorded as step name of id began
+-- step_mark(id, name) -> the position of the phase hypd.tool.operations recorded as step name of id began
 function E.step_mark(id, name)
   for _, e in ipairs(store.events(0, 1000000) or {}) do
     if e.operation_id == id and e.kind == "operation.phase" and e.data.phase == name then return e.seq end

@@ -7,9 +7,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local call, mark, since = E.call, E.mark, E.since
 
 -- refused(params) -> the fields of the VALIDATION error a call with them
@@ -19,7 +20,7 @@ local function refused(params)
   local ops = #op.list {}
   local p = { cluster_tag = "cidr" }
   for k, v in pairs(params) do p[k] = v end
-  local out, err = tool.call("cluster_create_eks", p, E.WHO)
+  local out, err = dispatch.call("cluster_create_eks", p, E.WHO)
   t.eq(out, nil, "the call is refused")
   t.eq(err and err.code, "VALIDATION", json.encode(err))
   t.eq(#op.list {}, ops, "no operation was started")
@@ -82,7 +83,7 @@ local P = { cluster_tag = "cidrs", vpc_cidr = "10.77.0.0/16", public_subnet_cidr
 t.test("a plan lists the four subnets with the named blocks", function()
   local p = { plan = true }
   for k, v in pairs(P) do p[k] = v end
-  local out, err = tool.call("cluster_create_eks", p, E.WHO)
+  local out, err = dispatch.call("cluster_create_eks", p, E.WHO)
   t.ok(out, json.encode(err))
   local blocks = {}
   for _, e in ipairs(out and out.plan or {}) do
@@ -106,7 +107,7 @@ end)
 
 t.test("calling again with the same blocks changes nothing (no AWS mutation)", function()
   local m = mark()
-  local acc = assert(tool.call("cluster_create_eks", P, E.WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", P, E.WHO))
   t.eq(op.wait(acc.operation_id).status, "succeeded")
   local counts, n = since(m)
   t.eq(n, 0, json.encode(counts))
@@ -118,7 +119,7 @@ t.test("a re-run naming another block for an existing subnet fails with a CONFLI
     local p = {}
     for k, v in pairs(P) do p[k] = v end
     p.private_subnet_cidrs = { "10.77.0.0/18", "10.77.128.0/18" }
-    local acc = assert(tool.call("cluster_create_eks", p, E.WHO))
+    local acc = assert(dispatch.call("cluster_create_eks", p, E.WHO))
     local v = op.wait(acc.operation_id)
     t.eq(v.status, "failed")
     t.eq(v.error and v.error.code, "CONFLICT")

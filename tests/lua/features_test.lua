@@ -1,7 +1,7 @@
 -- The managed features (hyperpod_get_advanced_features,
 -- hyperpod_update_advanced_features, hyperpod_disable_advanced_features)
 -- against the in-process sandbox under the virtual clock, through the
--- registry and hypd.op: the parameters every front end takes (booleans,
+-- registry and hypd.tool.operations: the parameters every front end takes (booleans,
 -- objects, key=value text, JSON through REST and MCP), bad input refused
 -- before any mutation naming the field and the rule, plans that list each
 -- chain with nothing sent, conflicts and scopes refused before anything
@@ -13,12 +13,13 @@
 -- and kubectl, is features_process_test.lua.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local task, tool = require "hypd.task", require "hypd.tool.registry"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local OPERATOR = { name = "operator-tester", scope = "operate", front = "test" }
 local UPDATE, DISABLE, GET = "hyperpod_update_advanced_features", "hyperpod_disable_advanced_features",
@@ -28,20 +29,20 @@ local C
 
 local function update(params, who)
   params.cluster = params.cluster or EKS
-  local acc, err = tool.call(UPDATE, params, who or ADMIN)
+  local acc, err = dispatch.call(UPDATE, params, who or ADMIN)
   if not acc then return nil, err end
   return op.wait(acc.operation_id)
 end
 
 local function get(name, cluster)
-  local r = assert(tool.call(GET, { cluster = cluster or EKS }, ADMIN))
+  local r = assert(dispatch.call(GET, { cluster = cluster or EKS }, ADMIN))
   return name and r.features[name] or r
 end
 
 local function plan(params)
   params.cluster = params.cluster or EKS
   params.plan = true
-  local r, err = tool.call(UPDATE, params, ADMIN)
+  local r, err = dispatch.call(UPDATE, params, ADMIN)
   assert(r, err and err.message)
   local rows = {}
   for _, e in ipairs(r.plan) do rows[#rows + 1] = e.action .. " " .. e.type .. " " .. e.name end
@@ -99,7 +100,7 @@ t.test("bad input is refused before any mutation, naming the field and the rule"
   }
   for _, c in ipairs(cases) do
     c[1].cluster = EKS
-    local r, err = tool.call(UPDATE, c[1], ADMIN)
+    local r, err = dispatch.call(UPDATE, c[1], ADMIN)
     t.eq(r, nil, json.encode(c[1]))
     t.eq(err.code, "VALIDATION")
     t.eq({ err.fields[1].field, err.fields[1].rule }, { c[2], c[3] }, err.message)
@@ -192,7 +193,7 @@ t.test("turning cert-manager off while the training operator stays on is refused
     { "failed", "VALIDATION", "cert_manager", "conflict" })
   v = update { cert_manager = false, training_operator = true }
   t.eq({ v.status, v.error.fields[1].rule }, { "failed", "conflict" })
-  local r, err = tool.call(DISABLE, { cluster = EKS, features = { "cert_manager" } }, ADMIN)
+  local r, err = dispatch.call(DISABLE, { cluster = EKS, features = { "cert_manager" } }, ADMIN)
   v = op.wait(r.operation_id)
   t.eq({ v.status, v.error.fields[1].rule }, { "failed", "conflict" }, err)
   local _, n = FH.since(m)
@@ -205,7 +206,7 @@ t.test("turning a feature off needs scope admin; an operator is refused before a
   local v = update({ training_operator = false }, OPERATOR)
   t.eq({ v.status, v.error.code }, { "failed", "FORBIDDEN" })
   t.like(v.error.message, "hyperpod_disable_advanced_features")
-  local r, err = tool.call(DISABLE, { cluster = EKS, features = { "training_operator" } }, OPERATOR)
+  local r, err = dispatch.call(DISABLE, { cluster = EKS, features = { "training_operator" } }, OPERATOR)
   t.eq({ r, err.code }, { nil, "FORBIDDEN" })
   local _, n = FH.since(m)
   t.eq(n, 0)
@@ -237,7 +238,7 @@ end
 t.test("a host stopped mid-chain: the resumed operation finishes the chain, each link made once", function()
   local m = FH.mark()
   stop_at("creating IAM role SM_HP_TieredCkpt_Role_")
-  local acc = assert(tool.call(UPDATE, { cluster = EKS, tiered_checkpointing = { enabled = true,
+  local acc = assert(dispatch.call(UPDATE, { cluster = EKS, tiered_checkpointing = { enabled = true,
     memory_percentage = 30 } }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "running", "left running by the stop")
@@ -408,12 +409,12 @@ t.test("the sandbox's inference add-on refuses to be made without its required c
 end)
 
 t.test("the status tool follows an operation with wait_seconds", function()
-  local acc = assert(tool.call(UPDATE, { cluster = EKS, kuberay_operator = true }, ADMIN))
-  local r = assert(tool.call(GET, { cluster = EKS, wait_seconds = 60 }, ADMIN))
+  local acc = assert(dispatch.call(UPDATE, { cluster = EKS, kuberay_operator = true }, ADMIN))
+  local r = assert(dispatch.call(GET, { cluster = EKS, wait_seconds = 60 }, ADMIN))
   t.eq(r.operation.operation_id, acc.operation_id)
   t.ok(r.operation.phase ~= nil)
   op.wait(acc.operation_id)
-  r = assert(tool.call(GET, { cluster = EKS, features = { "kuberay_operator" } }, ADMIN))
+  r = assert(dispatch.call(GET, { cluster = EKS, features = { "kuberay_operator" } }, ADMIN))
   t.eq(r.operation.status, "succeeded")
   t.eq(r.features.kuberay_operator.status, "enabled")
   t.eq(r.features.karpenter, nil, "only the features asked for")

@@ -3,7 +3,7 @@
 -- eks = {...}, hypd.aws.signed_json, a Kubernetes connection) is classified
 -- from the request itself and checked against the running tool's guard
 -- before it is signed. Each of the issue's reproductions is a playbook here,
--- called by a read caller through tool.call and with a read token through
+-- called by a read caller through dispatch.call and with a read token through
 -- REST: each is refused with GUARDRAIL, nothing reaches the sandbox (its
 -- audit log of what AWS saw is unchanged, no ConfigMap in the Kubernetes
 -- API), and hypd's audit log has a refused record for it. aws = {} is
@@ -20,11 +20,12 @@ local http = require "hypd.http"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
 local k8s_classify = require "hypd.k8s.classify"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local sbx = H.sandbox_here()
 local SANDBOX = "http://127.0.0.1:" .. sbx.port
@@ -213,13 +214,13 @@ local function rest_call(name, args, token)
   return resp.status, json.decode(resp.body)
 end
 
--- each(name, args, check): through tool.call with a read caller, then
+-- each(name, args, check): through dispatch.call with a read caller, then
 -- through REST with a read token; check(front, code, m, sandbox_before)
 local function both(name, args, check)
   local before, m = sandbox_audit(), mark()
-  local r, err = tool.call(name, args, WHO)
-  t.eq(r, nil, "tool.call answered nothing")
-  check("tool.call", err and err.code, m, before, err and err.message)
+  local r, err = dispatch.call(name, args, WHO)
+  t.eq(r, nil, "dispatch.call answered nothing")
+  check("dispatch.call", err and err.code, m, before, err and err.message)
   before, m = sandbox_audit(), mark()
   local status, body = rest_call(name, args, READ_TOKEN)
   local e = type(body) == "table" and (body.error or body) or {}
@@ -295,7 +296,7 @@ t.test("signed_json naming ec2:DescribeVpcs with query Action=CreateVpc is refus
 end)
 
 t.test("hypd.http.request with aws = {} is VALIDATION in the tool, and the server still answers", function()
-  local _, err = tool.call("diagnose_empty_aws", { endpoint = SANDBOX }, WHO)
+  local _, err = dispatch.call("diagnose_empty_aws", { endpoint = SANDBOX }, WHO)
   t.eq(err and err.code, "VALIDATION")
   t.like(err and err.message or "", "field 'aws.service' is required")
   local status, body = rest_call("diagnose_empty_aws", { endpoint = SANDBOX }, READ_TOKEN)
@@ -331,8 +332,8 @@ end)
 
 t.test("what a tool declares goes through hypd.http; the sandbox's audit log and hypd's agree", function()
   local before, m = #sandbox_audit(), mark()
-  t.eq(assert(tool.call("diagnose_raw_describe", { endpoint = SANDBOX }, WHO)).status, 200)
-  local r = assert(tool.call("cluster_raw_make_vpc", { endpoint = SANDBOX }, ADMIN))
+  t.eq(assert(dispatch.call("diagnose_raw_describe", { endpoint = SANDBOX }, WHO)).status, 200)
+  local r = assert(dispatch.call("cluster_raw_make_vpc", { endpoint = SANDBOX }, ADMIN))
   t.eq(r.status, 200)
   local status = rest_call("cluster_raw_make_vpc", { endpoint = SANDBOX }, ADMIN_TOKEN)
   t.eq(status, 200)
@@ -350,11 +351,11 @@ t.test("what a tool declares goes through hypd.http; the sandbox's audit log and
 end)
 
 t.test("a signed request no model has is refused, unless the tool is destructive and declares raw", function()
-  local _, err = tool.call("cluster_unmodelled", { endpoint = SANDBOX }, ADMIN)
+  local _, err = dispatch.call("cluster_unmodelled", { endpoint = SANDBOX }, ADMIN)
   t.eq(err and err.code, "GUARDRAIL")
   t.like(err and err.message or "", "GET /no%-such%-thing signed for eks is no operation of its model")
   t.like(err and err.message or "", "raw = { \"eks\" }")
-  local r = assert(tool.call("cluster_unmodelled_raw", { endpoint = SANDBOX }, ADMIN))
+  local r = assert(dispatch.call("cluster_unmodelled_raw", { endpoint = SANDBOX }, ADMIN))
   t.ok(r.status >= 400, "sent (the sandbox answers what it answers: " .. r.status .. ")")
   local ok, derr = pcall(tool.define, { name = "diagnose_raw_reader", summary = "s", description = "d", kind = "read",
     raw = { "eks" }, run = function() end })
@@ -436,7 +437,7 @@ t.test("the classifier reads the Kubernetes verb from method, path, query and co
 end)
 
 t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; the token stays in hypd.k8s", function()
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   local g = guard.new { tool = { name = "diagnose_streamer", kind = "read", aws = { "eks:DescribeCluster" },
     k8s = { "get", "list", "watch" } }, caller = WHO }
   -- port 1: were either sent, it would fail with CONNECT, not GUARDRAIL
@@ -460,7 +461,7 @@ t.test("http.stream and a kubeconfig token's requests pass the same chokepoint; 
 end)
 
 t.test("an EKS token goes only to the API server of its cluster, whatever verb the request is", function()
-  local guard = require "hypd.guard"
+  local guard = require "hypd.tool.guard"
   local g = guard.new { tool = { name = "diagnose_exfil", kind = "read", aws = { "eks:DescribeCluster" },
     k8s = { "get", "list" } }, caller = WHO }
   local prep = require("hypd.aws.eks").prepare { cluster = "hypd-victim", region = "us-west-2" }

@@ -13,10 +13,11 @@ local config = require "hypd.config"
 local http = require "hypd.http"
 local iam_policy = require "hypd.iam_policy"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local srv = H.sandbox_here()
 local BASE = "http://127.0.0.1:" .. srv.port
@@ -89,7 +90,7 @@ end
 
 local function refused(name, args)
   local before = audit()
-  local r, err = tool.call(name, args or {}, WHO)
+  local r, err = dispatch.call(name, args or {}, WHO)
   if r and r.operation_id then
     local v = op.wait(r.operation_id)
     err = v.error
@@ -121,7 +122,7 @@ end)
 
 t.test("a read tool's Kubernetes delete is refused before it is sent; its declared list works", function()
   H.eks_cluster(function(s, o, p) return require("hypd.aws").call(s, o, p or {}) end, "guard-kube", 72)
-  local _, err = tool.call("diagnose_kube", { cluster = "guard-kube" }, WHO)
+  local _, err = dispatch.call("diagnose_kube", { cluster = "guard-kube" }, WHO)
   t.eq(err and err.code, "GUARDRAIL")
   t.like(err.message, "may not call kubernetes delete Namespace/default: a read tool makes only read%-only calls")
   local c = require("hypd.k8s").connect { cluster = "guard-kube" }
@@ -129,7 +130,7 @@ t.test("a read tool's Kubernetes delete is refused before it is sent; its declar
 end)
 
 t.test("every mutating AWS call a tool makes is in the audit log with the tool, caller and front end", function()
-  local r = assert(tool.call("cluster_make_vpc", {}, WHO))
+  local r = assert(dispatch.call("cluster_make_vpc", {}, WHO))
   local found
   for _, e in ipairs(store.events(0, 1000000)) do
     if e.kind == "audit" and e.data.aws == "ec2:CreateVpc" and e.data.tool == "cluster_make_vpc" then found = e.data end
@@ -147,7 +148,7 @@ end
 t.test("the EKS stage runs under the IAM policy hypd iam-policy prints for it", function()
   local doc = assert(iam_policy.document { tools = { "cluster_create_eks" } })
   t.eq(set_policy(doc), 200)
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "policed" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "policed" }, WHO))
   local v = op.wait(acc.operation_id)
   set_policy(nil)
   t.eq(v.status, "succeeded", json.encode(v.error or json.null))
@@ -161,7 +162,7 @@ t.test("with one action less in that policy the stage fails with AccessDenied na
   end
   doc.Statement[1].Action = kept
   t.eq(set_policy(doc), 200)
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "denied" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "denied" }, WHO))
   local v = op.wait(acc.operation_id)
   set_policy(nil)
   t.eq(v.status, "failed")

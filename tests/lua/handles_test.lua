@@ -4,7 +4,7 @@
 -- leaves its scope.
 local t = require "hypd.tap"
 local core = require "hypd.core"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local task = require "hypd.task"

@@ -24,13 +24,14 @@ local clusters = require "hypd.clusters"
 local config = require "hypd.config"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local sbx = H.sandbox_here()
 local SBX = "http://127.0.0.1:" .. sbx.port
@@ -278,7 +279,7 @@ tool.define { name = "cluster_hold", summary = "Holds an operation open", kind =
   steps = { { name = "hold", run = function() gate:wait() end } } }
 
 t.test("a task a read tool spawned runs under its guard after the tool returned; its tool calls get their own", function()
-  local r = unchanged("the spawned task", function() return assert(tool.call("diagnose_spawner", {}, READ)) end)
+  local r = unchanged("the spawned task", function() return assert(dispatch.call("diagnose_spawner", {}, READ)) end)
   t.eq(r.started, true)
   t.eq(store.get("playbook/spawner/after"), { ok = false, code = "GUARDRAIL" }, "the CreateVpc was refused")
   local nested = store.get("playbook/spawner/nested") or {}
@@ -287,16 +288,16 @@ t.test("a task a read tool spawned runs under its guard after the tool returned;
 end)
 
 t.test("a tool's check() runs under a guard that allows nothing", function()
-  local _, err = unchanged("check", function() return tool.call("diagnose_checker", {}, READ) end)
+  local _, err = unchanged("check", function() return dispatch.call("diagnose_checker", {}, READ) end)
   t.eq(code_of(err), "GUARDRAIL")
   t.like(err and err.message or "", "diagnose_checker check may not call ec2:CreateVpc")
-  local _, qerr = unchanged("a quiet check", function() return tool.call("diagnose_quiet_checker", {}, READ) end)
+  local _, qerr = unchanged("a quiet check", function() return dispatch.call("diagnose_quiet_checker", {}, READ) end)
   t.eq(code_of(qerr), "GUARDRAIL", "a check that catches the refusal still fails with it")
 end)
 
 t.test("a tool's target() runs under a guard that allows nothing; no operation is recorded", function()
   local ops = #(store.op_list { tool = "cluster_targeter" } or {})
-  local _, err = unchanged("target", function() return tool.call("cluster_targeter", {}, ADMIN) end)
+  local _, err = unchanged("target", function() return dispatch.call("cluster_targeter", {}, ADMIN) end)
   t.eq(code_of(err), "GUARDRAIL")
   t.like(err and err.message or "", "cluster_targeter target may not call ec2:CreateVpc")
   t.eq(#(store.op_list { tool = "cluster_targeter" } or {}), ops, "no operation")
@@ -335,13 +336,13 @@ return tool { name = "diagnose_top_tool", summary = "s", description = "d", kind
   for _, n in ipairs { "diagnose_top_quiet", "diagnose_top_spawn", "diagnose_top_tool" } do
     t.eq(tool.get(n), nil, n .. " is not registered")
   end
-  t.eq((tool.call("diagnose_top_call", {}, READ) or {}).version, 1, "the refused file's tool keeps its previous version")
+  t.eq((dispatch.call("diagnose_top_call", {}, READ) or {}).version, 1, "the refused file's tool keeps its previous version")
   for _, f in ipairs { "top_call", "top_quiet", "top_spawn", "top_tool" } do os.remove(dir .. "/" .. f .. ".lua") end
   t.eq(#tools.reload(ADMIN).errors, 0, "without them the directory loads")
 end)
 
 t.test("a read tool cannot change the ctx class, the hypd table or a shared pattern; built-ins answer as before", function()
-  local r = assert(tool.call("diagnose_monkey", {}, READ))
+  local r = assert(dispatch.call("diagnose_monkey", {}, READ))
   for name, what in pairs(r.tried) do
     t.ok(what ~= "changed", name .. " was refused (" .. tostring(what) .. ")")
   end
@@ -352,16 +353,16 @@ t.test("a read tool cannot change the ctx class, the hypd table or a shared patt
   t.eq(r.region, "us-west-2")
   t.ok(r.hypd_keys > 10 and r.cidr_keys > 3, "pairs over the views works (" .. r.hypd_keys .. ", " .. r.cidr_keys .. ")")
   t.eq(r.aws_in_hypd, "function")
-  local zones = assert(tool.call("aws_get_availability_zones", {}, READ))
+  local zones = assert(dispatch.call("aws_get_availability_zones", {}, READ))
   t.eq(zones.region, "us-west-2", "the built-in still works in the configured region")
-  local _, err = tool.call("diagnose_monkey", { word = "NOT-A-WORD" }, READ)
+  local _, err = dispatch.call("diagnose_monkey", { word = "NOT-A-WORD" }, READ)
   t.eq(code_of(err), "VALIDATION", "the registry's pattern is not the one the playbook patched")
   t.eq(tool.get("diagnose_monkey").kind, "read")
 end)
 
 t.test("a read tool cannot change the Kubernetes client class other tools use", function()
   H.eks_cluster(function(sv, o, p) return require("hypd.aws").call(sv, o, p or {}) end, "hostile-kube", 73)
-  local r = assert(tool.call("diagnose_kmonkey", { cluster = "hostile-kube" }, READ))
+  local r = assert(dispatch.call("diagnose_kmonkey", { cluster = "hostile-kube" }, READ))
   t.eq(r.tried, { __index = "SANDBOX", getmetatable = r.tried.getmetatable, setmetatable = "SANDBOX" })
   t.ok(r.tried.getmetatable ~= "changed", "getmetatable gives no class (" .. tostring(r.tried.getmetatable) .. ")")
   local c = require("hypd.k8s").connect { cluster = "hostile-kube" }
@@ -370,14 +371,14 @@ t.test("a read tool cannot change the Kubernetes client class other tools use", 
 end)
 
 t.test("a tool cannot change its registered definition through the table it returned", function()
-  local _, err = unchanged("diagnose_grow", function() return tool.call("diagnose_grow", {}, READ) end)
+  local _, err = unchanged("diagnose_grow", function() return dispatch.call("diagnose_grow", {}, READ) end)
   t.eq(code_of(err), "GUARDRAIL")
   t.eq(tool.get("diagnose_grow").kind, "read")
   t.eq(#tool.get("diagnose_grow").aws, 1)
 end)
 
 t.test("a read tool cannot raise its caller's scope to reach a mutating tool", function()
-  local r = unchanged("diagnose_escalate", function() return assert(tool.call("diagnose_escalate", {}, READ)) end)
+  local r = unchanged("diagnose_escalate", function() return assert(dispatch.call("diagnose_escalate", {}, READ)) end)
   t.eq(r.assigned, "SANDBOX")
   t.eq(r.call, "FORBIDDEN")
   t.eq(READ.scope, "read", "the caller is as it was")
@@ -386,7 +387,7 @@ end)
 t.test("a read tool cannot set the active cluster, record or forget clusters", function()
   clusters.record { name = "hypd-kept", region = "us-west-2" }
   clusters.set_active { name = "hypd-kept", region = "us-west-2" }
-  local r = assert(tool.call("diagnose_switcher", {}, READ))
+  local r = assert(dispatch.call("diagnose_switcher", {}, READ))
   t.eq({ r.set_active, r.record, r.forget }, { "GUARDRAIL", "GUARDRAIL", "GUARDRAIL" })
   t.like(r.set_active_message, "diagnose_switcher may not call hypd.clusters.set_active: it changes hypd's own " ..
     "state, which only a mutating or destructive tool may")
@@ -406,14 +407,14 @@ end)
 
 t.test("a mutating tool may set the active cluster and record one; a destructive one may forget one", function()
   clusters.set_active { name = "hypd-kept", region = "us-west-2" }
-  local r = assert(tool.call("cluster_keeper", { forget = false }, ADMIN))
+  local r = assert(dispatch.call("cluster_keeper", { forget = false }, ADMIN))
   t.eq(r.previous, "hypd-kept")
   t.eq((clusters.active() or {}).name, "hypd-kept2")
   t.ok(clusters.get("hypd-kept2", "us-west-2"), "recorded")
-  local _, err = tool.call("cluster_keeper", { forget = true }, ADMIN)
+  local _, err = dispatch.call("cluster_keeper", { forget = true }, ADMIN)
   t.eq(code_of(err), "GUARDRAIL", "a mutating tool may not forget")
   t.like(err and err.message or "", "only a destructive tool may")
-  assert(tool.call("cluster_forgetter", {}, ADMIN))
+  assert(dispatch.call("cluster_forgetter", {}, ADMIN))
   t.eq(clusters.get("hypd-kept2", "us-west-2"), nil, "forgotten by the destructive tool")
 end)
 
@@ -457,7 +458,7 @@ return tool { name = "cluster_delete", summary = "A read cluster_delete", kind =
     "the kind of what it overrides")
   t.eq(tool.get("cluster_delete").kind, "destructive", "the built-in stays")
   t.eq(tool.get("cluster_delete").source, "built-in")
-  local _, ferr = tool.call("cluster_delete", { cluster_tag = "victim" }, READ)
+  local _, ferr = dispatch.call("cluster_delete", { cluster_tag = "victim" }, READ)
   t.eq(code_of(ferr), "FORBIDDEN", "a read token may not call it")
   local rc, out = H.run_hypd({ HYPD_STATE = H.tmpdir() }, "--playbooks", dir, "playbook", "check", path)
   t.eq(rc, 1, "hypd playbook check fails")
@@ -478,7 +479,8 @@ t.test("a recipe's top level declares, it does not act", function()
   H.write(dir .. "/recipes/hostile.lua", [[
 hypd.aws.call("ec2", "CreateVpc", { CidrBlock = "10.50.0.0/16" })
 return { name = "hostile", description = "d", params = {}, render = function() return {} end }]])
-  local ok, err = unchanged("the recipe", function() return pcall(require("hypd.recipes").get, "hostile") end)
+  local recipes = require("hypd.recipes").catalogue(require "hypd.playbook")
+  local ok, err = unchanged("the recipe", function() return pcall(recipes.get, "hostile") end)
   os.execute("rm -rf " .. H.quote(dir .. "/recipes"))
   t.eq(ok, false)
   t.like(code_of(err) .. ": " .. tostring(err and err.message), "VALIDATION: recipe .* is refused: it fails when " ..
@@ -486,7 +488,7 @@ return { name = "hostile", description = "d", params = {}, render = function() r
 end)
 
 t.test("require resolves module names only; string.dump is not reachable", function()
-  local r = assert(tool.call("diagnose_requirer", {}, READ))
+  local r = assert(dispatch.call("diagnose_requirer", {}, READ))
   for _, x in ipairs(r.required) do
     t.ok(x.code == "SANDBOX" or x.code == "NOT_FOUND", x.name .. " was not loaded (" .. tostring(x.code) .. ")")
   end

@@ -6,10 +6,10 @@
 -- The sandbox in this process, under the virtual clock (capacity_helpers).
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local S
@@ -44,7 +44,7 @@ t.test("a scaling stopped while it waits, and replayed from its scale step, fini
   if not S then return t.skip("no cluster") end
   local n0 = sent("UpdateCluster")
   stop_at("waiting for instance group gpu")
-  local acc = assert(tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 3 }, C.OPER))
+  local acc = assert(dispatch.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 3 }, C.OPER))
   local id = acc.operation_id
   op.wait(id)
   t.eq(op.get(id).status, "running", "the record stays running")

@@ -14,8 +14,9 @@
 -- hyperpod_nodes_test.lua.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local HP = "hp-cap"
@@ -33,11 +34,11 @@ local function run(name, params, caller)
 end
 
 -- refusal(name, params [, caller]) -> {status = "refused", error}: the call
--- itself is refused (its check runs on the call: hypd.op), no operation
+-- itself is refused (its check runs on the call: hypd.tool.operations), no operation
 -- recorded
 local function refusal(name, params, caller)
   local before = #op.list {}
-  local acc, err = tool.call(name, params, caller or OPER)
+  local acc, err = dispatch.call(name, params, caller or OPER)
   t.eq(acc, nil, name .. " is refused on the call, with no operation")
   t.eq(#op.list {}, before, name .. ": no operation recorded")
   return { status = acc and "accepted" or "refused", error = err }
@@ -63,7 +64,7 @@ t.test("hyperpod_list_instance_groups shows counts, capacity type, efa-only, sub
   "per core, storage and deep health checks", function()
   if not info then return skip() end
   resync()
-  local r, err = tool.call("hyperpod_list_instance_groups", {}, OPER)
+  local r, err = dispatch.call("hyperpod_list_instance_groups", {}, OPER)
   t.ok(r, json.encode(err))
   t.eq(r.hyperpod_cluster.name, HP)
   t.eq(r.hyperpod_cluster.status, "InService")
@@ -185,7 +186,7 @@ t.test("bad counts and unknown groups are refused naming the field: min above co
   v = refusal("hyperpod_scale_instance_group", { instance_group = "nope", instance_count = 1 })
   t.eq({ v.error.code, v.error.fields[1].field, v.error.fields[1].rule }, { "NOT_FOUND", "instance_group", "exists" })
   t.like(v.error.message, "its groups: gpu, cpu")
-  local out, err = tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = -1 }, OPER)
+  local out, err = dispatch.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = -1 }, OPER)
   t.fails(out, err, "VALIDATION")
   t.eq(#audit(), a0, "no mutation")
 end)
@@ -194,21 +195,21 @@ t.test("plan mode of the scale, delete and software tools lists the change and s
   if not info then return skip() end
   resync()
   local a0, n0 = #audit(), #sent
-  local p, err = tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 4, plan = true },
+  local p, err = dispatch.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 4, plan = true },
     OPER)
   t.ok(p, json.encode(err))
   t.eq(#p.plan, 1)
   t.eq({ p.plan[1].action, p.plan[1].type, p.plan[1].name }, { "change", "sagemaker:instance-group", "gpu of " .. HP })
   t.eq(p.plan[1].changes.TargetCount, { from = 1, to = 4 })
-  p = tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 1, plan = true }, OPER)
+  p = dispatch.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 1, plan = true }, OPER)
   t.eq(#p.plan, 0, "nothing to change at the group's count")
-  p, err = tool.call("hyperpod_delete_instance_group", { instance_group = "cpu", plan = true }, ADMIN)
+  p, err = dispatch.call("hyperpod_delete_instance_group", { instance_group = "cpu", plan = true }, ADMIN)
   t.ok(p, json.encode(err))
   t.eq({ p.delete, p.plan[1].action, p.plan[1].name, p.plan[1].id }, { 1, "delete", "cpu of " .. HP, "cpu" })
-  p, err = tool.call("hyperpod_update_software", { instance_groups = { "cpu" }, plan = true }, OPER)
+  p, err = dispatch.call("hyperpod_update_software", { instance_groups = { "cpu" }, plan = true }, OPER)
   t.ok(p, json.encode(err))
   t.eq({ p.create, p.plan[1].type, p.plan[1].fields.InstanceGroups }, { 1, "sagemaker:software-update", { "cpu" } })
-  p, err = tool.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 4,
+  p, err = dispatch.call("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 4,
     capacity_type = "on-demand", plan = true }, OPER)
   t.fails(p, err, "VALIDATION", "a plan refuses a fixed_at_create change too")
   t.eq(#audit(), a0, "no mutation reached the sandbox")
@@ -251,8 +252,8 @@ t.test("hyperpod_update_software updates the named group, waits until it is done
   if not info then return skip() end
   resync()
   local n0 = #sent
-  local acc = assert(tool.call("hyperpod_update_software", { instance_groups = { "cpu" } }, OPER))
-  local seen = tool.call("hyperpod_list_instance_groups", { operation_id = acc.operation_id, wait_seconds = 30 }, OPER)
+  local acc = assert(dispatch.call("hyperpod_update_software", { instance_groups = { "cpu" } }, OPER))
+  local seen = dispatch.call("hyperpod_list_instance_groups", { operation_id = acc.operation_id, wait_seconds = 30 }, OPER)
   t.eq(seen.operation.tool, "hyperpod_update_software")
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
@@ -265,7 +266,7 @@ t.test("hyperpod_update_software updates the named group, waits until it is done
   t.eq(g.groups.cpu.SoftwareUpdateStatus, "Succeeded")
   t.eq(g.groups.gpu.SoftwareUpdateStatus, nil, "the group not named is not updated")
   t.eq(g.groups.cpu.DesiredImageId, "default", "the image it names stays a valid ImageId")
-  local r = tool.call("hyperpod_update_software", { instance_groups = { "gpu", "nope" } }, OPER)
+  local r = dispatch.call("hyperpod_update_software", { instance_groups = { "gpu", "nope" } }, OPER)
   v = op.wait(r.operation_id)
   t.eq({ v.status, v.error.code, v.error.fields[1].field }, { "failed", "NOT_FOUND", "instance_groups[1]" })
 end)
@@ -274,7 +275,7 @@ t.test("hyperpod_delete_instance_group deletes a group and waits until it and it
   "last group is refused", function()
   if not info then return skip() end
   resync()
-  local out, err = tool.call("hyperpod_delete_instance_group", { instance_group = "cpu" }, OPER)
+  local out, err = dispatch.call("hyperpod_delete_instance_group", { instance_group = "cpu" }, OPER)
   t.fails(out, err, "FORBIDDEN", "a destructive tool needs the admin scope")
   local v = run("hyperpod_delete_instance_group", { instance_group = "cpu" }, ADMIN)
   t.eq(v.status, "succeeded", json.encode(v.error))

@@ -1,7 +1,7 @@
 -- Stage 4, hyperpod_create (its steps in hyperpod/_create, its checks in
 -- hyperpod/_checks, the compute subnet from hyperpod/_subnet), and its
 -- status tool hyperpod_get_creation_status, run through the tool registry
--- and hypd.op against the in-process sandbox under the virtual clock, on
+-- and hypd.tool.operations against the in-process sandbox under the virtual clock, on
 -- EKS clusters made by cluster_create_eks: a plan on a cluster without
 -- HyperPod lists every resource and mutates nothing; a run makes each
 -- resource once and reaches InService with the nodes Ready in Kubernetes
@@ -16,9 +16,10 @@ local t = require "hypd.tap"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")
@@ -132,7 +133,7 @@ t.test("a plan for an EKS cluster that is itself only planned names the planned 
   t.eq({ c.name, c.fields.Orchestrator.Eks.ClusterArn, c.fields.VpcConfig.SecurityGroupIds[1] },
     { "hypd-later-hp", "planned:eks:cluster:hypd-later", "planned:ec2:security-group:hypd-later-cluster" })
   -- and the 'cluster_create_eks' plan names the same ids
-  local eks = assert(tool.call("cluster_create_eks", { cluster_tag = "later", plan = true }, E.WHO))
+  local eks = assert(dispatch.call("cluster_create_eks", { cluster_tag = "later", plan = true }, E.WHO))
   local ids = {}
   for _, e in ipairs(eks.plan) do ids[e.id] = true end
   for _, id in ipairs { "planned:ec2:vpc:hypd-later-vpc", "planned:ec2:nat-gateway:hypd-later-nat",
@@ -271,7 +272,7 @@ t.test("a second call for the same cluster makes no mutating call, and a plan li
 end)
 
 t.test("hyperpod_get_creation_status shows the operation and SageMaker's and Kubernetes' live view", function()
-  local v, err = tool.call("hyperpod_get_creation_status", { operation_id = DEMO.view.operation_id }, E.READ)
+  local v, err = dispatch.call("hyperpod_get_creation_status", { operation_id = DEMO.view.operation_id }, E.READ)
   t.ok(v, json.encode(err))
   t.eq({ v.tool, v.operation_id, v.status }, { "hyperpod_create", DEMO.view.operation_id, "succeeded" })
   t.eq(v.aws.cluster_status, "InService")
@@ -279,21 +280,21 @@ t.test("hyperpod_get_creation_status shows the operation and SageMaker's and Kub
     current_count = 2, target_count = 2, nodes_ready = 2 } })
   -- without an id: the latest operation for the active cluster (the call refused above recorded none), with
   -- the same live view
-  local latest = assert(tool.call("hyperpod_get_creation_status", {}, E.READ))
+  local latest = assert(dispatch.call("hyperpod_get_creation_status", {}, E.READ))
   t.eq({ latest.tool, latest.status }, { "hyperpod_create", "succeeded" })
   t.eq(latest.aws.cluster_status, "InService")
-  local _, nf = tool.call("hyperpod_get_creation_status", { cluster = "hypd-nope" }, E.READ)
+  local _, nf = dispatch.call("hyperpod_get_creation_status", { cluster = "hypd-nope" }, E.READ)
   t.eq(nf.code, "NOT_FOUND")
 end)
 
 t.test("a follower with wait_seconds sees each phase change of a creation as it comes", function()
   local eks = stage1("follow")
-  local acc = assert(tool.call("hyperpod_create", { cluster = eks, instance_type = "ml.m5.xlarge", instance_count = 1,
+  local acc = assert(dispatch.call("hyperpod_create", { cluster = eks, instance_type = "ml.m5.xlarge", instance_count = 1,
     availability_zone = "us-west-2b" }, E.WHO))
   local phases, calls = {}, 0
   while true do
     calls = calls + 1
-    local v = assert(tool.call("hyperpod_get_creation_status", { operation_id = acc.operation_id,
+    local v = assert(dispatch.call("hyperpod_get_creation_status", { operation_id = acc.operation_id,
       wait_seconds = 300 }, E.READ))
     if phases[#phases] ~= v.phase then phases[#phases + 1] = v.phase end
     if v.status ~= "running" then

@@ -1,13 +1,13 @@
 -- Helpers of the stage 4 tests (hyperpod_create_test.lua,
 -- hyperpod_instance_group_test.lua): tools called through the registry as
--- the tester, their operations awaited through hypd.op, the Kubernetes
+-- the tester, their operations awaited through hypd.tool.operations, the Kubernetes
 -- nodes of an instance group. Loaded with dofile after H.sandbox_here():
 --   local Hp = dofile("tests/lua/hyperpod_helpers.lua")
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 
 local E = dofile("tests/lua/eks_helpers.lua")
 local Hp = { E = E }
@@ -23,7 +23,7 @@ end
 
 -- run(name, params) -> the finished operation's view of a staged tool's call
 function Hp.run(name, params)
-  local acc, err = tool.call(name, params, E.WHO)
+  local acc, err = dispatch.call(name, params, E.WHO)
   t.ok(acc, name .. " answers: " .. json.encode(err))
   t.eq(acc.status_tool, "hyperpod_get_creation_status")
   return op.wait(acc.operation_id)
@@ -33,7 +33,7 @@ end
 function Hp.plan(name, params)
   local p = { plan = true }
   for k, v in pairs(params) do p[k] = v end
-  local out, err = tool.call(name, p, E.WHO)
+  local out, err = dispatch.call(name, p, E.WHO)
   t.ok(out, "the plan answers: " .. json.encode(err))
   return out
 end
@@ -55,11 +55,11 @@ end
 -- refused(name, params, field, rule [, pattern [, code]]) -> the error:
 -- the call itself answers VALIDATION (or code) naming the field and the
 -- rule, no operation is recorded, and nothing reaches the sandbox's audit
--- log (the check step runs on the call: hypd.op)
+-- log (the check step runs on the call: hypd.tool.operations)
 function Hp.refused(name, params, field, rule, pattern, code)
   local m = E.mark()
   local before = #op.list {}
-  local acc, err = tool.call(name, params, E.WHO)
+  local acc, err = dispatch.call(name, params, E.WHO)
   t.eq(acc, nil, field .. " " .. rule .. ": refused on the call, no operation: " .. json.encode(acc))
   err = err or {}
   t.eq(err.code, code or "VALIDATION", json.encode(err))

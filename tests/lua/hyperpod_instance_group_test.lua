@@ -1,4 +1,4 @@
--- hyperpod_add_instance_group through the tool registry and hypd.op against
+-- hyperpod_add_instance_group through the tool registry and hypd.tool.operations against
 -- the in-process sandbox under the virtual clock, on a HyperPod cluster
 -- hyperpod_create made: a CPU group for system work and an efa-only group
 -- in a dedicated subnet, each sent to UpdateCluster alone with the
@@ -9,10 +9,10 @@
 -- is made without waiting for nodes that come when the plan starts.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")

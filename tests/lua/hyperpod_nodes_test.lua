@@ -9,7 +9,8 @@
 -- model has them.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local C = dofile("tests/lua/capacity_helpers.lua")
 
 local OPER, ADMIN, UNKNOWN = C.OPER, C.ADMIN, C.UNKNOWN
@@ -22,7 +23,7 @@ local function all_nodes(params)
   repeat
     local p = { page_token = token }
     for k, v in pairs(params or {}) do p[k] = v end
-    local r, err = tool.call("hyperpod_list_nodes", p, OPER)
+    local r, err = dispatch.call("hyperpod_list_nodes", p, OPER)
     if not r then error("hyperpod_list_nodes: " .. json.encode(err), 0) end
     sizes[#sizes + 1] = #r.nodes
     for _, n in ipairs(r.nodes) do out[#out + 1] = n end
@@ -46,7 +47,7 @@ local function wait_for(pred)
     local list = all_nodes()
     if pred(list) then return list end
     C.resync()
-    tool.call("hyperpod_list_nodes", { wait_seconds = 60 }, OPER)
+    dispatch.call("hyperpod_list_nodes", { wait_seconds = 60 }, OPER)
   end
   error("the nodes never reached the state awaited", 0)
 end
@@ -74,7 +75,7 @@ t.test("on an empty account the capacity tools and their plans answer NOT_FOUND 
     { "hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 2, plan = true } },
   }
   for _, c in ipairs(calls) do
-    local out, err = tool.call(c[1], c[2], c[3] or OPER)
+    local out, err = dispatch.call(c[1], c[2], c[3] or OPER)
     t.fails(out, err, "NOT_FOUND", c[1])
     t.eq(err and err.fields and err.fields[1].field, "cluster", c[1] .. " names cluster")
   end
@@ -106,7 +107,7 @@ t.test("hyperpod_list_nodes pages with page_token until next_page_token is absen
   local only = all_nodes { instance_group = "cpu" }
   t.eq(#only, 1, "instance_group filters")
   t.eq(only[1].instance_id, groups.cpu[1].instance_id)
-  local r, err = tool.call("hyperpod_list_nodes", { page_token = "not-a-token" }, OPER)
+  local r, err = dispatch.call("hyperpod_list_nodes", { page_token = "not-a-token" }, OPER)
   t.fails(r, err, "ValidationException", "a token SageMaker did not give is refused by it")
 end)
 
@@ -114,14 +115,14 @@ t.test("a malformed node or an empty list is refused before anything is sent, na
   if not S then return skip() end
   C.resync()
   local a0 = #S.audit()
-  local out, err = tool.call("hyperpod_node_reboot", { nodes = { "node-1" } }, OPER)
+  local out, err = dispatch.call("hyperpod_node_reboot", { nodes = { "node-1" } }, OPER)
   t.fails(out, err, "VALIDATION")
   t.eq({ err.fields[1].field, err.fields[1].rule }, { "nodes[0]", "pattern" })
   t.like(err.fields[1].message, "hyperpod%-i%-")
-  out, err = tool.call("hyperpod_node_reboot", { nodes = {} }, OPER)
+  out, err = dispatch.call("hyperpod_node_reboot", { nodes = {} }, OPER)
   t.fails(out, err, "VALIDATION")
   t.eq({ err.fields[1].field, err.fields[1].rule }, { "nodes", "min_items" })
-  out, err = tool.call("hyperpod_node_reboot", {}, OPER)
+  out, err = dispatch.call("hyperpod_node_reboot", {}, OPER)
   t.fails(out, err, "VALIDATION")
   t.eq(err.fields[1].field, "nodes")
   t.eq(#S.audit(), a0, "no mutation")
@@ -133,7 +134,7 @@ t.test("hyperpod_node_reboot takes i-... and hyperpod-i-... forms, sends instanc
   C.resync()
   local groups = by_group(all_nodes())
   local cpu, gpu = groups.cpu[1].instance_id, groups.gpu[1].instance_id
-  local r, err = tool.call("hyperpod_node_reboot", { nodes = { "hyperpod-" .. cpu, gpu, UNKNOWN, cpu } }, OPER)
+  local r, err = dispatch.call("hyperpod_node_reboot", { nodes = { "hyperpod-" .. cpu, gpu, UNKNOWN, cpu } }, OPER)
   t.ok(r, json.encode(err))
   t.eq(r.status_tool, "hyperpod_list_nodes")
   t.eq(C.last("BatchRebootClusterNodes").NodeIds, { cpu, gpu, UNKNOWN }, "instance ids, each once")
@@ -144,11 +145,11 @@ t.test("hyperpod_node_reboot takes i-... and hyperpod-i-... forms, sends instanc
     { UNKNOWN, "hyperpod-" .. UNKNOWN, "InstanceIdNotFound" })
   t.like(r.failed[1].message, UNKNOWN)
   -- a node that is rebooting is refused by SageMaker, not rebooted twice
-  local again = tool.call("hyperpod_node_reboot", { nodes = { cpu } }, OPER)
+  local again = dispatch.call("hyperpod_node_reboot", { nodes = { cpu } }, OPER)
   t.eq({ #again.succeeded, again.failed[1] and again.failed[1].code }, { 0, "InstanceIdInUse" })
-  local now = tool.call("hyperpod_list_nodes", { instance_group = "cpu" }, OPER)
+  local now = dispatch.call("hyperpod_list_nodes", { instance_group = "cpu" }, OPER)
   t.eq(now.nodes[1].instance_status, "Pending", "SageMaker shows the reboot at once")
-  local follow = tool.call("hyperpod_list_nodes", { instance_group = "cpu", wait_seconds = 60 }, OPER)
+  local follow = dispatch.call("hyperpod_list_nodes", { instance_group = "cpu", wait_seconds = 60 }, OPER)
   t.eq(follow.changed, true, "wait_seconds answers when the node changes")
   t.eq({ follow.nodes[1].instance_status, follow.nodes[1].kubernetes.ready, follow.nodes[1].health_status },
     { "Pending", false, "UnschedulablePendingReboot" }, "Kubernetes shows the reboot")
@@ -170,10 +171,10 @@ t.test("hyperpod_node_replace is destructive, warns that local volumes are wiped
   t.eq(def.kind, "destructive")
   t.like(def.description, "local volumes are wiped")
   local gpu = by_group(all_nodes()).gpu[1].instance_id
-  local out, err = tool.call("hyperpod_node_replace", { nodes = { gpu } }, OPER)
+  local out, err = dispatch.call("hyperpod_node_replace", { nodes = { gpu } }, OPER)
   t.fails(out, err, "FORBIDDEN", "replacing needs the admin scope")
   local r
-  r, err = tool.call("hyperpod_node_replace", { nodes = { gpu, "hyperpod-" .. UNKNOWN } }, ADMIN)
+  r, err = dispatch.call("hyperpod_node_replace", { nodes = { gpu, "hyperpod-" .. UNKNOWN } }, ADMIN)
   t.ok(r, json.encode(err))
   t.eq(C.last("BatchReplaceClusterNodes").NodeIds, { gpu, UNKNOWN })
   t.eq(r.succeeded, { { instance_id = gpu, node_name = "hyperpod-" .. gpu } }, json.encode(r.failed))
@@ -192,7 +193,7 @@ t.test("hyperpod_node_delete reports an unknown node with its Code and lowers th
   C.resync()
   local gpu = by_group(all_nodes()).gpu[1].instance_id
   local before = group().TargetCount
-  local r, err = tool.call("hyperpod_node_delete", { nodes = { "hyperpod-" .. gpu, UNKNOWN } }, ADMIN)
+  local r, err = dispatch.call("hyperpod_node_delete", { nodes = { "hyperpod-" .. gpu, UNKNOWN } }, ADMIN)
   t.ok(r, json.encode(err))
   t.eq(C.last("BatchDeleteClusterNodes").NodeIds, { gpu, UNKNOWN })
   t.eq(r.succeeded, { { instance_id = gpu, node_name = "hyperpod-" .. gpu } })
@@ -200,6 +201,6 @@ t.test("hyperpod_node_delete reports an unknown node with its Code and lowers th
     "BatchDeleteClusterNodes' Code, not ErrorCode")
   t.eq(group().TargetCount, before - 1, "the group's target is lower")
   wait_for(function(l) return not status_of(l, gpu) end)
-  local again = tool.call("hyperpod_node_delete", { nodes = { gpu } }, ADMIN)
+  local again = dispatch.call("hyperpod_node_delete", { nodes = { gpu } }, ADMIN)
   t.eq(again.failed[1].code, "NodeIdNotFound", "a node that is gone is not deleted twice")
 end)

@@ -6,19 +6,19 @@
 -- deploy asking for more GPUs than a node has.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local kubectl = S.kubectl
 t.cleanup(S.cleanup)
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local ADMIN = { name = "inference-kubectl", scope = "admin", front = "test" }
 local EKS = "infk-eks"
 
 local function run(name, args)
   args.cluster = EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if not acc.operation_id then return acc end
   local v = op.wait(acc.operation_id)
@@ -101,7 +101,7 @@ t.test("kubectl get events: the Pending deploy's FailedScheduling is the schedul
     end
   end)
   t.eq(ev and ev.message, want)
-  local g = assert(tool.call("inference_get", { name = "huge", cluster = EKS }, ADMIN))
+  local g = assert(dispatch.call("inference_get", { name = "huge", cluster = EKS }, ADMIN))
   t.eq(g.pending_reason, want, "inference_get says the same")
   local rc, out = kubectl("get deployment huge -o jsonpath={.spec.template.spec.containers[0].resources.limits}")
   t.eq(rc, 0)

@@ -11,11 +11,12 @@
 -- refuses to scale below its assigned workers; list, get and delete follow.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool, task = require "hypd.json", require "hypd.op", require "hypd.tool", require "hypd.task"
+local dispatch = require "hypd.tool.dispatch"
+local json, op, task = require "hypd.json", require "hypd.tool.operations", require "hypd.task"
 local ADMIN = { name = "inference-tester", scope = "admin", front = "test" }
 local EKS, HP = "infer-a", "infer-a-hp"
 local field_rules = H.field_rules
@@ -26,7 +27,7 @@ local conn
 -- makes an operation, waited for
 local function run(name, args)
   args.cluster = args.cluster or EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if args.plan or not acc.operation_id then return acc end
   local v = op.wait(acc.operation_id)
@@ -37,7 +38,7 @@ end
 local function get(name, extra)
   local args = { name = name, cluster = EKS }
   for k, v in pairs(extra or {}) do args[k] = v end
-  return assert(tool.call("inference_get", args, ADMIN))
+  return assert(dispatch.call("inference_get", args, ADMIN))
 end
 
 -- endpoints(svc) -> the sorted pod names the Service's Endpoints list as ready
@@ -105,16 +106,16 @@ t.test("bad input is refused at the call, naming field and rule, and nothing is 
     { args { secret_env = { HF_TOKEN = "no-key" } }, { "secret_env.HF_TOKEN:pattern" } },
   }
   for i, c in ipairs(cases) do
-    local acc, err = tool.call("inference_deploy_container", c[1], ADMIN)
+    local acc, err = dispatch.call("inference_deploy_container", c[1], ADMIN)
     t.eq(acc, nil, "case " .. i .. ": no operation")
     t.eq(field_rules(err), c[2], "case " .. i .. ": " .. tostring(err and err.message))
     t.eq(json.encode(err or {}):find(TOKEN, 1, true), nil, "case " .. i .. ": the token is never echoed")
   end
-  local _, err = tool.call("inference_assign_pool_pod", { pool = "p", model = "m", cluster = EKS }, ADMIN)
+  local _, err = dispatch.call("inference_assign_pool_pod", { pool = "p", model = "m", cluster = EKS }, ADMIN)
   t.eq(field_rules(err), { "count:one_of" }, "assign needs count or pods")
-  _, err = tool.call("inference_release_pool_pod", { cluster = EKS }, ADMIN)
+  _, err = dispatch.call("inference_release_pool_pod", { cluster = EKS }, ADMIN)
   t.eq(field_rules(err), { "pods:one_of" }, "release needs pods or model")
-  _, err = tool.call("inference_scale", { name = "x", replicas = -1, cluster = EKS }, ADMIN)
+  _, err = dispatch.call("inference_scale", { name = "x", replicas = -1, cluster = EKS }, ADMIN)
   t.eq(field_rules(err), { "replicas:minimum" })
   t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
 end)
@@ -354,11 +355,11 @@ end)
 
 t.test("inference_list lists every kind; inference_delete deletes hypd's objects only, with their Services",
   function()
-    local l = assert(tool.call("inference_list", { cluster = EKS }, ADMIN))
+    local l = assert(dispatch.call("inference_list", { cluster = EKS }, ADMIN))
     local rows = {}
     for _, d in ipairs(l.deployments) do rows[#rows + 1] = d.name .. ":" .. d.kind end
     t.eq(rows, { "huge:container", "qwen-vllm:container", "warm:pool" })
-    l = assert(tool.call("inference_list", { cluster = EKS, kind = "pool" }, ADMIN))
+    l = assert(dispatch.call("inference_list", { cluster = EKS, kind = "pool" }, ADMIN))
     t.eq(#l.deployments, 1)
     t.eq({ l.deployments[1].engine, l.deployments[1].port, l.deployments[1].replicas }, { "sglang", 30000, 2 })
     assert(conn:create { apiVersion = "apps/v1", kind = "Deployment",
@@ -382,9 +383,9 @@ t.test("inference_list lists every kind; inference_delete deletes hypd's objects
     t.eq(r.action, "deleted")
     r = assert(run("inference_delete", { name = "huge" }))
     t.eq(r.action, "absent")
-    local _, ge = tool.call("inference_get", { name = "huge", cluster = EKS }, ADMIN)
+    local _, ge = dispatch.call("inference_get", { name = "huge", cluster = EKS }, ADMIN)
     t.eq(field_rules(ge), { "name:exists" })
-    l = assert(tool.call("inference_list", { cluster = EKS }, ADMIN))
+    l = assert(dispatch.call("inference_list", { cluster = EKS }, ADMIN))
     t.eq(#l.deployments, 0)
   end)
 
@@ -418,7 +419,7 @@ t.test("a managed InferenceEndpointConfig (its controller's Deployment and Servi
       metadata = { name = "llm-routing", namespace = "default", ownerReferences = owner },
       spec = { selector = { app = "llm-worker" }, ports = { { name = "http", port = 8080, targetPort = "http" } } } })
     settle(function() return #endpoints("llm-routing") == 1 end)
-    local l = assert(tool.call("inference_list", { cluster = EKS }, ADMIN))
+    local l = assert(dispatch.call("inference_list", { cluster = EKS }, ADMIN))
     local rows = {}
     for _, d in ipairs(l.deployments) do rows[#rows + 1] = d.name .. ":" .. d.kind .. ":" .. d.object end
     t.eq(rows, { "llm:managed:InferenceEndpointConfig/llm" }, "listed once, by its CR")

@@ -14,11 +14,12 @@
 -- inference_delete removes the custom resource and what it owns.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local ADMIN = { name = "cross-tester", scope = "admin", front = "test" }
 local EKS = "cross-a"
 local API = "inference.sagemaker.aws.amazon.com/v1"
@@ -26,7 +27,7 @@ local conn
 
 local function run(name, args)
   args.cluster = args.cluster or EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if not acc.operation_id then return acc end
   local v = op.wait(acc.operation_id)
@@ -36,7 +37,7 @@ end
 
 local function read(name, args)
   args.cluster = args.cluster or EKS
-  return tool.call(name, args, ADMIN)
+  return dispatch.call(name, args, ADMIN)
 end
 
 -- answered(name) -> inference_call_model's answer once the server has loaded its model

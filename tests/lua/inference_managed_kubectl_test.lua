@@ -13,8 +13,9 @@ local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, dir, kc, kubectl = S.H, S.dir, S.kc, S.kubectl
 local until_ok, get_json, skip = S.until_ok, S.get_json, S.skip
-require("hypd.tools").load()
-local op, tool = require "hypd.op", require "hypd.tool"
+require("hypd.tool.loader").load()
+local dispatch = require "hypd.tool.dispatch"
+local op = require "hypd.tool.operations"
 local ADMIN = { name = "inference-kubectl-tester", scope = "admin", front = "test" }
 local EKS = "jsm-eks"
 
@@ -77,7 +78,7 @@ spec:
 t.test("hypd deploys an InferenceEndpointConfig and kubectl applies a JumpStartModel; kubectl shows their STATE",
   function()
     if not S.ready then return skip() end
-    local acc, err = tool.call("inference_deploy_managed", { cluster = EKS, name = "qwen", model_source = "s3",
+    local acc, err = dispatch.call("inference_deploy_managed", { cluster = EKS, name = "qwen", model_source = "s3",
       s3_bucket = "models-jsm", model_location = "models/qwen", instance_type = "ml.g5.12xlarge", gpus = 1,
       image = "vllm/vllm-openai:v0.8.5", port = 8000 }, ADMIN)
     t.ok(acc, err and err.message)

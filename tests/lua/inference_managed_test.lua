@@ -12,11 +12,12 @@
 -- Kubernetes write.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local ADMIN = { name = "inference-tester", scope = "admin", front = "test" }
 local EKS = "infer-a"
 local API = "inference.sagemaker.aws.amazon.com/v1"
@@ -25,7 +26,7 @@ local field_rules = H.field_rules
 
 local function deploy(name, args)
   args.cluster = args.cluster or EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if args.plan then return acc end
   local v = op.wait(acc.operation_id)
@@ -73,28 +74,28 @@ t.test("bad input is refused at the call naming the field: no GPU count, s3 with
   function()
     local a = managed()
     a.gpus = nil
-    local acc, err = tool.call("inference_deploy_managed", a, ADMIN)
+    local acc, err = dispatch.call("inference_deploy_managed", a, ADMIN)
     t.eq(acc, nil)
     t.eq(field_rules(err), { "gpus:required" }, "the GPU count is a required decision")
-    _, err = tool.call("inference_deploy_managed", managed { gpus = 0 }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { gpus = 0 }, ADMIN)
     t.eq(field_rules(err), { "gpus:minimum" })
-    _, err = tool.call("inference_deploy_managed", managed { gpus = "1" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { gpus = "1" }, ADMIN)
     t.eq(field_rules(err), { "gpus:type" })
     local b = managed()
     b.s3_bucket = nil
-    _, err = tool.call("inference_deploy_managed", b, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", b, ADMIN)
     t.eq(field_rules(err), { "s3_bucket:required" })
-    _, err = tool.call("inference_deploy_managed", managed { l2_url = "redis://cache:6379" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { l2_url = "redis://cache:6379" }, ADMIN)
     t.eq(field_rules(err), { "l2_url:backend" })
-    _, err = tool.call("inference_deploy_managed", managed { model_location = "../secrets" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { model_location = "../secrets" }, ADMIN)
     t.eq(field_rules(err), { "model_location:pattern" })
-    _, err = tool.call("inference_deploy_managed", managed { routing_strategy = "random" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { routing_strategy = "random" }, ADMIN)
     t.eq(field_rules(err), { "routing_strategy:enum" })
-    _, err = tool.call("inference_deploy_managed", managed { image = "vLLM/vllm openai:latest" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { image = "vLLM/vllm openai:latest" }, ADMIN)
     t.eq(field_rules(err), { "image:pattern" }, "an invalid image reference")
-    _, err = tool.call("inference_deploy_managed", managed { max_replicas = 3, min_replicas = 4 }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { max_replicas = 3, min_replicas = 4 }, ADMIN)
     t.eq(field_rules(err), { "min_replicas:maximum" })
-    _, err = tool.call("inference_deploy_managed", managed { max_replicas = 3, prometheus_query = "sum(x)" }, ADMIN)
+    _, err = dispatch.call("inference_deploy_managed", managed { max_replicas = 3, prometheus_query = "sum(x)" }, ADMIN)
     t.eq(field_rules(err), { "prometheus_target:required" })
   end)
 
@@ -223,7 +224,7 @@ t.test("an FSx model with autoscaling gets a KEDA ScaledObject on its Deployment
     prometheus_query = "sum(rate(vllm:num_requests_waiting[1m]))", prometheus_target = 5,
     enable_l2_cache = false, l2_backend = "redis", l2_url = "redis://cache:6379" }
   a.s3_bucket = nil
-  local _, err = tool.call("inference_deploy_managed", a, ADMIN)
+  local _, err = dispatch.call("inference_deploy_managed", a, ADMIN)
   t.eq(field_rules(err), { "enable_l2_cache:required" })
   a.enable_l2_cache = true
   _, err = deploy("inference_deploy_managed", a)
@@ -313,17 +314,17 @@ t.test("the public hub answers boto3 and the aws CLI with botocore's shapes: pag
   end)
 
 t.test("inference_list_jumpstart_models filters by name and task, pages, and shows instance types", function()
-  local r = assert(tool.call("inference_list_jumpstart_models", { task = "text-generation", max_results = 4 }, ADMIN))
+  local r = assert(dispatch.call("inference_list_jumpstart_models", { task = "text-generation", max_results = 4 }, ADMIN))
   t.eq(#r.models, 4)
   t.eq(r.total, 10, "ten text-generation models")
   t.eq(r.next_token, "4")
   local ids = {}
   for _, m in ipairs(r.models) do ids[#ids + 1] = m.id end
-  local r2 = assert(tool.call("inference_list_jumpstart_models", { task = "text-generation", max_results = 4,
+  local r2 = assert(dispatch.call("inference_list_jumpstart_models", { task = "text-generation", max_results = 4,
     next_token = r.next_token }, ADMIN))
   t.eq(#r2.models, 4)
   t.ok(r2.models[1].id > ids[4], "the next page follows")
-  local q = assert(tool.call("inference_list_jumpstart_models", { name_contains = "qwen2-5-7b" }, ADMIN))
+  local q = assert(dispatch.call("inference_list_jumpstart_models", { name_contains = "qwen2-5-7b" }, ADMIN))
   t.eq(#q.models, 1)
   local m = q.models[1] or {}
   t.eq({ m.id, m.version, m.display_name, m.task, m.recommended_instance_type, m.gated },

@@ -10,8 +10,9 @@ local json = require "hypd.json"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, kubectl = S.H, S.kubectl
 local until_ok, skip = S.until_ok, S.skip
-local tool, op = require "hypd.tool", require "hypd.op"
-require("hypd.tools").load()
+local dispatch = require "hypd.tool.dispatch"
+local tool, op = require "hypd.tool.registry", require "hypd.tool.operations"
+require("hypd.tool.loader").load()
 local ADMIN = { name = "serving-tester", scope = "admin", front = "test" }
 local READER = { name = "serving-reader", scope = "read", front = "test" }
 local EKS = "serve-eks"
@@ -19,7 +20,7 @@ local conn
 
 local function call(name, args, who)
   args.cluster = args.cluster or EKS
-  return tool.call(name, args, who or ADMIN)
+  return dispatch.call(name, args, who or ADMIN)
 end
 
 local function staged(name, args)
@@ -306,10 +307,10 @@ return tool {
   local config = require "hypd.config"
   local before = config.playbooks_dir
   config.playbooks_dir = dir
-  require("hypd.tools").reload(ADMIN)
+  require("hypd.tool.loader").reload(ADMIN)
   local _, err = call("diagnose_peek_model", {})
   config.playbooks_dir = before
-  require("hypd.tools").reload(ADMIN)
+  require("hypd.tool.loader").reload(ADMIN)
   os.execute("rm -rf " .. H.quote(dir))
   t.eq(err and err.code, "GUARDRAIL")
   t.like(err and err.message, "diagnose_peek_model may not call kubernetes proxy Service/qwen:8000: it is not among " ..

@@ -9,10 +9,10 @@ local H = dofile("tests/lua/helpers.lua")
 local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local TOOL = [[
 return {

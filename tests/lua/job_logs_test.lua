@@ -9,12 +9,13 @@
 -- starting, a pod or container that is not the workload's, a missing name.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local LH = dofile("tests/lua/logs_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local core, json = require "hypd.core", require "hypd.json"
 local READER = { name = "logs-reader", scope = "read", front = "test" }
 local EKS, HP = "logs-a", "logs-a-hp"
 
@@ -22,7 +23,7 @@ local conn
 
 local function logs(args)
   args.cluster = EKS
-  return tool.call("job_get_logs", args, READER)
+  return dispatch.call("job_get_logs", args, READER)
 end
 
 local function texts(r, pod)

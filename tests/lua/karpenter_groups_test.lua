@@ -1,7 +1,7 @@
 -- Managed Karpenter's defaults keep the work they scaled for, and the
 -- caller chooses the groups (issue 19, "Managed autoscaling defaults that
 -- keep the workload"), against the in-process sandbox under the virtual
--- clock, through the registry and hypd.op:
+-- clock, through the registry and hypd.tool.operations:
 --   * with the defaults (karpenter = true), a Job against a group at 0
 --     nodes gets a node, completes (no pod lost with its node), and the
 --     node goes once idle for the default consolidateAfter: 0 to 1 to 0;
@@ -14,12 +14,13 @@
 --     group added later is not under Karpenter and how to put it under.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local task = require "hypd.task"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local UPDATE, GET = "hyperpod_update_advanced_features", "hyperpod_get_advanced_features"
 local EKS, HP = "kgrp", "kgrp-hp"
@@ -27,7 +28,7 @@ local K
 
 local function update(params)
   params.cluster = EKS
-  local acc, err = tool.call(UPDATE, params, ADMIN)
+  local acc, err = dispatch.call(UPDATE, params, ADMIN)
   if not acc then return nil, err end
   return op.wait(acc.operation_id)
 end
@@ -35,7 +36,7 @@ end
 local function plan(name, params)
   params.cluster = EKS
   params.plan = true
-  local r, err = tool.call(name, params, ADMIN)
+  local r, err = dispatch.call(name, params, ADMIN)
   assert(r, err and err.message)
   return r.plan
 end
@@ -179,7 +180,7 @@ t.test("with the defaults, a Job against the group at 0 gets a node, completes, 
 end)
 
 t.test("hyperpod_get_advanced_features says each group's coverage", function()
-  local r = assert(tool.call(GET, { cluster = EKS, features = { "karpenter" } }, ADMIN))
+  local r = assert(dispatch.call(GET, { cluster = EKS, features = { "karpenter" } }, ADMIN))
   local s = r.features.karpenter
   t.eq(s.status, "enabled", json.encode(s))
   local by = {}
@@ -210,12 +211,12 @@ t.test("a group added later is said not to be under Karpenter, in the plan and t
   t.like(e and e.how or "", "not under Karpenter")
   t.like(e and e.how or "", "instance_groups")
   params.cluster = EKS
-  local acc = assert(tool.call("hyperpod_add_instance_group", params, ADMIN))
+  local acc = assert(dispatch.call("hyperpod_add_instance_group", params, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local said = table.concat(v.result.notes or {}, "\n")
   t.like(said, "gpu%-2 is not under Karpenter")
-  local r = assert(tool.call(GET, { cluster = EKS, features = { "karpenter" } }, ADMIN))
+  local r = assert(dispatch.call(GET, { cluster = EKS, features = { "karpenter" } }, ADMIN))
   local row
   for _, x in ipairs(r.features.karpenter.instance_groups) do if x.instance_group == "gpu-2" then row = x end end
   t.eq(row and row.autoscaling, false)

@@ -1,5 +1,5 @@
--- hypd.kit's ctx:absent, on things kept in a Lua table (no AWS) through a
--- hypd.ctx context: what is absent stays absent, what is hypd's is deleted
+-- hypd.tool.kit's ctx:absent, on things kept in a Lua table (no AWS) through a
+-- hypd.tool.ctx context: what is absent stays absent, what is hypd's is deleted
 -- once (its phase recorded first), a "gone already" error is success, a
 -- "not yet" error is tried again, the wait until it is gone; one that is not
 -- hypd's is kept and reported (a sweep), or a CONFLICT when the caller named
@@ -10,7 +10,7 @@
 -- Kubernetes.
 local t = require "hypd.tap"
 local core = require "hypd.core"
-local ctxm = require "hypd.ctx"
+local ctxm = require "hypd.tool.ctx"
 local errors = require "hypd.errors"
 
 core.virtual(true)
@@ -117,7 +117,7 @@ t.test("keep keeps it; a plan lists delete and keep with ids and reasons, and de
   t.eq(plan.planned, { { action = "keep", type = "test:thing", name = "t-1", id = "t-1", why = "it holds data" },
     { action = "delete", type = "test:thing", name = "t-5", id = "t-5" } })
   t.eq(w.calls, {}, "nothing deleted")
-  t.eq(require("hypd.kit").summary(plan).delete, 1)
+  t.eq(require("hypd.tool.kit").summary(plan).delete, 1)
   local ok, err = pcall(plan.absent, plan, { type = "x", name = "y", find = function() end, delete = function() end,
     bogus = 1 })
   t.eq(ok, false)

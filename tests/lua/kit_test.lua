@@ -1,5 +1,5 @@
--- hypd.kit's contract, on resources kept in a Lua table (no AWS) through a
--- hypd.ctx context: ensure finds by id then by search, checks the owner,
+-- hypd.tool.kit's contract, on resources kept in a Lua table (no AWS) through a
+-- hypd.tool.ctx context: ensure finds by id then by search, checks the owner,
 -- creates only what is missing, makes the desired fields hold after a create
 -- and on a found object, searches again after an "exists" error, retries
 -- "not yet" errors (never a cancellation), looks again after an ambiguous
@@ -10,8 +10,8 @@
 -- stage (workflow_eks_create_test, plan_test) is the kit on AWS.
 local t = require "hypd.tap"
 local core = require "hypd.core"
-local kit = require "hypd.kit"
-local ctxm = require "hypd.ctx"
+local kit = require "hypd.tool.kit"
+local ctxm = require "hypd.tool.ctx"
 local errors = require "hypd.errors"
 
 core.virtual(true)
@@ -115,7 +115,7 @@ t.test("a create answered 'exists' searches again and takes what it finds", func
   t.raises(function() ctx:ensure(spec) end, "AlreadyExists")
 end)
 
--- an AWS error as hypd.aws raises it (what hypd.kit.ambiguous reads)
+-- an AWS error as hypd.aws raises it (what hypd.tool.kit.ambiguous reads)
 local function aws_err(code, status)
   return errors.new(code, code .. " (the test)", { status = status, service = "test", operation = "CreateThing" })
 end
@@ -149,7 +149,7 @@ t.test("after a 500 or a reset the create did not take effect: ensure looks agai
   local tries = 0
   spec = w.spec("c", { create = function() tries = tries + 1 error(aws_err("ServiceUnavailable", 503), 0) end })
   t.raises(function() ctx:ensure(spec) end, "ServiceUnavailable")
-  t.eq(tries, require("hypd.kit").CREATE_TRIES)
+  t.eq(tries, require("hypd.tool.kit").CREATE_TRIES)
 end)
 
 t.test("an ambiguous answer with no search is raised (a second create could make a twin); a refusal, a " ..
@@ -249,7 +249,7 @@ t.test("a plan reads, lists what it would create or change with planned ids, and
   t.eq(select(2, ctx:ensure(w.spec("h", { create = never, update = never, desired = { Size = 5 } }))), "change")
   t.eq(select(2, ctx:ensure(w.spec("h", { create = never, update = never }))), "unchanged")
   t.eq(w.calls, { "search f", "search h", "find x-h" })
-  t.eq(require("hypd.kit").summary(ctx), { create = 2, change = 1, delete = 0, keep = 0, plan = {
+  t.eq(require("hypd.tool.kit").summary(ctx), { create = 2, change = 1, delete = 0, keep = 0, plan = {
     { action = "create", type = "test:thing", name = "f", id = "planned:test:thing:f",
       fields = { Size = 1, Color = "red" } },
     { action = "create", type = "test:thing", name = "g", id = "planned:test:thing:g" },

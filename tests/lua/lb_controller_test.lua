@@ -1,6 +1,6 @@
 -- The AWS Load Balancer Controller as a dependency (issue 19, "Self-managed
 -- inference gaps"), against the in-process sandbox under the virtual
--- clock, through the registry and hypd.op:
+-- clock, through the registry and hypd.tool.operations:
 --   * without it, inference_deploy_container service=external and
 --     inference_assign_pool_pod service=external warn with the real cause
 --     (no controller runs) and the complete command that installs it, and
@@ -16,19 +16,20 @@
 --     is not warned.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
-local task, tool = require "hypd.task", require "hypd.tool"
+local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local task = require "hypd.task"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local EKS = "lbc"
 local K
 
 local function run(name, args)
   args.cluster = EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if not acc.operation_id then return acc end
   local v = op.wait(acc.operation_id)
@@ -51,7 +52,7 @@ local COMMAND = "hypd call cluster_configure_dependencies cluster=" .. EKS ..
 
 t.test("an EKS cluster with two GPU nodes and its IAM OIDC provider", function()
   K = FH.gpu_cluster(call, EKS, EKS .. "-hp", 75, 2)
-  assert(tool.call("cluster_import", { cluster = EKS }, ADMIN))
+  assert(dispatch.call("cluster_import", { cluster = EKS }, ADMIN))
   t.ok(K:get("v1", "Namespace", "kube-system"), "the cluster answers")
 end)
 
@@ -75,7 +76,7 @@ t.test("without the controller, an external deploy is warned with the cause and 
 
 t.test("a plan lists the controller's role and objects and sends nothing", function()
   local m = FH.mark()
-  local out = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, load_balancer_controller = true,
+  local out = assert(dispatch.call("cluster_configure_dependencies", { cluster = EKS, load_balancer_controller = true,
     plan = true }, ADMIN))
   local rows = {}
   for _, e in ipairs(out.plan) do rows[e.action .. " " .. e.type .. " " .. e.name] = true end
@@ -119,7 +120,7 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   t.like(tls and core.b64decode(tls.data["tls.crt"]) or "", "BEGIN CERTIFICATE")
   t.eq((dep.status or {}).readyReplicas, 2, "the controller runs")
   t.like(table.concat(dep.spec.template.spec.containers[1].args, " "), "%-%-cluster%-name=" .. EKS)
-  local st = assert(tool.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))
+  local st = assert(dispatch.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))
   local item
   for _, i in ipairs(st.items) do if i.item == "aws-load-balancer-controller" then item = i end end
   t.eq(item and item.state, "present", json.encode(item))
@@ -136,7 +137,7 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   t.eq(#FH.k8s_writes(m), 0, "and no Kubernetes write")
   -- the role's policy deleted by hand: reported drifted, and the next call puts it back alone
   call("iam", "DeleteRolePolicy", { RoleName = role.RoleName, PolicyName = "hypd-aws-load-balancer-controller" })
-  st = assert(tool.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))
+  st = assert(dispatch.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))
   for _, i in ipairs(st.items) do if i.item == "iam-role:lb-controller" then ritem = i end end
   t.eq(ritem.state, "drifted")
   t.eq(ritem.differs and ritem.differs[1].field, "inline policy hypd-aws-load-balancer-controller")
@@ -161,7 +162,7 @@ end)
 t.test("a controller already running under another name is kept: hypd adds neither a second one nor its role",
   function()
     local k2 = FH.gpu_cluster(call, "lbc2", "lbc2-hp", 76, 1)
-    assert(tool.call("cluster_import", { cluster = "lbc2" }, ADMIN))
+    assert(dispatch.call("cluster_import", { cluster = "lbc2" }, ADMIN))
     local cl = require("sandbox.k8s").cluster("us-west-2", "lbc2")
     local helm = { ["app.kubernetes.io/managed-by"] = "Helm" }
     assert(cl:create(cl.reg:find("", "v1", "namespaces"), { metadata = { name = "ingress", labels = helm } }))
@@ -170,7 +171,7 @@ t.test("a controller already running under another name is kept: hypd adds neith
       spec = { replicas = 1, selector = { matchLabels = { app = "alb" } },
         template = { metadata = { labels = { app = "alb" } }, spec = { containers = { { name = "c",
           image = "public.ecr.aws/eks/aws-load-balancer-controller:v2.12.0" } } } } } }))
-    local acc = assert(tool.call("cluster_configure_dependencies", { cluster = "lbc2", load_balancer_controller = true },
+    local acc = assert(dispatch.call("cluster_configure_dependencies", { cluster = "lbc2", load_balancer_controller = true },
       ADMIN))
     local v = op.wait(acc.operation_id)
     t.eq(v.status, "succeeded", json.encode(v.error))
@@ -186,7 +187,7 @@ t.test("a controller already running under another name is kept: hypd adds neith
       local d = k2:get("apps/v1", "Deployment", "alb", { namespace = "ingress" })
       return d and ((d.status or {}).readyReplicas or 0) > 0
     end, 600, 5)
-    local acc2 = assert(tool.call("inference_deploy_container", { cluster = "lbc2", name = "pub3", engine = "vllm",
+    local acc2 = assert(dispatch.call("inference_deploy_container", { cluster = "lbc2", name = "pub3", engine = "vllm",
       image = "vllm/vllm-openai:v0.8.5", instance_type = "ml.g5.12xlarge", gpus = 1, service = "external",
       storage_claim = "" }, ADMIN))
     local r = op.wait(acc2.operation_id)

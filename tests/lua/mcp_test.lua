@@ -9,12 +9,13 @@ local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
 local mcp_stdio = require "hypd.api.mcp_stdio"
-local op = require "hypd.op"
-local server = require "hypd.server"
+local op = require "hypd.tool.operations"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local ADMIN = { name = "tester", scope = "admin", front = "test" }
 
@@ -284,7 +285,7 @@ end)
 
 t.test("resources: the active cluster and recent operations, an operation read as JSON", function()
   local s = session()
-  local acc = assert(tool.call("operation_mcp_demo", { name = "gamma" }, ADMIN))
+  local acc = assert(dispatch.call("operation_mcp_demo", { name = "gamma" }, ADMIN))
   op.wait(acc.operation_id)
   local list = rpc(s, "resources/list").result.resources
   t.eq(list[1].uri, "hypd://cluster/active")
@@ -310,7 +311,7 @@ end)
 
 local function with_http(fn)
   local srv = assert(server.start { listen = "127.0.0.1:0", handler = function(req)
-    if req.path == "/mcp" then return mcp.http(req, ADMIN) end
+    if req.path == "/mcp" then return mcp_http.handle(req, ADMIN) end
     return { status = 404, body = "" }
   end })
   local base = "http://127.0.0.1:" .. srv.port .. "/mcp"
@@ -539,11 +540,11 @@ end)
 
 t.test("stdio --api: tools and operations come from a hypd server's REST API with the token", function()
   local auth = require "hypd.api.auth"
-  local serve = require "hypd.serve"
+  local serve = require "hypd.api.gateway"
   local token = assert(auth.create { name = "mcp-remote", scope = "admin" })
   local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
   local base = "http://127.0.0.1:" .. srv.port
-  local acc = assert(tool.call("operation_mcp_demo", { name = "delta" }, ADMIN))
+  local acc = assert(dispatch.call("operation_mcp_demo", { name = "delta" }, ADMIN))
   op.wait(acc.operation_id)
   local ok, err = pcall(function()
     local _, by = stdio({

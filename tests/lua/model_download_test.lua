@@ -12,10 +12,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
 local FH = dofile("tests/lua/features_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local store = require "hypd.store"
 local call = FH.aws(OPTS)
 local WHO = SH.WHO
@@ -32,9 +33,9 @@ local function download(params, plan)
   for k, v in pairs(params or {}) do args[k] = v end
   args.plan = plan
   local before = #op.list { tool = "model_download", limit = 1000 }
-  local acc, err = tool.call("model_download", args, WHO)
+  local acc, err = dispatch.call("model_download", args, WHO)
   if not acc and not plan then
-    -- refused on the call (its check step runs there: hypd.op): no operation recorded
+    -- refused on the call (its check step runs there: hypd.tool.operations): no operation recorded
     t.eq(#op.list { tool = "model_download", limit = 1000 }, before, "a refused call records no operation")
     return { status = "refused", error = err }, err
   end
@@ -52,7 +53,7 @@ end
 local function status(name, extra)
   local args = { name = name }
   for k, v in pairs(extra or {}) do args[k] = v end
-  return assert(tool.call("job_get_status", args, WHO))
+  return assert(dispatch.call("job_get_status", args, WHO))
 end
 
 t.test("a cluster: EKS with the Mountpoint add-on, no storage claim yet, and no node", function()
@@ -93,7 +94,7 @@ t.test("bad input is refused at the call, naming the field and the rule, and a t
   for _, c in ipairs(cases) do
     local args = { model_id = QWEN }
     for k, v in pairs(c[1]) do args[k] = v end
-    local acc, err = tool.call("model_download", args, WHO)
+    local acc, err = dispatch.call("model_download", args, WHO)
     t.eq(acc, nil, "refused: " .. json.encode(c[1]))
     t.eq(field_rules(err), c[2], json.encode(c[1]))
     t.ok(not json.encode(err or {}):find(TOKEN, 1, true), "the token is not in the error")
@@ -156,14 +157,14 @@ t.test("a download runs to Succeeded and storage_list_contents shows the model's
   t.eq(#(r.files or {}), 10, "ten files")
   t.eq(r.path, "/s3/" .. QWEN_DIR)
   t.like(r.s3_uri, "^s3://hypd%-models%-data%-123456789012%-us%-west%-2/models/Qwen%-%-Qwen2%.5%-0%.5B%-Instruct/$")
-  local c = assert(tool.call("storage_list_contents", { claim_name = "s3-claim", prefix = QWEN_DIR .. "/" }, WHO))
+  local c = assert(dispatch.call("storage_list_contents", { claim_name = "s3-claim", prefix = QWEN_DIR .. "/" }, WHO))
   local sizes = {}
   for _, o in ipairs(c.objects) do sizes[o.key:match("[^/]+$")] = o.size end
   t.eq(sizes["model.safetensors"], 988097824, "the weights, at their size")
   t.eq(sizes["config.json"], 659)
   t.eq(sizes["tokenizer.json"], 7031645)
   t.eq(#c.objects, 10)
-  local top = assert(tool.call("storage_list_contents", { claim_name = "s3-claim", prefix = "models/" }, WHO))
+  local top = assert(dispatch.call("storage_list_contents", { claim_name = "s3-claim", prefix = "models/" }, WHO))
   t.eq(top.folders, { QWEN_DIR .. "/" })
   -- the small files have content: config.json is the model's config
   local body = require("hypd.aws").call("s3", "GetObject", { Bucket = "hypd-models-data-123456789012-us-west-2",
@@ -216,7 +217,7 @@ t.test("the Job requests no GPU, tolerates no GPU taint and ran on the CPU node,
   local reasons = {}
   for _, e in ipairs(s.events) do reasons[#reasons + 1] = e.reason end
   t.like(table.concat(reasons, ","), "SuccessfulCreate.*Completed")
-  local l = assert(tool.call("job_list", {}, WHO))
+  local l = assert(dispatch.call("job_list", {}, WHO))
   t.eq(#l.jobs, 1)
   t.eq({ l.jobs[1].name, l.jobs[1].kind, l.jobs[1].phase, l.jobs[1].model_id }, { QJOB, "model-download", "Succeeded",
     QWEN })
@@ -247,7 +248,7 @@ t.test("a gated model without a token fails with the Hub's error, and job_get_st
   t.eq(s.pods[#s.pods].exit_code, 1)
   t.eq(#s.download.files, 0, "nothing written")
   -- by the operation id as well (the status tool of model_download)
-  local byop = assert(tool.call("job_get_status", { operation_id = v.operation_id }, WHO))
+  local byop = assert(dispatch.call("job_get_status", { operation_id = v.operation_id }, WHO))
   t.eq({ byop.name, byop.phase, byop.operation.status }, { LJOB, "Failed", "failed" })
 end)
 
@@ -267,7 +268,7 @@ t.test("a Job of the name for another download is refused before any write, nami
     t.eq(#FH.k8s_writes(m), 0, "no Kubernetes write")
     t.eq(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }), nil, "no Secret made")
     -- job_delete removes the failed Job (and its pods); the retry can then use the name
-    local acc = assert(tool.call("job_delete", { name = LJOB }, WHO))
+    local acc = assert(dispatch.call("job_delete", { name = LJOB }, WHO))
     local d = op.wait(acc.operation_id)
     t.eq({ d.status, d.result and d.result.action, d.result and d.result.phase }, { "succeeded", "deleted", "Failed" })
     t.eq(conn:get("batch/v1", "Job", LJOB, { namespace = "default" }), nil, "the Job is gone")
@@ -277,7 +278,7 @@ t.test("a Job of the name for another download is refused before any write, nami
       metadata = { name = "not-hypds", namespace = "default", labels = { ["app.kubernetes.io/managed-by"] = "helm" } },
       spec = { template = { spec = { restartPolicy = "Never", containers = { { name = "c", image = "busybox" } } } } } })
     t.ok(other, "a Job hypd did not make")
-    local dv = op.wait(assert(tool.call("job_delete", { name = "not-hypds" }, WHO)).operation_id)
+    local dv = op.wait(assert(dispatch.call("job_delete", { name = "not-hypds" }, WHO)).operation_id)
     t.eq(dv.error and dv.error.code, "CONFLICT", "a Job hypd did not make is refused")
     t.ok(conn:get("batch/v1", "Job", "not-hypds", { namespace = "default" }), "and kept")
   end)
@@ -348,11 +349,11 @@ end)
 t.test("job_get_status with wait_seconds follows a running download (a repeated call joins it): Running, then " ..
   "progress, then Succeeded",
   function()
-    local acc = assert(tool.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
+    local acc = assert(dispatch.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
     local name = "hf-download-tinyllama-tinyllama-1-1b-chat-v1-0"
-    local joined = assert(tool.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
+    local joined = assert(dispatch.call("model_download", { model_id = "TinyLlama/TinyLlama-1.1B-Chat-v1.0" }, WHO))
     t.eq(joined.operation_id, acc.operation_id, "the same call while it runs joins the running operation")
-    local first = assert(tool.call("job_get_status", { operation_id = acc.operation_id }, WHO))
+    local first = assert(dispatch.call("job_get_status", { operation_id = acc.operation_id }, WHO))
     t.eq(first.name, name, "by the operation id, before or after the Job exists")
     FH.wait(function() return conn:get("batch/v1", "Job", name, { namespace = "default" }) ~= nil end, 60, 1)
     local s = status(name, { wait_seconds = 60 })
@@ -410,7 +411,7 @@ t.test("the sandbox's hf_download runs any container's huggingface-cli download:
   end
   FH.wait(function() return phase("gpt2-get") == "Succeeded" and phase("gpt2-bad-rev") == "Failed" end, 600, 2)
   t.eq({ phase("gpt2-get"), phase("gpt2-bad-rev") }, { "Succeeded", "Failed" })
-  local c = assert(tool.call("storage_list_contents", { claim_name = "s3-claim", prefix = "team-a/gpt2/" }, WHO))
+  local c = assert(dispatch.call("storage_list_contents", { claim_name = "s3-claim", prefix = "team-a/gpt2/" }, WHO))
   t.eq(#c.objects, 13, "gpt2's files under the mount's subPath")
   local bad = status("gpt2-bad-rev")
   t.like(table.concat(bad.pods[1].logs, "\n"), "RevisionNotFoundError: 404 Client Error.*Invalid rev id: v9")

@@ -7,9 +7,9 @@ local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local aws = require "hypd.aws"
 local core = require "hypd.core"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+require("hypd.tool.loader").load()
 
 local have = H.sh("python3 -c 'import moto.server, flask' 2>/dev/null") == 0
 local dir = H.tmpdir()
@@ -39,7 +39,7 @@ t.test("the EKS stage runs against moto's server: network, IAM, the cluster", fu
     if aws.try("sts", "GetCallerIdentity", {}, { max_attempts = 1 }) then break end
     os.execute("sleep 0.1")
   end
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "second" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "second" }, WHO))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", require("hypd.json").encode(v.error or {}))
   local names = {}
@@ -53,7 +53,7 @@ t.test("a second run against moto finds everything again and creates nothing twi
   local tag = { { Name = "tag:hypd:cluster-tag", Values = { "second" } } }
   local before = { vpcs = count("ec2", "DescribeVpcs", "Vpcs", { Filters = tag }),
     subnets = count("ec2", "DescribeSubnets", "Subnets", { Filters = tag }) }
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "second" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "second" }, WHO))
   t.eq(op.wait(acc.operation_id).status, "succeeded")
   t.eq({ count("ec2", "DescribeVpcs", "Vpcs", { Filters = tag }), count("ec2", "DescribeSubnets", "Subnets",
     { Filters = tag }) }, { before.vpcs, before.subnets })

@@ -1,4 +1,4 @@
--- The node group tools through tool.call against the in-process sandbox
+-- The node group tools through dispatch.call against the in-process sandbox
 -- under the virtual clock: cluster_list_instance_groups (EKS managed node
 -- groups and HyperPod instance groups in one list, groups at zero too),
 -- cluster_scale_node_group and cluster_delete_node_group (their plans send
@@ -9,10 +9,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
+local dispatch = require "hypd.tool.dispatch"
 local clusters, core, json, k8s, op, task, tool = require "hypd.clusters", require "hypd.core", require "hypd.json",
-  require "hypd.k8s", require "hypd.op", require "hypd.task", require "hypd.tool"
+  require "hypd.k8s", require "hypd.tool.operations", require "hypd.task", require "hypd.tool.registry"
 local call, mark, since = E.call, E.mark, E.since
 local WHO, READ = E.WHO, E.READ
 local ADMIN = { name = "admin", scope = "admin", front = "test" }
@@ -63,7 +64,7 @@ end
 
 -- run(tool, params [, who]) -> the finished operation's view
 local function run(name, params, who)
-  local acc, err = tool.call(name, params, who or WHO)
+  local acc, err = dispatch.call(name, params, who or WHO)
   assert(acc, json.encode(err))
   t.ok(acc.operation_id, name .. " answers with an operation")
   t.eq(acc.status_tool, "cluster_get_node_group_status")
@@ -101,7 +102,7 @@ end)
 
 t.test("cluster_list_instance_groups lists EKS node groups and HyperPod groups of the active cluster in one list",
   function()
-  local out = assert(tool.call("cluster_list_instance_groups", {}, READ))
+  local out = assert(dispatch.call("cluster_list_instance_groups", {}, READ))
   t.eq(out.cluster, EKS)
   t.eq(out.hyperpod_cluster, HP)
   local g = by_name(out.instance_groups)
@@ -119,19 +120,19 @@ t.test("cluster_list_instance_groups lists EKS node groups and HyperPod groups o
     "a HyperPod group at zero is listed")
   t.eq(out.kubernetes, "read", "the nodes were counted in Kubernetes")
   -- the same for a cluster named explicitly
-  local named = assert(tool.call("cluster_list_instance_groups", { cluster = EKS, region = "us-west-2" }, READ))
+  local named = assert(dispatch.call("cluster_list_instance_groups", { cluster = EKS, region = "us-west-2" }, READ))
   t.eq(#named.instance_groups, 5)
 end)
 
 t.test("cluster_list_instance_groups refuses an unknown cluster, naming the field", function()
-  local out, err = tool.call("cluster_list_instance_groups", { cluster = "no-such-cluster" }, READ)
+  local out, err = dispatch.call("cluster_list_instance_groups", { cluster = "no-such-cluster" }, READ)
   t.fails(out, err, "VALIDATION")
   t.eq(err.fields[1].field, "cluster")
 end)
 
 t.test("cluster_scale_node_group plan = true shows the change and sends no mutation", function()
   local m = mark()
-  local out = assert(tool.call("cluster_scale_node_group", { node_group = "system", desired_size = 3, plan = true }, WHO))
+  local out = assert(dispatch.call("cluster_scale_node_group", { node_group = "system", desired_size = 3, plan = true }, WHO))
   t.eq({ out.create, out.change, out.delete }, { 0, 1, 0 })
   t.eq(out.plan[1].action, "change")
   t.eq(out.plan[1].type, "eks:nodegroup-scaling")
@@ -144,7 +145,7 @@ end)
 t.test("desired_size outside the group's min/max (none given) is refused before any mutation, naming the rule",
   function()
   local m = mark()
-  local out, err = tool.call("cluster_scale_node_group", { node_group = "system", desired_size = 5, plan = true }, WHO)
+  local out, err = dispatch.call("cluster_scale_node_group", { node_group = "system", desired_size = 5, plan = true }, WHO)
   t.fails(out, err, "VALIDATION")
   t.eq(err.fields[1], { field = "desired_size", rule = "maximum",
     message = "desired_size 5 is above the node group's maximum size 3; pass max_size to raise it" })
@@ -162,7 +163,7 @@ end)
 
 t.test("an unknown node group is refused, listing the node groups there are", function()
   local m = mark()
-  local out, err = tool.call("cluster_scale_node_group", { node_group = "nope", desired_size = 1, plan = true }, WHO)
+  local out, err = dispatch.call("cluster_scale_node_group", { node_group = "nope", desired_size = 1, plan = true }, WHO)
   t.fails(out, err, "VALIDATION")
   t.eq({ err.fields[1].field, err.fields[1].rule }, { "node_group", "unknown" })
   t.like(err.message, "has no managed node group named nope %(it has: gpu%-zero, spot, system%)")
@@ -219,16 +220,16 @@ t.test("scaling to zero with min_size 0 lowers both in one update and the nodes 
   t.eq(v.result.to, { minSize = 0, maxSize = 3, desiredSize = 0 })
   t.eq(mutations(m), { ["eks UpdateNodegroupConfig"] = 1 })
   t.eq(#nodes("system"), 0, "no Node left")
-  local listed = by_name(assert(tool.call("cluster_list_instance_groups", {}, READ)).instance_groups)
+  local listed = by_name(assert(dispatch.call("cluster_list_instance_groups", {}, READ)).instance_groups)
   t.eq({ listed.system.current, listed.system.desired, listed.system.min }, { 0, 0, 0 }, "listed at zero")
 end)
 
 t.test("cluster_get_node_group_status follows a scale with wait_seconds, answering when the phase changes", function()
-  local acc = assert(tool.call("cluster_scale_node_group", { node_group = "gpu-zero", desired_size = 2 }, WHO))
+  local acc = assert(dispatch.call("cluster_scale_node_group", { node_group = "gpu-zero", desired_size = 2 }, WHO))
   local seen, t0 = {}, core.now()
   local last
   for _ = 1, 20 do
-    local s = assert(tool.call("cluster_get_node_group_status", { operation_id = acc.operation_id, wait_seconds = 300 },
+    local s = assert(dispatch.call("cluster_get_node_group_status", { operation_id = acc.operation_id, wait_seconds = 300 },
       READ))
     last = s
     seen[#seen + 1] = s.operation.phase
@@ -240,7 +241,7 @@ t.test("cluster_get_node_group_status follows a scale with wait_seconds, answeri
   t.eq({ last.node_group.status, last.node_group.desired, last.node_group.current, last.node_group.kind },
     { "ACTIVE", 2, 2, "eks-nodegroup" })
   -- by cluster and node group, without the id
-  local s = assert(tool.call("cluster_get_node_group_status", { node_group = "gpu-zero" }, READ))
+  local s = assert(dispatch.call("cluster_get_node_group_status", { node_group = "gpu-zero" }, READ))
   t.eq(s.operation.operation_id, acc.operation_id)
   local gpu = nodes("gpu-zero")
   t.eq(#gpu, 2)
@@ -266,7 +267,7 @@ t.test("a scale stopped while it waits (the host stopping) resumes and sends no 
       task.spawn(function() victim:cancel("the host is stopping (the test interrupts it)") end)
     end
   end)
-  local acc = assert(tool.call("cluster_scale_node_group", { node_group = "spot", desired_size = 2 }, WHO))
+  local acc = assert(dispatch.call("cluster_scale_node_group", { node_group = "spot", desired_size = 2 }, WHO))
   t.eq(op.wait(acc.operation_id).status, "running", "the record stays running")
   t.eq(op.resume(), 1, "one operation resumed")
   local v = op.wait(acc.operation_id)
@@ -298,7 +299,7 @@ end)
 
 t.test("cluster_delete_node_group plan = true lists the delete and sends no mutation", function()
   local m = mark()
-  local out = assert(tool.call("cluster_delete_node_group", { node_group = "gpu-zero", plan = true }, ADMIN))
+  local out = assert(dispatch.call("cluster_delete_node_group", { node_group = "gpu-zero", plan = true }, ADMIN))
   t.eq({ out.create, out.change, out.delete }, { 0, 0, 1 })
   t.eq({ out.plan[1].action, out.plan[1].type, out.plan[1].name }, { "delete", "eks:nodegroup", EKS .. "/gpu-zero" })
   t.like(out.plan[1].id, "^arn:aws:eks:us%-west%-2:%d+:nodegroup/" .. esc(EKS) .. "/gpu%-zero/")
@@ -308,7 +309,7 @@ t.test("cluster_delete_node_group plan = true lists the delete and sends no muta
 end)
 
 t.test("cluster_delete_node_group needs the admin scope", function()
-  local out, err = tool.call("cluster_delete_node_group", { node_group = "gpu-zero" }, WHO)
+  local out, err = dispatch.call("cluster_delete_node_group", { node_group = "gpu-zero" }, WHO)
   t.fails(out, err, "FORBIDDEN")
 end)
 
@@ -322,7 +323,7 @@ t.test("cluster_delete_node_group deletes the (DEGRADED) group and waits until i
   t.ok(core.now() - t0 >= 180, "deleting takes minutes of simulated time")
   t.eq(call("eks", "ListNodegroups", { clusterName = EKS }).nodegroups, { "spot", "system" })
   t.eq(#nodes("gpu-zero"), 0, "its Nodes left Kubernetes")
-  local s = assert(tool.call("cluster_get_node_group_status", { operation_id = v.operation_id }, READ))
+  local s = assert(dispatch.call("cluster_get_node_group_status", { operation_id = v.operation_id }, READ))
   t.eq(s.node_group.status, "NOT_FOUND")
 end)
 
@@ -335,7 +336,7 @@ t.test("the IAM policy hypd iam-policy makes for the four tools is enough when t
   local _, denied = require("hypd.aws").try("iam", "GetRole", { RoleName = "ngt-node" }, E.OPTS)
   t.eq(denied and denied.code, "AccessDenied", "the policy is enforced: what it does not allow is refused")
   local m = mark()
-  t.ok(tool.call("cluster_list_instance_groups", {}, READ), "the list")
+  t.ok(dispatch.call("cluster_list_instance_groups", {}, READ), "the list")
   local v = run("cluster_scale_node_group", { node_group = "spot", desired_size = 1 })
   t.eq(v.status, "succeeded", json.encode(v.error))
   v = run("cluster_delete_node_group", { node_group = "spot" }, ADMIN)
@@ -366,7 +367,7 @@ t.test("on a cluster whose Kubernetes API hypd cannot read (no access entry) the
     scalingConfig = { minSize = 1, maxSize = 2, desiredSize = 1 } })
   while call("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = "imported" }).nodegroup.status ~=
     "ACTIVE" do task.sleep(15) end
-  local out = assert(tool.call("cluster_list_instance_groups", { cluster = name }, READ))
+  local out = assert(dispatch.call("cluster_list_instance_groups", { cluster = name }, READ))
   t.eq(#out.instance_groups, 1)
   t.eq({ out.instance_groups[1].name, out.instance_groups[1].current, out.instance_groups[1].desired },
     { "imported", json.null, 1 }, "current is unknown, not a guess")

@@ -1,6 +1,6 @@
 -- What the parameters and a few reads decide is refused on the call, over
 -- REST as a client sees it: the answer is HTTP 4xx with the error (code,
--- field, rule), no operation id, and no operation is recorded (hypd.op runs
+-- field, rule), no operation id, and no operation is recorded (hypd.tool.operations runs
 -- a staged tool's on_call check before the record). Each condition the
 -- issue names: a fixed-at-create value that differs from the group's, a
 -- missing operator (training and inference), elastic training on spot
@@ -11,10 +11,11 @@ local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
@@ -123,7 +124,7 @@ t.test("an instance type outside SageMaker's ClusterInstanceType list is refused
   "that takes a HyperPod group's instance type", function()
   -- the tools whose instance_type is a HyperPod group's: the group-making ones (their check reads the list);
   -- hyperpod_create on an EKS cluster of its own (one EKS cluster has one HyperPod cluster)
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "oncall-b" },
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "oncall-b" },
     { name = "checker", scope = "admin", front = "test" }))
   t.eq(op.wait(acc.operation_id).status, "succeeded", "cluster_create_eks oncall-b")
   local cases = {
@@ -153,7 +154,7 @@ end)
 t.test("every staged tool with a fixed-at-create parameter refuses a value that differs from what exists on the " ..
   "call", function()
   local who = { name = "checker", scope = "admin", front = "test" }
-  local acc = assert(tool.call("cluster_create", { cluster_tag = "oncall-fix", instance_type = "ml.g5.12xlarge",
+  local acc = assert(dispatch.call("cluster_create", { cluster_tag = "oncall-fix", instance_type = "ml.g5.12xlarge",
     instance_count = 1, availability_zone = "us-west-2a", fsx_storage = true }, who))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "cluster_create oncall-fix: " .. json.encode(v.error))

@@ -5,10 +5,11 @@
 local t = require "hypd.tap"
 local config = require "hypd.config"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 local SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
@@ -31,7 +32,7 @@ local function interrupt(id)
 end
 
 t.test("the secret is kept in a 0600 file, and nowhere in the record, the events or the log", function()
-  local acc = assert(tool.call("model_fetch_demo", { model = "m1", token = SECRET }, WHO))
+  local acc = assert(dispatch.call("model_fetch_demo", { model = "m1", token = SECRET }, WHO))
   task.sleep(0.01)
   local rec = op.get(acc.operation_id)
   t.eq(rec.params.token, "[REDACTED]")
@@ -59,7 +60,7 @@ t.test("an interrupted operation resumes with its secret; the file goes when it 
 end)
 
 t.test("a resume whose secret file was removed fails with a clear record", function()
-  local acc = assert(tool.call("model_fetch_demo", { model = "m2", token = SECRET }, WHO))
+  local acc = assert(dispatch.call("model_fetch_demo", { model = "m2", token = SECRET }, WHO))
   task.sleep(0.01)
   interrupt(acc.operation_id)
   os.remove(file(acc.operation_id))

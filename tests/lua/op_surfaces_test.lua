@@ -12,13 +12,13 @@ local config = require "hypd.config"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 tools.load()
 
 local dir = H.tmpdir()

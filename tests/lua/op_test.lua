@@ -3,12 +3,12 @@
 -- calling again afterwards reuses what exists and completes; events reach
 -- subscribers.
 local t = require "hypd.tap"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local WHO = { name = "alice", scope = "operate", front = "test" }
@@ -26,8 +26,8 @@ op.subscribe(function(ev) events[#events + 1] = ev end)
 
 t.test("two concurrent calls for the same tag run one operation", function()
   local a, b
-  local ta = task.spawn(function() a = assert(tool.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
-  local tb = task.spawn(function() b = assert(tool.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
+  local ta = task.spawn(function() a = assert(dispatch.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
+  local tb = task.spawn(function() b = assert(dispatch.call("cluster_create_eks", { cluster_tag = "twin" }, WHO)) end)
   ta:wait(); tb:wait()
   t.eq(a.operation_id, b.operation_id)
   t.eq(a.status_tool, "cluster_get_creation_status")
@@ -37,21 +37,21 @@ t.test("two concurrent calls for the same tag run one operation", function()
   t.eq(v.status, "succeeded")
   t.eq(v.result.cluster_name, "hypd-twin")
   for _, s in ipairs(v.steps) do t.ok(s.status == "done" and s.seconds ~= nil, s.name .. " done with timings") end
-  local st = assert(tool.call("cluster_get_creation_status", { cluster_tag = "twin" }, { scope = "read" }))
+  local st = assert(dispatch.call("cluster_get_creation_status", { cluster_tag = "twin" }, { scope = "read" }))
   t.eq(st.aws.eks_status, "ACTIVE")
 end)
 
 t.test("cancel stops at the next wait and leaves a clear record; a new call reuses what exists", function()
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
   while (op.get(acc.operation_id).phase or ""):find("waiting", 1, true) == nil do task.sleep(1) end
-  local v = assert(tool.call("operation_cancel", { operation_id = acc.operation_id }, WHO))
+  local v = assert(dispatch.call("operation_cancel", { operation_id = acc.operation_id }, WHO))
   t.eq(v.status, "cancelled")
   t.like(v.phase, "^cancelled during ")
   t.eq(v.error.code, "CANCELLED")
   t.like(v.error.message, "cancelled by alice")
-  local _, again = tool.call("operation_cancel", { operation_id = acc.operation_id }, WHO)
+  local _, again = dispatch.call("operation_cancel", { operation_id = acc.operation_id }, WHO)
   t.eq(again.code, "CONFLICT")
-  local acc2 = assert(tool.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
+  local acc2 = assert(dispatch.call("cluster_create_eks", { cluster_tag = "halt" }, WHO))
   t.ok(acc2.operation_id ~= acc.operation_id, "a new operation")
   t.eq(op.wait(acc2.operation_id).status, "succeeded")
   -- two tags, each made once: the second call reused what the cancelled one made

@@ -10,7 +10,7 @@ local task = require "hypd.task"
 
 local O = {}
 O.srv, O.OPTS = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 O.PRINCIPAL = "arn:aws:iam::123456789012:user/sandbox" -- the sandbox's keys: hypd's own principal
 O.ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 O.VIEW = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"

@@ -24,11 +24,12 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
 local FH = dofile("tests/lua/features_helpers.lua")
 local TH = dofile("tests/lua/training_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local call = FH.aws(OPTS)
 local ADMIN = { name = "owner-tester", scope = "admin", front = "test" }
 local EKS, HP = "hypd-owners", "hypd-owners-hp"
@@ -40,7 +41,7 @@ local conn, FS
 -- run(name, args) -> result | nil, err: a tool called and its operation waited for
 local function run(name, args)
   args.cluster = args.cluster or EKS
-  local acc, err = tool.call(name, args, ADMIN)
+  local acc, err = dispatch.call(name, args, ADMIN)
   if not acc then return nil, err end
   if not acc.operation_id then return acc end
   local v = op.wait(acc.operation_id)
@@ -303,7 +304,7 @@ for _, pair in ipairs(PAIRS) do
         local fargs = {}
         for k, v in rest:gmatch("([%w_]+)=(%S+)") do fargs[k] = v end
         fargs.plan = true
-        local fplan, ferr = tool.call(ftool, fargs, ADMIN)
+        local fplan, ferr = dispatch.call(ftool, fargs, ADMIN)
         t.ok(fplan, "the suggested call " .. fix .. " is valid: " .. json.encode(ferr))
       end
       t.eq(snapshot(a.objects(ns, "x")), before, "the first tool's objects are unchanged")
@@ -429,7 +430,7 @@ t.test("the SGLang router routes to two inference_deploy_container deployments b
     for i = 1, 6 do
       local a
       FH.wait(function()
-        a = tool.call("inference_call_model", { name = "sglang-router", namespace = ns, cluster = EKS,
+        a = dispatch.call("inference_call_model", { name = "sglang-router", namespace = ns, cluster = EKS,
           prompt = "Tell me about GPUs, " .. i, max_tokens = 8 }, ADMIN)
         return a ~= nil
       end, 120, 5)

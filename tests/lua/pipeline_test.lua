@@ -12,13 +12,13 @@ local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-local tool = require "hypd.tool"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local sandbox_srv = H.sandbox_here() -- kept: the server stops when collected
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -42,7 +42,7 @@ end
 t.test("cluster_create --plan on an empty account lists every resource of the five stages and sends nothing",
   function()
     local m = mark()
-    local p, err = tool.call("cluster_create", with(HP, { cluster_tag = "plan", plan = true,
+    local p, err = dispatch.call("cluster_create", with(HP, { cluster_tag = "plan", plan = true,
       features = { training_operator = true } }), E.WHO)
     t.ok(p, json.encode(err))
     local k = kinds(p)
@@ -79,7 +79,7 @@ t.test("a bad decision of any stage is refused by cluster_create before anything
   }
   for i, c in ipairs(cases) do
     local m = mark()
-    local acc, err = tool.call("cluster_create", with(c[1], { cluster_tag = "bad" .. i }), E.WHO)
+    local acc, err = dispatch.call("cluster_create", with(c[1], { cluster_tag = "bad" .. i }), E.WHO)
     local v = acc and op.wait(acc.operation_id)
     local e = v and v.error or err
     t.ok(e and (e.code == "VALIDATION" or e.code == "CONFLICT"), c[2] .. ": " .. json.encode(e))
@@ -163,7 +163,7 @@ t.test("cluster_create through REST runs the five stages as child operations, th
   pipeline_id = acc.operation_id
   local v = op.wait(pipeline_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
-  local s = assert(tool.call("cluster_get_creation_status", { cluster_tag = "rest" }, E.WHO))
+  local s = assert(dispatch.call("cluster_get_creation_status", { cluster_tag = "rest" }, E.WHO))
   t.eq(s.tool, "cluster_create")
   local tools = {}
   for _, c in ipairs(s.children or {}) do tools[c.tool] = c.status end
@@ -194,7 +194,7 @@ end)
 
 t.test("every stage re-run, and cluster_create again, sends no mutating AWS call", function()
   local m = mark()
-  local v = op.wait(assert(tool.call("cluster_create", with(HP, { cluster_tag = "rest",
+  local v = op.wait(assert(dispatch.call("cluster_create", with(HP, { cluster_tag = "rest",
     features = { training_operator = true } }), E.WHO)).operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   for _, c in ipairs {
@@ -204,7 +204,7 @@ t.test("every stage re-run, and cluster_create again, sends no mutating AWS call
     { "storage_create_s3", { cluster = "hypd-agent" } },
     { "hyperpod_update_advanced_features", { cluster = "hypd-agent", training_operator = true } },
   } do
-    local acc, err = tool.call(c[1], c[2], E.WHO)
+    local acc, err = dispatch.call(c[1], c[2], E.WHO)
     t.ok(acc, c[1] .. ": " .. json.encode(err))
     local r = op.wait(acc.operation_id)
     t.eq(r.status, "succeeded", c[1] .. ": " .. json.encode(r.error))
@@ -222,7 +222,7 @@ t.test("cluster_get_status with wait_seconds answers at once on a settled cluste
     t.eq({ (s.waited or {}).ended, core.now() - before < 1 }, { "settled", true },
       "nothing at work and nothing passing: at once, saying so: " .. json.encode(s.waited))
     -- a scaling at work on the cluster: the answer comes at its first change
-    local acc = assert(tool.call("hyperpod_scale_instance_group", { cluster = "hypd-agent", instance_group = "agent-ig",
+    local acc = assert(dispatch.call("hyperpod_scale_instance_group", { cluster = "hypd-agent", instance_group = "agent-ig",
       instance_count = 3 }, E.WHO))
     local ends, changes = {}, 0
     for i = 1, 20 do
@@ -256,7 +256,7 @@ t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipel
     E.OPTS)
   t.eq(denied and denied.code, "UnauthorizedOperation", "the policy is enforced: what it does not allow is refused")
   local m = mark()
-  local v = op.wait(assert(tool.call("cluster_create", with(HP, { cluster_tag = "iam",
+  local v = op.wait(assert(dispatch.call("cluster_create", with(HP, { cluster_tag = "iam",
     features = { training_operator = true } }), E.WHO)).operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local refused = {}
@@ -266,7 +266,7 @@ t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipel
   t.eq(refused, {}, "nothing was refused")
   -- and the teardown of everything it made, under the same policy
   m = mark()
-  v = op.wait(assert(tool.call("cluster_delete", { cluster_tag = "iam", force = true },
+  v = op.wait(assert(dispatch.call("cluster_delete", { cluster_tag = "iam", force = true },
     { name = "boss", scope = "admin", front = "test" })).operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   refused = {}

@@ -1,5 +1,5 @@
--- Plan mode (a staged tool called with plan = true, hypd.op's M.plan and
--- hypd.kit) on cluster_create_eks against the sandbox: on an empty account
+-- Plan mode (a staged tool called with plan = true, hypd.tool.operations's M.plan and
+-- hypd.tool.kit) on cluster_create_eks against the sandbox: on an empty account
 -- it lists every resource the stage would make, later ones naming the
 -- planned ids of earlier ones, and sends no mutation (nor even the reads
 -- about things that do not exist yet); once the stage has run the plan is
@@ -9,10 +9,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
-local aws, json, op, store, tool = require "hypd.aws", require "hypd.json", require "hypd.op", require "hypd.store",
-  require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local aws, json, op, store, tool = require "hypd.aws", require "hypd.json", require "hypd.tool.operations", require "hypd.store",
+  require "hypd.tool.registry"
 local call, start, state_of, mark, since = E.call, E.start, E.state_of, E.mark, E.since
 local CALLER = E.CALLER
 
@@ -26,7 +27,7 @@ local function plan(tag, params)
     sent[k] = (sent[k] or 0) + 1
     if before then before(service, operation, ...) end
   end
-  local out, err = tool.call("cluster_create_eks", p, E.WHO)
+  local out, err = dispatch.call("cluster_create_eks", p, E.WHO)
   aws.on_call = before
   t.ok(out, "the plan answers: " .. json.encode(err))
   return out, sent
@@ -137,7 +138,7 @@ end)
 
 t.test("a plan is refused what a plan cannot do: a bad parameter is the same VALIDATION error as the call's", function()
   local m = mark()
-  local out, err = tool.call("cluster_create_eks", { cluster_tag = "demo", vpc_cidr = "10.9.1.0/16", plan = true },
+  local out, err = dispatch.call("cluster_create_eks", { cluster_tag = "demo", vpc_cidr = "10.9.1.0/16", plan = true },
     E.WHO)
   t.eq({ out, err and err.code }, { nil, "VALIDATION" })
   t.like(err.message, "10%.9%.0%.0/16")
@@ -252,7 +253,7 @@ t.test("a staged tool whose step calls cluster_create_eks plans it into its own 
       hypd.tools.call("cluster_create_eks", { cluster_tag = ctx.params.cluster_tag })
     end } } }
   local m = mark()
-  local p = assert(tool.call("job_plan_demo", { cluster_tag = "victor", plan = true }, E.WHO))
+  local p = assert(dispatch.call("job_plan_demo", { cluster_tag = "victor", plan = true }, E.WHO))
   t.eq({ p.tool, p.create, p.change }, { "job_plan_demo", 22, 0 })
   t.eq(rows(p), EMPTY("victor"))
   local _, total = since(m)

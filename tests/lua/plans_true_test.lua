@@ -11,10 +11,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
 local D = dofile("tests/lua/plan_diff_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
 local WHO = { name = "tester", scope = "admin", front = "test" }
 
 local covered = {}
@@ -33,12 +34,12 @@ local function differential(name, params, o)
     return p
   end
   local names = D.names()
-  local p, err = tool.call(name, with { plan = true }, WHO)
+  local p, err = dispatch.call(name, with { plan = true }, WHO)
   t.ok(p, name .. " plans: " .. json.encode(err))
   if not p then return end
   t.eq(D.once(p), {}, name .. "'s plan lists each resource once, with one action and its reasons")
   local m = D.mark()
-  local acc, aerr = tool.call(name, params, WHO)
+  local acc, aerr = dispatch.call(name, params, WHO)
   t.ok(acc and acc.operation_id, name .. " runs: " .. json.encode(aerr))
   if not acc then return end
   local v = op.wait(acc.operation_id)
@@ -51,10 +52,10 @@ local function differential(name, params, o)
   t.eq({ planned_not_done = diff.planned_not_done, done_not_planned = diff.done_not_planned },
     { planned_not_done = {}, done_not_planned = {} }, name .. ": the plan is what the run did")
   if o.again ~= false then
-    local p2 = assert(tool.call(name, with { plan = true }, WHO))
+    local p2 = assert(dispatch.call(name, with { plan = true }, WHO))
     t.eq(D.planned(p2), {}, name .. " again: the plan is empty")
     local m2 = D.mark()
-    local v2 = op.wait(assert(tool.call(name, params, WHO)).operation_id)
+    local v2 = op.wait(assert(dispatch.call(name, params, WHO)).operation_id)
     t.eq(v2.status, "succeeded", name .. " again: " .. json.encode(v2.error))
     t.eq(D.minus(D.done(m2, names), {}), {}, name .. " again: nothing done")
   end
@@ -101,11 +102,11 @@ t.test("the sandbox records each Kubernetes write a client sends, not a dry run 
 
 t.test("half-built account: cluster_create stopped as HyperPod's stage began, planned, resumed", function()
   E.stop_at("creating HyperPod cluster hypd-charlie-hp", "")
-  local acc = assert(tool.call("cluster_create", create_params("charlie"), WHO))
+  local acc = assert(dispatch.call("cluster_create", create_params("charlie"), WHO))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "running", "stopped midway: " .. json.encode(v.error))
   local names = D.names()
-  local p = assert(tool.call("cluster_create", { cluster_tag = "charlie", instance_type = HP.instance_type,
+  local p = assert(dispatch.call("cluster_create", { cluster_tag = "charlie", instance_type = HP.instance_type,
     instance_count = HP.instance_count, availability_zone = HP.availability_zone, plan = true }, WHO))
   t.eq(D.once(p), {}, "the plan of the rest lists each resource once")
   local rows = table.concat(E.rows(p), "\n")
@@ -127,19 +128,19 @@ t.test("half-built by a fault: cluster_create stopped by no capacity, planned, r
   function()
     local faults = require "sandbox.faults"
     assert(faults.configure { insufficient_capacity = { { instance_type = HP.instance_type, zone = "usw2-az2" } } })
-    local v = op.wait(assert(tool.call("cluster_create", create_params("echo"), WHO)).operation_id)
+    local v = op.wait(assert(dispatch.call("cluster_create", create_params("echo"), WHO)).operation_id)
     faults.configure {}
     t.eq({ v.status, v.error and v.error.code }, { "failed", "INSUFFICIENT_CAPACITY" }, json.encode(v.error))
     local with = create_params("echo")
     with.plan = true
     local names = D.names()
-    local p = assert(tool.call("cluster_create", with, WHO))
+    local p = assert(dispatch.call("cluster_create", with, WHO))
     t.eq(D.once(p), {})
     local rows = table.concat(E.rows(p), "\n")
     t.ok(not rows:find("create ec2:vpc ", 1, true) and not rows:find("create eks:cluster ", 1, true),
       "what the failed run made is not planned again\n" .. rows)
     local m = D.mark()
-    t.eq(op.wait(assert(tool.call("cluster_create", create_params("echo"), WHO)).operation_id).status, "succeeded")
+    t.eq(op.wait(assert(dispatch.call("cluster_create", create_params("echo"), WHO)).operation_id).status, "succeeded")
     D.names(names)
     local done, unmapped = D.done(m, names)
     t.eq(unmapped, {})
@@ -155,7 +156,7 @@ t.test("fresh account with features: the plan's later stage is planned once it c
     for k, v in pairs(params) do with[k] = v end
     with.plan = true
     local names = D.names()
-    local p = assert(tool.call("cluster_create", with, WHO))
+    local p = assert(dispatch.call("cluster_create", with, WHO))
     t.eq(D.once(p), {})
     local later = {}
     for _, e in ipairs(p.plan) do
@@ -166,9 +167,9 @@ t.test("fresh account with features: the plan's later stage is planned once it c
     -- the run, stopped as its features stage begins: that stage can be planned now
     E.stop_at("features", "")
     local m = D.mark()
-    local acc = assert(tool.call("cluster_create", params, WHO))
+    local acc = assert(dispatch.call("cluster_create", params, WHO))
     t.eq(op.wait(acc.operation_id).status, "running", "stopped before the features")
-    local rest = assert(tool.call("hyperpod_update_advanced_features", { cluster = "hypd-delta",
+    local rest = assert(dispatch.call("hyperpod_update_advanced_features", { cluster = "hypd-delta",
       training_operator = true, plan = true }, WHO))
     t.eq(D.once(rest), {})
     t.ok(rest.create > 0, "the later stage has its plan now")
@@ -188,7 +189,7 @@ t.test("fresh account with features: the plan's later stage is planned once it c
 
 -- the tools below act on the active cluster: charlie's, made whole above
 t.test("stages on a finished cluster: each plans nothing and does nothing", function()
-  assert(tool.call("cluster_switch", { cluster = "hypd-charlie" }, WHO))
+  assert(dispatch.call("cluster_switch", { cluster = "hypd-charlie" }, WHO))
   differential("cluster_create_eks", { cluster_tag = "charlie" })
   differential("cluster_configure_dependencies", {})
   differential("hyperpod_create", { instance_type = HP.instance_type, instance_count = HP.instance_count,
@@ -261,7 +262,7 @@ t.test("model_download (a CPU group and the S3 storage are there)", function()
   differential("model_download", { model_id = "Qwen/Qwen2.5-0.5B-Instruct" }, { again = false })
 end)
 t.test("job_delete", function()
-  local jobs = assert(tool.call("job_list", {}, WHO))
+  local jobs = assert(dispatch.call("job_list", {}, WHO))
   local name = ((jobs.jobs or jobs.items or {})[1] or {}).name
   t.ok(name, "the download's job: " .. json.encode(jobs))
   if name then differential("job_delete", { name = name }, { again = false }) end

@@ -5,11 +5,11 @@
 -- by the test), and nothing is created.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local S = dofile("tests/lua/sandbox_k8s_helpers.lua").new()
 local H, dir, kubectl = S.H, S.dir, S.kubectl
 t.cleanup(S.cleanup)
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local WHO = { name = "recipes-kubectl", scope = "read", front = "test" }
 local BASE = { job_name = "dry", instance_type = "ml.g5.12xlarge" }
@@ -41,7 +41,7 @@ t.test("kubectl apply --dry-run=server accepts every recipe's objects and create
     local p = json.object()
     for k, v in pairs(BASE) do p[k] = v end
     for k, v in pairs(ARGS[name]) do p[k] = v end
-    local r = assert(tool.call("training_render", { recipe = name, params = p }, WHO))
+    local r = assert(dispatch.call("training_render", { recipe = name, params = p }, WHO))
     local file = H.write(dir .. "/" .. name .. ".json", json.encode(r.objects[1]))
     local rc, out, err = kubectl("apply --dry-run=server -f " .. H.quote(file))
     t.eq(rc, 0, name .. ": " .. tostring(err))

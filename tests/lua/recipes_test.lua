@@ -11,10 +11,10 @@ local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local config = require "hypd.config"
 local json = require "hypd.json"
-local recipes = require "hypd.recipes"
-local tool = require "hypd.tool"
+local recipes = require("hypd.recipes").catalogue(require "hypd.playbook")
+local dispatch = require "hypd.tool.dispatch"
 
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local WHO = { name = "recipes-test", scope = "read", front = "test" }
 local dir = H.tmpdir()
@@ -37,7 +37,7 @@ local function args(name, extra)
   return a
 end
 
-local function render(name, extra) return tool.call("training_render", { recipe = name, params = args(name, extra) },
+local function render(name, extra) return dispatch.call("training_render", { recipe = name, params = args(name, extra) },
   WHO) end
 
 -- pods(obj) -> the pod templates of a HyperPodPyTorchJob or RayJob
@@ -55,7 +55,7 @@ end
 local field_rules = H.field_rules
 
 t.test("training_list_recipes lists the four built-in recipes with descriptions and parameter schemas", function()
-  local r = assert(tool.call("training_list_recipes", {}, WHO))
+  local r = assert(dispatch.call("training_list_recipes", {}, WHO))
   local names = {}
   for i, x in ipairs(r.recipes) do
     names[i] = x.name
@@ -124,13 +124,13 @@ t.test("verl renders a ray.io/v1 RayJob: a head without GPUs and GPU workers, da
 
 t.test("bad input is refused naming the field and the rule: unknown recipe, missing parameter, GPUs 0 or text",
   function()
-    local _, err = tool.call("training_render", { recipe = "nope", params = {} }, WHO)
+    local _, err = dispatch.call("training_render", { recipe = "nope", params = {} }, WHO)
     t.eq(err and err.code, "VALIDATION")
     t.eq(field_rules(err), { "recipe:unknown" })
     t.like(err.message, "no recipe named 'nope' %(recipes: llama%-factory, ms%-swift, pytorch%-torchrun, verl%)")
     local a = args("pytorch-torchrun")
     a.script = nil
-    _, err = tool.call("training_render", { recipe = "pytorch-torchrun", params = a }, WHO)
+    _, err = dispatch.call("training_render", { recipe = "pytorch-torchrun", params = a }, WHO)
     t.eq(field_rules(err), { "params.script:required" })
     _, err = render("pytorch-torchrun", { gpus_per_node = 0 })
     t.eq(field_rules(err), { "params.gpus_per_node:minimum" })
@@ -170,11 +170,11 @@ return { name = "pytorch-torchrun", description = "the operator's own torchrun r
   end }]])
   local a = args("pytorch-torchrun")
   a.args = nil
-  local r = assert(tool.call("training_render", { recipe = "pytorch-torchrun", params = a }, WHO))
+  local r = assert(dispatch.call("training_render", { recipe = "pytorch-torchrun", params = a }, WHO))
   t.eq(r.objects[1].metadata.labels.team, "ours")
   t.eq(r.objects[1].spec.replicaSpecs[1].template.spec.containers[1].image, "example.com/own:1")
   t.eq(recipes.get("pytorch-torchrun").source, own)
-  local errs = require("hypd.tools").reload({ name = "recipes-test" }).errors
+  local errs = require("hypd.tool.loader").reload({ name = "recipes-test" }).errors
   t.eq(errs, {}, "the recipes/ folder is not read as tools")
 
   H.write(own, "return { name = 'pytorch-torchrun', description = 'broken', render = function( }")
@@ -193,7 +193,7 @@ return { name = "pytorch-torchrun", description = "the operator's own torchrun r
   _, err = render("pytorch-torchrun")
   t.like(err and err.message, "is refused: it is writable by other users %(mode 0666%); fix it with: chmod go%-w")
   local listed
-  for _, x in ipairs(assert(tool.call("training_list_recipes", {}, WHO)).recipes) do
+  for _, x in ipairs(assert(dispatch.call("training_list_recipes", {}, WHO)).recipes) do
     if x.name == "pytorch-torchrun" then listed = x end
   end
   t.like(listed.error, "is refused")

@@ -10,10 +10,10 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local regex = require "hypd.regex"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

@@ -7,14 +7,15 @@ local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local metrics = require "hypd.api.metrics"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 metrics.install()
 
 local H = dofile("tests/lua/helpers.lua")
@@ -126,7 +127,7 @@ t.test("repeated failures from one address get 429 with Retry-After; a good toke
 end)
 
 t.test("a read token may not cancel: 403 FORBIDDEN, and nothing changes", function()
-  local acc = assert(tool.call("diagnose_rest_staged", { tag = "forbidden", seconds = 3600 },
+  local acc = assert(dispatch.call("diagnose_rest_staged", { tag = "forbidden", seconds = 3600 },
     { name = "setup", scope = "operate" }))
   local before = counts()
   local status, b = req("POST", "/api/v1/operations/" .. acc.operation_id .. "/cancel", { token = READ })

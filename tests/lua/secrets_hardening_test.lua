@@ -11,13 +11,13 @@ local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local SECRET = "Gx7-secret-Qm42zZ"
 local release = task.signal()

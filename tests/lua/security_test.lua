@@ -7,11 +7,11 @@ local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local tool = require "hypd.tool.registry"
+require("hypd.tool.loader").load()
 
 local destroyed = 0
 tool.define { name = "cluster_test_teardown", summary = "A destructive test tool", kind = "destructive",

@@ -2,7 +2,7 @@
 -- engine; answers go back through suspended connections.
 local t = require "hypd.tap"
 local core = require "hypd.core"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local http = require "hypd.http"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")

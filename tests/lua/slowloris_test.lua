@@ -9,7 +9,7 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
 

@@ -6,11 +6,11 @@
 -- again in a new child operation (not the old one found done).
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here() -- it keeps its server for the life of the process
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -28,7 +28,7 @@ end
 local first, child
 t.test("cancelling cluster_create while hyperpod_create runs cancels that child too; it mutates nothing more",
   function()
-    local acc = assert(tool.call("cluster_create", PARAMS, E.WHO))
+    local acc = assert(dispatch.call("cluster_create", PARAMS, E.WHO))
     first = acc.operation_id
     -- until the child waits for the HyperPod cluster (it exists, Creating)
     for _ = 1, 2000 do
@@ -44,7 +44,7 @@ t.test("cancelling cluster_create while hyperpod_create runs cancels that child 
     end
     t.ok(child, "hyperpod_create runs as a child: " .. json.encode(op.view(op.get(first))))
     if not child then return end
-    local v = assert(tool.call("operation_cancel", { operation_id = first }, E.WHO))
+    local v = assert(dispatch.call("operation_cancel", { operation_id = first }, E.WHO))
     t.eq(v.status, "cancelled", "the parent is cancelled")
     local c = op.view(op.get(child.operation_id))
     t.eq(c.status, "cancelled", "the child hyperpod_create is cancelled: " .. json.encode(c.phase))
@@ -73,19 +73,19 @@ t.test("cancelling cluster_create while hyperpod_create runs cancels that child 
 
 t.test("operation_get and cluster_get_creation_status show what was cancelled", function()
   if not child then return t.skip("no child was cancelled") end
-  local g = assert(tool.call("operation_get", { operation_id = first }, E.READ))
+  local g = assert(dispatch.call("operation_get", { operation_id = first }, E.READ))
   local seen
   for _, c in ipairs(g.children or {}) do
     if c.operation_id == child.operation_id then seen = c.status end
   end
   t.eq({ g.status, seen }, { "cancelled", "cancelled" }, "operation_get: the parent and its child")
-  local s = assert(tool.call("cluster_get_creation_status", { cluster_tag = "cxl" }, E.READ))
+  local s = assert(dispatch.call("cluster_get_creation_status", { cluster_tag = "cxl" }, E.READ))
   t.eq({ s.operation_id, s.status }, { first, "cancelled" }, "the status tool reports the cancelled cluster_create")
 end)
 
 t.test("the next cluster_create does the HyperPod stage again in a new child operation", function()
   if not child then return t.skip("no child was cancelled") end
-  local acc = assert(tool.call("cluster_create", PARAMS, E.WHO))
+  local acc = assert(dispatch.call("cluster_create", PARAMS, E.WHO))
   t.ok(acc.operation_id ~= first, "a new operation")
   local v = op.wait(acc.operation_id, 4 * 3600) -- simulated time: far more than a create takes
   t.eq(v.status, "succeeded", json.encode(v.error))
@@ -100,7 +100,7 @@ t.test("the next cluster_create does the HyperPod stage again in a new child ope
 end)
 
 t.test("cancelled in its first stage, cluster_create stops cluster_create_eks and the work beside it", function()
-  local acc = assert(tool.call("cluster_create", { cluster_tag = "cxe", instance_type = "ml.g5.12xlarge",
+  local acc = assert(dispatch.call("cluster_create", { cluster_tag = "cxe", instance_type = "ml.g5.12xlarge",
     instance_count = 1, availability_zone = "us-west-2a" }, E.WHO))
   local eks
   for _ = 1, 2000 do
@@ -110,7 +110,7 @@ t.test("cancelled in its first stage, cluster_create stops cluster_create_eks an
   end
   t.ok(eks, "cluster_create_eks runs as a child")
   if not eks then return end
-  local v = assert(tool.call("operation_cancel", { operation_id = acc.operation_id }, E.WHO))
+  local v = assert(dispatch.call("operation_cancel", { operation_id = acc.operation_id }, E.WHO))
   t.eq({ v.status, op.get(eks.operation_id).status }, { "cancelled", "cancelled" }, "both are cancelled")
   local m = E.mark()
   task.sleep(3600)

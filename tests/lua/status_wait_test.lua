@@ -13,11 +13,12 @@
 --     timeout.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here() -- it keeps its server for the life of the process
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -25,7 +26,7 @@ local ADMIN = { name = "status-tester", scope = "admin", front = "test" }
 local TAG, EKS = "stw", "hypd-stw"
 
 local function call(name, args, who)
-  local r, err = tool.call(name, args, who or ADMIN)
+  local r, err = dispatch.call(name, args, who or ADMIN)
   return r, err
 end
 

@@ -9,8 +9,8 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -25,7 +25,7 @@ local function skip() return t.skip(absent or "no cluster: the first test failed
 local function py(args) return kc.sh("python3 tests/tools/storage_s3.py " .. args) end
 
 local function run(name, params)
-  local acc, err = tool.call(name, params, WHO)
+  local acc, err = dispatch.call(name, params, WHO)
   t.ok(acc, name .. " accepted: " .. json.encode(err))
   local view = op.wait(acc.operation_id)
   t.eq(view.status, "succeeded", name .. ": " .. json.encode(view.error))
@@ -33,7 +33,7 @@ local function run(name, params)
 end
 
 local function contents(params)
-  local r, err = tool.call("storage_list_contents", params, WHO)
+  local r, err = dispatch.call("storage_list_contents", params, WHO)
   t.ok(r, "storage_list_contents answers: " .. json.encode(err))
   return r or {}
 end
@@ -53,7 +53,7 @@ t.test("a sandbox process, an EKS cluster with the Mountpoint add-on (boto3), an
     core.setenv("AWS_SESSION_TOKEN")
     for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
     for k, v in pairs(env) do core.setenv(k, v) end
-    require("hypd.tools").load()
+    require("hypd.tool.loader").load()
     local rc, out, err = py("cluster " .. NAME)
     t.eq(rc, 0, err)
     t.like(out, "^https://127%.0%.0%.1:%d+")

@@ -8,9 +8,9 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local call, try = SH.call, SH.try
 
 local NAME = "hypd-del"
@@ -65,7 +65,7 @@ end)
 
 t.test("plan = true lists the claim and volume to delete and the bucket to keep, with no mutation", function()
   local m = SH.mark()
-  local p = assert(tool.call("storage_delete", { claim_name = "s3-claim", delete_bucket = true, plan = true },
+  local p = assert(dispatch.call("storage_delete", { claim_name = "s3-claim", delete_bucket = true, plan = true },
     SH.WHO))
   t.eq(SH.rows(p), { "delete kubernetes:persistentvolumeclaim default/s3-claim",
     "delete kubernetes:persistentvolume s3-pv-s3-claim", "keep s3:bucket " .. BUCKET })
@@ -73,7 +73,7 @@ t.test("plan = true lists the claim and volume to delete and the bucket to keep,
   t.eq(p.delete, 2)
   local _, n = SH.mutations(m)
   t.eq(n, 0)
-  local p2 = assert(tool.call("storage_delete", { claim_name = "s3-claim", delete_bucket = true, force = true,
+  local p2 = assert(dispatch.call("storage_delete", { claim_name = "s3-claim", delete_bucket = true, force = true,
     plan = true }, SH.WHO))
   t.eq(p2.plan[3].action .. " " .. p2.plan[3].type, "delete s3:bucket")
 end)
@@ -146,7 +146,7 @@ t.test("the storage tools run under the IAM policy hypd iam-policy prints for th
     for _, a in ipairs(doc.Statement[1].Action) do if a ~= "s3:ListBucket" then fewer[#fewer + 1] = a end end
     doc.Statement[1].Action = fewer
     local _, err
-    policed(function() _, err = tool.call("storage_list_contents", { bucket = "shared-data" }, SH.WHO) end)
+    policed(function() _, err = dispatch.call("storage_list_contents", { bucket = "shared-data" }, SH.WHO) end)
     t.eq(err and err.code, "AccessDenied")
     t.like(err and err.message, "s3:ListBucket")
   end)

@@ -10,10 +10,11 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local json, tool = require "hypd.json", require "hypd.tool"
-local op = require "hypd.op"
+local dispatch = require "hypd.tool.dispatch"
+local json = require "hypd.json"
+local op = require "hypd.tool.operations"
 local call, try = SH.call, SH.try
 
 local NAME = "hypd-lustre"
@@ -47,8 +48,8 @@ t.test("without a HyperPod compute subnet the call is refused before any change 
   cluster()
   local m = SH.mark()
   local before = #op.list {}
-  local acc, err = tool.call("storage_create_fsx", {}, SH.WHO)
-  t.eq(acc, nil, "refused on the call (its check runs there: hypd.op)")
+  local acc, err = dispatch.call("storage_create_fsx", {}, SH.WHO)
+  t.eq(acc, nil, "refused on the call (its check runs there: hypd.tool.operations)")
   t.eq(#op.list {}, before, "no operation recorded")
   t.eq(err and err.code, "STATE")
   t.like(err and err.message, "has no HyperPod compute subnet hp%-compute%-%*")
@@ -59,7 +60,7 @@ end)
 
 t.test("sizes FSx refuses are refused first, naming the fields", function()
   local m = SH.mark()
-  local p, err = tool.call("storage_create_fsx", { plan = true, throughput = 300, storage_capacity_gib = 3000 },
+  local p, err = dispatch.call("storage_create_fsx", { plan = true, throughput = 300, storage_capacity_gib = 3000 },
     SH.WHO)
   t.eq(p, nil)
   t.eq(err.code, "VALIDATION")
@@ -67,7 +68,7 @@ t.test("sizes FSx refuses are refused first, naming the fields", function()
   for _, f in ipairs(err.fields) do fields[#fields + 1] = f.field end
   t.eq(fields, { "throughput", "storage_capacity_gib" })
   t.like(err.message, "PERSISTENT_2 allows 125, 250, 500, 1000 MB/s/TiB")
-  local _, e2 = tool.call("storage_create_fsx", { plan = true, deployment_type = "SCRATCH_2", throughput = 125 },
+  local _, e2 = dispatch.call("storage_create_fsx", { plan = true, deployment_type = "SCRATCH_2", throughput = 125 },
     SH.WHO)
   t.eq(e2.fields[1].field, "throughput")
   local _, n = SH.mutations(m)
@@ -80,7 +81,7 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
     TagSpecifications = { { ResourceType = "subnet", Tags = { { Key = "Name", Value = "hp-compute-us-west-2a" } } } }
   }).Subnet.SubnetId
   local m = SH.mark()
-  local p = assert(tool.call("storage_create_fsx", { plan = true }, SH.WHO))
+  local p = assert(dispatch.call("storage_create_fsx", { plan = true }, SH.WHO))
   t.eq(SH.rows(p), {
     "create ec2:security-group hypd-lustre-fsx-claim-lustre",
     "create ec2:security-group-rule Lustre within hypd-lustre-fsx-claim-lustre",
@@ -117,7 +118,7 @@ t.test("the run under its IAM policy, stopped while it waits for the file system
   -- under the IAM policy hypd iam-policy prints for the tool, enforced by the sandbox
   assert(require("sandbox.policy").set(assert(require("hypd.iam_policy").document { tools = {
     "storage_create_fsx" } })))
-  local acc = assert(tool.call("storage_create_fsx", {}, SH.WHO))
+  local acc = assert(dispatch.call("storage_create_fsx", {}, SH.WHO))
   local first = op.wait(acc.operation_id)
   t.eq(first.status, "running", "left running, as a stopped host leaves it")
   t.like(first.phase, "^waiting for FSx file system")
@@ -191,7 +192,7 @@ t.test("a second call sends no mutation, another deployment type is a CONFLICT, 
   t.eq(n, 0)
   -- the deployment type is fixed when the file system is made: refused on the call, naming the field
   local before = #op.list {}
-  local acc, err = tool.call("storage_create_fsx", { deployment_type = "PERSISTENT_1", throughput = 50 }, SH.WHO)
+  local acc, err = dispatch.call("storage_create_fsx", { deployment_type = "PERSISTENT_1", throughput = 50 }, SH.WHO)
   t.eq(acc, nil, "refused on the call")
   t.eq(#op.list {}, before, "no operation recorded")
   t.eq(H.field_rules(err), { "deployment_type:fixed_at_create" })
@@ -255,7 +256,7 @@ t.test("without Pod Identity the driver's role trusts the cluster's OIDC provide
         ThumbprintList = { string.rep("a", 40) } })
     end
   end
-  local p = assert(tool.call("storage_create_fsx", { cluster = "hypd-irsa", plan = true }, SH.WHO))
+  local p = assert(dispatch.call("storage_create_fsx", { cluster = "hypd-irsa", plan = true }, SH.WHO))
   local by = {}
   for _, e in ipairs(p.plan) do by[e.type] = e end
   t.eq(by["eks:addon"].fields.identity, "irsa")
@@ -266,7 +267,7 @@ t.test("without Pod Identity the driver's role trusts the cluster's OIDC provide
   local cond = {}
   for k, v in pairs(st.Condition.StringEquals) do cond[k:match(":(%a+)$")] = v end
   t.eq(cond, { sub = "system:serviceaccount:kube-system:fsx-csi-controller-sa", aud = "sts.amazonaws.com" })
-  local _, err = tool.call("storage_create_fsx", { cluster = "hypd-noid", plan = true }, SH.WHO)
+  local _, err = dispatch.call("storage_create_fsx", { cluster = "hypd-noid", plan = true }, SH.WHO)
   t.eq(err and err.code, "STATE")
   t.like(err and err.message, "neither the eks%-pod%-identity%-agent add%-on nor an IAM OIDC provider")
   t.like(err and err.message, "cluster_configure_dependencies cluster=hypd%-noid sets both up")

@@ -7,9 +7,9 @@
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
 
 local SH = {}
@@ -54,7 +54,7 @@ end
 
 -- run(name, params [, caller]) -> view: a staged tool's operation, to its end
 function SH.run(name, params, caller)
-  local acc, err = tool.call(name, params, caller or SH.WHO)
+  local acc, err = dispatch.call(name, params, caller or SH.WHO)
   t.ok(acc, name .. " is accepted: " .. json.encode(err))
   if not acc then return nil, err end
   if name:find("^storage_") then t.eq(acc.status_tool, "storage_list", name .. " names its status tool") end
@@ -70,7 +70,7 @@ end
 
 -- read(name, params) -> result (raises the tool's error)
 function SH.read(name, params)
-  local r, err = tool.call(name, params or {}, SH.WHO)
+  local r, err = dispatch.call(name, params or {}, SH.WHO)
   if not r then error(err, 0) end
   return r
 end

@@ -10,9 +10,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local SRV = H.sandbox_here() -- kept: the sandbox lives while this does
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local SH = dofile("tests/lua/storage_helpers.lua")
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local call, try = SH.call, SH.try
 
 local BARE, NAME = "hypd-bare", "hypd-demo"
@@ -49,7 +50,7 @@ t.test("plan = true on a cluster with the add-on lists the bucket, volume and cl
   function()
     SH.cluster(NAME, 62, { "aws-mountpoint-s3-csi-driver" })
     local m = SH.mark()
-    local p = assert(tool.call("storage_create_s3", { plan = true }, SH.WHO))
+    local p = assert(dispatch.call("storage_create_s3", { plan = true }, SH.WHO))
     t.eq(SH.rows(p), { "create s3:bucket " .. BUCKET, "create kubernetes:persistentvolume s3-pv-s3-claim",
       "create kubernetes:persistentvolumeclaim default/s3-claim" })
     t.eq(p.plan[1].fields["tag:hypd:cluster-tag"], "demo")
@@ -102,7 +103,7 @@ t.test("a second call sends no mutation and changes nothing", function()
   t.eq(r.claim_phase, "Bound")
   local _, n = SH.mutations(m)
   t.eq(n, 0)
-  local p = assert(tool.call("storage_create_s3", { plan = true }, SH.WHO))
+  local p = assert(dispatch.call("storage_create_s3", { plan = true }, SH.WHO))
   t.eq(#p.plan, 0, "nothing to plan")
 end)
 
@@ -145,13 +146,13 @@ t.test("storage_list shows every S3 volume with its claim, bucket and status, an
   t.eq({ d.type, d.claim, d.namespace, d.bucket, d.bucket_region, d.claim_phase, d.volume_phase, d.bucket_status,
     d.managed_by_hypd }, { "s3", "s3-claim", "default", BUCKET, "us-west-2", "Bound", "Bound", "exists", true })
   t.eq(l.storages[2].bucket, "team-datasets")
-  local acc = assert(tool.call("storage_create_s3", { claim_name = "more" }, SH.WHO))
+  local acc = assert(dispatch.call("storage_create_s3", { claim_name = "more" }, SH.WHO))
   local core = require "hypd.core"
   local t0 = core.now()
   local w = SH.read("storage_list", { operation_id = acc.operation_id, wait_seconds = 60 })
   t.ok(core.now() - t0 < 5, "answered as soon as the phase changed, not after 60 s: " .. (core.now() - t0))
   t.ok(w.operation.phase ~= "queued", "the new phase: " .. tostring(w.operation.phase))
-  require("hypd.op").wait(acc.operation_id)
+  require("hypd.tool.operations").wait(acc.operation_id)
   w = SH.read("storage_list", { operation_id = acc.operation_id })
   t.eq(w.operation.status, "succeeded")
   t.eq(#w.storages, 3)
@@ -160,7 +161,7 @@ end)
 t.test("in a pipeline's plan a cluster that does not exist yet plans the bucket, volume and claim, and reads " ..
   "nothing about the cluster's Kubernetes", function()
   local m = SH.mark()
-  local p, err = tool.call("storage_create_s3", { cluster = "hypd-future", plan = true }, SH.WHO)
+  local p, err = dispatch.call("storage_create_s3", { cluster = "hypd-future", plan = true }, SH.WHO)
   t.ok(p, require("hypd.json").encode(err))
   t.eq(SH.rows(p), { "create s3:bucket hypd-future-data-123456789012-us-west-2",
     "create kubernetes:persistentvolume s3-pv-s3-claim", "create kubernetes:persistentvolumeclaim default/s3-claim" })
@@ -179,7 +180,7 @@ t.test("ensure_bucket makes hypd's bucket with no EKS cluster at all (the pipeli
     steps = { { name = "bucket", run = function(ctx)
       ctx.state.result = s3.ensure_bucket(ctx, ctx.params.tag)
     end } } }
-  local plan = assert(tool.call("cluster_test_early_bucket", { tag = "early", plan = true }, SH.WHO))
+  local plan = assert(dispatch.call("cluster_test_early_bucket", { tag = "early", plan = true }, SH.WHO))
   t.eq(plan.plan[1].action .. " " .. plan.plan[1].name, "create hypd-early-data-123456789012-us-west-2")
   local m = SH.mark()
   local r = SH.ok_run("cluster_test_early_bucket", { tag = "early" })

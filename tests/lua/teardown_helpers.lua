@@ -7,9 +7,9 @@
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")
 local E = Hp.E
@@ -17,7 +17,7 @@ local TD = {}
 local TAG_KEY = "hypd:cluster-tag"
 
 local function run(name, params)
-  local acc, err = tool.call(name, params, E.WHO)
+  local acc, err = dispatch.call(name, params, E.WHO)
   t.ok(acc, name .. " is accepted: " .. json.encode(err))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", name .. ": " .. json.encode(v.error))

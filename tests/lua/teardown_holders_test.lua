@@ -7,10 +7,10 @@
 -- it fails naming what holds the subnet or group.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")
@@ -20,7 +20,7 @@ local ADMIN = { name = "admin", scope = "admin", front = "test" }
 local enis = require "sandbox.services.ec2.managed_enis"
 
 local function delete(tag)
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = tag }, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", { cluster_tag = tag }, ADMIN))
   return op.wait(acc.operation_id), acc.operation_id
 end
 
@@ -46,7 +46,7 @@ t.test("interfaces that never go: the teardown fails naming what holds the subne
   t.eq(v.error and v.error.code, "DependencyViolation")
   t.like(v.error and v.error.message or "", "held by Amazon EKS hypd%-thx %(network interface eni%-", "it names the holder")
   -- cluster_list keeps it in sight, with the command to finish it
-  local r = assert(tool.call("cluster_list", {}, ADMIN))
+  local r = assert(dispatch.call("cluster_list", {}, ADMIN))
   local l
   for _, x in ipairs(r.leftovers or {}) do if x.cluster_tag == "thx" then l = x end end
   t.ok(l, "cluster_list lists what is left")

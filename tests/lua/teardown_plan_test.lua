@@ -9,10 +9,11 @@
 -- system and the data bucket kept the first time), nothing is left.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")
@@ -32,7 +33,7 @@ end)
 
 t.test("the plan lists each resource once, with one action", function()
   local m = E.mark()
-  local p, err = tool.call("cluster_delete", { cluster_tag = TAG, plan = true }, ADMIN)
+  local p, err = dispatch.call("cluster_delete", { cluster_tag = TAG, plan = true }, ADMIN)
   t.ok(p, "the plan answers: " .. json.encode(err))
   P.plan = p
   local _, total = E.since(m)
@@ -71,7 +72,7 @@ end)
 
 t.test("the run deletes what the plan listed, by type and id, and leaves only what it kept", function()
   local m = E.mark()
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = TAG }, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", { cluster_tag = TAG }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "cluster_delete: " .. json.encode(v.error))
   local missing, extra = TD.compare(P.plan, m)
@@ -86,7 +87,7 @@ end)
 
 -- leftovers(tag) -> cluster_list's entry for the tag's leftovers
 local function leftovers(tag)
-  local r = assert(tool.call("cluster_list", {}, ADMIN))
+  local r = assert(dispatch.call("cluster_list", {}, ADMIN))
   for _, c in ipairs(r.clusters or {}) do t.ok(c.cluster_tag ~= tag, "the EKS cluster is not listed: " .. c.name) end
   for _, l in ipairs(r.leftovers or {}) do if l.cluster_tag == tag then return l end end
 end
@@ -119,7 +120,7 @@ t.test("with force, the plan of what was kept is what the run deletes, and nothi
   local m = E.mark()
   local args = { plan = true }
   for k, v in pairs(P.remove) do args[k] = v end -- the command cluster_list gave
-  local p, err = tool.call("cluster_delete", args, ADMIN)
+  local p, err = dispatch.call("cluster_delete", args, ADMIN)
   t.ok(p, "the plan answers: " .. json.encode(err))
   local _, total = E.since(m)
   t.eq(total, 0, "the plan sends no mutation")
@@ -133,7 +134,7 @@ t.test("with force, the plan of what was kept is what the run deletes, and nothi
       (e.why and (": " .. e.why) or ""))
   end
   m = E.mark()
-  local acc = assert(tool.call("cluster_delete", P.remove, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", P.remove, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "cluster_delete force: " .. json.encode(v.error))
   local missing, extra = TD.compare(p, m)
@@ -141,6 +142,6 @@ t.test("with force, the plan of what was kept is what the run deletes, and nothi
   t.eq(extra, {}, "nothing was deleted that the plan did not list")
   t.eq(TD.tagged(TAG), {}, "nothing carries hypd:cluster-tag=" .. TAG)
   t.eq(leftovers(TAG), nil, "cluster_list lists no leftovers for it")
-  local again = assert(tool.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN))
+  local again = assert(dispatch.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN))
   t.eq(#(again.plan or {}), 0, "a plan once it is all gone lists nothing: " .. json.encode(again.plan))
 end)

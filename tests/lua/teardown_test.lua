@@ -11,10 +11,10 @@
 -- gone) everything goes.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here()
 local Hp = dofile("tests/lua/hyperpod_helpers.lua")
@@ -30,7 +30,7 @@ local ROLE = "hypd-tdn-hyperpod-exec"
 local W = {} -- what the build made: vpc, subnet
 
 local function run(name, params)
-  local acc, err = tool.call(name, params, ADMIN)
+  local acc, err = dispatch.call(name, params, ADMIN)
   t.ok(acc, name .. " is accepted: " .. json.encode(err))
   t.eq(acc and acc.status_tool, "operation_get", name .. " names operation_get")
   return op.wait(acc.operation_id), acc
@@ -55,13 +55,13 @@ local function head(bucket) return try("s3", "HeadBucket", { Bucket = bucket }) 
 t.test("a cluster made by the stage tools: EKS, dependencies, HyperPod (one ml.m5.xlarge), S3 storage with data",
   function()
   Hp.stage1(TAG)
-  local v = op.wait(assert(tool.call("cluster_configure_dependencies", { cluster = EKS }, E.WHO)).operation_id)
+  local v = op.wait(assert(dispatch.call("cluster_configure_dependencies", { cluster = EKS }, E.WHO)).operation_id)
   t.eq(v.status, "succeeded", "dependencies: " .. json.encode(v.error))
   v = Hp.run("hyperpod_create", { cluster = EKS, instance_type = "ml.m5.xlarge", instance_count = 1,
     availability_zone = "us-west-2a" })
   t.eq(v.status, "succeeded", "hyperpod_create: " .. json.encode(v.error))
   W.subnet, W.vpc = v.result.subnet_id, E.call("eks", "DescribeCluster", { name = EKS }).cluster.resourcesVpcConfig.vpcId
-  local acc = assert(tool.call("storage_create_s3", { cluster = EKS }, E.WHO))
+  local acc = assert(dispatch.call("storage_create_s3", { cluster = EKS }, E.WHO))
   v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "storage_create_s3: " .. json.encode(v.error))
   call("s3", "PutObject", { Bucket = DATA, Key = "datasets/a.bin", Body = "someone's data" })
@@ -83,7 +83,7 @@ end)
 
 t.test("hyperpod_delete's plan lists the deletes in reverse order of creation and sends nothing", function()
   local m = mark()
-  local p = assert(tool.call("hyperpod_delete", { cluster = EKS, plan = true }, ADMIN))
+  local p = assert(dispatch.call("hyperpod_delete", { cluster = EKS, plan = true }, ADMIN))
   local _, total = since(m)
   t.eq(total, 0, "the audit log is unchanged")
   t.eq(E.rows(p), {
@@ -101,7 +101,7 @@ t.test("hyperpod_delete, stopped midway and resumed, deletes each thing once, wa
   local m = mark()
   local t0 = require("hypd.core").now()
   stop_at("deleting subnet", "hyperpod-delete/")
-  local acc = assert(tool.call("hyperpod_delete", { cluster = EKS }, ADMIN))
+  local acc = assert(dispatch.call("hyperpod_delete", { cluster = EKS }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "running", "stopped, left running: " .. tostring(v.phase))
   v = E.resume(acc.operation_id)
@@ -188,7 +188,7 @@ t.test("cluster_delete, stopped while the EKS cluster goes and resumed, deletes 
   Hp.stage1("tdr")
   local m = mark()
   stop_at("waiting for EKS cluster hypd-tdr to be gone", "delete/us-west-2/tdr", true)
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = "tdr" }, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", { cluster_tag = "tdr" }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "running", "stopped, left running: " .. tostring(v.phase))
   v = E.resume(acc.operation_id)

@@ -9,10 +9,10 @@
 -- with the tag.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 H.sandbox_here()
 local TD = dofile("tests/lua/teardown_helpers.lua")
@@ -72,7 +72,7 @@ end)
 
 t.test("the plan is not refused: it lists each workload in the way, why, and the call that removes it", function()
   local m = E.mark()
-  local p, err = tool.call("cluster_delete", { cluster_tag = TAG, plan = true }, ADMIN)
+  local p, err = dispatch.call("cluster_delete", { cluster_tag = TAG, plan = true }, ADMIN)
   t.ok(p, "the plan answers: " .. json.encode(err))
   local _, total = E.since(m)
   t.eq(total, 0, "no mutation")
@@ -91,7 +91,7 @@ end)
 
 t.test("without force the run refuses, naming each workload and its call, and deletes nothing", function()
   local m = E.mark()
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = TAG }, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", { cluster_tag = TAG }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "failed")
   t.eq(v.error and v.error.code, "CONFLICT")
@@ -106,7 +106,7 @@ t.test("without force the run refuses, naming each workload and its call, and de
 end)
 
 t.test("with force the plan deletes them first, and the run does, then everything else", function()
-  local p, err = tool.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN)
+  local p, err = dispatch.call("cluster_delete", { cluster_tag = TAG, force = true, plan = true }, ADMIN)
   t.ok(p, "the plan answers: " .. json.encode(err))
   local dep = entry(p, "kubernetes:deployment", "default/web")
   t.eq(dep and dep.action, "delete", "the Deployment is deleted first")
@@ -117,7 +117,7 @@ t.test("with force the plan deletes them first, and the run does, then everythin
   t.eq(p.plan[1].type:match("^kubernetes:") and p.plan[1].action, "delete", "the workloads come first")
   t.eq((entry(p, "eks:nodegroup", EKS .. "/cpu") or {}).action, "delete", "the node group with the tag goes")
   local m = E.mark()
-  local acc = assert(tool.call("cluster_delete", { cluster_tag = TAG, force = true }, ADMIN))
+  local acc = assert(dispatch.call("cluster_delete", { cluster_tag = TAG, force = true }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local missing, extra = TD.compare(p, m)

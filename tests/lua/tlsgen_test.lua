@@ -3,7 +3,7 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local http = require "hypd.http"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()

@@ -17,14 +17,15 @@ local auth = require "hypd.api.auth"
 local hints = require "hypd.hints"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 
 local H = dofile("tests/lua/helpers.lua")
 H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle })
 local BASE = "http://127.0.0.1:" .. srv.port
@@ -128,7 +129,7 @@ local function runs(c)
     args[a.key] = a.json and json.decode(a.value) or tool.coerce(def.params, a.key, a.value)
   end
   if def.steps then args.plan = true end
-  local _, err = tool.call(c.tool, args, WHO)
+  local _, err = dispatch.call(c.tool, args, WHO)
   local why = false
   if err and (err.code == "VALIDATION" or err.code == "INTERNAL") then
     why = "it answers " .. err.code .. ": " .. tostring(err.message)
@@ -225,14 +226,14 @@ t.test("an empty account: no tool answers INTERNAL, and every call an answer sug
 end)
 
 t.test("an account with an EKS cluster only: the same", function()
-  local acc = assert(tool.call("cluster_create_eks", { cluster_tag = "sweep-eks" }, WHO))
+  local acc = assert(dispatch.call("cluster_create_eks", { cluster_tag = "sweep-eks" }, WHO))
   t.eq(op.wait(acc.operation_id).status, "succeeded", "cluster_create_eks")
   sweep("eks-only", "sweep-eks")
   report("eks-only")
 end)
 
 t.test("an account with a whole cluster without features: the same", function()
-  local acc = assert(tool.call("cluster_create", { cluster_tag = "sweep-full", instance_type = "ml.g5.12xlarge",
+  local acc = assert(dispatch.call("cluster_create", { cluster_tag = "sweep-full", instance_type = "ml.g5.12xlarge",
     instance_count = 1, availability_zone = "us-west-2a" }, WHO))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", "cluster_create: " .. json.encode(v.error))

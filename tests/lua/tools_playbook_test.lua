@@ -3,9 +3,10 @@
 -- playbook sandbox (no shell).
 local t = require "hypd.tap"
 local config = require "hypd.config"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -48,21 +49,21 @@ t.test("playbooks that declare a tool register it; a bad definition is refused a
 end)
 
 t.test("a playbook tool validates like a built-in one and runs in the sandbox", function()
-  t.eq(assert(tool.call("monitor_echo", { word = "hi", times = 2 }, { scope = "read" })), { said = "hi hi" })
-  local _, err = tool.call("monitor_echo", { word = "Hi", times = 9, extra = true }, { scope = "read" })
+  t.eq(assert(dispatch.call("monitor_echo", { word = "hi", times = 2 }, { scope = "read" })), { said = "hi hi" })
+  local _, err = dispatch.call("monitor_echo", { word = "Hi", times = 9, extra = true }, { scope = "read" })
   t.eq(err.code, "VALIDATION")
   local rules = {}
   for _, f in ipairs(err.fields) do rules[#rules + 1] = f.field .. ":" .. f.rule end
   t.eq(rules, { "extra:unknown", "times:maximum", "word:pattern" })
-  local _, shell = tool.call("diagnose_shell", {}, { scope = "read" })
+  local _, shell = dispatch.call("diagnose_shell", {}, { scope = "read" })
   t.eq(shell.code, "SANDBOX")
   t.like(shell.message, "os.execute is not available to playbooks")
 end)
 
 t.test("a mutating playbook tool runs as an operation and needs the operate scope", function()
-  local _, forbidden = tool.call("job_label", { label = "x" }, { scope = "read" })
+  local _, forbidden = dispatch.call("job_label", { label = "x" }, { scope = "read" })
   t.eq(forbidden.code, "FORBIDDEN")
-  local acc = assert(tool.call("job_label", { label = "blue" }, { scope = "operate", name = "me", front = "test" }))
+  local acc = assert(dispatch.call("job_label", { label = "blue" }, { scope = "operate", name = "me", front = "test" }))
   t.like(acc.operation_id, "^op%-%x+$")
   t.eq(acc.status_tool, "operation_get")
   local v = op.wait(acc.operation_id, 10)

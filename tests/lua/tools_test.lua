@@ -4,17 +4,18 @@
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv, OPTS = H.sandbox_here()
 
 local ADMIN = { name = "test", scope = "admin", front = "test" }
 local READ = { name = "reader", scope = "read", front = "test" }
-local function call(name, args, who) return tool.call(name, args or {}, who or ADMIN) end
+local function call(name, args, who) return dispatch.call(name, args or {}, who or ADMIN) end
 
 t.test("every tool has a prefix, a kind, a schema, and mutating tools name their status tool", function()
   for _, def in ipairs(tool.list()) do

@@ -9,7 +9,8 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local json, tool = require "hypd.json", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json = require "hypd.json"
 local ADMIN = { name = "elastic-tester", scope = "admin", front = "test" }
 local EKS, HP = "el-a", "el-a-hp"
 local field_rules = H.field_rules
@@ -22,7 +23,7 @@ local function params(extra)
   return a
 end
 
-local function render(p) return tool.call("training_render", { recipe = "pytorch-torchrun", params = p }, ADMIN) end
+local function render(p) return dispatch.call("training_render", { recipe = "pytorch-torchrun", params = p }, ADMIN) end
 
 t.test("elastic renders elasticPolicy and the replica spec's maxReplicas; the job starts with replicas", function()
   local r, err = render(params { replicas = 2, elastic = obj { min_replicas = 1, max_replicas = 4,
@@ -50,13 +51,13 @@ t.test("bad elastic input is refused at the call naming the field: range, requir
     local _, err = render(c[1])
     t.eq(field_rules(err), { c[2] }, c[2])
   end
-  local acc, err = tool.call("training_submit", { recipe = "pytorch-torchrun", params = cases[5][1], cluster = EKS },
+  local acc, err = dispatch.call("training_submit", { recipe = "pytorch-torchrun", params = cases[5][1], cluster = EKS },
     ADMIN)
   t.eq(acc, nil, "refused at the call: no operation")
   t.eq(field_rules(err), { "params.elastic:checkpointless" })
   local v = obj { job_name = "rl", instance_type = "ml.g5.12xlarge", model = "models/qwen", train_files = "a.parquet",
     val_files = "b.parquet", elastic = obj { min_replicas = 1, max_replicas = 2 } }
-  local _, verr = tool.call("training_render", { recipe = "verl", params = v }, ADMIN)
+  local _, verr = dispatch.call("training_render", { recipe = "verl", params = v }, ADMIN)
   t.eq(field_rules(verr), { "params.elastic:unknown" }, "not offered on the RayJob recipe")
 end)
 

@@ -10,7 +10,7 @@ local TH = { H = H, FH = FH }
 -- start() -> call: the in-process sandbox (virtual clock) with the tools
 -- loaded, and the test's own AWS call against it
 function TH.start()
-  require("hypd.tools").load()
+  require("hypd.tool.loader").load()
   local _, opts = H.sandbox_here()
   return FH.aws(opts)
 end
@@ -25,10 +25,10 @@ end
 -- run(name, args, who) -> the finished operation's result | nil, err: a
 -- staged tool called and waited for (a plan's answer as it is)
 function TH.run(name, args, who)
-  local acc, err = require("hypd.tool").call(name, args, who)
+  local acc, err = require("hypd.tool.dispatch").call(name, args, who)
   if not acc then return nil, err end
   if args.plan then return acc end
-  local v = require("hypd.op").wait(acc.operation_id)
+  local v = require("hypd.tool.operations").wait(acc.operation_id)
   if v.status ~= "succeeded" then return nil, v.error end
   return v.result
 end
@@ -41,7 +41,7 @@ function TH.follow(args, who, done)
   for k, v in pairs(args) do a[k] = v end
   local g
   for _ = 1, 30 do
-    g = assert(require("hypd.tool").call("training_get_job", a, who))
+    g = assert(require("hypd.tool.dispatch").call("training_get_job", a, who))
     if done(g) then return g end
   end
   return g

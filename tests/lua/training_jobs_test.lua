@@ -8,11 +8,12 @@
 -- its pods, nodes, events and log lines; list and delete follow.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local ADMIN = { name = "training-tester", scope = "admin", front = "test" }
 local EKS, HP = "train-a", "train-a-hp"
 
@@ -26,7 +27,7 @@ end
 local function submit(extra, more)
   local args = { recipe = "pytorch-torchrun", params = params(extra), cluster = EKS }
   for k, v in pairs(more or {}) do args[k] = v end
-  local acc, err = tool.call("training_submit", args, ADMIN)
+  local acc, err = dispatch.call("training_submit", args, ADMIN)
   if not acc then return nil, err end
   if args.plan then return acc end
   local v = op.wait(acc.operation_id)
@@ -60,7 +61,7 @@ t.test("without the training operator submit refuses before creating anything, n
     verl.job_name, verl.instance_type, verl.model = "rl", "ml.g5.12xlarge", "models/qwen"
     verl.train_files, verl.val_files = "datasets/gsm8k/train.parquet", "datasets/gsm8k/test.parquet"
     local before = #op.list {}
-    local acc, verr = tool.call("training_submit", { recipe = "verl", params = verl, cluster = EKS }, ADMIN)
+    local acc, verr = dispatch.call("training_submit", { recipe = "verl", params = verl, cluster = EKS }, ADMIN)
     t.eq(acc, nil, "refused on the call")
     t.eq(#op.list {}, before, "no operation recorded")
     t.eq(verr and verr.code, "CONFLICT")
@@ -84,7 +85,7 @@ t.test("with the operator, submit refuses when no instance group can ever fit: t
   _, err = submit { instance_group = "gpu", replicas = 4 }
   t.eq(field_rules(err), { "params.replicas:fits" }, "by group as well")
   local acc
-  acc, err = tool.call("training_submit", { recipe = "pytorch-torchrun", params = params { gpus_per_node = 0 },
+  acc, err = dispatch.call("training_submit", { recipe = "pytorch-torchrun", params = params { gpus_per_node = 0 },
     cluster = EKS }, ADMIN)
   t.eq(acc, nil, "bad recipe input is refused at the call: no operation")
   t.eq(field_rules(err), { "params.gpus_per_node:minimum" }, "bad recipe input is named as params.<field>")
@@ -115,7 +116,7 @@ t.test("submit applies pytorch-torchrun and waits until it runs; training_get_jo
   local managers = {}
   for _, f in ipairs(live.metadata.managedFields or {}) do managers[#managers + 1] = f.manager end
   t.like(table.concat(managers, ","), "hypd", "server-side apply by field manager hypd")
-  local g = assert(tool.call("training_get_job", { name = "demo", cluster = EKS }, ADMIN))
+  local g = assert(dispatch.call("training_get_job", { name = "demo", cluster = EKS }, ADMIN))
   t.eq({ g.replicas, g.max_retries, g.restarts }, { 2, 5, 0 })
   if g.phase == "Running" then
     t.eq(#g.pods, 2, "two pods")
@@ -135,7 +136,7 @@ t.test("submit applies pytorch-torchrun and waits until it runs; training_get_jo
   local done = g
   for _ = 1, 10 do
     if done.phase == "Completed" or done.phase == "Failed" then break end
-    done = assert(tool.call("training_get_job", { name = "demo", cluster = EKS, wait_seconds = 60 }, ADMIN))
+    done = assert(dispatch.call("training_get_job", { name = "demo", cluster = EKS, wait_seconds = 60 }, ADMIN))
   end
   t.eq(done.phase, "Completed")
   local reasons = {}
@@ -147,7 +148,7 @@ t.test("submit applies pytorch-torchrun and waits until it runs; training_get_jo
 end)
 
 t.test("training_list_jobs lists hypd's jobs; training_delete_job deletes only hypd's", function()
-  local l = assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN))
+  local l = assert(dispatch.call("training_list_jobs", { cluster = EKS }, ADMIN))
   t.eq(#l.jobs, 1)
   t.eq({ l.jobs[1].name, l.jobs[1].recipe, l.jobs[1].phase }, { "demo", "pytorch-torchrun", "Completed" })
   t.eq(l.not_served, { "RayJob" })
@@ -157,18 +158,18 @@ t.test("training_list_jobs lists hypd's jobs; training_delete_job deletes only h
   -- hypd's client labels what it creates; another manager's job has its own label
   assert(conn:patch("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", "theirs",
     { metadata = { labels = { ["app.kubernetes.io/managed-by"] = "someone" } } }, { namespace = "default" }))
-  t.eq(#assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN)).jobs, 1, "not hypd's: not listed")
-  local acc, err = tool.call("training_delete_job", { name = "theirs", cluster = EKS }, ADMIN)
+  t.eq(#assert(dispatch.call("training_list_jobs", { cluster = EKS }, ADMIN)).jobs, 1, "not hypd's: not listed")
+  local acc, err = dispatch.call("training_delete_job", { name = "theirs", cluster = EKS }, ADMIN)
   local v = acc and op.wait(acc.operation_id)
   t.eq(v and v.status, "failed", err and err.message)
   t.like(v and v.error and v.error.message, "was not made by hypd %(app.kubernetes.io/managed%-by=someone%): " ..
     "training_delete_job does not change or delete it")
   t.eq(#jobs(), 2, "nothing deleted")
-  acc = assert(tool.call("training_delete_job", { name = "demo", cluster = EKS }, ADMIN))
+  acc = assert(dispatch.call("training_delete_job", { name = "demo", cluster = EKS }, ADMIN))
   v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)
   t.eq(#jobs(), 1, "demo is gone")
-  t.eq(#assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN)).jobs, 0)
+  t.eq(#assert(dispatch.call("training_list_jobs", { cluster = EKS }, ADMIN)).jobs, 0)
 end)
 
 local nodes = require "sandbox.k8s.controllers.nodes"
@@ -176,7 +177,7 @@ local nodes = require "sandbox.k8s.controllers.nodes"
 local function follow(name, until_fn)
   local g
   for _ = 1, 20 do
-    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60 }, ADMIN))
+    g = assert(dispatch.call("training_get_job", { name = name, cluster = EKS, wait_seconds = 60 }, ADMIN))
     if until_fn(g) then return g end
   end
   return g
@@ -187,7 +188,7 @@ t.test("a node failing mid-run restarts the job within its budget, and training_
     local r, err = submit { job_name = "resilient" }
     t.ok(r, err and err.message)
     if not r then return end
-    local g = assert(tool.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
+    local g = assert(dispatch.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
     local victim = g.pods[1].node
     assert(nodes.fail("us-west-2", HP, victim:match("^hyperpod%-(.+)$")))
     g = follow("resilient", function(x) return x.restarts > 0 end)
@@ -204,7 +205,7 @@ t.test("past its budget the job fails and training_get_job says so", function()
   local r, err = submit { job_name = "fragile", max_retries = 0 }
   t.ok(r, err and err.message)
   if not r then return end
-  local g = assert(tool.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
+  local g = assert(dispatch.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
   assert(nodes.fail("us-west-2", HP, g.pods[2].node:match("^hyperpod%-(.+)$")))
   g = follow("fragile", function(x) return x.phase == "Failed" or x.phase == "Completed" end)
   t.eq({ g.phase, g.restarts, g.max_retries, g.restarts_left }, { "Failed", 0, 0, 0 })

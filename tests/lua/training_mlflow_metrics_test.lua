@@ -13,7 +13,8 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local ADMIN = { name = "metrics-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlm-a", "mlm-a-hp"
 local obj = TH.obj
@@ -188,12 +189,12 @@ end)
 
 t.test("the guardrail classes sagemaker-mlflow's actions: reads for a read tool, writes refused before sending",
   function()
-    local aws, guard = require "hypd.aws", require "hypd.guard"
+    local aws, signed, guard = require "hypd.aws", require "hypd.aws.signed", require "hypd.tool.guard"
     t.eq({ aws.class("sagemaker-mlflow", "GetMetricHistory"), aws.class("sagemaker-mlflow", "SearchRuns"),
       aws.class("sagemaker-mlflow", "LogBatch"), aws.class("sagemaker-mlflow", "DeleteRun") },
       { "read", "read", "mutating", "deleting" })
     local g = guard.new { tool = { name = "reader", kind = "read", aws = { "sagemaker-mlflow:*" } } }
-    local out, err = guard.with(g, aws.signed_json, { service = "sagemaker-mlflow", action = "CreateRun",
+    local out, err = guard.with(g, signed.request, { service = "sagemaker-mlflow", action = "CreateRun",
       url = "https://t-0.us-west-2.experiments.sagemaker.aws", path = "/api/2.0/mlflow/runs/create",
       body = { experiment_id = "0" } })
     t.eq({ out, err and err.code }, { nil, "GUARDRAIL" })
@@ -231,7 +232,7 @@ end
 local function watch(name)
   local seen, g = {}, nil
   for _ = 1, 200 do
-    g = assert(tool.call("training_get_job", { name = name, cluster = EKS, tail_lines = 200, wait_seconds = 2 },
+    g = assert(dispatch.call("training_get_job", { name = name, cluster = EKS, tail_lines = 200, wait_seconds = 2 },
       ADMIN))
     for _, p in ipairs(g.pods or {}) do
       if p.logs and #p.logs >= #(seen[p.name] or {}) then seen[p.name] = p.logs end
@@ -246,7 +247,7 @@ end
 t.test("a cluster with the training operator, KubeRay and its MLflow server (Created)", function()
   conn = TH.cluster(call, EKS, HP, 91)
   TH.training_operator(conn)
-  local acc = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
+  local acc = assert(dispatch.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)
   FH.wait(function()
@@ -279,7 +280,7 @@ t.test("a llama-factory job with MLflow: training_get_metrics shows the loss dec
       end
     end
     t.ok(n >= 10, "step lines seen: " .. n)
-    local m, merr = tool.call("training_get_metrics", { name = "lf", cluster = EKS, history = 50 }, ADMIN)
+    local m, merr = dispatch.call("training_get_metrics", { name = "lf", cluster = EKS, history = 50 }, ADMIN)
     t.ok(m, merr and merr.message)
     if not m then return end
     t.eq({ m.metrics, m.tracking_uri, m.experiment and m.experiment.name }, { true, arn, "sft runs" })
@@ -301,15 +302,15 @@ t.test("a llama-factory job with MLflow: training_get_metrics shows the loss dec
     t.eq({ m.params and m.params.run_name, m.params and m.params.dataset, m.params and m.params.max_steps },
       { "lf", "alpaca", "20" })
     t.eq(m.tags and m.tags.hypd_job, "lf", "tags from MLFLOW_TAG_*")
-    local short = assert(tool.call("training_get_metrics", { name = "lf", cluster = EKS, history = 5 }, ADMIN))
+    local short = assert(dispatch.call("training_get_metrics", { name = "lf", cluster = EKS, history = 5 }, ADMIN))
     t.eq(#short.loss.history, 5, "history: the last N points")
     t.eq(short.loss.history[5].step, 20)
-    local gj = assert(tool.call("training_get_job", { name = "lf", cluster = EKS }, ADMIN))
+    local gj = assert(dispatch.call("training_get_job", { name = "lf", cluster = EKS }, ADMIN))
     t.eq({ gj.mlflow and gj.mlflow.run and gj.mlflow.run.status, gj.mlflow and gj.mlflow.loss and
       gj.mlflow.loss.value, gj.mlflow and gj.mlflow.loss and gj.mlflow.loss.step }, { "FINISHED", loss_at[20], 20 },
       "training_get_job shows the latest metrics")
     -- by experiment and run, and the cluster's server by default
-    local byrun = assert(tool.call("training_get_metrics", { experiment = "sft runs", run = "lf", cluster = EKS },
+    local byrun = assert(dispatch.call("training_get_metrics", { experiment = "sft runs", run = "lf", cluster = EKS },
       ADMIN))
     t.eq(byrun.loss and byrun.loss.latest, loss_at[20])
   end)
@@ -329,7 +330,7 @@ t.test("a verl RayJob reports its loss and throughput to its experiment", functi
     if loss then printed[#printed + 1] = { tonumber(loss), tonumber(tput) } end
   end
   t.ok(#printed >= 20, "the entrypoint printed its steps: " .. #printed)
-  local m, merr = tool.call("training_get_metrics", { name = "rl", cluster = EKS, history = 100 }, ADMIN)
+  local m, merr = dispatch.call("training_get_metrics", { name = "rl", cluster = EKS, history = 100 }, ADMIN)
   t.ok(m, merr and merr.message)
   if not m then return end
   t.eq({ m.kind, m.experiment and m.experiment.name, m.run and m.run.name, m.run and m.run.status },
@@ -345,15 +346,15 @@ t.test("a job without MLflow: training_get_metrics says there are no metrics (no
   local r, err = submit("pytorch-torchrun", obj { job_name = "plain", instance_type = "ml.g5.12xlarge",
     script = "scripts/train.py" }, { mlflow = "none" })
   t.ok(r, err and err.message)
-  local m, merr = tool.call("training_get_metrics", { name = "plain", cluster = EKS }, ADMIN)
+  local m, merr = dispatch.call("training_get_metrics", { name = "plain", cluster = EKS }, ADMIN)
   t.ok(m, merr and merr.message)
   t.eq(m and m.metrics, false)
   t.like(m and m.message or "", "does not report to MLflow %(it has no MLFLOW_TRACKING_URI%): there are no metrics")
-  local gj = assert(tool.call("training_get_job", { name = "plain", cluster = EKS }, ADMIN))
+  local gj = assert(dispatch.call("training_get_job", { name = "plain", cluster = EKS }, ADMIN))
   t.eq(gj.mlflow, nil, "training_get_job has no mlflow part")
-  local _, verr = tool.call("training_get_metrics", { cluster = EKS }, ADMIN)
+  local _, verr = dispatch.call("training_get_metrics", { cluster = EKS }, ADMIN)
   t.eq(H.field_rules(verr), { "name:required" }, "a job, or experiment and run")
-  local _, nerr = tool.call("training_get_metrics", { name = "nobody", cluster = EKS }, ADMIN)
+  local _, nerr = dispatch.call("training_get_metrics", { name = "nobody", cluster = EKS }, ADMIN)
   t.eq(nerr and nerr.code, "NOT_FOUND")
 end)
 
@@ -366,21 +367,21 @@ t.test("a job restarted after a node failure reports a new run per attempt (the 
     if not r then return end
     local m
     FH.wait(function()
-      m = tool.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN)
+      m = dispatch.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN)
       return m and m.loss and m.loss.points >= 2
     end, 300, 1)
     t.eq({ m and m.run and m.run.status, m and m.loss and m.loss.key, m and m.throughput and m.throughput.key },
       { "RUNNING", "loss", "throughput" }, "while it runs: RUNNING, with points")
     local first = m and m.run and m.run.id
-    local g = assert(tool.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
+    local g = assert(dispatch.call("training_get_job", { name = "resilient", cluster = EKS }, ADMIN))
     assert(nodes.fail("us-west-2", HP, g.pods[1].node:match("^hyperpod%-(.+)$")))
     g = TH.follow({ name = "resilient", cluster = EKS }, ADMIN)
     t.eq({ g.phase, g.restarts }, { "Completed", 1 })
-    m = assert(tool.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN))
+    m = assert(dispatch.call("training_get_metrics", { name = "resilient", cluster = EKS }, ADMIN))
     t.eq({ m.run and m.run.status, m.run and m.run.attempts, m.loss and m.loss.points }, { "FINISHED", 2, 20 },
       "the newest attempt's run, all its steps")
     t.ok(m.run and m.run.id ~= first, "a new run")
-    local old = assert(tool.call("training_get_metrics", { experiment = "resilient", run = first, cluster = EKS },
+    local old = assert(dispatch.call("training_get_metrics", { experiment = "resilient", run = first, cluster = EKS },
       ADMIN))
     t.eq(old.run and old.run.status, "KILLED", "the interrupted attempt's run")
     r, err = submit("pytorch-torchrun", obj { job_name = "fragile", instance_type = "ml.g5.12xlarge",
@@ -388,22 +389,22 @@ t.test("a job restarted after a node failure reports a new run per attempt (the 
     t.ok(r, err and err.message)
     if not r then return end
     FH.wait(function()
-      m = tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN)
+      m = dispatch.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN)
       return m and m.run ~= nil
     end, 300, 1)
-    g = assert(tool.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
+    g = assert(dispatch.call("training_get_job", { name = "fragile", cluster = EKS }, ADMIN))
     assert(nodes.fail("us-west-2", HP, g.pods[1].node:match("^hyperpod%-(.+)$")))
     g = TH.follow({ name = "fragile", cluster = EKS }, ADMIN)
     t.eq(g.phase, "Failed")
-    m = assert(tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
+    m = assert(dispatch.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
     t.eq({ m.run and m.run.status, g.mlflow and g.mlflow.run and g.mlflow.run.status }, { "FAILED", "FAILED" })
     -- a stopped server serves no API: the tool says so, the API answers 503
     call("sagemaker", "StopMlflowTrackingServer", { TrackingServerName = "hypd-mlm-a-mlflow" })
-    m = assert(tool.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
+    m = assert(dispatch.call("training_get_metrics", { name = "fragile", cluster = EKS }, ADMIN))
     t.eq(m.metrics, false)
     t.like(m.message or "", "tracking server hypd%-mlm%-a%-mlflow is Stopping; it serves metrics once it is Created")
     local d = call("sagemaker", "DescribeMlflowTrackingServer", { TrackingServerName = "hypd-mlm-a-mlflow" })
-    local _, aerr = require("hypd.aws").signed_json { service = "sagemaker-mlflow", action = "GetExperimentByName",
+    local _, aerr = require("hypd.aws.signed").request { service = "sagemaker-mlflow", action = "GetExperimentByName",
       url = d.TrackingServerUrl, path = "/api/2.0/mlflow/experiments/get-by-name",
       query = { experiment_name = "fragile" }, headers = { ["x-mlflow-sm-tracking-server-arn"] = arn } }
     t.eq({ aerr and aerr.status, aerr and aerr.code }, { 503, "TEMPORARILY_UNAVAILABLE" })

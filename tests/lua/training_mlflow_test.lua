@@ -11,7 +11,8 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H, FH = TH.H, TH.FH
-local core, json, tool = require "hypd.core", require "hypd.json", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local core, json = require "hypd.core", require "hypd.json"
 local ADMIN = { name = "mlflow-tester", scope = "admin", front = "test" }
 local EKS, HP = "mlf-a", "mlf-a-hp"
 local SERVER = "hypd-mlf-a-mlflow"
@@ -74,7 +75,7 @@ t.test("training_setup_mlflow makes the bucket, the role and the server, and wai
   end)
 
 t.test("training_get_mlflow shows the server; a second setup changes nothing", function()
-  local g, err = tool.call("training_get_mlflow", { cluster = EKS }, ADMIN)
+  local g, err = dispatch.call("training_get_mlflow", { cluster = EKS }, ADMIN)
   t.ok(g, err and err.message)
   t.eq({ g and g.name, g and g.status, g and g.tracking_uri }, { SERVER, "Created", arn })
   local m = FH.mark()
@@ -82,7 +83,7 @@ t.test("training_get_mlflow shows the server; a second setup changes nothing", f
   t.ok(r, serr and serr.message)
   local _, total = FH.since(m)
   t.eq(total, 0, "no AWS mutation the second time")
-  local _, nerr = tool.call("training_get_mlflow", { name = "nobody-here" }, ADMIN)
+  local _, nerr = dispatch.call("training_get_mlflow", { name = "nobody-here" }, ADMIN)
   t.eq(field_rules(nerr), { "name:exists" })
 end)
 
@@ -153,10 +154,10 @@ t.test("jobs get MLFLOW_TRACKING_URI (the ARN) and MLFLOW_EXPERIMENT_NAME from t
 
 t.test("the recipes render their MLflow reporting: ms-swift --report_to mlflow, verl's mlflow logger", function()
   local ml = obj { tracking_uri = "arn:aws:sagemaker:us-west-2:123456789012:mlflow-tracking-server/x" }
-  local r = assert(tool.call("training_render", { recipe = "ms-swift", params = obj { job_name = "sw",
+  local r = assert(dispatch.call("training_render", { recipe = "ms-swift", params = obj { job_name = "sw",
     instance_type = "ml.g5.12xlarge", model = "models/qwen", dataset = "datasets/train.jsonl", mlflow = ml } }, ADMIN))
   t.like(r.objects[1].spec.replicaSpecs[1].template.spec.containers[1].command[3], "%-%-report_to mlflow %-%-run_name 'sw'")
-  r = assert(tool.call("training_render", { recipe = "verl", params = obj { job_name = "rl",
+  r = assert(dispatch.call("training_render", { recipe = "verl", params = obj { job_name = "rl",
     instance_type = "ml.g5.12xlarge", model = "models/qwen", train_files = "a.parquet", val_files = "b.parquet",
     mlflow = ml } }, ADMIN))
   local spec = r.objects[1].spec
@@ -164,7 +165,7 @@ t.test("the recipes render their MLflow reporting: ms-swift --report_to mlflow, 
   local head = {}
   for _, e in ipairs(spec.rayClusterSpec.headGroupSpec.template.spec.containers[1].env) do head[e.name] = e.value end
   t.eq(head.MLFLOW_TRACKING_URI, ml.tracking_uri, "the Ray driver (on the head) gets the tracking URI")
-  local _, err = tool.call("training_render", { recipe = "verl", params = obj { job_name = "rl",
+  local _, err = dispatch.call("training_render", { recipe = "verl", params = obj { job_name = "rl",
     instance_type = "ml.g5.12xlarge", model = "models/qwen", train_files = "a.parquet", val_files = "b.parquet",
     mlflow = obj { tracking_uri = "mlflow.example" } } }, ADMIN)
   t.eq(field_rules(err), { "params.mlflow.tracking_uri:pattern" })

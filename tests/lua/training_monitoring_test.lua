@@ -11,7 +11,8 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local H = TH.H
-local json, tool = require "hypd.json", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json = require "hypd.json"
 local ADMIN = { name = "monitor-tester", scope = "admin", front = "test" }
 local EKS, HP = "mon-a", "mon-a-hp"
 local field_rules = H.field_rules
@@ -26,7 +27,7 @@ end
 local rule = TH.obj
 
 local function render(recipe, p)
-  return tool.call("training_render", { recipe = recipe, params = p }, ADMIN)
+  return dispatch.call("training_render", { recipe = recipe, params = p }, ADMIN)
 end
 
 t.test("log_monitoring rules render into runPolicy.logMonitoringConfiguration with the CRD's names", function()

@@ -12,7 +12,8 @@ local t = require "hypd.tap"
 local TH = dofile("tests/lua/training_helpers.lua")
 local call = TH.start()
 local FH = TH.FH
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local ADMIN = { name = "ray-tester", scope = "admin", front = "test" }
 local EKS, HP = "ray-a", "ray-a-hp"
 
@@ -64,7 +65,7 @@ t.test("a cluster: EKS, HyperPod nodes, and KubeRay from cluster_configure_depen
       conn:delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", row[3] .. ".ray.io")
     end
   end
-  local acc = assert(tool.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
+  local acc = assert(dispatch.call("cluster_configure_dependencies", { cluster = EKS, kuberay = true }, ADMIN))
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "succeeded", v.error and v.error.message)
   t.ok(conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "rayjobs.ray.io"), "the RayJob CRD")
@@ -142,14 +143,14 @@ t.test("with shutdownAfterJobFinishes the RayCluster goes ttlSecondsAfterFinishe
   FH.wait(function() return conn:get("ray.io/v1", "RayCluster", rc_name, { namespace = "default" }) == nil end, 600)
   t.eq(#conn:list("v1", "Pod", { namespace = "default", labels = { ["ray.io/cluster"] = rc_name } }), 0,
     "its pods are gone")
-  local g = assert(tool.call("training_get_job", { name = "rl", cluster = EKS, tail_lines = 5 }, ADMIN))
+  local g = assert(dispatch.call("training_get_job", { name = "rl", cluster = EKS, tail_lines = 5 }, ADMIN))
   t.eq(g.phase, "Completed")
   t.like(all_logs(g, "submitter"), "succeeded", "the submitter's output stays")
 end)
 
 t.test("training_list_jobs lists the RayJob; training_delete_job deletes it with its submitter Job and pods", function()
   if not rc_name then return t.skip("no RayJob ran") end
-  local l = assert(tool.call("training_list_jobs", { cluster = EKS }, ADMIN))
+  local l = assert(dispatch.call("training_list_jobs", { cluster = EKS }, ADMIN))
   local row
   for _, j in ipairs(l.jobs) do if j.name == "rl" then row = j end end
   t.eq(row and { row.kind, row.recipe, row.phase }, { "RayJob", "verl", "Completed" })
@@ -172,7 +173,7 @@ t.test("a worker's node failing mid-run fails the Ray job; KubeRay retries it on
     t.ok(r, err and err.message)
     if not r then return end
     -- submit answers once the Ray job runs: fail a worker's node at once
-    local g = assert(tool.call("training_get_job", { name = "rl2", cluster = EKS }, ADMIN))
+    local g = assert(dispatch.call("training_get_job", { name = "rl2", cluster = EKS }, ADMIN))
     t.eq(g.ray.job_status, "RUNNING")
     local victim
     for _, p in ipairs(g.pods) do if p.role == "worker" then victim = p.node end end
@@ -230,7 +231,7 @@ t.test("every HyperPodPyTorchJob recipe submitted runs to Completed with log lin
       if r then
         local seen, g = "", nil
         for _ = 1, 60 do
-          g = assert(tool.call("training_get_job", { name = r.name, cluster = EKS, tail_lines = 200 }, ADMIN))
+          g = assert(dispatch.call("training_get_job", { name = r.name, cluster = EKS, tail_lines = 200 }, ADMIN))
           seen = seen .. all_logs(g)
           if done(g) then break end
           require("hypd.task").sleep(5)

@@ -8,7 +8,7 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local http = require "hypd.http"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
 
 core.virtual(true)

@@ -7,11 +7,11 @@ local auth = require "hypd.api.auth"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local rest = require "hypd.api.rest"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local web = require "hypd.api.web"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 * rest.MAX_BODY })
 local BASE = "http://127.0.0.1:" .. srv.port
@@ -49,9 +49,10 @@ t.test("the UI's modules and styles are served with their types, the same bytes 
 end)
 
 t.test("unknown paths and traversal attempts get 404 with the headers, never a file outside web/", function()
-  for _, path in ipairs { "/nope.js", "/lua/hypd/serve.lua", "/../lua/hypd/serve.lua", "/%2e%2e/lua/hypd/serve.lua",
-    "/%2E%2E%2Flua%2Fhypd%2Fserve.lua", "/..%2f..%2fMakefile", "/web/../Makefile", "//etc/passwd", "/./app.js",
-    "/app.js/", "/%00app.js", "/.git/config", "/app.js%00.html", "/..\\lua\\hypd\\serve.lua", "/hypd.db",
+  for _, path in ipairs { "/nope.js", "/lua/hypd/api/gateway.lua", "/../lua/hypd/api/gateway.lua",
+    "/%2e%2e/lua/hypd/api/gateway.lua",
+    "/%2E%2E%2Flua%2Fhypd%2Fapi%2Fgateway.lua", "/..%2f..%2fMakefile", "/web/../Makefile", "//etc/passwd", "/./app.js",
+    "/app.js/", "/%00app.js", "/.git/config", "/app.js%00.html", "/..\\lua\\hypd\\api\\gateway.lua", "/hypd.db",
     "/Makefile" } do
     local r = get(path)
     t.eq(r.status, 404, path)

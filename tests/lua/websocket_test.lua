@@ -5,7 +5,7 @@
 -- while it talks; the test polls for the JSON file it leaves.
 local t = require "hypd.tap"
 local core = require "hypd.core"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local task = require "hypd.task"

@@ -1,6 +1,6 @@
 -- cluster_create_eks (its steps in cluster/_eks_network and cluster/_eks_stage,
--- every resource a ctx:ensure and every wait a ctx:poll of hypd.kit) run by
--- the real operation layer, hypd.op, through the tool registry, against the
+-- every resource a ctx:ensure and every wait a ctx:poll of hypd.tool.kit) run by
+-- the real operation layer, hypd.tool.operations, through the tool registry, against the
 -- in-process sandbox under the virtual clock: a full run to an ACTIVE
 -- cluster with each resource made once and a phase persisted before each
 -- mutation; steps run again on the saved state, and a new call on a fresh
@@ -9,11 +9,11 @@
 -- run); a cancelled wait; foreign
 -- resources that are CONFLICTs; AWS refusals, faults and a failed NAT
 -- gateway, retried or reported; the subnet CIDR math. What the test reads
--- back (phases, progress notes, the step state) is what hypd.op persisted
+-- back (phases, progress notes, the step state) is what hypd.tool.operations persisted
 -- in the store, so it fails when phases or state stop being persisted.
 -- Plans are in plan_test.lua.
 --
--- Ways in beyond the public calls, all through hypd.op's own paths or the
+-- Ways in beyond the public calls, all through hypd.tool.operations's own paths or the
 -- sandbox's: interrupt_at stops an operation as a stopping host does (its
 -- task cancelled without a cancel request: the record stays running and
 -- op.resume continues it); replay / lose_state edit the operation's record
@@ -24,13 +24,14 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local regex = require "hypd.regex"
 local store = require "hypd.store"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv, OPTS = H.sandbox_here()
 local E = dofile("tests/lua/eks_helpers.lua")
@@ -301,7 +302,7 @@ t.test("a full run makes an ACTIVE cluster hypd-alpha on a new VPC, role and acc
     st.security_group_id }, "the saved state when the cluster was created")
   t.eq(saved_before_cluster.private_subnet_ids, r.private_subnet_ids)
   local notes = notes_of(id)
-  -- (between two checks of its pace, the last check's note again with the time so far: hypd.kit's poll)
+  -- (between two checks of its pace, the last check's note again with the time so far: hypd.tool.kit's poll)
   t.like(notes[#notes], "^EKS cluster hypd%-alpha CREATING %(%d+m%d%ds[;%)]")
 end)
 
@@ -366,7 +367,7 @@ t.test("a new call on a fresh state finds everything of a finished run by tag an
 end)
 
 t.test("the status shows the live view: ACTIVE, the NAT gateway available", function()
-  local s = assert(tool.call("cluster_get_creation_status", { operation_id = first.id }, READ)).aws
+  local s = assert(dispatch.call("cluster_get_creation_status", { operation_id = first.id }, READ)).aws
   t.eq({ s.eks_status, s.nat_gateway_state, s.vpc_id, s.cluster_name, s.region, s.admin_access },
     { "ACTIVE", "available", first.state.vpc_id, "hypd-alpha", "us-west-2", "granted" })
   t.eq(s.errors, nil)
@@ -374,7 +375,7 @@ t.test("the status shows the live view: ACTIVE, the NAT gateway available", func
   s = eks.status({ params = { cluster_tag = "alpha", region = "us-west-2" }, state = {} }, OPTS)
   t.eq({ s.eks_status, s.nat_gateway_state, s.vpc_id }, { "ACTIVE", "available", first.state.vpc_id })
   -- by tag: the latest operation for it
-  s = assert(tool.call("cluster_get_creation_status", { cluster_tag = "alpha" }, READ)).aws
+  s = assert(dispatch.call("cluster_get_creation_status", { cluster_tag = "alpha" }, READ)).aws
   t.eq(s.eks_status, "ACTIVE")
 end)
 
@@ -493,7 +494,7 @@ t.test("a cancel while waiting for ACTIVE keeps everything, and a later call com
     return n
   end
   while eks_notes() < 3 and op.get(id).status == "running" do task.sleep(5) end
-  local v = assert(tool.call("operation_cancel", { operation_id = id }, WHO))
+  local v = assert(dispatch.call("operation_cancel", { operation_id = id }, WHO))
   t.eq(v.status, "cancelled")
   t.eq(v.phase, "cancelled during waiting for EKS cluster hypd-charlie to be ACTIVE")
   t.eq(v.error.code, "CANCELLED")
@@ -614,7 +615,7 @@ t.test("an EKS cluster hypd-<tag> that is not hypd's for the tag is a CONFLICT n
   v = op.wait(start { cluster_tag = "echo" })
   t.eq({ v.status, v.error.code }, { "failed", "CONFLICT" })
   t.like(v.error.message, "hypd%-echo.*'other', not 'echo'")
-  local s = assert(tool.call("cluster_get_creation_status", { operation_id = id }, READ)).aws
+  local s = assert(dispatch.call("cluster_get_creation_status", { operation_id = id }, READ)).aws
   t.eq(s.eks_owner, "not hypd's cluster for this tag")
 end)
 

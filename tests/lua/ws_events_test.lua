@@ -4,10 +4,11 @@
 local t = require "hypd.tap"
 local auth = require "hypd.api.auth"
 local json = require "hypd.json"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 
 tool.define { name = "job_slow", summary = "A staged test tool", kind = "mutating",
@@ -39,7 +40,7 @@ t.test("a subscribed client sees an operation's events as it runs", function()
   local out = client(token, "good")
   t.ok(await_file(out .. ".ready"), "the client subscribed")
   task.sleep(0.1)
-  local acc = assert(tool.call("job_slow", {}, { name = "t", scope = "operate", front = "test" }))
+  local acc = assert(dispatch.call("job_slow", {}, { name = "t", scope = "operate", front = "test" }))
   local r = json.decode(await_file(out))
   t.eq(r.status, 101)
   local m = r.messages

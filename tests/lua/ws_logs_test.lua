@@ -10,7 +10,7 @@
 -- middle of a line, as an API server drops a long stream.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local _, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local LH = dofile("tests/lua/logs_helpers.lua")
@@ -20,10 +20,10 @@ local faults = require "sandbox.faults"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local logstream = require "hypd.logstream"
-local serve = require "hypd.serve"
-local server = require "hypd.server"
+local serve = require "hypd.api.gateway"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
 local EKS, HP = "wslogs-a", "wslogs-a-hp"
 local READER = { name = "ws-logs-reader", scope = "read", front = "test" }
 
@@ -106,7 +106,7 @@ end
 -- workload has written n lines
 local function lines_of(kind, name, count)
   FH.wait(function()
-    local r = tool.call("job_get_logs", { cluster = EKS, kind = kind, name = name }, READER)
+    local r = dispatch.call("job_get_logs", { cluster = EKS, kind = kind, name = name }, READER)
     return r and #r.lines >= count
   end, 300, 0.5)
 end
@@ -182,7 +182,7 @@ t.test("two identical lines written at the same instant both arrive once, across
     spec = { backoffLimit = 0, template = { spec = { restartPolicy = "Never",
       containers = { container('for i in $(seq 1 3); do sleep 2; echo same; echo same; echo "i=$i"; done') } } } } })
   FH.wait(function()
-    local r = tool.call("job_get_logs", { cluster = EKS, kind = "job", name = "twins", tail = 0 }, READER)
+    local r = dispatch.call("job_get_logs", { cluster = EKS, kind = "job", name = "twins", tail = 0 }, READER)
     return r and r.pods[1] and r.pods[1].containers[1].state == "running"
   end, 120, 0.5)
   local before = logstream.stats()

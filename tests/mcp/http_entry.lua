@@ -13,9 +13,9 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local mcp_http = require "hypd.api.mcp_http"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local task = require "hypd.task"
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local FIXTURE = { name = "test_error_handling", kind = "read", summary = "Conformance fixture: always fails",
   description = "A fixture of the MCP conformance suite (tools-call-error): every call fails.",
@@ -39,7 +39,7 @@ mcp_http.backend = backend
 
 local CALLER = { name = "mcp-test", scope = "read" }
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = function(req)
-  if req.path == "/mcp" then return mcp.http(req, CALLER) end
+  if req.path == "/mcp" then return mcp_http.handle(req, CALLER) end
   return { status = 404, headers = { ["content-type"] = "text/plain" }, body = "not found\n" }
 end })
 io.stdout:write("mcp-port ", srv.port, "\n")

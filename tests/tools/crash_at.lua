@@ -9,7 +9,7 @@
 -- processes of the crash tests:
 --   dofile("tests/tools/crash_at.lua")(os.getenv("CRASH_PHASE"), tonumber(os.getenv("CRASH_FROM")),
 --     os.getenv("CRASH_LIST"))
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 
 local function norm(s) return (tostring(s):gsub("%f[%w]%a+%-%x%x%x%x%x%x%x%x+", "<id>")) end
 

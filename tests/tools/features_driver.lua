@@ -7,10 +7,10 @@
 -- it kills itself with SIGKILL at the first phase that contains text.
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local store = require "hypd.store"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local dispatch = require "hypd.tool.dispatch"
+require("hypd.tool.loader").load()
 
 dofile("tests/tools/crash_at.lua")(os.getenv("CRASH_PHASE"))
 
@@ -42,7 +42,7 @@ t.test("the managed-features call runs to the end", function()
   for _, id in ipairs(resumed) do op.wait(id) end
   local v
   if os.getenv("PARAMS") then
-    local acc, err = tool.call("hyperpod_update_advanced_features", json.decode(os.getenv("PARAMS")), caller)
+    local acc, err = dispatch.call("hyperpod_update_advanced_features", json.decode(os.getenv("PARAMS")), caller)
     if not acc then
       print("# result " .. json.encode { status = "refused", error = err })
       return t.ok(true)

@@ -8,9 +8,9 @@
 -- phase of every operation ("# phase <text>").
 local t = require "hypd.tap"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
-require("hypd.tools").load()
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+require("hypd.tool.loader").load()
 
 local TOOL = os.getenv("TOOL") or "cluster_create_eks"
 local ARGS = os.getenv("ARGS") and json.decode(os.getenv("ARGS")) or { cluster_tag = os.getenv("TAG") }
@@ -30,7 +30,7 @@ t.test(TOOL .. " runs to the end", function()
   local recs = op.list { tool = TOOL, limit = 1 }
   local id = recs[1] and recs[1].id
   if not id or os.getenv("AGAIN") then
-    local acc, err = tool.call(TOOL, ARGS, caller)
+    local acc, err = dispatch.call(TOOL, ARGS, caller)
     assert(acc, json.encode(err))
     id = acc.operation_id
   end

@@ -15,12 +15,12 @@
 -- (operation) that asked for it.
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
 local H = dofile("tests/lua/helpers.lua")
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 
 local srv = H.sandbox_here()
 local sandbox = require "sandbox"
@@ -53,7 +53,7 @@ t.test("cluster_create from an empty account, measured", function()
     record(self, seconds, transition)
     return later(self, seconds, transition, args)
   end
-  local acc = assert(tool.call("cluster_create", { cluster_tag = "bench", instance_type = "ml.g5.12xlarge",
+  local acc = assert(dispatch.call("cluster_create", { cluster_tag = "bench", instance_type = "ml.g5.12xlarge",
     instance_count = 2, availability_zone = "us-west-2a", features = { training_operator = true } },
     { name = "bench", scope = "admin", front = "bench" }))
   local v = op.wait(acc.operation_id)

@@ -1,10 +1,10 @@
 -- hypd.api.mcp: the Model Context Protocol front end. One JSON-RPC 2.0
--- message handler shared by two transports:
+-- message handler shared by two transports, which require it:
+-- hypd.api.mcp_http (Streamable HTTP at /mcp: mcp_http.handle(req, caller),
+-- caller = the authenticated {name, scope, ...}) and hypd.api.mcp_stdio
+-- (newline-delimited JSON-RPC on stdin/stdout: mcp_stdio.main{api = URL|nil},
+-- `hypd mcp [--api URL]`).
 --
---   mcp.http(req, caller) -> response     Streamable HTTP at /mcp (hypd.api.mcp_http);
---                                         caller = the authenticated {name, scope, ...}
---   mcp.stdio_main{api = URL|nil} -> 0    newline-delimited JSON-RPC on stdin/stdout
---                                         (hypd.api.mcp_stdio); `hypd mcp [--api URL]`
 --   mcp.handle(session, message [, opts]) -> reply | nil
 --                                         one message (a JSON text or a decoded table);
 --                                         nil for notifications and responses.
@@ -15,7 +15,7 @@
 --   mcp.local_backend() -> backend         the tool registry in this process
 --
 -- Protocol versions 2025-11-25 and 2025-06-18 are negotiated (the client's
--- when supported, else 2025-11-25). Tools are hypd.tool's registry: a tool
+-- when supported, else 2025-11-25). Tools are the registry's (hypd.tool.registry): a tool
 -- failure is a result with isError (never a protocol error); an unknown
 -- tool is -32602. Prompts are the skills (skills/*/SKILL.md); resources are
 -- the active cluster and the recent operations.
@@ -32,8 +32,9 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 
@@ -89,7 +90,7 @@ end
 -- results ---------------------------------------------------------------------------
 
 -- shape(value, schema): see hypd.tool.shape
-M.shape = require("hypd.tool").shape
+M.shape = require("hypd.tool.registry").shape
 
 local function is_object(v)
   if type(v) ~= "table" or v == json.null or json.is_array(v) then return false end
@@ -123,7 +124,7 @@ end
 
 -- the local backend ------------------------------------------------------------------
 
--- describe(def): the registry's one description of a tool (hypd.tool)
+-- describe(def): the registry's one description of a tool (hypd.tool.registry)
 M.describe = tool.describe
 
 function M.local_backend()
@@ -134,7 +135,7 @@ function M.local_backend()
     return out
   end
   function b.has_tool(name) return tool.get(name) ~= nil end
-  function b.call(name, args, caller) return tool.call(name, args, caller) end
+  function b.call(name, args, caller) return dispatch.call(name, args, caller) end
   function b.operation(id)
     local rec = type(id) == "string" and op.get(id)
     if not rec then return errors.fail("NOT_FOUND", "no operation " .. tostring(id)) end
@@ -561,11 +562,5 @@ function M.hook_registry()
     M.notify_all("notifications/tools/list_changed")
   end
 end
-
--- transports --------------------------------------------------------------------------------------
-
-function M.http(req, caller) return require("hypd.api.mcp_http").handle(req, caller) end
-
-function M.stdio_main(opts) return require("hypd.api.mcp_stdio").main(opts) end
 
 return M

@@ -1,5 +1,5 @@
 -- hypd.api.mcp_http: MCP's Streamable HTTP transport at /mcp (use it
--- through hypd.api.mcp.http(req, caller); the router authenticates).
+-- through mcp_http.handle(req, caller); the router authenticates).
 --
 --   POST   one JSON-RPC message. A request gets 200 application/json; a
 --          tools/call that carries a progressToken (or in a session with a
@@ -26,7 +26,7 @@ local core = require "hypd.core"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

@@ -6,7 +6,7 @@
 --
 -- url is the server's base ("http://127.0.0.1:3099"; a trailing /api/v1 is
 -- accepted). REST errors {error = {code, message, fields}} come back as the
--- same error tables tool.call returns, so MCP answers them with isError; a
+-- same error tables dispatch.call returns, so MCP answers them with isError; a
 -- server that cannot be reached is a CONNECT error naming the URL.
 local errors = require "hypd.errors"
 local http = require "hypd.http"

@@ -1,5 +1,5 @@
 -- hypd.api.mcp_stdio: MCP over stdio (`hypd mcp [--api URL]`; use it
--- through hypd.api.mcp.stdio_main). Newline-delimited JSON-RPC: one message
+-- through mcp_stdio.main). Newline-delimited JSON-RPC: one message
 -- per line on stdin, one per line on stdout, nothing else on stdout (the
 -- log goes to stderr).
 --
@@ -28,9 +28,11 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local mcp = require "hypd.api.mcp"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local sched = require "hypd._sched"
 local task = require "hypd.task"
+local loader = require "hypd.tool.loader"
+local mcp_remote = require "hypd.api.mcp_remote"
 
 local M = {}
 
@@ -56,7 +58,7 @@ function M.write_stdout(text)
 end
 
 local function load_tools()
-  local ok, err = pcall(function() require("hypd.tools").load() end)
+  local ok, err = pcall(function() loader.load() end)
   if not ok then
     log.error("mcp", "the tools did not all load: %s", tostring(type(err) == "table" and err.message or err))
   end
@@ -72,7 +74,7 @@ local function serve(opts)
     if not token or token == "" then
       log.warn("mcp", "HYPD_TOKEN is not set: the server at %s will refuse every call", opts.api)
     end
-    backend = require("hypd.api.mcp_remote").new(opts.api, token)
+    backend = mcp_remote.new(opts.api, token)
   else
     load_tools()
     backend = mcp.local_backend()

@@ -14,12 +14,16 @@
 --   hypd_log_follow_lines_total                      upstream follows opened (reconnects
 --                                                    among them) and lines delivered
 --
--- install() hooks the sources once: hypd.aws's on_call, hypd.op's events
--- and hypd.tool.call. Counters live in this process and start at zero.
+-- install() hooks the sources once: hypd.aws's on_call, hypd.tool.operations's events
+-- and hypd.tool.dispatch.call. Counters live in this process and start at zero.
 local aws = require "hypd.aws"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local task = require "hypd.task"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local logstream = require "hypd.logstream"
+local rest = require "hypd.api.rest"
+local errors = require "hypd.errors"
 
 local M = {}
 
@@ -94,7 +98,7 @@ function M.install()
     local started = rec and rec.created_at or ev.at
     M.operation(ev.tool, status, math.max(0, (rec and rec.finished_at or ev.at) - started))
   end)
-  tool.hooks[#tool.hooks + 1] = function(name, def, r, err)
+  dispatch.hooks[#dispatch.hooks + 1] = function(name, def, r, err)
     local outcome = "ok"
     if r == nil and err then
       outcome = type(err) == "table" and tostring(err.code) or "error"
@@ -153,7 +157,7 @@ function M.render()
   local running = 0
   for _ in pairs(op.active()) do running = running + 1 end
   local s = task.stats()
-  local ls = require("hypd.logstream").stats()
+  local ls = logstream.stats()
   for _, c in ipairs {
     { "hypd_log_follow_streams_opened_total", "Upstream pod log follows opened (reconnects included)",
       ls.follows_opened },
@@ -181,11 +185,10 @@ end
 
 -- handle(req) -> response (GET /metrics with a token of any scope)
 function M.handle(req)
-  local rest = require "hypd.api.rest"
   local caller, resp = rest.authenticate(req, "metrics")
   if not caller then return resp end
   if req.method ~= "GET" then
-    return rest.error_response(require("hypd.errors").new("METHOD_NOT_ALLOWED", "use GET /metrics",
+    return rest.error_response(errors.new("METHOD_NOT_ALLOWED", "use GET /metrics",
       { allow = "GET" }), 405)
   end
   return { status = 200, headers = { ["content-type"] = "text/plain; version=0.0.4; charset=utf-8",

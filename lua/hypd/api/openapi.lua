@@ -6,7 +6,7 @@
 -- 2020-12, the dialect OpenAPI 3.1 uses.
 local config = require "hypd.config"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

@@ -1,6 +1,6 @@
 -- hypd.api.rest: the REST front end, /api/v1 on the server of `hypd serve`.
 -- Every route but GET /api/v1/health needs a bearer token (hypd.api.auth);
--- tools run through hypd.tool.call with the caller {name = token name,
+-- tools run through hypd.tool.dispatch.call with the caller {name = token name,
 -- scope, front = "rest"}, so validation, scopes and the audit log are the
 -- registry's own.
 --
@@ -31,8 +31,11 @@ local config = require "hypd.config"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
-local tool = require "hypd.tool"
+local op = require "hypd.tool.operations"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
+local loader = require "hypd.tool.loader"
+local openapi = require "hypd.api.openapi"
 
 local M = {}
 
@@ -173,7 +176,7 @@ end
 
 local function call(name, args, caller)
   local def = tool.get(name)
-  local result, err = tool.call(name, args, caller)
+  local result, err = dispatch.call(name, args, caller)
   if result == nil then return M.error_response(err) end
   if def and def.steps and type(result) == "table" and result.operation_id then
     return M.json_response(202, result, { location = M.BASE .. "/operations/" .. result.operation_id })
@@ -216,7 +219,7 @@ end
 
 function handlers.tools()
   local errs = json.array()
-  for i, e in ipairs(require("hypd.tools").errors()) do errs[i] = { file = e.file, message = e.message } end
+  for i, e in ipairs(loader.errors()) do errs[i] = { file = e.file, message = e.message } end
   return M.json_response(200, { tools = M.registry(), errors = errs })
 end
 
@@ -279,7 +282,7 @@ function handlers.reload(_, caller)
     return fail(403, "FORBIDDEN", "reloading the playbooks needs a token with scope admin; this one has " ..
       tostring(caller.scope))
   end
-  local r = require("hypd.tools").reload(caller)
+  local r = loader.reload(caller)
   local errs = json.array()
   for i, e in ipairs(r.errors) do errs[i] = { file = e.file, message = e.message } end
   return M.json_response(200, { defined = json.array(r.defined), restored = json.array(r.restored),
@@ -287,7 +290,7 @@ function handlers.reload(_, caller)
 end
 
 function handlers.openapi()
-  return M.json_response(200, require("hypd.api.openapi").document())
+  return M.json_response(200, openapi.document())
 end
 
 local ROUTES = {

@@ -23,7 +23,7 @@ local auth = require "hypd.api.auth"
 local core = require "hypd.core"
 local json = require "hypd.json"
 local log = require "hypd.log"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local ws_logs = require "hypd.api.ws_logs"
 
 local M = {}

@@ -16,7 +16,8 @@
 -- follows.
 local logstream = require "hypd.logstream"
 local json = require "hypd.json"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local log = require "hypd.log"
 
 local M = {}
 M.MAX_FOLLOWS = 32 -- follows one connection may have open
@@ -42,7 +43,7 @@ end
 -- resolver(args) -> a function that resolves the target through job_get_logs
 local function resolver(args, caller)
   return function()
-    local r, err = tool.call("job_get_logs", args, caller)
+    local r, err = dispatch.call("job_get_logs", args, caller)
     if not r and type(err) == "table" and err.code == "CONFLICT" and err.phase then
       -- no pods yet (or none started): wait for them
       return { phase = err.phase, finished = err.finished, cluster = err.cluster, region = err.region, pods = {} }
@@ -108,7 +109,7 @@ function Session:handle(msg)
   local ok, err = pcall(fn, self, msg)
   if not ok then
     if type(err) == "table" and err.code == "CANCELLED" then error(err, 0) end
-    require("hypd.log").warn("ws", "%s failed: %s", msg.type, tostring(type(err) == "table" and err.message or err))
+    log.warn("ws", "%s failed: %s", msg.type, tostring(type(err) == "table" and err.message or err))
     self:error(type(msg.id) == "string" and msg.id:sub(1, 128) or nil, msg.type .. " failed: " ..
       tostring(type(err) == "table" and err.code or "INTERNAL"))
   end

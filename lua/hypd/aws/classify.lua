@@ -1,6 +1,6 @@
 -- hypd.aws.classify: which AWS operation a signed request is, read from
 -- the request itself (never from what its sender says it is), so the
--- guard (hypd.guard.request) checks and audits what AWS will do:
+-- guard (hypd.tool.guard_request) checks and audits what AWS will do:
 --
 --   * the service from the signing name (req.aws.service): the models
 --     that sign as it ("sagemaker" is SageMaker and SageMaker Runtime);
@@ -19,7 +19,7 @@
 --     returned as every candidate (class: the highest among them), and the
 --     guard needs one of them declared and the kind to allow that class;
 --   * sagemaker-mlflow (no botocore model): method and path in REST_PATHS,
---     classed by hypd.aws.REST_ACTIONS.
+--     classed by REST_ACTIONS.
 --
 --   classify.request(req) -> { service, operation, class, candidates } | nil, why
 --     service: the IAM prefix ("sagemaker" for SageMaker Runtime too);
@@ -50,6 +50,16 @@ M.REST_PATHS = {
   },
 }
 
+-- services hypd calls by REST without a botocore model (hypd.aws.signed):
+-- the IAM actions it uses, each with its class (SageMaker managed MLflow's
+-- MLflow API: IAM's Read and List actions are reads, Write ones mutate)
+M.REST_ACTIONS = {
+  ["sagemaker-mlflow"] = { GetExperiment = "read", GetExperimentByName = "read", SearchExperiments = "read",
+    GetRun = "read", SearchRuns = "read", GetMetricHistory = "read", CreateExperiment = "mutating",
+    CreateRun = "mutating", UpdateRun = "mutating", LogMetric = "mutating", LogBatch = "mutating",
+    LogParam = "mutating", SetTag = "mutating" },
+}
+
 -- the models hypd has, each under the name requests sign with, and the
 -- IAM prefix of its actions where that is not the model's name
 local MODELS = { "sagemaker", "sagemaker-runtime", "eks", "ec2", "iam", "sts", "s3", "fsx", "ssm", "cloudformation",
@@ -61,7 +71,7 @@ local function signers(name)
   if not by_signing then
     by_signing = {}
     for _, id in ipairs(MODELS) do
-      local m = require("hypd.aws.models." .. id)
+      local m = require("hypd.aws.models." .. id) -- the models, read once, when first classifying
       local s = m.metadata.signingName or m.metadata.endpointPrefix
       by_signing[s] = by_signing[s] or {}
       table.insert(by_signing[s], { id = id, model = m })
@@ -249,7 +259,7 @@ function M.request(req)
     if not action then
       return nil, string.format("%s %s is none of the %s API calls hypd knows", method, path, signing)
     end
-    local class = require("hypd.aws").REST_ACTIONS[signing][action] or "deleting"
+    local class = M.REST_ACTIONS[signing][action] or "deleting"
     local c = { service = signing, model = signing, operation = action, class = class }
     c.candidates = { c }
     return c

@@ -18,10 +18,11 @@
 -- Every operation has a class, "read" | "mutating" | "deleting", decided
 -- once when the models are generated (tests/tools/aws_models.py says how).
 local _aws = require "hypd._aws"
+local classify = require "hypd.aws.classify"
 local config = require "hypd.config"
 local endpoints = require "hypd.aws.endpoints"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local protocol = require "hypd.aws.protocol"
@@ -44,16 +45,6 @@ M.SERVICES = {
   fsx = false, ssm = false, cloudformation = true, logs = true, servicequotas = true,
 }
 
--- services hypd calls by REST without a botocore model (hypd.aws.signed):
--- the IAM actions it uses, each with its class (SageMaker managed MLflow's
--- MLflow API: IAM's Read and List actions are reads, Write ones mutate)
-M.REST_ACTIONS = {
-  ["sagemaker-mlflow"] = { GetExperiment = "read", GetExperimentByName = "read", SearchExperiments = "read",
-    GetRun = "read", SearchRuns = "read", GetMetricHistory = "read", CreateExperiment = "mutating",
-    CreateRun = "mutating", UpdateRun = "mutating", LogMetric = "mutating", LogBatch = "mutating",
-    LogParam = "mutating", SetTag = "mutating" },
-}
-
 local models = {}
 function M.model(service)
   if M.SERVICES[service] == nil then
@@ -65,7 +56,7 @@ function M.model(service)
   end
   local m = models[service]
   if not m then
-    m = require("hypd.aws.models." .. service)
+    m = require("hypd.aws.models." .. service) -- a model is large: loaded when its service is first used
     models[service] = m
   end
   return m
@@ -95,7 +86,7 @@ end
 -- rather than operations (iam:PassRole). Raises VALIDATION for an unknown
 -- service, like model().
 function M.class(service, operation)
-  local rest = M.REST_ACTIONS[service]
+  local rest = classify.REST_ACTIONS[service]
   if rest then return rest[operation] or "deleting" end
   local op = M.model(service).operations[operation]
   return op and op.class or "deleting"
@@ -166,8 +157,8 @@ function M.try(service, operation, params, opts)
     return errors.fail("VALIDATION", "hypd uses " .. service .. " read-only; " .. operation .. " changes state",
       { field = "operation", service = service })
   end
-  -- the running tool's guardrail (hypd.guard): checked before anything is sent
-  local class, gerr, empty = guard.aws(service, operation, params)
+  -- the running tool's guardrail (hypd.tool.guard): checked before anything is sent
+  local class, gerr, empty = guard.aws(service, operation, M.class(service, operation), params)
   if not class then
     gerr.service, gerr.operation = service, operation
     return nil, gerr
@@ -234,11 +225,6 @@ function M.try(service, operation, params, opts)
     task.sleep(retry.delay(attempt, kind))
   end
 end
-
--- signed_json{service, action, url, method, path, query, body, headers,
--- region, profile} -> decoded JSON | nil, err: a SigV4-signed JSON request
--- to an endpoint without a botocore model (hypd.aws.signed says more)
-function M.signed_json(r) return require("hypd.aws.signed").request(r) end
 
 -- call(...) -> result; raises the error table
 function M.call(service, operation, params, opts)

@@ -3,7 +3,7 @@
 -- REST API), through the same guardrail, endpoint configuration and signer
 -- as hypd.aws.try.
 --
---   local out, err = aws.signed_json {
+--   local out, err = signed.request {
 --     service = "sagemaker-mlflow",        -- the signing name and IAM prefix
 --     action = "GetRun",                   -- the IAM action: it must be the one method and
 --                                          -- path are (hypd.aws.classify), else GUARDRAIL
@@ -20,11 +20,15 @@
 -- x-amzn-errortype, or HTTP_<status>), message, status, service, operation}.
 -- Read actions are retried on throttling and 500/502/504 (three attempts).
 local _aws = require "hypd._aws"
+local aws = require "hypd.aws"
 local classify = require "hypd.aws.classify"
+local config = require "hypd.config"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
+local guard_request = require "hypd.tool.guard_request"
 local http = require "hypd.http"
 local json = require "hypd.json"
+local task = require "hypd.task"
 
 local M = {}
 
@@ -52,12 +56,11 @@ end
 local RETRY = { [429] = true, [500] = true, [502] = true, [504] = true }
 
 function M.request(r)
-  local aws = require "hypd.aws"
   local service, action = r.service, r.action
   if type(service) ~= "string" or type(action) ~= "string" then
     return errors.fail("VALIDATION", "signed_json needs service and action", { field = "service" })
   end
-  local profile = r.profile or require("hypd.config").profile
+  local profile = r.profile or config.profile
   local region = aws.region { region = r.region, profile = profile }
   local id = service:gsub("%-", "_")
   local url, how = _aws.endpoint_url(id, profile)
@@ -71,7 +74,7 @@ function M.request(r)
   local q = query(r.query)
   if q ~= "" then url = url .. "?" .. q end
   aws.credentials(profile)
-  local headers = { ["user-agent"] = "hypd/" .. require("hypd.config").version, accept = "application/json" }
+  local headers = { ["user-agent"] = "hypd/" .. config.version, accept = "application/json" }
   for k, v in pairs(r.headers or {}) do headers[k:lower()] = v end
   local body
   if r.body ~= nil then
@@ -92,10 +95,10 @@ function M.request(r)
       { action = service .. ":" .. action, derived = derived.service .. ":" .. derived.operation,
         service = service, operation = action })
     if not g then return nil, err end
-    return require("hypd.guard_request").refused(g, { aws = derived.service .. ":" .. derived.operation,
+    return guard_request.refused(g, { aws = derived.service .. ":" .. derived.operation,
       claimed = service .. ":" .. action, class = derived.class }, err)
   end
-  local class, gerr = guard.aws(service, action, r.body)
+  local class, gerr = guard.aws(service, action, aws.class(service, action), r.body)
   if not class then
     gerr.service, gerr.operation = service, action
     return nil, gerr
@@ -128,7 +131,7 @@ function M.request(r)
       if aws.on_call then pcall(aws.on_call, service, action, tostring(err.code), attempt) end
       return nil, err
     end
-    require("hypd.task").sleep(0.2 * 2 ^ attempt)
+    task.sleep(0.2 * 2 ^ attempt)
   end
 end
 

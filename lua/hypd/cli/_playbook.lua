@@ -11,12 +11,15 @@
 local aws = require "hypd.aws"
 local json = require "hypd.json"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
-local tools = require "hypd.tools"
+local tool = require "hypd.tool.registry"
+local tools = require "hypd.tool.loader"
 
 local M = {}
 
 local out = require "hypd.cli._out"
+local guard = require "hypd.tool.guard"
+local lua_globals = require "hypd.lua_globals"
+local iam_policy = require "hypd.iam_policy"
 local say, warn, fail = out.say, out.warn, out.fail
 
 function M.list(o)
@@ -73,7 +76,6 @@ local function classes(action)
     return model.operations[op] and aws.class(service, op) or "unknown operation (counts as deleting)"
   end
   local n = { read = 0, mutating = 0, deleting = 0 }
-  local guard = require "hypd.guard"
   for name in pairs(model.operations) do
     if guard.matches({ action }, service .. ":" .. name) then
       local c = aws.class(service, name)
@@ -97,7 +99,7 @@ function M.check_file(path)
   f:close()
   local fn, cerr = load(text, "@" .. path, "t")
   if not fn then bad("does not compile: " .. tostring(cerr)) return r end
-  local globals, gerr = require("hypd.lua_globals").unknown(text, allowed())
+  local globals, gerr = lua_globals.unknown(text, allowed())
   if not globals then bad(gerr) else
     for _, g in ipairs(globals) do
       r.unknown_globals[#r.unknown_globals + 1] = { name = g.name, line = g.line, write = g.write }
@@ -105,7 +107,7 @@ function M.check_file(path)
         g.write and "assigns" or "reads", g.name, g.write and " (declare it local)" or ""))
     end
   end
-  local ok, v = pcall(require("hypd.guard").confine, tools.LOADING:format(path), playbook.load, path)
+  local ok, v = pcall(guard.confine, tools.LOADING:format(path), playbook.load, path)
   if not ok then bad("does not load: " .. tostring(type(v) == "table" and v.message or v)) return r end
   local def
   if playbook.is_tool(v) then
@@ -169,7 +171,7 @@ function M.iam_policy(o)
     names = {}
     for n in tostring(o.tools):gmatch("[^,%s]+") do names[#names + 1] = n end
   end
-  local doc, from = require("hypd.iam_policy").document { tools = names, kind = o.kind }
+  local doc, from = iam_policy.document { tools = names, kind = o.kind }
   if not doc then return fail(from) end
   say(json.encode(doc, { pretty = true }), "\n")
   warn("hypd: the policy of ", #from, " tool(s): ", table.concat(from, ", "), "\n")

@@ -13,12 +13,14 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local progress = require "hypd.cli_progress"
 local sched = require "hypd._sched"
 local statelock = require "hypd.statelock"
-local tool = require "hypd.tool"
+local dispatch = require "hypd.tool.dispatch"
+local tool = require "hypd.tool.registry"
 local say_for = require "hypd.cli._words"
+local loader = require "hypd.tool.loader"
 
 local M = {}
 
@@ -66,7 +68,7 @@ local function run(fn, ...)
 end
 
 local function load_tools()
-  require("hypd.tools").load()
+  loader.load()
 end
 
 -- tools ----------------------------------------------------------------------------
@@ -86,7 +88,7 @@ function M.tools(opts)
   for _, d in ipairs(defs) do
     say(string.format(f, d.name, d.kind, d.summary .. (d.overrides and "  [overridden by " .. d.source .. "]" or "")))
   end
-  for _, e in ipairs(require("hypd.tools").errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
+  for _, e in ipairs(loader.errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
   return 0
 end
 
@@ -129,7 +131,7 @@ end
 -- follow(p, fetch) -> true | nil, err: shows an operation's events, read
 -- with fetch(after, wait) -> {events, next, status} | nil, err, until it
 -- has ended; the same for an operation in this process and on a server, so
--- both show the same phases and notes (its children's too: hypd.op relays
+-- both show the same phases and notes (its children's too: hypd.tool.operations relays
 -- them to the parent), and the same ticks between them
 local function follow(p, fetch)
   local after = 0
@@ -205,7 +207,7 @@ local function call_local(opts, base)
     end
   end
   local caller = { name = "cli:" .. (os.getenv("USER") or "local"), scope = "admin", front = "cli" }
-  local r, err = run(tool.call, opts.tool, args, caller)
+  local r, err = run(dispatch.call, opts.tool, args, caller)
   if r == nil and err then return show_error(err, def.params, def.name) end
   if r == nil then r = json.object() end
   if not (def and def.steps and is_accepted(r)) then
@@ -388,7 +390,7 @@ end
 
 -- mcp ------------------------------------------------------------------------------
 
--- mcp{api} -> exit status: MCP over stdio (hypd.api.mcp.stdio_main)
+-- mcp{api} -> exit status: MCP over stdio (hypd.api.mcp_stdio.main)
 function M.mcp(opts)
   if not (opts and opts.api) then -- in-process: mutating tools only with the state directory's lock
     local held, herr = statelock.acquire { command = "hypd mcp" }
@@ -400,15 +402,15 @@ function M.mcp(opts)
         "; for mutating and destructive tools use hypd mcp --api ", herr.holder.url or "URL", "\n")
     end
   end
-  local ok, mod = pcall(require, "hypd.api.mcp")
-  if not ok or type(mod) ~= "table" or type(mod.stdio_main) ~= "function" then
+  local ok, mod = pcall(require, "hypd.api.mcp_stdio")
+  if not ok or type(mod) ~= "table" or type(mod.main) ~= "function" then
     local why = not ok and tostring(type(mod) == "table" and mod.message or mod):match("^[^\n]*") or ""
     if why:find("not found", 1, true) then why = "" end
-    warn("hypd: MCP over stdio is not available in this build (no hypd.api.mcp.stdio_main",
+    warn("hypd: MCP over stdio is not available in this build (no hypd.api.mcp_stdio.main",
       why ~= "" and ": " .. why or "", ")\n")
     return 1
   end
-  local rc = mod.stdio_main { api = opts and opts.api }
+  local rc = mod.main { api = opts and opts.api }
   return math.tointeger(rc) or 0
 end
 

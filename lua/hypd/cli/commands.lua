@@ -228,7 +228,7 @@ started while the holder is stopping, it waits for it (its grace + 5 s).
     return number(o, "grace", function(n) return n >= 0 end, "--grace must be a number of seconds, 0 or more, not '%s'")
   end,
   run = function(o)
-    return require("hypd.serve").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
+    return require("hypd.api.gateway").main { listen = o.listen or "127.0.0.1:3099", sandbox = o.sandbox == true,
       speed = o.speed, grace = o.grace, web = o.web, max_per_client = o.max_per_client }
   end,
 }
@@ -369,12 +369,14 @@ M[#M + 1] = {
     if o[2] then return "unexpected argument '" .. o[2] .. "' for help (see hypd help --help)" end
   end,
   run = function(o)
-    local cli = require "hypd.cli"
     if not o[1] then
-      say(cli.usage())
+      say(M.usage())
       return 0
     end
-    local c = cli.command(o[1])
+    local c
+    for _, entry in ipairs(M) do
+      if entry.name == o[1] then c = entry end
+    end
     if not c then
       io.stderr:write("hypd: unknown command '", o[1], "' (see hypd help)\n")
       return 2
@@ -456,5 +458,21 @@ M[#M + 1] = {
   end,
   run = function(o) return require("hypd.tap").run_files { table.unpack(o) } and 0 or 1 end,
 }
+
+-- usage() -> the text of `hypd help`: the commands' lines in table order
+function M.usage()
+  local lines = {}
+  for _, c in ipairs(M) do
+    if not c.hidden then
+      local syn = c.synopsis or c.name
+      if #syn <= 40 then
+        lines[#lines + 1] = string.format("  %-43s%s\n", syn, c.summary or "")
+      else
+        lines[#lines + 1] = "  " .. syn .. "\n" .. string.rep(" ", 45) .. (c.summary or "") .. "\n"
+      end
+    end
+  end
+  return M.HEAD .. table.concat(lines) .. M.TAIL
+end
 
 return M

@@ -1,6 +1,6 @@
 -- hypd.k8s.classify: which Kubernetes verb and resource a request to an
 -- API server is, read from its method, path, query and content type
--- (never from what its sender says), for the guard (hypd.guard.request):
+-- (never from what its sender says), for the guard (hypd.tool.guard_request):
 --
 --   GET an item -> get; GET a collection -> list; ?watch=true or the
 --   legacy /watch/ prefix -> watch; GET pods/NAME/log -> logs; any method

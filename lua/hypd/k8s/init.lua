@@ -33,7 +33,7 @@ local aws = require "hypd.aws"
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local classify = require "hypd.k8s.classify"
@@ -48,6 +48,7 @@ M.OPERATION = "hypd.io/operation"
 
 -- (its __index a read-only view: conn.__index reaches no table every tool shares)
 local Conn = require("hypd._readonly").class {}
+local eks = require "hypd.aws.eks"
 
 -- a kubeconfig's bearer token, by connection: kept out of the connection
 -- table a playbook holds, so only http_req attaches it (and hypd.http then
@@ -78,7 +79,7 @@ function M.connect(args)
     errors.raise("STATE", string.format("cluster %s is %s and has no Kubernetes endpoint yet", args.cluster,
       tostring(c.status)))
   end
-  local prep = require("hypd.aws.eks").prepare { cluster = args.cluster, region = region, profile = profile,
+  local prep = eks.prepare { cluster = args.cluster, region = region, profile = profile,
     sts_endpoint_url = args.endpoint_url }
   return new { server = c.endpoint, ca_pem = core.b64decode(ca),
     eks = { cluster = args.cluster, region = prep.region, profile = profile, sts_url = prep.sts_url } }
@@ -91,7 +92,7 @@ function M.from_kubeconfig(args)
   local access = kubeconfig.load(path, args.context)
   if access.eks then
     local e = access.eks
-    local prep = require("hypd.aws.eks").prepare { cluster = e.cluster, region = e.region, profile = e.profile }
+    local prep = eks.prepare { cluster = e.cluster, region = e.region, profile = e.profile }
     e.region, e.sts_url = prep.region, prep.sts_url
   end
   return new(access)
@@ -262,7 +263,7 @@ function Conn:path(api_version, kind, name, ns, sub, query)
 end
 
 
--- the running tool's guardrail (hypd.guard): verb allowed, or the error
+-- the running tool's guardrail (hypd.tool.guard): verb allowed, or the error
 local function allow(verb, kind, name, dry)
   return guard.k8s(verb, tostring(kind) .. (name and ("/" .. tostring(name)) or ""), dry)
 end

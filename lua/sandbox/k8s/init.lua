@@ -13,7 +13,7 @@ local kauth = require "sandbox.k8s.auth"
 local log = require "hypd.log"
 local objects = require "sandbox.k8s.objects"
 local resources = require "sandbox.k8s.resources"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local store = require "hypd.store"
 
 local M = {}

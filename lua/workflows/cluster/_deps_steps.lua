@@ -16,7 +16,7 @@
 --                      once cert-manager serves its API
 --   finish             the result; a FAILED error naming each item that failed
 --
--- Every resource is a ctx:ensure (hypd.kit), every wait a ctx:poll, so a
+-- Every resource is a ctx:ensure (hypd.tool.kit), every wait a ctx:poll, so a
 -- re-run sends no mutation for what is present, and plan = true lists what
 -- would be created or changed. An item that fails (an add-on EKS refuses, an
 -- object the API server rejects) does not stop the others: its reason is

@@ -2,7 +2,7 @@
 -- steps of cluster_create_eks (cluster/_eks_stage), and the naming and
 -- tagging every step shares.
 --
--- For cluster tag <tag> in one region it declares (ctx:ensure, hypd.kit):
+-- For cluster tag <tag> in one region it declares (ctx:ensure, hypd.tool.kit):
 --   vpc               VPC hypd-<tag>-vpc, DNS support and hostnames on
 --   internet_gateway  internet gateway hypd-<tag>-igw, attached to the VPC
 --   subnets           in the first two zones EKS supports, a public and a

@@ -14,7 +14,7 @@
 --                 the active one
 --
 -- AWS APIs directly, no CloudFormation. Every resource is declared with
--- ctx:ensure (hypd.kit) and every wait is a ctx:poll: a re-run creates
+-- ctx:ensure (hypd.tool.kit) and every wait is a ctx:poll: a re-run creates
 -- nothing, a run whose state was lost finds everything again by name and
 -- tag (hypd:cluster-tag=<tag>), and plan = true lists what would be made.
 -- The module is data for the tool (cluster_create_eks): params, target,

@@ -218,7 +218,7 @@ local function result(ctx)
 end
 
 M.steps = {
-  { name = "check", run = check, on_call = true }, -- every stage planned on the call (hypd.op): reads only
+  { name = "check", run = check, on_call = true }, -- every stage planned on the call (hypd.tool.operations): reads only
   { name = "eks", run = eks },
   { name = "active", run = active },
   { name = "dependencies", run = function(ctx) stage(ctx, "cluster_configure_dependencies") end },

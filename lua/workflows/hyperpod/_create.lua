@@ -507,7 +507,7 @@ local function record(ctx)
 end
 
 M.steps = {
-  { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+  { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
   { name = "execution_role", run = execution_role },
   { name = "lifecycle", run = lifecycle_step },
   { name = "subnet", run = subnet_step },

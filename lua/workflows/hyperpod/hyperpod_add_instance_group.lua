@@ -170,7 +170,7 @@ return tool {
   status_tool = "hyperpod_get_creation_status",
   target = function(p) return create.target(p) .. "/" .. p.instance_group end,
   steps = {
-    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "subnet", run = subnet_step },
     { name = "update", run = update },
     { name = "wait", run = wait },

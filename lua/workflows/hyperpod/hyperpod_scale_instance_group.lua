@@ -67,7 +67,7 @@ return tool {
   status_tool = "hyperpod_list_instance_groups",
   target = function(p) return cap.target(p, "group/" .. p.instance_group) end,
   steps = {
-    { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.op): reads only
+    { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.tool.operations): reads only
       local p = ctx.params
       local e, d = cap.cluster(ctx, p)
       local g = cap.group(d, p.instance_group)

@@ -209,7 +209,7 @@ return tool {
   check = C.check,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = {
-    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "apply", run = apply },
     { name = "wait", run = wait },
     { name = "result", run = result },

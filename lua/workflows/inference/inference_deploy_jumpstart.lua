@@ -101,7 +101,7 @@ return tool {
   params = params,
   target = M.target,
   steps = {
-    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "apply", run = M.apply },
     { name = "wait", run = M.wait },
     { name = "result", run = function(ctx)

@@ -181,7 +181,7 @@ return tool {
   check = check,
   target = M.target,
   steps = {
-    { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.op): reads only
+    { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.tool.operations): reads only
       local e = M.check(ctx, "InferenceEndpointConfig")
       M.gpus_fit(ctx, ctx.params.instance_type, ctx.params.gpus)
       ctx.state.object = render(ctx.params, e.region)

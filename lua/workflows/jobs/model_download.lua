@@ -355,7 +355,7 @@ return tool {
     return "jobs/" .. region .. "/" .. cluster .. "/" .. tostring(p.namespace or "default") .. "/" .. name
   end,
   steps = {
-    { name = "check", run = check_step, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check_step, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "secret", run = secret_step },
     { name = "job", run = job_step },
     { name = "wait", run = wait_step },

@@ -4,7 +4,7 @@ local P = require "_params"
 local EVENT = { type = "object", properties = { seq = { type = "integer" }, at = { type = "number" },
   kind = { type = "string" }, phase = { type = "string" }, status = { type = "string" },
   message = { type = "string" },
-  -- a wait's progress (hypd.kit's poll): what is awaited, what was seen, seconds so far
+  -- a wait's progress (hypd.tool.kit's poll): what is awaited, what was seen, seconds so far
   wait = { type = "object", properties = { what = { type = "string" }, seen = { type = "string" },
     waited = { type = "number" } } },
   -- a child operation's event relayed to its parent (cluster_create's stages)

@@ -157,7 +157,7 @@ return tool {
   params = params,
   target = S.target,
   steps = {
-    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "network", run = network },
     { name = "file_system", run = file_system },
     { name = "csi_driver", run = csi_driver },

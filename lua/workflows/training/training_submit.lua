@@ -175,7 +175,7 @@ return tool {
     return (cap.target(p, tostring(ns) .. "/" .. tostring(job)):gsub("^hyperpod/", "training/"))
   end,
   steps = {
-    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "apply", run = apply },
     { name = "wait", run = wait },
     { name = "result", run = result },

@@ -1,6 +1,6 @@
--- hypd.ctx: the context a tool's code gets, `ctx` in run(ctx, params) and
+-- hypd.tool.ctx: the context a tool's code gets, `ctx` in run(ctx, params) and
 -- in each step's run(ctx). The same methods for every kind of tool; a
--- staged tool's operation (hypd.op) adds persistence: ctx.state is saved,
+-- staged tool's operation (hypd.tool.operations) adds persistence: ctx.state is saved,
 -- ctx:phase() is recorded, cancellation is seen.
 --
 --   ctx.params, ctx.tool (its definition), ctx.caller, ctx.plan (true when
@@ -12,20 +12,22 @@
 --   ctx:k8s([cluster]) -> a Kubernetes connection (the tool's cluster
 --     parameter, else the active cluster)
 --   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
---   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.kit)
+--   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.tool.kit)
 local aws = require "hypd.aws"
+local clusters = require "hypd.clusters"
 local errors = require "hypd.errors"
+local k8s = require "hypd.k8s"
+local kit = require "hypd.tool.kit"
+local readonly = require "hypd._readonly"
 local task = require "hypd.task"
 
 local M = {}
-
-local readonly = require "hypd._readonly"
 
 -- the class every tool's ctx shares: ctx.__index reaches only a read-only
 -- view of it (hypd._readonly), so no tool changes another's methods
 local Ctx = readonly.class {}
 M.Ctx = Ctx
-require("hypd.kit").install(Ctx)
+kit.install(Ctx)
 
 -- shown(tool, caller) -> what ctx.tool and ctx.caller give: read-only views
 -- of the registry's definition and of the caller (the guard reads both: a
@@ -60,7 +62,7 @@ function Ctx:k8s(cluster)
   if not name then
     name = self.params and self.params.cluster
     if not name then
-      local act = require("hypd.clusters").active()
+      local act = clusters.active()
       if not act then
         errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
           { field = "cluster" })
@@ -71,7 +73,7 @@ function Ctx:k8s(cluster)
   self.k8s_conns = self.k8s_conns or {}
   local c = self.k8s_conns[name]
   if not c then
-    c = require("hypd.k8s").connect { cluster = name, region = region or self.region }
+    c = k8s.connect { cluster = name, region = region or self.region }
     self.k8s_conns[name] = c
   end
   return c

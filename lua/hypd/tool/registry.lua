@@ -1,5 +1,6 @@
--- hypd.tool: the tool registry, the one backend the web UI, REST, MCP and
--- the command line share. A tool is one table:
+-- hypd.tool.registry: the tool registry, the one backend the web UI, REST,
+-- MCP and the command line share (they call through hypd.tool.dispatch).
+-- A tool is one table:
 --
 --   tool.define {
 --     name = "cluster_create_eks",             -- snake_case, grouped by prefix
@@ -11,12 +12,12 @@
 --     status_tool = "cluster_get_creation_status",  -- mutating and destructive tools
 --     target = function(params) return "eks/..." end, -- what one operation works on
 --     run = function(ctx, params) return result end  -- read tools (and quick mutations)
---     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.op)
+--     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.tool.operations)
 --       (a leading step with on_call = true, a check that only reads, runs on the call too,
 --       before any operation is recorded: its refusal is the call's answer)
 --     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
---                       -- that map to no modelled operation (hypd.guard_request refuses them otherwise)
+--                       -- that map to no modelled operation (hypd.tool.guard_request refuses them otherwise)
 --   }
 --
 -- Param specs: type (string, integer, number, boolean, array, object, or a
@@ -29,7 +30,7 @@
 -- A string value is at most max_length characters, M.MAX_STRING when the
 -- spec gives none, checked before its pattern runs.
 --
--- tool.call(name, args, caller) validates before any work: unknown fields,
+-- validate(def, args) runs before any work of a call: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
 -- all fail with VALIDATION and err.fields = { {field, rule, message}, ... };
 -- then the tool's own check(params), for rules across fields (two lists
@@ -38,6 +39,7 @@
 -- caller = { name, scope = "read"|"operate"|"admin", front = "rest"|"mcp"|"cli"|... }.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
 local regex = require "hypd.regex"
 
@@ -66,7 +68,6 @@ M.PLAN = { type = "boolean", default = false, description = "Only plan: run the 
 
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
-M.hooks = {}    -- fn(name, def, result, err) after every call (metrics observe calls this way)
 
 -- bad_def(name, msg): a tool's name, or an owner already said ("recipe x")
 local function bad_def(name, msg)
@@ -198,7 +199,7 @@ end
 -- own(v) -> a copy of a definition's tables (functions and the shared PLAN
 -- spec as they are): the registry keeps its own, so a playbook that holds
 -- the table it returned cannot change its tool's kind, actions or params
--- once it is registered (hypd.guard and the scope check read these). The
+-- once it is registered (hypd.tool.guard and the scope check read these). The
 -- copy is of what the tables hold (next, not pairs) and keeps only JSON's
 -- array and object marks: a metatable of the playbook's could answer
 -- differently later (an aws list whose __index grows).
@@ -520,8 +521,8 @@ function M.validate(def, args)
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
-  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.guard.inert)
-    local ok, e = pcall(require("hypd.guard").confine, def.name .. " check", def.check, out)
+  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.tool.guard.inert)
+    local ok, e = pcall(guard.confine, def.name .. " check", def.check, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
       return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))
@@ -598,7 +599,7 @@ function M.coerce(params, name, text)
   return text
 end
 
--- calling -------------------------------------------------------------------------
+-- scopes -------------------------------------------------------------------------
 
 -- allowed(def, caller) -> true | nil, FORBIDDEN err
 function M.allowed(def, caller)
@@ -609,64 +610,6 @@ function M.allowed(def, caller)
       "has %s", def.name, def.kind, need, tostring(have)))
   end
   return true
-end
-
-local function as_error(e)
-  if errors.is(e) then return e end
-  if type(e) == "table" and e.code then return setmetatable(e, errors.mt) end
-  return errors.new("INTERNAL", tostring(e))
-end
-
--- invoke(def, params, caller) -> result | nil, err: the call itself, after
--- the checks (a staged tool: its operation, or its plan)
-local function invoke(def, params, caller)
-  local plan = def.steps and params.plan
-  if def.steps then params.plan = nil end
-  if plan then return require("hypd.op").plan(def, params, caller) end
-  if def.kind ~= "read" then -- only the state directory's owner mutates (hypd.statelock)
-    local held, lerr = require("hypd.statelock").check(def.name)
-    if not held then return nil, lerr end
-  end
-  if def.steps then return require("hypd.op").start(def, params, caller) end
-  local guard = require "hypd.guard"
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller,
-    progress = caller and caller.progress }
-  local okr, result = pcall(guard.with, guard.new { tool = def, caller = caller }, def.run, ctx, params)
-  if not okr then return nil, as_error(result) end
-  if def.status_tool and type(result) == "table" and not json.is_array(result) and result.status_tool == nil then
-    result.status_tool = def.status_tool -- what to call to see what it did
-  end
-  if def.kind ~= "read" and def.audit ~= false then
-    require("hypd.store").event("audit", nil, { tool = def.name, caller = caller and caller.name,
-      front = caller and caller.front, params = M.public(def, params) })
-  end
-  return result
-end
-
--- call(name, args, caller) -> result | nil, err. The result is shaped by
--- the tool's output schema (empty lists are [], not {}), so every front
--- end sends the same JSON.
-function M.call(name, args, caller)
-  local def = registry[name]
-  local result, err
-  if not def then
-    result, err = errors.fail("NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (tool list: hypd tools)",
-      { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
-  else
-    local ok, params
-    ok, err = M.allowed(def, caller)
-    if ok then params, err = M.validate(def, args) end
-    if params then
-      local planning = def.steps and params.plan
-      result, err = invoke(def, params, caller)
-      if result == nil and not err then result = json.object() end
-      if result ~= nil then
-        result = M.shape(result, def.steps and (planning and M.PLAN_RESULT or M.ACCEPTED) or M.output_schema(def))
-      end
-    end
-  end
-  for _, hook in ipairs(M.hooks) do pcall(hook, name, def, result, err) end
-  return result, err
 end
 
 return M

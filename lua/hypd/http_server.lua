@@ -1,4 +1,4 @@
--- hypd.server: HTTP and HTTPS servers on the engine. Server threads only
+-- hypd.http_server: HTTP and HTTPS servers on the engine. Server threads only
 -- queue requests; each request runs as its own task here. Any number of
 -- servers may run at once, each with its own handler.
 --

@@ -1,4 +1,4 @@
--- hypd.kit: the workflow kit, the two primitives every staged tool is built
+-- hypd.tool.kit: the workflow kit, the two primitives every staged tool is built
 -- from (as ctx methods), so that no workflow hand-writes describe, create,
 -- AlreadyExists, owner checks, retries and polling loops.
 --
@@ -14,7 +14,7 @@
 --   spec.needs     ids (or a table holding them) it hangs on: in a plan,
 --                  when one is planned the resource cannot exist yet and
 --                  find and search are not called (a read by name, which
---                  hypd.guard cannot see is about a planned thing)
+--                  hypd.tool.guard cannot see is about a planned thing)
 --   spec.owned     fn(obj) -> true | false, why: is it hypd's (for this tag)?
 --                  An object that is not is a CONFLICT, never adopted.
 --   spec.field     the parameter a CONFLICT names (e.g. "cluster_tag")
@@ -22,7 +22,7 @@
 --   spec.exists    error codes that mean a lost answer or a race: created
 --                  before, so search again instead of failing. After an
 --                  ambiguous answer to create or update (a 5xx, a reset, a
---                  timeout after sending: hypd.kit.ambiguous) the kit
+--                  timeout after sending: hypd.tool.kit.ambiguous) the kit
 --                  pauses and looks again (find, search) before deciding:
 --                  found, it is adopted (it carries our name and tag); not
 --                  there (or still differing), the call is made again, at
@@ -102,11 +102,12 @@
 -- create or change is added to ctx.planned (the plan the call returns), a
 -- planned id ("planned:ec2:vpc:hypd-demo-vpc") stands in for what does not
 -- exist yet, and reads about planned ids answer empty without being sent
--- (hypd.guard). The guardrail refuses every mutation of a plan.
+-- (hypd.tool.guard). The guardrail refuses every mutation of a plan.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
+local retry = require "hypd.aws.retry"
 
 local M = {}
 
@@ -122,7 +123,7 @@ M.CREATE_TRIES, M.CREATE_PAUSE = 5, 2 -- creates after ambiguous answers; the fi
 -- or nil: a real answer (refused, invalid, not found) or no AWS error
 function M.ambiguous(err)
   if type(err) ~= "table" or err.abort or not err.service or not err.operation then return nil end
-  local kind = require("hypd.aws.retry").classify(err)
+  local kind = retry.classify(err)
   if kind == "throttling" or kind == "unsent" then return "not" end
   if kind then return "maybe" end
 end
@@ -157,7 +158,7 @@ local function id_of(spec, obj)
   return obj[id_field(spec)]
 end
 
--- same(a, b) -> true when two JSON values are equal (also for hypd.op)
+-- same(a, b) -> true when two JSON values are equal (also for hypd.tool.operations)
 local function same(a, b)
   if type(a) ~= "table" or type(b) ~= "table" then return a == b end
   for k, v in pairs(a) do if not same(v, b[k]) then return false end end
@@ -263,7 +264,7 @@ local function converge(ctx, spec, obj)
       obj = r or obj
       break
     end
-    -- an ambiguous answer (hypd.kit.ambiguous): read again after a pause;
+    -- an ambiguous answer (hypd.tool.kit.ambiguous): read again after a pause;
     -- an update makes fields hold, so what still differs is updated again
     local kind = M.ambiguous(r)
     if not kind or tries >= M.CREATE_TRIES then error(r, 0) end
@@ -288,7 +289,7 @@ end
 
 -- create(ctx, spec) -> the object spec.create made, or found made: after
 -- an AlreadyExists (spec.exists) it is searched for; after an ambiguous
--- answer (hypd.kit.ambiguous: a 5xx, a reset, a timeout after sending, or
+-- answer (hypd.tool.kit.ambiguous: a 5xx, a reset, a timeout after sending, or
 -- throttling past the client's retries) the create may or may not have
 -- taken effect, so after a pause it is searched for again (by id, name and
 -- tag, the step's own find and search) and adopted when there (it carries
@@ -403,7 +404,7 @@ function M.absent(ctx, spec)
     local codes = type(spec.gone) == "string" and { spec.gone } or spec.gone or {}
     for _, c in ipairs(codes) do gone = gone or (type(err) == "table" and err.code == c) end
     if gone then break end
-    -- an ambiguous answer (hypd.kit.ambiguous): look again after a pause;
+    -- an ambiguous answer (hypd.tool.kit.ambiguous): look again after a pause;
     -- gone is done, still there is deleted again (a delete asked twice is
     -- one delete, or answers a spec.gone code)
     local kind = M.ambiguous(err)

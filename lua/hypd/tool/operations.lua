@@ -1,4 +1,4 @@
--- hypd.op: operations, the record of every mutating call. A staged tool's
+-- hypd.tool.operations: operations, the record of every mutating call. A staged tool's
 -- call creates the record first and returns at once with
 -- {operation_id, status, status_tool, poll_after_seconds}; a task then runs
 -- the steps. Each step is idempotent; the record names the step running and
@@ -12,11 +12,16 @@
 -- ctx:phase(text), ctx:progress(text), ctx:call/try(service, op, params),
 -- ctx:sleep(s), ctx:check_cancel().
 local aws = require "hypd.aws"
+local clusters = require "hypd.clusters"
 local core = require "hypd.core"
+local ctx_base = require "hypd.tool.ctx"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
+local kit = require "hypd.tool.kit"
 local log = require "hypd.log"
+local readonly = require "hypd._readonly"
+local registry = require "hypd.tool.registry"
 local secrets = require "hypd.secrets"
 local statelock = require "hypd.statelock"
 local store = require "hypd.store"
@@ -89,6 +94,7 @@ function M.changed(resource, data)
     if not ok then log.warn("op", "an event subscriber failed: %s", tostring(err)) end
   end
 end
+clusters.on_change = M.changed
 
 -- region_of(def, params, state) -> the region an operation works in: its
 -- parameter, the one it recorded, else the configured one (only for tools
@@ -99,13 +105,53 @@ local function region_of(def, params, state)
   end
 end
 
+-- run_steps(ctx, def, params, o): the one loop over a tool's steps, for an
+-- operation, a plan and a call's on_call checks. ctx.region is settled
+-- first; each step's returned table is merged into ctx.state. What a
+-- plan only reads, ctx.plan and the guard the caller set say; the loop
+-- differs only by o:
+--   o.record   the operation's record: a step it marks done is skipped (a
+--              resumed operation), each other one sees cancellation first,
+--              is recorded running (its phase) and then done, with
+--              ctx.state saved in between
+--   o.on_call  only the leading steps marked on_call
+-- Without a record, ctx:phase(name) tells each step's start.
+local function run_steps(ctx, def, params, o)
+  local rec = o.record
+  ctx.region = region_of(def, params, ctx.state)
+  ctx.state.region = ctx.region
+  for i, step in ipairs(def.steps) do
+    if o.on_call and not step.on_call then break end
+    local s = rec and rec.steps[i]
+    if not (s and s.status == "done") then
+      if s then
+        ctx:check_cancel()
+        s.status, s.started_at = "running", s.started_at or core.now()
+        rec.phase = step.name
+        assert(store.op_update(rec.id, { steps = rec.steps, phase = step.name }))
+        emit("operation.phase", rec)
+      else
+        ctx:phase(step.name)
+      end
+      local out = step.run(ctx)
+      if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
+      if s then
+        ctx:save()
+        s.status, s.finished_at = "done", core.now()
+        s.seconds = s.finished_at - s.started_at
+        assert(store.op_update(rec.id, { steps = rec.steps }))
+      end
+    end
+  end
+end
+
 -- view(record) -> what callers see of an operation
 -- The record's companions in the store: op/<id>/meta = {parent, source,
 -- hash, scope} (the playbook the operation runs, its content hash, the
 -- caller's scope for the tools it calls), op/<parent>/child/<id> = {tool}.
 function M.view(rec)
   if not rec then return nil end
-  local def = require("hypd.tool").get(rec.tool)
+  local def = registry.get(rec.tool)
   local meta = store.get(meta_key(rec.id)) or {}
   local children
   for key in pairs(store.list(child_prefix(rec.id)) or {}) do
@@ -135,11 +181,11 @@ function M.list(filter)
   return store.op_list(filter) or {}
 end
 
--- a staged tool's context: hypd.ctx's, with a persisted state, recorded
+-- a staged tool's context: hypd.tool.ctx's, with a persisted state, recorded
 -- phases and notes, and cancellation
 -- (its methods find the operation in `record`, not in ctx.op_id, which the
 -- tool's code could change: a ctx writes only its own operation)
-local Ctx = require("hypd._readonly").class(setmetatable({}, { __index = require("hypd.ctx").Ctx }))
+local Ctx = readonly.class(setmetatable({}, { __index = ctx_base.Ctx }))
 local record = setmetatable({}, { __mode = "k" }) -- ctx -> its operation's record
 
 function Ctx:save() assert(store.put(state_key(record[self].id), self.state)) end
@@ -155,7 +201,7 @@ end
 -- progress(text): a note on the current phase, kept with the operation's
 -- events so that every follower (a CLI over --api, a reloaded page) sees
 -- the same notes as one in this process
--- (extra.wait = {what, seen, waited}: a wait's progress, from hypd.kit's poll)
+-- (extra.wait = {what, seen, waited}: a wait's progress, from hypd.tool.kit's poll)
 function Ctx:progress(text, extra)
   local wait = type(extra) == "table" and type(extra.wait) == "table" and extra.wait or nil
   if wait then
@@ -225,7 +271,7 @@ function M.stopping() return halting or core.interrupted() end
 local function run(rec, def, params)
   local meta = store.get(meta_key(rec.id)) or {}
   local caller = { name = rec.caller, front = rec.frontend, scope = meta.scope or "operate" }
-  local shown_tool, shown_caller = require("hypd.ctx").shown(def, caller)
+  local shown_tool, shown_caller = ctx_base.shown(def, caller)
   local ctx = setmetatable({ op_id = rec.id, params = params, tool = shown_tool, caller = shown_caller,
     state = store.get(state_key(rec.id)) or json.object() }, Ctx)
   record[ctx] = rec
@@ -234,26 +280,7 @@ local function run(rec, def, params)
   task.current().guard = guard.new { tool = def, op_id = rec.id, caller = caller }
   -- everything that can fail is inside: an operation that fails at any
   -- point, before its first step too, ends recorded as failed
-  local ok, err = pcall(function()
-    ctx.region = region_of(def, params, ctx.state)
-    ctx.state.region = ctx.region
-    for i, step in ipairs(def.steps) do
-      local s = steps[i]
-      if s.status ~= "done" then
-        ctx:check_cancel()
-        s.status, s.started_at = "running", s.started_at or core.now()
-        rec.phase = step.name
-        assert(store.op_update(rec.id, { steps = steps, phase = step.name }))
-        emit("operation.phase", rec)
-        local out = step.run(ctx)
-        if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
-        ctx:save()
-        s.status, s.finished_at = "done", core.now()
-        s.seconds = s.finished_at - s.started_at
-        assert(store.op_update(rec.id, { steps = steps }))
-      end
-    end
-  end)
+  local ok, err = pcall(run_steps, ctx, def, params, { record = rec })
   running[rec.id] = nil
   local e0 = not ok and error_view(err)
   local asked = not ok and store.get(cancel_key(rec.id)) ~= nil
@@ -300,7 +327,7 @@ local function accepted(rec, def, existing)
     poll_after_seconds = M.POLL_AFTER, existing = existing or nil }
 end
 
-local same = require("hypd.kit").same
+local same = kit.same
 
 -- differing(def, rec, params, compare_secrets) -> sorted names of the
 -- parameters in which a call differs from the running operation rec, and
@@ -308,7 +335,7 @@ local same = require("hypd.kit").same
 -- compared with the ones kept for it (never shown) only when
 -- compare_secrets says so.
 local function differing(def, rec, params, compare_secrets)
-  local public, kept = require("hypd.tool").public(def, params), nil
+  local public, kept = registry.public(def, params), nil
   local names, secret_names, seen = {}, {}, {}
   for k in pairs(public) do seen[k] = true end
   for k in pairs(rec.params or {}) do seen[k] = true end
@@ -332,7 +359,7 @@ end
 -- target_of(def, params) -> the operation's target key, with no secret in it
 -- (a target is shown in records, events and lists)
 local function target_of(def, params)
-  -- target names what the operation works on; it does not act (hypd.guard.inert)
+  -- target names what the operation works on; it does not act (hypd.tool.guard.inert)
   local target = tostring(guard.confine(def.name .. " target", def.target, params))
   for k, spec in pairs(def.params) do
     local v = params[k]
@@ -349,24 +376,16 @@ end
 
 -- plan(def, params, caller) -> {tool, target, plan = [...], create, change,
 -- delete}: the steps run with ctx.plan in this task, read-only by the
--- guardrail; nothing is recorded (hypd.kit says how ensure plans)
+-- guardrail; nothing is recorded (hypd.tool.kit says how ensure plans)
 function M.plan(def, params, caller)
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller, plan = true,
+  local ctx = ctx_base.new { tool = def, params = params, caller = caller, plan = true,
     progress = caller and caller.progress }
   -- a plan inside an operation (cluster_create's check) is as patient as it
   local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
   g.ctx = ctx -- a staged tool its steps call (hypd.tools.call) plans too, into this plan
-  local ok, err = pcall(guard.with, g, function()
-    ctx.region = region_of(def, params, ctx.state)
-    ctx.state.region = ctx.region
-    for _, step in ipairs(def.steps) do
-      ctx:phase(step.name)
-      local out = step.run(ctx)
-      if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
-    end
-  end)
+  local ok, err = pcall(guard.with, g, run_steps, ctx, def, params, {})
   if not ok then return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err)) end
-  local out = require("hypd.kit").summary(ctx)
+  local out = kit.summary(ctx)
   out.tool, out.target = def.name, target_of(def, params)
   return out
 end
@@ -397,18 +416,9 @@ end
 local function on_call(def, params, caller)
   if not (def.steps[1] and def.steps[1].on_call) then return true end
   -- no progress notes: the operation's own run of the step says them
-  local ctx = require("hypd.ctx").new { tool = def, params = params, caller = caller }
+  local ctx = ctx_base.new { tool = def, params = params, caller = caller }
   local g = guard.new { tool = def, caller = caller, plan = true, patient = caller and caller.parent ~= nil }
-  local ok, err = pcall(guard.with, g, function()
-    ctx.region = region_of(def, params, ctx.state)
-    ctx.state.region = ctx.region
-    for _, step in ipairs(def.steps) do
-      if not step.on_call then break end
-      ctx:phase(step.name)
-      local out = step.run(ctx)
-      if type(out) == "table" then for k, v in pairs(out) do ctx.state[k] = v end end
-    end
-  end)
+  local ok, err = pcall(guard.with, g, run_steps, ctx, def, params, { on_call = true })
   if ok then return true end
   -- the error as a plan of the step gives it (front ends show it through hypd.errors.view)
   if type(err) == "table" and err.code and not errors.is(err) then setmetatable(err, errors.mt) end
@@ -496,7 +506,7 @@ function create(def, params, caller, target)
   local steps = json.array()
   for i, s in ipairs(def.steps) do steps[i] = { name = s.name, status = "pending" } end
   local rec = { id = new_id(), tool = def.name, target = target, status = "running", phase = "queued",
-    params = require("hypd.tool").public(def, params), caller = caller and caller.name or "local",
+    params = registry.public(def, params), caller = caller and caller.name or "local",
     frontend = caller and caller.front or "lua", steps = steps }
   local hidden = {}
   for k, spec in pairs(def.params) do
@@ -534,7 +544,7 @@ function M.resume()
   local n = 0
   for _, rec in ipairs(M.list { status = "running" }) do
     if not running[rec.id] then
-      local def = require("hypd.tool").get(rec.tool)
+      local def = registry.get(rec.tool)
       if not def or not def.steps then
         store.op_update(rec.id, { status = "failed", finished_at = true,
           error = { code = "STATE", message = "tool " .. rec.tool .. " is not registered in this hypd" } })
@@ -684,7 +694,7 @@ function M.events(id, after, limit, wait)
   end
 end
 
--- changed_view(id, wait) -> view: the operation once its phase or status
+-- wait_change(id, wait) -> view: the operation once its phase or status
 -- differs from now, or after wait seconds (status tools' wait_seconds)
 function M.wait_change(id, wait)
   local rec = store.op_get(id)

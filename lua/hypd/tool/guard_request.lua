@@ -1,4 +1,4 @@
--- hypd.guard_request: the one chokepoint every signed request passes.
+-- hypd.tool.guard_request: the one chokepoint every signed request passes.
 -- hypd.http calls it for each request that carries credentials hypd
 -- attaches (aws = {...}: SigV4 in C; eks = {...}: an EKS bearer token in
 -- C; kubernetes = true: a Kubernetes connection's kubeconfig token), before
@@ -7,8 +7,8 @@
 --   * what the request is comes from the request itself
 --     (hypd.aws.classify: target, Action, or method and path as the model
 --     maps them; hypd.k8s.classify: verb and resource), never from the
---     caller; the running tool's guard (hypd.guard.current) must allow it,
---     with the same rules and messages as hypd.guard.aws and .k8s;
+--     caller; the running tool's guard (hypd.tool.guard.current) must allow it,
+--     with the same rules and messages as hypd.tool.guard.aws and .k8s;
 --   * an EKS token (eks = {...}) goes only to an API server hypd.k8s
 --     recorded for that cluster (the endpoint EKS names, or the operator's
 --     kubeconfig), never to a URL a playbook picked;
@@ -21,22 +21,22 @@
 --       "started" for a stream), status,
 --       caller, front, refused = true|false }.
 --
--- Host code with no tool running (no guard) is allowed and not audited,
--- as before: it is hypd's own (the engine, tests, the command line).
+-- Host code with no tool running (no guard) is allowed and not audited:
+-- it is hypd's own (the engine, tests, the command line).
 --
 --   guard_request.check(req) -> pending | nil, GUARDRAIL err
 --   guard_request.done(pending, resp, err): the request ended (resp, or
 --     the transport's err); writes its record. pending == true: no guard.
 local aws_classify = require "hypd.aws.classify"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local k8s_classify = require "hypd.k8s.classify"
 
 local M = {}
 
 local record = guard.audit
 
--- refused(g, rec, err) -> nil, err, audited (a refusal hypd.guard's check
+-- refused(g, rec, err) -> nil, err, audited (a refusal hypd.tool.guard's check
 -- did not make, and so did not record)
 local function refused(g, rec, err)
   rec.outcome, rec.refused = "GUARDRAIL", true

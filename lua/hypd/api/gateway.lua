@@ -1,7 +1,7 @@
--- hypd.serve: `hypd serve`, the one HTTP port of the front ends.
+-- hypd.api.gateway: `hypd serve`, the one HTTP port of the front ends.
 --
 --   /api/v1/...  REST (hypd.api.rest)       /metrics  Prometheus (hypd.api.metrics)
---   /mcp         hypd.api.mcp.http(req, caller)
+--   /mcp         hypd.api.mcp_http.handle(req, caller)
 --   /, files     the web UI (hypd.api.web: web/ compiled in, or --web DIR)
 --   /ws          hypd.api.ws.handler(req) (it
 --                authenticates itself: the Authorization header of the
@@ -13,9 +13,9 @@
 -- start with no token, an admin token named "admin" is created and printed
 -- once; a non-loopback address is refused until a token exists.
 --
---   serve.handle(req) -> response        the router (a hypd.server handler)
---   serve.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
---   serve.main{listen, sandbox, speed}   the command: start, serve until
+--   gateway.handle(req) -> response      the router (a hypd.http_server handler)
+--   gateway.start{listen, sandbox, speed, out} -> {srv, url, sandbox, token} | nil, err
+--   gateway.main{listen, sandbox, speed} the command: start, serve until
 --                                        SIGTERM/SIGINT, stop gracefully
 --
 -- --sandbox starts the simulated AWS account in this process on
@@ -26,16 +26,19 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local log = require "hypd.log"
-local mcp_api = require "hypd.api.mcp"
+local mcp_http = require "hypd.api.mcp_http"
 local metrics = require "hypd.api.metrics"
-local op = require "hypd.op"
+local op = require "hypd.tool.operations"
 local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
-local server = require "hypd.server"
+local server = require "hypd.http_server"
 local statelock = require "hypd.statelock"
 local task = require "hypd.task"
 local web = require "hypd.api.web"
 local ws = require "hypd.api.ws"
+local loader = require "hypd.tool.loader"
+local registry = require "hypd.tool.registry"
+local aws = require "hypd.aws"
 
 local M = {}
 
@@ -46,7 +49,7 @@ M.GRACE = 10 -- seconds running operations get to reach their next phase at shut
 local function mcp(req)
   local caller, resp = rest.authenticate(req, "mcp")
   if not caller then return resp end
-  return mcp_api.http(req, caller)
+  return mcp_http.handle(req, caller)
 end
 
 local function under(path, prefix)
@@ -91,26 +94,27 @@ function M.handle(req)
   return resp
 end
 
--- the tools; a file that fails to load is logged loudly (hypd.tools) and
+-- the tools; a file that fails to load is logged loudly (hypd.tool.loader) and
 -- listed in GET /api/v1/tools; the others still load
 local function load_tools()
-  local errs = require("hypd.tools").load()
+  local errs = loader.load()
   if #errs > 0 then
     log.error("serve", "%d playbook file(s) did not load; their tools are missing or keep their previous version",
       #errs)
   end
-  for _, def in ipairs(require("hypd.tool").list()) do
+  for _, def in ipairs(registry.list()) do
     if def.overrides then log.warn("serve", "tool %s is overridden by %s", def.name, def.source) end
   end
 end
 
-local function sandbox_env(port)
-  local sandbox = require "sandbox"
+-- sandbox_env(sandbox, port) -> the variables that point the AWS layer at
+-- the simulator (the module sandbox) on port, set in this process
+local function sandbox_env(sandbox, port)
   local env = sandbox.env(port)
   -- nothing may take precedence over the sandbox's endpoint and keys
   core.setenv("AWS_PROFILE")
   core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end
+  for svc in pairs(aws.SERVICES) do core.setenv(aws.endpoint_env(svc)) end
   for k, v in pairs(env) do core.setenv(k, v) end
   return env
 end
@@ -135,12 +139,14 @@ function M.start(opts)
       config.state_dir .. " token create --scope admin --name admin", { field = "listen" })
   end
   local info = {}
+  local sandbox, account
   if opts.sandbox then
-    local sandbox = require "sandbox"
+    -- the simulator (lua/sandbox/) is loaded only for hypd serve --sandbox
+    sandbox, account = require "sandbox", require("sandbox.auth").ACCOUNT
     local ssrv, err = sandbox.start { listen = "127.0.0.1:0", speed = opts.speed }
     if not ssrv then return nil, err end
     info.sandbox = ssrv
-    local env = sandbox_env(ssrv.port)
+    local env = sandbox_env(sandbox, ssrv.port)
     info.sandbox_url = env.AWS_ENDPOINT_URL
   end
   if opts.web then
@@ -186,12 +192,12 @@ function M.start(opts)
     "  metrics ", info.url, "/metrics\n")
   if info.sandbox_url then
     local speed = tonumber(opts.speed) or 1
-    out:write("  sandbox: a simulated AWS account (", require("sandbox.auth").ACCOUNT, ", ",
+    out:write("  sandbox: a simulated AWS account (", account, ", ",
       os.getenv("AWS_REGION") or "?", ") at ", info.sandbox_url,
       speed ~= 1 and string.format(", speed %g: simulated AWS durations pass %g times faster", speed, speed) or "",
       "\n",
       "  to reach it from another shell (aws, boto3, hypd doctor, hypd kubeconfig, kubectl), paste:\n",
-      require("sandbox").exports(info.sandbox.port, "    "))
+      sandbox.exports(info.sandbox.port, "    "))
     if info.token then out:write("    export HYPD_TOKEN=", info.token, "\n") end
     -- hypd token and hypd call in that shell then use this server's state
     -- (a token made there is one this server knows; a call finds the server)
@@ -253,7 +259,7 @@ function M.main(opts)
     end)
     if stopping then break end
     seen = core.hangups()
-    local r = sched.spawn(require("hypd.tools").reload, { name = "playbooks reload" },
+    local r = sched.spawn(loader.reload, { name = "playbooks reload" },
       { name = "SIGHUP", front = "signal" })
     sched.run(function() return r:finished() or core.interrupted() end)
   end

@@ -1,4 +1,4 @@
--- hypd.tools: finds the tools. Every built-in tool is a playbook, one file
+-- hypd.tool.loader: finds the tools. Every built-in tool is a playbook, one file
 -- lua/workflows/<area>/<tool>.lua compiled into hypd that returns
 -- tool{...}; files whose name starts with "_" are helper modules beside
 -- them (require "cluster._network"). The operator's playbook directory is
@@ -19,10 +19,12 @@
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local guard = require "hypd.guard"
+local guard = require "hypd.tool.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
-local tool = require "hypd.tool"
+local tool = require "hypd.tool.registry"
+local json = require "hypd.json"
+local store = require "hypd.store"
 
 local M = {}
 
@@ -35,7 +37,7 @@ local from_file = {}     -- playbook file path -> names of the tools it defined
 local sources = {}       -- tool name -> {text, origin}
 
 -- a file's top level runs at every load and reload: it declares tools, it
--- does not act (hypd.guard.confine: no AWS call, no Kubernetes verb, no
+-- does not act (hypd.tool.guard.confine: no AWS call, no Kubernetes verb, no
 -- tool call); one that tries fails to load with the guardrail's error
 M.LOADING = "the top level of %s (it runs at every load: it may declare, not act)"
 local LOADING = M.LOADING
@@ -56,7 +58,7 @@ function M.playbook_def(pname, mod)
   else
     -- a mutating playbook runs as a one-step operation, one at a time per tool and arguments
     def.status_tool = "operation_get"
-    def.target = function(params) return "playbook/" .. pname .. "/" .. require("hypd.json").encode(params) end
+    def.target = function(params) return "playbook/" .. pname .. "/" .. json.encode(params) end
     def.steps = { { name = "run", run = function(ctx)
       ctx:phase("running playbook " .. pname)
       ctx.state.result = mod.main(ctx.params)
@@ -208,7 +210,7 @@ function M.reload(who)
   local report = new_report()
   if config.playbooks_dir then load_dir(config.playbooks_dir, report) end
   report.errors = load_errors
-  require("hypd.store").event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
+  store.event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
     front = who and who.front, defined = report.defined, restored = report.restored, removed = report.removed,
     errors = #load_errors })
   log.info("tools", "playbooks reloaded from %s: %d defined, %d restored, %d removed, %d refused",

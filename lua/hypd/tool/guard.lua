@@ -1,4 +1,4 @@
--- hypd.guard: what the tool running now may do, checked where every AWS
+-- hypd.tool.guard: what the tool running now may do, checked where every AWS
 -- and Kubernetes call passes (hypd.aws.try, the hypd.k8s connection), so a
 -- tool cannot step outside its declaration by any path:
 --
@@ -14,7 +14,7 @@
 --
 -- A refused call is never sent; the error (code GUARDRAIL) names the tool,
 -- the action and the rule. Those checks give the good messages and plan
--- mode; what makes them hold is the chokepoint (hypd.guard_request), which
+-- mode; what makes them hold is the chokepoint (hypd.tool.guard_request), which
 -- classifies every signed request from the request itself in hypd.http
 -- before it is signed and sent, and writes each one, sent or refused, to
 -- the audit log once.
@@ -25,12 +25,14 @@
 --   guard.current() -> g | nil (the current task's or an ancestor's)
 --   guard.inert(what) -> g: allows nothing; guard.confine(what, fn, ...):
 --     fn under it (a playbook's top level, check, target)
---   guard.aws(service, operation) -> class | nil, err     (hypd.aws.try)
+--   guard.aws(service, operation, class, params) -> class | nil, err
+--     (hypd.aws.try; class: the operation's, hypd.aws.class)
 --   guard.k8s(verb, what [, dry]) -> true | nil, err     (hypd.k8s; dry:
 --     a server-side dry run, which changes nothing and so is classed read,
 --     though the verb must still be declared)
 local errors = require "hypd.errors"
 local sched = require "hypd._sched"
+local store = require "hypd.store"
 
 local M = {}
 
@@ -127,7 +129,7 @@ function M.audit(g, rec)
   rec.tool = g.tool and g.tool.name
   rec.caller = g.caller and g.caller.name
   rec.front = g.caller and g.caller.front
-  require("hypd.store").event("audit", g.op_id, rec)
+  store.event("audit", g.op_id, rec)
 end
 
 -- check(g, action, class, declared) -> true | nil, err; declared(action)
@@ -166,13 +168,13 @@ function M.planned(v)
   return false
 end
 
--- aws(service, operation, params) -> the operation's class, nil, empty |
--- nil, GUARDRAIL err. empty: a plan reading about something it would
--- create (a planned id in params): nothing exists yet, the call is not
--- sent and answers an empty result
-function M.aws(service, operation, params)
+-- aws(service, operation, class, params) -> class, nil, empty | nil,
+-- GUARDRAIL err; class is the operation's (the caller's hypd.aws.class).
+-- empty: a plan reading about something it would create (a planned id in
+-- params): nothing exists yet, the call is not sent and answers an empty
+-- result
+function M.aws(service, operation, class, params)
   local g = M.current()
-  local class = require("hypd.aws").class(service, operation)
   if not g then return class end
   local ok, err = check(g, service .. ":" .. operation, class, function(a) return M.matches(g.tool.aws, a) end,
     "AWS actions")
