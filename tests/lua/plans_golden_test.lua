@@ -32,9 +32,10 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local srv = H.sandbox_here()
-require("hypd.tools").load()
+require("hypd.tool.loader").load()
 local E = dofile("tests/lua/eks_helpers.lua")
-local json, op, tool = require "hypd.json", require "hypd.op", require "hypd.tool"
+local json, op, tool = require "hypd.json", require "hypd.tool.operations", require "hypd.tool.registry"
+local dispatch = require "hypd.tool.dispatch"
 local WHO = { name = "tester", scope = "admin", front = "test" }
 local FILE = "tests/data/plans/golden.txt"
 local WRITE = (os.getenv("HYPD_GOLDEN_WRITE") or "") ~= ""
@@ -179,7 +180,7 @@ end
 local function lines(d)
   local norm = normaliser()
   local out = {}
-  local r, err = tool.call(d.name, params_of(d), WHO)
+  local r, err = dispatch.call(d.name, params_of(d), WHO)
   if r then
     local entries = listed(r.plan or {})
     local head = {}
@@ -211,7 +212,7 @@ local function record(state)
 end
 
 local function run(name, params)
-  local acc = assert(tool.call(name, params, WHO))
+  local acc = assert(dispatch.call(name, params, WHO))
   return op.wait(acc.operation_id)
 end
 
@@ -229,7 +230,7 @@ t.test("the states are made", function()
   t.eq(v.status, "succeeded", "cluster_create_eks: " .. json.encode(v.error))
   record("eks")
   E.stop_at("creating HyperPod cluster " .. EKS .. "-hp", "")
-  local acc = assert(tool.call("cluster_create", create_params(), WHO))
+  local acc = assert(dispatch.call("cluster_create", create_params(), WHO))
   t.eq(op.wait(acc.operation_id).status, "running", "cluster_create stopped as its HyperPod stage began")
   record("half")
   t.ok(op.resume() >= 1, "the stopped operation resumes")
