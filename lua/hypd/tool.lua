@@ -25,7 +25,7 @@
 -- minimum, maximum, min_length, max_length, items (a spec), properties (an
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
--- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
+-- (cannot change once created).
 -- A string value is at most max_length characters, M.MAX_STRING when the
 -- spec gives none, checked before its pattern runs.
 --
@@ -51,7 +51,7 @@ local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
 local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
-  secret = true, fixed = true, fixed_at_create = true, properties = true, pattern_help = true }
+  secret = true, fixed = true, properties = true, pattern_help = true }
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
@@ -304,7 +304,7 @@ local function spec_schema(spec)
   if spec.pattern_help then s["x-hypd-pattern-help"] = spec.pattern_help end
   if spec.secret then s.writeOnly = true end
   if spec.decision then s["x-hypd-decision"] = true end
-  if spec.fixed or spec.fixed_at_create then s["x-hypd-fixed"] = true end
+  if spec.fixed then s["x-hypd-fixed"] = true end
   return s
 end
 
