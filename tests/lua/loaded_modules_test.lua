@@ -298,7 +298,8 @@ t.test("hypd playbook show prints a helper, where it is from and the tools that 
   t.eq(out, TEXT[HELPER] .. CHANGED, "the operator's text")
   t.like(err, HELPER_FILE:gsub("%p", "%%%0") .. " %(operator, sha256:%x+%), over the built%-in one")
   local tool_name = names[1]
-  rc, _, err = H.run_hypd({ HYPD_STATE = dir .. "/cli" }, "--playbooks", playbooks, "playbook", "show", tool_name)
+  rc, out, err = H.run_hypd({ HYPD_STATE = dir .. "/cli" }, "--playbooks", playbooks, "playbook", "show", tool_name)
+  t.eq(out, TEXT[BUILTIN[tool_name]], "a tool's show prints its own file")
   t.eq(rc, 0, err)
   t.like(err, "\n  " .. HELPER:gsub("%p", "%%%0") .. " +operator +" .. HELPER_FILE:gsub("%p", "%%%0"),
     "a tool's show lists the files it loads")
