@@ -335,3 +335,65 @@ t.test("a reload after the helper is removed unmarks the tools that loaded only 
     if BUILTIN[d.name] then t.eq(d.hash, hash_before[d.name], d.name .. ": its built-in hash again") end
   end
 end)
+
+t.test("a broken helper is refused on reload, naming it, and its tools keep their previous version", function()
+  H.write(PARAMS_FILE, TEXT._params .. "\nthis is not Lua\n")
+  local r = api("POST", "/api/v1/playbooks/reload")
+  local files = {}
+  for _, e in ipairs(r.errors or {}) do
+    t.like(e.message, "_params does not compile", e.file)
+    files[#files + 1] = e.file
+  end
+  t.eq(#files, #sorted_keys(LOADERS._params), "one error per tool that loads it")
+  for _, d in ipairs(api("GET", "/api/v1/tools").tools or {}) do
+    if BUILTIN[d.name] then t.eq({ d.hash, d.overridden_by }, { hash_before[d.name], nil }, d.name .. ": as it was") end
+  end
+  os.remove(PARAMS_FILE)
+  r = api("POST", "/api/v1/playbooks/reload")
+  t.eq({ r.errors, r.defined, r.restored }, { {}, {}, {} }, "a reload after it is gone changes nothing")
+end)
+
+t.test("a tool that does not load at start (a broken helper) is loaded by the reload after the helper is fixed", function()
+  local dir2 = dir .. "/broken"
+  os.execute("mkdir -p " .. H.quote(dir2))
+  H.write(dir2 .. "/_params.lua", TEXT._params .. "\nthis is not Lua\n")
+  local out = dir .. "/serve2.out"
+  os.execute(string.format("HYPD_CLOCK=virtual HYPD_STATE=%s %s --playbooks %s serve --listen 127.0.0.1:0 " ..
+    "--grace 1 >%s 2>%s.err </dev/null & echo $! >%s.pid", H.quote(dir .. "/state2"), H.quote(H.hypd),
+    H.quote(dir2), H.quote(out), H.quote(out), H.quote(out)))
+  local url2, token2
+  for _ = 1, 500 do
+    local text = H.read(out) or ""
+    url2, token2 = text:match("listening on (http://[%d.:]+)"), text:match("admin token %b(): (hypd_[%w_-]+)")
+    if url2 and token2 and text:find("stops it", 1, true) then break end
+    task.sleep(0.02)
+  end
+  local pid2 = (H.read(out .. ".pid") or ""):match("%d+")
+  t.ok(url2 and token2, "the second server started: " .. tostring(H.read(out .. ".err")))
+  local saved_url, saved_token = url, token
+  url, token = url2, token2
+  local ok, err = pcall(function()
+    local listed = {}
+    for _, d in ipairs(api("GET", "/api/v1/tools").tools or {}) do listed[d.name] = true end
+    local missing = {}
+    for name in pairs(BUILTIN) do if not listed[name] then missing[#missing + 1] = name end end
+    table.sort(missing)
+    t.eq(missing, sorted_keys(LOADERS._params), "the tools that load the broken helper are missing")
+    H.write(dir2 .. "/_params.lua", TEXT._params .. CHANGED)
+    local r = api("POST", "/api/v1/playbooks/reload")
+    t.eq(r.errors, {}, "nothing refused")
+    table.sort(r.defined)
+    t.eq(r.defined, missing, "the reload defines them, marked by the fixed helper")
+    local back = {}
+    for _, d in ipairs(api("GET", "/api/v1/tools").tools or {}) do
+      if LOADERS._params[d.name] then back[#back + 1] = d.name .. " " .. table.concat(d.overridden_by or {}, ",") end
+    end
+    table.sort(back)
+    local want = {}
+    for i, name in ipairs(missing) do want[i] = name .. " " .. dir2 .. "/_params.lua" end
+    t.eq(back, want)
+  end)
+  url, token = saved_url, saved_token
+  if pid2 then os.execute("kill -TERM " .. pid2 .. " 2>/dev/null") end
+  if not ok then error(err, 0) end
+end)
