@@ -279,16 +279,15 @@ local REQUIRES = {}
 
 -- M.load(name [, opts]) -> the playbook's module value, and the modules
 -- of the load: {{name, file, hash, source, overrides}} (resolve), the top
--- one first. Modules
--- it requires are playbooks too, loaded once per top-level run. Every
--- module a loaded one names in a require call (require "x" at its top
--- level or inside a function, run later or never) is found when the load
--- is (its text, not run), so the list is all the load can run, and a
--- require inside a function runs the text listed, whatever the directory
--- holds by then; a require whose name is computed finds its module when
--- it runs (the list does not have it). opts.embedded: the top module is
--- the one compiled into hypd even when the playbook directory has a file
--- of that name.
+-- one first. Modules it requires are playbooks too, loaded once per
+-- top-level run. Every module a loaded one names in a require call
+-- (require "x" at its top level or inside a function, run later or never)
+-- is found when the load is (its text, not run), so the list is all the
+-- load can run, and a require inside a function runs the text listed,
+-- whatever the directory holds by then; a require whose name is computed
+-- finds its module when it runs (the list does not have it).
+-- opts.embedded: the top module is the one compiled into hypd even when
+-- the playbook directory has a file of that name.
 function M.load(name, opts)
   local loaded = {}
   local owner = {} -- this load's token (safe_getmetatable)
