@@ -1,9 +1,11 @@
--- hypd.lua_globals: the global names a Lua chunk reads and writes, found by
--- reading its text (no run), for `hypd playbook check`: a playbook reaching
--- a global its sandbox does not have fails only when that line runs; this
--- says so beforehand.
+-- hypd.lua_globals: the global names a Lua chunk reads and writes, and the
+-- modules it requires, found by reading its text (no run): for `hypd
+-- playbook check` (a playbook reaching a global its sandbox does not have
+-- fails only when that line runs; this says so beforehand) and for the
+-- playbook loader (hypd.playbook lists every module a tool loads).
 --
 --   lua_globals.scan(text) -> { {name, line, write = bool}, ... } | nil, err
+--   lua_globals.requires(text) -> the module names its require calls give
 --
 -- A scope-aware scan of Lua 5.4's tokens: locals (local, local function,
 -- function parameters, for variables, self of methods) hide names for the
@@ -199,6 +201,61 @@ function M.scan(text)
     ::continue::
   end
   return found
+end
+
+-- requires(text) -> names, computed | nil, err: the module names its
+-- require calls give as a quoted string (require "x", require("x")), in
+-- order, each once; computed: the lines where require is used otherwise (a
+-- name put together at run time, require passed as a value). It reads
+-- comments and strings only to skip them (every tool load reads every
+-- module it may load, so it finds with patterns rather than tokens).
+function M.requires(s)
+  local names, seen, computed = {}, {}, {}
+  local i, n = 1, #s
+  local word = s:find("%f[%w_]require%f[^%w_]", 1)
+  while true do
+    local q = s:find("[\"'%[%-]", i)
+    while word and word < i do word = s:find("%f[%w_]require%f[^%w_]", word + 1) end
+    if word and (not q or word < q) then
+      local k = word - 1 -- the character before the name, past spaces: a field (x.require) is no call
+      while k > 0 and s:find("^%s", k) do k = k - 1 end
+      local field = k > 0 and s:find("^[%.:]", k) ~= nil
+      local after = word + #"require"
+      local _, e, name = s:find("^%s*%(%s*[\"']([%w_%.%-]*)[\"']%s*%)", after)
+      if not e then _, e, name = s:find("^%s*[\"']([%w_%.%-]*)[\"']", after) end
+      if not field then
+        if not name then
+          computed[#computed + 1] = select(2, s:sub(1, word):gsub("\n", "")) + 1
+        elseif not seen[name] then
+          seen[name] = true
+          names[#names + 1] = name
+        end
+      end
+      i = e and e + 1 or after
+    elseif not q then
+      break
+    else
+      local c = s:sub(q, q)
+      local eq = (c == "[" and s:match("^%[(=*)%[", q)) or (c == "-" and s:match("^%-%-%[(=*)%[", q))
+      if eq then -- a long string or comment
+        local _, e = s:find("]" .. eq .. "]", q, true)
+        if not e then return nil, "unfinished long string or comment" end
+        i = e + 1
+      elseif c == "-" and s:sub(q + 1, q + 1) == "-" then
+        i = (s:find("\n", q, true) or n) + 1
+      elseif c == "\"" or c == "'" then
+        local j = q + 1
+        while true do
+          local k = s:find("[\\" .. c .. "\n]", j)
+          if not k or s:sub(k, k) == "\n" then return nil, "unfinished string" end
+          if s:sub(k, k) == "\\" then j = k + 2 else i = k + 1 break end
+        end
+      else
+        i = q + 1
+      end
+    end
+  end
+  return names, computed
 end
 
 -- unknown(text, known) -> the scan's names that are not in known (a set),

@@ -18,6 +18,7 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
+local lua_globals = require "hypd.lua_globals"
 local registry = require "hypd.tool.registry"
 local sched = require "hypd._sched"
 
@@ -148,9 +149,11 @@ end
 M.read_file = read_file -- read_file(path) -> its text | nil (hypd.recipes reads its files so)
 
 -- M.source(name [, embedded [, module]]) -> source, chunkname, playbook
--- name; with embedded, only what is compiled into hypd (a built-in tool's
--- own file); with module, name is a module name (require's): never a path,
--- so a playbook loads only from the Lua tree and the playbook directory
+-- name, origin ("operator": a file of the playbook directory or a path;
+-- "built-in": compiled into hypd); with embedded, only what is compiled
+-- into hypd (a built-in tool's own file); with module, name is a module
+-- name (require's): never a path, so a playbook loads only from the Lua
+-- tree and the playbook directory
 function M.source(name, embedded, module)
   if type(name) ~= "string" or name == "" then
     errors.raise("VALIDATION", "playbook: a name or a .lua path is required", { field = "name" })
@@ -162,7 +165,7 @@ function M.source(name, embedded, module)
   if not module and name:sub(-4) == ".lua" then
     local src = read_file(name)
     if not src then errors.raise("NOT_FOUND", "playbook file " .. name .. " cannot be read") end
-    return src, "@" .. name, (name:match("([^/]+)%.lua$"))
+    return src, "@" .. name, (name:match("([^/]+)%.lua$")), "operator"
   end
   if not name:match(NAME) or name:find("..", 1, true) then
     errors.raise("VALIDATION", "playbook name '" .. name ..
@@ -172,12 +175,12 @@ function M.source(name, embedded, module)
   if dir then
     local path = dir .. "/" .. name:gsub("%.", "/") .. ".lua"
     local src = read_file(path)
-    if src then return src, "@" .. path, name end
+    if src then return src, "@" .. path, name, "operator" end
   end
   local src, chunkname = core.embedded("playbooks." .. name)
-  if src then return src, chunkname, name end
+  if src then return src, chunkname, name, "built-in" end
   src, chunkname = core.embedded("workflows." .. name)
-  if src then return src, chunkname, name end
+  if src then return src, chunkname, name, "built-in" end
   local known = {}
   for _, m in ipairs(core.embedded_list("playbooks.")) do known[#known + 1] = m:sub(11) end
   errors.raise("NOT_FOUND", string.format("no playbook named '%s' (looked in %s; built in: %s)",
@@ -258,14 +261,49 @@ function M.env(name, require_fn, owner)
   })
 end
 
--- M.load(name [, opts]) -> the playbook's module value, run in a fresh
--- sandbox. Modules it requires are playbooks too, loaded once per
--- top-level run. opts.embedded: the top module is the one compiled into
--- hypd even when the playbook directory has a file of that name.
+-- M.hash(src) -> "sha256:<hex>", the content hash of a module's text
+function M.hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
+
+-- resolve(modname, embedded, module) -> the module's text and where it is
+-- from: {name, file, hash, source = "built-in" | "operator", overrides =
+-- "built-in" when an operator's file takes the place of a module compiled
+-- into hypd, src, chunkname, pname}
+local function resolve(modname, embedded, module)
+  local src, chunkname, pname, origin = M.source(modname, embedded, module)
+  local shadows = origin == "operator" and
+    (core.embedded("playbooks." .. modname) or core.embedded("workflows." .. modname)) ~= nil
+  return { name = modname, file = (chunkname:gsub("^@", "")), hash = M.hash(src), source = origin,
+    overrides = shadows and "built-in" or nil, src = src, chunkname = chunkname, pname = pname }
+end
+
+-- a module text's hash -> the names its require calls give (read once per text)
+local REQUIRES = {}
+
+-- M.load(name [, opts]) -> the playbook's module value, and the modules
+-- of the load: {{name, file, hash, source, overrides}} (resolve), the top
+-- one first. Modules it requires are playbooks too, loaded once per
+-- top-level run. Every module a loaded one names in a require call
+-- (require "x" at its top level or inside a function, run later or never)
+-- is found when the load is (its text, not run), so the list is all the
+-- load can run, and a require inside a function runs the text listed,
+-- whatever the directory holds by then; a require whose name is computed
+-- finds its module when it runs (the list does not have it).
+-- opts.embedded: the top module is the one compiled into hypd even when
+-- the playbook directory has a file of that name.
 function M.load(name, opts)
   local loaded = {}
   local owner = {} -- this load's token (safe_getmetatable)
   local top = opts and opts.embedded and name
+  local found, modules = {}, {} -- modname -> resolve()'s entry; the entries in the order found
+  local function find(modname, required)
+    local m = found[modname]
+    if not m then
+      m = resolve(modname, modname == top, required)
+      found[modname] = m
+      modules[#modules + 1] = m
+    end
+    return m
+  end
   local load_module
   -- what the playbook's require does: a module name, never a path
   local function require_module(modname)
@@ -287,12 +325,12 @@ function M.load(name, opts)
       busy = loading[modname]
     end
     if loaded[modname] ~= nil then return loaded[modname] end
-    local src, chunkname, pname = M.source(modname, modname == top, required)
-    local fn, err = load(src, chunkname, "t", M.env(pname, require_module, owner))
+    local m = find(modname, required)
+    local fn, err = load(m.src, m.chunkname, "t", M.env(m.pname, require_module, owner))
     if not fn then
       errors.raise("VALIDATION", "playbook " .. modname .. " does not compile: " .. err)
     end
-    core.playbook_chunk(chunkname) -- its code may be preempted (hypd._sched)
+    core.playbook_chunk(m.chunkname) -- its code may be preempted (hypd._sched)
     loaded[modname] = false
     local me = sched.current() and { by = sched.current(), done = sched.signal() }
     loading[modname] = me
@@ -307,7 +345,23 @@ function M.load(name, opts)
     loaded[modname] = v
     return v
   end
-  return load_module(name)
+  local v = load_module(name)
+  -- the modules named in require calls that have not run yet: found now
+  -- (one that does not resolve fails when its require runs, as it would)
+  local i = 1
+  while modules[i] do
+    local m = modules[i]
+    REQUIRES[m.hash] = REQUIRES[m.hash] or lua_globals.requires(m.src) or {}
+    for _, r in ipairs(REQUIRES[m.hash]) do
+      if not found[r] then pcall(find, r, true) end
+    end
+    i = i + 1
+  end
+  local list = {}
+  for k, m in ipairs(modules) do
+    list[k] = { name = m.name, file = m.file, hash = m.hash, source = m.source, overrides = m.overrides }
+  end
+  return v, list
 end
 
 -- M.run(name, args) -> the result of the playbook's main(args)

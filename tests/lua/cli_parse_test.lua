@@ -272,10 +272,10 @@ local playbooks = dir .. "/playbooks"
 os.execute("mkdir -p " .. H.quote(playbooks))
 H.write(playbooks .. "/hello.lua", "return { main = function(a) return 'from the playbook directory ' .. a.n end }")
 H.write(playbooks .. "/nap.lua", [[
-return {
-  tool = { name = "diagnose_nap", summary = "Sleep a while", kind = "read",
-    description = "A playbook tool, to see the playbook directory reach the host.", params = {} },
-  main = function() return { slept = 0 } end,
+return tool {
+  name = "diagnose_nap", summary = "Sleep a while", kind = "read",
+  description = "A playbook tool, to see the playbook directory reach the host.", params = {},
+  run = function() return { slept = 0 } end,
 }]])
 -- a profile whose key the fake AWS endpoint sees in the signatures
 local aws_config = H.write(dir .. "/aws-config", "[profile ci]\nregion = eu-north-1\n")

@@ -10,17 +10,26 @@ local state = dir .. "/state"
 local playbooks = dir .. "/playbooks"
 os.execute("mkdir -p " .. H.quote(playbooks))
 H.write(playbooks .. "/nap.lua", [[
-return {
-  tool = { name = "diagnose_nap", summary = "Sleep a while", kind = "mutating",
-    description = "A mutating playbook tool that sleeps, to show operations from the command line.",
-    params = { seconds = { type = "integer", minimum = 0, required = true } } },
-  main = function(p) hypd.sleep(p.seconds) return { slept = p.seconds } end,
+return tool {
+  name = "diagnose_nap", summary = "Sleep a while", kind = "mutating",
+  description = "A mutating playbook tool that sleeps, to show operations from the command line.",
+  params = { seconds = { type = "integer", minimum = 0, required = true } }, status_tool = "operation_get",
+  target = function(p) return "nap/" .. p.seconds end,
+  steps = { { name = "nap", run = function(ctx)
+    ctx:phase("sleeping " .. ctx.params.seconds .. " s")
+    hypd.sleep(ctx.params.seconds)
+    ctx.state.result = { slept = ctx.params.seconds }
+  end } },
 }]])
 H.write(playbooks .. "/fail.lua", [[
-return {
-  tool = { name = "diagnose_fail", summary = "Fails", kind = "mutating",
-    description = "A mutating playbook tool that fails.", params = {} },
-  main = function() error({ code = "BROKEN", message = "it broke on purpose" }) end,
+return tool {
+  name = "diagnose_fail", summary = "Fails", kind = "mutating",
+  description = "A mutating playbook tool that fails.", params = {}, status_tool = "operation_get",
+  target = function() return "fail" end,
+  steps = { { name = "fail", run = function(ctx)
+    ctx:phase("failing")
+    error({ code = "BROKEN", message = "it broke on purpose" })
+  end } },
 }]])
 
 local function hypd(env, ...)

@@ -5,7 +5,7 @@
 -- hyperpod_capacity.py) and that boto3 reads back (hyperpod_groups.py), not
 -- hypd. Scaling up and down keeps the group's health checks, threads per
 -- core, network interface, storage, capacity and placement and sends only
--- that group; every fixed_at_create parameter that differs is refused
+-- that group; every fixed parameter that differs is refused
 -- before any mutation (the sandbox's audit log unchanged), naming the field
 -- and the rule; the sandbox itself refuses or resets what an UpdateCluster
 -- omits, so a tool that forgot a field would be caught; plan mode shows
@@ -140,14 +140,14 @@ local FIXED = {
   { "training_plan", "my-plan", "training plan" },
 }
 
-t.test("each fixed_at_create parameter that differs from the group is refused before any mutation, " ..
+t.test("each fixed parameter that differs from the group is refused before any mutation, " ..
   "naming the field and the rule", function()
   if not info then return skip() end
   resync()
   local spec = tool.get("hyperpod_scale_instance_group").params
   for _, f in ipairs(FIXED) do
     local field, value, why = f[1], f[2], f[3]
-    t.ok(spec[field].fixed_at_create, field .. " is marked fixed_at_create in the registry")
+    t.ok(spec[field].fixed, field .. " is marked fixed in the registry")
     local a0 = #audit()
     local v = refusal("hyperpod_scale_instance_group", { instance_group = "gpu", instance_count = 2, [field] = value })
     t.eq(v.status, "refused", field)

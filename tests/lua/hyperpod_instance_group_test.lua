@@ -157,7 +157,7 @@ t.test("capacity type, efa-only and subnet placement are fixed when a group is m
     availability_zone = "us-west-2a" }, "instance_type", "fixed_at_create")
   local def = tool.get("hyperpod_add_instance_group").params
   for _, f in ipairs { "capacity_type", "efa_only", "dedicated_subnet", "availability_zone", "training_plan" } do
-    t.ok(def[f].fixed_at_create, f .. " is marked fixed_at_create in the registry")
+    t.ok(def[f].fixed, f .. " is marked fixed in the registry")
   end
 end)
 

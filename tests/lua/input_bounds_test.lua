@@ -15,19 +15,17 @@ local tool = require "hypd.tool.registry"
 require("hypd.tool.loader").load()
 
 local TOOL = [[
-return {
-  tool = { name = "diagnose_count", summary = "Echo a count", kind = "read",
-    description = "A read tool with a required integer with a range, a number and a string.",
-    params = { count = { type = "integer", required = true, minimum = 1, maximum = 10 },
-      ratio = { type = "number" }, label = { type = "string" } } },
-  main = function(p) return { count = p.count, ratio = p.ratio, label = p.label } end,
+return tool {
+  name = "diagnose_count", summary = "Echo a count", kind = "read",
+  description = "A read tool with a required integer with a range, a number and a string.",
+  params = { count = { type = "integer", required = true, minimum = 1, maximum = 10 },
+    ratio = { type = "number" }, label = { type = "string" } },
+  run = function(_, p) return { count = p.count, ratio = p.ratio, label = p.label } end,
 }]]
 local dir = H.tmpdir()
 os.execute("mkdir -p " .. dir .. "/playbooks")
 H.write(dir .. "/playbooks/count.lua", TOOL)
-local spec = load(TOOL, "=count", "t", { hypd = {} })().tool
-tool.define { name = spec.name, summary = spec.summary, description = spec.description, kind = spec.kind,
-  params = spec.params, run = function(_, p) return { count = p.count, ratio = p.ratio, label = p.label } end }
+tool.define(load(TOOL, "=count", "t", { tool = function(def) return def end })())
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port

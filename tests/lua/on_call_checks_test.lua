@@ -176,7 +176,7 @@ t.test("every staged tool with a fixed-at-create parameter refuses a value that 
   for _, def in ipairs(tool.list()) do
     local fixed = false
     for k, spec in pairs(def.params) do
-      if k ~= "cluster_tag" and (spec.fixed_at_create or spec.fixed) then fixed = true end
+      if k ~= "cluster_tag" and spec.fixed then fixed = true end
     end
     if def.steps and fixed then
       local c = cases[def.name]

@@ -33,12 +33,16 @@ tool.define { name = "diagnose_hold", summary = "Hold a target", kind = "mutatin
   target = function(p) return "hold/" .. p.name end,
   steps = { { name = "hold", run = function() release:wait(60) end } } }
 
--- a playbook tool (the default target is made from the parameters) whose
--- main fails with the secret in its error, as careless code would
-tools.define_playbook("leak", { tool = { name = "diagnose_leak", summary = "Fails with its secret",
-  kind = "mutating", description = "Fails, putting its token into the error.",
-  params = { hf_token = { type = "string", secret = true, required = true }, repo = { type = "string" } } },
-  main = function(p) error("could not download " .. tostring(p.repo) .. " with token " .. p.hf_token) end })
+-- a staged tool whose target is made from all its parameters, the secret
+-- too, and whose step fails with the secret in its error, as careless code
+-- would
+tool.define { name = "diagnose_leak", summary = "Fails with its secret", kind = "mutating",
+  description = "Fails, putting its token into the error.", status_tool = "operation_get",
+  params = { hf_token = { type = "string", secret = true, required = true }, repo = { type = "string" } },
+  target = function(p) return "leak/" .. json.encode(p) end,
+  steps = { { name = "download", run = function(ctx)
+    error("could not download " .. tostring(ctx.params.repo) .. " with token " .. ctx.params.hf_token)
+  end } } }
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
 local base = "http://127.0.0.1:" .. srv.port
@@ -125,16 +129,26 @@ end)
 local playbooks = dir .. "/playbooks"
 os.execute("mkdir -p " .. H.quote(playbooks))
 H.write(playbooks .. "/broken.lua", [[
-return {
-  tool = { name = "diagnose_broken", summary = "Fails at once", kind = "mutating",
-    description = "Fails in its first step.", params = {} },
-  main = function() hypd.sleep(1) error({ code = "BROKEN", message = "it broke on purpose" }) end,
+return tool {
+  name = "diagnose_broken", summary = "Fails at once", kind = "mutating",
+  description = "Fails in its first step.", params = {}, status_tool = "operation_get",
+  target = function() return "broken" end,
+  steps = { { name = "break", run = function(ctx)
+    ctx:phase("breaking")
+    hypd.sleep(1)
+    error({ code = "BROKEN", message = "it broke on purpose" })
+  end } },
 }]])
 H.write(playbooks .. "/steps.lua", [[
-return {
-  tool = { name = "diagnose_steps", summary = "Three notes", kind = "mutating",
-    description = "Sleeps with progress notes.", params = {} },
-  main = function() for i = 1, 3 do hypd.sleep(5) hypd.log.info("step %d", i) end return { ok = true } end,
+return tool {
+  name = "diagnose_steps", summary = "Three notes", kind = "mutating",
+  description = "Sleeps with progress notes.", params = {}, status_tool = "operation_get",
+  target = function() return "steps" end,
+  steps = { { name = "sleep", run = function(ctx)
+    ctx:phase("sleeping")
+    for i = 1, 3 do hypd.sleep(5) hypd.log.info("step %d", i) end
+    ctx.state.result = { ok = true }
+  end } },
 }]])
 
 local function hypd(env, ...)

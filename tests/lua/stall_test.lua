@@ -33,10 +33,10 @@ os.execute("mkdir -p " .. H.quote(playbooks))
 -- a read tool whose main is body
 local function tool(name, body)
   H.write(playbooks .. "/" .. name .. ".lua", string.format([[
-return {
-  tool = { name = %q, summary = "Misbehaves", kind = "read",
-    description = "A tool of the stall suite: it misbehaves on purpose.", params = {} },
-  main = function()
+return tool {
+  name = %q, summary = "Misbehaves", kind = "read",
+  description = "A tool of the stall suite: it misbehaves on purpose.", params = {},
+  run = function()
 %s
   end,
 }]], name, body))

@@ -17,12 +17,18 @@ local dir = H.tmpdir()
 local playbooks = dir .. "/playbooks"
 os.execute("mkdir -p " .. H.quote(playbooks))
 H.write(playbooks .. "/nap.lua", [[
-return {
-  tool = { name = "diagnose_nap", summary = "Sleep a while", kind = "mutating",
-    description = "A mutating playbook tool (a one-step operation) that sleeps.",
-    params = { seconds = { type = "integer", minimum = 0, required = true },
-      password = { type = "string", secret = true } } },
-  main = function(p) hypd.sleep(p.seconds) return { slept = p.seconds } end,
+return tool {
+  name = "diagnose_nap", summary = "Sleep a while", kind = "mutating",
+  description = "A mutating playbook tool (a one-step operation) that sleeps.",
+  params = { seconds = { type = "integer", minimum = 0, required = true },
+    password = { type = "string", secret = true } },
+  status_tool = "operation_get",
+  target = function(p) return "nap/" .. p.seconds end,
+  steps = { { name = "nap", run = function(ctx)
+    ctx:phase("sleeping " .. ctx.params.seconds .. " s")
+    hypd.sleep(ctx.params.seconds)
+    ctx.state.result = { slept = ctx.params.seconds }
+  end } },
 }]])
 
 local function pat(s) return (tostring(s):gsub("%p", "%%%0")) end

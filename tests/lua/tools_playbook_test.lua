@@ -11,28 +11,36 @@ local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
 H.write(dir .. "/echo.lua", [[
-return {
-  tool = { name = "monitor_echo", summary = "Echo a word", kind = "read",
-    description = "Returns the word it was given, repeated, to show a playbook tool end to end.",
-    params = { word = { type = "string", required = true, pattern = "^[a-z]+$" },
-               times = { type = "integer", minimum = 1, maximum = 3, default = 1 } } },
-  main = function(p) return { said = string.rep(p.word, p.times, " ") } end,
+return tool {
+  name = "monitor_echo", summary = "Echo a word", kind = "read",
+  description = "Returns the word it was given, repeated, to show a playbook tool end to end.",
+  params = { word = { type = "string", required = true, pattern = "^[a-z]+$" },
+             times = { type = "integer", minimum = 1, maximum = 3, default = 1 } },
+  run = function(_, p) return { said = string.rep(p.word, p.times, " ") } end,
 }]])
 H.write(dir .. "/label.lua", [[
-return {
-  tool = { name = "job_label", summary = "Record a label", kind = "mutating",
-    description = "A mutating playbook tool: runs as an operation with a record, like a built-in one.",
-    params = { label = { type = "string", required = true } } },
-  main = function(p) hypd.state.put("label", p.label); return { label = p.label } end,
+return tool {
+  name = "job_label", summary = "Record a label", kind = "mutating",
+  description = "A mutating playbook tool: runs as an operation with a record, like a built-in one.",
+  params = { label = { type = "string", required = true } },
+  status_tool = "operation_get",
+  target = function(p) return "label/" .. p.label end,
+  steps = { { name = "label", run = function(ctx)
+    hypd.state.put("label", ctx.params.label)
+    ctx.state.result = { label = ctx.params.label }
+  end } },
 }]])
 H.write(dir .. "/shell.lua", [[
-return {
-  tool = { name = "diagnose_shell", summary = "Tries a shell", kind = "read",
-    description = "Tries to run a shell command, which playbooks cannot do.", params = {} },
-  main = function() return os.execute("id") end,
+return tool {
+  name = "diagnose_shell", summary = "Tries a shell", kind = "read",
+  description = "Tries to run a shell command, which playbooks cannot do.", params = {},
+  run = function() return os.execute("id") end,
 }]])
 H.write(dir .. "/badname.lua", [[
-return { tool = { name = "rm_everything", summary = "x", description = "y", kind = "read", params = {} },
+return tool { name = "rm_everything", summary = "x", description = "y", kind = "read", params = {},
+  run = function() end }]])
+H.write(dir .. "/oldform.lua", [[
+return { tool = { name = "diagnose_old", summary = "x", description = "y", kind = "read", params = {} },
   main = function() end }]])
 H.write(dir .. "/plain.lua", [[return { main = function() return 1 end }]])
 config.playbooks_dir = dir
@@ -43,9 +51,13 @@ t.test("playbooks that declare a tool register it; a bad definition is refused a
   t.eq(report.defined, { "diagnose_shell", "job_label", "monitor_echo" })
   t.ok(tool.get("monitor_echo") and tool.get("job_label") and tool.get("diagnose_shell"), "registered")
   t.eq(tool.get("rm_everything"), nil, "a name without a tool prefix is refused")
-  t.eq(#report.errors, 1, "and named as an error")
+  t.eq(tool.get("diagnose_old"), nil, "a table with a tool field is no tool")
+  table.sort(report.errors, function(a, b) return a.file < b.file end)
+  t.eq(#report.errors, 2, "and each is named as an error")
   t.like(report.errors[1].file, "badname%.lua$")
   t.like(report.errors[1].message, "name must start with one of")
+  t.like(report.errors[2].file, "oldform%.lua$")
+  t.like(report.errors[2].message, "a tool is declared with tool{...}")
 end)
 
 t.test("a playbook tool validates like a built-in one and runs in the sandbox", function()

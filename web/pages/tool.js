@@ -1,4 +1,6 @@
-// One tool (#/tools/NAME[?op=ID]): its description and generated form.
+// One tool (#/tools/NAME[?op=ID]): its description and generated form,
+// and every file it loads (its own and the helpers it requires), where each
+// comes from, and which of them take the place of built-in ones.
 // A read tool's result is shown as JSON; a staged tool can be planned
 // ("Plan": the rows it would create, change, delete or keep) before it
 // runs, and its operation is followed live (its id goes into the URL, so a
@@ -20,6 +22,18 @@ function confirmWord(def, p) {
   const props = (def.input_schema && def.input_schema.properties) || {};
   const k = (def.input_schema.required || []).find((n) => props[n] && props[n].type === "string" && typeof p[n] === "string" && p[n]);
   return k ? p[k] : def.name;
+}
+
+// Files: the modules a tool loads, each with its file and origin; a file of
+// the playbook directory over a built-in one is marked overridden
+function Files({ def }) {
+  const modules = def.modules || [];
+  const by = def.overridden_by || [];
+  return html`<details class="tool-files" id="tool-files" open=${by.length > 0}>
+    <summary>Files it loads (${modules.length})${by.length > 0 && html` <span class="kind kind-playbook">overridden</span>`}</summary>
+    <ul>${modules.map((m) => html`<li data-module=${m.name}><code>${m.name}</code>
+      ${m.overrides ? html` <span class="kind kind-playbook">overridden</span>` : m.source === "operator" ? html` <span class="kind kind-playbook">playbook</span>` : ""}
+      <span class="muted"> ${m.file}</span> <span class="muted hash" title=${m.hash}>${(m.hash || "").slice(7, 19)}</span></li>`)}</ul></details>`;
 }
 
 function Tool({ params, query }) {
@@ -75,6 +89,8 @@ function Tool({ params, query }) {
     <details class="description"><summary>What it does</summary><p>${def.description}</p>
       <p class="muted">Needs scope ${def.scope}. ${def.source === "built-in" ? "Built in." : html`From <code>${def.source}</code>.`}
       ${def.status_tool && html` Followed with <a href=${href("/tools/" + def.status_tool)}><code>${def.status_tool}</code></a>.`}</p></details>
+    ${(def.overridden_by || []).length > 0 && html`<p class="notice" id="overridden-notice">Overridden by the playbook directory: ${def.overridden_by.map((f, i) => html`${i ? ", " : ""}<code>${f}</code>`)}.</p>`}
+    <${Files} def=${def}/>
     ${denied(who, def.kind) && html`<p class="notice" id="scope-notice">${denied(who, def.kind)}: its form is shown, but it cannot be run with this token.</p>`}
     <div class="tool-layout">
       <section class="tool-form" aria-label="parameters">

@@ -28,7 +28,8 @@ function Tools({ query }) {
           <div class="tool-head"><a href=${href("/tools/" + t.name)}><code>${t.name}</code></a>
           <span class=${"kind kind-" + t.kind}>${KIND_LABEL[t.kind] || t.kind}</span>
           ${t.staged && html`<span class="kind">staged</span>`}
-          ${t.source !== "built-in" && html`<span class="kind kind-playbook" title=${t.source}>playbook</span>`}</div>
+          ${t.source !== "built-in" && html`<span class="kind kind-playbook" title=${t.source}>playbook</span>`}
+          ${(t.overridden_by || []).length > 0 && html`<span class="kind kind-playbook" title=${t.overridden_by.join(", ")}>overridden</span>`}</div>
           <div class="muted">${t.summary}</div></li>`)}</ul></section>`)}`;
 }
 

@@ -103,7 +103,9 @@ local function load_tools()
       #errs)
   end
   for _, def in ipairs(registry.list()) do
-    if def.overrides then log.warn("serve", "tool %s is overridden by %s", def.name, def.source) end
+    if def.overridden_by then
+      log.warn("serve", "tool %s is overridden by %s", def.name, table.concat(def.overridden_by, ", "))
+    end
   end
 end
 

@@ -245,8 +245,10 @@ function M.mcp_tool(d)
     annotations = { title = d.summary, readOnlyHint = d.kind == "read", destructiveHint = d.kind == "destructive",
       idempotentHint = d.kind == "read" or d.staged == true, openWorldHint = true } }
   if type(out.inputSchema) ~= "table" then out.inputSchema = { type = "object", properties = json.object() } end
-  -- where the tool comes from: built-in, or an operator's playbook (over a built-in one)
-  out._meta = { ["hypd.io/source"] = d.source or "built-in", ["hypd.io/overrides"] = d.overrides }
+  -- where the tool comes from: built-in, or an operator's playbook (over a built-in one); every file it
+  -- loads, and those of them that take the place of built-in ones
+  out._meta = { ["hypd.io/source"] = d.source or "built-in", ["hypd.io/overrides"] = d.overrides,
+    ["hypd.io/overridden_by"] = d.overridden_by, ["hypd.io/modules"] = d.modules }
   -- MCP requires an object schema for results; anything else is left out
   if type(d.output_schema) == "table" and d.output_schema.type == "object" then out.outputSchema = d.output_schema end
   return out

@@ -9,7 +9,8 @@
 --   GET  /api/v1/auth/whoami             {name, scope, id} of the caller's token
 --   POST /api/v1/auth/logout             Sign out: revokes the caller's token if a sign-in made it
 --   GET  /api/v1/tools                   {tools = [{name, kind, scope, summary, description,
---                                          status_tool, staged, input_schema, output_schema}]}
+--                                          status_tool, staged, input_schema, output_schema, source,
+--                                          hash, overrides, overridden_by, modules}]}
 --   GET  /api/v1/tools/{name}            one of those
 --   POST /api/v1/tools/{name}            JSON params -> 200 result | 202 accepted operation
 --   GET  /api/v1/operations              ?status=&tool=&limit= (operation_list)

@@ -1,9 +1,12 @@
 -- hypd.cli._playbook: `hypd playbook list|show|check` and `hypd iam-policy`,
 -- the commands that show operators the playbooks behind the tools.
---   list{json}        each tool's source: built-in or a file, and whether it
---                     overrides a built-in one
---   show{name}        the source of a tool's file, to copy into the playbook
---                     directory and edit
+--   list{json}        each tool's source: built-in or a file, whether it
+--                     overrides a built-in one, how many files it loads and
+--                     which of them take the place of built-in ones
+--   show{name}        the source of a tool's file or of a module tools load
+--                     (a helper: cluster._pipeline), to copy into the
+--                     playbook directory and edit, with the files it loads
+--                     or the tools that load it
 --   check{file, json} compiles a playbook, checks its tool definition,
 --                     reports the globals it uses that playbooks do not have
 --                     and the AWS actions it declares (with their class)
@@ -33,25 +36,52 @@ function M.list(o)
   end
   local wn = 4
   for _, r in ipairs(rows) do wn = math.max(wn, #r.tool) end
-  local f = "%-" .. wn .. "s  %-10s  %s\n"
-  say(string.format(f, "TOOL", "OVERRIDES", "SOURCE"))
+  local f = "%-" .. wn .. "s  %-9s  %5s  %s\n"
+  say(string.format(f, "TOOL", "OVERRIDES", "FILES", "SOURCE"))
   for _, r in ipairs(rows) do
-    say(string.format(f, r.tool, r.overrides and "built-in" or "-",
+    say(string.format(f, r.tool, r.overrides and "built-in" or "-", #r.modules,
       r.source == "built-in" and ("built-in " .. tostring(r.file)) or r.source))
+    if r.overridden_by then say("  overridden by ", table.concat(r.overridden_by, ", "), "\n") end
   end
   for _, e in ipairs(tools.errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
   return #tools.errors() == 0 and 0 or 1
 end
 
+-- files(modules): the files a tool loads, one a line: module, source, file, hash
+local function files(modules)
+  local wn = 6
+  for _, m in ipairs(modules) do wn = math.max(wn, #m.name) end
+  for _, m in ipairs(modules) do
+    warn(string.format("  %-" .. wn .. "s  %-8s  %s  %s%s\n", m.name, m.source, m.file, m.hash,
+      m.overrides and "  (overrides the built-in one)" or ""))
+  end
+end
+
+-- show{name}: a tool's file or a module tools load on stdout; on stderr
+-- where it is from, the files the tool loads or the tools that load the
+-- module, and how to change it
 function M.show(o)
-  local text, origin = tools.source(o.name)
-  if not text then return fail(origin) end
+  local text, about = tools.source(o.name)
+  if not text then return fail(about) end
   say(text)
-  local def = tool.get(o.name)
-  local module = def and def.module or o.name
-  warn("hypd: ", o.name, " comes from ", origin, "; to change it, save this as <playbook dir>/",
-    module:gsub("%.", "/"), ".lua (hypd --playbooks DIR), edit it, and reload (SIGHUP or POST ",
-    "/api/v1/playbooks/reload)\n")
+  local save = function(module)
+    return "save this as <playbook dir>/" .. module:gsub("%.", "/") .. ".lua (hypd --playbooks DIR), edit it, " ..
+      "and reload (SIGHUP or POST /api/v1/playbooks/reload)"
+  end
+  if about.tool then
+    local def = tool.get(o.name)
+    warn("hypd: ", o.name, " comes from ", about.file, " (", about.hash, "); it loads ", #about.modules,
+      " file(s):\n")
+    files(about.modules)
+    if about.overridden_by then warn("hypd: overridden by ", table.concat(about.overridden_by, ", "), "\n") end
+    warn("hypd: to change it, ", save(def.module or o.name), "\n")
+  else
+    warn("hypd: module ", o.name, " comes from ", about.file, " (", about.source, ", ", about.hash, ")",
+      about.overrides and ", over the built-in one" or "", about.changed and
+      "; the file changed since the tools loaded it (reload)" or "", "\n")
+    warn("hypd: ", #about.loaded_by, " tool(s) load it: ", table.concat(about.loaded_by, ", "), "\n")
+    warn("hypd: to change it, ", save(o.name), ": every tool that loads it is then marked overridden by it\n")
+  end
   return 0
 end
 
@@ -109,14 +139,9 @@ function M.check_file(path)
   end
   local ok, v = pcall(guard.confine, tools.LOADING:format(path), playbook.load, path)
   if not ok then bad("does not load: " .. tostring(type(v) == "table" and v.message or v)) return r end
-  local def
-  if playbook.is_tool(v) then
-    def = v
-  elseif type(v) == "table" and type(v.tool) == "table" then
-    local okd, d = pcall(tools.playbook_def, path:match("([^/]+)%.lua$"), v)
-    if not okd then bad(tostring(d)) return r end
-    def = d
-  else
+  local okd, def = pcall(tools.declared, v)
+  if not okd then bad(tostring(def)) return r end
+  if not def then
     r.tool = json.null
     return r -- a plain playbook (hypd run), no tool
   end

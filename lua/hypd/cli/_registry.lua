@@ -86,7 +86,8 @@ function M.tools(opts)
   local f = "%-" .. wn .. "s  %-" .. wk .. "s  %s\n"
   say(string.format(f, "NAME", "KIND", "SUMMARY"))
   for _, d in ipairs(defs) do
-    say(string.format(f, d.name, d.kind, d.summary .. (d.overrides and "  [overridden by " .. d.source .. "]" or "")))
+    local by = d.overridden_by and "  [overridden by " .. table.concat(d.overridden_by, ", ") .. "]" or ""
+    say(string.format(f, d.name, d.kind, d.summary .. by))
   end
   for _, e in ipairs(loader.errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
   return 0

@@ -392,14 +392,18 @@ M[#M + 1] = {
   summary = "the playbooks behind the tools: sources, overrides, checks",
   usage = [=[
 usage: hypd playbook list [--json]
-       hypd playbook show TOOL
+       hypd playbook show TOOL|MODULE
        hypd playbook check FILE [--json]
        (each also takes --playbooks DIR)
 
 Every tool is a playbook file. list shows each tool's source (built-in, or a
-file of the playbook directory) and whether it overrides a built-in tool.
-show prints a tool's file, to copy into the playbook directory and edit: a
-file there declaring a tool of the same name replaces the built-in one.
+file of the playbook directory), whether it overrides a built-in tool, how
+many files it loads, and which of them, files of the playbook directory,
+take the place of built-in ones (overridden by). show prints a tool's file,
+to copy into the playbook directory and edit (a file there declaring a tool
+of the same name replaces the built-in one), and on stderr every file it
+loads with its origin and hash; for a module tools load (a helper such as
+cluster._pipeline) it prints its file and the tools that load it.
 check compiles a playbook, checks its tool definition, reports the globals
 it uses that playbooks do not have and the AWS actions it declares with
 their class (read, mutating, deleting). Exits 1 when check finds a problem.
@@ -413,7 +417,7 @@ their class (read, mutating, deleting). Exits 1 when check finds a problem.
     local want = ({ list = 1, show = 2, check = 2 })[action]
     if not want then return "unknown playbook command '" .. action .. "' (list, show or check)" end
     if want == 2 and not o[2] then
-      return "playbook " .. action .. " needs a " .. (action == "show" and "TOOL" or "FILE")
+      return "playbook " .. action .. " needs a " .. (action == "show" and "TOOL or MODULE" or "FILE")
     end
     if o[want + 1] then return "unexpected argument '" .. o[want + 1] .. "' for playbook " .. action end
   end,

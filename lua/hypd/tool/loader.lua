@@ -1,21 +1,27 @@
 -- hypd.tool.loader: finds the tools. Every built-in tool is a playbook, one file
 -- lua/workflows/<area>/<tool>.lua compiled into hypd that returns
 -- tool{...}; files whose name starts with "_" are helper modules beside
--- them (require "cluster._network"). The operator's playbook directory is
--- read the same way (its top level and one level of area folders): a file
--- that declares a tool with a built-in's name replaces it, marked
--- overridden wherever tools are shown. The older form
---   return { tool = {name, summary, description, kind, params}, main = fn }
--- keeps working.
+-- them (require "cluster._pipeline") or above them (require "_params").
+-- The operator's playbook directory is read the same way (its top level
+-- and one level of area folders): a file that declares a tool with a
+-- built-in's name replaces it, and a helper there takes the place of the
+-- built-in helper of its name in every tool that loads it. Each tool
+-- records every module it loads (hypd.playbook.load: name, file, hash,
+-- built-in or operator); its hash covers them all, and a tool any of whose
+-- files takes the place of a built-in one is marked overridden by them
+-- (overridden_by) wherever tools are shown.
 --
 --   tools.load() -> errors      once; errors = {{file, message}}, each logged
 --   tools.reload() -> {errors, defined, restored, removed}: the playbook
 --     directory again; a file that does not load is refused with its error
---     and its tools keep their previous version
+--     and its tools keep their previous version; a built-in tool whose
+--     helpers the directory now adds, changes or removes is loaded again
+--     (defined while one of them is the operator's, restored when none is)
 --   tools.errors() -> the errors of the last load or reload
---   tools.list_sources() -> {{tool, source, module, hash, overrides}}
---   tools.source(name) -> text, origin: a tool's file (hypd playbook show)
---   tools.check(path) -> report: compiles a file, checks its definition
+--   tools.list_sources() -> {{tool, source, module, hash, overrides, overridden_by, modules, file}}
+--   tools.source(name) -> text, about: a tool's file, or a module tools
+--     load (hypd playbook show)
+--   tools.declared(v) -> v | nil: the tool a file's value declares
 local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
@@ -23,16 +29,14 @@ local guard = require "hypd.tool.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool.registry"
-local json = require "hypd.json"
 local store = require "hypd.store"
 
 local M = {}
 
-M.FIELDS = { name = true, summary = true, description = true, kind = true, params = true, result = true }
-
 local loaded = false
 local load_errors = {}   -- {file, message} of the last (re)load
-local builtin = {}       -- tool name -> its built-in definition
+local builtin = {}       -- tool name -> {module, file, def}: its built-in file and latest built-in definition
+local unloaded = {}      -- built-in tool file -> its module, while it does not load (a broken helper over one it loads)
 local from_file = {}     -- playbook file path -> names of the tools it defined
 local sources = {}       -- tool name -> {text, origin}
 
@@ -42,46 +46,45 @@ local sources = {}       -- tool name -> {text, origin}
 M.LOADING = "the top level of %s (it runs at every load: it may declare, not act)"
 local LOADING = M.LOADING
 
-local function hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
-
--- playbook_def(pname, mod) -> the definition of the older {tool, main} form
-function M.playbook_def(pname, mod)
-  local spec = mod.tool
-  for k in pairs(spec) do
-    if not M.FIELDS[k] then error(string.format("playbook %s: tool.%s is not a tool field", pname, tostring(k)), 0) end
-  end
-  if type(mod.main) ~= "function" then error("playbook " .. pname .. ": a tool needs main(params)", 0) end
-  local def = { name = spec.name, summary = spec.summary, description = spec.description, kind = spec.kind,
-    params = spec.params, result = spec.result }
-  if spec.kind == "read" then
-    def.run = function(_, params) return mod.main(params) end
-  else
-    -- a mutating playbook runs as a one-step operation, one at a time per tool and arguments
-    def.status_tool = "operation_get"
-    def.target = function(params) return "playbook/" .. pname .. "/" .. json.encode(params) end
-    def.steps = { { name = "run", run = function(ctx)
-      ctx:phase("running playbook " .. pname)
-      ctx.state.result = mod.main(ctx.params)
-    end } }
-  end
-  return def
+-- tool_hash(modules) -> one content hash over every module a tool loads
+local function tool_hash(modules)
+  local lines = {}
+  for i, m in ipairs(modules) do lines[i] = m.name .. " " .. m.hash .. "\n" end
+  table.sort(lines)
+  return playbook.hash(table.concat(lines))
 end
 
--- define_playbook(pname, mod, origin) -> def: registers the older form
-function M.define_playbook(pname, mod, origin) return tool.define(M.playbook_def(pname, mod), origin) end
-
--- define_value(v, module, origin) -> {names} | nil (v declares no tool)
-local function define_value(v, module, origin)
-  if playbook.is_tool(v) then return { tool.define(v, origin).name } end
-  if type(v) == "table" and type(v.tool) == "table" then
-    return { M.define_playbook(module:match("[^.]+$"), v, origin).name }
+-- declared(v) -> v when a file's value declares a tool (tool{...}), nil
+-- when it declares none (a plain playbook for hypd run); raises for a
+-- table with a tool field, which is no tool definition
+function M.declared(v)
+  if playbook.is_tool(v) then return v end
+  if type(v) == "table" and rawget(v, "tool") ~= nil then
+    error("it returns {tool = ..., main = ...}: a tool is declared with tool{...} (docs/playbooks.md)", 0)
   end
+end
+
+-- define_value(v, origin, modules) -> {names} | nil (v declares no tool)
+local function define_value(v, origin, modules)
+  if not M.declared(v) then return nil end
+  origin.hash, origin.modules = tool_hash(modules), modules
+  return { tool.define(v, origin).name }
 end
 
 local function failed(file, err)
   local msg = type(err) == "table" and tostring(err.message or err.code) or tostring(err)
   load_errors[#load_errors + 1] = { file = file, message = msg }
   log.error("tools", "%s: %s", file, msg)
+end
+
+-- load_builtin(module, file) -> names: a built-in tool's file, with the
+-- helpers as they resolve now (the playbook directory's over the built-in)
+local function load_builtin(module, file)
+  local v, modules = guard.confine(LOADING:format(file), playbook.load, module, { embedded = true })
+  local names = define_value(v, { source = "built-in", module = module }, modules)
+  if not names then error("it does not return tool{...} (a helper module's name starts with _)", 0) end
+  for _, n in ipairs(names) do builtin[n] = { module = module, file = file, def = tool.get(n) } end
+  return names
 end
 
 -- built-ins: every lua/workflows/<area>/<tool>.lua that is not a helper
@@ -92,16 +95,44 @@ local function load_builtins()
       local src, chunk = core.embedded(mod)
       local file = chunk:gsub("^@", "")
       local ok, err = pcall(function()
-        local v = guard.confine(LOADING:format(file), playbook.load, name, { embedded = true })
-        local names = define_value(v, name, { source = "built-in", module = name, hash = hash(src) })
-        if not names then error("it does not return tool{...} (a helper module's name starts with _)", 0) end
-        for _, n in ipairs(names) do
-          builtin[n] = tool.get(n)
-          sources[n] = { text = src, origin = file }
-        end
+        for _, n in ipairs(load_builtin(name, file)) do sources[n] = { text = src, origin = file } end
       end)
-      if not ok then failed(file, err) end
+      if not ok then
+        unloaded[file] = name
+        failed(file, err)
+      end
     end
+  end
+end
+
+-- stale(def) -> true when a module the tool loaded resolves to another
+-- file or text now (a helper added to, changed in or removed from the
+-- playbook directory)
+local function stale(def)
+  for _, m in ipairs(def.modules) do
+    local ok, src, chunk = pcall(playbook.source, m.name, m.name == def.module, true)
+    if not ok or chunk:gsub("^@", "") ~= m.file or playbook.hash(src) ~= m.hash then return true end
+  end
+  return false
+end
+
+-- refresh_builtin(n, report): the built-in tool n again when a helper it
+-- loads changed (defined while one is the operator's, restored when none
+-- is), else as it was; one that does not load keeps its previous version
+local function refresh_builtin(n, report)
+  local b = builtin[n]
+  if stale(b.def) then
+    local ok, err = pcall(load_builtin, b.module, b.file)
+    if ok then
+      local list = tool.get(n).overridden_by and report.defined or report.restored
+      list[#list + 1] = n
+      return
+    end
+    failed(b.file, err)
+  end
+  if tool.get(n) ~= b.def then
+    b.def = tool.define(b.def, { source = "built-in", module = b.module, hash = b.def.hash, modules = b.def.modules })
+    report.restored[#report.restored + 1] = n
   end
 end
 
@@ -152,8 +183,8 @@ local function load_dir(dir, report)
       local why = loose(f.path, f.st)
       if why then error(why, 0) end
       local src = assert(io.open(f.path, "rb")):read("a")
-      local v = guard.confine(LOADING:format(f.path), playbook.load, f.module)
-      local names = define_value(v, f.module, { source = f.path, module = f.module, hash = hash(src) })
+      local v, modules = guard.confine(LOADING:format(f.path), playbook.load, f.module)
+      local names = define_value(v, { source = f.path, module = f.module }, modules)
       for _, n in ipairs(names or {}) do
         sources[n] = { text = src, origin = f.path }
         report.defined[#report.defined + 1] = n
@@ -170,10 +201,8 @@ local function load_dir(dir, report)
         local def = tool.get(n)
         if def and def.source == path then
           if builtin[n] then
-            local b = builtin[n]
-            tool.define(b, { source = "built-in", module = b.module, hash = b.hash })
-            sources[n] = { text = (core.embedded("workflows." .. b.module)), origin = "built-in" }
-            report.restored[#report.restored + 1] = n
+            refresh_builtin(n, report)
+            sources[n] = { text = (core.embedded("workflows." .. builtin[n].module)), origin = builtin[n].file }
           else
             tool.remove(n)
             sources[n] = nil
@@ -208,6 +237,23 @@ function M.reload(who)
   M.load()
   load_errors = {}
   local report = new_report()
+  -- the built-in tools first (the directory's tools then go over them)
+  for _, def in ipairs(tool.list()) do
+    if builtin[def.name] and def.source == "built-in" and stale(def) then refresh_builtin(def.name, report) end
+  end
+  for file, module in pairs(unloaded) do
+    local ok, names = pcall(load_builtin, module, file)
+    if ok then
+      unloaded[file] = nil
+      for _, n in ipairs(names) do
+        sources[n] = { text = (core.embedded("workflows." .. module)), origin = file }
+        local list = tool.get(n).overridden_by and report.defined or report.restored
+        list[#list + 1] = n
+      end
+    else
+      failed(file, names)
+    end
+  end
   if config.playbooks_dir then load_dir(config.playbooks_dir, report) end
   report.errors = load_errors
   store.event("audit", nil, { action = "playbooks.reload", caller = who and who.name,
@@ -223,17 +269,41 @@ function M.errors() return load_errors end
 function M.list_sources()
   local out = {}
   for _, def in ipairs(tool.list()) do
-    out[#out + 1] = { tool = def.name, source = def.source or "built-in", module = def.module, hash = def.hash,
-      overrides = def.overrides, file = sources[def.name] and sources[def.name].origin }
+    out[#out + 1] = { tool = def.name, source = def.source, module = def.module, hash = def.hash,
+      overrides = def.overrides, overridden_by = def.overridden_by, modules = def.modules,
+      file = sources[def.name] and sources[def.name].origin }
   end
   return out
 end
 
+-- source(name) -> text, about | nil, err. A tool: its file's text, about =
+-- {tool, file, source, hash, modules}; a module the tools load (a helper,
+-- "cluster._pipeline"): its text, about = {module, file, source, hash,
+-- loaded_by = {tool names}, changed = true when the file is no longer
+-- the text the tools loaded}
 function M.source(name)
   M.load()
-  local s = sources[name]
-  if not s then return errors.fail("NOT_FOUND", "no tool named '" .. errors.echo(name, 64) .. "' (hypd playbook list)") end
-  return s.text, s.origin
+  local s, def = sources[name], tool.get(name)
+  if s and def then
+    return s.text, { tool = name, file = s.origin, source = def.source, hash = def.hash, modules = def.modules,
+      overridden_by = def.overridden_by }
+  end
+  local entry, by = nil, {}
+  for _, d in ipairs(tool.list()) do
+    for _, m in ipairs(d.modules) do
+      if m.name == name then
+        entry = entry or m
+        by[#by + 1] = d.name
+      end
+    end
+  end
+  if not entry then
+    return errors.fail("NOT_FOUND", "no tool or module a tool loads is named '" .. errors.echo(name, 64) ..
+      "' (hypd playbook list)")
+  end
+  local text = playbook.source(name, entry.source == "built-in", true)
+  return text, { module = name, file = entry.file, source = entry.source, hash = entry.hash, loaded_by = by,
+    overrides = entry.overrides, changed = playbook.hash(text) ~= entry.hash or nil }
 end
 
 return M

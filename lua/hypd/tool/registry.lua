@@ -26,7 +26,7 @@
 -- minimum, maximum, min_length, max_length, items (a spec), properties (an
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
--- (or fixed_at_create, as DESIGN.md spells it: cannot change once created).
+-- (cannot change once created).
 -- A string value is at most max_length characters, M.MAX_STRING when the
 -- spec gives none, checked before its pattern runs.
 --
@@ -53,7 +53,7 @@ local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
 local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
-  secret = true, fixed = true, fixed_at_create = true, properties = true, pattern_help = true }
+  secret = true, fixed = true, properties = true, pattern_help = true }
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
@@ -107,7 +107,8 @@ end
 
 -- check_def(def): raises what is wrong with a definition, registers
 -- nothing (hypd playbook check); define() runs it first
-local INTERNAL = { source = true, module = true, hash = true, overrides = true, overridden = true } -- set by define
+local INTERNAL = { source = true, module = true, hash = true, modules = true, overrides = true, overridden = true,
+  overridden_by = true } -- set by define
 function M.check_def(def)
   local name = def.name
   for k in pairs(def) do
@@ -214,10 +215,13 @@ end
 
 -- define(def [, origin]) -> the registered definition (a copy of def); a
 -- bad definition is a programming error and raises. origin: {source =
--- "built-in" | a file path, module, hash (sha256 of the source)}; a
--- definition of a name already registered replaces it (an operator's
+-- "built-in" | a file path, module, hash (over every module it loads),
+-- modules = {{name, file, hash, source, overrides}} (hypd.playbook.load)};
+-- a definition of a name already registered replaces it (an operator's
 -- playbook over a built-in tool, a reload), if it keeps at least the kind
--- of the built-in it overrides (weaker)
+-- of the built-in it overrides (weaker). overridden_by: the files of its
+-- modules that take the place of built-in ones (a helper of the playbook
+-- directory over the built-in one; its own file over a built-in tool)
 function M.define(def, origin)
   if type(def) ~= "table" then bad_def("?", "a definition is a table") end
   def = own(def)
@@ -227,6 +231,7 @@ function M.define(def, origin)
   if def.steps then def.params.plan = M.PLAN end
   origin = origin or {}
   def.source, def.module, def.hash = origin.source or "built-in", origin.module, origin.hash
+  def.modules = own(origin.modules) or json.array()
   local prev = registry[name]
   local base = def.source ~= "built-in" and prev and (prev.source == "built-in" and prev or prev.overridden) or nil
   local why = M.weaker(def, base)
@@ -237,6 +242,11 @@ function M.define(def, origin)
   elseif prev and prev.overrides and def.source ~= "built-in" then
     def.overrides = prev.overrides
   end
+  local by = json.array()
+  for _, m in ipairs(def.modules) do
+    if m.overrides or (m.name == def.module and def.overrides) then by[#by + 1] = m.file end
+  end
+  def.overridden_by = #by > 0 and by or nil
   if not prev then order[#order + 1] = name end
   registry[name] = def
   if M.changed then M.changed() end
@@ -305,7 +315,7 @@ local function spec_schema(spec)
   if spec.pattern_help then s["x-hypd-pattern-help"] = spec.pattern_help end
   if spec.secret then s.writeOnly = true end
   if spec.decision then s["x-hypd-decision"] = true end
-  if spec.fixed or spec.fixed_at_create then s["x-hypd-fixed"] = true end
+  if spec.fixed then s["x-hypd-fixed"] = true end
   return s
 end
 
@@ -541,17 +551,28 @@ function M.public(def, params)
 end
 
 -- describe(def) -> what every front end says about a tool (REST GET
--- /tools, MCP tools/list, hypd tools --json): one description
+-- /tools, MCP tools/list, hypd tools --json, the web UI): one description;
+-- modules = {{name, file, hash, source = "built-in"|"operator", overrides}}
+-- are the files it loads, overridden_by those of them that take the place
+-- of built-in ones (absent when none does)
 function M.describe(def)
   local input = M.input_schema(def)
   local aws = def.aws and json.array() or nil
   for i, a in ipairs(def.aws or {}) do aws[i] = a end
   local k8s = def.k8s and json.array() or nil
   for i, v in ipairs(def.k8s or {}) do k8s[i] = v end
+  -- every file it loads, and the ones of them that take the place of built-in ones
+  local modules = json.array()
+  for i, m in ipairs(def.modules or {}) do
+    modules[i] = { name = m.name, file = m.file, hash = m.hash, source = m.source, overrides = m.overrides }
+  end
+  local by = def.overridden_by and json.array() or nil
+  for i, f in ipairs(def.overridden_by or {}) do by[i] = f end
   return { name = def.name, kind = def.kind, scope = M.KINDS[def.kind], summary = def.summary,
     description = def.description, status_tool = def.status_tool, staged = def.steps ~= nil,
     input_schema = input, output_schema = M.output_schema(def), aws = aws, k8s = k8s,
-    source = def.source or "built-in", overrides = def.overrides, hash = def.hash }
+    source = def.source or "built-in", overrides = def.overrides, overridden_by = by, hash = def.hash,
+    modules = modules }
 end
 
 -- registry_view() -> every tool's description, in definition order

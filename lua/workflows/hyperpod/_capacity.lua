@@ -1,7 +1,7 @@
 -- hyperpod/_capacity: what the capacity and node tools share (instance
 -- groups listed, scaled and deleted; software updates; node operations):
 -- the HyperPod cluster a call works on, a group's view, the Kubernetes side
--- of its nodes, and the refusal of fixed_at_create parameters.
+-- of its nodes, and the refusal of fixed parameters.
 local hp = require "hyperpod._hp"
 
 local M = {}
@@ -172,9 +172,9 @@ function M.k8s_nodes(ctx, e)
   return out
 end
 
--- fixed_at_create ------------------------------------------------------------------
+-- fixed parameters -----------------------------------------------------------------
 
--- what each fixed_at_create parameter of the capacity tools is in a group:
+-- what each fixed parameter of the capacity tools is in a group:
 -- current(d, g, ctx) -> its value; matches(given, current) -> bool; why
 M.FIXED = {
   capacity_type = { what = "capacity type", current = function(_, g) return M.capacity_type(g) end,
@@ -216,7 +216,7 @@ M.FIXED = {
     why = "the zone follows the group's subnets, which are chosen when the group is created" },
 }
 
--- refuse_fixed(ctx, def, p, d, g): every fixed_at_create parameter of the
+-- refuse_fixed(ctx, def, p, d, g): every fixed parameter of the
 -- tool the caller gave with a value the group does not have is refused
 -- (VALIDATION, rule fixed_at_create, naming the field, the group's value and
 -- why), before any mutation; a value the group already has is accepted
@@ -227,8 +227,8 @@ function M.refuse_fixed(ctx, def, p, d, g)
   table.sort(pnames)
   for _, k in ipairs(pnames) do
     local spec, rule = def.params[k], M.FIXED[k]
-    if (spec.fixed_at_create or spec.fixed) and p[k] ~= nil then
-      if not rule then error("refuse_fixed: no rule for fixed_at_create parameter " .. k, 0) end
+    if spec.fixed and p[k] ~= nil then
+      if not rule then error("refuse_fixed: no rule for fixed parameter " .. k, 0) end
       local cur = rule.current(d, g, ctx)
       local same
       if rule.matches then same = rule.matches(p[k], cur) else same = p[k] == cur end

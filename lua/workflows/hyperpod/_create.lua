@@ -51,12 +51,12 @@ M.NODE_POLICY = "hypd-hyperpod-nodes"
 -- and hyperpod_add_instance_group (a tool's file changes one with P.with)
 local P = require "_params"
 M.GROUP_PARAMS = {
-  availability_zone = P.with(P.availability_zone, { decision = true, fixed_at_create = true,
+  availability_zone = P.with(P.availability_zone, { decision = true, fixed = true,
     description = "the Availability Zone (name or zone ID) of the instances; required unless a training plan " ..
       "is used, whose reserved zone then decides (and overrides one given here; the result says so)" }),
-  capacity_type = P.with(P.capacity_type, { decision = true, fixed_at_create = true }),
-  training_plan = P.with(P.training_plan, { decision = true, fixed_at_create = true }),
-  efa_only = { type = "boolean", default = false, fixed_at_create = true,
+  capacity_type = P.with(P.capacity_type, { decision = true, fixed = true }),
+  training_plan = P.with(P.training_plan, { decision = true, fixed = true }),
+  efa_only = { type = "boolean", default = false, fixed = true,
     description = "an efa-only network interface (types with EFA and more than one EFA interface: p4d, p5, " ..
       "p6, g6e.24xlarge and larger, ...)" },
   volume_size_gb = { type = "integer", minimum = 1, maximum = 16384, default = M.VOLUME_GB,

@@ -28,14 +28,21 @@ M.FEATURE_TAG = "hypd:feature"
 M.ORDER = { "cert_manager", "fsx_csi_driver", "training_operator", "inference_operator", "tiered_checkpointing",
   "karpenter", "kuberay_operator" }
 
-M.MODULES = { cert_manager = "hyperpod._feat_addons", fsx_csi_driver = "hyperpod._feat_addons",
-  training_operator = "hyperpod._feat_addons", inference_operator = "hyperpod._feat_inference",
-  tiered_checkpointing = "hyperpod._feat_tiered", karpenter = "hyperpod._feat_karpenter",
-  kuberay_operator = "hyperpod._feat_kuberay" }
+-- each feature's module, required when first asked for (they require this one); each require names its
+-- module as written, so the loader lists it with the tools (hypd.playbook)
+local MODULES = {
+  cert_manager = function() return require "hyperpod._feat_addons" end,
+  fsx_csi_driver = function() return require "hyperpod._feat_addons" end,
+  training_operator = function() return require "hyperpod._feat_addons" end,
+  inference_operator = function() return require "hyperpod._feat_inference" end,
+  tiered_checkpointing = function() return require "hyperpod._feat_tiered" end,
+  karpenter = function() return require "hyperpod._feat_karpenter" end,
+  kuberay_operator = function() return require "hyperpod._feat_kuberay" end,
+}
 
 -- feature(name) -> its module
 function M.feature(name)
-  local mod = require(M.MODULES[name])
+  local mod = MODULES[name]()
   return mod.features and mod.features[name] or mod
 end
 

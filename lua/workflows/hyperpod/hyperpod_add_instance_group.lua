@@ -22,7 +22,7 @@ local params = {
     description = "the group's instance type: a GPU type for training and inference, or a CPU type such as " ..
       "ml.m5.2xlarge for system work (model downloads, routers)" }),
   instance_count = P.with(P.instance_count, { required = true, decision = true }),
-  dedicated_subnet = { type = "boolean", default = false, fixed_at_create = true,
+  dedicated_subnet = { type = "boolean", default = false, fixed = true,
     description = "a subnet of the group's own, hp-compute-<group>-<az> (tag hyperpod:dedicated-ig=<group>), " ..
       "instead of the shared hp-compute-<az>" },
   kubernetes_labels = { type = "object", description = "labels the group's nodes carry in Kubernetes, e.g. " ..

@@ -14,7 +14,7 @@ local params = {
   instance_count = P.with(P.instance_count, { required = true, decision = true,
     description = "how many instances the first group has (within the account's Service Quotas quota " ..
       "'<type> for cluster usage', or the training plan's reservation)" }),
-  instance_group = P.with(P.instance_group, { fixed_at_create = true,
+  instance_group = P.with(P.instance_group, { fixed = true,
     description = "the first instance group's name (default: <cluster tag>-ig)" }),
   node_recovery = { type = "string", enum = { "Automatic", "None" }, default = "Automatic",
     description = "whether HyperPod replaces or reboots faulty nodes by itself" },

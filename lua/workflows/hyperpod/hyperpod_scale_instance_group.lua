@@ -2,7 +2,7 @@
 -- instance group has (and its minimum), keeping everything else the group
 -- has: UpdateCluster is sent with that one group, carried forward from
 -- DescribeCluster through hyperpod/_hp's update_group. Steps:
---   check   the group exists; the fixed_at_create parameters the caller gave
+--   check   the group exists; the fixed parameters the caller gave
 --           match the group (else refused, naming the field and the rule);
 --           the counts are consistent
 --   scale   ctx:ensure of the group's TargetCount (and MinCount): nothing is
@@ -15,10 +15,10 @@ local hp = require "hyperpod._hp"
 
 local WAIT_EVERY, WAIT_LIMIT = 30, 120 * 60
 
--- fixed(spec, text) -> a fixed_at_create copy of spec, with no default (a
+-- fixed(spec, text) -> a fixed copy of spec, with no default (a
 -- default would always be "given")
 local function fixed(spec, text)
-  local s = P.with(spec, { fixed_at_create = true, description = text .. " Fixed when the group is created: " ..
+  local s = P.with(spec, { fixed = true, description = text .. " Fixed when the group is created: " ..
     "give it only to assert the group's value; a different one is refused (rule fixed_at_create) before " ..
     "anything changes." })
   s.default = nil
@@ -36,11 +36,11 @@ local params = {
     "instances must be up for the group to be InService (default: the group's current minimum, kept)" }),
   capacity_type = fixed(P.capacity_type, "The group's capacity type (on-demand, spot or training-plan)."),
   training_plan = fixed(P.training_plan, "The training plan (name or ARN) whose reservation the group uses."),
-  efa_only = { type = "boolean", fixed_at_create = true, description = "Whether the group's instances have an " ..
+  efa_only = { type = "boolean", fixed = true, description = "Whether the group's instances have an " ..
     "efa-only network interface. Fixed when the group is created: give it only to assert the group's value; " ..
     "a different one is refused (rule fixed_at_create) before anything changes." },
   subnet_id = { type = "string", pattern = "^subnet-[0-9a-f]{8,17}$", pattern_help = "a subnet ID like subnet-0abc1234",
-    fixed_at_create = true, description = "A subnet the group's instances are placed in. Fixed when the group " ..
+    fixed = true, description = "A subnet the group's instances are placed in. Fixed when the group " ..
       "is created: give it only to assert the group's placement; another subnet is refused (rule " ..
       "fixed_at_create) before anything changes." },
   availability_zone = fixed(P.availability_zone, "The Availability Zone (name or ID) of the group's subnets."),

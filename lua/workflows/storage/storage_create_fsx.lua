@@ -23,7 +23,7 @@ local params = {
     description = "the zone of the HyperPod compute subnet hp-compute-<zone> the file system goes in (needed " ..
       "only when the VPC has compute subnets in several zones)" },
   deployment_type = { type = "string", enum = deployments, default = "PERSISTENT_2", decision = true,
-    fixed_at_create = true,
+    fixed = true,
     description = "FSx for Lustre deployment type: PERSISTENT_2 (default: SSD, replicated, 125 to 1000 MB/s/TiB), " ..
       "PERSISTENT_1 (50 to 200 MB/s/TiB) or SCRATCH_2 (temporary, not replicated, no throughput choice)" },
   throughput = { type = "integer", minimum = 50, maximum = 1000, decision = true,

@@ -1,6 +1,6 @@
 // The generic form (web/lib/form.js) on its own, drawn in the signed-in
 // page from a schema: nested objects, unions of types, arrays, a secret,
-// fixed_at_create fields read-only when editing with the reason, choices
+// fixed fields (x-hypd-fixed) read-only when editing with the reason, choices
 // filled by a read tool (cluster_list), and what it sends.
 import { URL, scenario, signIn } from "../lib.mjs";
 
@@ -60,7 +60,7 @@ await scenario("the generic form: types, unions, arrays, a secret, choices from 
   check(sent && sent.size === undefined && sent.limits.cpu === 4 && sent.ratio === 0.5, "numbers are numbers, the default is left to the server");
 });
 
-await scenario("the generic form: fixed_at_create fields are read-only when editing, with the reason; errors by path", async (page, check) => {
+await scenario("the generic form: fixed fields are read-only when editing, with the reason; errors by path", async (page, check) => {
   await signIn(page);
   await page.goto(URL + "/#/tools");
   await draw(page, { existing: true, values: { name: "kept" }, fixedReason: "the group's name is fixed when it is created",

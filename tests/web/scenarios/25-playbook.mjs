@@ -4,15 +4,15 @@ import { BAD_REQUEST, URL, scenario, signIn } from "../lib.mjs";
 import { playbook } from "../api.mjs";
 
 const ECHO = `-- a read playbook tool of the browser scenarios
-return {
-  tool = { name = "monitor_web_echo", summary = "Echo words back, repeated", kind = "read",
-    description = "Returns the word it was given, repeated, to show a playbook tool in the web UI.",
-    params = { word = { type = "string", required = true, pattern = "^[a-z]+$", decision = true,
-                        description = "the word to say" },
-               times = { type = "integer", minimum = 1, maximum = 3, default = 1, description = "how often" },
-               shout = { type = "boolean", description = "in capitals" },
-               tone = { type = "string", enum = { "calm", "bright" }, default = "calm" } } },
-  main = function(p)
+return tool {
+  name = "monitor_web_echo", summary = "Echo words back, repeated", kind = "read",
+  description = "Returns the word it was given, repeated, to show a playbook tool in the web UI.",
+  params = { word = { type = "string", required = true, pattern = "^[a-z]+$", decision = true,
+                      description = "the word to say" },
+             times = { type = "integer", minimum = 1, maximum = 3, default = 1, description = "how often" },
+             shout = { type = "boolean", description = "in capitals" },
+             tone = { type = "string", enum = { "calm", "bright" }, default = "calm" } },
+  run = function(_, p)
     local w = p.shout and p.word:upper() or p.word
     return { said = string.rep(w, p.times, " "), tone = p.tone }
   end,
