@@ -2,7 +2,7 @@
 -- groups listed, scaled and deleted; software updates; node operations):
 -- the HyperPod cluster a call works on, a group's view, the Kubernetes side
 -- of its nodes, and the refusal of fixed_at_create parameters.
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local M = {}
 

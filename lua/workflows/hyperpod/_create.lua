@@ -23,7 +23,7 @@
 -- Ready in Kubernetes with their health labels), record (the clusters
 -- registry, the result).
 local checks = require "hyperpod._checks"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local iam = require "_iam"
 local json = hypd.json
 local errors = hypd.errors

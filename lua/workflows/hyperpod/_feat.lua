@@ -163,7 +163,7 @@ end
 
 -- the EKS cluster a call works on --------------------------------------------------
 
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 -- env(ctx, p) -> {eks, region, arn, account, partition, version, oidc_issuer,
 -- oidc_host, oidc_arn, vpc_id, subnet_ids, public_subnet_ids, tag, hyperpod

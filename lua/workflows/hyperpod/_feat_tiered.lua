@@ -15,7 +15,7 @@
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
 local K = require "hyperpod._feat_k8s"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local M = { name = "tiered_checkpointing", hyperpod = true }
 

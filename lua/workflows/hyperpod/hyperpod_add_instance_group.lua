@@ -6,7 +6,7 @@
 local P = require "_params"
 local checks = require "hyperpod._checks"
 local create = require "hyperpod._create"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local net = require "cluster._eks_network"
 local subnet = require "hyperpod._subnet"
 local KG = require "hyperpod._karpenter_groups"

@@ -10,7 +10,7 @@
 -- (its policies first). Only what carries hypd:cluster-tag=<tag> is
 -- deleted; the rest is kept and reported (ctx.state.kept).
 local P = require "_params"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local create = require "hyperpod._create"
 local lifecycle = require "hyperpod._lifecycle"
 local net = require "cluster._eks_network"

@@ -52,7 +52,7 @@ return tool {
         deep_health_checks = { type = "array" } } } },
     operation = { type = "object" }, waited = { type = "object" } } },
   run = function(ctx, p)
-    local e = require("hyperpod._hp").eks(ctx, p)
+    local e = require("_hyperpod").eks(ctx, p)
     local prefix = cap.target({ cluster = e.name, region = e.region })
     -- read() -> the groups now and the operation followed: the one named,
     -- else the capacity operation running on the cluster, with the

@@ -11,7 +11,7 @@
 --           has that many Ready nodes of the group (or the removed ones gone)
 local P = require "_params"
 local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local WAIT_EVERY, WAIT_LIMIT = 30, 120 * 60
 

@@ -6,7 +6,7 @@ local P = require "_params"
 local I = require "inference._inference"
 local K = require "hyperpod._feat_k8s"
 local PL = require "inference._pool"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 -- the families whose deployments inference_delete removes (_ownership)

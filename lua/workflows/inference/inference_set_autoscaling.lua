@@ -15,7 +15,7 @@ local P = require "_params"
 local K = require "hyperpod._feat_k8s"
 local S = require "inference._serving"
 local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local API = "keda.sh/v1alpha1"
 local CRD = "scaledobjects.keda.sh"

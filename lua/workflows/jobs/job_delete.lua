@@ -5,7 +5,7 @@
 local P = require "_params"
 local B = require "jobs._batch"
 local K = require "hyperpod._feat_k8s"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local function run(ctx)

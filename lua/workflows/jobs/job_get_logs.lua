@@ -5,7 +5,7 @@
 -- same lines, /ws offers logs.follow (docs/api.md).
 local P = require "_params"
 local L = require "jobs._logs"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local KNAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length = 253,
   pattern_help = "a Kubernetes name" }

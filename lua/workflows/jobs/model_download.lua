@@ -10,7 +10,7 @@ local B = require "jobs._batch"
 local D = require "jobs._download"
 local K = require "hyperpod._feat_k8s"
 local S = require "storage._storage"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local FAMILY = "download"

@@ -60,7 +60,7 @@ end
 -- pipeline's plan) is planned: its Kubernetes objects are listed as things
 -- to create.
 function M.cluster(ctx, p, opts)
-  local hp = require "hyperpod._hp"
+  local hp = require "_hyperpod"
   local e = hp.eks(ctx, p)
   local d, err = ctx:try("eks", "DescribeCluster", { name = e.name })
   if not d then

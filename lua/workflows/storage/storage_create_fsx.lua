@@ -73,7 +73,7 @@ local function check(ctx)
   end
   local subnet = F.subnet(ctx, cl, p.availability_zone)
   st.subnet_id, st.availability_zone = subnet.SubnetId, subnet.AvailabilityZone
-  local hp = require("hyperpod._hp").find(ctx, cl.arn)
+  local hp = require("_hyperpod").find(ctx, cl.arn)
   st.node_security_group_ids = F.node_groups(ctx, cl, hp)
   st.hyperpod_cluster = hp and hp.ClusterName or nil
 end

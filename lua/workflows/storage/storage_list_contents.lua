@@ -37,7 +37,7 @@ return tool {
         hypd.errors.raise("VALIDATION", "give claim_name (an S3 storage's claim) or bucket", { fields = {
           { field = "claim_name", rule = "required", message = "claim_name or bucket" } } })
       end
-      local e = require("hyperpod._hp").eks(ctx, p)
+      local e = require("_hyperpod").eks(ctx, p)
       local k = ctx:k8s(e.name)
       local pvc = S.get(k, "v1", "PersistentVolumeClaim", p.claim_name, p.namespace)
       if not pvc then

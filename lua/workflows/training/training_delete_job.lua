@@ -5,7 +5,7 @@ local P = require "_params"
 local J = require "training._jobs"
 local K = require "hyperpod._feat_k8s"
 local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -6,7 +6,7 @@ local P = require "_params"
 local J = require "training._jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local R = require "_running"
 local W = require "_wait"
 

@@ -3,7 +3,7 @@
 local P = require "_params"
 local R = require "_running"
 local J = require "training._jobs"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 return tool {
   name = "training_list_jobs",
