@@ -32,7 +32,7 @@ local A = require "hyperpod._feat_addon"
 local AD = require "hyperpod._feat_addons"
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 
 local M = { name = "inference_operator", hyperpod = true }
 

@@ -14,7 +14,7 @@
 -- Disabling sets Mode Disable last, once the identity chain is gone.
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local hp = require "_hyperpod"
 
 local M = { name = "tiered_checkpointing", hyperpod = true }

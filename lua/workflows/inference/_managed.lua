@@ -6,7 +6,7 @@
 -- SageMaker public hub (ListHubContents, ListHubContentVersions,
 -- DescribeHubContent) and the apply-then-follow steps both deploy tools run.
 local cap = require "hyperpod._capacity"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 
 local M = {}
 

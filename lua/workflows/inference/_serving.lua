@@ -32,7 +32,7 @@ function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = f
 -- line by server-side apply (hyperpod._feat_k8s ensure, with opts: family,
 -- field), in order
 function M.ensure_all(ctx, conn, objects, opts)
-  local K = require "hyperpod._feat_k8s"
+  local K = require "_k8s_objects"
   local out = {}
   for _, o in ipairs(objects) do
     local obj, action = K.ensure(ctx, conn, o, opts)

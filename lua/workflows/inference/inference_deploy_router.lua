@@ -20,7 +20,7 @@
 -- have no Service selecting their pods; and objects of its names that
 -- another tool or anyone else made (hypd.io/family, _ownership).
 local P = require "_params"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local S = require "inference._serving"
 local cap = require "hyperpod._capacity"
 local hp = require "_hyperpod"

@@ -4,7 +4,7 @@
 -- refused. The files a download wrote stay in the storage.
 local P = require "_params"
 local B = require "jobs._batch"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local hp = require "_hyperpod"
 local O = require "_ownership"
 

@@ -3,7 +3,7 @@
 -- app.kubernetes.io/managed-by=hypd is refused.
 local P = require "_params"
 local J = require "training._jobs"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local cap = require "hyperpod._capacity"
 local hp = require "_hyperpod"
 local O = require "_ownership"

@@ -8,7 +8,7 @@ local s3 = require "storage._s3"
 local I = require "_iam"
 local ML = require "training._mlflow"
 local D = require "cluster._deps"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 
 local NAME = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$"
 
