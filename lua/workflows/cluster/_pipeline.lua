@@ -22,7 +22,7 @@
 -- twice. In plan mode every child plans, and their plans are one plan.
 local create = require "hyperpod._create"
 local net = require "cluster._eks_network"
-local s3 = require "storage._s3"
+local s3 = require "_s3"
 
 local M = {}
 

@@ -454,7 +454,7 @@ end
 -- holds data is kept and reported unless o.force. o.field: a bucket the
 -- caller named that is not hypd's is a CONFLICT.
 function M.bucket(ctx, o)
-  local s3 = require "storage._s3"
+  local s3 = require "_s3"
   local region
   return absent(ctx, { type = "s3:bucket", label = "S3 bucket", name = o.name, id = "Name", field = o.field,
     gone = { "NoSuchBucket" },
@@ -493,7 +493,7 @@ M.AWS_BUCKET = { "s3:HeadBucket", "s3:GetBucketTagging", "s3:ListObjectVersions"
 -- tag (what storage_delete and hyperpod_delete left, a managed feature's
 -- TLS bucket), deleted unless it holds data (kept and reported unless force)
 function M.buckets(ctx, tag, force)
-  local s3 = require "storage._s3"
+  local s3 = require "_s3"
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
     local h = s3.head(ctx, b.Name)
     if h and s3.tags(ctx, b.Name, h.Region)[M.TAG] == tag then

@@ -4,7 +4,7 @@
 -- (storage/_storage).
 local P = require "_params"
 local S = require "storage._storage"
-local s3 = require "storage._s3"
+local s3 = require "_s3"
 
 local params = {
   cluster = P.cluster,

@@ -3,7 +3,7 @@
 -- kept is reported with the reason.
 local P = require "_params"
 local S = require "storage._storage"
-local s3 = require "storage._s3"
+local s3 = require "_s3"
 local F = require "storage._fsx"
 local errors = hypd.errors
 local json = hypd.json

@@ -40,7 +40,7 @@ local function list(ctx, p, out)
       local d = S.describe(pv, pvc)
       if kind == "s3" and d.bucket then
         if buckets[d.bucket] == nil then
-          local ok, h = pcall(require("storage._s3").head, ctx, d.bucket)
+          local ok, h = pcall(require("_s3").head, ctx, d.bucket)
           buckets[d.bucket] = ok and (h and "exists" or "missing") or "unknown"
         end
         d.bucket_status = buckets[d.bucket]

@@ -2,7 +2,7 @@
 -- prefix, as a file browser shows a folder (ListObjectsV2, delimiter "/").
 local P = require "_params"
 local S = require "storage._storage"
-local s3 = require "storage._s3"
+local s3 = require "_s3"
 
 return tool {
   name = "storage_list_contents",

@@ -4,7 +4,7 @@
 -- Created (about 20 minutes). Named ones that exist are reused as they are.
 local P = require "_params"
 local S = require "storage._storage"
-local s3 = require "storage._s3"
+local s3 = require "_s3"
 local I = require "_iam"
 local ML = require "training._mlflow"
 local D = require "cluster._deps"

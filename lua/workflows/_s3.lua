@@ -2,7 +2,7 @@
 -- and tagged for a cluster tag, or a named one that is reused as it is),
 -- what it holds, and emptying it.
 --
---   local s3 = require "storage._s3"
+--   local s3 = require "_s3"
 --   local b = s3.ensure_bucket(ctx, tag [, name])
 --     -> {name, region, arn, owned, action = "created" | "unchanged" | ...}
 --
