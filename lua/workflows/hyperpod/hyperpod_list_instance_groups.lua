@@ -4,7 +4,7 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local TOOLS = { hyperpod_scale_instance_group = true, hyperpod_delete_instance_group = true,
   hyperpod_update_software = true, hyperpod_add_instance_group = true }

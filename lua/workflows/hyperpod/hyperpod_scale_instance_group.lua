@@ -10,7 +10,7 @@
 --   wait    until DescribeCluster shows the count InService and Kubernetes
 --           has that many Ready nodes of the group (or the removed ones gone)
 local P = require "_params"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 local hp = require "_hyperpod"
 
 local WAIT_EVERY, WAIT_LIMIT = 30, 120 * 60

@@ -14,7 +14,7 @@
 local P = require "_params"
 local K = require "_k8s_objects"
 local S = require "inference._serving"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 local hp = require "_hyperpod"
 
 local API = "keda.sh/v1alpha1"

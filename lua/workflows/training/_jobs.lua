@@ -3,7 +3,7 @@
 -- checks training_submit makes before creating anything (the operator is
 -- on; some instance group can ever hold the request), and a job's view
 -- (phase, replicas, restarts of the budget, pods and nodes, events, logs).
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local M = {}
 

@@ -4,7 +4,7 @@
 local P = require "_params"
 local J = require "training._jobs"
 local K = require "_k8s_objects"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 local hp = require "_hyperpod"
 local O = require "_ownership"
 

@@ -5,7 +5,7 @@
 local P = require "_params"
 local R = require "training._recipe"
 local J = require "training._jobs"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 local K = require "_k8s_objects"
 local ML = require "training._mlflow"
 local S = require "storage._storage"
