@@ -4,7 +4,7 @@
 -- DeleteObjects) read strictly by shape, and the XML error documents.
 local json = require "hypd.json"
 local X0 = require "hypd.aws._xml"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 local V = require "sandbox._codec_value"
 
 local M = {}

@@ -5,7 +5,7 @@
 -- botocore's ElementTree writes them.
 local core = require "hypd.core"
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 
