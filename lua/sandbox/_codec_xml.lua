@@ -3,7 +3,7 @@
 -- client's hypd.aws._xml reader), request bodies (S3 configurations,
 -- DeleteObjects) read strictly by shape, and the XML error documents.
 local json = require "hypd.json"
-local X0 = require "hypd.aws._xml"
+local X0 = require "hypd.aws.xml"
 local S = require "hypd.aws.shape"
 local V = require "sandbox._codec_value"
 

@@ -9,7 +9,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local xml = require "hypd.xml"
 local S = require "hypd.aws.shape"
-local X = require "hypd.aws._xml"
+local X = require "hypd.aws.xml"
 
 local M = {}
 

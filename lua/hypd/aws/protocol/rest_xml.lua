@@ -8,7 +8,7 @@ local xml = require "hypd.xml"
 local Q = require "hypd.aws.protocol.query"
 local R = require "hypd.aws._rest"
 local S = require "hypd.aws.shape"
-local X = require "hypd.aws._xml"
+local X = require "hypd.aws.xml"
 
 local M = {}
 
