@@ -1,4 +1,4 @@
--- hypd.aws._xml: model shapes <-> XML, for the query, EC2 and restXml
+-- hypd.aws.xml: model shapes <-> XML, for the query, EC2 and restXml
 -- protocols. Reading walks the tree of hypd.xml.decode (elements are
 -- { name, attrs, text, [1..n] = children }); writing produces the few XML
 -- bodies restXml sends (S3 configurations, DeleteObjects), the way
