@@ -21,7 +21,7 @@
 -- started is found again and waited for (hypd.tools.call), never started
 -- twice. In plan mode every child plans, and their plans are one plan.
 local create = require "hyperpod._create"
-local net = require "cluster._eks_network"
+local net = require "_network"
 local s3 = require "_s3"
 
 local M = {}

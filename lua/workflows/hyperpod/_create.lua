@@ -28,7 +28,7 @@ local iam = require "_iam"
 local json = hypd.json
 local errors = hypd.errors
 local lifecycle = require "hyperpod._lifecycle"
-local net = require "cluster._eks_network"
+local net = require "_network"
 local subnet = require "hyperpod._subnet"
 
 local M = {}

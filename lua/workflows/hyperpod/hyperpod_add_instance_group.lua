@@ -7,7 +7,7 @@ local P = require "_params"
 local checks = require "hyperpod._checks"
 local create = require "hyperpod._create"
 local hp = require "_hyperpod"
-local net = require "cluster._eks_network"
+local net = require "_network"
 local subnet = require "hyperpod._subnet"
 local KG = require "hyperpod._karpenter_groups"
 

@@ -43,7 +43,7 @@ function M.names(tag, claim)
     role = "hypd-" .. tag .. "-fsx-csi-driver" }
 end
 
-local net = require "cluster._eks_network"
+local net = require "_network"
 
 local function tags_map(list)
   local m = {}
