@@ -15,7 +15,7 @@ local create = require "hyperpod._create"
 local lifecycle = require "hyperpod._lifecycle"
 local net = require "_network"
 local td = require "cluster._teardown"
-local S = require "storage._storage"
+local S = require "_storage"
 local json = hypd.json
 
 local DELETE_LIMIT = 60 * 60 -- HyperPod takes some minutes to delete its instances

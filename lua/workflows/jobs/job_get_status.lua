@@ -6,7 +6,7 @@
 local P = require "_params"
 local B = require "jobs._batch"
 local D = require "jobs._download"
-local S = require "storage._storage"
+local S = require "_storage"
 local hp = require "_hyperpod"
 local R = require "_running"
 local W = require "_wait"

@@ -9,7 +9,7 @@ local P = require "_params"
 local B = require "jobs._batch"
 local D = require "jobs._download"
 local K = require "_k8s_objects"
-local S = require "storage._storage"
+local S = require "_storage"
 local hp = require "_hyperpod"
 local O = require "_ownership"
 

@@ -18,7 +18,7 @@
 --                           that exists is used as it is
 local errors = hypd.errors
 local json = hypd.json
-local S = require "storage._storage"
+local S = require "_storage"
 local roles = require "_iam"
 
 local M = {}

@@ -4,7 +4,7 @@
 -- with its role, then a static PersistentVolume and its claim
 -- (storage/_storage).
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local F = require "storage._fsx"
 
 local deployments = {}

@@ -3,7 +3,7 @@
 -- bucket (storage/_s3), a static PersistentVolume and its claim
 -- (storage/_storage).
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local s3 = require "_s3"
 
 local params = {

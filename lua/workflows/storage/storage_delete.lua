@@ -2,7 +2,7 @@
 -- only when asked, and never while it holds data unless forced. What is
 -- kept is reported with the reason.
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local s3 = require "_s3"
 local F = require "storage._fsx"
 local errors = hypd.errors

@@ -4,7 +4,7 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local S = require "storage._storage"
+local S = require "_storage"
 
 local function file_systems(ctx, tag)
   local out = {}

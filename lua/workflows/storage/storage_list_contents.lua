@@ -1,7 +1,7 @@
 -- storage_list_contents: one page of what an S3 storage holds under a
 -- prefix, as a file browser shows a folder (ListObjectsV2, delimiter "/").
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local s3 = require "_s3"
 
 return tool {

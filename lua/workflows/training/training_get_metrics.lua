@@ -7,7 +7,7 @@ local P = require "_params"
 local J = require "training._jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
-local S = require "storage._storage"
+local S = require "_storage"
 local hp = require "_hyperpod"
 
 local NAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,

@@ -3,7 +3,7 @@
 -- bucket, the server's IAM role, the server, then waits until it is
 -- Created (about 20 minutes). Named ones that exist are reused as they are.
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local s3 = require "_s3"
 local I = require "_iam"
 local ML = require "training._mlflow"

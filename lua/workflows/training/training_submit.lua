@@ -8,7 +8,7 @@ local J = require "training._jobs"
 local cap = require "_capacity"
 local K = require "_k8s_objects"
 local ML = require "training._mlflow"
-local S = require "storage._storage"
+local S = require "_storage"
 
 local FAMILY = "training"
 
