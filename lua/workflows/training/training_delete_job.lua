@@ -2,7 +2,7 @@
 -- with it) and waited for until gone; one not labelled
 -- app.kubernetes.io/managed-by=hypd is refused.
 local P = require "_params"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local K = require "_k8s_objects"
 local cap = require "_capacity"
 local hp = require "_hyperpod"

@@ -4,7 +4,7 @@
 -- tracking server the job reports to (its MLFLOW_TRACKING_URI), or from a
 -- named experiment and run.
 local P = require "_params"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
 local S = require "_storage"

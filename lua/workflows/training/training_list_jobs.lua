@@ -2,7 +2,7 @@
 -- app.kubernetes.io/managed-by=hypd), of both kinds, with phase and restarts.
 local P = require "_params"
 local R = require "_running"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local hp = require "_hyperpod"
 
 return tool {

@@ -4,7 +4,7 @@
 -- is on, and some instance group of the HyperPod cluster can ever hold it.
 local P = require "_params"
 local R = require "training._recipe"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local cap = require "_capacity"
 local K = require "_k8s_objects"
 local ML = require "training._mlflow"
