@@ -138,7 +138,7 @@ function M.subnet(ctx, sn, keep)
     delete = function()
       local ok, err = pcall(ctx.call, ctx, "ec2", "DeleteSubnet", { SubnetId = sn.SubnetId })
       if ok then return end
-      local H = require "cluster._teardown_holders"
+      local H = require "_teardown_holders"
       error(H.explain(err, type(err) == "table" and err.code == "DependencyViolation" and
         H.subnet_held(ctx, sn.SubnetId)), 0)
     end,
@@ -235,7 +235,7 @@ end
 -- interfaces draining) is tried again for a while; at the end the error
 -- names what holds it.
 function M.security_groups(ctx, tag)
-  local holders = require "cluster._teardown_holders"
+  local holders = require "_teardown_holders"
   local list = ctx:call("ec2", "DescribeSecurityGroups", { Filters = tagged(tag) }).SecurityGroups or {}
   local vpc_groups = {}
   for _, sg in ipairs(list) do
