@@ -28,7 +28,7 @@
 -- Disabling deletes the add-on (and waits), empties and deletes the TLS
 -- bucket, deletes the four roles and the two policies. The subnet tags and
 -- the S3 endpoint stay: the network uses them beyond this feature.
-local A = require "hyperpod._feat_addon"
+local A = require "_eks_addon"
 local AD = require "hyperpod._feat_addons"
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
