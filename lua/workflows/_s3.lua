@@ -1,4 +1,5 @@
--- storage/_s3: the S3 side of an S3 storage: the bucket (hypd's own, named
+-- _s3: the S3 side of an S3 storage (and of the buckets the cluster and
+-- training tools make): the bucket (hypd's own, named
 -- and tagged for a cluster tag, or a named one that is reused as it is),
 -- what it holds, and emptying it.
 --
