@@ -9,6 +9,7 @@ local errors = hypd.errors
 local M = {}
 
 M.TAG_KEY = "hypd:cluster-tag"
+M.FEATURE_KEY = "hypd:feature"           -- the managed feature a resource belongs to (hyperpod/_feat)
 M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30       -- a resource made a moment ago may not be visible yet
 
 -- names and tags --------------------------------------------------------------

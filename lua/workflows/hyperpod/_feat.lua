@@ -22,7 +22,7 @@
 local M = {}
 
 M.TAG = "hypd:cluster-tag"
-M.FEATURE_TAG = "hypd:feature"
+M.FEATURE_TAG = require("_network").FEATURE_KEY
 
 -- the order chains are built in: what a feature needs comes first
 M.ORDER = { "cert_manager", "fsx_csi_driver", "training_operator", "inference_operator", "tiered_checkpointing",

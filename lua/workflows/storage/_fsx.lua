@@ -19,6 +19,7 @@
 local errors = hypd.errors
 local json = hypd.json
 local S = require "_storage"
+local A = require "_eks_addon"
 local roles = require "_iam"
 
 local M = {}
@@ -336,7 +337,7 @@ end
 -- identity(ctx, cl) -> {mode = "pod-identity" | "irsa", trust} for the
 -- controller's role; refused when the cluster has neither
 local function identity(ctx, cl)
-  local agent = S.addon(ctx, cl, "eks-pod-identity-agent")
+  local agent = A.describe(ctx, cl.name, "eks-pod-identity-agent")
   if agent and agent.status ~= "DELETING" then
     return { mode = "pod-identity", trust = { Version = "2012-10-17", Statement = { { Effect = "Allow",
       Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" } } } } }
@@ -350,14 +351,14 @@ local function identity(ctx, cl)
   end
   errors.raise("STATE", string.format("EKS cluster %s has neither the eks-pod-identity-agent add-on nor an IAM " ..
     "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s cluster=%s sets both up, then call " ..
-    "this tool again", cl.name, S.INSTALLER, cl.name), { cluster = cl.name, tool = S.INSTALLER })
+    "this tool again", cl.name, A.INSTALLER, cl.name), { cluster = cl.name, tool = A.INSTALLER })
 end
 
 -- csi_driver(ctx, cl) -> the add-on (DescribeAddon shape, ACTIVE once waited)
 function M.csi_driver(ctx, cl)
   local st = ctx.state
   local name = S.ADDONS.fsx
-  local existing = not cl.planned and S.addon(ctx, cl, name)
+  local existing = not cl.planned and A.describe(ctx, cl.name, name)
   if existing and existing.status ~= "DELETING" then
     st.fsx_csi = { addon = "existing", role_arn = existing.serviceAccountRoleArn }
   else
@@ -388,14 +389,14 @@ function M.csi_driver(ctx, cl)
         end
       end,
       search = function()
-        local a = S.addon(ctx, cl, name)
+        local a = A.describe(ctx, cl.name, name)
         if a and a.status ~= "DELETING" then return a end
       end,
       create = function() return ctx:call("eks", "CreateAddon", req).addon end }
     st.fsx_csi = { addon = "hypd", role_arn = role.Arn, identity = id.mode }
   end
   if ctx.plan then return existing end
-  return S.require_addon(ctx, cl, name, "an FSx for Lustre volume", "delete that add-on (EKS DeleteAddon) and " ..
+  return A.require_active(ctx, cl, name, "an FSx for Lustre volume", "delete that add-on (EKS DeleteAddon) and " ..
     "call storage_create_fsx again: it installs the driver with its role when the add-on is absent")
 end
 

@@ -4,6 +4,7 @@
 -- (storage/_storage).
 local P = require "_params"
 local S = require "_storage"
+local A = require "_eks_addon"
 local s3 = require "_s3"
 
 local params = {
@@ -36,7 +37,7 @@ local function check(ctx)
   local cl = S.cluster(ctx, p, { plan_missing = true })
   st.cluster = cl
   S.claim_free(ctx, cl, "s3", p.namespace, p.claim_name)
-  S.require_addon(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
+  A.require_active(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
 end
 
 local function bucket(ctx)

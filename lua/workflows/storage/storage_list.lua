@@ -5,6 +5,7 @@ local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
 local S = require "_storage"
+local A = require "_eks_addon"
 
 local function file_systems(ctx, tag)
   local out = {}
@@ -21,7 +22,7 @@ local function list(ctx, p, out)
   out.cluster, out.region, out.cluster_tag = cl.name, cl.region, cl.tag
   out.addons = {}
   for kind, name in pairs(S.ADDONS) do
-    local a = S.addon(ctx, cl, name)
+    local a = A.describe(ctx, cl.name, name)
     out.addons[kind] = { name = name, status = a and a.status or "NOT_INSTALLED", version = a and a.addonVersion }
   end
   local k = ctx:k8s(cl.name)
