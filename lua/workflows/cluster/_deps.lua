@@ -173,7 +173,7 @@ end
 
 -- the controller's IAM policy: the one the HyperPod inference operator's
 -- own copy of the controller gets (its iam_policy.json), kept in one place
-function M.lbc_policy() return require("hyperpod._feat_inference").alb_policy() end
+M.lbc_policy = require("_lb_controller_policy").policy
 
 -- tags(info) -> {key = value}: what hypd tags its add-ons and role with here
 function M.tags(info)
