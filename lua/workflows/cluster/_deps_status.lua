@@ -4,6 +4,7 @@
 -- cluster_configure_dependencies operation of the cluster and the reasons
 -- it kept for the items that failed.
 local D = require "cluster._deps"
+local irsa = require "_irsa"
 local json = hypd.json
 
 local M = {}
@@ -36,7 +37,7 @@ local function note_error(item, err)
 end
 
 local function oidc_item(ctx, info)
-  local arn = D.provider_arn(info)
+  local arn = irsa.provider_arn(info)
   local v = { item = "oidc-provider", kind = "iam", arn = arn, issuer = info.issuer }
   local out, err = ctx:try("iam", "GetOpenIDConnectProvider", { OpenIDConnectProviderArn = arn })
   if not out then
@@ -44,7 +45,7 @@ local function oidc_item(ctx, info)
     return v
   end
   local has = false
-  for _, c in ipairs(out.ClientIDList or {}) do has = has or c == D.AUDIENCE end
+  for _, c in ipairs(out.ClientIDList or {}) do has = has or c == irsa.AUDIENCE end
   v.client_ids, v.thumbprints = out.ClientIDList, out.ThumbprintList
   local tags = {}
   for _, t in ipairs(out.Tags or {}) do tags[t.Key] = t.Value end
@@ -53,7 +54,7 @@ local function oidc_item(ctx, info)
     v.state = "present"
   else
     v.state = "drifted"
-    v.differs = { { field = "ClientIDList", have = out.ClientIDList or json.array(), want = D.AUDIENCE } }
+    v.differs = { { field = "ClientIDList", have = out.ClientIDList or json.array(), want = irsa.AUDIENCE } }
   end
   return v
 end
@@ -76,9 +77,9 @@ local function role_item(ctx, info, addon, k)
   local r = out.Role
   v.arn = r.Arn
   local differs = {}
-  if not D.same(D.policy_doc(r.AssumeRolePolicyDocument), D.trust(info)) then
+  if not D.same(D.policy_doc(r.AssumeRolePolicyDocument), irsa.trust(info, D.S3_SA_NAMESPACE, D.S3_SA)) then
     differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = D.policy_doc(r.AssumeRolePolicyDocument),
-      want = D.trust(info) }
+      want = irsa.trust(info, D.S3_SA_NAMESPACE, D.S3_SA) }
   end
   local pol, perr = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = D.S3_POLICY })
   if not pol then
@@ -113,7 +114,7 @@ local function lbc_role_item(ctx, info)
   end
   v.arn, v.owner = out.Role.Arn, "hypd"
   local differs = {}
-  local trust = D.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
+  local trust = irsa.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
   local have = D.policy_doc(out.Role.AssumeRolePolicyDocument)
   if not D.same(have, trust) then
     differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = have, want = trust }

@@ -24,6 +24,7 @@
 -- cluster_get_dependency_status, and the operation ends failed naming it;
 -- calling again retries only what is missing or drifted.
 local D = require "cluster._deps"
+local irsa = require "_irsa"
 local access = require "cluster._access"
 local errors, json = hypd.errors, hypd.json
 
@@ -93,7 +94,7 @@ end
 
 local function cluster(ctx)
   local p, st = ctx.params, ctx.state
-  local info = D.cluster(ctx, p)
+  local info = irsa.cluster(ctx, p)
   if not info.planned and info.status ~= "ACTIVE" then
     errors.raise("CONFLICT", string.format("EKS cluster %s is %s, not ACTIVE: configure its dependencies once it " ..
       "is ACTIVE", info.name, tostring(info.status)), { field = "cluster", status = info.status })
@@ -116,10 +117,10 @@ local function oidc_provider(ctx)
   local st = ctx.state
   local info = st.info
   ctx.region = info.region
-  local arn = D.provider_arn(info)
+  local arn = irsa.provider_arn(info)
   item(ctx, "oidc-provider", function()
     local _, action = ctx:ensure { type = "iam:oidc-provider", label = "IAM OIDC provider",
-      name = info.planned and ("the issuer of " .. info.name) or D.issuer_path(info), id = "Arn", needs = info.arn,
+      name = info.planned and ("the issuer of " .. info.name) or irsa.issuer_path(info), id = "Arn", needs = info.arn,
       exists = "EntityAlreadyExists",
       -- the cluster's one identity provider: used whoever made it
       search = function()
@@ -131,21 +132,21 @@ local function oidc_provider(ctx)
         if err.code == "NoSuchEntity" then return nil end
         error(err, 0)
       end,
-      fields = { Url = info.issuer, ClientIDList = { D.AUDIENCE }, ThumbprintList = { D.THUMBPRINT } },
-      desired = { ClientID = D.AUDIENCE },
+      fields = { Url = info.issuer, ClientIDList = { irsa.AUDIENCE }, ThumbprintList = { D.THUMBPRINT } },
+      desired = { ClientID = irsa.AUDIENCE },
       current = function(pv)
         for _, c in ipairs(pv.ClientIDList or {}) do
-          if c == D.AUDIENCE then return { ClientID = c } end
+          if c == irsa.AUDIENCE then return { ClientID = c } end
         end
         return { ClientID = json.null }
       end,
       update = function()
-        ctx:call("iam", "AddClientIDToOpenIDConnectProvider", { OpenIDConnectProviderArn = arn, ClientID = D.AUDIENCE })
+        ctx:call("iam", "AddClientIDToOpenIDConnectProvider", { OpenIDConnectProviderArn = arn, ClientID = irsa.AUDIENCE })
       end,
       create = function()
-        local out = ctx:call("iam", "CreateOpenIDConnectProvider", { Url = info.issuer, ClientIDList = { D.AUDIENCE },
+        local out = ctx:call("iam", "CreateOpenIDConnectProvider", { Url = info.issuer, ClientIDList = { irsa.AUDIENCE },
           ThumbprintList = { D.THUMBPRINT }, Tags = D.tag_list(info) })
-        return { Arn = out.OpenIDConnectProviderArn, ClientIDList = { D.AUDIENCE } }
+        return { Arn = out.OpenIDConnectProviderArn, ClientIDList = { irsa.AUDIENCE } }
       end }
     st.actions["oidc-provider"] = action
   end)
@@ -157,7 +158,7 @@ end
 -- policy_name, policy, description}
 local function irsa_role(ctx, info, w)
   local name = w.name
-  local trust = D.trust(info, w.ns, w.sa)
+  local trust = irsa.trust(info, w.ns, w.sa)
   local role, action = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = w.key,
     id = "Arn", needs = info.arn, field = "cluster", exists = "EntityAlreadyExists", retry = not_yet,
     owned = function(r)
