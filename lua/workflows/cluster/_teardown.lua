@@ -18,6 +18,8 @@
 -- and the pieces they are made of, one resource each (endpoint,
 -- route_table, subnet, secondary_cidrs, foreign, role, bucket), for
 -- hyperpod_delete.
+local FS = require "_fsx_file_system"
+
 local M = {}
 
 M.TAG = "hypd:cluster-tag"
@@ -509,7 +511,6 @@ end
 -- waited for: its network interfaces hold its subnet and security groups
 -- until it is gone
 function M.file_systems(ctx, tag, force)
-  local F = require "storage._fsx"
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
     if tag_of(fs.Tags) == tag and fs.Lifecycle ~= "DELETED" then
       local id = fs.FileSystemId
@@ -517,9 +518,9 @@ function M.file_systems(ctx, tag, force)
         id = "FileSystemId", gone = { "FileSystemNotFound" },
         keep = not force and "it may hold data (FSx cannot tell hypd what a Lustre file system holds); force = " ..
           "true deletes it with everything on it, without a final backup" or nil,
-        find = function() return F.describe_fs(ctx, id) end,
-        delete = function(x) F.delete_fs(ctx, x) end,
-        every = F.DELETE_POLL, timeout = F.DELETE_LIMIT })
+        find = function() return FS.describe(ctx, id) end,
+        delete = function(x) FS.delete(ctx, x) end,
+        every = FS.DELETE_POLL, timeout = FS.DELETE_LIMIT })
     end
   end
 end

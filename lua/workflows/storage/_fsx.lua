@@ -8,7 +8,6 @@
 --   file_system(...)        the file system (tags Name hypd-<tag>-<claim>,
 --                           hypd:cluster-tag), created with the operation's
 --                           ClientRequestToken, not waited for
---   wait_available(...)     CREATING -> AVAILABLE (FSx: 5 to 15 minutes)
 --   csi_driver(...)         the aws-fsx-csi-driver EKS add-on with the role
 --                           of its controller's service account
 --                           fsx-csi-controller-sa (hypd-<tag>-fsx-csi-driver,
@@ -21,6 +20,7 @@ local json = hypd.json
 local S = require "_storage"
 local A = require "_eks_addon"
 local roles = require "_iam"
+local FS = require "_fsx_file_system"
 
 local M = {}
 
@@ -28,8 +28,6 @@ M.TAG = S.TAG
 M.LUSTRE_PORTS = { { 988, 988 }, { 1018, 1023 } }
 M.SERVICE_ACCOUNT, M.SA_NAMESPACE = "fsx-csi-controller-sa", "kube-system"
 M.POLICY = "AmazonFSxFullAccess"
-M.AVAILABLE_POLL, M.AVAILABLE_LIMIT = 30, 45 * 60
-M.DELETE_POLL, M.DELETE_LIMIT = 30, 30 * 60
 M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30
 -- deployment types: the PerUnitStorageThroughput values each allows (MB/s/TiB) and its default
 M.DEPLOYMENTS = {
@@ -225,14 +223,6 @@ end
 
 -- the file system ------------------------------------------------------------------
 
-local function describe_fs(ctx, id)
-  local out, err = ctx:try("fsx", "DescribeFileSystems", { FileSystemIds = { id } })
-  if out then return (out.FileSystems or {})[1] end
-  if err.code == "FileSystemNotFound" then return nil end
-  error(err, 0)
-end
-M.describe_fs = describe_fs
-
 local function live(fs) return fs and fs.Lifecycle ~= "DELETING" and fs.Lifecycle ~= "FAILED" end
 
 local function fs_fields(fs)
@@ -261,7 +251,7 @@ function M.file_system(ctx, cl, names, o)
     key = "file_system_id", id = "FileSystemId", field = "claim_name", needs = { o.subnet_id, o.security_group_id },
     owned = owned_by(tag),
     find = function(id)
-      local fs = describe_fs(ctx, id)
+      local fs = FS.describe(ctx, id)
       if live(fs) then return fs end
     end,
     search = function()
@@ -281,46 +271,6 @@ function M.file_system(ctx, cl, names, o)
         FileSystemTypeVersion = "2.15", StorageCapacity = o.capacity, StorageType = "SSD",
         SubnetIds = { o.subnet_id }, SecurityGroupIds = { o.security_group_id }, LustreConfiguration = lc,
         Tags = tag_list(tag, name) }).FileSystem
-    end }
-end
-
--- delete_fs(ctx, fs): DeleteFileSystem of fs (as described), once it is
--- AVAILABLE; no final backup of a PERSISTENT one (its owner chose to delete
--- it); one already DELETING is left to go
-function M.delete_fs(ctx, fs)
-  if fs.Lifecycle == "DELETING" then return end
-  if fs.Lifecycle == "CREATING" then M.wait_available(ctx, fs.FileSystemId) end
-  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
-  if tostring((fs.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
-    req.LustreConfiguration = { SkipFinalBackup = true }
-  end
-  ctx:call("fsx", "DeleteFileSystem", req)
-end
-
--- wait_available(ctx, id [, since]) -> the AVAILABLE file system
-function M.wait_available(ctx, id, since)
-  -- a plan waits for nothing, but what a file system that exists already
-  -- says (its DNS and mount names) is what the volume step compares with:
-  -- without it a plan of a finished stage changes the volume to "planned"
-  if ctx.plan then
-    if id and tostring(id):sub(1, 8) ~= "planned:" then return describe_fs(ctx, id) end
-    return nil
-  end
-  return ctx:poll { what = "FSx file system " .. id .. " to be AVAILABLE", every = M.AVAILABLE_POLL,
-    timeout = M.AVAILABLE_LIMIT, since = since,
-    check = function()
-      local fs = describe_fs(ctx, id)
-      if not fs then errors.raise("NOT_FOUND", "FSx file system " .. id .. " is gone", { file_system_id = id }) end
-      if fs.Lifecycle == "FAILED" or fs.Lifecycle == "MISCONFIGURED" then
-        errors.raise("FAILED", string.format("FSx file system %s is %s: %s", id, fs.Lifecycle,
-          tostring((fs.FailureDetails or {}).Message or "no reason given")), { file_system_id = id })
-      end
-      if fs.Lifecycle == "DELETING" then
-        errors.raise("CONFLICT", "FSx file system " .. id .. " is being deleted", { file_system_id = id })
-      end
-      local why = (fs.FailureDetails or {}).Message -- what FSx says of it, shown with the wait
-      return fs.Lifecycle == "AVAILABLE", "FSx file system " .. id .. " " .. tostring(fs.Lifecycle) ..
-        ((why and why ~= "") and (": " .. why) or ""), fs
     end }
 end
 

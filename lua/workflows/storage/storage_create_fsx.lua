@@ -6,6 +6,7 @@
 local P = require "_params"
 local S = require "_storage"
 local F = require "storage._fsx"
+local FS = require "_fsx_file_system"
 
 local deployments = {}
 for k in pairs(F.DEPLOYMENTS) do deployments[#deployments + 1] = k end
@@ -43,7 +44,7 @@ local function check(ctx)
   st.cluster = cl
   S.claim_free(ctx, cl, "fsx", p.namespace, p.claim_name)
   if p.file_system_id then
-    local fs = F.describe_fs(ctx, p.file_system_id)
+    local fs = FS.describe(ctx, p.file_system_id)
     local function bad(rule, msg)
       hypd.errors.raise("VALIDATION", msg, { fields = { { field = "file_system_id", rule = rule,
         message = "file_system_id: " .. msg } } })
@@ -101,7 +102,7 @@ end
 
 local function wait_available(ctx)
   local st = ctx.state
-  local fs = F.wait_available(ctx, st.file_system_id, st.file_system_created_at)
+  local fs = FS.wait_available(ctx, st.file_system_id, st.file_system_created_at)
   if fs then
     st.dns_name, st.mount_name = fs.DNSName, (fs.LustreConfiguration or {}).MountName
     st.storage_capacity_gib = fs.StorageCapacity
