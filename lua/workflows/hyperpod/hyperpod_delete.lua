@@ -2,7 +2,7 @@
 -- hyperpod_create (hyperpod/_create, hyperpod/_subnet) and
 -- hyperpod_add_instance_group made for it, taken away in the reverse order
 -- of their making with the kit's ctx:absent (the pieces are
--- cluster/_teardown's): the HyperPod cluster hypd-<tag>-hp (waited for until
+-- _teardown_pieces'): the HyperPod cluster hypd-<tag>-hp (waited for until
 -- gone), the S3 gateway endpoint hypd-<tag>-s3, the compute subnets'
 -- route tables hp-compute-*-rt, the compute subnets hp-compute-*, a
 -- secondary VPC CIDR no subnet uses any more, the lifecycle bucket (its
@@ -14,7 +14,7 @@ local hp = require "_hyperpod"
 local create = require "hyperpod._create"
 local lifecycle = require "hyperpod._lifecycle"
 local net = require "_network"
-local td = require "cluster._teardown"
+local td = require "_teardown_pieces"
 local S = require "_storage"
 local json = hypd.json
 

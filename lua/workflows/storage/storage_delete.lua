@@ -60,7 +60,7 @@ local function find(ctx)
   if pvc then
     local users = S.claim_users(k, p.namespace, p.claim_name)
     if ctx.plan then -- a teardown's plan that deletes their workloads first (cluster_delete force)
-      local td = require "cluster._teardown"
+      local td = require "_teardown_pieces"
       local left = {}
       for _, u in ipairs(users) do
         if not td.going(ctx, p.namespace .. "/" .. u) then left[#left + 1] = u end
