@@ -27,7 +27,7 @@ local hp = require "_hyperpod"
 local iam = require "_iam"
 local json = hypd.json
 local errors = hypd.errors
-local lifecycle = require "hyperpod._lifecycle"
+local lifecycle = require "_lifecycle"
 local net = require "_network"
 local subnet = require "hyperpod._subnet"
 

@@ -12,7 +12,7 @@
 local P = require "_params"
 local hp = require "_hyperpod"
 local create = require "hyperpod._create"
-local lifecycle = require "hyperpod._lifecycle"
+local lifecycle = require "_lifecycle"
 local net = require "_network"
 local td = require "_teardown_pieces"
 local S = require "_storage"
