@@ -12,6 +12,7 @@
 local P = require "_params"
 local hp = require "_hyperpod"
 local create = require "hyperpod._create"
+local setup = require "_hyperpod_setup"
 local lifecycle = require "_lifecycle"
 local net = require "_network"
 local td = require "_teardown_pieces"
@@ -156,7 +157,7 @@ end
 
 local function lifecycle_bucket(ctx)
   local st = ctx.state
-  local name = create.bucket_name(st.tag, st.account, st.region)
+  local name = setup.bucket_name(st.tag, st.account, st.region)
   local ours = {}
   for _, s in ipairs(lifecycle.SCRIPTS) do ours[lifecycle.PREFIX .. s.key] = true end
   note(ctx, td.bucket(ctx, { name = name, tag = st.tag, force = ctx.params.force, ours = ours }), "s3:bucket", name)
