@@ -28,6 +28,7 @@ local aws = require "hypd.aws"
 local cidr = require "hypd.cidr"
 local clusters = require "hypd.clusters"
 local config = require "hypd.config"
+local eks = require "hypd.aws.eks"
 local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local http = require "hypd.http"
@@ -357,6 +358,7 @@ function M.table(name)
       all = aws_acting(aws.all), class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(require "hypd.aws.hyperpod_types") end,
+      eks_cluster_name = eks.CLUSTER_NAME, -- EKS' rule for a cluster name, a JSON Schema pattern
       members = aws.members, signed_json = acting("send a signed AWS request", aws.signed_json) },
     k8s = k8s_api(),
     tools = tools_api(name),
