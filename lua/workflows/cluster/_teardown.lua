@@ -111,95 +111,117 @@ function M.security_groups(ctx, tag)
   end
 end
 
-function M.ec2_sweep(ctx, tag)
-  each(ctx, "DescribeVpcEndpoints", "VpcEndpoints", { Filters = tagged(tag) }, function(e) pieces.endpoint(ctx, e) end)
-  each(ctx, "DescribeNatGateways", "NatGateways", { Filter = tagged(tag) }, function(n)
-    absent(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = named(n, n.NatGatewayId), id = "NatGatewayId",
-      every = 15, timeout = 20 * 60,
-      find = function()
-        local r = ctx:call("ec2", "DescribeNatGateways", { NatGatewayIds = { n.NatGatewayId } }).NatGateways
-        return r and r[1] and r[1].State ~= "deleted" and r[1] or nil
-      end,
-      delete = function(cur)
-        if cur.State ~= "deleting" then ctx:call("ec2", "DeleteNatGateway", { NatGatewayId = n.NatGatewayId }) end
-      end })
-  end)
-  each(ctx, "DescribeAddresses", "Addresses", { Filters = tagged(tag) }, function(a)
-    absent(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = named(a, a.AllocationId), id = "AllocationId",
-      retry = function(err) if err.code == "InvalidIPAddress.InUse" then return "still in use" end end,
-      retry_for = 10 * 60, retry_every = 15,
-      find = function()
-        local r = ctx:try("ec2", "DescribeAddresses", { AllocationIds = { a.AllocationId } })
-        return r and r.Addresses and r.Addresses[1]
-      end,
-      delete = function() ctx:call("ec2", "ReleaseAddress", { AllocationId = a.AllocationId }) end,
-      gone = { "InvalidAllocationID.NotFound" } })
-  end)
-  local vpcs = ctx:call("ec2", "DescribeVpcs", { Filters = tagged(tag) }).Vpcs or {}
+-- the network's resources, one kind each (ec2_sweep below takes them in order)
+
+local function nat_gateway(ctx, n)
+  absent(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = named(n, n.NatGatewayId), id = "NatGatewayId",
+    every = 15, timeout = 20 * 60,
+    find = function()
+      local r = ctx:call("ec2", "DescribeNatGateways", { NatGatewayIds = { n.NatGatewayId } }).NatGateways
+      return r and r[1] and r[1].State ~= "deleted" and r[1] or nil
+    end,
+    delete = function(cur)
+      if cur.State ~= "deleting" then ctx:call("ec2", "DeleteNatGateway", { NatGatewayId = n.NatGatewayId }) end
+    end })
+end
+
+local function elastic_ip(ctx, a)
+  absent(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = named(a, a.AllocationId), id = "AllocationId",
+    retry = function(err) if err.code == "InvalidIPAddress.InUse" then return "still in use" end end,
+    retry_for = 10 * 60, retry_every = 15,
+    find = function()
+      local r = ctx:try("ec2", "DescribeAddresses", { AllocationIds = { a.AllocationId } })
+      return r and r.Addresses and r.Addresses[1]
+    end,
+    delete = function() ctx:call("ec2", "ReleaseAddress", { AllocationId = a.AllocationId }) end,
+    gone = { "InvalidAllocationID.NotFound" } })
+end
+
+-- kept_by_fsx(ctx, tag, vpcs) -> fsx, held: the FSx file systems in the
+-- VPCs' subnets (pieces.fsx_in), and the tagged subnets they keep
+local function kept_by_fsx(ctx, tag, vpcs)
   local fsx = {}
   for _, v in ipairs(vpcs) do
     for s, fs in pairs(pieces.fsx_in(ctx, v.VpcId)) do fsx[s] = fs end
   end
-  local held = {} -- the route tables of the subnets kept
+  local held = {}
   for _, sn in ipairs(ctx:call("ec2", "DescribeSubnets", { Filters = tagged(tag) }).Subnets or {}) do
     if fsx[sn.SubnetId] then held[sn.SubnetId] = true end
   end
-  each(ctx, "DescribeRouteTables", "RouteTables", { Filters = tagged(tag) }, function(rt)
-    for _, a in ipairs(rt.Associations or {}) do
-      if a.SubnetId and held[a.SubnetId] then
-        return absent(ctx, { type = "ec2:route-table", label = "route table", name = named(rt, rt.RouteTableId),
-          id = "RouteTableId", find = function() return rt end, delete = function() end,
-          keep = "subnet " .. a.SubnetId .. " (kept) uses it" })
-      end
+  return fsx, held
+end
+
+-- route_table(ctx, rt, held): deleted, unless a subnet that is kept uses it
+local function route_table(ctx, rt, held)
+  for _, a in ipairs(rt.Associations or {}) do
+    if a.SubnetId and held[a.SubnetId] then
+      return absent(ctx, { type = "ec2:route-table", label = "route table", name = named(rt, rt.RouteTableId),
+        id = "RouteTableId", find = function() return rt end, delete = function() end,
+        keep = "subnet " .. a.SubnetId .. " (kept) uses it" })
     end
-    pieces.route_table(ctx, rt)
-  end)
-  each(ctx, "DescribeInternetGateways", "InternetGateways", { Filters = tagged(tag) }, function(g)
-    absent(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = named(g, g.InternetGatewayId),
-      id = "InternetGatewayId", retry = draining, retry_for = 10 * 60, retry_every = 15,
-      find = function()
-        local r = ctx:try("ec2", "DescribeInternetGateways", { InternetGatewayIds = { g.InternetGatewayId } })
-        return r and r.InternetGateways and r.InternetGateways[1]
-      end,
-      delete = function(cur)
-        for _, a in ipairs(cur.Attachments or {}) do
-          ctx:call("ec2", "DetachInternetGateway", { InternetGatewayId = g.InternetGatewayId, VpcId = a.VpcId })
+  end
+  pieces.route_table(ctx, rt)
+end
+
+local function internet_gateway(ctx, g)
+  absent(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = named(g, g.InternetGatewayId),
+    id = "InternetGatewayId", retry = draining, retry_for = 10 * 60, retry_every = 15,
+    find = function()
+      local r = ctx:try("ec2", "DescribeInternetGateways", { InternetGatewayIds = { g.InternetGatewayId } })
+      return r and r.InternetGateways and r.InternetGateways[1]
+    end,
+    delete = function(cur)
+      for _, a in ipairs(cur.Attachments or {}) do
+        ctx:call("ec2", "DetachInternetGateway", { InternetGatewayId = g.InternetGatewayId, VpcId = a.VpcId })
+      end
+      ctx:call("ec2", "DeleteInternetGateway", { InternetGatewayId = g.InternetGatewayId })
+    end,
+    gone = { "InvalidInternetGatewayID.NotFound" } })
+end
+
+-- vpc(ctx, v, tag): the VPC, kept while it holds what is not hypd's
+-- (M.foreign) or what this teardown keeps
+local function vpc(ctx, v, tag)
+  local foreign = M.foreign(ctx, v.VpcId, tag)
+  absent(ctx, { type = "ec2:vpc", label = "VPC", name = named(v, v.VpcId), id = "VpcId",
+    retry = draining, retry_for = 15 * 60, retry_every = 15,
+    find = function()
+      local r = ctx:try("ec2", "DescribeVpcs", { VpcIds = { v.VpcId } })
+      return r and r.Vpcs and r.Vpcs[1]
+    end,
+    keep = function()
+      local left = {}
+      for _, id in ipairs(foreign) do left[#left + 1] = id end
+      -- what is still there and stays: kept above (a plan also still
+      -- sees what it deletes: those do not hold the VPC)
+      local by_vpc = { { Name = "vpc-id", Values = { v.VpcId } } }
+      for _, sn in ipairs(ctx:call("ec2", "DescribeSubnets", { Filters = by_vpc }).Subnets or {}) do
+        if tag_of(sn.Tags) == tag and not pieces.going(ctx, sn.SubnetId) then left[#left + 1] = sn.SubnetId end
+      end
+      for _, sg in ipairs(ctx:call("ec2", "DescribeSecurityGroups", { Filters = by_vpc }).SecurityGroups or {}) do
+        if sg.GroupName ~= "default" and tag_of(sg.Tags) == tag and not pieces.going(ctx, sg.GroupId) then
+          left[#left + 1] = sg.GroupId
         end
-        ctx:call("ec2", "DeleteInternetGateway", { InternetGatewayId = g.InternetGatewayId })
-      end,
-      gone = { "InvalidInternetGatewayID.NotFound" } })
-  end)
+      end
+      if #left > 0 then
+        return "it holds resources that are kept (" .. table.concat(left, ", ") .. ")"
+      end
+    end,
+    delete = function() ctx:call("ec2", "DeleteVpc", { VpcId = v.VpcId }) end,
+    gone = { "InvalidVpcID.NotFound" } })
+end
+
+function M.ec2_sweep(ctx, tag)
+  each(ctx, "DescribeVpcEndpoints", "VpcEndpoints", { Filters = tagged(tag) }, function(e) pieces.endpoint(ctx, e) end)
+  each(ctx, "DescribeNatGateways", "NatGateways", { Filter = tagged(tag) }, function(n) nat_gateway(ctx, n) end)
+  each(ctx, "DescribeAddresses", "Addresses", { Filters = tagged(tag) }, function(a) elastic_ip(ctx, a) end)
+  local vpcs = ctx:call("ec2", "DescribeVpcs", { Filters = tagged(tag) }).Vpcs or {}
+  local fsx, held = kept_by_fsx(ctx, tag, vpcs)
+  each(ctx, "DescribeRouteTables", "RouteTables", { Filters = tagged(tag) }, function(rt) route_table(ctx, rt, held) end)
+  each(ctx, "DescribeInternetGateways", "InternetGateways", { Filters = tagged(tag) }, function(g) internet_gateway(ctx, g) end)
   each(ctx, "DescribeSubnets", "Subnets", { Filters = tagged(tag) }, function(sn) pieces.subnet(ctx, sn, pieces.in_use(fsx)) end)
   M.security_groups(ctx, tag)
-  for _, v in ipairs(vpcs) do
-    local foreign = M.foreign(ctx, v.VpcId, tag)
-    absent(ctx, { type = "ec2:vpc", label = "VPC", name = named(v, v.VpcId), id = "VpcId",
-      retry = draining, retry_for = 15 * 60, retry_every = 15,
-      find = function()
-        local r = ctx:try("ec2", "DescribeVpcs", { VpcIds = { v.VpcId } })
-        return r and r.Vpcs and r.Vpcs[1]
-      end,
-      keep = function()
-        local left = {}
-        for _, id in ipairs(foreign) do left[#left + 1] = id end
-        -- what is still there and stays: kept above (a plan also still
-        -- sees what it deletes: those do not hold the VPC)
-        local by_vpc = { { Name = "vpc-id", Values = { v.VpcId } } }
-        for _, sn in ipairs(ctx:call("ec2", "DescribeSubnets", { Filters = by_vpc }).Subnets or {}) do
-          if tag_of(sn.Tags) == tag and not pieces.going(ctx, sn.SubnetId) then left[#left + 1] = sn.SubnetId end
-        end
-        for _, sg in ipairs(ctx:call("ec2", "DescribeSecurityGroups", { Filters = by_vpc }).SecurityGroups or {}) do
-          if sg.GroupName ~= "default" and tag_of(sg.Tags) == tag and not pieces.going(ctx, sg.GroupId) then
-            left[#left + 1] = sg.GroupId
-          end
-        end
-        if #left > 0 then
-          return "it holds resources that are kept (" .. table.concat(left, ", ") .. ")"
-        end
-      end,
-      delete = function() ctx:call("ec2", "DeleteVpc", { VpcId = v.VpcId }) end,
-      gone = { "InvalidVpcID.NotFound" } })
-  end
+  for _, v in ipairs(vpcs) do vpc(ctx, v, tag) end
 end
 
 -- roles_of(ctx, tag) -> the IAM roles that carry the tag
