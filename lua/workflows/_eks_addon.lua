@@ -2,7 +2,9 @@
 -- the storage tools need them.
 --   describe(ctx, eks, name) -> the DescribeAddon of add-on name on EKS
 --     cluster eks | nil
---   issues(a) -> its health issues, "code: message; ..." ("" when none)
+--   issue_list(a) -> its health issues, {"code: message", ...} (a may be nil)
+--   issues(a) -> the same as one string, "code: message; ..." ("" when none)
+--   FAILED, PENDING: the add-on statuses that failed, and those still at work
 --   ensure(ctx, env, feature, name, opts) -> add-on, made when missing
 --     (tagged hypd:cluster-tag and hypd:feature), its role and
 --     configuration made to hold when it is hypd's, then waited for until
@@ -39,13 +41,15 @@ function M.describe(ctx, eks, name)
   error(err, 0)
 end
 
-function M.issues(a)
+function M.issue_list(a)
   local out = {}
-  for _, i in ipairs((a.health or {}).issues or {}) do
+  for _, i in ipairs(((a or {}).health or {}).issues or {}) do
     out[#out + 1] = (i.code and (i.code .. ": ") or "") .. tostring(i.message)
   end
-  return table.concat(out, "; ")
+  return out
 end
+
+function M.issues(a) return table.concat(M.issue_list(a), "; ") end
 local issues = M.issues
 
 -- owned(env, tags) -> true when the add-on's tags say it is this cluster tag's
@@ -53,6 +57,7 @@ local function owned(env, tags) return (tags or {})[net.TAG_KEY] == env.tag end
 
 local FAILED = { CREATE_FAILED = true, DEGRADED = true, UPDATE_FAILED = true, DELETE_FAILED = true }
 local PENDING = { CREATING = true, UPDATING = true, DELETING = true }
+M.FAILED, M.PENDING = FAILED, PENDING
 
 local function config_of(a)
   local v = a.configurationValues

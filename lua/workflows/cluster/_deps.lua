@@ -50,6 +50,7 @@
 -- another name (another NVIDIA or EFA device plugin, health agent, KubeRay
 -- operator) is never doubled: the component is left out.
 local errors, json = hypd.errors, hypd.json
+local A = require "_eks_addon"
 
 local M = {}
 
@@ -184,27 +185,7 @@ function M.versions(ctx, name, kv)
   return r
 end
 
--- describe_addon(ctx, cluster, name) -> the add-on | nil
-function M.describe_addon(ctx, cluster, name)
-  local out, err = ctx:try("eks", "DescribeAddon", { clusterName = cluster, addonName = name })
-  if out then return out.addon end
-  if err.code == "ResourceNotFoundException" then return nil end
-  error(err, 0)
-end
-
-local PENDING = { CREATING = true, UPDATING = true, DELETING = true }
-local FAILED = { CREATE_FAILED = true, DEGRADED = true, UPDATE_FAILED = true, DELETE_FAILED = true }
-M.ADDON_PENDING, M.ADDON_FAILED = PENDING, FAILED
-
 function M.addon_owner(a) return ((a and a.tags) or {})[M.MANAGED_TAG] == M.MANAGED and "hypd" or "other" end
-
-function M.health(a)
-  local out = {}
-  for _, i in ipairs(((a or {}).health or {}).issues or {}) do
-    out[#out + 1] = (i.code and (i.code .. ": ") or "") .. tostring(i.message)
-  end
-  return out
-end
 
 -- addon_differs(a, want) -> [{field, have, want}]: what hypd would change on
 -- add-on a. want = {versions (versions()), role = the IRSA role ARN or nil}
@@ -229,13 +210,13 @@ function M.judge_addon(name, a, want)
   end
   v.status, v.version, v.owner, v.arn = a.status, a.addonVersion, M.addon_owner(a), a.addonArn
   v.service_account_role_arn = a.serviceAccountRoleArn
-  if FAILED[a.status] then
+  if A.FAILED[a.status] then
     v.state = "failed"
-    local issues = M.health(a)
+    local issues = A.issue_list(a)
     v.reason = "the add-on is " .. a.status .. (#issues > 0 and (": " .. table.concat(issues, "; ")) or "")
     return v
   end
-  if PENDING[a.status] then
+  if A.PENDING[a.status] then
     v.state = "pending"
     return v
   end

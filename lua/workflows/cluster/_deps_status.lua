@@ -4,6 +4,7 @@
 -- cluster_configure_dependencies operation of the cluster and the reasons
 -- it kept for the items that failed.
 local D = require "cluster._deps"
+local A = require "_eks_addon"
 local irsa = require "_irsa"
 local json = hypd.json
 
@@ -149,7 +150,7 @@ function M.view(ctx, info, p)
   local k, kerr
   local ok, conn = pcall(hypd.k8s.connect, { cluster = info.name, region = info.region })
   if ok then k = conn else kerr = conn end
-  local s3 = D.describe_addon(ctx, info.name, D.S3_CSI)
+  local s3 = A.describe(ctx, info.name, D.S3_CSI)
   local rok, role = pcall(role_item, ctx, info, s3, k)
   if not rok then
     local rerr = role
@@ -158,7 +159,7 @@ function M.view(ctx, info, p)
   end
   items[#items + 1] = role
   for _, name in ipairs(D.ADDONS) do
-    local a = name == D.S3_CSI and s3 or D.describe_addon(ctx, info.name, name)
+    local a = name == D.S3_CSI and s3 or A.describe(ctx, info.name, name)
     local versions
     local vok, vr = pcall(D.versions, ctx, name, info.version)
     if vok then versions = vr end
