@@ -1,7 +1,7 @@
 -- hyperpod_scale_instance_group: change how many instances a HyperPod
 -- instance group has (and its minimum), keeping everything else the group
 -- has: UpdateCluster is sent with that one group, carried forward from
--- DescribeCluster through hyperpod/_hp's update_group. Steps:
+-- DescribeCluster through _hyperpod's update_group. Steps:
 --   check   the group exists; the fixed_at_create parameters the caller gave
 --           match the group (else refused, naming the field and the rule);
 --           the counts are consistent

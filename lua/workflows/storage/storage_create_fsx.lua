@@ -2,7 +2,7 @@
 -- HyperPod compute subnet, mounted in the cluster through the FSx CSI
 -- driver: security group (storage/_fsx), file system, CSI driver add-on
 -- with its role, then a static PersistentVolume and its claim
--- (storage/_storage).
+-- (_storage).
 local P = require "_params"
 local S = require "_storage"
 local F = require "storage._fsx"

@@ -1,7 +1,7 @@
 -- storage_create_s3: stage 5, an S3 bucket mounted in the cluster through
 -- Mountpoint for Amazon S3 (the aws-mountpoint-s3-csi-driver add-on): the
--- bucket (storage/_s3), a static PersistentVolume and its claim
--- (storage/_storage).
+-- bucket (_s3), a static PersistentVolume and its claim
+-- (_storage).
 local P = require "_params"
 local S = require "_storage"
 local A = require "_eks_addon"
