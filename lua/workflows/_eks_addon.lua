@@ -52,8 +52,12 @@ end
 function M.issues(a) return table.concat(M.issue_list(a), "; ") end
 local issues = M.issues
 
--- owned(env, tags) -> true when the add-on's tags say it is this cluster tag's
-local function owned(env, tags) return (tags or {})[net.TAG_KEY] == env.tag end
+-- owned(env, tags) -> true when the add-on's tags ({key = value}, as EKS
+-- answers them) say it is this cluster tag's
+local function owned(env, tags)
+  local v = (tags or {})[net.TAG_KEY]
+  return v ~= nil and v == env.tag
+end
 
 local FAILED = { CREATE_FAILED = true, DEGRADED = true, UPDATE_FAILED = true, DELETE_FAILED = true }
 local PENDING = { CREATING = true, UPDATING = true, DELETING = true }
