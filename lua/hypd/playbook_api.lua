@@ -30,6 +30,7 @@ local clusters = require "hypd.clusters"
 local config = require "hypd.config"
 local core = require "hypd.core"
 local dispatch = require "hypd.tool.dispatch"
+local eks = require "hypd.aws.eks"
 local errors = require "hypd.errors"
 local guard = require "hypd.tool.guard"
 local http = require "hypd.http"
@@ -365,6 +366,7 @@ function M.table(name, sandbox)
       all = aws_acting(aws.all), class = aws.class,
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(hyperpod_types) end,
+      eks_cluster_name = eks.CLUSTER_NAME, -- EKS' rule for a cluster name, a JSON Schema pattern
       members = aws.members, signed_json = acting("send a signed AWS request", signed.request) },
     k8s = k8s_api(),
     tools = tools_api(name),

@@ -7,6 +7,8 @@
 --   t:wait()                   -> true, results... | false, err
 --   t:cancel([reason])         stops t at its next wait (CANCELLED)
 --   task.checkpoint()          lets other tasks run (for long loops)
+--   task.forever()             yields until the task is cancelled (a
+--                              server's main task)
 --   task.signal()              a condition: sig:wait([timeout]) -> true when
 --                              fired, false on timeout; sig:fire() wakes all
 local core = require "hypd.core"
@@ -22,6 +24,8 @@ function M.sleep(seconds)
 end
 
 function M.checkpoint() sched.await("yield") end
+
+function M.forever() sched.await("forever") end
 
 M.now = core.now
 M.spawn = sched.spawn

@@ -5,7 +5,7 @@
 -- or <OpResponse><requestId>... (EC2), errors as <ErrorResponse> (query)
 -- or <Response><Errors> (EC2).
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 local V = require "sandbox._codec_value"
 local X = require "sandbox._codec_xml"
 

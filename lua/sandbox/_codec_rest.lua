@@ -6,7 +6,7 @@
 -- back into members, and writing output members to headers and status.
 -- The bodies themselves belong to the caller (codec.lua, _codec_s3.lua).
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 local Q = require "sandbox._codec_query"
 local V = require "sandbox._codec_value"
 

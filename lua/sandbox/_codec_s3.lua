@@ -5,7 +5,7 @@
 -- <Error> documents (none for HEAD).
 local core = require "hypd.core"
 local xml = require "hypd.xml"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 local R = require "sandbox._codec_rest"
 local V = require "sandbox._codec_value"
 local X = require "sandbox._codec_xml"

@@ -7,7 +7,7 @@
 --   wire name, C.field(path, name) and C.item(path, i) build paths.
 local core = require "hypd.core"
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

@@ -1,10 +1,10 @@
 -- sandbox._codec_xml: XML for the sandbox codec: output values written the
 -- way the query, EC2 and restXml services write them (the mirror of the
--- client's hypd.aws._xml reader), request bodies (S3 configurations,
+-- client's hypd.aws.xml reader), request bodies (S3 configurations,
 -- DeleteObjects) read strictly by shape, and the XML error documents.
 local json = require "hypd.json"
-local X0 = require "hypd.aws._xml"
-local S = require "hypd.aws._shape"
+local X0 = require "hypd.aws.xml"
+local S = require "hypd.aws.shape"
 local V = require "sandbox._codec_value"
 
 local M = {}

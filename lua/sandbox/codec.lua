@@ -31,7 +31,7 @@
 -- Unknown input members are ignored; lengths, patterns and enums are not
 -- checked (the models do not carry them).
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

@@ -420,7 +420,7 @@ function M.serve(opts)
   io.stdout:write("# hypd sandbox: account ", auth.ACCOUNT, ", listening on 127.0.0.1:", port,
     ", speed ", M.speed, core.virtual() and " (virtual clock)" or "", "; Ctrl-C stops it\n")
   io.stdout:flush()
-  require("hypd._sched").await("forever")
+  require("hypd.task").forever()
 end
 
 M.AWS_ERROR = AWS_ERROR

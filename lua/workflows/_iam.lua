@@ -21,7 +21,7 @@
 --   get(ctx, absent, service, operation, params) -> the result, or nil when
 --     AWS answers the error code absent (there is no such thing)
 local json = hypd.json
-local net = require "cluster._eks_network"
+local net = require "_network"
 
 local M = {}
 

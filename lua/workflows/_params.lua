@@ -7,7 +7,7 @@ M.region = { type = "string", pattern = "^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\\d$
   pattern_help = "an AWS region name like us-west-2",
   description = "AWS region, e.g. us-west-2 (default: the configured region)" }
 
-M.cluster = { type = "string", pattern = "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+M.cluster = { type = "string", pattern = hypd.aws.eks_cluster_name,
   pattern_help = "an EKS cluster name: 1 to 100 letters, digits, '-' or '_', starting with a letter or digit",
   description = "EKS cluster name (default: the active cluster; see cluster_switch)" }
 

@@ -7,7 +7,7 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local json = require "hypd.json"
 local protocol = require "hypd.aws.protocol"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 local H = dofile("tests/lua/helpers.lua")
 
 local DIR = "tests/data/aws/recorded"

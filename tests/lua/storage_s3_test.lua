@@ -173,7 +173,7 @@ end)
 
 t.test("ensure_bucket makes hypd's bucket with no EKS cluster at all (the pipeline's early step), once", function()
   local playbook = require "hypd.playbook"
-  local s3 = playbook.load("storage._s3")
+  local s3 = playbook.load("_s3")
   tool.define { name = "cluster_test_early_bucket", summary = "test", description = "test", kind = "mutating",
     status_tool = "operation_get", aws = s3.AWS, target = function(p) return "early/" .. p.tag end,
     params = { tag = { type = "string", required = true } },

@@ -171,6 +171,7 @@ hypd.state = { get = function(key) end, put = function(key, value) end, delete =
 hypd.aws = { call = function(service, op, params, opts) end, try = function(service, op, params, opts) end,
   pages = function(service, op, params, opts) end, all = function(service, op, params, opts) end,
   class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end,
+  eks_cluster_name = "",
   signed_json = function(req) end }
 ---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
 hypd.k8s = {}

@@ -2,18 +2,29 @@
 -- prepare{cluster, region, profile, sts_endpoint_url} resolves the region, the STS endpoint
 -- (with the usual overrides) and fresh credentials; the token itself is made
 -- in C so it never passes through Lua.
+-- CLUSTER_NAME is EKS' rule for a cluster's name (a JSON Schema pattern:
+-- the workflows' cluster parameter uses it, as hypd.aws.eks_cluster_name);
+-- check_cluster(name) raises VALIDATION (field cluster) for a name it refuses.
 local aws = require "hypd.aws"
 local config = require "hypd.config"
 local endpoints = require "hypd.aws.endpoints"
 local errors = require "hypd.errors"
+local regex = require "hypd.regex"
 
 local M = {}
 
-function M.prepare(args)
-  if type(args.cluster) ~= "string" or not args.cluster:match("^[%w][%w_%-]*$") or #args.cluster > 100 then
+-- 1 to 100 letters, digits, '-' or '_', starting with a letter or digit
+M.CLUSTER_NAME = "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+
+function M.check_cluster(name)
+  if type(name) ~= "string" or not regex.compile(M.CLUSTER_NAME):test(name) then
     errors.raise("VALIDATION", "cluster: an EKS cluster name (letters, digits, '-', '_'; up to 100) is required",
       { field = "cluster" })
   end
+end
+
+function M.prepare(args)
+  M.check_cluster(args.cluster)
   local profile = args.profile or config.profile
   local region = aws.region { region = args.region, profile = profile }
   local model = aws.model("sts")

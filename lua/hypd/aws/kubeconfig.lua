@@ -3,6 +3,7 @@
 -- `aws eks update-kubeconfig` writes (kubectl reads it as is).
 local aws = require "hypd.aws"
 local config = require "hypd.config"
+local eks = require "hypd.aws.eks"
 local errors = require "hypd.errors"
 
 local M = {}
@@ -16,10 +17,7 @@ end
 
 -- build{cluster, region, profile, command} -> kubeconfig text
 function M.build(args)
-  if type(args.cluster) ~= "string" or not args.cluster:match("^[%w][%w_%-]*$") or #args.cluster > 100 then
-    errors.raise("VALIDATION", "cluster: an EKS cluster name (letters, digits, '-', '_'; up to 100) is required",
-      { field = "cluster" })
-  end
+  eks.check_cluster(args.cluster)
   local profile = args.profile or config.profile
   local region = aws.region { region = args.region, profile = profile }
   local c = aws.call("eks", "DescribeCluster", { name = args.cluster }, { region = region, profile = profile }).cluster

@@ -19,7 +19,7 @@
 -- field ("Filters[1].Name") before anything is built.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

@@ -50,6 +50,7 @@
 -- another name (another NVIDIA or EFA device plugin, health agent, KubeRay
 -- operator) is never doubled: the component is left out.
 local errors, json = hypd.errors, hypd.json
+local A = require "_eks_addon"
 
 local M = {}
 
@@ -57,7 +58,6 @@ M.TAG = "hypd:cluster-tag"
 M.MANAGED_TAG, M.MANAGED = "hypd:managed-by", "hypd" -- on the add-ons and the role hypd makes here
 M.EKS_TAG = "hypd:eks-cluster"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"        -- the label hypd.k8s puts on what it applies
-M.AUDIENCE = "sts.amazonaws.com"
 -- the SHA-1 of the root CA of oidc.eks.<region>.amazonaws.com's chain, as
 -- eksctl computes it; IAM validates EKS issuers against its own trusted CAs
 M.THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
@@ -101,55 +101,9 @@ function M.hma_image(region)
   return string.format("%s.dkr.ecr.%s.amazonaws.com/hyperpod-health-monitoring-agent:%s", acct, region, M.HMA_TAG)
 end
 
--- the cluster ---------------------------------------------------------------
-
 local PLANNED = "planned:"
 
--- cluster(ctx, p) -> info: the EKS cluster a call works on (p.cluster, in
--- the region hypd recorded for it unless p.region, else the active one): {name, region, arn, version, issuer, status, tag,
--- account, partition, created, planned}. A plan for a cluster that does not
--- exist yet (cluster_create's) gets planned values; otherwise NOT_FOUND.
-function M.cluster(ctx, p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
-  if not name then
-    errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
-      { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
-  end
-  local known = not p.region and p.cluster and hypd.clusters.get(p.cluster) -- a recorded cluster, where it is
-  local region = p.region or (not p.cluster and act and act.region) or (known and known.region) or ctx:aws_region()
-  ctx.region = region
-  local rec = hypd.clusters.get(name, region) or {}
-  local out, err = ctx:try("eks", "DescribeCluster", { name = name })
-  if not out then
-    if err.code ~= "ResourceNotFoundException" then error(err, 0) end
-    if not ctx.plan then
-      errors.raise("NOT_FOUND", string.format("no EKS cluster named %s in %s", name, region),
-        { fields = { { field = "cluster", rule = "exists", message = "cluster: no such EKS cluster" } } })
-    end
-    local id = PLANNED .. "eks:cluster:hypd-" .. name
-    return { name = name, region = region, arn = id, issuer = PLANNED .. "eks:oidc-issuer:" .. name, planned = true,
-      tag = rec.tag or name:match("^hypd%-(.+)$"), created = true, account = "<account>", partition = "aws" }
-  end
-  local c = out.cluster
-  local part, acct = tostring(c.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
-  return { name = c.name, region = region, arn = c.arn, version = c.version, status = c.status,
-    issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[M.TAG] or rec.tag,
-    account = acct, partition = part or "aws", created = rec.created == true, describe = c,
-    vpc_id = (c.resourcesVpcConfig or {}).vpcId }
-end
-
-function M.is_planned(v) return type(v) == "string" and v:sub(1, #PLANNED) == PLANNED end
-
 -- names -----------------------------------------------------------------------
-
--- issuer_path(info) -> "oidc.eks.us-west-2.amazonaws.com/id/ABC" (the issuer without https://)
-function M.issuer_path(info) return (tostring(info.issuer):gsub("^https://", ""):gsub("/$", "")) end
-
-function M.provider_arn(info)
-  if info.planned then return PLANNED .. "iam:oidc-provider:" .. info.name end
-  return string.format("arn:%s:iam::%s:oidc-provider/%s", info.partition, info.account, M.issuer_path(info))
-end
 
 -- role_name(info) -> hypd-<tag>-s3-csi, or hypd-<eks name>-s3-csi; at most 64 characters
 function M.role_name(info)
@@ -173,7 +127,7 @@ end
 
 -- the controller's IAM policy: the one the HyperPod inference operator's
 -- own copy of the controller gets (its iam_policy.json), kept in one place
-function M.lbc_policy() return require("hyperpod._feat_inference").alb_policy() end
+M.lbc_policy = require("_lb_controller_policy").policy
 
 -- tags(info) -> {key = value}: what hypd tags its add-ons and role with here
 function M.tags(info)
@@ -188,17 +142,6 @@ function M.tag_list(info)
   table.sort(keys)
   for _, k in ipairs(keys) do out[#out + 1] = { Key = k, Value = M.tags(info)[k] } end
   return out
-end
-
--- the IRSA role's trust: exactly the driver's service account (or
--- namespace/sa), through the cluster's provider
-function M.trust(info, ns, sa)
-  local host = M.issuer_path(info)
-  return { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Federated = M.provider_arn(info) }, Action = "sts:AssumeRoleWithWebIdentity",
-    Condition = { StringEquals = {
-      [host .. ":sub"] = "system:serviceaccount:" .. (ns or M.S3_SA_NAMESPACE) .. ":" .. (sa or M.S3_SA),
-      [host .. ":aud"] = M.AUDIENCE } } } } }
 end
 
 -- the S3 access Mountpoint needs (its documented policy), on any bucket:
@@ -242,27 +185,7 @@ function M.versions(ctx, name, kv)
   return r
 end
 
--- describe_addon(ctx, cluster, name) -> the add-on | nil
-function M.describe_addon(ctx, cluster, name)
-  local out, err = ctx:try("eks", "DescribeAddon", { clusterName = cluster, addonName = name })
-  if out then return out.addon end
-  if err.code == "ResourceNotFoundException" then return nil end
-  error(err, 0)
-end
-
-local PENDING = { CREATING = true, UPDATING = true, DELETING = true }
-local FAILED = { CREATE_FAILED = true, DEGRADED = true, UPDATE_FAILED = true, DELETE_FAILED = true }
-M.ADDON_PENDING, M.ADDON_FAILED = PENDING, FAILED
-
 function M.addon_owner(a) return ((a and a.tags) or {})[M.MANAGED_TAG] == M.MANAGED and "hypd" or "other" end
-
-function M.health(a)
-  local out = {}
-  for _, i in ipairs(((a or {}).health or {}).issues or {}) do
-    out[#out + 1] = (i.code and (i.code .. ": ") or "") .. tostring(i.message)
-  end
-  return out
-end
 
 -- addon_differs(a, want) -> [{field, have, want}]: what hypd would change on
 -- add-on a. want = {versions (versions()), role = the IRSA role ARN or nil}
@@ -287,13 +210,13 @@ function M.judge_addon(name, a, want)
   end
   v.status, v.version, v.owner, v.arn = a.status, a.addonVersion, M.addon_owner(a), a.addonArn
   v.service_account_role_arn = a.serviceAccountRoleArn
-  if FAILED[a.status] then
+  if A.FAILED[a.status] then
     v.state = "failed"
-    local issues = M.health(a)
+    local issues = A.issue_list(a)
     v.reason = "the add-on is " .. a.status .. (#issues > 0 and (": " .. table.concat(issues, "; ")) or "")
     return v
   end
-  if PENDING[a.status] then
+  if A.PENDING[a.status] then
     v.state = "pending"
     return v
   end

@@ -4,6 +4,8 @@
 -- cluster_configure_dependencies operation of the cluster and the reasons
 -- it kept for the items that failed.
 local D = require "cluster._deps"
+local A = require "_eks_addon"
+local irsa = require "_irsa"
 local json = hypd.json
 
 local M = {}
@@ -36,7 +38,7 @@ local function note_error(item, err)
 end
 
 local function oidc_item(ctx, info)
-  local arn = D.provider_arn(info)
+  local arn = irsa.provider_arn(info)
   local v = { item = "oidc-provider", kind = "iam", arn = arn, issuer = info.issuer }
   local out, err = ctx:try("iam", "GetOpenIDConnectProvider", { OpenIDConnectProviderArn = arn })
   if not out then
@@ -44,7 +46,7 @@ local function oidc_item(ctx, info)
     return v
   end
   local has = false
-  for _, c in ipairs(out.ClientIDList or {}) do has = has or c == D.AUDIENCE end
+  for _, c in ipairs(out.ClientIDList or {}) do has = has or c == irsa.AUDIENCE end
   v.client_ids, v.thumbprints = out.ClientIDList, out.ThumbprintList
   local tags = {}
   for _, t in ipairs(out.Tags or {}) do tags[t.Key] = t.Value end
@@ -53,7 +55,7 @@ local function oidc_item(ctx, info)
     v.state = "present"
   else
     v.state = "drifted"
-    v.differs = { { field = "ClientIDList", have = out.ClientIDList or json.array(), want = D.AUDIENCE } }
+    v.differs = { { field = "ClientIDList", have = out.ClientIDList or json.array(), want = irsa.AUDIENCE } }
   end
   return v
 end
@@ -76,9 +78,9 @@ local function role_item(ctx, info, addon, k)
   local r = out.Role
   v.arn = r.Arn
   local differs = {}
-  if not D.same(D.policy_doc(r.AssumeRolePolicyDocument), D.trust(info)) then
+  if not D.same(D.policy_doc(r.AssumeRolePolicyDocument), irsa.trust(info, D.S3_SA_NAMESPACE, D.S3_SA)) then
     differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = D.policy_doc(r.AssumeRolePolicyDocument),
-      want = D.trust(info) }
+      want = irsa.trust(info, D.S3_SA_NAMESPACE, D.S3_SA) }
   end
   local pol, perr = ctx:try("iam", "GetRolePolicy", { RoleName = name, PolicyName = D.S3_POLICY })
   if not pol then
@@ -113,7 +115,7 @@ local function lbc_role_item(ctx, info)
   end
   v.arn, v.owner = out.Role.Arn, "hypd"
   local differs = {}
-  local trust = D.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
+  local trust = irsa.trust(info, D.LBC_NAMESPACE, D.LBC_SA)
   local have = D.policy_doc(out.Role.AssumeRolePolicyDocument)
   if not D.same(have, trust) then
     differs[#differs + 1] = { field = "AssumeRolePolicyDocument", have = have, want = trust }
@@ -148,7 +150,7 @@ function M.view(ctx, info, p)
   local k, kerr
   local ok, conn = pcall(hypd.k8s.connect, { cluster = info.name, region = info.region })
   if ok then k = conn else kerr = conn end
-  local s3 = D.describe_addon(ctx, info.name, D.S3_CSI)
+  local s3 = A.describe(ctx, info.name, D.S3_CSI)
   local rok, role = pcall(role_item, ctx, info, s3, k)
   if not rok then
     local rerr = role
@@ -157,7 +159,7 @@ function M.view(ctx, info, p)
   end
   items[#items + 1] = role
   for _, name in ipairs(D.ADDONS) do
-    local a = name == D.S3_CSI and s3 or D.describe_addon(ctx, info.name, name)
+    local a = name == D.S3_CSI and s3 or A.describe(ctx, info.name, name)
     local versions
     local vok, vr = pcall(D.versions, ctx, name, info.version)
     if vok then versions = vr end

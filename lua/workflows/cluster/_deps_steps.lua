@@ -24,6 +24,8 @@
 -- cluster_get_dependency_status, and the operation ends failed naming it;
 -- calling again retries only what is missing or drifted.
 local D = require "cluster._deps"
+local A = require "_eks_addon"
+local irsa = require "_irsa"
 local access = require "cluster._access"
 local errors, json = hypd.errors, hypd.json
 
@@ -93,7 +95,7 @@ end
 
 local function cluster(ctx)
   local p, st = ctx.params, ctx.state
-  local info = D.cluster(ctx, p)
+  local info = irsa.cluster(ctx, p)
   if not info.planned and info.status ~= "ACTIVE" then
     errors.raise("CONFLICT", string.format("EKS cluster %s is %s, not ACTIVE: configure its dependencies once it " ..
       "is ACTIVE", info.name, tostring(info.status)), { field = "cluster", status = info.status })
@@ -116,10 +118,10 @@ local function oidc_provider(ctx)
   local st = ctx.state
   local info = st.info
   ctx.region = info.region
-  local arn = D.provider_arn(info)
+  local arn = irsa.provider_arn(info)
   item(ctx, "oidc-provider", function()
     local _, action = ctx:ensure { type = "iam:oidc-provider", label = "IAM OIDC provider",
-      name = info.planned and ("the issuer of " .. info.name) or D.issuer_path(info), id = "Arn", needs = info.arn,
+      name = info.planned and ("the issuer of " .. info.name) or irsa.issuer_path(info), id = "Arn", needs = info.arn,
       exists = "EntityAlreadyExists",
       -- the cluster's one identity provider: used whoever made it
       search = function()
@@ -131,21 +133,21 @@ local function oidc_provider(ctx)
         if err.code == "NoSuchEntity" then return nil end
         error(err, 0)
       end,
-      fields = { Url = info.issuer, ClientIDList = { D.AUDIENCE }, ThumbprintList = { D.THUMBPRINT } },
-      desired = { ClientID = D.AUDIENCE },
+      fields = { Url = info.issuer, ClientIDList = { irsa.AUDIENCE }, ThumbprintList = { D.THUMBPRINT } },
+      desired = { ClientID = irsa.AUDIENCE },
       current = function(pv)
         for _, c in ipairs(pv.ClientIDList or {}) do
-          if c == D.AUDIENCE then return { ClientID = c } end
+          if c == irsa.AUDIENCE then return { ClientID = c } end
         end
         return { ClientID = json.null }
       end,
       update = function()
-        ctx:call("iam", "AddClientIDToOpenIDConnectProvider", { OpenIDConnectProviderArn = arn, ClientID = D.AUDIENCE })
+        ctx:call("iam", "AddClientIDToOpenIDConnectProvider", { OpenIDConnectProviderArn = arn, ClientID = irsa.AUDIENCE })
       end,
       create = function()
-        local out = ctx:call("iam", "CreateOpenIDConnectProvider", { Url = info.issuer, ClientIDList = { D.AUDIENCE },
+        local out = ctx:call("iam", "CreateOpenIDConnectProvider", { Url = info.issuer, ClientIDList = { irsa.AUDIENCE },
           ThumbprintList = { D.THUMBPRINT }, Tags = D.tag_list(info) })
-        return { Arn = out.OpenIDConnectProviderArn, ClientIDList = { D.AUDIENCE } }
+        return { Arn = out.OpenIDConnectProviderArn, ClientIDList = { irsa.AUDIENCE } }
       end }
     st.actions["oidc-provider"] = action
   end)
@@ -157,7 +159,7 @@ end
 -- policy_name, policy, description}
 local function irsa_role(ctx, info, w)
   local name = w.name
-  local trust = D.trust(info, w.ns, w.sa)
+  local trust = irsa.trust(info, w.ns, w.sa)
   local role, action = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = w.key,
     id = "Arn", needs = info.arn, field = "cluster", exists = "EntityAlreadyExists", retry = not_yet,
     owned = function(r)
@@ -212,7 +214,7 @@ local function s3_csi_role(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
   ctx.region = info.region
-  local addon = not info.planned and D.describe_addon(ctx, info.name, D.S3_CSI)
+  local addon = not info.planned and A.describe(ctx, info.name, D.S3_CSI)
   if addon and D.addon_owner(addon) ~= "hypd" and not p.adopt_existing then
     st.actions["iam-role"], st.s3_role = "kept", "kept"
     ctx:progress("add-on " .. D.S3_CSI .. " is not hypd's: its service account role (" ..
@@ -232,11 +234,11 @@ local function one_addon(ctx, name)
   local info = st.info
   local key = "addon:" .. name
   local versions = not info.planned and D.versions(ctx, name, info.version) or nil
-  local a = not info.planned and D.describe_addon(ctx, info.name, name) or nil
+  local a = not info.planned and A.describe(ctx, info.name, name) or nil
   if a and a.status == "DELETING" then -- someone deletes it: it is made again once gone
     a = ctx:poll { what = "add-on " .. name .. " to be deleted", every = D.ADDON_POLL, timeout = 10 * 60,
       check = function()
-        local x = D.describe_addon(ctx, info.name, name)
+        local x = A.describe(ctx, info.name, name)
         return not x or x.status ~= "DELETING", "add-on " .. name .. " DELETING", x or false
       end } or nil
   end
@@ -253,7 +255,7 @@ local function one_addon(ctx, name)
   if a then
     desired = {}
     for _, d in ipairs(D.addon_differs(a, { versions = versions, role = role })) do desired[d.field] = d.want end
-    if D.ADDON_FAILED[a.status] then desired.status = "ACTIVE" end
+    if A.FAILED[a.status] then desired.status = "ACTIVE" end
     if next(desired) == nil then desired = nil end
   end
   -- on a cluster hypd made, the add-on replaces the self-managed copy EKS
@@ -269,7 +271,7 @@ local function one_addon(ctx, name)
     current = function(x)
       local c = {}
       for k in pairs(desired or {}) do
-        if k == "status" then c.status = D.ADDON_FAILED[x.status] and x.status or "ACTIVE" else c[k] = x[k] end
+        if k == "status" then c.status = A.FAILED[x.status] and x.status or "ACTIVE" else c[k] = x[k] end
       end
       return c
     end,
@@ -395,19 +397,19 @@ local function wait_addons(ctx)
       local left = {}
       for _, n in ipairs(names) do
         if not settled[n] then -- ACTIVE or failed at an earlier check: not asked again
-          local a = D.describe_addon(ctx, info.name, n)
+          local a = A.describe(ctx, info.name, n)
           local key = "addon:" .. n
           if not a then
             st.failed[key], settled[n] = "NOT_FOUND: the add-on went away while hypd waited for it", true
-          elseif D.ADDON_FAILED[a.status] then
-            local issues = D.health(a)
+          elseif A.FAILED[a.status] then
+            local issues = A.issue_list(a)
             st.failed[key] = "FAILED: the add-on is " .. a.status ..
               (#issues > 0 and (": " .. table.concat(issues, "; ")) or "")
             st.actions[key], settled[n] = "failed", true
           elseif a.status == "ACTIVE" then
             settled[n] = true
           else
-            local issues = D.health(a) -- a health issue of an add-on still at work, shown with the wait
+            local issues = A.issue_list(a) -- a health issue of an add-on still at work, shown with the wait
             left[#left + 1] = n .. " " .. a.status .. (#issues > 0 and (" (" .. table.concat(issues, "; ") .. ")") or "")
           end
         end

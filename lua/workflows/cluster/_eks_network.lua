@@ -1,6 +1,6 @@
 -- cluster/_eks_network: the network under a hypd EKS cluster, the first
--- steps of cluster_create_eks (cluster/_eks_stage), and the naming and
--- tagging every step shares.
+-- steps of cluster_create_eks (cluster/_eks_stage), made with the names,
+-- tags and EC2 ensure specs of _network.
 --
 -- For cluster tag <tag> in one region it declares (ctx:ensure, hypd.tool.kit):
 --   vpc               VPC hypd-<tag>-vpc, DNS support and hostnames on
@@ -29,67 +29,17 @@
 -- a plan reads the same way and lists what it would do.
 local cidr = hypd.cidr
 local errors = hypd.errors
+local net = require "_network"
+local filter, not_found = net.filter, net.not_found
 
 local M = {}
 
-M.TAG_KEY = "hypd:cluster-tag"
 M.SLOT_KEY = "hypd:subnet"                 -- public-1, public-2, private-1, private-2
 M.NAT_POLL, M.NAT_LIMIT = 15, 20 * 60      -- seconds between NAT checks; give up after
-M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30       -- a resource made a moment ago may not be visible yet
 
 -- Zones where EKS places no control plane (CreateCluster answers
 -- UnsupportedAvailabilityZoneException for subnets there).
 M.EKS_UNSUPPORTED_ZONE_IDS = { ["use1-az3"] = true, ["usw1-az2"] = true, ["cac1-az3"] = true }
-
--- names and tags --------------------------------------------------------------
-
--- name(tag [, suffix]) -> "hypd-<tag>" or "hypd-<tag>-<suffix>"
-function M.name(tag, suffix)
-  return "hypd-" .. tag .. (suffix and ("-" .. suffix) or "")
-end
-
--- tag_list(tag, name [, extra]) -> EC2/IAM Tags: hypd:cluster-tag, Name, extra {key = value}
-function M.tag_list(tag, name, extra)
-  local tags = { { Key = M.TAG_KEY, Value = tag }, { Key = "Name", Value = name } }
-  local keys = {}
-  for k in pairs(extra or {}) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do tags[#tags + 1] = { Key = k, Value = extra[k] } end
-  return tags
-end
-
--- spec(rtype, tag, name [, extra]) -> TagSpecifications for an EC2 create call
-function M.spec(rtype, tag, name, extra)
-  return { { ResourceType = rtype, Tags = M.tag_list(tag, name, extra) } }
-end
-
--- tag_value(tags, key) -> the value of key in an EC2/IAM tag list, or nil
-function M.tag_value(tags, key)
-  for _, t in ipairs(tags or {}) do
-    if t.Key == key then return t.Value end
-  end
-end
-
--- owned_by(tag, tags_of) -> fn(obj) -> true | false, why: the kit's owner
--- check, by the hypd:cluster-tag tag (tags_of(obj) -> an EC2/IAM tag list,
--- or a {key = value} map)
-function M.owned_by(tag, tags_of)
-  return function(obj)
-    local tags = tags_of(obj) or {}
-    local have = tags[M.TAG_KEY]
-    if have == nil then have = M.tag_value(tags, M.TAG_KEY) end
-    if have == tag then return true end
-    return false, string.format("its %s tag is %s, not '%s'", M.TAG_KEY, have and ("'" .. have .. "'") or "missing",
-      tag)
-  end
-end
-
--- not_yet(err) -> a note when err says a resource made a moment ago is not
--- visible yet (EC2 and IAM are eventually consistent): the kit's retry
-function M.not_yet(err)
-  local code = tostring(err.code)
-  if code:find("NotFound", 1, true) or code == "NoSuchEntity" then return "not visible yet (" .. code .. ")" end
-end
 
 -- CIDR blocks (hypd.cidr) ------------------------------------------------------
 
@@ -149,94 +99,6 @@ function M.check_subnet_cidrs(p)
   end
 end
 
--- EC2 resources as ensure specs -----------------------------------------------
-
-local function filter(name, ...) return { Name = name, Values = { ... } } end
-
-local function not_found(err) return tostring(err.code):find("NotFound", 1, true) ~= nil end
-
--- ec2(ctx, r) -> a ctx:ensure spec for an EC2 resource. r: the ensure keys
--- (type, label, name, key, create, desired, update, ...) and
---   describe = {operation, ids member, result list, id field}
---              ({"DescribeVpcs", "VpcIds", "Vpcs", "VpcId"})
---   filters   the search's filters (by tag, within the VPC); also: the
---             filters tried when those find nothing
---   search    replaces the describe by filters (the caller has the list)
---   filter_param "Filters" (DescribeNatGateways: "Filter")
---   live      fn(obj) -> bool: what counts as existing (NAT: pending, available)
---   order     a sort for several matches (default by id); unique: two are a CONFLICT
---   tags      {key = value}: tags that must hold (desired "tag:<key>", set by CreateTags)
---   attrs     {field = fn(id, value)}: how update sets the other desired
---             fields, in the order attr_order lists them
---   tag       the cluster tag (default: the cluster_tag parameter)
--- find and search describe; update sets tags and attrs.
-function M.ec2(ctx, r)
-  local op, ids, list, idf = table.unpack(r.describe)
-  local function live(x) return x and (not r.live or r.live(x)) end
-  -- every EC2 resource here is created with its tags (spec()): a plan shows them
-  local tag = r.tag or ctx.params.cluster_tag
-  local fields = { ["tag:" .. M.TAG_KEY] = tag, ["tag:Name"] = r.name }
-  for k, v in pairs(r.fields or {}) do fields[k] = v end
-  local spec = { type = r.type, label = r.label, name = r.name, key = r.key, id = idf, needs = r.needs,
-    create = r.create, exists = r.exists, fields = fields, owned = r.owned, retry = M.not_yet,
-    retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR, placeholder = r.placeholder, current = r.current }
-  function spec.find(id)
-    local out, err = ctx:try("ec2", op, { [ids] = { id } })
-    if not out and not not_found(err) then error(err, 0) end
-    local x = out and (out[list] or {})[1]
-    if live(x) then return x end
-  end
-  local function matching(filters)
-    local found = {}
-    for _, x in ipairs(ctx:call("ec2", op, { [r.filter_param or "Filters"] = filters })[list] or {}) do
-      if live(x) then found[#found + 1] = x end
-    end
-    return found
-  end
-  function spec.search()
-    local found = matching(r.filters)
-    if #found == 0 and r.also then found = matching(r.also) end
-    table.sort(found, r.order or function(a, b) return a[idf] < b[idf] end)
-    if r.unique and #found > 1 then
-      local all = {}
-      for i, x in ipairs(found) do all[i] = x[idf] end
-      errors.raise("CONFLICT", string.format("%d %ss carry the tag %s=%s (%s); hypd expects one. Delete the extra " ..
-        "ones, or choose another cluster_tag.", #found, r.label, M.TAG_KEY, tag,
-        table.concat(all, ", ")), { ids = all, field = "cluster_tag" })
-    end
-    return found[1]
-  end
-  if r.search then spec.search = r.search end
-  if r.tags or r.desired then
-    spec.desired = {}
-    for k, v in pairs(r.desired or {}) do spec.desired[k] = v end
-    for k, v in pairs(r.tags or {}) do spec.desired["tag:" .. k] = v end
-    spec.current = r.current or function(x)
-      local cur = {}
-      for k in pairs(spec.desired) do cur[k] = x[k] end
-      for _, t in ipairs(x.Tags or {}) do cur["tag:" .. t.Key] = t.Value end
-      return cur
-    end
-    function spec.update(x, changes)
-      local id, tags = x[idf], {}
-      for _, k in ipairs(r.attr_order or {}) do
-        if changes[k] then r.attrs[k](id, changes[k].to) end
-      end
-      for k, c in pairs(changes) do
-        local key = k:match("^tag:(.+)$")
-        if key then
-          tags[#tags + 1] = { Key = key, Value = c.to }
-        elseif not (r.attrs and r.attrs[k]) then
-          error("ec2 " .. tostring(r.type) .. ": no attrs entry sets the desired field " .. k, 0)
-        end
-      end
-      table.sort(tags, function(a, b) return a.Key < b.Key end)
-      if #tags > 0 then ctx:call("ec2", "CreateTags", { Resources = { id }, Tags = tags }) end
-    end
-  end
-  return spec
-end
-
 -- the steps --------------------------------------------------------------------
 
 local function zones(ctx)
@@ -270,13 +132,13 @@ function M.vpc(ctx)
   end
   M.check_subnet_cidrs(p) -- the call was checked; a resumed operation is too
   zones(ctx)
-  local name = M.name(tag, "vpc")
+  local name = net.name(tag, "vpc")
   local attrs = {}
   for _, a in ipairs(DNS) do
     attrs[a] = function(id, v) ctx:call("ec2", "ModifyVpcAttribute", { VpcId = id, [a] = { Value = v } }) end
   end
-  local vpc = ctx:ensure(M.ec2(ctx, { type = "ec2:vpc", label = "VPC", name = name, key = "vpc_id",
-    describe = { "DescribeVpcs", "VpcIds", "Vpcs", "VpcId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+  local vpc = ctx:ensure(net.ec2(ctx, { type = "ec2:vpc", label = "VPC", name = name, key = "vpc_id",
+    describe = { "DescribeVpcs", "VpcIds", "Vpcs", "VpcId" }, filters = { filter("tag:" .. net.TAG_KEY, tag) },
     unique = true, fields = { CidrBlock = p.vpc_cidr }, desired = { EnableDnsSupport = true, EnableDnsHostnames = true },
     current = function(v)
       local cur = {}
@@ -290,7 +152,7 @@ function M.vpc(ctx)
     attrs = attrs, attr_order = DNS,
     placeholder = function(id) return { VpcId = id, CidrBlock = p.vpc_cidr } end,
     create = function()
-      return ctx:call("ec2", "CreateVpc", { CidrBlock = p.vpc_cidr, TagSpecifications = M.spec("vpc", tag, name) }).Vpc
+      return ctx:call("ec2", "CreateVpc", { CidrBlock = p.vpc_cidr, TagSpecifications = net.spec("vpc", tag, name) }).Vpc
     end }))
   if vpc.CidrBlock ~= p.vpc_cidr then
     ctx:progress("reusing VPC " .. vpc.VpcId .. " with its CIDR " .. tostring(vpc.CidrBlock) .. " (not " ..
@@ -301,20 +163,20 @@ end
 
 function M.internet_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = M.name(tag, "igw")
+  local name = net.name(tag, "igw")
   local vpc_id = st.vpc_id
   -- a gateway someone else attached to this VPC serves as well
-  local igw = ctx:ensure(M.ec2(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = name,
+  local igw = ctx:ensure(net.ec2(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = name,
     key = "internet_gateway_id", describe = { "DescribeInternetGateways", "InternetGatewayIds", "InternetGateways",
-      "InternetGatewayId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+      "InternetGatewayId" }, filters = { filter("tag:" .. net.TAG_KEY, tag) },
     also = { filter("attachment.vpc-id", vpc_id) },
     create = function()
-      return ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = M.spec("internet-gateway", tag, name) })
+      return ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = net.spec("internet-gateway", tag, name) })
         .InternetGateway
     end }))
   local tried = false
   ctx:ensure { type = "ec2:internet-gateway-attachment", label = "internet gateway attachment",
-    name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
+    name = name .. " to " .. net.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
     id = function(a) return a.VpcId end, fields = { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id },
     search = function() -- the gateway as read above; after an attach whose answer was lost, read again
       if not tried then return (igw.Attachments or {})[1] end
@@ -325,7 +187,7 @@ function M.internet_gateway(ctx)
       return a.VpcId == vpc_id, "it attaches " .. tostring(igw.InternetGatewayId) .. " to " .. tostring(a.VpcId) ..
         ", not to " .. tostring(vpc_id)
     end,
-    retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
+    retry = net.not_yet, retry_every = net.SETTLE_EVERY, retry_for = net.SETTLE_FOR,
     create = function()
       tried = true
       ctx:call("ec2", "AttachInternetGateway", { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id })
@@ -363,8 +225,8 @@ function M.subnet_blocks(vpc_cidr, existing, azs, tag, wanted)
   table.sort(existing, function(a, b) return a.SubnetId < b.SubnetId end)
   for _, s in ipairs(existing) do
     used[#used + 1] = s.CidrBlock
-    local slot = M.tag_value(s.Tags, M.SLOT_KEY)
-    if slot and M.tag_value(s.Tags, M.TAG_KEY) == tag and not by_slot[slot] then by_slot[slot] = s end
+    local slot = net.tag_value(s.Tags, M.SLOT_KEY)
+    if slot and net.tag_value(s.Tags, net.TAG_KEY) == tag and not by_slot[slot] then by_slot[slot] = s end
   end
   local out = {}
   for _, slot in ipairs(SLOTS) do
@@ -417,17 +279,17 @@ function M.subnets(ctx)
   for _, slot in ipairs(SLOTS) do
     local key = slot.role .. "-" .. slot.n
     local w = where[key]
-    local name = w.subnet and M.tag_value(w.subnet.Tags, "Name") or M.name(tag, slot.role .. "-" .. w.az)
+    local name = w.subnet and net.tag_value(w.subnet.Tags, "Name") or net.name(tag, slot.role .. "-" .. w.az)
     local elb = { [M.SLOT_KEY] = key, [ELB_TAG[slot.role]] = "1" }
     local tried = false
-    local s = ctx:ensure(M.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, needs = vpc_id,
+    local s = ctx:ensure(net.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, needs = vpc_id,
       describe = { "DescribeSubnets", "SubnetIds", "Subnets", "SubnetId" },
       search = function() -- found in the VPC's list above, by its slot; after a create whose answer was lost, read again
         if not tried then return w.subnet end
         return (ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc_id),
-          filter("tag:" .. M.TAG_KEY, tag), filter("tag:" .. M.SLOT_KEY, key) } }).Subnets or {})[1]
+          filter("tag:" .. net.TAG_KEY, tag), filter("tag:" .. M.SLOT_KEY, key) } }).Subnets or {})[1]
       end,
-      tags = { [M.TAG_KEY] = tag, [ELB_TAG[slot.role]] = "1" },
+      tags = { [net.TAG_KEY] = tag, [ELB_TAG[slot.role]] = "1" },
       desired = { MapPublicIpOnLaunch = slot.role == "public" or nil }, attr_order = { "MapPublicIpOnLaunch" },
       attrs = { MapPublicIpOnLaunch = function(id, v)
         ctx:call("ec2", "ModifySubnetAttribute", { SubnetId = id, MapPublicIpOnLaunch = { Value = v } })
@@ -436,7 +298,7 @@ function M.subnets(ctx)
       create = function()
         tried = true
         return ctx:call("ec2", "CreateSubnet", { VpcId = vpc_id, CidrBlock = w.block, AvailabilityZone = w.az,
-          TagSpecifications = M.spec("subnet", tag, name, elb) }).Subnet
+          TagSpecifications = net.spec("subnet", tag, name, elb) }).Subnet
       end }))
     out[slot.role][slot.n], names[s.SubnetId] = s.SubnetId, name
   end
@@ -447,18 +309,18 @@ local function nat_live(n) return n.State == "pending" or n.State == "available"
 
 function M.nat_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local eip_name, name = M.name(tag, "nat-eip"), M.name(tag, "nat")
+  local eip_name, name = net.name(tag, "nat-eip"), net.name(tag, "nat")
   local subnet_id = st.public_subnet_ids[1]
-  local eip = ctx:ensure(M.ec2(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = eip_name,
+  local eip = ctx:ensure(net.ec2(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = eip_name,
     key = "eip_allocation_id", describe = { "DescribeAddresses", "AllocationIds", "Addresses", "AllocationId" },
-    filters = { filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", eip_name) }, fields = { Domain = "vpc" },
+    filters = { filter("tag:" .. net.TAG_KEY, tag), filter("tag:Name", eip_name) }, fields = { Domain = "vpc" },
     create = function()
       return ctx:call("ec2", "AllocateAddress", { Domain = "vpc",
-        TagSpecifications = M.spec("elastic-ip", tag, eip_name) })
+        TagSpecifications = net.spec("elastic-ip", tag, eip_name) })
     end }))
-  local nat = ctx:ensure(M.ec2(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = name,
+  local nat = ctx:ensure(net.ec2(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = name,
     key = "nat_gateway_id", describe = { "DescribeNatGateways", "NatGatewayIds", "NatGateways", "NatGatewayId" },
-    filter_param = "Filter", filters = { filter("vpc-id", st.vpc_id), filter("tag:" .. M.TAG_KEY, tag) },
+    filter_param = "Filter", filters = { filter("vpc-id", st.vpc_id), filter("tag:" .. net.TAG_KEY, tag) },
     live = nat_live, needs = st.vpc_id,
     order = function(a, b) -- an available gateway first
       if (a.State == "available") ~= (b.State == "available") then return a.State == "available" end
@@ -467,67 +329,9 @@ function M.nat_gateway(ctx)
     fields = { SubnetId = subnet_id, AllocationId = eip.AllocationId, ConnectivityType = "public" },
     create = function()
       return ctx:call("ec2", "CreateNatGateway", { SubnetId = subnet_id, AllocationId = eip.AllocationId,
-        ConnectivityType = "public", TagSpecifications = M.spec("natgateway", tag, name) }).NatGateway
+        ConnectivityType = "public", TagSpecifications = net.spec("natgateway", tag, name) }).NatGateway
     end }))
   st.nat_gateway_id = nat.NatGatewayId
-end
-
--- route_table(ctx, o) -> the route table's id: route table o.name in VPC
--- o.vpc_id, tagged for cluster tag o.tag, with 0.0.0.0/0 -> o.target
--- ({[o.target_field] = o.target}: GatewayId = igw, NatGatewayId = nat),
--- associated with each subnet of o.subnets ({{id, name}}); o.key is the
--- ctx.state field that remembers its id. The compute subnets of the
--- HyperPod stages are routed this way too (hyperpod/_subnet).
-function M.route_table(ctx, o)
-  local tag, name, vpc_id = o.tag, o.name, o.vpc_id
-  local rt_spec = M.ec2(ctx, { type = "ec2:route-table", label = "route table", name = name, tag = tag, key = o.key,
-    describe = { "DescribeRouteTables", "RouteTableIds", "RouteTables", "RouteTableId" },
-    filters = { filter("vpc-id", vpc_id), filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", name) },
-    needs = vpc_id, fields = { VpcId = vpc_id },
-    create = function()
-      return ctx:call("ec2", "CreateRouteTable", { VpcId = vpc_id,
-        TagSpecifications = M.spec("route-table", tag, name) }).RouteTable
-    end })
-  local rt = ctx:ensure(rt_spec)
-  local rt_id = rt.RouteTableId
-  local target_field, target = o.target_field, o.target
-  local route = { RouteTableId = rt_id, DestinationCidrBlock = "0.0.0.0/0", [target_field] = target }
-  ctx:ensure { type = "ec2:route", label = "route", name = "0.0.0.0/0 in " .. name, needs = rt_id,
-    id = function() return rt_id .. ":0.0.0.0/0" end, fields = route, exists = "RouteAlreadyExists",
-    retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
-    search = function() -- read again: a lost answer or a race is found this way
-      for _, r in ipairs((rt_spec.find(rt_id) or {}).Routes or {}) do
-        if r.DestinationCidrBlock == "0.0.0.0/0" then return r end
-      end
-    end,
-    desired = { [target_field] = target, State = "active" },
-    current = function(r) return { [target_field] = r[target_field], State = r.State or "active" } end,
-    create = function()
-      ctx:call("ec2", "CreateRoute", route)
-      return { DestinationCidrBlock = "0.0.0.0/0", [target_field] = target, State = "active" }
-    end,
-    update = function() ctx:call("ec2", "ReplaceRoute", route) end }
-  for _, sn in ipairs(o.subnets) do
-    local sid = sn.id
-    local tried = false
-    ctx:ensure { type = "ec2:route-table-association", label = "route table association",
-      name = name .. " with " .. tostring(sn.name or sid), needs = { rt_id, sid },
-      id = "RouteTableAssociationId", fields = { RouteTableId = rt_id, SubnetId = sid },
-      retry = M.not_yet, retry_every = M.SETTLE_EVERY, retry_for = M.SETTLE_FOR,
-      search = function() -- the table as read above; after an associate whose answer was lost, read again
-        local now = rt
-        if tried then now = rt_spec.find(rt_id) or {} end
-        for _, a in ipairs(now.Associations or {}) do
-          if a.SubnetId == sid then return a end
-        end
-      end,
-      create = function()
-        tried = true
-        local out = ctx:call("ec2", "AssociateRouteTable", { RouteTableId = rt_id, SubnetId = sid })
-        return { RouteTableAssociationId = out.AssociationId, SubnetId = sid }
-      end }
-  end
-  return rt_id
 end
 
 -- routes(ctx, kind, target): route table hypd-<tag>-<kind>-rt with
@@ -537,7 +341,7 @@ local function routes(ctx, kind, target_field, target)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local subnets = {}
   for i, sid in ipairs(st[kind .. "_subnet_ids"]) do subnets[i] = { id = sid, name = (st.subnet_names or {})[sid] } end
-  st[kind .. "_route_table_id"] = M.route_table(ctx, { tag = tag, name = M.name(tag, kind .. "-rt"),
+  st[kind .. "_route_table_id"] = net.route_table(ctx, { tag = tag, name = net.name(tag, kind .. "-rt"),
     vpc_id = st.vpc_id, key = kind .. "_route_table_id", target_field = target_field, target = target,
     subnets = subnets })
 end
@@ -546,25 +350,25 @@ function M.public_routes(ctx) routes(ctx, "public", "GatewayId", ctx.state.inter
 
 function M.security_group(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = M.name(tag, "cluster")
+  local name = net.name(tag, "cluster")
   local vpc_id = st.vpc_id
-  local sg_spec = M.ec2(ctx, { type = "ec2:security-group", label = "security group", name = name,
+  local sg_spec = net.ec2(ctx, { type = "ec2:security-group", label = "security group", name = name,
     key = "security_group_id", describe = { "DescribeSecurityGroups", "GroupIds", "SecurityGroups", "GroupId" },
     filters = { filter("vpc-id", vpc_id), filter("group-name", name) }, needs = vpc_id,
-    tags = { [M.TAG_KEY] = tag, Name = name }, exists = "InvalidGroup.Duplicate", fields = { VpcId = vpc_id },
+    tags = { [net.TAG_KEY] = tag, Name = name }, exists = "InvalidGroup.Duplicate", fields = { VpcId = vpc_id },
     create = function()
       local out = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = vpc_id,
         Description = "hypd " .. tag .. ": EKS control plane and nodes, all traffic within the group",
-        TagSpecifications = M.spec("security-group", tag, name) })
-      return { GroupId = out.GroupId, Tags = out.Tags or M.tag_list(tag, name), IpPermissions = {} }
+        TagSpecifications = net.spec("security-group", tag, name) })
+      return { GroupId = out.GroupId, Tags = out.Tags or net.tag_list(tag, name), IpPermissions = {} }
     end })
   local sg = ctx:ensure(sg_spec)
   local id = sg.GroupId
   local rule = { IpProtocol = "-1", UserIdGroupPairs = { { GroupId = id, Description = "within the group" } } }
   ctx:ensure { type = "ec2:security-group-rule", label = "security group rule",
     name = "all traffic within " .. name, needs = id, fields = { GroupId = id, IpPermissions = { rule } },
-    exists = "InvalidPermission.Duplicate", retry = M.not_yet, retry_every = M.SETTLE_EVERY,
-    retry_for = M.SETTLE_FOR,
+    exists = "InvalidPermission.Duplicate", retry = net.not_yet, retry_every = net.SETTLE_EVERY,
+    retry_for = net.SETTLE_FOR,
     search = function() -- read again: a lost answer or a race is found this way
       for _, p in ipairs((sg_spec.find(id) or {}).IpPermissions or {}) do
         for _, pair in ipairs(tostring(p.IpProtocol) == "-1" and p.UserIdGroupPairs or {}) do

@@ -45,7 +45,7 @@ function M.find(ctx, live)
   end
   -- hypd names its buckets hypd-<tag>-... (the inference operator's TLS
   -- bucket hyperpod-tls-<tag>-...): only those are asked for their tags
-  local s3 = require "storage._s3"
+  local s3 = require "_s3"
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
     if b.Name:match("^hypd%-") or b.Name:match("^hyperpod%-tls%-") then
       local h = s3.head(ctx, b.Name)

@@ -4,7 +4,7 @@
 -- cluster a call works on, its managed node groups and HyperPod instance
 -- groups as one kind of entry, the Nodes each group has in Kubernetes, and
 -- the refusals of a group that is not an EKS node group.
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local M = {}
 

@@ -20,9 +20,9 @@
 -- A crash resumes at the step it was in; a child operation that step
 -- started is found again and waited for (hypd.tools.call), never started
 -- twice. In plan mode every child plans, and their plans are one plan.
-local create = require "hyperpod._create"
-local net = require "cluster._eks_network"
-local s3 = require "storage._s3"
+local create = require "_hyperpod_setup"
+local net = require "_network"
+local s3 = require "_s3"
 
 local M = {}
 

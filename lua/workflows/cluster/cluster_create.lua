@@ -1,8 +1,8 @@
 -- cluster_create: stages 1 to 5 as one operation (the steps are in
 -- cluster/_pipeline): each stage is its own tool, run as a child operation.
 local P = require "_params"
-local F = require "hyperpod._feat"
-local create = require "hyperpod._create"
+local FP = require "_feature_params"
+local setup = require "_hyperpod_setup"
 local pipeline = require "cluster._pipeline"
 
 local CIDRS = { type = "array", items = { type = "string" } }
@@ -34,11 +34,11 @@ local params = {
   fsx_storage = { type = "boolean", default = false,
     description = "Stage 5: also an FSx for Lustre file system (1.2 TiB PERSISTENT_2) as the claim fsx-claim, in " ..
       "the HyperPod compute subnet" },
-  features = { type = "object", properties = F.PARAMS,
+  features = { type = "object", properties = FP.PARAMS,
     description = "Managed features to turn on once the HyperPod cluster is InService, as " ..
       "hyperpod_update_advanced_features takes them, e.g. {\"training_operator\": true}" },
 }
-for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
+for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
 -- the early work runs in this operation; each stage's tool declares its own
 local AWS = { "sts:GetCallerIdentity", "eks:DescribeCluster", "sagemaker:DescribeCluster" }

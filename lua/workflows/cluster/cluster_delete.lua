@@ -3,7 +3,7 @@
 local P = require "_params"
 local td = require "cluster._teardown"
 local W = require "cluster._teardown_workloads"
-local S = require "storage._storage"
+local S = require "_storage"
 
 local function eks_name(tag) return "hypd-" .. tag end
 

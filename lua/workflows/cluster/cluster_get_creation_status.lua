@@ -2,7 +2,7 @@
 -- its child operations) or a cluster_create_eks one, and the live AWS
 -- state under it.
 local P = require "_params"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local stage = require "cluster._eks_stage"
 local R = require "_running"
 local W = require "_wait"

@@ -4,7 +4,7 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local D = require "cluster._deps"
+local irsa = require "_irsa"
 local status = require "cluster._deps_status"
 
 return tool {
@@ -35,7 +35,7 @@ return tool {
     wait_seconds = P.wait_seconds,
   },
   run = function(ctx, p)
-    local info = D.cluster(ctx, p)
+    local info = irsa.cluster(ctx, p)
     -- the view now; with wait_seconds, settled once nothing runs on the
     -- cluster's dependencies and no item is on its way (workflows _wait)
     local target = "deps/" .. info.region .. "/" .. info.name

@@ -15,7 +15,7 @@
 -- knows becomes the active one.
 local P = require "_params"
 local access_ = require "cluster._access"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local TAG = "hypd:cluster-tag"
 

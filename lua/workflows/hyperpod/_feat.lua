@@ -2,8 +2,9 @@
 -- (hyperpod_get_advanced_features, hyperpod_update_advanced_features,
 -- hyperpod_disable_advanced_features): the seven features in the order
 -- their chains are built (disabling goes in reverse), the cluster a call
--- works on (env), the names hypd gives what a feature makes, the
--- parameter specs, and how a feature's parts make its status.
+-- works on (env), the names hypd gives what a feature makes, and how a
+-- feature's parts make its status (the features' parameters are in
+-- _feature_params).
 --
 -- Every feature module (hyperpod/_feat_*.lua, and _kuberay for the KubeRay
 -- operator) gives:
@@ -22,7 +23,7 @@
 local M = {}
 
 M.TAG = "hypd:cluster-tag"
-M.FEATURE_TAG = "hypd:feature"
+M.FEATURE_TAG = require("_network").FEATURE_KEY
 
 -- the order chains are built in: what a feature needs comes first
 M.ORDER = { "cert_manager", "fsx_csi_driver", "training_operator", "inference_operator", "tiered_checkpointing",
@@ -45,49 +46,6 @@ function M.feature(name)
   local mod = MODULES[name]()
   return mod.features and mod.features[name] or mod
 end
-
-local function toggle(description, options)
-  local props = { enabled = { type = "boolean", required = true, description = "true: on; false: off" } }
-  for k, v in pairs(options or {}) do props[k] = v end
-  return { type = { "boolean", "object" }, properties = props, description = description ..
-    " true or false, or {\"enabled\": true|false" .. (options and ", ..." or "") .. "}. Absent: left as it is." }
-end
-
-M.MEMORY = { type = "integer", minimum = 20, maximum = 100,
-  description = "the percentage of each instance's memory given to checkpoints (20 to 100; default: the " ..
-    "service's, 20)" }
-M.CONSOLIDATE = { type = "string", pattern = "^(0|[1-9][0-9]{0,4})(s|m|h)$|^Never$",
-  pattern_help = "a duration like 0s, 30s, 5m or 1h, or Never",
-  description = "how long a node must be idle before Karpenter removes it (the NodePool's " ..
-    "disruption.consolidateAfter; default 10m, about the time a new HyperPod node takes to join, so the node " ..
-    "scaled up for a job stays for its retries and the next job)" }
-M.KARPENTER_GROUPS = { type = "array", items = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
-  pattern_help = "an instance group name" },
-  description = "the instance groups to put under autoscaling (a NodePool each). Default: the groups at 0 " ..
-    "nodes, and those already under it; a group with nodes is covered only when named here, since Karpenter " ..
-    "removes its idle nodes down to its MinCount. A group covered earlier and not named stays covered" }
-
--- the parameters naming the features (shared by the update tool and,
--- as a list, the disable tool)
-M.PARAMS = {
-  training_operator = toggle("The HyperPod training operator (EKS add-on " ..
-    "amazon-sagemaker-hyperpod-training-operator, the HyperPodPyTorchJob API) with its IAM role and Pod " ..
-    "Identity association; cert-manager and the EKS Pod Identity Agent are installed first when missing."),
-  inference_operator = toggle("The HyperPod inference operator (EKS add-on amazon-sagemaker-hyperpod-inference) " ..
-    "with its four IAM roles, TLS certificate bucket and prerequisites (cert-manager, metrics-server, FSx CSI " ..
-    "driver; the Mountpoint S3 CSI driver must be installed, cluster_configure_dependencies does it)."),
-  tiered_checkpointing = toggle("Managed tiered checkpointing: the cluster's TieredStorageConfig and the " ..
-    "identity training pods use for S3 (service account default/tiered-storage-sa, its IAM role trusting the " ..
-    "cluster's OIDC provider for exactly that service account, its S3 policy).",
-    { memory_percentage = M.MEMORY }),
-  karpenter = toggle("Managed Karpenter autoscaling: the cluster role HyperPod assumes, AutoScaling " ..
-    "Mode Enable (Karpenter), NodeRecovery Automatic, and a HyperpodNodeClass and NodePool per instance group.",
-    { consolidate_after = M.CONSOLIDATE, instance_groups = M.KARPENTER_GROUPS }),
-  fsx_csi_driver = toggle("The FSx for Lustre CSI driver (EKS add-on aws-fsx-csi-driver) with its IAM role."),
-  kuberay_operator = toggle("The KubeRay operator (Kubernetes objects in namespace kuberay-system: Deployment " ..
-    "kuberay-operator, its service account and RBAC; the Ray CRDs)."),
-  cert_manager = toggle("cert-manager (the EKS add-on cert-manager)."),
-}
 
 -- the HyperPod cluster parameter of the three tools
 M.HYPERPOD_CLUSTER = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$|^arn:aws[a-z-]*:sagemaker:",
@@ -170,7 +128,7 @@ end
 
 -- the EKS cluster a call works on --------------------------------------------------
 
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 -- env(ctx, p) -> {eks, region, arn, account, partition, version, oidc_issuer,
 -- oidc_host, oidc_arn, vpc_id, subnet_ids, public_subnet_ids, tag, hyperpod

@@ -23,10 +23,10 @@
 --                      then the HyperPodPyTorchJob API is served. A Pod
 --                      Identity association for that service account that
 --                      already exists on another role is used as it is.
-local A = require "hyperpod._feat_addon"
+local A = require "_eks_addon"
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 
 local M = { features = {} }
 

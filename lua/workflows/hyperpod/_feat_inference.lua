@@ -28,11 +28,12 @@
 -- Disabling deletes the add-on (and waits), empties and deletes the TLS
 -- bucket, deletes the four roles and the two policies. The subnet tags and
 -- the S3 endpoint stay: the network uses them beyond this feature.
-local A = require "hyperpod._feat_addon"
+local A = require "_eks_addon"
 local AD = require "hyperpod._feat_addons"
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
+local LBC = require "_lb_controller_policy"
 
 local M = { name = "inference_operator", hyperpod = true }
 
@@ -67,30 +68,9 @@ local function roles(env)
   }
 end
 
--- the policies of the two roles that have their own (the load balancer
--- controller's, and KEDA reading the metrics it scales on)
-function M.alb_policy()
-  return { Version = "2012-10-17", Statement = {
-    { Effect = "Allow", Action = { "iam:CreateServiceLinkedRole" }, Resource = "*",
-      Condition = { StringEquals = { ["iam:AWSServiceName"] = "elasticloadbalancing.amazonaws.com" } } },
-    { Effect = "Allow", Action = { "ec2:Describe*", "ec2:GetCoipPoolUsage", "elasticloadbalancing:Describe*",
-      "acm:ListCertificates", "acm:DescribeCertificate", "wafv2:GetWebACL", "wafv2:GetWebACLForResource",
-      "shield:GetSubscriptionState", "cognito-idp:DescribeUserPoolClient" }, Resource = "*" },
-    { Effect = "Allow", Action = { "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress",
-      "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup", "ec2:CreateTags", "ec2:DeleteTags" }, Resource = "*" },
-    { Effect = "Allow", Action = { "elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup",
-      "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener", "elasticloadbalancing:CreateRule",
-      "elasticloadbalancing:DeleteRule", "elasticloadbalancing:ModifyLoadBalancerAttributes",
-      "elasticloadbalancing:SetIpAddressType", "elasticloadbalancing:SetSecurityGroups",
-      "elasticloadbalancing:SetSubnets", "elasticloadbalancing:DeleteLoadBalancer",
-      "elasticloadbalancing:ModifyTargetGroup", "elasticloadbalancing:ModifyTargetGroupAttributes",
-      "elasticloadbalancing:DeleteTargetGroup", "elasticloadbalancing:RegisterTargets",
-      "elasticloadbalancing:DeregisterTargets", "elasticloadbalancing:ModifyListener",
-      "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
-      "elasticloadbalancing:ModifyRule", "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
-      "elasticloadbalancing:SetWebAcl" }, Resource = "*" } } }
-end
-
+-- the policies of the two roles that have their own: the load balancer
+-- controller's (_lb_controller_policy), and KEDA reading the metrics it
+-- scales on
 function M.keda_policy()
   return { Version = "2012-10-17", Statement = {
     { Effect = "Allow", Action = { "cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics",
@@ -263,7 +243,7 @@ function M.enable(ctx, env)
   for _, r in ipairs(roles(env)) do
     local policy = r.policy
     if r.own then
-      policy = I.policy(ctx, env, M.name, r.own, r.key == "alb" and M.alb_policy() or M.keda_policy()).Arn
+      policy = I.policy(ctx, env, M.name, r.own, r.key == "alb" and LBC.policy() or M.keda_policy()).Arn
     end
     local role = I.role(ctx, env, M.name, r.name, r.trust, "hypd " .. env.tag .. ": " .. r.what)
     I.attach(ctx, role, policy)

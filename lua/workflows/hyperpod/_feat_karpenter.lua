@@ -29,7 +29,7 @@
 -- had (UpdateCluster cannot clear ClusterRole).
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local G = require "hyperpod._karpenter_groups"
 
 local M = { name = "karpenter", hyperpod = true }

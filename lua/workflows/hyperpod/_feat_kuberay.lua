@@ -6,7 +6,7 @@
 -- last); the CRDs stay, with whatever Ray objects people made. A KubeRay
 -- that Helm (or anyone else) installed is reported as on and left alone.
 local F = require "hyperpod._feat"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local R = require "_kuberay"
 
 local M = { name = "kuberay_operator" }

@@ -2,7 +2,7 @@
 -- this order and removed in reverse:
 --   1 the HyperPod cluster's TieredStorageConfig {Mode = Enable
 --     [, InstanceMemoryAllocationPercentage]}: UpdateCluster resends every
---     instance group through hyperpod/_hp's update_group (a tiered-storage
+--     instance group through _hyperpod's update_group (a tiered-storage
 --     update carries all groups), then the cluster is InService again
 --   2 IAM policy SM_HP_TieredCkpt_S3Policy_<eks>: S3 and the CloudWatch
 --     Logs writes the checkpointing library makes
@@ -14,8 +14,8 @@
 -- Disabling sets Mode Disable last, once the identity chain is gone.
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
-local K = require "hyperpod._feat_k8s"
-local hp = require "hyperpod._hp"
+local K = require "_k8s_objects"
+local hp = require "_hyperpod"
 
 local M = { name = "tiered_checkpointing", hyperpod = true }
 

@@ -6,7 +6,7 @@
 -- BatchReplaceClusterNodes with `ErrorCode` (the API model); both come out
 -- as `code`.
 local P = require "_params"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local M = {}
 

@@ -34,7 +34,7 @@
 -- CIDR is associated with the VPC first (ec2 AssociateVpcCidrBlock).
 local cidr = hypd.cidr
 local errors = hypd.errors
-local net = require "cluster._eks_network"
+local net = require "_network"
 
 local M = {}
 

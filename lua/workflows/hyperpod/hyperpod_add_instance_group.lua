@@ -6,8 +6,9 @@
 local P = require "_params"
 local checks = require "hyperpod._checks"
 local create = require "hyperpod._create"
-local hp = require "hyperpod._hp"
-local net = require "cluster._eks_network"
+local setup = require "_hyperpod_setup"
+local hp = require "_hyperpod"
+local net = require "_network"
 local subnet = require "hyperpod._subnet"
 local KG = require "hyperpod._karpenter_groups"
 
@@ -28,7 +29,7 @@ local params = {
   kubernetes_labels = { type = "object", description = "labels the group's nodes carry in Kubernetes, e.g. " ..
     "{\"hypd.io/role\": \"system\"} for a CPU group that system pods select" },
 }
-for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
+for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
 -- fixed(ctx, c, g, d, p): a group that exists keeps what was fixed when it
 -- was made (hyperpod._checks.fixed), its subnet placement too; asking

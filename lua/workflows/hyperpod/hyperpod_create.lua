@@ -2,6 +2,7 @@
 -- cluster (the steps are in hyperpod/_create).
 local P = require "_params"
 local create = require "hyperpod._create"
+local setup = require "_hyperpod_setup"
 
 -- the decisions and the defaults (an operator who copies this file into
 -- the playbook directory changes them here)
@@ -19,12 +20,12 @@ local params = {
   node_recovery = { type = "string", enum = { "Automatic", "None" }, default = "Automatic",
     description = "whether HyperPod replaces or reboots faulty nodes by itself" },
 }
-for k, spec in pairs(create.GROUP_PARAMS) do params[k] = spec end
+for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
 local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",
   "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas", "iam:PassRole" }
-for _, list in ipairs { require("hyperpod._subnet").AWS, create.AWS_ROLE, create.AWS_LIFECYCLE } do
+for _, list in ipairs { require("hyperpod._subnet").AWS, setup.AWS_ROLE, setup.AWS_LIFECYCLE } do
   for _, a in ipairs(list) do AWS[#AWS + 1] = a end
 end
 

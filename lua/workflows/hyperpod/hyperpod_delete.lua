@@ -2,7 +2,7 @@
 -- hyperpod_create (hyperpod/_create, hyperpod/_subnet) and
 -- hyperpod_add_instance_group made for it, taken away in the reverse order
 -- of their making with the kit's ctx:absent (the pieces are
--- cluster/_teardown's): the HyperPod cluster hypd-<tag>-hp (waited for until
+-- _teardown_pieces'): the HyperPod cluster hypd-<tag>-hp (waited for until
 -- gone), the S3 gateway endpoint hypd-<tag>-s3, the compute subnets'
 -- route tables hp-compute-*-rt, the compute subnets hp-compute-*, a
 -- secondary VPC CIDR no subnet uses any more, the lifecycle bucket (its
@@ -10,12 +10,13 @@
 -- (its policies first). Only what carries hypd:cluster-tag=<tag> is
 -- deleted; the rest is kept and reported (ctx.state.kept).
 local P = require "_params"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local create = require "hyperpod._create"
-local lifecycle = require "hyperpod._lifecycle"
-local net = require "cluster._eks_network"
-local td = require "cluster._teardown"
-local S = require "storage._storage"
+local setup = require "_hyperpod_setup"
+local lifecycle = require "_lifecycle"
+local net = require "_network"
+local td = require "_teardown_pieces"
+local S = require "_storage"
 local json = hypd.json
 
 local DELETE_LIMIT = 60 * 60 -- HyperPod takes some minutes to delete its instances
@@ -156,7 +157,7 @@ end
 
 local function lifecycle_bucket(ctx)
   local st = ctx.state
-  local name = create.bucket_name(st.tag, st.account, st.region)
+  local name = setup.bucket_name(st.tag, st.account, st.region)
   local ours = {}
   for _, s in ipairs(lifecycle.SCRIPTS) do ours[lifecycle.PREFIX .. s.key] = true end
   note(ctx, td.bucket(ctx, { name = name, tag = st.tag, force = ctx.params.force, ours = ours }), "s3:bucket", name)

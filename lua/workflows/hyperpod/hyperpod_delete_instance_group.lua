@@ -4,8 +4,8 @@
 -- Kubernetes. The last group is refused: SageMaker keeps at least one
 -- instance group in a cluster (hyperpod_delete removes a whole cluster).
 local P = require "_params"
-local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local cap = require "_capacity"
+local hp = require "_hyperpod"
 
 local WAIT_EVERY, WAIT_LIMIT = 30, 60 * 60
 

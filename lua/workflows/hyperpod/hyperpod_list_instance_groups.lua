@@ -4,7 +4,7 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local TOOLS = { hyperpod_scale_instance_group = true, hyperpod_delete_instance_group = true,
   hyperpod_update_software = true, hyperpod_add_instance_group = true }
@@ -52,7 +52,7 @@ return tool {
         deep_health_checks = { type = "array" } } } },
     operation = { type = "object" }, waited = { type = "object" } } },
   run = function(ctx, p)
-    local e = require("hyperpod._hp").eks(ctx, p)
+    local e = require("_hyperpod").eks(ctx, p)
     local prefix = cap.target({ cluster = e.name, region = e.region })
     -- read() -> the groups now and the operation followed: the one named,
     -- else the capacity operation running on the cluster, with the

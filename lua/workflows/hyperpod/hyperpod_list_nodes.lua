@@ -5,7 +5,7 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local WAIT_EVERY = 15
 

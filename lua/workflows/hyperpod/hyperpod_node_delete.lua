@@ -5,7 +5,7 @@
 -- node already shutting down (InvalidNodeStatus), so a repeated call
 -- deletes nothing twice.
 local N = require "hyperpod._nodes"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 return tool {
   name = "hyperpod_node_delete",

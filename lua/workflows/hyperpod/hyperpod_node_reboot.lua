@@ -3,7 +3,7 @@
 -- node already rebooting is refused by the service itself (InstanceIdInUse),
 -- so a repeated call reboots nothing twice; hyperpod_list_nodes follows it.
 local N = require "hyperpod._nodes"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 return tool {
   name = "hyperpod_node_reboot",

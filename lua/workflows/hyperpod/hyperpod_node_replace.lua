@@ -6,7 +6,7 @@
 -- at once per node, and refuses a node already being replaced
 -- (InstanceIdInUse), so a repeated call replaces nothing twice.
 local N = require "hyperpod._nodes"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 return tool {
   name = "hyperpod_node_replace",

@@ -1,7 +1,7 @@
 -- hyperpod_scale_instance_group: change how many instances a HyperPod
 -- instance group has (and its minimum), keeping everything else the group
 -- has: UpdateCluster is sent with that one group, carried forward from
--- DescribeCluster through hyperpod/_hp's update_group. Steps:
+-- DescribeCluster through _hyperpod's update_group. Steps:
 --   check   the group exists; the fixed parameters the caller gave
 --           match the group (else refused, naming the field and the rule);
 --           the counts are consistent
@@ -10,8 +10,8 @@
 --   wait    until DescribeCluster shows the count InService and Kubernetes
 --           has that many Ready nodes of the group (or the removed ones gone)
 local P = require "_params"
-local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local cap = require "_capacity"
+local hp = require "_hyperpod"
 
 local WAIT_EVERY, WAIT_LIMIT = 30, 120 * 60
 

@@ -4,6 +4,7 @@
 -- feature's chain in hyperpod/_feat_*.
 local P = require "_params"
 local F = require "hyperpod._feat"
+local FP = require "_feature_params"
 local S = require "hyperpod._feat_steps"
 
 local params = {
@@ -11,7 +12,7 @@ local params = {
   hyperpod_cluster = F.HYPERPOD_CLUSTER,
   region = P.region,
 }
-for name, spec in pairs(F.PARAMS) do params[name] = spec end
+for name, spec in pairs(FP.PARAMS) do params[name] = spec end
 
 local steps = S.steps("enable", function(p)
   local wants = {}

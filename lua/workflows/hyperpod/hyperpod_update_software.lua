@@ -4,7 +4,7 @@
 -- already in progress on those groups (its own, sent before a crash, or
 -- someone else's) and follows that one instead of starting another.
 local P = require "_params"
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local WAIT_EVERY, WAIT_LIMIT = 60, 6 * 3600
 -- DescribeCluster shows an update as soon as it is accepted (SystemUpdating,

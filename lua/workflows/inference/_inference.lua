@@ -203,7 +203,7 @@ end
 -- call's cluster (or, when p.name is a model of a pool, that pool with
 -- d.model); NOT_FOUND naming "name" when there is none
 function M.get(ctx, p, no_pods)
-  local e = require("hyperpod._hp").eks(ctx, p)
+  local e = require("_hyperpod").eks(ctx, p)
   local conn = ctx:k8s(e.name)
   local d = M.find(conn, p.name, p.namespace, no_pods) or (p.models and M.find_model(conn, p.name, p.namespace))
   if not d then

@@ -5,8 +5,8 @@
 -- inference operator is on; the instance type is in the cluster), the
 -- SageMaker public hub (ListHubContents, ListHubContentVersions,
 -- DescribeHubContent) and the apply-then-follow steps both deploy tools run.
-local cap = require "hyperpod._capacity"
-local K = require "hyperpod._feat_k8s"
+local cap = require "_capacity"
+local K = require "_k8s_objects"
 
 local M = {}
 

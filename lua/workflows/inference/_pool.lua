@@ -11,7 +11,7 @@
 --   counts(d) -> unassigned, assigned, {model -> n}
 --   refuse_cut(d, replicas, name): no scale-down that removes assigned workers
 local I = require "inference._inference"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 
 local M = {}
 

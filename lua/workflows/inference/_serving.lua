@@ -29,10 +29,10 @@ M.NS = require("_params").with(M.NAME, { default = "default", pattern_help = "a 
 function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = fields }) end
 
 -- ensure_all(ctx, conn, objects [, opts]): each object made or brought in
--- line by server-side apply (hyperpod._feat_k8s ensure, with opts: family,
+-- line by server-side apply (_k8s_objects ensure, with opts: family,
 -- field), in order
 function M.ensure_all(ctx, conn, objects, opts)
-  local K = require "hyperpod._feat_k8s"
+  local K = require "_k8s_objects"
   local out = {}
   for _, o in ipairs(objects) do
     local obj, action = K.ensure(ctx, conn, o, opts)

@@ -6,7 +6,7 @@
 local P = require "_params"
 local I = require "inference._inference"
 local C = require "inference._container"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local PL = require "inference._pool"
 local LBC = require "inference._lbc"
 

@@ -12,7 +12,7 @@
 -- guardrail: an HTTP request to a workload) and reads logs to name the pod.
 local P = require "_params"
 local S = require "inference._serving"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
 

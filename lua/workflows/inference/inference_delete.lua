@@ -4,9 +4,9 @@
 -- app.kubernetes.io/managed-by=hypd are never deleted.
 local P = require "_params"
 local I = require "inference._inference"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local PL = require "inference._pool"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 -- the families whose deployments inference_delete removes (_ownership)

@@ -20,10 +20,10 @@
 -- have no Service selecting their pods; and objects of its names that
 -- another tool or anyone else made (hypd.io/family, _ownership).
 local P = require "_params"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local S = require "inference._serving"
-local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local cap = require "_capacity"
+local hp = require "_hyperpod"
 
 local KNAME = P.with(S.NAME, { max_length = 50 })
 

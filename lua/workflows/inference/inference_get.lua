@@ -30,7 +30,7 @@ return tool {
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
   run = function(ctx, p)
-    local e = require("hyperpod._hp").eks(ctx, p)
+    local e = require("_hyperpod").eks(ctx, p)
     local target = I.target({ cluster = e.name, region = e.region }, p.namespace .. "/" .. p.name)
     local opts = { tail = p.tail_lines, events = p.events }
     local first, conn, d = true, nil, nil

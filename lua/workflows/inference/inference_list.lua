@@ -4,7 +4,7 @@
 local P = require "_params"
 local R = require "_running"
 local I = require "inference._inference"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 return tool {
   name = "inference_list",

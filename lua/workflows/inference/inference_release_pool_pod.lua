@@ -3,9 +3,9 @@
 -- a model left with no pods loses its Service.
 local P = require "_params"
 local I = require "inference._inference"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local PL = require "inference._pool"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local refuse = PL.refuse
 

@@ -4,7 +4,7 @@
 -- is never scaled below its assigned workers.
 local P = require "_params"
 local I = require "inference._inference"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local PL = require "inference._pool"
 
 local function run(ctx)

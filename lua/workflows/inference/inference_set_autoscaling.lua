@@ -12,10 +12,10 @@
 -- deployment (the operator owns its Deployment), a deployment another
 -- ScaledObject already scales, and an engine it cannot derive a query for.
 local P = require "_params"
-local K = require "hyperpod._feat_k8s"
+local K = require "_k8s_objects"
 local S = require "inference._serving"
-local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local cap = require "_capacity"
+local hp = require "_hyperpod"
 
 local API = "keda.sh/v1alpha1"
 local CRD = "scaledobjects.keda.sh"

@@ -11,7 +11,7 @@
 --   containers(pod) -> { {name, state = running|waiting|terminated, reason} }
 --   parse(line) -> time, text: a line of a log read with timestamps=true
 --   key(time) -> a string that sorts as the time does (RFC 3339, 9 digits)
-local J = require "training._jobs"
+local J = require "_training_jobs"
 
 local M = {}
 M.KINDS = { "training_job", "job", "deployment", "inference", "pod" }

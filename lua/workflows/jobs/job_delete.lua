@@ -4,8 +4,8 @@
 -- refused. The files a download wrote stay in the storage.
 local P = require "_params"
 local B = require "jobs._batch"
-local K = require "hyperpod._feat_k8s"
-local hp = require "hyperpod._hp"
+local K = require "_k8s_objects"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local function run(ctx)

@@ -6,8 +6,8 @@
 local P = require "_params"
 local B = require "jobs._batch"
 local D = require "jobs._download"
-local S = require "storage._storage"
-local hp = require "hyperpod._hp"
+local S = require "_storage"
+local hp = require "_hyperpod"
 local R = require "_running"
 local W = require "_wait"
 

@@ -8,9 +8,9 @@
 local P = require "_params"
 local B = require "jobs._batch"
 local D = require "jobs._download"
-local K = require "hyperpod._feat_k8s"
-local S = require "storage._storage"
-local hp = require "hyperpod._hp"
+local K = require "_k8s_objects"
+local S = require "_storage"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local FAMILY = "download"

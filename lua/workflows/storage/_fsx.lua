@@ -8,7 +8,6 @@
 --   file_system(...)        the file system (tags Name hypd-<tag>-<claim>,
 --                           hypd:cluster-tag), created with the operation's
 --                           ClientRequestToken, not waited for
---   wait_available(...)     CREATING -> AVAILABLE (FSx: 5 to 15 minutes)
 --   csi_driver(...)         the aws-fsx-csi-driver EKS add-on with the role
 --                           of its controller's service account
 --                           fsx-csi-controller-sa (hypd-<tag>-fsx-csi-driver,
@@ -18,8 +17,10 @@
 --                           that exists is used as it is
 local errors = hypd.errors
 local json = hypd.json
-local S = require "storage._storage"
+local S = require "_storage"
+local A = require "_eks_addon"
 local roles = require "_iam"
+local FS = require "_fsx_file_system"
 
 local M = {}
 
@@ -27,8 +28,6 @@ M.TAG = S.TAG
 M.LUSTRE_PORTS = { { 988, 988 }, { 1018, 1023 } }
 M.SERVICE_ACCOUNT, M.SA_NAMESPACE = "fsx-csi-controller-sa", "kube-system"
 M.POLICY = "AmazonFSxFullAccess"
-M.AVAILABLE_POLL, M.AVAILABLE_LIMIT = 30, 45 * 60
-M.DELETE_POLL, M.DELETE_LIMIT = 30, 30 * 60
 M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30
 -- deployment types: the PerUnitStorageThroughput values each allows (MB/s/TiB) and its default
 M.DEPLOYMENTS = {
@@ -43,7 +42,7 @@ function M.names(tag, claim)
     role = "hypd-" .. tag .. "-fsx-csi-driver" }
 end
 
-local net = require "cluster._eks_network"
+local net = require "_network"
 
 local function tags_map(list)
   local m = {}
@@ -224,14 +223,6 @@ end
 
 -- the file system ------------------------------------------------------------------
 
-local function describe_fs(ctx, id)
-  local out, err = ctx:try("fsx", "DescribeFileSystems", { FileSystemIds = { id } })
-  if out then return (out.FileSystems or {})[1] end
-  if err.code == "FileSystemNotFound" then return nil end
-  error(err, 0)
-end
-M.describe_fs = describe_fs
-
 local function live(fs) return fs and fs.Lifecycle ~= "DELETING" and fs.Lifecycle ~= "FAILED" end
 
 local function fs_fields(fs)
@@ -260,7 +251,7 @@ function M.file_system(ctx, cl, names, o)
     key = "file_system_id", id = "FileSystemId", field = "claim_name", needs = { o.subnet_id, o.security_group_id },
     owned = owned_by(tag),
     find = function(id)
-      local fs = describe_fs(ctx, id)
+      local fs = FS.describe(ctx, id)
       if live(fs) then return fs end
     end,
     search = function()
@@ -283,46 +274,6 @@ function M.file_system(ctx, cl, names, o)
     end }
 end
 
--- delete_fs(ctx, fs): DeleteFileSystem of fs (as described), once it is
--- AVAILABLE; no final backup of a PERSISTENT one (its owner chose to delete
--- it); one already DELETING is left to go
-function M.delete_fs(ctx, fs)
-  if fs.Lifecycle == "DELETING" then return end
-  if fs.Lifecycle == "CREATING" then M.wait_available(ctx, fs.FileSystemId) end
-  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
-  if tostring((fs.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
-    req.LustreConfiguration = { SkipFinalBackup = true }
-  end
-  ctx:call("fsx", "DeleteFileSystem", req)
-end
-
--- wait_available(ctx, id [, since]) -> the AVAILABLE file system
-function M.wait_available(ctx, id, since)
-  -- a plan waits for nothing, but what a file system that exists already
-  -- says (its DNS and mount names) is what the volume step compares with:
-  -- without it a plan of a finished stage changes the volume to "planned"
-  if ctx.plan then
-    if id and tostring(id):sub(1, 8) ~= "planned:" then return describe_fs(ctx, id) end
-    return nil
-  end
-  return ctx:poll { what = "FSx file system " .. id .. " to be AVAILABLE", every = M.AVAILABLE_POLL,
-    timeout = M.AVAILABLE_LIMIT, since = since,
-    check = function()
-      local fs = describe_fs(ctx, id)
-      if not fs then errors.raise("NOT_FOUND", "FSx file system " .. id .. " is gone", { file_system_id = id }) end
-      if fs.Lifecycle == "FAILED" or fs.Lifecycle == "MISCONFIGURED" then
-        errors.raise("FAILED", string.format("FSx file system %s is %s: %s", id, fs.Lifecycle,
-          tostring((fs.FailureDetails or {}).Message or "no reason given")), { file_system_id = id })
-      end
-      if fs.Lifecycle == "DELETING" then
-        errors.raise("CONFLICT", "FSx file system " .. id .. " is being deleted", { file_system_id = id })
-      end
-      local why = (fs.FailureDetails or {}).Message -- what FSx says of it, shown with the wait
-      return fs.Lifecycle == "AVAILABLE", "FSx file system " .. id .. " " .. tostring(fs.Lifecycle) ..
-        ((why and why ~= "") and (": " .. why) or ""), fs
-    end }
-end
-
 -- the CSI driver add-on and its role --------------------------------------------------
 
 local function oidc_provider(ctx, issuer)
@@ -336,7 +287,7 @@ end
 -- identity(ctx, cl) -> {mode = "pod-identity" | "irsa", trust} for the
 -- controller's role; refused when the cluster has neither
 local function identity(ctx, cl)
-  local agent = S.addon(ctx, cl, "eks-pod-identity-agent")
+  local agent = A.describe(ctx, cl.name, "eks-pod-identity-agent")
   if agent and agent.status ~= "DELETING" then
     return { mode = "pod-identity", trust = { Version = "2012-10-17", Statement = { { Effect = "Allow",
       Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" } } } } }
@@ -350,14 +301,14 @@ local function identity(ctx, cl)
   end
   errors.raise("STATE", string.format("EKS cluster %s has neither the eks-pod-identity-agent add-on nor an IAM " ..
     "OIDC provider, so the FSx CSI driver cannot get its IAM role; %s cluster=%s sets both up, then call " ..
-    "this tool again", cl.name, S.INSTALLER, cl.name), { cluster = cl.name, tool = S.INSTALLER })
+    "this tool again", cl.name, A.INSTALLER, cl.name), { cluster = cl.name, tool = A.INSTALLER })
 end
 
 -- csi_driver(ctx, cl) -> the add-on (DescribeAddon shape, ACTIVE once waited)
 function M.csi_driver(ctx, cl)
   local st = ctx.state
   local name = S.ADDONS.fsx
-  local existing = not cl.planned and S.addon(ctx, cl, name)
+  local existing = not cl.planned and A.describe(ctx, cl.name, name)
   if existing and existing.status ~= "DELETING" then
     st.fsx_csi = { addon = "existing", role_arn = existing.serviceAccountRoleArn }
   else
@@ -388,14 +339,14 @@ function M.csi_driver(ctx, cl)
         end
       end,
       search = function()
-        local a = S.addon(ctx, cl, name)
+        local a = A.describe(ctx, cl.name, name)
         if a and a.status ~= "DELETING" then return a end
       end,
       create = function() return ctx:call("eks", "CreateAddon", req).addon end }
     st.fsx_csi = { addon = "hypd", role_arn = role.Arn, identity = id.mode }
   end
   if ctx.plan then return existing end
-  return S.require_addon(ctx, cl, name, "an FSx for Lustre volume", "delete that add-on (EKS DeleteAddon) and " ..
+  return A.require_active(ctx, cl, name, "an FSx for Lustre volume", "delete that add-on (EKS DeleteAddon) and " ..
     "call storage_create_fsx again: it installs the driver with its role when the add-on is absent")
 end
 

@@ -2,10 +2,11 @@
 -- HyperPod compute subnet, mounted in the cluster through the FSx CSI
 -- driver: security group (storage/_fsx), file system, CSI driver add-on
 -- with its role, then a static PersistentVolume and its claim
--- (storage/_storage).
+-- (_storage).
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local F = require "storage._fsx"
+local FS = require "_fsx_file_system"
 
 local deployments = {}
 for k in pairs(F.DEPLOYMENTS) do deployments[#deployments + 1] = k end
@@ -43,7 +44,7 @@ local function check(ctx)
   st.cluster = cl
   S.claim_free(ctx, cl, "fsx", p.namespace, p.claim_name)
   if p.file_system_id then
-    local fs = F.describe_fs(ctx, p.file_system_id)
+    local fs = FS.describe(ctx, p.file_system_id)
     local function bad(rule, msg)
       hypd.errors.raise("VALIDATION", msg, { fields = { { field = "file_system_id", rule = rule,
         message = "file_system_id: " .. msg } } })
@@ -73,7 +74,7 @@ local function check(ctx)
   end
   local subnet = F.subnet(ctx, cl, p.availability_zone)
   st.subnet_id, st.availability_zone = subnet.SubnetId, subnet.AvailabilityZone
-  local hp = require("hyperpod._hp").find(ctx, cl.arn)
+  local hp = require("_hyperpod").find(ctx, cl.arn)
   st.node_security_group_ids = F.node_groups(ctx, cl, hp)
   st.hyperpod_cluster = hp and hp.ClusterName or nil
 end
@@ -101,7 +102,7 @@ end
 
 local function wait_available(ctx)
   local st = ctx.state
-  local fs = F.wait_available(ctx, st.file_system_id, st.file_system_created_at)
+  local fs = FS.wait_available(ctx, st.file_system_id, st.file_system_created_at)
   if fs then
     st.dns_name, st.mount_name = fs.DNSName, (fs.LustreConfiguration or {}).MountName
     st.storage_capacity_gib = fs.StorageCapacity

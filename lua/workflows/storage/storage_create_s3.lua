@@ -1,10 +1,11 @@
 -- storage_create_s3: stage 5, an S3 bucket mounted in the cluster through
 -- Mountpoint for Amazon S3 (the aws-mountpoint-s3-csi-driver add-on): the
--- bucket (storage/_s3), a static PersistentVolume and its claim
--- (storage/_storage).
+-- bucket (_s3), a static PersistentVolume and its claim
+-- (_storage).
 local P = require "_params"
-local S = require "storage._storage"
-local s3 = require "storage._s3"
+local S = require "_storage"
+local A = require "_eks_addon"
+local s3 = require "_s3"
 
 local params = {
   cluster = P.cluster,
@@ -36,7 +37,7 @@ local function check(ctx)
   local cl = S.cluster(ctx, p, { plan_missing = true })
   st.cluster = cl
   S.claim_free(ctx, cl, "s3", p.namespace, p.claim_name)
-  S.require_addon(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
+  A.require_active(ctx, cl, S.ADDONS.s3, "an S3 volume (Mountpoint for Amazon S3)")
 end
 
 local function bucket(ctx)

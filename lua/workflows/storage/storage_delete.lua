@@ -2,9 +2,10 @@
 -- only when asked, and never while it holds data unless forced. What is
 -- kept is reported with the reason.
 local P = require "_params"
-local S = require "storage._storage"
-local s3 = require "storage._s3"
+local S = require "_storage"
+local s3 = require "_s3"
 local F = require "storage._fsx"
+local FS = require "_fsx_file_system"
 local errors = hypd.errors
 local json = hypd.json
 
@@ -59,7 +60,7 @@ local function find(ctx)
   if pvc then
     local users = S.claim_users(k, p.namespace, p.claim_name)
     if ctx.plan then -- a teardown's plan that deletes their workloads first (cluster_delete force)
-      local td = require "cluster._teardown"
+      local td = require "_teardown_pieces"
       local left = {}
       for _, u in ipairs(users) do
         if not td.going(ctx, p.namespace .. "/" .. u) then left[#left + 1] = u end
@@ -165,7 +166,7 @@ end
 local function file_system(ctx)
   local p, st = ctx.params, ctx.state
   local id, cl = st.file_system_id, st.cluster
-  local fs = F.describe_fs(ctx, id)
+  local fs = FS.describe(ctx, id)
   if not fs then return end
   local tags = {}
   for _, x in ipairs(fs.Tags or {}) do tags[x.Key] = x.Value end
@@ -187,15 +188,15 @@ local function file_system(ctx)
   local action = ctx:absent { type = "fsx:file-system", label = "FSx file system", name = entry.name, keep = keep,
     id = "FileSystemId", gone = "FileSystemNotFound",
     find = function()
-      local x = F.describe_fs(ctx, id)
+      local x = FS.describe(ctx, id)
       if x and x.Lifecycle ~= "DELETING" then return x end
     end,
-    delete = function(x) F.delete_fs(ctx, x) end }
+    delete = function(x) FS.delete(ctx, x) end }
   if action == "kept" then return end -- reported by the kit (ctx.state.kept)
   note(st, "deleted", entry)
-  ctx:poll { what = "FSx file system " .. id .. " to be deleted", every = F.DELETE_POLL, timeout = F.DELETE_LIMIT,
+  ctx:poll { what = "FSx file system " .. id .. " to be deleted", every = FS.DELETE_POLL, timeout = FS.DELETE_LIMIT,
     check = function()
-      local x = F.describe_fs(ctx, id)
+      local x = FS.describe(ctx, id)
       return x == nil, "FSx file system " .. id .. " " .. tostring(x and x.Lifecycle or "gone")
     end }
   -- its security group, once FSx has released the interfaces that use it

@@ -4,7 +4,8 @@
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
-local S = require "storage._storage"
+local S = require "_storage"
+local A = require "_eks_addon"
 
 local function file_systems(ctx, tag)
   local out = {}
@@ -21,7 +22,7 @@ local function list(ctx, p, out)
   out.cluster, out.region, out.cluster_tag = cl.name, cl.region, cl.tag
   out.addons = {}
   for kind, name in pairs(S.ADDONS) do
-    local a = S.addon(ctx, cl, name)
+    local a = A.describe(ctx, cl.name, name)
     out.addons[kind] = { name = name, status = a and a.status or "NOT_INSTALLED", version = a and a.addonVersion }
   end
   local k = ctx:k8s(cl.name)
@@ -40,7 +41,7 @@ local function list(ctx, p, out)
       local d = S.describe(pv, pvc)
       if kind == "s3" and d.bucket then
         if buckets[d.bucket] == nil then
-          local ok, h = pcall(require("storage._s3").head, ctx, d.bucket)
+          local ok, h = pcall(require("_s3").head, ctx, d.bucket)
           buckets[d.bucket] = ok and (h and "exists" or "missing") or "unknown"
         end
         d.bucket_status = buckets[d.bucket]

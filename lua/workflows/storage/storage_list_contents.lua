@@ -1,8 +1,8 @@
 -- storage_list_contents: one page of what an S3 storage holds under a
 -- prefix, as a file browser shows a folder (ListObjectsV2, delimiter "/").
 local P = require "_params"
-local S = require "storage._storage"
-local s3 = require "storage._s3"
+local S = require "_storage"
+local s3 = require "_s3"
 
 return tool {
   name = "storage_list_contents",
@@ -37,7 +37,7 @@ return tool {
         hypd.errors.raise("VALIDATION", "give claim_name (an S3 storage's claim) or bucket", { fields = {
           { field = "claim_name", rule = "required", message = "claim_name or bucket" } } })
       end
-      local e = require("hyperpod._hp").eks(ctx, p)
+      local e = require("_hyperpod").eks(ctx, p)
       local k = ctx:k8s(e.name)
       local pvc = S.get(k, "v1", "PersistentVolumeClaim", p.claim_name, p.namespace)
       if not pvc then

@@ -2,11 +2,11 @@
 -- hypd gives a cluster's tracking server, its role and its artifact bucket,
 -- the server as a kit resource, and finding the server a job reports to.
 --
---   server name   hypd-<tag>-mlflow (the cluster tag: storage._storage tag_of)
+--   server name   hypd-<tag>-mlflow (the cluster tag: _storage tag_of)
 --   role          hypd-<tag>-mlflow: trusts sagemaker.amazonaws.com, inline
 --                 policy hypd-mlflow-artifacts (the artifact bucket's objects,
 --                 and the model registry when automatic registration is on)
---   bucket        hypd-<tag>-mlflow-<account>-<region> (storage._s3, kind
+--   bucket        hypd-<tag>-mlflow-<account>-<region> (_s3, kind
 --                 mlflow); artifacts under s3://<bucket>/mlflow
 -- A job gets MLFLOW_TRACKING_URI = the server's ARN (what the sagemaker-mlflow
 -- plugin of the mlflow client resolves, as the reference templates set it)

@@ -2,10 +2,10 @@
 -- with it) and waited for until gone; one not labelled
 -- app.kubernetes.io/managed-by=hypd is refused.
 local P = require "_params"
-local J = require "training._jobs"
-local K = require "hyperpod._feat_k8s"
-local cap = require "hyperpod._capacity"
-local hp = require "hyperpod._hp"
+local J = require "_training_jobs"
+local K = require "_k8s_objects"
+local cap = require "_capacity"
+local hp = require "_hyperpod"
 local O = require "_ownership"
 
 local DNS = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

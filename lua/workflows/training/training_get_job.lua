@@ -3,10 +3,10 @@
 -- log lines of its pods; with wait_seconds, first waits for the phase (or
 -- the restart count) to change.
 local P = require "_params"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 local R = require "_running"
 local W = require "_wait"
 

@@ -4,11 +4,11 @@
 -- tracking server the job reports to (its MLFLOW_TRACKING_URI), or from a
 -- named experiment and run.
 local P = require "_params"
-local J = require "training._jobs"
+local J = require "_training_jobs"
 local ML = require "training._mlflow"
 local MX = require "training._metrics"
-local S = require "storage._storage"
-local hp = require "hyperpod._hp"
+local S = require "_storage"
+local hp = require "_hyperpod"
 
 local NAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
   pattern_help = "a Kubernetes name", description = "the training job (its recipe's job_name); or give experiment " ..

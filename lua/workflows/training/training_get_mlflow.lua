@@ -2,7 +2,7 @@
 -- (status, URL, ARN: the tracking URI jobs get), and the region's others;
 -- with wait_seconds, first waits for its status to change.
 local P = require "_params"
-local S = require "storage._storage"
+local S = require "_storage"
 local ML = require "training._mlflow"
 local R = require "_running"
 local W = require "_wait"

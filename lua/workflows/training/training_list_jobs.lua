@@ -2,8 +2,8 @@
 -- app.kubernetes.io/managed-by=hypd), of both kinds, with phase and restarts.
 local P = require "_params"
 local R = require "_running"
-local J = require "training._jobs"
-local hp = require "hyperpod._hp"
+local J = require "_training_jobs"
+local hp = require "_hyperpod"
 
 return tool {
   name = "training_list_jobs",

@@ -3,12 +3,12 @@
 -- bucket, the server's IAM role, the server, then waits until it is
 -- Created (about 20 minutes). Named ones that exist are reused as they are.
 local P = require "_params"
-local S = require "storage._storage"
-local s3 = require "storage._s3"
+local S = require "_storage"
+local s3 = require "_s3"
 local I = require "_iam"
 local ML = require "training._mlflow"
-local D = require "cluster._deps"
-local K = require "hyperpod._feat_k8s"
+local irsa = require "_irsa"
+local K = require "_k8s_objects"
 
 local NAME = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$"
 
@@ -97,8 +97,8 @@ end
 local function pods(ctx)
   local p, st = ctx.params, ctx.state
   if not p.pod_access then st.pods = { skipped = "pod_access is false" } return end
-  local info = D.cluster(ctx, p)
-  local provider = info.issuer and not info.planned and D.provider_arn(info)
+  local info = irsa.cluster(ctx, p)
+  local provider = info.issuer and not info.planned and irsa.provider_arn(info)
   local found = provider and I.get(ctx, "NoSuchEntity", "iam", "GetOpenIDConnectProvider",
     { OpenIDConnectProviderArn = provider })
   if not found then
@@ -107,7 +107,7 @@ local function pods(ctx)
     return
   end
   local name = ML.pods_role_name(st.tag)
-  local r = I.role(ctx, { name = name, tag = st.tag, trust = hypd.json.encode(D.trust(info, p.namespace,
+  local r = I.role(ctx, { name = name, tag = st.tag, trust = hypd.json.encode(irsa.trust(info, p.namespace,
     ML.SERVICE_ACCOUNT)), key = "pods_role_arn", field = "pod_access",
     description = "hypd: training pods of " .. st.cluster .. " reporting to MLflow tracking server " .. st.name })
   I.inline(ctx, { RoleName = name, Arn = r.Arn }, "hypd-mlflow-access", ML.pods_policy(st.server.arn, st.bucket.arn))

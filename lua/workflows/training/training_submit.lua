@@ -4,11 +4,11 @@
 -- is on, and some instance group of the HyperPod cluster can ever hold it.
 local P = require "_params"
 local R = require "training._recipe"
-local J = require "training._jobs"
-local cap = require "hyperpod._capacity"
-local K = require "hyperpod._feat_k8s"
+local J = require "_training_jobs"
+local cap = require "_capacity"
+local K = require "_k8s_objects"
 local ML = require "training._mlflow"
-local S = require "storage._storage"
+local S = require "_storage"
 
 local FAMILY = "training"
 

@@ -5,7 +5,7 @@
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

@@ -8,8 +8,8 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local xml = require "hypd.xml"
-local S = require "hypd.aws._shape"
-local X = require "hypd.aws._xml"
+local S = require "hypd.aws.shape"
+local X = require "hypd.aws.xml"
 
 local M = {}
 

@@ -5,7 +5,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local J = require "hypd.aws.protocol.json"
 local R = require "hypd.aws._rest"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

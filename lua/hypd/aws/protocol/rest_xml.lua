@@ -7,8 +7,8 @@ local json = require "hypd.json"
 local xml = require "hypd.xml"
 local Q = require "hypd.aws.protocol.query"
 local R = require "hypd.aws._rest"
-local S = require "hypd.aws._shape"
-local X = require "hypd.aws._xml"
+local S = require "hypd.aws.shape"
+local X = require "hypd.aws.xml"
 
 local M = {}
 

@@ -124,217 +124,275 @@ end
 local function spec_n(rs) return rs.spec.replicas or 0 end
 local function status_n(field) return function(rs) return (rs.status or {})[field] end end
 
-ctl_.handlers.deploy = function(ctl, k)
+-- one sync of a Deployment, in the order the controller takes it: read
+-- (the Deployment and its ReplicaSets), revision (of the current
+-- ReplicaSet), roll (paused, Recreate or RollingUpdate), prune (beyond
+-- revisionHistoryLimit), stamp (the Deployment's revision), status.
+-- s is the sync's state: the Deployment d, its ReplicaSets cur (the
+-- template's) and olds (by revision), and what the spec says.
+
+local function read(ctl, k)
   local cl = ctl.cl
   local ns, name = split(k)
-  local dr, rsr = ctl:r("apps", "v1", "deployments"), ctl:r("apps", "v1", "replicasets")
-  local d = cl:get(dr, ns, name)
-  if not d or d.metadata.deletionTimestamp then return end
-  local want = d.spec.replicas or 1
-  local hash = M.template_hash(d.spec.template)
-  local surge, unavailable = fenceposts(d)
-  local recreate = (d.spec.strategy or {}).type == "Recreate"
-  local paused = d.spec.paused == true
-  local cur, olds, maxrev = nil, {}, 0
-  for _, rs in ipairs(ctl_.children(ctl, rsr, d)) do
-    if (rs.metadata.labels or {})["pod-template-hash"] == hash then
-      cur = rs
+  local s = { ctl = ctl, cl = cl, k = k, ns = ns, created = false,
+    dr = ctl:r("apps", "v1", "deployments"), rsr = ctl:r("apps", "v1", "replicasets") }
+  local d = cl:get(s.dr, ns, name)
+  if not d or d.metadata.deletionTimestamp then return nil end
+  s.d, s.want, s.hash = d, d.spec.replicas or 1, M.template_hash(d.spec.template)
+  s.surge, s.unavailable = fenceposts(d)
+  s.recreate = (d.spec.strategy or {}).type == "Recreate"
+  s.paused = d.spec.paused == true
+  s.olds, s.maxrev = {}, 0
+  for _, rs in ipairs(ctl_.children(ctl, s.rsr, d)) do
+    if (rs.metadata.labels or {})["pod-template-hash"] == s.hash then
+      s.cur = rs
     else
-      olds[#olds + 1] = rs
-      maxrev = math.max(maxrev, revision(rs))
+      s.olds[#s.olds + 1] = rs
+      s.maxrev = math.max(s.maxrev, revision(rs))
     end
   end
-  table.sort(olds, function(a, b) return revision(a) < revision(b) end)
+  table.sort(s.olds, function(a, b) return revision(a) < revision(b) end)
+  return s
+end
 
-  -- scale(rs, n) -> rs at n replicas (its desired/max-replicas annotations
-  -- and the ScalingReplicaSet event the controller records)
-  local function scale(rs, n)
-    local c = ctl_.copy(rs)
-    local from = c.spec.replicas or 0
-    c.spec.replicas = n
-    c.metadata.annotations = c.metadata.annotations or {}
-    c.metadata.annotations[DESIRED] = tostring(want)
-    c.metadata.annotations[MAX] = tostring(want + surge)
-    local out = cl:update(rsr, c)
-    if out and from ~= n then
-      ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled %s replica set %s from %d to %d",
-        n > from and "up" or "down", rs.metadata.name, from, n), "deployment-controller")
-    end
-    return out or rs
+-- scale(s, rs, n) -> rs at n replicas (its desired/max-replicas annotations
+-- and the ScalingReplicaSet event the controller records)
+local function scale(s, rs, n)
+  local c = ctl_.copy(rs)
+  local from = c.spec.replicas or 0
+  c.spec.replicas = n
+  c.metadata.annotations = c.metadata.annotations or {}
+  c.metadata.annotations[DESIRED] = tostring(s.want)
+  c.metadata.annotations[MAX] = tostring(s.want + s.surge)
+  local out = s.cl:update(s.rsr, c)
+  if out and from ~= n then
+    ctl_.event(s.ctl, s.d, "Normal", "ScalingReplicaSet", string.format("Scaled %s replica set %s from %d to %d",
+      n > from and "up" or "down", rs.metadata.name, from, n), "deployment-controller")
   end
+  return out or rs
+end
 
-  local created = false
-  local function create(n)
-    local rs = cl:create(rsr, new_rs(d, hash, n, maxrev + 1, surge))
-    if not rs then return nil end
-    created = true
-    if n > 0 then
-      ctl_.event(ctl, d, "Normal", "ScalingReplicaSet", string.format("Scaled up replica set %s from 0 to %d",
-        rs.metadata.name, n), "deployment-controller")
-    end
-    return rs
+-- create(s, n) -> the template's new ReplicaSet at n replicas | nil
+local function create(s, n)
+  local rs = s.cl:create(s.rsr, new_rs(s.d, s.hash, n, s.maxrev + 1, s.surge))
+  if not rs then return nil end
+  s.created = true
+  if n > 0 then
+    ctl_.event(s.ctl, s.d, "Normal", "ScalingReplicaSet", string.format("Scaled up replica set %s from 0 to %d",
+      rs.metadata.name, n), "deployment-controller")
   end
+  return rs
+end
 
-  -- the new ReplicaSet takes the next revision when it is an older one come
-  -- back (rollout undo), remembering the ones it had; it copies the
-  -- Deployment's annotations on every sync
-  if cur then
-    local c = ctl_.copy(cur)
-    c.metadata.annotations = copy_annotations(d, c.metadata.annotations or {})
-    local r0 = revision(cur)
-    if r0 <= maxrev then
-      c.metadata.annotations[REV] = tostring(maxrev + 1)
-      local h = c.metadata.annotations[HISTORY]
-      c.metadata.annotations[HISTORY] = (h and h ~= "" and h .. "," or "") .. tostring(r0)
-    end
-    if not ctl_.equal(c, cur) then cur = cl:update(rsr, c) or cur end
+-- the new ReplicaSet takes the next revision when it is an older one come
+-- back (rollout undo), remembering the ones it had; it copies the
+-- Deployment's annotations on every sync
+local function revise(s)
+  local cur = s.cur
+  if not cur then return end
+  local c = ctl_.copy(cur)
+  c.metadata.annotations = copy_annotations(s.d, c.metadata.annotations or {})
+  local r0 = revision(cur)
+  if r0 <= s.maxrev then
+    c.metadata.annotations[REV] = tostring(s.maxrev + 1)
+    local h = c.metadata.annotations[HISTORY]
+    c.metadata.annotations[HISTORY] = (h and h ~= "" and h .. "," or "") .. tostring(r0)
   end
+  if not ctl_.equal(c, cur) then s.cur = s.cl:update(s.rsr, c) or cur end
+end
 
-  if paused then
-    -- no rollout; a scale reaches the one active ReplicaSet
-    local active = {}
-    for _, rs in ipairs(olds) do if spec_n(rs) > 0 then active[#active + 1] = rs end end
-    if cur and (#active == 0) and spec_n(cur) ~= want then cur = scale(cur, want) end
-    if not cur and #active == 1 and spec_n(active[1]) ~= want then scale(active[1], want) end
-  elseif recreate then
-    local down = false
-    for i, rs in ipairs(olds) do
-      if spec_n(rs) > 0 then olds[i] = scale(rs, 0); down = true end
-    end
-    if not down and sum(olds, status_n("replicas")) == 0 then
-      if not cur then cur = create(want) elseif spec_n(cur) ~= want then cur = scale(cur, want) end
-    end
-  else
-    local up = false
-    if not cur then
-      local n = #olds == 0 and want or math.max(0, math.min(want + surge - sum(olds, spec_n), want))
-      cur = create(n)
-      up = cur ~= nil
-    elseif spec_n(cur) > want then
-      cur = scale(cur, want)
-    elseif spec_n(cur) < want then
-      local total = spec_n(cur) + sum(olds, spec_n)
-      if total < want + surge then
-        cur = scale(cur, spec_n(cur) + math.min(want + surge - total, want - spec_n(cur)))
-        up = true
-      end
-    end
-    if cur and not up then
-      -- down, oldest first: the unhealthy old pods, then as many available
-      -- ones as keep want - maxUnavailable available
-      local min_available = want - unavailable
-      local all = spec_n(cur) + sum(olds, spec_n)
-      local budget = all - min_available - (spec_n(cur) - ((cur.status or {}).availableReplicas or 0))
-      if budget > 0 then
-        for i, rs in ipairs(olds) do
-          local unhealthy = spec_n(rs) - ((rs.status or {}).availableReplicas or 0)
-          if budget <= 0 then break end
-          if spec_n(rs) > 0 and unhealthy > 0 then
-            local n = math.min(budget, unhealthy)
-            olds[i] = scale(rs, spec_n(rs) - n)
-            budget = budget - n
-          end
-        end
-        local excess = ((cur.status or {}).availableReplicas or 0) + sum(olds, function(rs)
-          return math.min(spec_n(rs), (rs.status or {}).availableReplicas or 0) end) - min_available
-        for i, rs in ipairs(olds) do
-          if excess <= 0 then break end
-          if spec_n(rs) > 0 then
-            local n = math.min(spec_n(rs), excess)
-            olds[i] = scale(rs, spec_n(rs) - n)
-            excess = excess - n
-          end
-        end
-      end
+-- paused: no rollout; a scale reaches the one active ReplicaSet
+local function roll_paused(s)
+  local active = {}
+  for _, rs in ipairs(s.olds) do if spec_n(rs) > 0 then active[#active + 1] = rs end end
+  if s.cur and (#active == 0) and spec_n(s.cur) ~= s.want then s.cur = scale(s, s.cur, s.want) end
+  if not s.cur and #active == 1 and spec_n(active[1]) ~= s.want then scale(s, active[1], s.want) end
+end
+
+-- Recreate: every old pod gone before the new ones start
+local function roll_recreate(s)
+  local down = false
+  for i, rs in ipairs(s.olds) do
+    if spec_n(rs) > 0 then s.olds[i] = scale(s, rs, 0); down = true end
+  end
+  if not down and sum(s.olds, status_n("replicas")) == 0 then
+    if not s.cur then s.cur = create(s, s.want) elseif spec_n(s.cur) ~= s.want then s.cur = scale(s, s.cur, s.want) end
+  end
+end
+
+-- RollingUpdate, up: the new ReplicaSet grows within maxSurge -> true when it did
+local function roll_up(s)
+  local want, surge = s.want, s.surge
+  if not s.cur then
+    local n = #s.olds == 0 and want or math.max(0, math.min(want + surge - sum(s.olds, spec_n), want))
+    s.cur = create(s, n)
+    return s.cur ~= nil
+  elseif spec_n(s.cur) > want then
+    s.cur = scale(s, s.cur, want)
+  elseif spec_n(s.cur) < want then
+    local total = spec_n(s.cur) + sum(s.olds, spec_n)
+    if total < want + surge then
+      s.cur = scale(s, s.cur, spec_n(s.cur) + math.min(want + surge - total, want - spec_n(s.cur)))
+      return true
     end
   end
+  return false
+end
 
-  -- revisionHistoryLimit: the oldest ReplicaSets at 0 beyond it are deleted
-  local limit = d.spec.revisionHistoryLimit or 10
+-- RollingUpdate, down, oldest first: the unhealthy old pods, then as many
+-- available ones as keep want - maxUnavailable available
+local function roll_down(s)
+  local cur, olds = s.cur, s.olds
+  local min_available = s.want - s.unavailable
+  local all = spec_n(cur) + sum(olds, spec_n)
+  local budget = all - min_available - (spec_n(cur) - ((cur.status or {}).availableReplicas or 0))
+  if budget <= 0 then return end
+  for i, rs in ipairs(olds) do
+    local unhealthy = spec_n(rs) - ((rs.status or {}).availableReplicas or 0)
+    if budget <= 0 then break end
+    if spec_n(rs) > 0 and unhealthy > 0 then
+      local n = math.min(budget, unhealthy)
+      olds[i] = scale(s, rs, spec_n(rs) - n)
+      budget = budget - n
+    end
+  end
+  local excess = ((cur.status or {}).availableReplicas or 0) + sum(olds, function(rs)
+    return math.min(spec_n(rs), (rs.status or {}).availableReplicas or 0) end) - min_available
+  for i, rs in ipairs(olds) do
+    if excess <= 0 then break end
+    if spec_n(rs) > 0 then
+      local n = math.min(spec_n(rs), excess)
+      olds[i] = scale(s, rs, spec_n(rs) - n)
+      excess = excess - n
+    end
+  end
+end
+
+local function roll(s)
+  if s.paused then
+    roll_paused(s)
+  elseif s.recreate then
+    roll_recreate(s)
+  elseif not roll_up(s) and s.cur then
+    roll_down(s)
+  end
+end
+
+-- revisionHistoryLimit: the oldest ReplicaSets at 0 beyond it are deleted
+local function prune(s)
+  local limit = s.d.spec.revisionHistoryLimit or 10
   local idle = {}
-  for _, rs in ipairs(olds) do
+  for _, rs in ipairs(s.olds) do
     if spec_n(rs) == 0 and ((rs.status or {}).replicas or 0) == 0 and not rs.metadata.deletionTimestamp then
       idle[#idle + 1] = rs
     end
   end
-  for i = 1, #idle - limit do cl:delete(rsr, ns, idle[i].metadata.name, { propagation = "Background" }) end
+  for i = 1, #idle - limit do s.cl:delete(s.rsr, s.ns, idle[i].metadata.name, { propagation = "Background" }) end
+end
 
-  -- the Deployment's own revision annotation: its new ReplicaSet's
-  if cur then
-    local rev = (cur.metadata.annotations or {})[REV]
-    if rev and (d.metadata.annotations or {})[REV] ~= rev then
-      local c = ctl_.copy(d)
-      c.metadata.annotations = c.metadata.annotations or {}
-      c.metadata.annotations[REV] = rev
-      d = cl:update(dr, c) or d
+-- the Deployment's own revision annotation: its new ReplicaSet's
+local function stamp(s)
+  if not s.cur then return end
+  local rev = (s.cur.metadata.annotations or {})[REV]
+  if rev and (s.d.metadata.annotations or {})[REV] ~= rev then
+    local c = ctl_.copy(s.d)
+    c.metadata.annotations = c.metadata.annotations or {}
+    c.metadata.annotations[REV] = rev
+    s.d = s.cl:update(s.dr, c) or s.d
+  end
+end
+
+-- progressing(s, st, before): the Progressing condition this
+-- sync gives (paused, resumed, a new ReplicaSet, complete, progress made)
+local function progressing(s, st, before)
+  local d, opt = s.d, { update = true }
+  local cond = ctl_.condition(st.conditions, "Progressing")
+  local rsname = s.cur and s.cur.metadata.name
+  local what, who = rsname and "ReplicaSet" or "Deployment", rsname or d.metadata.name
+  if s.paused then
+    if not cond or cond.reason ~= "DeploymentPaused" then
+      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentPaused",
+        "Deployment is paused", opt)
+    end
+  elseif cond and cond.reason == "DeploymentPaused" then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentResumed",
+      "Deployment is resumed", opt)
+  elseif s.created then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetCreated",
+      string.format('Created new replica set "%s"', rsname), opt)
+  elseif s.complete then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetAvailable",
+      string.format('%s "%s" has successfully progressed.', what, who), opt)
+  elseif not cond and rsname then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "FoundNewReplicaSet",
+      string.format('Found new replica set "%s"', rsname), opt)
+  elseif not ctl_.equal(before.updatedReplicas, st.updatedReplicas) or not ctl_.equal(before.readyReplicas,
+      st.readyReplicas) or not ctl_.equal(before.availableReplicas, st.availableReplicas)
+      or (st.replicas or 0) < (before.replicas or 0) or (cond and cond.reason ~= "ReplicaSetUpdated"
+        and cond.reason ~= TIMED_OUT) then
+    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "ReplicaSetUpdated",
+      string.format('%s "%s" is progressing.', what, who), opt)
+    -- progress moves lastUpdateTime, from which the deadline counts
+    for _, c in ipairs(st.conditions) do if c.type == "Progressing" then c.lastUpdateTime = ctl_.stamp() end end
+  end
+end
+
+-- deadline(s, st): no progress for progressDeadlineSeconds (of simulated
+-- time) is timed out, which kubectl rollout status reports as a failure;
+-- until then the sync is scheduled again for the deadline
+local function deadline(s, st)
+  local d = s.d
+  local cond = ctl_.condition(st.conditions, "Progressing")
+  if s.paused or s.complete or not cond or cond.status ~= "True" then
+    s.ctl:cancel("deploy", s.k) -- nothing to time out
+  elseif tonumber(d.spec.progressDeadlineSeconds) then
+    local from = tbl.epoch(cond.lastUpdateTime)
+    local at = from and from + tonumber(d.spec.progressDeadlineSeconds) / ctl_.speed()
+    if at and core.now() >= at then
+      local rsname = s.cur and s.cur.metadata.name
+      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "False", TIMED_OUT,
+        string.format('%s "%s" has timed out progressing.', rsname and "ReplicaSet" or "Deployment",
+          rsname or d.metadata.name), { update = true })
+    elseif at then
+      s.ctl:at(at + 1, "deploy", s.k)
     end
   end
+end
 
-  local all = { table.unpack(olds) }
-  if cur then all[#all + 1] = cur end
+-- status(s): the counts, Available, Progressing and its deadline
+local function status(s)
+  local d, want = s.d, s.want
+  local all = { table.unpack(s.olds) }
+  if s.cur then all[#all + 1] = s.cur end
   local available = sum(all, status_n("availableReplicas"))
   local st = ctl_.copy(d.status or {})
   local before = ctl_.copy(st)
   st.observedGeneration = d.metadata.generation
-  st.replicas, st.updatedReplicas = nz(sum(all, status_n("replicas"))), nz(cur and (cur.status or {}).replicas or 0)
+  st.replicas, st.updatedReplicas = nz(sum(all, status_n("replicas"))), nz(s.cur and (s.cur.status or {}).replicas or 0)
   st.readyReplicas, st.availableReplicas = nz(sum(all, status_n("readyReplicas"))), nz(available)
   st.unavailableReplicas = nz(math.max(0, sum(all, spec_n) - available))
   local opt = { update = true }
-  if available >= want - (recreate and 0 or unavailable) then
+  if available >= want - (s.recreate and 0 or s.unavailable) then
     st.conditions = ctl_.set_condition(st.conditions, "Available", "True", "MinimumReplicasAvailable",
       "Deployment has minimum availability.", opt)
   else
     st.conditions = ctl_.set_condition(st.conditions, "Available", "False", "MinimumReplicasUnavailable",
       "Deployment does not have minimum availability.", opt)
   end
-  local progressing = ctl_.condition(st.conditions, "Progressing")
-  local rsname = cur and cur.metadata.name
-  local complete = (st.updatedReplicas or 0) == want and (st.replicas or 0) == want and available == want
-  if paused then
-    if not progressing or progressing.reason ~= "DeploymentPaused" then
-      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentPaused",
-        "Deployment is paused", opt)
-    end
-  elseif progressing and progressing.reason == "DeploymentPaused" then
-    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "Unknown", "DeploymentResumed",
-      "Deployment is resumed", opt)
-  elseif created then
-    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetCreated",
-      string.format('Created new replica set "%s"', rsname), opt)
-  elseif complete then
-    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "NewReplicaSetAvailable",
-      string.format('%s "%s" has successfully progressed.', rsname and "ReplicaSet" or "Deployment",
-        rsname or d.metadata.name), opt)
-  elseif not progressing and rsname then
-    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "FoundNewReplicaSet",
-      string.format('Found new replica set "%s"', rsname), opt)
-  elseif not ctl_.equal(before.updatedReplicas, st.updatedReplicas) or not ctl_.equal(before.readyReplicas,
-      st.readyReplicas) or not ctl_.equal(before.availableReplicas, st.availableReplicas)
-      or (st.replicas or 0) < (before.replicas or 0) or (progressing and progressing.reason ~= "ReplicaSetUpdated"
-        and progressing.reason ~= TIMED_OUT) then
-    st.conditions = ctl_.set_condition(st.conditions, "Progressing", "True", "ReplicaSetUpdated",
-      string.format('%s "%s" is progressing.', rsname and "ReplicaSet" or "Deployment", rsname or d.metadata.name),
-      opt)
-    -- progress moves lastUpdateTime, from which the deadline counts
-    for _, c in ipairs(st.conditions) do if c.type == "Progressing" then c.lastUpdateTime = ctl_.stamp() end end
-  end
-  progressing = ctl_.condition(st.conditions, "Progressing")
-  if paused or complete or not progressing or progressing.status ~= "True" then
-    ctl:cancel("deploy", k) -- nothing to time out
-  elseif tonumber(d.spec.progressDeadlineSeconds) then
-    -- no progress for progressDeadlineSeconds (of simulated time): timed
-    -- out, which kubectl rollout status reports as a failure
-    local from = tbl.epoch(progressing.lastUpdateTime)
-    local deadline = from and from + tonumber(d.spec.progressDeadlineSeconds) / ctl_.speed()
-    if deadline and core.now() >= deadline then
-      st.conditions = ctl_.set_condition(st.conditions, "Progressing", "False", TIMED_OUT,
-        string.format('%s "%s" has timed out progressing.', rsname and "ReplicaSet" or "Deployment",
-          rsname or d.metadata.name), opt)
-    elseif deadline then
-      ctl:at(deadline + 1, "deploy", k)
-    end
-  end
-  ctl_.put_status(ctl, dr, d, st)
+  s.complete = (st.updatedReplicas or 0) == want and (st.replicas or 0) == want and available == want
+  progressing(s, st, before)
+  deadline(s, st)
+  ctl_.put_status(s.ctl, s.dr, d, st)
+end
+
+ctl_.handlers.deploy = function(ctl, k)
+  local s = read(ctl, k)
+  if not s then return end
+  revise(s)
+  roll(s)
+  prune(s)
+  stamp(s)
+  status(s)
 end
 
 local function active(pod) return not ctl_.finished(pod) end

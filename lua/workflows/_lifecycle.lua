@@ -1,4 +1,4 @@
--- hyperpod/_lifecycle: the lifecycle scripts hypd uploads for a HyperPod
+-- _lifecycle: the lifecycle scripts hypd uploads for a HyperPod
 -- cluster on EKS, kept here as text so the binary carries them and an
 -- operator can read (or override) them like any playbook module.
 --

@@ -1,9 +1,10 @@
--- training/_jobs: what the training job tools share: the kinds a recipe
+-- _training_jobs: what the training job tools share (and the logs of jobs
+-- read): the kinds a recipe
 -- makes (HyperPodPyTorchJob, RayJob) and the operator each needs, the
 -- checks training_submit makes before creating anything (the operator is
 -- on; some instance group can ever hold the request), and a job's view
 -- (phase, replicas, restarts of the budget, pods and nodes, events, logs).
-local cap = require "hyperpod._capacity"
+local cap = require "_capacity"
 
 local M = {}
 

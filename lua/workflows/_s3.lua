@@ -1,8 +1,9 @@
--- storage/_s3: the S3 side of an S3 storage: the bucket (hypd's own, named
+-- _s3: the S3 side of an S3 storage (and of the buckets the cluster and
+-- training tools make): the bucket (hypd's own, named
 -- and tagged for a cluster tag, or a named one that is reused as it is),
 -- what it holds, and emptying it.
 --
---   local s3 = require "storage._s3"
+--   local s3 = require "_s3"
 --   local b = s3.ensure_bucket(ctx, tag [, name])
 --     -> {name, region, arn, owned, action = "created" | "unchanged" | ...}
 --

@@ -1,11 +1,11 @@
--- hypd.aws._xml: model shapes <-> XML, for the query, EC2 and restXml
+-- hypd.aws.xml: model shapes <-> XML, for the query, EC2 and restXml
 -- protocols. Reading walks the tree of hypd.xml.decode (elements are
 -- { name, attrs, text, [1..n] = children }); writing produces the few XML
 -- bodies restXml sends (S3 configurations, DeleteObjects), the way
 -- botocore's ElementTree writes them.
 local core = require "hypd.core"
 local json = require "hypd.json"
-local S = require "hypd.aws._shape"
+local S = require "hypd.aws.shape"
 
 local M = {}
 

@@ -1,7 +1,9 @@
--- storage/_storage: what the storage tools share: which EKS cluster a call
--- works on (and its tag), the CSI driver add-ons they need, the names and
--- labels of the PersistentVolumes and claims hypd makes, and those objects
--- as kit resources (ctx:ensure, ctx:absent) with the wait for Bound.
+-- _storage: the storage hypd makes on an EKS cluster, as the storage tools
+-- make it and the training, jobs, HyperPod and cluster tools read it: which
+-- EKS cluster a call works on (and its tag), the names of the CSI driver
+-- add-ons it needs (_eks_addon require_active waits for them), the names
+-- and labels of the PersistentVolumes and claims hypd makes, and those
+-- objects as kit resources (ctx:ensure, ctx:absent) with the wait for Bound.
 --
 -- A storage is one PersistentVolume (static provisioning, reclaim policy
 -- Retain, storageClassName "") pre-bound to one PersistentVolumeClaim:
@@ -29,8 +31,6 @@ M.DRIVERS = { s3 = "s3.csi.aws.com", fsx = "fsx.csi.aws.com" }
 M.ADDONS = { s3 = "aws-mountpoint-s3-csi-driver", fsx = "aws-fsx-csi-driver" }
 M.DEFAULT_CLAIM = { s3 = "s3-claim", fsx = "fsx-claim" }
 M.CAPACITY = "1200Gi"             -- what an S3 volume claims (Mountpoint ignores it; Kubernetes needs one)
-M.INSTALLER = "cluster_configure_dependencies"
-M.ADDON_POLL, M.ADDON_LIMIT = 15, 20 * 60
 M.BIND_POLL, M.BIND_LIMIT = 2, 5 * 60
 
 -- parameters the storage tools share
@@ -60,7 +60,7 @@ end
 -- pipeline's plan) is planned: its Kubernetes objects are listed as things
 -- to create.
 function M.cluster(ctx, p, opts)
-  local hp = require "hyperpod._hp"
+  local hp = require "_hyperpod"
   local e = hp.eks(ctx, p)
   local d, err = ctx:try("eks", "DescribeCluster", { name = e.name })
   if not d then
@@ -83,52 +83,6 @@ function M.cluster(ctx, p, opts)
     version = c.version, vpc_id = vpc.vpcId, security_group_ids = vpc.securityGroupIds or json.array(),
     cluster_security_group_id = vpc.clusterSecurityGroupId,
     oidc_issuer = ((c.identity or {}).oidc or {}).issuer }
-end
-
--- addon(ctx, cl, name) -> the DescribeAddon of add-on name | nil
-function M.addon(ctx, cl, name)
-  local a, err = ctx:try("eks", "DescribeAddon", { clusterName = cl.name, addonName = name })
-  if a then return a.addon end
-  if err.code == "ResourceNotFoundException" then return nil end
-  error(err, 0)
-end
-
-local function issues(a)
-  local out = {}
-  for _, i in ipairs((a.health or {}).issues or {}) do
-    out[#out + 1] = (i.code and (i.code .. ": ") or "") .. tostring(i.message)
-  end
-  return #out > 0 and (": " .. table.concat(out, "; ")) or ""
-end
-
--- require_addon(ctx, cl, name, why [, fix]): the add-on a storage needs is
--- ACTIVE (waits while it is being created or updated); refused, naming the
--- tool that installs it (or saying fix), when it is missing or failed
-function M.require_addon(ctx, cl, name, why, fix)
-  if cl.planned then return end
-  fix = fix or string.format("%s cluster=%s installs it", M.INSTALLER, cl.name)
-  local a = M.addon(ctx, cl, name)
-  if not a then
-    errors.raise("STATE", string.format("EKS cluster %s has no %s add-on, which %s needs; %s, then call this " ..
-      "tool again", cl.name, name, why, fix), { cluster = cl.name, addon = name, tool = M.INSTALLER })
-  end
-  if a.status == "ACTIVE" then return a end
-  local function failed(x)
-    errors.raise("STATE", string.format("the %s add-on of EKS cluster %s is %s%s; %s",
-      name, cl.name, tostring(x.status), issues(x), fix), { cluster = cl.name, addon = name, tool = M.INSTALLER })
-  end
-  if a.status ~= "CREATING" and a.status ~= "UPDATING" then failed(a) end
-  if ctx.plan then return a end
-  return ctx:poll { what = "add-on " .. name .. " to be ACTIVE", every = M.ADDON_POLL, timeout = M.ADDON_LIMIT,
-    check = function()
-      local x = M.addon(ctx, cl, name)
-      if not x then
-        errors.raise("STATE", "the " .. name .. " add-on of EKS cluster " .. cl.name .. " went away; " .. fix,
-          { cluster = cl.name, addon = name })
-      end
-      if x.status ~= "ACTIVE" and x.status ~= "CREATING" and x.status ~= "UPDATING" then failed(x) end
-      return x.status == "ACTIVE", "add-on " .. name .. " " .. x.status .. issues(x), x
-    end }
 end
 
 -- names ----------------------------------------------------------------------

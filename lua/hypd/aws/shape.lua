@@ -1,4 +1,4 @@
--- hypd.aws._shape: what every AWS protocol shares: resolving the shape
+-- hypd.aws.shape: what every AWS protocol shares: resolving the shape
 -- references of a generated model (lua/hypd/aws/models/*.lua, described in
 -- mk/aws_models.py), checking parameters against them, timestamps,
 -- scalars, percent-encoding and UUIDs.

@@ -1,8 +1,9 @@
--- hyperpod/_capacity: what the capacity and node tools share (instance
--- groups listed, scaled and deleted; software updates; node operations):
+-- _capacity: what the capacity and node tools share (instance
+-- groups listed, scaled and deleted; software updates; node operations;
+-- the training and inference tools that place work on them):
 -- the HyperPod cluster a call works on, a group's view, the Kubernetes side
 -- of its nodes, and the refusal of fixed parameters.
-local hp = require "hyperpod._hp"
+local hp = require "_hyperpod"
 
 local M = {}
 

@@ -1,4 +1,4 @@
--- hyperpod/_feat_k8s: Kubernetes objects as links of the managed features'
+-- _k8s_objects: Kubernetes objects as links of the managed features'
 -- chains, made by server-side apply only when they are missing or differ.
 --   get(conn, api_version, kind, name [, namespace]) -> obj | nil (also nil
 --     when the API does not serve the kind yet: a CRD still to come)

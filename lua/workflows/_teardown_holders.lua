@@ -1,4 +1,4 @@
--- cluster/_teardown_holders: what holds a security group that a teardown
+-- _teardown_holders: what holds a security group that a teardown
 -- wants to delete, as EC2 tells it, so that the teardown deletes in an
 -- order AWS accepts and says which resource holds which when it cannot:
 --   interfaces(ctx, group_id) -> {{id, owner, what}}: the network

@@ -1,4 +1,4 @@
--- hyperpod/_hp: what the HyperPod tools share: which HyperPod cluster a
+-- _hyperpod: what the tools of every area that work on HyperPod share: which HyperPod cluster a
 -- call works on, the names hypd gives what it makes, and the one function
 -- that turns a DescribeCluster instance group into an UpdateCluster one.
 local M = {}
