@@ -49,13 +49,12 @@
 -- (server-side apply, forced). A workload that does the same job under
 -- another name (another NVIDIA or EFA device plugin, health agent, KubeRay
 -- operator) is never doubled: the component is left out.
+local Names = require "_names"
 local errors, json = hypd.errors, hypd.json
 
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.MANAGED_TAG, M.MANAGED = "hypd:managed-by", "hypd" -- on the add-ons and the role hypd makes here
-M.EKS_TAG = "hypd:eks-cluster"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"        -- the label hypd.k8s puts on what it applies
 M.AUDIENCE = "sts.amazonaws.com"
 -- the SHA-1 of the root CA of oidc.eks.<region>.amazonaws.com's chain, as
@@ -134,7 +133,7 @@ function M.cluster(ctx, p)
   local c = out.cluster
   local part, acct = tostring(c.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
   return { name = c.name, region = region, arn = c.arn, version = c.version, status = c.status,
-    issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[M.TAG] or rec.tag,
+    issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[Names.TAG] or rec.tag,
     account = acct, partition = part or "aws", created = rec.created == true, describe = c,
     vpc_id = (c.resourcesVpcConfig or {}).vpcId }
 end
@@ -153,17 +152,13 @@ end
 
 -- role_name(info) -> hypd-<tag>-s3-csi, or hypd-<eks name>-s3-csi; at most 64 characters
 function M.role_name(info)
-  local n = "hypd-" .. (info.tag or info.name) .. "-s3-csi"
-  if #n > 64 then n = n:sub(1, 57) .. "-s3-csi" end
-  return n
+  return Names.addon_role(info.tag or info.name, "s3-csi", 57)
 end
 
 -- lbc_role_name(info) -> hypd-<tag>-lb-controller (the AWS Load Balancer
 -- Controller's IRSA role), at most 64 characters
 function M.lbc_role_name(info)
-  local n = "hypd-" .. (info.tag or info.name) .. "-lb-controller"
-  if #n > 64 then n = n:sub(1, 50) .. "-lb-controller" end
-  return n
+  return Names.addon_role(info.tag or info.name, "lb-controller", 50)
 end
 
 function M.lbc_role_arn(info)
@@ -177,8 +172,8 @@ function M.lbc_policy() return require("hyperpod._feat_inference").alb_policy() 
 
 -- tags(info) -> {key = value}: what hypd tags its add-ons and role with here
 function M.tags(info)
-  local t = { [M.MANAGED_TAG] = M.MANAGED, [M.EKS_TAG] = info.name }
-  if info.tag then t[M.TAG] = info.tag end
+  local t = { [M.MANAGED_TAG] = M.MANAGED, [Names.EKS_TAG] = info.name }
+  if info.tag then t[Names.TAG] = info.tag end
   return t
 end
 

@@ -23,6 +23,7 @@
 -- kept in the operation's state (failed), shown by
 -- cluster_get_dependency_status, and the operation ends failed naming it;
 -- calling again retries only what is missing or drifted.
+local Names = require "_names"
 local D = require "cluster._deps"
 local access = require "cluster._access"
 local errors, json = hypd.errors, hypd.json
@@ -57,7 +58,7 @@ function M.check(p)
 end
 
 local function token(ctx, what)
-  return ("hypd-" .. tostring(ctx.op_id or "plan"):gsub("^op%-", "") .. "-" .. what):sub(1, 64)
+  return Names.token((tostring(ctx.op_id or "plan"):gsub("^op%-", "")), what)
 end
 
 -- item(ctx, name, fn): runs one item; a failure of the world (an AWS or
@@ -163,8 +164,8 @@ local function irsa_role(ctx, info, w)
     owned = function(r)
       local tags = {}
       for _, t in ipairs(r.Tags or {}) do tags[t.Key] = t.Value end
-      if tags[D.EKS_TAG] == info.name then return true end
-      return false, "its " .. D.EKS_TAG .. " tag is " .. tostring(tags[D.EKS_TAG] or "missing")
+      if tags[Names.EKS_TAG] == info.name then return true end
+      return false, "its " .. Names.EKS_TAG .. " tag is " .. tostring(tags[Names.EKS_TAG] or "missing")
     end,
     search = function()
       local out, err = ctx:try("iam", "GetRole", { RoleName = name })
@@ -172,7 +173,7 @@ local function irsa_role(ctx, info, w)
       if err.code == "NoSuchEntity" then return nil end
       error(err, 0)
     end,
-    fields = { ["tag:" .. D.EKS_TAG] = info.name },
+    fields = { ["tag:" .. Names.EKS_TAG] = info.name },
     desired = { AssumeRolePolicyDocument = trust },
     current = function(r) return { AssumeRolePolicyDocument = D.policy_doc(r.AssumeRolePolicyDocument) } end,
     update = function()

@@ -27,12 +27,12 @@
 -- an untagged resource. The kit finds each resource by the id in ctx.state,
 -- else by tag, creates only what is missing and changes only what differs;
 -- a plan reads the same way and lists what it would do.
+local Names = require "_names"
 local cidr = hypd.cidr
 local errors = hypd.errors
 
 local M = {}
 
-M.TAG_KEY = "hypd:cluster-tag"
 M.SLOT_KEY = "hypd:subnet"                 -- public-1, public-2, private-1, private-2
 M.NAT_POLL, M.NAT_LIMIT = 15, 20 * 60      -- seconds between NAT checks; give up after
 M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30       -- a resource made a moment ago may not be visible yet
@@ -43,14 +43,10 @@ M.EKS_UNSUPPORTED_ZONE_IDS = { ["use1-az3"] = true, ["usw1-az2"] = true, ["cac1-
 
 -- names and tags --------------------------------------------------------------
 
--- name(tag [, suffix]) -> "hypd-<tag>" or "hypd-<tag>-<suffix>"
-function M.name(tag, suffix)
-  return "hypd-" .. tag .. (suffix and ("-" .. suffix) or "")
-end
 
 -- tag_list(tag, name [, extra]) -> EC2/IAM Tags: hypd:cluster-tag, Name, extra {key = value}
 function M.tag_list(tag, name, extra)
-  local tags = { { Key = M.TAG_KEY, Value = tag }, { Key = "Name", Value = name } }
+  local tags = { { Key = Names.TAG, Value = tag }, { Key = "Name", Value = name } }
   local keys = {}
   for k in pairs(extra or {}) do keys[#keys + 1] = k end
   table.sort(keys)
@@ -76,10 +72,10 @@ end
 function M.owned_by(tag, tags_of)
   return function(obj)
     local tags = tags_of(obj) or {}
-    local have = tags[M.TAG_KEY]
-    if have == nil then have = M.tag_value(tags, M.TAG_KEY) end
+    local have = tags[Names.TAG]
+    if have == nil then have = M.tag_value(tags, Names.TAG) end
     if have == tag then return true end
-    return false, string.format("its %s tag is %s, not '%s'", M.TAG_KEY, have and ("'" .. have .. "'") or "missing",
+    return false, string.format("its %s tag is %s, not '%s'", Names.TAG, have and ("'" .. have .. "'") or "missing",
       tag)
   end
 end
@@ -175,7 +171,7 @@ function M.ec2(ctx, r)
   local function live(x) return x and (not r.live or r.live(x)) end
   -- every EC2 resource here is created with its tags (spec()): a plan shows them
   local tag = r.tag or ctx.params.cluster_tag
-  local fields = { ["tag:" .. M.TAG_KEY] = tag, ["tag:Name"] = r.name }
+  local fields = { ["tag:" .. Names.TAG] = tag, ["tag:Name"] = r.name }
   for k, v in pairs(r.fields or {}) do fields[k] = v end
   local spec = { type = r.type, label = r.label, name = r.name, key = r.key, id = idf, needs = r.needs,
     create = r.create, exists = r.exists, fields = fields, owned = r.owned, retry = M.not_yet,
@@ -201,7 +197,7 @@ function M.ec2(ctx, r)
       local all = {}
       for i, x in ipairs(found) do all[i] = x[idf] end
       errors.raise("CONFLICT", string.format("%d %ss carry the tag %s=%s (%s); hypd expects one. Delete the extra " ..
-        "ones, or choose another cluster_tag.", #found, r.label, M.TAG_KEY, tag,
+        "ones, or choose another cluster_tag.", #found, r.label, Names.TAG, tag,
         table.concat(all, ", ")), { ids = all, field = "cluster_tag" })
     end
     return found[1]
@@ -270,13 +266,13 @@ function M.vpc(ctx)
   end
   M.check_subnet_cidrs(p) -- the call was checked; a resumed operation is too
   zones(ctx)
-  local name = M.name(tag, "vpc")
+  local name = Names.eks(tag, "vpc")
   local attrs = {}
   for _, a in ipairs(DNS) do
     attrs[a] = function(id, v) ctx:call("ec2", "ModifyVpcAttribute", { VpcId = id, [a] = { Value = v } }) end
   end
   local vpc = ctx:ensure(M.ec2(ctx, { type = "ec2:vpc", label = "VPC", name = name, key = "vpc_id",
-    describe = { "DescribeVpcs", "VpcIds", "Vpcs", "VpcId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+    describe = { "DescribeVpcs", "VpcIds", "Vpcs", "VpcId" }, filters = { filter("tag:" .. Names.TAG, tag) },
     unique = true, fields = { CidrBlock = p.vpc_cidr }, desired = { EnableDnsSupport = true, EnableDnsHostnames = true },
     current = function(v)
       local cur = {}
@@ -301,12 +297,12 @@ end
 
 function M.internet_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = M.name(tag, "igw")
+  local name = Names.eks(tag, "igw")
   local vpc_id = st.vpc_id
   -- a gateway someone else attached to this VPC serves as well
   local igw = ctx:ensure(M.ec2(ctx, { type = "ec2:internet-gateway", label = "internet gateway", name = name,
     key = "internet_gateway_id", describe = { "DescribeInternetGateways", "InternetGatewayIds", "InternetGateways",
-      "InternetGatewayId" }, filters = { filter("tag:" .. M.TAG_KEY, tag) },
+      "InternetGatewayId" }, filters = { filter("tag:" .. Names.TAG, tag) },
     also = { filter("attachment.vpc-id", vpc_id) },
     create = function()
       return ctx:call("ec2", "CreateInternetGateway", { TagSpecifications = M.spec("internet-gateway", tag, name) })
@@ -314,7 +310,7 @@ function M.internet_gateway(ctx)
     end }))
   local tried = false
   ctx:ensure { type = "ec2:internet-gateway-attachment", label = "internet gateway attachment",
-    name = name .. " to " .. M.name(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
+    name = name .. " to " .. Names.eks(tag, "vpc"), needs = { igw.InternetGatewayId, vpc_id }, field = "cluster_tag",
     id = function(a) return a.VpcId end, fields = { InternetGatewayId = igw.InternetGatewayId, VpcId = vpc_id },
     search = function() -- the gateway as read above; after an attach whose answer was lost, read again
       if not tried then return (igw.Attachments or {})[1] end
@@ -364,7 +360,7 @@ function M.subnet_blocks(vpc_cidr, existing, azs, tag, wanted)
   for _, s in ipairs(existing) do
     used[#used + 1] = s.CidrBlock
     local slot = M.tag_value(s.Tags, M.SLOT_KEY)
-    if slot and M.tag_value(s.Tags, M.TAG_KEY) == tag and not by_slot[slot] then by_slot[slot] = s end
+    if slot and M.tag_value(s.Tags, Names.TAG) == tag and not by_slot[slot] then by_slot[slot] = s end
   end
   local out = {}
   for _, slot in ipairs(SLOTS) do
@@ -417,7 +413,7 @@ function M.subnets(ctx)
   for _, slot in ipairs(SLOTS) do
     local key = slot.role .. "-" .. slot.n
     local w = where[key]
-    local name = w.subnet and M.tag_value(w.subnet.Tags, "Name") or M.name(tag, slot.role .. "-" .. w.az)
+    local name = w.subnet and M.tag_value(w.subnet.Tags, "Name") or Names.eks(tag, slot.role .. "-" .. w.az)
     local elb = { [M.SLOT_KEY] = key, [ELB_TAG[slot.role]] = "1" }
     local tried = false
     local s = ctx:ensure(M.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, needs = vpc_id,
@@ -425,9 +421,9 @@ function M.subnets(ctx)
       search = function() -- found in the VPC's list above, by its slot; after a create whose answer was lost, read again
         if not tried then return w.subnet end
         return (ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", vpc_id),
-          filter("tag:" .. M.TAG_KEY, tag), filter("tag:" .. M.SLOT_KEY, key) } }).Subnets or {})[1]
+          filter("tag:" .. Names.TAG, tag), filter("tag:" .. M.SLOT_KEY, key) } }).Subnets or {})[1]
       end,
-      tags = { [M.TAG_KEY] = tag, [ELB_TAG[slot.role]] = "1" },
+      tags = { [Names.TAG] = tag, [ELB_TAG[slot.role]] = "1" },
       desired = { MapPublicIpOnLaunch = slot.role == "public" or nil }, attr_order = { "MapPublicIpOnLaunch" },
       attrs = { MapPublicIpOnLaunch = function(id, v)
         ctx:call("ec2", "ModifySubnetAttribute", { SubnetId = id, MapPublicIpOnLaunch = { Value = v } })
@@ -447,18 +443,18 @@ local function nat_live(n) return n.State == "pending" or n.State == "available"
 
 function M.nat_gateway(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local eip_name, name = M.name(tag, "nat-eip"), M.name(tag, "nat")
+  local eip_name, name = Names.eks(tag, "nat-eip"), Names.eks(tag, "nat")
   local subnet_id = st.public_subnet_ids[1]
   local eip = ctx:ensure(M.ec2(ctx, { type = "ec2:elastic-ip", label = "Elastic IP", name = eip_name,
     key = "eip_allocation_id", describe = { "DescribeAddresses", "AllocationIds", "Addresses", "AllocationId" },
-    filters = { filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", eip_name) }, fields = { Domain = "vpc" },
+    filters = { filter("tag:" .. Names.TAG, tag), filter("tag:Name", eip_name) }, fields = { Domain = "vpc" },
     create = function()
       return ctx:call("ec2", "AllocateAddress", { Domain = "vpc",
         TagSpecifications = M.spec("elastic-ip", tag, eip_name) })
     end }))
   local nat = ctx:ensure(M.ec2(ctx, { type = "ec2:nat-gateway", label = "NAT gateway", name = name,
     key = "nat_gateway_id", describe = { "DescribeNatGateways", "NatGatewayIds", "NatGateways", "NatGatewayId" },
-    filter_param = "Filter", filters = { filter("vpc-id", st.vpc_id), filter("tag:" .. M.TAG_KEY, tag) },
+    filter_param = "Filter", filters = { filter("vpc-id", st.vpc_id), filter("tag:" .. Names.TAG, tag) },
     live = nat_live, needs = st.vpc_id,
     order = function(a, b) -- an available gateway first
       if (a.State == "available") ~= (b.State == "available") then return a.State == "available" end
@@ -482,7 +478,7 @@ function M.route_table(ctx, o)
   local tag, name, vpc_id = o.tag, o.name, o.vpc_id
   local rt_spec = M.ec2(ctx, { type = "ec2:route-table", label = "route table", name = name, tag = tag, key = o.key,
     describe = { "DescribeRouteTables", "RouteTableIds", "RouteTables", "RouteTableId" },
-    filters = { filter("vpc-id", vpc_id), filter("tag:" .. M.TAG_KEY, tag), filter("tag:Name", name) },
+    filters = { filter("vpc-id", vpc_id), filter("tag:" .. Names.TAG, tag), filter("tag:Name", name) },
     needs = vpc_id, fields = { VpcId = vpc_id },
     create = function()
       return ctx:call("ec2", "CreateRouteTable", { VpcId = vpc_id,
@@ -537,7 +533,7 @@ local function routes(ctx, kind, target_field, target)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local subnets = {}
   for i, sid in ipairs(st[kind .. "_subnet_ids"]) do subnets[i] = { id = sid, name = (st.subnet_names or {})[sid] } end
-  st[kind .. "_route_table_id"] = M.route_table(ctx, { tag = tag, name = M.name(tag, kind .. "-rt"),
+  st[kind .. "_route_table_id"] = M.route_table(ctx, { tag = tag, name = Names.eks(tag, kind .. "-rt"),
     vpc_id = st.vpc_id, key = kind .. "_route_table_id", target_field = target_field, target = target,
     subnets = subnets })
 end
@@ -546,12 +542,12 @@ function M.public_routes(ctx) routes(ctx, "public", "GatewayId", ctx.state.inter
 
 function M.security_group(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = M.name(tag, "cluster")
+  local name = Names.eks(tag, "cluster")
   local vpc_id = st.vpc_id
   local sg_spec = M.ec2(ctx, { type = "ec2:security-group", label = "security group", name = name,
     key = "security_group_id", describe = { "DescribeSecurityGroups", "GroupIds", "SecurityGroups", "GroupId" },
     filters = { filter("vpc-id", vpc_id), filter("group-name", name) }, needs = vpc_id,
-    tags = { [M.TAG_KEY] = tag, Name = name }, exists = "InvalidGroup.Duplicate", fields = { VpcId = vpc_id },
+    tags = { [Names.TAG] = tag, Name = name }, exists = "InvalidGroup.Duplicate", fields = { VpcId = vpc_id },
     create = function()
       local out = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = vpc_id,
         Description = "hypd " .. tag .. ": EKS control plane and nodes, all traffic within the group",

@@ -2,7 +2,6 @@
 -- EKS cluster each is orchestrated by.
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 
 -- by_eks(ctx) -> EKS cluster ARN -> {name, status, arn, describe}
 function M.by_eks(ctx)

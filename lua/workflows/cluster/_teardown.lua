@@ -18,14 +18,14 @@
 -- and the pieces they are made of, one resource each (endpoint,
 -- route_table, subnet, secondary_cidrs, foreign, role, bucket), for
 -- hyperpod_delete.
+local Names = require "_names"
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 
-local function tagged(tag) return { { Name = "tag:" .. M.TAG, Values = { tag } } } end
+local function tagged(tag) return { { Name = "tag:" .. Names.TAG, Values = { tag } } } end
 
 local function tag_of(tags, key)
-  for _, t in ipairs(tags or {}) do if t.Key == (key or M.TAG) then return t.Value end end
+  for _, t in ipairs(tags or {}) do if t.Key == (key or Names.TAG) then return t.Value end end
 end
 
 -- named(r, id) -> "hypd-demo-vpc (vpc-123)" when the resource has a Name tag
@@ -176,7 +176,7 @@ function M.foreign(ctx, vpc_id, tag)
     if tag_of(sn.Tags) ~= tag then
       ids[#ids + 1] = sn.SubnetId
       absent(ctx, { type = "ec2:subnet", label = "subnet", name = named(sn, sn.SubnetId), id = "SubnetId",
-        find = function() return sn end, owned = function() return false, "it does not carry " .. M.TAG .. "=" ..
+        find = function() return sn end, owned = function() return false, "it does not carry " .. Names.TAG .. "=" ..
           tag end, delete = function() end })
     end
   end
@@ -185,7 +185,7 @@ function M.foreign(ctx, vpc_id, tag)
       ids[#ids + 1] = sg.GroupId
       absent(ctx, { type = "ec2:security-group", label = "security group", name = sg.GroupName or sg.GroupId,
         id = "GroupId", find = function() return sg end,
-        owned = function() return false, "it does not carry " .. M.TAG .. "=" .. tag end, delete = function() end })
+        owned = function() return false, "it does not carry " .. Names.TAG .. "=" .. tag end, delete = function() end })
     end
   end
   return ids
@@ -390,7 +390,7 @@ function M.role(ctx, name, tag, field)
       local g = ctx:try("iam", "GetRole", { RoleName = name })
       return g and g.Role
     end,
-    owned = function(r) return tag_of(r.Tags) == tag, "it does not carry " .. M.TAG .. "=" .. tag end,
+    owned = function(r) return tag_of(r.Tags) == tag, "it does not carry " .. Names.TAG .. "=" .. tag end,
     delete = function()
       for _, p in ipairs(hypd.aws.all("iam", "ListAttachedRolePolicies", { RoleName = name }, ctx:aws_opts())) do
         ctx:call("iam", "DetachRolePolicy", { RoleName = name, PolicyArn = p.PolicyArn })
@@ -439,7 +439,7 @@ function M.iam_sweep(ctx, tag, oidc_issuer)
             return g and { Arn = pr.Arn, Tags = g.Tags }
           end,
           owned = function(o)
-            return tag_of(o.Tags) == tag, "it does not carry " .. M.TAG .. "=" .. tag
+            return tag_of(o.Tags) == tag, "it does not carry " .. Names.TAG .. "=" .. tag
           end,
           delete = function() ctx:call("iam", "DeleteOpenIDConnectProvider", { OpenIDConnectProviderArn = pr.Arn }) end,
           gone = { "NoSuchEntity" } })
@@ -466,7 +466,7 @@ function M.bucket(ctx, o)
       end
       return h
     end,
-    owned = function(b) return b.Tags[M.TAG] == o.tag, "it does not carry " .. M.TAG .. "=" .. o.tag end,
+    owned = function(b) return b.Tags[Names.TAG] == o.tag, "it does not carry " .. Names.TAG .. "=" .. o.tag end,
     keep = function()
       if o.force then return nil end
       local r = ctx:call("s3", "ListObjectVersions", { Bucket = o.name, MaxKeys = 1000 })
@@ -496,7 +496,7 @@ function M.buckets(ctx, tag, force)
   local s3 = require "storage._s3"
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
     local h = s3.head(ctx, b.Name)
-    if h and s3.tags(ctx, b.Name, h.Region)[M.TAG] == tag then
+    if h and s3.tags(ctx, b.Name, h.Region)[Names.TAG] == tag then
       M.bucket(ctx, { name = b.Name, tag = tag, force = force })
     end
   end
@@ -538,7 +538,7 @@ function M.node_groups(ctx, name, tag)
         local d = ctx:try("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = g })
         return d and d.nodegroup
       end,
-      owned = function(n) return (n.tags or {})[M.TAG] == tag, "its " .. M.TAG .. " tag is not " .. tag end,
+      owned = function(n) return (n.tags or {})[Names.TAG] == tag, "its " .. Names.TAG .. " tag is not " .. tag end,
       delete = function(n)
         if n.status ~= "DELETING" then ctx:call("eks", "DeleteNodegroup", { clusterName = name, nodegroupName = g }) end
       end })
@@ -554,8 +554,8 @@ function M.eks_cluster(ctx, name, tag)
       if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     end,
     owned = function(c)
-      local have = (c.tags or {})[M.TAG]
-      return have == tag, "its " .. M.TAG .. " tag is " .. tostring(have)
+      local have = (c.tags or {})[Names.TAG]
+      return have == tag, "its " .. Names.TAG .. " tag is " .. tostring(have)
     end,
     delete = function(c)
       if c.status ~= "DELETING" then ctx:call("eks", "DeleteCluster", { name = name }) end

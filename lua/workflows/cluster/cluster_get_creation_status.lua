@@ -1,8 +1,8 @@
 -- cluster_get_creation_status: a cluster_create operation (every stage, as
 -- its child operations) or a cluster_create_eks one, and the live AWS
 -- state under it.
+local Names = require "_names"
 local P = require "_params"
-local hp = require "hyperpod._hp"
 local stage = require "cluster._eks_stage"
 local R = require "_running"
 local W = require "_wait"
@@ -90,7 +90,7 @@ return tool {
         region = ctx:aws_region(), try = function(_, ...) return ctx:try(...) end })
       v.aws = ok and live or { error = tostring(live and live.message or live) }
       if ok and v.tool == "cluster_create" then
-        local name = hp.names(v.params.cluster_tag).cluster
+        local name = Names.hyperpod(v.params.cluster_tag).cluster
         local c, err = ctx:try("sagemaker", "DescribeCluster", { ClusterName = name })
         v.aws.hyperpod_cluster = name
         v.aws.hyperpod_status = c and c.ClusterStatus or

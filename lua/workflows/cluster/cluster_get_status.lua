@@ -1,5 +1,6 @@
 -- cluster_get_status: one EKS cluster, its add-ons, its HyperPod cluster
 -- and the operations running on it.
+local Names = require "_names"
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
@@ -32,7 +33,7 @@ local function view(ctx, p)
       instance_groups = groups, failure_message = h.describe.FailureMessage }
   end
   local ops = {}
-  local tag = (c.tags or {})[hp.TAG]
+  local tag = (c.tags or {})[Names.TAG]
   -- the top-level operations at work on the cluster (cluster_create, not the
   -- stage it runs now), each with the child it runs
   local seen = {}

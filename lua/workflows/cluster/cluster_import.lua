@@ -13,11 +13,11 @@
 -- changed: the import only records what it found (hypd.clusters.record
 -- with imported = true and hyperpod = {name, arn}); the first cluster hypd
 -- knows becomes the active one.
+local Names = require "_names"
 local P = require "_params"
 local access_ = require "cluster._access"
 local hp = require "hyperpod._hp"
 
-local TAG = "hypd:cluster-tag"
 
 return tool {
   name = "cluster_import",
@@ -73,7 +73,7 @@ return tool {
     local hyperpod = h and { name = h.ClusterName, arn = h.ClusterArn, status = h.ClusterStatus } or nil
     local before = hypd.clusters.get(c.name, region) or {}
     local vpc = c.resourcesVpcConfig or {}
-    local tag = (c.tags or {})[TAG]
+    local tag = (c.tags or {})[Names.TAG]
     hypd.clusters.record { name = c.name, region = region, arn = c.arn, tag = tag, version = c.version,
       vpc_id = vpc.vpcId, subnet_ids = vpc.subnetIds, security_group_id = (vpc.securityGroupIds or {})[1] or
         vpc.clusterSecurityGroupId, cluster_security_group_id = vpc.clusterSecurityGroupId,

@@ -11,6 +11,7 @@
 --   wait    the group ACTIVE with the new sizes and its update Successful,
 --           then (when hypd can read the cluster's Kubernetes API) that
 --           many Ready nodes of the group
+local Names = require "_names"
 local P = require "_params"
 local ng = require "cluster._node_groups"
 
@@ -79,7 +80,7 @@ local function scale(ctx)
       local sc = {}
       for k, ch in pairs(changes) do sc[k] = ch.to end
       local r = ctx:call("eks", "UpdateNodegroupConfig", { clusterName = st.cluster, nodegroupName = st.node_group,
-        scalingConfig = sc, clientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 64) })
+        scalingConfig = sc, clientRequestToken = Names.token(ctx.op_id) })
       st.update_id = r.update and r.update.id
     end }
   st.action = action

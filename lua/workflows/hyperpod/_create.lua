@@ -22,6 +22,7 @@
 -- Continuous), wait_in_service (about 15 minutes), wait_nodes (the nodes
 -- Ready in Kubernetes with their health labels), record (the clusters
 -- registry, the result).
+local Names = require "_names"
 local checks = require "hyperpod._checks"
 local hp = require "hyperpod._hp"
 local iam = require "_iam"
@@ -81,7 +82,7 @@ M.TRUST = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow"
 -- SageMaker HyperPod", EKS orchestration): their network interfaces in the
 -- VPC, images from ECR, EKS Pod Identity, and reading the lifecycle scripts
 function M.node_policy(tag, partition)
-  local bucket = "arn:" .. partition .. ":s3:::" .. hp.names(tag).lifecycle_prefix .. "-*"
+  local bucket = "arn:" .. partition .. ":s3:::" .. Names.hyperpod(tag).lifecycle_prefix .. "-*"
   return { Version = "2012-10-17", Statement = {
     { Sid = "NodeNetworking", Effect = "Allow", Resource = "*", Action = {
       "ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
@@ -98,7 +99,7 @@ function M.node_policy(tag, partition)
 end
 
 function M.ensure_role(ctx, tag)
-  local name = hp.names(tag).execution_role
+  local name = Names.hyperpod(tag).execution_role
   local role = iam.role(ctx, { name = name, tag = tag, key = "execution_role_arn", trust = M.TRUST,
     service = "sagemaker.amazonaws.com",
     description = "hypd " .. tag .. ": the execution role of the HyperPod cluster's instances" })
@@ -106,12 +107,6 @@ function M.ensure_role(ctx, tag)
   iam.attach(ctx, role, "arn:" .. part .. ":iam::aws:policy/" .. M.MANAGED_POLICY, M.MANAGED_POLICY)
   iam.inline(ctx, role, M.NODE_POLICY, M.node_policy(tag, part))
   return role
-end
-
--- bucket_name(tag, account, region) -> the lifecycle bucket's name (global:
--- the account and region make it unique; at most 56 characters)
-function M.bucket_name(tag, account, region)
-  return hp.names(tag).lifecycle_prefix .. "-" .. hypd.digest("sha256", account .. "/" .. region):sub(1, 8)
 end
 
 local function tags_map(list)
@@ -128,7 +123,7 @@ end
 function M.ensure_lifecycle(ctx, tag)
   local region = ctx:aws_region()
   local account = ctx:call("sts", "GetCallerIdentity", {}).Account
-  local bucket = M.bucket_name(tag, account, region)
+  local bucket = Names.lifecycle_bucket(tag, account, region)
   local cfg = { Tags = net.tag_list(tag, bucket) }
   if region ~= "us-east-1" then cfg.LocationConstraint = region end
   ctx:ensure { type = "s3:bucket", label = "S3 bucket", name = bucket, key = "lifecycle_bucket", id = "Name",
@@ -145,7 +140,7 @@ function M.ensure_lifecycle(ctx, tag)
       end
       error(err, 0)
     end,
-    fields = { Region = region, ["tag:" .. net.TAG_KEY] = tag },
+    fields = { Region = region, ["tag:" .. Names.TAG] = tag },
     create = function()
       ctx:call("s3", "CreateBucket", { Bucket = bucket, CreateBucketConfiguration = cfg })
       return { Name = bucket, Tags = tags_map(cfg.Tags) }
@@ -180,7 +175,7 @@ end
 -- tag_of(record, eks) -> the cluster tag: recorded, tagged on the EKS
 -- cluster, or made from the cluster's name (an imported cluster)
 local function tag_of(rec, c)
-  local t = rec.tag or (c.tags or {})[net.TAG_KEY] or c.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
+  local t = rec.tag or (c.tags or {})[Names.TAG] or c.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if t then return t end
   t = c.name:lower():gsub("[^a-z0-9-]", "-"):gsub("^[^a-z]+", ""):sub(1, 32):gsub("-+$", "")
   if #t < 3 then t = ("hp-" .. t .. "-x"):sub(1, 32) end
@@ -195,9 +190,9 @@ local function planned_eks(e)
   if not tag then return nil end
   local function id(kind, name) return "planned:" .. kind .. ":" .. name end
   return { name = e.name, arn = id("eks:cluster", e.name), region = e.region, tag = tag,
-    vpc_id = id("ec2:vpc", net.name(tag, "vpc")), security_group_ids = { id("ec2:security-group",
-      net.name(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", net.name(tag, "nat")),
-    hyperpod_name = hp.names(tag).cluster, planned = true }
+    vpc_id = id("ec2:vpc", Names.eks(tag, "vpc")), security_group_ids = { id("ec2:security-group",
+      Names.eks(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", Names.eks(tag, "nat")),
+    hyperpod_name = Names.hyperpod(tag).cluster, planned = true }
 end
 
 function M.eks_cluster(ctx, p)
@@ -225,7 +220,7 @@ function M.eks_cluster(ctx, p)
   if #sgs == 0 then sgs = { vpc.clusterSecurityGroupId } end
   local tag = tag_of(e.record, c)
   return { name = c.name, arn = c.arn, region = e.region, vpc_id = vpc.vpcId, security_group_ids = sgs, tag = tag,
-    hyperpod_name = (e.record.hyperpod or {}).name or hp.names(tag).cluster }
+    hyperpod_name = (e.record.hyperpod or {}).name or Names.hyperpod(tag).cluster }
 end
 
 -- the instance group ------------------------------------------------------------------
@@ -447,7 +442,7 @@ local function cluster(ctx)
       return d
     end,
     fields = { Orchestrator = req.Orchestrator, VpcConfig = req.VpcConfig, InstanceGroups = req.InstanceGroups,
-      NodeProvisioningMode = req.NodeProvisioningMode, ["tag:" .. net.TAG_KEY] = tag },
+      NodeProvisioningMode = req.NodeProvisioningMode, ["tag:" .. Names.TAG] = tag },
     desired = { NodeRecovery = p.node_recovery },
     update = function(_, changes)
       ctx:call("sagemaker", "UpdateCluster", { ClusterName = name, NodeRecovery = changes.NodeRecovery.to })

@@ -19,9 +19,9 @@
 -- A part: {part = "what it is", name, present, status, ok, pending,
 -- failed, prerequisite}; prerequisites are listed but not the feature's
 -- own (they stay when it is disabled).
+local Names = require "_names"
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.FEATURE_TAG = "hypd:feature"
 
 -- the order chains are built in: what a feature needs comes first
@@ -131,23 +131,23 @@ end
 
 -- tags(env, feature) -> the tags hypd puts on what a feature makes
 function M.tags(env, feature)
-  return { { Key = M.TAG, Value = env.tag }, { Key = M.FEATURE_TAG, Value = feature } }
+  return { { Key = Names.TAG, Value = env.tag }, { Key = M.FEATURE_TAG, Value = feature } }
 end
 
 -- owned(env, list_of_tags) -> true | false, why: tagged as this cluster's
 function M.owned(env, tags)
   for _, t in ipairs(tags or {}) do
-    if (t.Key or t.key) == M.TAG then
+    if (t.Key or t.key) == Names.TAG then
       local v = t.Value or t.value
       if v == env.tag then return true end
-      return false, "tagged " .. M.TAG .. "=" .. tostring(v)
+      return false, "tagged " .. Names.TAG .. "=" .. tostring(v)
     end
   end
-  if type(tags) == "table" and tags[M.TAG] ~= nil then -- EKS' {key = value} tags
-    if tags[M.TAG] == env.tag then return true end
-    return false, "tagged " .. M.TAG .. "=" .. tostring(tags[M.TAG])
+  if type(tags) == "table" and tags[Names.TAG] ~= nil then -- EKS' {key = value} tags
+    if tags[Names.TAG] == env.tag then return true end
+    return false, "tagged " .. Names.TAG .. "=" .. tostring(tags[Names.TAG])
   end
-  return false, "no " .. M.TAG .. " tag: not made by hypd"
+  return false, "no " .. Names.TAG .. " tag: not made by hypd"
 end
 
 -- try(ctx, absent, service, op, params) -> the result, or nil when AWS answers
@@ -214,7 +214,7 @@ function M.env(ctx, p)
     version = c.version, oidc_issuer = issuer, oidc_host = host,
     oidc_arn = host and string.format("arn:%s:iam::%s:oidc-provider/%s", part or "aws", account, host),
     vpc_id = vpc.vpcId, subnet_ids = vpc.subnetIds or {}, public_subnet_ids = record.public_subnet_ids,
-    tag = record.tag or (c.tags or {})[M.TAG] or eks_name,
+    tag = record.tag or (c.tags or {})[Names.TAG] or eks_name,
     hyperpod = hyper, hp_name = hyper and hyper.ClusterName, hp_arn = hyper and hyper.ClusterArn,
   }
 end

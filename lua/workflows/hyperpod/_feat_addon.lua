@@ -13,6 +13,7 @@
 -- An add-on someone else installed is used as it is (never reconfigured);
 -- disabling a feature deletes its add-on whoever installed it: that is what
 -- turning the feature off means.
+local Names = require "_names"
 local F = require "hyperpod._feat"
 local json = hypd.json
 
@@ -72,7 +73,7 @@ function M.ensure(ctx, env, feature, name, opts)
     desired = desired or {}
     desired.configurationValues = opts.config
   end
-  local tags = { [F.TAG] = env.tag, [F.FEATURE_TAG] = feature }
+  local tags = { [Names.TAG] = env.tag, [F.FEATURE_TAG] = feature }
   local a, action = ctx:ensure { type = "eks:addon", label = label, name = name, id = "addonArn", field = feature,
     exists = "ResourceInUseException",
     search = function() return M.describe(ctx, env, name) end,
@@ -92,7 +93,7 @@ function M.ensure(ctx, env, feature, name, opts)
       return ctx:call("eks", "CreateAddon", { clusterName = env.eks, addonName = name,
         serviceAccountRoleArn = opts.role_arn, podIdentityAssociations = opts.pod_identity,
         configurationValues = opts.config and json.encode(opts.config) or nil, resolveConflicts = "OVERWRITE",
-        tags = tags, clientRequestToken = ("hypd-" .. tostring(ctx.op_id) .. "-" .. name):sub(1, 64) }).addon
+        tags = tags, clientRequestToken = Names.token(ctx.op_id, name) }).addon
     end,
     update = function(x)
       ctx:call("eks", "UpdateAddon", { clusterName = env.eks, addonName = name, serviceAccountRoleArn = opts.role_arn,

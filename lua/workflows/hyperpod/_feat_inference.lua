@@ -28,6 +28,7 @@
 -- Disabling deletes the add-on (and waits), empties and deletes the TLS
 -- bucket, deletes the four roles and the two policies. The subnet tags and
 -- the S3 endpoint stay: the network uses them beyond this feature.
+local Names = require "_names"
 local A = require "hyperpod._feat_addon"
 local AD = require "hyperpod._feat_addons"
 local F = require "hyperpod._feat"
@@ -237,7 +238,7 @@ local function s3_endpoint(ctx, env)
     create = function()
       return ctx:call("ec2", "CreateVpcEndpoint", { VpcId = env.vpc_id, ServiceName = service,
         VpcEndpointType = "Gateway", RouteTableIds = tables, TagSpecifications = { { ResourceType = "vpc-endpoint",
-        Tags = { { Key = F.TAG, Value = env.tag }, { Key = "Name", Value = env.tag .. "-s3" } } } } }).VpcEndpoint
+        Tags = { { Key = Names.TAG, Value = env.tag }, { Key = "Name", Value = env.tag .. "-s3" } } } } }).VpcEndpoint
     end,
     update = function(e, changes)
       local have, add = {}, {}
@@ -276,7 +277,7 @@ function M.enable(ctx, env)
     exists = { "BucketAlreadyOwnedByYou" },
     search = function() return bucket(ctx, n.tls_bucket) end,
     owned = function(b) return b.foreign == nil and F.owned(env, b.tags) end,
-    fields = { purpose = "TLS certificates of the inference endpoints", ["tag:" .. F.TAG] = env.tag },
+    fields = { purpose = "TLS certificates of the inference endpoints", ["tag:" .. Names.TAG] = env.tag },
     create = function()
       local r = bucket_region(env)
       ctx:call("s3", "CreateBucket", { Bucket = n.tls_bucket,

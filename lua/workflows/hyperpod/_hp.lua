@@ -3,13 +3,6 @@
 -- that turns a DescribeCluster instance group into an UpdateCluster one.
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
-
--- names(tag) -> the names hypd gives a cluster tag's HyperPod resources
-function M.names(tag)
-  return { cluster = "hypd-" .. tag .. "-hp", execution_role = "hypd-" .. tag .. "-hyperpod-exec",
-    lifecycle_prefix = "hypd-" .. tag .. "-lifecycle" }
-end
 
 -- eks(ctx, p) -> {name, region, record}: the EKS cluster a call works on
 -- (p.cluster, else the active cluster), and what hypd recorded of it

@@ -19,6 +19,7 @@
 -- SGLang (python -m sglang.launch_server), or (sharing no such label) that
 -- have no Service selecting their pods; and objects of its names that
 -- another tool or anyone else made (hypd.io/family, _ownership).
+local Names = require "_names"
 local P = require "_params"
 local K = require "hyperpod._feat_k8s"
 local S = require "inference._serving"
@@ -153,7 +154,7 @@ end
 -- objects(p, st) -> the router's objects, in the order they are applied
 function objects(p, st)
   local ns, name = p.namespace, p.name
-  local role = "hypd-" .. ns .. "-" .. name .. "-discovery"
+  local role = Names.discovery_role(ns, name)
   local labels = { app = name, ["hypd.io/inference"] = name, ["hypd.io/inference-kind"] = "router" }
   local cmd = { "python3", "-m", "sglang_router.launch_router", "--host", "0.0.0.0", "--port", tostring(p.port),
     "--policy", p.policy }

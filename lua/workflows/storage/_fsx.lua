@@ -16,6 +16,7 @@
 --                           eks-pod-identity-agent add-on is there, else IRSA
 --                           through the cluster's IAM OIDC provider; an add-on
 --                           that exists is used as it is
+local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
 local S = require "storage._storage"
@@ -23,7 +24,6 @@ local roles = require "_iam"
 
 local M = {}
 
-M.TAG = S.TAG
 M.LUSTRE_PORTS = { { 988, 988 }, { 1018, 1023 } }
 M.SERVICE_ACCOUNT, M.SA_NAMESPACE = "fsx-csi-controller-sa", "kube-system"
 M.POLICY = "AmazonFSxFullAccess"
@@ -37,11 +37,6 @@ M.DEPLOYMENTS = {
   SCRATCH_2 = {},
 }
 
--- names(tag, claim) -> {file_system, security_group, role}
-function M.names(tag, claim)
-  return { file_system = "hypd-" .. tag .. "-" .. claim, security_group = "hypd-" .. tag .. "-" .. claim .. "-lustre",
-    role = "hypd-" .. tag .. "-fsx-csi-driver" }
-end
 
 local net = require "cluster._eks_network"
 
@@ -187,7 +182,7 @@ function M.security_group(ctx, cl, names, sources)
       return describe_group(ctx, { Filters = { { Name = "vpc-id", Values = { cl.vpc_id } },
         { Name = "group-name", Values = { name } } } })
     end,
-    fields = { VpcId = cl.vpc_id, ["tag:" .. M.TAG] = tag, ["tag:Name"] = name },
+    fields = { VpcId = cl.vpc_id, ["tag:" .. Names.TAG] = tag, ["tag:Name"] = name },
     placeholder = function(id) return { GroupId = id, GroupName = name, IpPermissions = {} } end,
     create = function()
       local id = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = cl.vpc_id,
@@ -245,7 +240,7 @@ end
 function M.existing(ctx, cl, names)
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
     local t = tags_map(fs.Tags)
-    if t.Name == names.file_system and t[M.TAG] == cl.tag and live(fs) then return fs end
+    if t.Name == names.file_system and t[Names.TAG] == cl.tag and live(fs) then return fs end
   end
 end
 
@@ -266,17 +261,17 @@ function M.file_system(ctx, cl, names, o)
     search = function()
       for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
         local t = tags_map(fs.Tags)
-        if t.Name == name and t[M.TAG] == tag and live(fs) then return fs end
+        if t.Name == name and t[Names.TAG] == tag and live(fs) then return fs end
       end
     end,
     fields = { SubnetIds = { o.subnet_id }, SecurityGroupIds = { o.security_group_id }, FileSystemType = "LUSTRE",
-      ["tag:" .. M.TAG] = tag, ["tag:Name"] = name },
+      ["tag:" .. Names.TAG] = tag, ["tag:Name"] = name },
     desired = desired, current = fs_fields,
     placeholder = function(id) return { FileSystemId = id, DNSName = "planned", LustreConfiguration = lc,
       StorageCapacity = o.capacity } end,
     create = function()
       return ctx:call("fsx", "CreateFileSystem", {
-        ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63), FileSystemType = "LUSTRE",
+        ClientRequestToken = Names.token(ctx.op_id, nil, 63), FileSystemType = "LUSTRE",
         FileSystemTypeVersion = "2.15", StorageCapacity = o.capacity, StorageType = "SSD",
         SubnetIds = { o.subnet_id }, SecurityGroupIds = { o.security_group_id }, LustreConfiguration = lc,
         Tags = tag_list(tag, name) }).FileSystem
@@ -289,7 +284,7 @@ end
 function M.delete_fs(ctx, fs)
   if fs.Lifecycle == "DELETING" then return end
   if fs.Lifecycle == "CREATING" then M.wait_available(ctx, fs.FileSystemId) end
-  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
+  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = Names.token(ctx.op_id, nil, 63) }
   if tostring((fs.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
     req.LustreConfiguration = { SkipFinalBackup = true }
   end
@@ -362,7 +357,7 @@ function M.csi_driver(ctx, cl)
     st.fsx_csi = { addon = "existing", role_arn = existing.serviceAccountRoleArn }
   else
     local id = cl.planned and { mode = "pod-identity", trust = {} } or identity(ctx, cl)
-    local role_name = M.names(cl.tag, "x").role
+    local role_name = Names.fsx(cl.tag, "x").role
     local role = roles.role(ctx, { name = role_name, tag = cl.tag, trust = json.encode(id.trust),
       key = "fsx_csi_role_arn", field = "cluster", needs = cl.planned and cl.arn or nil,
       fields = { identity = id.mode },
@@ -370,8 +365,8 @@ function M.csi_driver(ctx, cl)
         cl.name })
     roles.attach(ctx, role, roles.managed(role, M.POLICY))
     local req = { clusterName = cl.name, addonName = name, resolveConflicts = "OVERWRITE",
-      clientRequestToken = ("hypd-" .. tostring(ctx.op_id) .. "-fsx-csi"):sub(1, 64),
-      tags = { [M.TAG] = cl.tag } }
+      clientRequestToken = Names.token(ctx.op_id, "fsx-csi"),
+      tags = { [Names.TAG] = cl.tag } }
     if id.mode == "pod-identity" then
       req.podIdentityAssociations = { { serviceAccount = M.SERVICE_ACCOUNT, roleArn = role.Arn } }
     else

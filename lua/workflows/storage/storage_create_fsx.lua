@@ -3,6 +3,7 @@
 -- driver: security group (storage/_fsx), file system, CSI driver add-on
 -- with its role, then a static PersistentVolume and its claim
 -- (storage/_storage).
+local Names = require "_names"
 local P = require "_params"
 local S = require "storage._storage"
 local F = require "storage._fsx"
@@ -62,7 +63,7 @@ local function check(ctx)
   end
   st.throughput = F.validate(p)
   -- a file system of this claim keeps its deployment type (FSx cannot change it): a different one is refused
-  local fs = not cl.planned and F.existing(ctx, cl, F.names(cl.tag, p.claim_name))
+  local fs = not cl.planned and F.existing(ctx, cl, Names.fsx(cl.tag, p.claim_name))
   local have = fs and (fs.LustreConfiguration or {}).DeploymentType
   if have and have ~= p.deployment_type then
     local msg = string.format("file system %s of claim %s has deployment type %s; it is fixed when the file " ..
@@ -81,14 +82,14 @@ end
 local function network(ctx)
   local st = ctx.state
   if st.reused then return end
-  local names = F.names(st.cluster.tag, ctx.params.claim_name)
+  local names = Names.fsx(st.cluster.tag, ctx.params.claim_name)
   st.security_group_id = F.security_group(ctx, st.cluster, names, st.node_security_group_ids)
 end
 
 local function file_system(ctx)
   local p, st = ctx.params, ctx.state
   if st.reused then return end
-  local fs = F.file_system(ctx, st.cluster, F.names(st.cluster.tag, p.claim_name), { subnet_id = st.subnet_id,
+  local fs = F.file_system(ctx, st.cluster, Names.fsx(st.cluster.tag, p.claim_name), { subnet_id = st.subnet_id,
     security_group_id = st.security_group_id, capacity = p.storage_capacity_gib, deployment = p.deployment_type,
     throughput = st.throughput })
   st.file_system_id = fs.FileSystemId

@@ -1,6 +1,7 @@
 -- storage_list: the cluster's storages (the S3 and FSx volumes hypd made and
 -- any other S3 or FSx CSI volume found), and the status tool of the
 -- storage tools (operation_id, wait_seconds).
+local Names = require "_names"
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
@@ -11,7 +12,7 @@ local function file_systems(ctx, tag)
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
     local tags = {}
     for _, t in ipairs(fs.Tags or {}) do tags[t.Key] = t.Value end
-    out[fs.FileSystemId] = { fs = fs, ours = tags[S.TAG] == tag, name = tags.Name }
+    out[fs.FileSystemId] = { fs = fs, ours = tags[Names.TAG] == tag, name = tags.Name }
   end
   return out
 end

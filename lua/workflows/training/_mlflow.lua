@@ -11,25 +11,15 @@
 -- A job gets MLFLOW_TRACKING_URI = the server's ARN (what the sagemaker-mlflow
 -- plugin of the mlflow client resolves, as the reference templates set it)
 -- and MLFLOW_EXPERIMENT_NAME.
+local Names = require "_names"
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
-M.EKS_TAG = "hypd:eks-cluster"
 M.READY = { Created = true, Updated = true, Started = true }
 M.FAILED = { CreateFailed = true, UpdateFailed = true, StartFailed = true, MaintenanceFailed = true }
 M.ARN = "^arn:aws[a-z%-]*:sagemaker:[a-z0-9%-]+:%d+:mlflow%-tracking%-server/(.+)$"
 
-local function short(s, n)
-  if #s <= n then return s end
-  return s:sub(1, n):gsub("%-+$", "")
-end
-
 M.SERVICE_ACCOUNT = "hypd-mlflow" -- the pods' service account (IRSA: role hypd-<tag>-mlflow-pods)
 M.ROLE_ANN = "eks.amazonaws.com/role-arn"
-
-function M.server_name(tag) return "hypd-" .. short(tag, 240) .. "-mlflow" end
-function M.role_name(tag) return "hypd-" .. short(tag, 52) .. "-mlflow" end
-function M.pods_role_name(tag) return "hypd-" .. short(tag, 47) .. "-mlflow-pods" end
 
 -- pods_policy(server_arn, bucket_arn) -> what a job's pods need: the
 -- tracking server's API (the sagemaker-mlflow plugin signs its calls) and
@@ -93,7 +83,7 @@ end
 -- (hypd-<tag>-mlflow) when it exists
 function M.for_job(ctx, tag, want)
   if want == "none" then return nil end
-  local name = want and M.name_of(want) or M.server_name(tag)
+  local name = want and M.name_of(want) or Names.mlflow(tag).server
   local d = M.describe(ctx, name)
   if not d then
     if not want then return nil end

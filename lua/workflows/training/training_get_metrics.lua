@@ -3,6 +3,7 @@
 -- of its loss and throughput, read from the SageMaker managed MLflow
 -- tracking server the job reports to (its MLFLOW_TRACKING_URI), or from a
 -- named experiment and run.
+local Names = require "_names"
 local P = require "_params"
 local J = require "training._jobs"
 local ML = require "training._mlflow"
@@ -80,7 +81,7 @@ return tool {
       end
       server, experiment, run = server or ML.name_of(tr.uri), experiment or tr.experiment, run or tr.run
     elseif not server then
-      server = ML.server_name(S.cluster(ctx, p).tag)
+      server = Names.mlflow(S.cluster(ctx, p).tag).server
     end
     local r = MX.read(ctx, server, experiment, run, p.history)
     for k, v in pairs(r) do out[k] = v end

@@ -1,0 +1,52 @@
+-- One home per convention (STYLE.md), judged on the sources compiled into
+-- the binary under test (hypd.core.embedded): the ownership tag and the
+-- names hypd derives from a cluster tag are spelled only in workflows._names;
+-- a planned id is made only by the kit; the "no cluster given and none is
+-- active" rule is written only in hypd.ctx; a VALIDATION field error is
+-- built only by hypd.errors. A second spelling is a bug waiting to diverge.
+local t = require "hypd.tap"
+local core = require "hypd.core"
+
+-- sources() -> {module = text}: every embedded Lua module
+local function sources()
+  local out, n = {}, 0
+  for _, mod in ipairs(core.embedded_list("")) do
+    local src = core.embedded(mod)
+    if type(src) == "string" then out[mod], n = src, n + 1 end
+  end
+  assert(n > 100, "the binary embeds " .. n .. " modules")
+  return out
+end
+
+local SRC = sources()
+
+-- spelled(patterns, home) -> "module:line: text" for every line outside the
+-- modules of home that matches one of the patterns (comments included: a
+-- comment is read as the rule too)
+local function spelled(patterns, home)
+  local out = {}
+  for mod, src in pairs(SRC) do
+    if not home[mod] then
+      local ln = 0
+      for line in (src .. "\n"):gmatch("([^\n]*)\n") do
+        ln = ln + 1
+        for _, p in ipairs(patterns) do
+          if line:find(p) then out[#out + 1] = mod .. ":" .. ln .. ": " .. line:gsub("^%s+", ""); break end
+        end
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+local function none(list, what)
+  t.ok(#list == 0, what .. ":\n  " .. table.concat(list, "\n  "))
+end
+
+t.test("the ownership tag and the hypd-<tag> names are spelled in workflows._names alone", function()
+  none(spelled({ '"hypd:cluster%-tag"', "'hypd:cluster%-tag'", '"hypd%-"%s*%.%.', "'hypd%-'%s*%.%." },
+    { ["workflows._names"] = true }), "a second spelling of the tag or of a hypd- name")
+  t.like(SRC["workflows._names"] or "", '"hypd:cluster%-tag"', "workflows._names holds the tag")
+end)
+
