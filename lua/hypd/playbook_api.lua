@@ -335,6 +335,7 @@ function M.table(name)
     l[level] = function(fmt, ...) log[level](component, fmt, ...) end
   end
   local yaml = require "hypd.yaml"
+  local kit = require "hypd.kit"
   return {
     version = config.version,
     sleep = task.sleep,
@@ -351,6 +352,8 @@ function M.table(name)
       get = acting("send an HTTP request", misuse_raises(http.get)) },
     json = json_api(),
     log = l,
+    -- kit.planned_id(kind, name), kit.is_planned(v): a plan's ids (hypd.kit)
+    kit = { planned_id = kit.planned_id, is_planned = kit.is_planned },
     errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
     state = state_api(name),
     aws = { call = aws_acting(aws.call), try = aws_acting(aws.try), pages = aws_acting(aws.pages),

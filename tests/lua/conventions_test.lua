@@ -50,3 +50,8 @@ t.test("the ownership tag and the hypd-<tag> names are spelled in workflows._nam
   t.like(SRC["workflows._names"] or "", '"hypd:cluster%-tag"', "workflows._names holds the tag")
 end)
 
+
+t.test("a planned id is made by the kit alone (hypd.kit.planned_id)", function()
+  none(spelled({ '"planned:[%a"]', "'planned:[%a']" }, { ["hypd.guard"] = true, ["hypd.kit"] = true }),
+    "a planned id made by hand")
+end)

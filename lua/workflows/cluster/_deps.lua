@@ -102,8 +102,6 @@ end
 
 -- the cluster ---------------------------------------------------------------
 
-local PLANNED = "planned:"
-
 -- cluster(ctx, p) -> info: the EKS cluster a call works on (p.cluster, in
 -- the region hypd recorded for it unless p.region, else the active one): {name, region, arn, version, issuer, status, tag,
 -- account, partition, created, planned}. A plan for a cluster that does not
@@ -126,8 +124,8 @@ function M.cluster(ctx, p)
       errors.raise("NOT_FOUND", string.format("no EKS cluster named %s in %s", name, region),
         { fields = { { field = "cluster", rule = "exists", message = "cluster: no such EKS cluster" } } })
     end
-    local id = PLANNED .. "eks:cluster:hypd-" .. name
-    return { name = name, region = region, arn = id, issuer = PLANNED .. "eks:oidc-issuer:" .. name, planned = true,
+    local id = hypd.kit.planned_id("eks:cluster", Names.eks(name))
+    return { name = name, region = region, arn = id, issuer = hypd.kit.planned_id("eks:oidc-issuer", name), planned = true,
       tag = rec.tag or name:match("^hypd%-(.+)$"), created = true, account = "<account>", partition = "aws" }
   end
   local c = out.cluster
@@ -138,15 +136,13 @@ function M.cluster(ctx, p)
     vpc_id = (c.resourcesVpcConfig or {}).vpcId }
 end
 
-function M.is_planned(v) return type(v) == "string" and v:sub(1, #PLANNED) == PLANNED end
-
 -- names -----------------------------------------------------------------------
 
 -- issuer_path(info) -> "oidc.eks.us-west-2.amazonaws.com/id/ABC" (the issuer without https://)
 function M.issuer_path(info) return (tostring(info.issuer):gsub("^https://", ""):gsub("/$", "")) end
 
 function M.provider_arn(info)
-  if info.planned then return PLANNED .. "iam:oidc-provider:" .. info.name end
+  if info.planned then return hypd.kit.planned_id("iam:oidc-provider", info.name) end
   return string.format("arn:%s:iam::%s:oidc-provider/%s", info.partition, info.account, M.issuer_path(info))
 end
 
@@ -162,7 +158,7 @@ function M.lbc_role_name(info)
 end
 
 function M.lbc_role_arn(info)
-  if info.planned then return PLANNED .. "iam:role:" .. M.lbc_role_name(info) end
+  if info.planned then return hypd.kit.planned_id("iam:role", M.lbc_role_name(info)) end
   return string.format("arn:%s:iam::%s:role/%s", info.partition, info.account, M.lbc_role_name(info))
 end
 
@@ -303,7 +299,7 @@ end
 
 function M.vars(info)
   return { region = info.region, hma_image = M.hma_image(info.region), cluster = info.name,
-    vpc_id = info.vpc_id or (PLANNED .. "ec2:vpc:" .. info.name), lbc_role_arn = M.lbc_role_arn(info) }
+    vpc_id = info.vpc_id or hypd.kit.planned_id("ec2:vpc", info.name), lbc_role_arn = M.lbc_role_arn(info) }
 end
 
 -- objects(info, component) -> the component's objects, fresh from its manifest

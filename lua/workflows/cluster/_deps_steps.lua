@@ -249,7 +249,7 @@ local function one_addon(ctx, name)
     return
   end
   local role = name == D.S3_CSI and st.s3_role ~= "kept" and (st.s3_csi_role_arn or
-    ("planned:iam:role:" .. D.role_name(info))) or nil
+    hypd.kit.planned_id("iam:role", D.role_name(info))) or nil
   local desired
   if a then
     desired = {}

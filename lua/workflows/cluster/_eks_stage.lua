@@ -172,7 +172,7 @@ local function access(ctx)
   if not principal:match("^arn:[^:]+:iam::%d+:role/") and not principal:match("^arn:[^:]+:iam::%d+:user/") then
     ctx:progress("the caller " .. caller .. " is no IAM user or role; no access entry made for it")
     st.admin_access = "skipped"
-  elseif ctx.plan and tostring(cluster_arn):sub(1, 8) == "planned:" then
+  elseif ctx.plan and hypd.kit.is_planned(cluster_arn) then
     -- a cluster this plan creates: EKS makes the caller's admin entry and
     -- its AmazonEKSClusterAdminPolicy with it (the cluster step asks for
     -- bootstrapClusterCreatorAdminPermissions, and the caller creates it),

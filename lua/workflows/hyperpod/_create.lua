@@ -188,7 +188,7 @@ end
 local function planned_eks(e)
   local tag = e.record.tag or e.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if not tag then return nil end
-  local function id(kind, name) return "planned:" .. kind .. ":" .. name end
+  local id = hypd.kit.planned_id
   return { name = e.name, arn = id("eks:cluster", e.name), region = e.region, tag = tag,
     vpc_id = id("ec2:vpc", Names.eks(tag, "vpc")), security_group_ids = { id("ec2:security-group",
       Names.eks(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", Names.eks(tag, "nat")),

@@ -238,7 +238,7 @@ function M.ensure(ctx, o)
       reused = true }
   end
   local block
-  local planned_vpc = tostring(o.vpc_id):find("^planned:") ~= nil
+  local planned_vpc = hypd.kit.is_planned(o.vpc_id)
   if not existing and not planned_vpc then
     local cidrs = vpc_cidrs(ctx, o.vpc_id)
     block = M.allocate(cidrs, blocks_of(subnets), o.prefix)

@@ -297,7 +297,7 @@ function M.wait_available(ctx, id, since)
   -- says (its DNS and mount names) is what the volume step compares with:
   -- without it a plan of a finished stage changes the volume to "planned"
   if ctx.plan then
-    if id and tostring(id):sub(1, 8) ~= "planned:" then return describe_fs(ctx, id) end
+    if id and not hypd.kit.is_planned(id) then return describe_fs(ctx, id) end
     return nil
   end
   return ctx:poll { what = "FSx file system " .. id .. " to be AVAILABLE", every = M.AVAILABLE_POLL,

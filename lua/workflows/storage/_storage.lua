@@ -67,7 +67,7 @@ function M.cluster(ctx, p, opts)
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     if ctx.plan and (opts or {}).plan_missing then
       return { name = e.name, region = e.region, tag = M.tag_of(e.name, e.record), planned = true,
-        arn = "planned:eks:cluster:" .. e.name }
+        arn = hypd.kit.planned_id("eks:cluster", e.name) }
     end
     errors.raise("NOT_FOUND", string.format("EKS cluster %s does not exist in %s: pass cluster (cluster_list " ..
       "shows them) or create it with cluster_create_eks", e.name, e.region),
