@@ -71,7 +71,7 @@ end
 -- inert(what) -> a guard that allows nothing: no AWS action, no Kubernetes
 -- verb (a plan of a read tool that declares none). The guard of code that
 -- may declare but not act: a playbook file's top level (at every load and
--- reload), a tool's check(params) and target(params). what names it in
+-- reload), a tool's validate(params) and target(params). what names it in
 -- the refusal ("diagnose_x check").
 function M.inert(what)
   local g = M.new { tool = { name = what, kind = "read", aws = {}, k8s = {} }, plan = true }

@@ -55,3 +55,23 @@ t.test("a planned id is made by the kit alone (hypd.kit.planned_id)", function()
   none(spelled({ '"planned:[%a"]', "'planned:[%a']" }, { ["hypd.guard"] = true, ["hypd.kit"] = true }),
     "a planned id made by hand")
 end)
+
+t.test("a tool's rules across fields are validate: check, the step's name, is refused as a tool key", function()
+  local tool = require "hypd.tool"
+  local function def(extra)
+    local d = { name = "cluster_conventions_probe", summary = "probe", description = "probe", kind = "read",
+      params = { a = { type = "integer" }, b = { type = "integer" } }, run = function() return {} end }
+    for k, v in pairs(extra) do d[k] = v end
+    return d
+  end
+  local ok, err = pcall(tool.check_def, def { check = function() end })
+  t.ok(not ok, "check is refused")
+  t.like(tostring(type(err) == "table" and err.message or err), "unknown key 'check'.*validate = function%(params%)")
+  local both = def { validate = function(p)
+    if p.a and p.b and p.a > p.b then error({ code = "VALIDATION" }, 0) end
+  end }
+  t.ok(pcall(tool.check_def, both), "validate is a tool key")
+  local v, verr = tool.validate(both, { a = 2, b = 1 })
+  t.eq(v, nil, "validate runs on the call")
+  t.eq(verr and verr.code, "VALIDATION")
+end)

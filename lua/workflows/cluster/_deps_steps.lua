@@ -48,8 +48,8 @@ function M.target(p)
   return "deps/" .. region .. "/" .. tostring(name)
 end
 
--- check(p): the tool's check; a call needs a cluster, named or active
-function M.check(p)
+-- validate(p): the tool's validate; a call needs a cluster, named or active
+function M.validate(p)
   if not which(p) then
     errors.raise("VALIDATION", "cluster_configure_dependencies: no cluster given and none is active: pass cluster, " ..
       "or call cluster_switch", { fields = { { field = "cluster", rule = "required",

@@ -92,7 +92,7 @@ end
 M.parse_cidr, M.format_cidr, M.subnet_prefix, M.next_free = cidr.parse, cidr.format, cidr.subnet_prefix,
   cidr.next_free
 
--- check_subnet_cidrs(p): the tool's check (before anything is created): the
+-- check_subnet_cidrs(p): the tool's validate (before anything is created): the
 -- explicit subnet blocks come all four or not at all (public_subnet_cidrs and
 -- private_subnet_cidrs, two each), each an IPv4 block /16 to /28 inside
 -- vpc_cidr, no two overlapping. Raises VALIDATION naming every field and rule

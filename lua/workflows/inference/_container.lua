@@ -13,7 +13,7 @@
 --   objects(p, port) -> {Deployment [, Service]}
 --   service(name, ns, selector, port, variant, scheme, labels) -> a Service
 --     (ClusterIP, or for variant "external" an NLB LoadBalancer)
---   check(p): the tool's rules across fields (image, port, env; no secret
+--   validate(p): the tool's rules across fields (image, port, env; no secret
 --     in env, command or args: secret_env names Kubernetes Secrets instead)
 local I = require "inference._inference"
 
@@ -119,8 +119,8 @@ function M.secret_value(v)
     (#v == 40 and v:match("^[A-Za-z0-9/+]+$") ~= nil and v:match("[/+]") ~= nil and v:match("%u") ~= nil)
 end
 
--- check(p): the rules across fields (the tool's check, before any operation)
-function M.check(p)
+-- validate(p): the rules across fields (the tool's validate, before any operation)
+function M.validate(p)
   local e = M.ENGINES[p.engine]
   if not p.image and not e.image then
     refuse("image", "required", "image: required for engine custom (vllm and sglang have a default image)")

@@ -115,7 +115,7 @@ return tool {
       description = "the NLB's scheme for service=external" },
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if (p.count == nil) == (p.pods == nil) or (p.pods and #p.pods == 0) then
       local msg = "count: give count or pods (one of them)"
       hypd.errors.raise("VALIDATION", msg, { fields = { { field = "count", rule = "one_of", message = msg } } })

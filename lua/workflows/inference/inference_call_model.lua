@@ -136,7 +136,7 @@ return tool {
     timeout_seconds = { type = "integer", minimum = 1, maximum = 600, default = 120,
       description = "how long to wait for the answer" },
   },
-  check = function(p)
+  validate = function(p)
     if (p.messages == nil) == (p.prompt == nil) then
       refuse(p.messages and "prompt" or "messages", "one_of",
         "messages or prompt: give exactly one (a chat as messages, or one user message as prompt)")

@@ -206,7 +206,7 @@ return tool {
       "{NAME: \"<secret name>/<key>\"}, e.g. {\"HF_TOKEN\": \"hf-token/token\"}" },
     cluster = P.cluster, region = P.region,
   },
-  check = C.check,
+  validate = C.validate,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = {
     { name = "check", run = check, on_call = true }, -- refused on the call (hypd.op): reads only

@@ -73,7 +73,7 @@ local params = {
 local function bad(field, rule, msg) M.refuse("VALIDATION", field, rule, msg) end
 
 -- rules across fields, at the call (before an operation starts)
-local function check(p)
+local function validate(p)
   if p.model_source == "s3" and not p.s3_bucket then bad("s3_bucket", "required", "model_source s3 needs s3_bucket") end
   if p.model_source == "fsx" and not p.fsx_file_system_id then
     bad("fsx_file_system_id", "required", "model_source fsx needs fsx_file_system_id")
@@ -178,7 +178,7 @@ return tool {
   aws = M.aws("ec2:DescribeInstanceTypes"),
   k8s = { "get", "list", "apply" },
   params = params,
-  check = check,
+  validate = validate,
   target = M.target,
   steps = {
     { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.op): reads only

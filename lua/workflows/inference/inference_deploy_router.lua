@@ -258,7 +258,7 @@ return tool {
       decision = true, description = "ClusterIP (inside the cluster) or LoadBalancer (an external load balancer)" },
     cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if #p.workers == 0 then refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
     local seen = {}
     for i, w in ipairs(p.workers) do

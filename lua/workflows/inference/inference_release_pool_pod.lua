@@ -94,7 +94,7 @@ return tool {
     pool = P.with(I.NAME_PARAM, { required = false, description = "only pods of this pool" }),
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if not p.pods and not p.model then
       local msg = "pods: give pods, or model (with count)"
       hypd.errors.raise("VALIDATION", msg, { fields = { { field = "pods", rule = "one_of", message = msg } } })

@@ -176,7 +176,7 @@ return tool {
       description = "seconds after the last active check before scaling to min_replicas 0 (KEDA's default 300)" },
     cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if p.min_replicas > p.max_replicas then
       local msg = string.format("min_replicas (%d) must not exceed max_replicas (%d)", p.min_replicas, p.max_replicas)
       refuse({ { field = "min_replicas", rule = "le_max", message = msg },

@@ -109,7 +109,7 @@ return tool {
     tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
-  check = function(p)
+  validate = function(p)
     if not p.name and not p.operation_id then
       fail("VALIDATION", "name", "required", "give name (the Job's) or operation_id (model_download's)")
     end

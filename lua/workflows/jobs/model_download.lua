@@ -53,7 +53,7 @@ local params = {
 -- rules across fields, before any operation starts: no '..' or '--' in the
 -- id (the Hub refuses them; '..' is a path), and no token in a field that
 -- is not secret (it would be kept in records and shown)
-local function check(p)
+local function validate(p)
   if p.model_id:find("..", 1, true) or p.model_id:find("--", 1, true) then
     refuse("VALIDATION", "model_id", "pattern", "must be a Hugging Face model id org/name without '..' or '--'")
   end
@@ -348,7 +348,7 @@ return tool {
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },
   k8s = { "get", "list", "logs", "apply" },
   params = params,
-  check = check,
+  validate = validate,
   target = function(p)
     local region, cluster = P.where(p)
     local name = p.name or (type(p.model_id) == "string" and D.default_name(p.model_id)) or "?"

@@ -45,7 +45,7 @@ return tool {
       description = "the tracking server, with experiment and run (default: the cluster's, hypd-<tag>-mlflow)" },
     history = { type = "integer", default = 20, minimum = 1, maximum = 1000,
       description = "the last points of loss and throughput shown" } },
-  check = function(p)
+  validate = function(p)
     if not p.name and not (p.experiment and p.run) then
       hypd.errors.raise("VALIDATION", "name: give the job's name, or experiment and run", { fields = {
         { field = "name", rule = "required", message = "name: give the job's name, or experiment and run" } } })

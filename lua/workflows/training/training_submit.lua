@@ -157,7 +157,7 @@ return tool {
         "default the job name); the recipes report loss and throughput to it" } },
   status_tool = "training_get_job",
   -- bad recipe parameters are refused at the call, before an operation starts
-  check = function(p)
+  validate = function(p)
     local params = p.params
     if type(params) == "table" and type(params.mlflow) == "table" and params.mlflow.tracking_uri == nil then
       -- the tracking URI comes from the mlflow parameter inside the operation: check the rest now
