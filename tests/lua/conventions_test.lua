@@ -75,3 +75,19 @@ t.test("a tool's rules across fields are validate: check, the step's name, is re
   t.eq(v, nil, "validate runs on the call")
   t.eq(verr and verr.code, "VALIDATION")
 end)
+
+t.test("the rule of the cluster a call targets, and its refusal, are written once (ctx:cluster)", function()
+  none(spelled({ "none is active" }, { ["hypd.clusters"] = true }), "a second text of the target rule")
+  local ctx = require("hypd.ctx").new { params = {}, region = "us-west-2" }
+  local clusters = require "hypd.clusters"
+  local store = require "hypd.store"
+  local act = clusters.active()
+  store.delete(clusters.KEY)
+  local ok, err = pcall(ctx.cluster, ctx)
+  local named = ctx:cluster { cluster = "hypd-named" }
+  if act then clusters.set_active(act) end
+  t.ok(not ok, "no cluster given and none active is refused")
+  t.eq({ err.code, err.message, err.fields[1].field, err.fields[1].rule },
+    { "NOT_FOUND", clusters.NONE, "cluster", "required" })
+  t.eq({ named.name, named.region, named.active }, { "hypd-named", "us-west-2", false })
+end)

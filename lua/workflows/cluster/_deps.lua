@@ -107,16 +107,10 @@ end
 -- account, partition, created, planned}. A plan for a cluster that does not
 -- exist yet (cluster_create's) gets planned values; otherwise NOT_FOUND.
 function M.cluster(ctx, p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
-  if not name then
-    errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
-      { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
-  end
   local known = not p.region and p.cluster and hypd.clusters.get(p.cluster) -- a recorded cluster, where it is
-  local region = p.region or (not p.cluster and act and act.region) or (known and known.region) or ctx:aws_region()
+  local target = ctx:cluster { cluster = p.cluster, region = p.region or (known and known.region) }
+  local name, region, rec = target.name, target.region, target.record
   ctx.region = region
-  local rec = hypd.clusters.get(name, region) or {}
   local out, err = ctx:try("eks", "DescribeCluster", { name = name })
   if not out then
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
@@ -125,7 +119,8 @@ function M.cluster(ctx, p)
         { fields = { { field = "cluster", rule = "exists", message = "cluster: no such EKS cluster" } } })
     end
     local id = hypd.kit.planned_id("eks:cluster", Names.eks(name))
-    return { name = name, region = region, arn = id, issuer = hypd.kit.planned_id("eks:oidc-issuer", name), planned = true,
+    return { name = name, region = region, arn = id, issuer = hypd.kit.planned_id("eks:oidc-issuer", name),
+      planned = true,
       tag = rec.tag or name:match("^hypd%-(.+)$"), created = true, account = "<account>", partition = "aws" }
   end
   local c = out.cluster

@@ -51,9 +51,8 @@ end
 -- validate(p): the tool's validate; a call needs a cluster, named or active
 function M.validate(p)
   if not which(p) then
-    errors.raise("VALIDATION", "cluster_configure_dependencies: no cluster given and none is active: pass cluster, " ..
-      "or call cluster_switch", { fields = { { field = "cluster", rule = "required",
-      message = "cluster: required when no cluster is active" } } })
+    errors.refuse("cluster", "required", "cluster_configure_dependencies: " .. hypd.clusters.NONE,
+      { field_message = "cluster: required when no cluster is active" })
   end
 end
 

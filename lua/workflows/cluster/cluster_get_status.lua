@@ -10,8 +10,9 @@ local PACE = 15 -- seconds between looks while a caller waits for a change
 
 -- view(ctx, p) -> the status, and a signature of what can change in it
 local function view(ctx, p)
-  local name, region = hp.which(p)
-  if region then ctx.region = region end
+  local target = ctx:cluster(p)
+  local name = target.name
+  ctx.region = target.region
   local c = ctx:call("eks", "DescribeCluster", { name = name }).cluster
   local addons = {}
   for _, a in ipairs(hypd.aws.all("eks", "ListAddons", { clusterName = name }, ctx:aws_opts())) do
