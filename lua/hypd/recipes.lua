@@ -117,14 +117,13 @@ M.names = names
 
 function M.get(name)
   if type(name) ~= "string" or not name:match(NAME) then
-    errors.raise("VALIDATION", "recipe: must be a recipe name (lowercase letters, digits and '-'); got '" ..
-      errors.echo(tostring(name), 40) .. "'", { fields = { { field = "recipe", rule = "pattern",
-        message = "recipe: lowercase letters, digits and '-'" } } })
+    errors.refuse("recipe", "pattern", "recipe: must be a recipe name (lowercase letters, digits and '-'); got '" ..
+      errors.echo(tostring(name), 40) .. "'", { field_message = "recipe: lowercase letters, digits and '-'" })
   end
   local r = load_recipe(name)
   if not r then
     local msg = "recipe: no recipe named '" .. name .. "' (recipes: " .. table.concat(names(), ", ") .. ")"
-    errors.raise("VALIDATION", msg, { fields = { { field = "recipe", rule = "unknown", message = msg } } })
+    errors.refuse("recipe", "unknown", msg)
   end
   return r
 end

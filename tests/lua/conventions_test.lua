@@ -91,3 +91,32 @@ t.test("the rule of the cluster a call targets, and its refusal, are written onc
     { "NOT_FOUND", clusters.NONE, "cluster", "required" })
   t.eq({ named.name, named.region, named.active }, { "hypd-named", "us-west-2", false })
 end)
+
+-- workflows(patterns) -> the lines of workflow modules that match
+local function in_workflows(patterns)
+  local home = {}
+  for mod in pairs(SRC) do if not mod:find("^workflows%.") then home[mod] = true end end
+  return spelled(patterns, home)
+end
+
+t.test("a workflow refuses a field with hypd.errors.refuse (or refuse_all), never a list of its own", function()
+  none(in_workflows { 'raise%("VALIDATION"', "fields = { {", "local function refuse%(", "local function bad%(" },
+    "a field error built by hand")
+end)
+
+t.test("hypd.errors.refuse: the one field, its rule and message, in the code asked, with the context given", function()
+  local errors = require "hypd.errors"
+  local _, e = errors.try(errors.refuse, "size", "maximum", "at most 3")
+  t.eq({ e.code, e.message, e.fields }, { "VALIDATION", "at most 3",
+    { { field = "size", rule = "maximum", message = "at most 3" } } })
+  _, e = errors.try(errors.refuse, "size", "maximum", "at most 3", { prefix = "field", code = "CONFLICT", fix = "x" })
+  t.eq({ e.code, e.message, e.fields[1].message, e.fix, e.prefix }, { "CONFLICT", "at most 3", "size: at most 3", "x" })
+  _, e = errors.try(errors.refuse, "size", "maximum", "at most 3", { prefix = "message" })
+  t.eq({ e.message, e.fields[1].message }, { "size: at most 3", "at most 3" })
+  _, e = errors.try(errors.refuse, "size", "maximum", "at most 3", { field_message = "size: too big" })
+  t.eq({ e.message, e.fields[1].message, e.field_message }, { "at most 3", "size: too big" })
+  local list = { { field = "a", rule = "r", message = "m" }, { field = "b", rule = "r", message = "m" } }
+  _, e = errors.try(errors.refuse_all, list, "two")
+  t.eq({ e.code, e.message, #e.fields }, { "VALIDATION", "two", 2 })
+  t.eq(errors.view(e).fields[2].field, "b")
+end)

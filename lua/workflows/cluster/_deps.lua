@@ -115,8 +115,8 @@ function M.cluster(ctx, p)
   if not out then
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     if not ctx.plan then
-      errors.raise("NOT_FOUND", string.format("no EKS cluster named %s in %s", name, region),
-        { fields = { { field = "cluster", rule = "exists", message = "cluster: no such EKS cluster" } } })
+      errors.refuse("cluster", "exists", string.format("no EKS cluster named %s in %s", name, region),
+        { code = "NOT_FOUND", field_message = "cluster: no such EKS cluster" })
     end
     local id = hypd.kit.planned_id("eks:cluster", Names.eks(name))
     return { name = name, region = region, arn = id, issuer = hypd.kit.planned_id("eks:oidc-issuer", name),

@@ -101,10 +101,11 @@ local function cluster(ctx)
   if not info.planned then
     local a = access.check(ctx, info.describe)
     if a.access ~= "read-write" then
-      access.refuse("FORBIDDEN", "read_only", string.format("hypd reads but may not write the Kubernetes API of EKS " ..
+      errors.refuse("cluster", "forbidden", string.format("hypd reads but may not write the Kubernetes API of EKS " ..
         "cluster %s: associate %s with the access entry of %s (aws eks associate-access-policy --cluster-name %s " ..
-        "--principal-arn %s --policy-arn arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster)",
-        info.name, access.ADMIN, a.principal, info.name, a.principal, access.ADMIN), { principal = a.principal })
+        "--principal-arn %s --policy-arn arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster)", info.name,
+        access.ADMIN, a.principal, info.name, a.principal, access.ADMIN), { code = "FORBIDDEN", reason = "read_only",
+        principal = a.principal })
     end
   end
   info.describe = nil

@@ -73,10 +73,10 @@ return tool {
           if d and (d.nodegroup.tags or {})[Names.TAG] ~= ctx.params.cluster_tag then foreign[#foreign + 1] = ng end
         end
         if #foreign > 0 then
-          hypd.errors.raise("CONFLICT", string.format("EKS cluster %s has node groups hypd did not make (%s): " ..
-            "nothing was deleted; delete them first (cluster_delete_node_group), then call cluster_delete again",
-            name, table.concat(foreign, ", ")), { fields = { { field = "cluster_tag", rule = "own_node_groups",
-              message = "node groups hypd did not make: " .. table.concat(foreign, ", ") } } })
+          hypd.errors.refuse("cluster_tag", "own_node_groups", string.format("EKS cluster %s has node groups hypd did " ..
+            "not make (%s): nothing was deleted; delete them first (cluster_delete_node_group), then call cluster_delete again",
+            name, table.concat(foreign, ", ")),
+            { code = "CONFLICT", field_message = "node groups hypd did not make: " .. table.concat(foreign, ", ") })
         end
       end
     end },
@@ -121,10 +121,9 @@ return tool {
         for _, e in ipairs(found) do
           parts[#parts + 1] = string.format("%s %s/%s (%s; remove it: %s)", e.kind, e.namespace, e.name, e.why, e.remove)
         end
-        hypd.errors.raise("CONFLICT", string.format("workloads stand in the way of deleting %s: %s. Nothing was " ..
+        hypd.errors.refuse("force", "workloads", string.format("workloads stand in the way of deleting %s: %s. Nothing was " ..
           "deleted: remove them, or call cluster_delete again with force = true (it deletes them first)", name,
-          table.concat(parts, "; ")), { fields = { { field = "force", rule = "workloads",
-            message = #found .. " workload(s) in the way: " .. parts[1] } } })
+          table.concat(parts, "; ")), { code = "CONFLICT", field_message = #found .. " workload(s) in the way: " .. parts[1] })
       end
       W.remove(ctx, conn, found)
       for _, e in ipairs(found) do

@@ -62,8 +62,8 @@ return tool {
     elseif p.cluster_tag then
       view = latest(p.cluster_tag)
     else
-      hypd.errors.raise("VALIDATION", "cluster_get_creation_status: give operation_id or cluster_tag",
-        { fields = { { field = "operation_id", rule = "required", message = "operation_id or cluster_tag" } } })
+      hypd.errors.refuse("operation_id", "required", "cluster_get_creation_status: give operation_id or cluster_tag",
+        { field_message = "operation_id or cluster_tag" })
     end
     if not view or not TOOLS[view.tool] then
       hypd.errors.raise("NOT_FOUND", "no cluster_create or cluster_create_eks operation for " ..

@@ -203,9 +203,9 @@ function M.eks_cluster(ctx, p)
   end
   if not out then
     if err.code == "ResourceNotFoundException" then
-      errors.raise("NOT_FOUND", "no EKS cluster " .. e.name .. " in " .. e.region .. " (cluster_list shows the " ..
-        "clusters hypd knows)", { fields = { { field = "cluster", rule = "exists", message = "no EKS cluster " ..
-          e.name } } })
+      errors.refuse("cluster", "exists", "no EKS cluster " .. e.name .. " in " .. e.region .. " (cluster_list shows the " ..
+        "clusters hypd knows)", { code = "NOT_FOUND", field_message = "no EKS cluster " ..
+          e.name })
     end
     error(err, 0)
   end
@@ -384,10 +384,9 @@ local function check(ctx)
   st.instance_group = p.instance_group or (e.tag .. "-ig")
   local other = hp.find(ctx, e.arn)
   if other and other.ClusterName ~= e.hyperpod_name then
-    errors.raise("CONFLICT", string.format("EKS cluster %s already orchestrates HyperPod cluster %s; one EKS " ..
+    errors.refuse("cluster", "one_hyperpod", string.format("EKS cluster %s already orchestrates HyperPod cluster %s; one EKS " ..
       "cluster has one HyperPod cluster (hyperpod_add_instance_group adds capacity to it)", e.name,
-      other.ClusterName), { fields = { { field = "cluster", rule = "one_hyperpod",
-        message = "already has HyperPod cluster " .. other.ClusterName } } })
+      other.ClusterName), { code = "CONFLICT", field_message = "already has HyperPod cluster " .. other.ClusterName })
   end
   local mine = other or describe(ctx, e.hyperpod_name)
   if mine and (mine.Orchestrator or {}).Eks and mine.Orchestrator.Eks.ClusterArn ~= e.arn then
@@ -395,9 +394,9 @@ local function check(ctx)
       tostring(mine.Orchestrator.Eks.ClusterArn) .. ")", { field = "cluster" })
   end
   if mine and not hp.group(mine, st.instance_group) then
-    errors.raise("CONFLICT", string.format("HyperPod cluster %s exists without instance group %s; add the group " ..
-      "with hyperpod_add_instance_group", e.hyperpod_name, st.instance_group), { fields = { { field =
-        "instance_group", rule = "exists", message = "not in HyperPod cluster " .. e.hyperpod_name } } })
+    errors.refuse("instance_group", "exists", string.format("HyperPod cluster %s exists without instance group %s; " ..
+      "add the group with hyperpod_add_instance_group", e.hyperpod_name, st.instance_group),
+      { code = "CONFLICT", field_message = "not in HyperPod cluster " .. e.hyperpod_name })
   end
   local d = checks.decisions(ctx, p, { skip_quota = mine ~= nil })
   if mine then checks.fixed(ctx, mine, hp.group(mine, st.instance_group), d) end

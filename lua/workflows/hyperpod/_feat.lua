@@ -175,19 +175,18 @@ function M.env(ctx, p)
     if p.region then ctx.region = p.region end
     hyper = hp.find(ctx, nil, p.hyperpod_cluster)
     if not hyper then
-      hypd.errors.raise("NOT_FOUND", "no HyperPod cluster " .. p.hyperpod_cluster .. " in " .. ctx:aws_region(),
-        { fields = { { field = "hyperpod_cluster", rule = "exists", message = "hyperpod_cluster: not found" } } })
+      hypd.errors.refuse("hyperpod_cluster", "exists", "no HyperPod cluster " .. p.hyperpod_cluster .. " in " .. ctx:aws_region(),
+        { code = "NOT_FOUND", field_message = "hyperpod_cluster: not found" })
     end
     local arn = ((hyper.Orchestrator or {}).Eks or {}).ClusterArn
     eks_name = arn and arn:match(":cluster/(.+)$")
     if not eks_name then
-      hypd.errors.raise("VALIDATION", "HyperPod cluster " .. p.hyperpod_cluster .. " is not orchestrated by EKS",
-        { fields = { { field = "hyperpod_cluster", rule = "eks", message = "hyperpod_cluster: not an EKS one" } } })
+      hypd.errors.refuse("hyperpod_cluster", "eks", "HyperPod cluster " .. p.hyperpod_cluster .. " is not orchestrated by EKS",
+        { field_message = "hyperpod_cluster: not an EKS one" })
     end
     if p.cluster and p.cluster ~= eks_name then
-      hypd.errors.raise("VALIDATION", "HyperPod cluster " .. p.hyperpod_cluster .. " runs on EKS cluster " ..
-        eks_name .. ", not " .. p.cluster, { fields = { { field = "cluster", rule = "match",
-        message = "cluster: the HyperPod cluster's EKS cluster is " .. eks_name } } })
+      hypd.errors.refuse("cluster", "match", "HyperPod cluster " .. p.hyperpod_cluster .. " runs on EKS cluster " ..
+        eks_name .. ", not " .. p.cluster, { field_message = "cluster: the HyperPod cluster's EKS cluster is " .. eks_name })
     end
   else
     eks_name = hp.eks(ctx, p).name
@@ -195,8 +194,8 @@ function M.env(ctx, p)
   local region = ctx:aws_region()
   local c = M.try(ctx, "ResourceNotFoundException", "eks", "DescribeCluster", { name = eks_name })
   if not c then
-    hypd.errors.raise("NOT_FOUND", "no EKS cluster " .. eks_name .. " in " .. region, { fields = { {
-      field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. eks_name } } })
+    hypd.errors.refuse("cluster", "exists", "no EKS cluster " .. eks_name .. " in " .. region,
+      { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. eks_name })
   end
   c = c.cluster
   if c.status ~= "ACTIVE" then
@@ -265,9 +264,8 @@ end
 -- need_hyperpod(env, feature)
 function M.need_hyperpod(env, feature)
   if not env.hyperpod then
-    hypd.errors.raise("VALIDATION", feature .. " needs a HyperPod cluster on EKS cluster " .. env.eks ..
-      " and there is none (hyperpod_create makes one)", { fields = { { field = feature, rule = "hyperpod",
-      message = feature .. ": needs a HyperPod cluster" } } })
+    hypd.errors.refuse(feature, "hyperpod", feature .. " needs a HyperPod cluster on EKS cluster " .. env.eks ..
+      " and there is none (hyperpod_create makes one)", { field_message = feature .. ": needs a HyperPod cluster" })
   end
 end
 
@@ -323,10 +321,9 @@ function M.oidc(ctx, env, feature)
   local got = M.try(ctx, { "NoSuchEntity" }, "iam", "GetOpenIDConnectProvider",
     { OpenIDConnectProviderArn = env.oidc_arn })
   if not got then
-    hypd.errors.raise("STATE", feature .. " needs the IAM OIDC provider of EKS cluster " .. env.eks ..
-      " (" .. env.oidc_host .. "), which is missing; cluster_configure_dependencies creates it", {
-      fields = { { field = feature, rule = "prerequisite", message = feature .. ": the cluster's IAM OIDC provider " ..
-        "is missing (cluster_configure_dependencies)" } } })
+    hypd.errors.refuse(feature, "prerequisite", feature .. " needs the IAM OIDC provider of EKS cluster " .. env.eks ..
+      " (" .. env.oidc_host .. "), which is missing; cluster_configure_dependencies creates it", { code = "STATE",
+        field_message = feature .. ": the cluster's IAM OIDC provider is missing (cluster_configure_dependencies)" })
   end
   return env.oidc_arn
 end

@@ -162,16 +162,15 @@ function M.check(ctx, env)
   for _, pre in ipairs(M.PREREQUISITES) do
     local p = A.read(ctx, env, pre[1])
     if not p.present and not pre.install then
-      hypd.errors.raise("STATE", "inference_operator needs EKS add-on " .. pre[1] .. " (>= " .. pre[2] .. "), which " ..
-        "is not installed on " .. env.eks .. "; cluster_configure_dependencies installs it with its role",
-        { fields = { { field = "inference_operator", rule = "prerequisite", message = "inference_operator: needs " ..
-          pre[1] .. " (cluster_configure_dependencies)" } } })
+      hypd.errors.refuse("inference_operator", "prerequisite", "inference_operator needs EKS add-on " .. pre[1] ..
+        " (>= " .. pre[2] .. "), which is not installed on " .. env.eks .. "; cluster_configure_dependencies installs " ..
+        "it with its role",
+        { code = "STATE", field_message = "inference_operator: needs " .. pre[1] .. " (cluster_configure_dependencies)" })
     end
     if p.present and not A.version_at_least(p.version, pre[2]) then
-      hypd.errors.raise("STATE", "inference_operator needs EKS add-on " .. pre[1] .. " " .. pre[2] .. " or newer; " ..
-        env.eks .. " has " .. tostring(p.version) .. ": update it (eks UpdateAddon) first",
-        { fields = { { field = "inference_operator", rule = "prerequisite", message = "inference_operator: " ..
-          pre[1] .. " is older than " .. pre[2] } } })
+      hypd.errors.refuse("inference_operator", "prerequisite", "inference_operator needs EKS add-on " .. pre[1] ..
+        " " .. pre[2] .. " or newer; " .. env.eks .. " has " .. tostring(p.version) .. ": update it (eks UpdateAddon) first",
+        { code = "STATE", field_message = "inference_operator: " .. pre[1] .. " is older than " .. pre[2] })
     end
   end
 end

@@ -92,9 +92,8 @@ function M.zone(ctx, az)
   if not out and err.code ~= "InvalidParameterValue" then error(err, 0) end
   local z = out and (out.AvailabilityZones or {})[1]
   if not z then
-    errors.raise("VALIDATION", "availability_zone: " .. tostring(az) .. " is no Availability Zone of " ..
-      ctx:aws_region(), { fields = { { field = "availability_zone", rule = "exists",
-        message = tostring(az) .. " is no Availability Zone of " .. ctx:aws_region() } } })
+    errors.refuse("availability_zone", "exists", tostring(az) .. " is no Availability Zone of " .. ctx:aws_region(),
+      { prefix = "message" })
   end
   return { name = z.ZoneName, id = z.ZoneId }
 end

@@ -26,8 +26,6 @@ M.NAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_len
 M.NS = require("_params").with(M.NAME, { default = "default", pattern_help = "a Kubernetes namespace name",
   description = "the namespace" })
 
-function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = fields }) end
-
 -- ensure_all(ctx, conn, objects [, opts]): each object made or brought in
 -- line by server-side apply (hyperpod._feat_k8s ensure, with opts: family,
 -- field), in order

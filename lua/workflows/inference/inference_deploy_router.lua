@@ -28,8 +28,6 @@ local hp = require "hyperpod._hp"
 
 local KNAME = P.with(S.NAME, { max_length = 50 })
 
-local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
-
 local function words(c)
   local out = {}
   for _, list in ipairs { c.command or {}, c.args or {} } do
@@ -101,7 +99,7 @@ local function worker_urls(conn, ns, deps, names, why)
   for i, d in ipairs(deps) do
     local svc, sport = S.service(conn, ns, d, names[i])
     if not svc then
-      refuse("workers[" .. (i - 1) .. "]", "service", string.format("workers: the pods of %s %s, so the router " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "service", string.format("workers: the pods of %s %s, so the router " ..
         "reaches each worker through its Service, and no Service selects the pods of %s (inference_deploy_container " ..
         "makes one unless service=pool); give it one, or a label common to every worker's pods", table.concat(names,
         ", "), why, names[i]))
@@ -120,16 +118,16 @@ local function check(ctx)
   for i, w in ipairs(p.workers) do
     local d = S.deployment(conn, p.namespace, w)
     if not d then
-      refuse("workers[" .. (i - 1) .. "]", "exists", string.format("workers: no deployment %s/%s (inference_list " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "exists", string.format("workers: no deployment %s/%s (inference_list " ..
         "lists them)", p.namespace, w))
     end
     local wp = sglang_port(d)
     if not wp then
-      refuse("workers[" .. (i - 1) .. "]", "sglang", string.format("workers: deployment %s does not run SGLang " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "sglang", string.format("workers: deployment %s does not run SGLang " ..
         "(python -m sglang.launch_server); the SGLang router routes to SGLang workers", w))
     end
     if port and wp ~= port then
-      refuse("workers", "port", string.format("workers: the workers listen on different ports (%d and %d); the " ..
+      hypd.errors.refuse("workers", "port", string.format("workers: the workers listen on different ports (%d and %d); the " ..
         "router reaches every discovered pod on one port", port, wp))
     end
     port = wp
@@ -259,10 +257,10 @@ return tool {
     cluster = P.cluster, region = P.region,
   },
   validate = function(p)
-    if #p.workers == 0 then refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
+    if #p.workers == 0 then hypd.errors.refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
     local seen = {}
     for i, w in ipairs(p.workers) do
-      if seen[w] then refuse("workers[" .. (i - 1) .. "]", "unique", "workers: " .. w .. " is named twice") end
+      if seen[w] then hypd.errors.refuse("workers[" .. (i - 1) .. "]", "unique", "workers: " .. w .. " is named twice") end
       seen[w] = true
     end
   end,

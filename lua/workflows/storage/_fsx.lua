@@ -79,8 +79,7 @@ function M.validate(p)
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
-    errors.raise("VALIDATION", "FSx for Lustre would refuse this file system: " .. table.concat(msgs, "; "),
-      { fields = fields })
+    errors.refuse_all(fields, "FSx for Lustre would refuse this file system: " .. table.concat(msgs, "; "))
   end
   return d.throughput and tput or nil
 end
@@ -100,20 +99,19 @@ function M.subnet(ctx, cl, az)
     if n == "hp-compute-" .. s.AvailabilityZone then found[#found + 1] = s end
   end
   table.sort(found, function(a, b) return a.AvailabilityZone < b.AvailabilityZone end)
-  local field = { { field = "availability_zone", rule = "exists", message = "availability_zone: no compute subnet" } }
   if #found == 0 then
-    errors.raise("STATE", string.format("the VPC %s of EKS cluster %s has no HyperPod compute subnet %s: FSx for " ..
+    errors.refuse("availability_zone", "exists",
+      string.format("the VPC %s of EKS cluster %s has no HyperPod compute subnet %s: FSx for " ..
       "Lustre is placed in the subnet of the HyperPod nodes. Create the HyperPod cluster first (hyperpod_create " ..
       "makes hp-compute-<az>), or pass the availability_zone of an existing one", tostring(cl.vpc_id), cl.name, name),
-      { fields = field })
+      { code = "STATE", field_message = "availability_zone: no compute subnet" })
   end
   if #found > 1 then
     local zones = {}
     for i, s in ipairs(found) do zones[i] = s.AvailabilityZone end
-    errors.raise("VALIDATION", "the VPC has compute subnets in several zones (" .. table.concat(zones, ", ") ..
-      "): pass availability_zone, the zone of the nodes that use the file system",
-      { fields = { { field = "availability_zone", rule = "required", message = "availability_zone: one of " ..
-        table.concat(zones, ", ") } } })
+    errors.refuse("availability_zone", "required", "the VPC has compute subnets in several zones (" ..
+      table.concat(zones, ", ") .. "): pass availability_zone, the zone of the nodes that use the file system",
+      { field_message = "availability_zone: one of " .. table.concat(zones, ", ") })
   end
   return found[1]
 end

@@ -56,10 +56,9 @@ function M.head(ctx, name, field)
   if h then return { Name = name, Region = h.BucketRegion or ctx:aws_region() } end
   if err.status == 404 or err.code == "NotFound" or err.code == "NoSuchBucket" then return nil end
   if err.status == 403 or err.code == "Forbidden" or err.code == "AccessDenied" then
-    errors.raise("AccessDenied", "S3 answers 403 for bucket " .. name .. ": another account owns it (choose " ..
+    errors.refuse(field or "bucket", "available", "S3 answers 403 for bucket " .. name .. ": another account owns it (choose " ..
       "another name), or this host may not use it (its IAM policy needs s3:ListBucket on it; hypd iam-policy " ..
-      "prints the policy)", { fields = { { field = field or "bucket", rule = "available",
-      message = (field or "bucket") .. ": not usable" } } })
+      "prints the policy)", { code = "AccessDenied", field_message = (field or "bucket") .. ": not usable" })
   end
   error(err, 0)
 end

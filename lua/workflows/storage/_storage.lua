@@ -69,9 +69,9 @@ function M.cluster(ctx, p, opts)
       return { name = e.name, region = e.region, tag = M.tag_of(e.name, e.record), planned = true,
         arn = hypd.kit.planned_id("eks:cluster", e.name) }
     end
-    errors.raise("NOT_FOUND", string.format("EKS cluster %s does not exist in %s: pass cluster (cluster_list " ..
+    errors.refuse("cluster", "exists", string.format("EKS cluster %s does not exist in %s: pass cluster (cluster_list " ..
       "shows them) or create it with cluster_create_eks", e.name, e.region),
-      { fields = { { field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. e.name } } })
+      { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. e.name })
   end
   local c = d.cluster
   if c.status ~= "ACTIVE" and c.status ~= "UPDATING" then

@@ -45,18 +45,21 @@ local function check(ctx)
   S.claim_free(ctx, cl, "fsx", p.namespace, p.claim_name)
   if p.file_system_id then
     local fs = F.describe_fs(ctx, p.file_system_id)
-    local function bad(rule, msg)
-      hypd.errors.raise("VALIDATION", msg, { fields = { { field = "file_system_id", rule = rule,
-        message = "file_system_id: " .. msg } } })
+    if not fs then
+      hypd.errors.refuse("file_system_id", "exists", "no FSx file system " .. p.file_system_id .. " in " .. cl.region,
+        { prefix = "field" })
     end
-    if not fs then bad("exists", "no FSx file system " .. p.file_system_id .. " in " .. cl.region) end
-    if fs.FileSystemType ~= "LUSTRE" then bad("lustre", p.file_system_id .. " is not an FSx for Lustre file system") end
+    if fs.FileSystemType ~= "LUSTRE" then
+      hypd.errors.refuse("file_system_id", "lustre", p.file_system_id .. " is not an FSx for Lustre file system",
+        { prefix = "field" })
+    end
     if fs.VpcId ~= cl.vpc_id then
-      bad("vpc", string.format("%s is in VPC %s, not in the cluster's VPC %s: its nodes could not reach it",
-        p.file_system_id, tostring(fs.VpcId), tostring(cl.vpc_id)))
+      hypd.errors.refuse("file_system_id", "vpc", string.format("%s is in VPC %s, not in the cluster's VPC %s: its " ..
+        "nodes could not reach it", p.file_system_id, tostring(fs.VpcId), tostring(cl.vpc_id)), { prefix = "field" })
     end
     if fs.Lifecycle ~= "AVAILABLE" and fs.Lifecycle ~= "CREATING" and fs.Lifecycle ~= "UPDATING" then
-      bad("available", p.file_system_id .. " is " .. tostring(fs.Lifecycle))
+      hypd.errors.refuse("file_system_id", "available", p.file_system_id .. " is " .. tostring(fs.Lifecycle),
+        { prefix = "field" })
     end
     st.file_system_id, st.reused = fs.FileSystemId, true
     return
@@ -69,8 +72,7 @@ local function check(ctx)
     local msg = string.format("file system %s of claim %s has deployment type %s; it is fixed when the file " ..
       "system is created (FSx cannot change it), not %s: pass deployment_type=%s, or make another claim",
       fs.FileSystemId, p.claim_name, have, p.deployment_type, have)
-    hypd.errors.raise("VALIDATION", "deployment_type: " .. msg, { fields = { { field = "deployment_type",
-      rule = "fixed_at_create", message = msg } } })
+    hypd.errors.refuse("deployment_type", "fixed_at_create", msg, { prefix = "message" })
   end
   local subnet = F.subnet(ctx, cl, p.availability_zone)
   st.subnet_id, st.availability_zone = subnet.SubnetId, subnet.AvailabilityZone

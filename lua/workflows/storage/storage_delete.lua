@@ -46,9 +46,8 @@ local function find(ctx)
         return
       end
     end
-    errors.raise("NOT_FOUND", string.format("cluster %s has no storage with claim %s/%s (storage_list shows them)",
-      cl.name, p.namespace, p.claim_name), { fields = { { field = "claim_name", rule = "exists",
-      message = "claim_name: no such claim or volume" } } })
+    errors.refuse("claim_name", "exists", string.format("cluster %s has no storage with claim %s/%s (storage_list shows them)",
+      cl.name, p.namespace, p.claim_name), { code = "NOT_FOUND", field_message = "claim_name: no such claim or volume" })
   end
   for _, obj in ipairs { pvc or false, pv or false } do
     if obj then

@@ -104,8 +104,8 @@ return tool {
       if p.operation_id then
         local view = hypd.operations.get(p.operation_id)
         if not view then
-          hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
-            rule = "exists", message = "operation_id: no such operation" } } })
+          hypd.errors.refuse("operation_id", "exists", "no operation " .. p.operation_id,
+            { code = "NOT_FOUND", field_message = "operation_id: no such operation" })
         end
         view.running_child = R.short(view).running_child
         out.operation = view

@@ -87,15 +87,14 @@ function M.for_job(ctx, tag, want)
   local d = M.describe(ctx, name)
   if not d then
     if not want then return nil end
-    hypd.errors.raise("VALIDATION", "mlflow: no MLflow tracking server " .. name .. " in this region; make one " ..
-      "with training_setup_mlflow or pass mlflow=none", { fields = { { field = "mlflow", rule = "exists",
-      message = "mlflow: no tracking server " .. name } } })
+    hypd.errors.refuse("mlflow", "exists", "mlflow: no MLflow tracking server " .. name .. " in this region; make one " ..
+      "with training_setup_mlflow or pass mlflow=none", { field_message = "mlflow: no tracking server " .. name })
   end
   if not M.READY[d.TrackingServerStatus] then
-    hypd.errors.raise("VALIDATION", string.format("mlflow: tracking server %s is %s, not ready for jobs; follow " ..
+    hypd.errors.refuse("mlflow", "ready", string.format("mlflow: tracking server %s is %s, not ready for jobs; follow " ..
       "it with training_get_mlflow name=%s wait_seconds=600, or submit with mlflow=none", name,
-      tostring(d.TrackingServerStatus), name), { fields = { { field = "mlflow", rule = "ready",
-      message = "mlflow: " .. name .. " is " .. tostring(d.TrackingServerStatus) } } })
+      tostring(d.TrackingServerStatus), name),
+      { field_message = "mlflow: " .. name .. " is " .. tostring(d.TrackingServerStatus) })
   end
   return { name = name, arn = d.TrackingServerArn, status = d.TrackingServerStatus }
 end

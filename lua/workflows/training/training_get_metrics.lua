@@ -47,8 +47,7 @@ return tool {
       description = "the last points of loss and throughput shown" } },
   validate = function(p)
     if not p.name and not (p.experiment and p.run) then
-      hypd.errors.raise("VALIDATION", "name: give the job's name, or experiment and run", { fields = {
-        { field = "name", rule = "required", message = "name: give the job's name, or experiment and run" } } })
+      hypd.errors.refuse("name", "required", "name: give the job's name, or experiment and run")
     end
   end,
   run = function(ctx, p)
@@ -59,9 +58,8 @@ return tool {
       out.cluster, out.region = e.name, e.region
       local job = J.find(ctx:k8s(e.name), p.name, p.namespace)
       if not job then
-        hypd.errors.raise("NOT_FOUND", "no training job " .. p.namespace .. "/" .. p.name ..
-          " (training_list_jobs lists them)", { fields = { { field = "name", rule = "exists",
-          message = "name: no such job" } } })
+        hypd.errors.refuse("name", "exists", "no training job " .. p.namespace .. "/" .. p.name ..
+          " (training_list_jobs lists them)", { code = "NOT_FOUND", field_message = "name: no such job" })
       end
       out.job, out.namespace, out.kind = p.name, p.namespace, job.kind
       local tr = MX.tracking(job)

@@ -40,8 +40,8 @@ return tool {
     local function read() return { d = ML.describe(ctx, name), op = R.on(match) } end
     local now = read()
     if not now.d and not now.op then
-      hypd.errors.raise("NOT_FOUND", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
-        { fields = { { field = "name", rule = "exists", message = "name: no tracking server " .. name } } })
+      hypd.errors.refuse("name", "exists", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
+        { code = "NOT_FOUND", field_message = "name: no tracking server " .. name })
     end
     local first = true
     local w, waited = W.follow(p.wait_seconds, {

@@ -49,11 +49,9 @@ local function check(ctx)
     local why = k and (not J.served(conn, o.kind) and "not enabled" or J.operator_missing(conn, o.kind))
     if why then
       local fix = k.fix .. " cluster=" .. e.name -- a whole call (hypd.hints): it names the cluster
-      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
+      hypd.errors.refuse("recipe", "operator", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
         "with %s, then submit again", o.kind, k.operator, why == "not enabled" and why or ("not running (" .. why ..
-        ")"), e.name, fix),
-        { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. fix } },
-          fix = fix })
+        ")"), e.name, fix), { code = "CONFLICT", field_message = "recipe: " .. o.kind .. " needs " .. fix, fix = fix })
     end
     if k then
       J.fit(d, o)
