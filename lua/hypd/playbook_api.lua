@@ -284,7 +284,7 @@ end
 -- whose kind does not allow them (may_change)
 local function clusters_api()
   return {
-    active = clusters.active, get = clusters.get, list = clusters.list, NONE = clusters.NONE,
+    active = clusters.active, get = clusters.get, list = clusters.list, target = clusters.target, NONE = clusters.NONE,
     set_active = function(c)
       may_change("hypd.clusters.set_active", "mutating")
       return clusters.set_active(c)

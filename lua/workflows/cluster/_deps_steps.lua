@@ -32,10 +32,10 @@ local M = {}
 
 -- which(p) -> name, region of the cluster a call works on, without AWS calls
 local function which(p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local name = c.name
   local known = not p.region and p.cluster and hypd.clusters.get(p.cluster)
-  local region = p.region or (not p.cluster and act and act.region) or (known and known.region)
+  local region = c.region or (known and known.region)
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"

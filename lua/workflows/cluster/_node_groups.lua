@@ -24,9 +24,8 @@ function M.which(ctx, p) return hp.eks(ctx, p) end
 
 -- target(p) -> "nodegroup/<region>/<cluster>/<node group>", what one operation works on
 function M.target(p)
-  local act = hypd.clusters.active()
-  local cluster = p.cluster or (act and act.name) or "?"
-  local region = p.region or (not p.cluster and act and act.region)
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local cluster, region = c.name or "?", c.region
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"

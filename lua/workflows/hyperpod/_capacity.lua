@@ -22,9 +22,8 @@ end
 -- target(p [, what]) -> "hyperpod/<region>/<EKS cluster>[/<what>]": what one
 -- operation works on (the named cluster, else the active one)
 function M.target(p, what)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name) or "(no active cluster)"
-  local region = p.region or (not p.cluster and act and act.region) or nil
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local name, region = c.name or "(no active cluster)", c.region
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"

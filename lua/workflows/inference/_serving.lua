@@ -15,7 +15,6 @@
 --   http_port(svc) -> its port named http, else its first
 --   call(conn, ns, svc, port, method, path, body) -> status, decoded body | nil, err
 --   NAME, NS: the parameter specs of a Kubernetes name and namespace
---   refuse(fields, msg): VALIDATION naming the fields ({field, rule, message})
 --   ensure_all(ctx, conn, objects [, opts]) -> [{kind, name, namespace, action, uid}]
 local M = {}
 M.INFERENCE = "hypd.io/inference"
