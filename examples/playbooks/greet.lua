@@ -4,7 +4,7 @@
 local function main(args)
   local count = args.count or 1
   if math.type(count) ~= "integer" or count < 1 or count > 100 then
-    hypd.errors.raise("VALIDATION", "count: an integer from 1 to 100 (pass it as count:=3)", { field = "count" })
+    hypd.errors.refuse("count", "range", "count: an integer from 1 to 100 (pass it as count:=3)")
   end
   local lines = {}
   for i = 1, count do lines[i] = "hello " .. i end

@@ -13,7 +13,7 @@ end
 local function main(args)
   local urls = args.urls
   if type(urls) ~= "table" or #urls == 0 then
-    hypd.errors.raise("VALIDATION", "urls: a non-empty array of URLs is required", { field = "urls" })
+    hypd.errors.refuse("urls", "required", "urls: a non-empty array of URLs is required")
   end
   local timeout = args.timeout or 10
   local tasks = {}

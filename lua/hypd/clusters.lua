@@ -11,6 +11,9 @@
 --   clusters.get(name [, region]) -> the record | nil
 --   clusters.list() -> every record
 --   clusters.forget(name, region): a deleted cluster
+--   clusters.target(p) -> {name, region, active} | nil, err: the cluster a
+--     call works on (ctx:cluster() is what tools use)
+local errors = require "hypd.errors"
 local store = require "hypd.store"
 
 local M = {}
@@ -53,6 +56,23 @@ function M.list()
   for _, rec in pairs(store.list(M.PREFIX) or {}) do out[#out + 1] = rec end
   table.sort(out, function(a, b) return (a.region .. a.name) < (b.region .. b.name) end)
   return out
+end
+
+-- NONE: why a call that names no cluster has none when none is active
+M.NONE = "no cluster given and none is active: pass cluster, or call cluster_switch"
+
+-- target(p) -> {name, region, active} | nil, err: the EKS cluster a call
+-- with the parameters p works on: p.cluster (in p.region), else the active
+-- cluster (in p.region, else its own; active = true); region is nil when
+-- neither says. err: NOT_FOUND naming the field cluster (M.NONE)
+function M.target(p)
+  local act = M.active()
+  local name = p.cluster or (act and act.name)
+  if not name then
+    return errors.fail("NOT_FOUND", M.NONE,
+      { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
+  end
+  return { name = name, region = p.region or (not p.cluster and act.region) or nil, active = not p.cluster }
 end
 
 function M.forget(name, region)

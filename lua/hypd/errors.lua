@@ -40,6 +40,33 @@ function M.fail(code, message, fields)
   return nil, M.new(code, message, fields)
 end
 
+-- refuse(field, rule, message [, extra]): raises a call's refusal naming
+-- one field: VALIDATION (extra.code for another: CONFLICT, STATE,
+-- NOT_FOUND) with message and fields = {{field, rule, message}}. The
+-- field's message is message, or with extra.prefix = "field" the field's
+-- name, ": " and message (the registry's own form), or extra.field_message;
+-- with extra.prefix = "message" the error's message starts with the field's
+-- name instead. Any other key of extra is context the error carries.
+function M.refuse(field, rule, message, extra)
+  local e, code, fmsg = {}, "VALIDATION", message
+  for k, v in pairs(extra or {}) do e[k] = v end
+  if e.prefix == "field" then fmsg = field .. ": " .. message end
+  if e.prefix == "message" then message = field .. ": " .. message end
+  code, fmsg = e.code or code, e.field_message or fmsg
+  e.code, e.prefix, e.field_message = nil, nil, nil
+  e.fields = { { field = field, rule = rule, message = fmsg } }
+  M.raise(code, message, e)
+end
+
+-- refuse_all(fields, message [, extra]): raises VALIDATION naming several
+-- fields ({{field, rule, message}, ...}: what a rule across fields found)
+function M.refuse_all(fields, message, extra)
+  local e = {}
+  for k, v in pairs(extra or {}) do e[k] = v end
+  e.fields = fields
+  M.raise("VALIDATION", message, e)
+end
+
 -- is(v [, code]) -> true when v is an error table (with that code)
 function M.is(v, code)
   return type(v) == "table" and getmetatable(v) == mt and (code == nil or v.code == code)

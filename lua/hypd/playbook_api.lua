@@ -96,10 +96,10 @@ end
 local function inert(what)
   local g = guard.current()
   if g and g.inert then
-    refused(g, what, "load, check and target do not act")
-    errors.raise("GUARDRAIL", string.format("%s may not %s: code that runs at load, in check or in target " ..
+    refused(g, what, "load, validate and target do not act")
+    errors.raise("GUARDRAIL", string.format("%s may not %s: code that runs at load, in validate or in target " ..
       "declares, it does not act (do it in run or in a step)", g.tool.name, what), { tool = g.tool.name,
-      action = what, rule = "load, check and target do not act", final = true })
+      action = what, rule = "load, validate and target do not act", final = true })
   end
   return g
 end
@@ -178,12 +178,12 @@ local function k8s_api()
       inert("connect to Kubernetes")
       args = args or {}
       if not args.cluster then
-        local act = clusters.active()
-        if not act then
-          errors.raise("NOT_FOUND", "hypd.k8s.connect: no cluster given and none is active (cluster_switch)",
-            { field = "cluster" })
+        local c, err = clusters.target { region = args.region }
+        if not c then
+          err.message = "hypd.k8s.connect: " .. err.message
+          error(err, 0)
         end
-        args = { cluster = act.name, region = args.region or act.region }
+        args = { cluster = c.name, region = c.region }
       end
       return k8s.connect { cluster = args.cluster, region = args.region, profile = args.profile }
     end,
@@ -294,7 +294,7 @@ end
 -- whose kind does not allow them (may_change)
 local function clusters_api()
   return {
-    active = clusters.active, get = clusters.get, list = clusters.list,
+    active = clusters.active, get = clusters.get, list = clusters.list, target = clusters.target, NONE = clusters.NONE,
     set_active = function(c)
       may_change("hypd.clusters.set_active", "mutating")
       return clusters.set_active(c)
@@ -360,7 +360,10 @@ function M.table(name, sandbox)
       get = acting("send an HTTP request", misuse_raises(http.get)) },
     json = json_api(),
     log = l,
-    errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is },
+    -- kit.planned_id(kind, name), kit.is_planned(v): a plan's ids (hypd.kit)
+    kit = { planned_id = kit.planned_id, is_planned = kit.is_planned },
+    errors = { new = errors.new, raise = errors.raise, fail = errors.fail, is = errors.is, refuse = errors.refuse,
+      refuse_all = errors.refuse_all },
     state = state_api(name),
     aws = { call = aws_acting(aws.call), try = aws_acting(aws.try), pages = aws_acting(aws.pages),
       all = aws_acting(aws.all), class = aws.class,

@@ -1,6 +1,6 @@
 -- hypd.recipes: training recipes. A recipe is a Lua file returning
 --   { name, description, params = {<the tools' param specs>},
---     check = function(p) end (optional: rules across fields),
+--     validate = function(p) end (optional: rules across fields),
 --     render = function(p, ctx) -> array of Kubernetes objects }
 -- kept in recipes/NAME.lua at the repository root (compiled into hypd like
 -- the Lua tree). A file <playbook dir>/recipes/NAME.lua replaces the
@@ -28,7 +28,7 @@ local M = {}
 
 local NAME = "^[a-z0-9][a-z0-9-]*$"
 local PREFIX = "recipes."
-local KEYS = { name = true, description = true, params = true, check = true, render = true }
+local KEYS = { name = true, description = true, params = true, validate = true, render = true }
 
 -- loose(path): refused when other users may write it (as hypd.tool.loader refuses playbooks)
 local function loose(path)
@@ -85,13 +85,13 @@ local function load_recipe(sandbox, name)
   if not ok then refuse(origin, "it fails when loaded: " .. tostring(errors.is(r) and r.message or r)) end
   if type(r) ~= "table" then refuse(origin, "it must return a table {name, description, params, render}") end
   for k in pairs(r) do
-    if not KEYS[k] then refuse(origin, "unknown key '" .. tostring(k) .. "' (a recipe has check, description, " ..
-      "name, params, render)") end
+    if not KEYS[k] then refuse(origin, "unknown key '" .. tostring(k) .. "' (a recipe has description, " ..
+      "name, params, render, validate)") end
   end
   if r.name ~= name then refuse(origin, "its name is '" .. tostring(r.name) .. "', not its file's '" .. name .. "'") end
   if type(r.description) ~= "string" then refuse(origin, "description is required (a string)") end
   if type(r.render) ~= "function" then refuse(origin, "render is a function(params, ctx) -> objects") end
-  if r.check ~= nil and type(r.check) ~= "function" then refuse(origin, "check is a function(params)") end
+  if r.validate ~= nil and type(r.validate) ~= "function" then refuse(origin, "validate is a function(params)") end
   local okp, perr = pcall(tool.check_params, "recipe " .. name, r.params or {})
   if not okp then refuse(origin, tostring(perr)) end
   r.params = r.params or {}
@@ -118,14 +118,13 @@ local function names()
 end
 local function get(sandbox, name)
   if type(name) ~= "string" or not name:match(NAME) then
-    errors.raise("VALIDATION", "recipe: must be a recipe name (lowercase letters, digits and '-'); got '" ..
-      errors.echo(tostring(name), 40) .. "'", { fields = { { field = "recipe", rule = "pattern",
-        message = "recipe: lowercase letters, digits and '-'" } } })
+    errors.refuse("recipe", "pattern", "recipe: must be a recipe name (lowercase letters, digits and '-'); got '" ..
+      errors.echo(tostring(name), 40) .. "'", { field_message = "recipe: lowercase letters, digits and '-'" })
   end
   local r = load_recipe(sandbox, name)
   if not r then
     local msg = "recipe: no recipe named '" .. name .. "' (recipes: " .. table.concat(names(), ", ") .. ")"
-    errors.raise("VALIDATION", msg, { fields = { { field = "recipe", rule = "unknown", message = msg } } })
+    errors.refuse("recipe", "unknown", msg)
   end
   return r
 end
@@ -148,7 +147,7 @@ end
 
 local function validate(sandbox, name, params)
   local r = get(sandbox, name)
-  local p, err = tool.validate({ name = "recipe " .. name, params = r.params, check = r.check }, params)
+  local p, err = tool.validate({ name = "recipe " .. name, params = r.params, validate = r.validate }, params)
   if not p then error(err, 0) end
   return p, r
 end

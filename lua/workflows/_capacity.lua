@@ -23,9 +23,8 @@ end
 -- target(p [, what]) -> "hyperpod/<region>/<EKS cluster>[/<what>]": what one
 -- operation works on (the named cluster, else the active one)
 function M.target(p, what)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name) or "(no active cluster)"
-  local region = p.region or (not p.cluster and act and act.region) or nil
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local name, region = c.name or "(no active cluster)", c.region
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
@@ -46,8 +45,8 @@ function M.cluster(ctx, p)
     local c, err = ctx:try("eks", "DescribeCluster", { name = e.name })
     if not c then
       if err.code == "ResourceNotFoundException" then
-        hypd.errors.raise("NOT_FOUND", "no EKS cluster " .. e.name .. " in " .. e.region,
-          { fields = { { field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. e.name } } })
+        hypd.errors.refuse("cluster", "exists", "no EKS cluster " .. e.name .. " in " .. e.region,
+          { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. e.name })
       end
       error(err, 0)
     end
@@ -55,9 +54,9 @@ function M.cluster(ctx, p)
     d = hp.find(ctx, e.arn)
   end
   if not d then
-    hypd.errors.raise("NOT_FOUND", "EKS cluster " .. e.name .. " (" .. e.region .. ") has no HyperPod cluster; " ..
-      "create one with hyperpod_create", { fields = { { field = "cluster", rule = "hyperpod",
-        message = "cluster: " .. e.name .. " has no HyperPod cluster" } } })
+    hypd.errors.refuse("cluster", "hyperpod", "EKS cluster " .. e.name .. " (" .. e.region .. ") has no HyperPod cluster; " ..
+      "create one with hyperpod_create",
+      { code = "NOT_FOUND", field_message = "cluster: " .. e.name .. " has no HyperPod cluster" })
   end
   e.hyperpod = d.ClusterName
   return e, d
@@ -79,9 +78,10 @@ function M.group(d, name, field)
   local g = hp.group(d, name)
   if g then return g end
   field = field or "instance_group"
-  hypd.errors.raise("NOT_FOUND", string.format("HyperPod cluster %s has no instance group %s (its groups: %s)",
-    d.ClusterName, name, names(d)), { fields = { { field = field, rule = "exists",
-      message = field .. ": no instance group " .. name .. " in " .. d.ClusterName .. " (groups: " .. names(d) .. ")" } } })
+  hypd.errors.refuse(field, "exists", string.format("HyperPod cluster %s has no instance group %s (its groups: %s)",
+    d.ClusterName, name, names(d)),
+    { code = "NOT_FOUND",
+      field_message = field .. ": no instance group " .. name .. " in " .. d.ClusterName .. " (groups: " .. names(d) .. ")" })
 end
 
 -- capacity_type(g) -> "spot" | "training-plan" | "on-demand"
@@ -245,7 +245,7 @@ function M.refuse_fixed(ctx, def, p, d, g)
     end
   end
   if #fields > 0 then
-    hypd.errors.raise("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
+    hypd.errors.refuse_all(fields, def.name .. ": " .. table.concat(msgs, "; "))
   end
 end
 

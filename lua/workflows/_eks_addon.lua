@@ -24,6 +24,7 @@
 -- turning the feature off means. env is the managed features' cluster
 -- (hyperpod/_feat env: eks, tag); cl the storage tools' (_storage cluster:
 -- name, planned).
+local Names = require "_names"
 local net = require "_network"
 local errors = hypd.errors
 local json = hypd.json
@@ -119,7 +120,7 @@ function M.ensure(ctx, env, feature, name, opts)
       return ctx:call("eks", "CreateAddon", { clusterName = env.eks, addonName = name,
         serviceAccountRoleArn = opts.role_arn, podIdentityAssociations = opts.pod_identity,
         configurationValues = opts.config and json.encode(opts.config) or nil, resolveConflicts = "OVERWRITE",
-        tags = tags, clientRequestToken = ("hypd-" .. tostring(ctx.op_id) .. "-" .. name):sub(1, 64) }).addon
+        tags = tags, clientRequestToken = Names.token(ctx.op_id, name) }).addon
     end,
     update = function(x)
       ctx:call("eks", "UpdateAddon", { clusterName = env.eks, addonName = name, serviceAccountRoleArn = opts.role_arn,

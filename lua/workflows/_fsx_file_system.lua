@@ -4,6 +4,7 @@
 --   describe(ctx, id) -> the DescribeFileSystems entry | nil
 --   wait_available(ctx, id [, since]) -> the AVAILABLE file system
 --   delete(ctx, fs): DeleteFileSystem, no final backup
+local Names = require "_names"
 local errors = hypd.errors
 
 local M = {}
@@ -24,7 +25,7 @@ end
 function M.delete(ctx, fs)
   if fs.Lifecycle == "DELETING" then return end
   if fs.Lifecycle == "CREATING" then M.wait_available(ctx, fs.FileSystemId) end
-  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63) }
+  local req = { FileSystemId = fs.FileSystemId, ClientRequestToken = Names.token(ctx.op_id, nil, 63) }
   if tostring((fs.LustreConfiguration or {}).DeploymentType):match("^PERSISTENT") then
     req.LustreConfiguration = { SkipFinalBackup = true }
   end
@@ -37,7 +38,7 @@ function M.wait_available(ctx, id, since)
   -- says (its DNS and mount names) is what the volume step compares with:
   -- without it a plan of a finished stage changes the volume to "planned"
   if ctx.plan then
-    if id and tostring(id):sub(1, 8) ~= "planned:" then return M.describe(ctx, id) end
+    if id and not hypd.kit.is_planned(id) then return M.describe(ctx, id) end
     return nil
   end
   return ctx:poll { what = "FSx file system " .. id .. " to be AVAILABLE", every = M.AVAILABLE_POLL,

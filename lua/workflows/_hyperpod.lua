@@ -3,26 +3,13 @@
 -- that turns a DescribeCluster instance group into an UpdateCluster one.
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
-
--- names(tag) -> the names hypd gives a cluster tag's HyperPod resources
-function M.names(tag)
-  return { cluster = "hypd-" .. tag .. "-hp", execution_role = "hypd-" .. tag .. "-hyperpod-exec",
-    lifecycle_prefix = "hypd-" .. tag .. "-lifecycle" }
-end
 
 -- eks(ctx, p) -> {name, region, record}: the EKS cluster a call works on
--- (p.cluster, else the active cluster), and what hypd recorded of it
+-- (ctx:cluster(p)), whose region becomes the call's
 function M.eks(ctx, p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
-  if not name then
-    hypd.errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
-      { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
-  end
-  local region = p.region or (not p.cluster and act and act.region) or ctx:aws_region()
-  ctx.region = region
-  return { name = name, region = region, record = hypd.clusters.get(name, region) or {} }
+  local c = ctx:cluster(p)
+  ctx.region = c.region
+  return c
 end
 
 -- k8s(ctx, p) -> conn, e: hypd's Kubernetes client on the EKS cluster a

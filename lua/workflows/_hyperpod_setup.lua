@@ -14,7 +14,7 @@
 --   themselves); the actions they call are M.AWS_ROLE and M.AWS_LIFECYCLE.
 local errors = hypd.errors
 local json = hypd.json
-local hp = require "_hyperpod"
+local Names = require "_names"
 local iam = require "_iam"
 local lifecycle = require "_lifecycle"
 local net = require "_network"
@@ -60,7 +60,7 @@ M.TRUST = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow"
 -- SageMaker HyperPod", EKS orchestration): their network interfaces in the
 -- VPC, images from ECR, EKS Pod Identity, and reading the lifecycle scripts
 function M.node_policy(tag, partition)
-  local bucket = "arn:" .. partition .. ":s3:::" .. hp.names(tag).lifecycle_prefix .. "-*"
+  local bucket = "arn:" .. partition .. ":s3:::" .. Names.hyperpod(tag).lifecycle_prefix .. "-*"
   return { Version = "2012-10-17", Statement = {
     { Sid = "NodeNetworking", Effect = "Allow", Resource = "*", Action = {
       "ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
@@ -77,7 +77,7 @@ function M.node_policy(tag, partition)
 end
 
 function M.ensure_role(ctx, tag)
-  local name = hp.names(tag).execution_role
+  local name = Names.hyperpod(tag).execution_role
   local role = iam.role(ctx, { name = name, tag = tag, key = "execution_role_arn", trust = M.TRUST,
     service = "sagemaker.amazonaws.com",
     description = "hypd " .. tag .. ": the execution role of the HyperPod cluster's instances" })
@@ -85,12 +85,6 @@ function M.ensure_role(ctx, tag)
   iam.attach(ctx, role, "arn:" .. part .. ":iam::aws:policy/" .. M.MANAGED_POLICY, M.MANAGED_POLICY)
   iam.inline(ctx, role, M.NODE_POLICY, M.node_policy(tag, part))
   return role
-end
-
--- bucket_name(tag, account, region) -> the lifecycle bucket's name (global:
--- the account and region make it unique; at most 56 characters)
-function M.bucket_name(tag, account, region)
-  return hp.names(tag).lifecycle_prefix .. "-" .. hypd.digest("sha256", account .. "/" .. region):sub(1, 8)
 end
 
 local function tags_map(list)
@@ -107,7 +101,7 @@ end
 function M.ensure_lifecycle(ctx, tag)
   local region = ctx:aws_region()
   local account = ctx:call("sts", "GetCallerIdentity", {}).Account
-  local bucket = M.bucket_name(tag, account, region)
+  local bucket = Names.lifecycle_bucket(tag, account, region)
   local cfg = { Tags = net.tag_list(tag, bucket) }
   if region ~= "us-east-1" then cfg.LocationConstraint = region end
   ctx:ensure { type = "s3:bucket", label = "S3 bucket", name = bucket, key = "lifecycle_bucket", id = "Name",
@@ -124,7 +118,7 @@ function M.ensure_lifecycle(ctx, tag)
       end
       error(err, 0)
     end,
-    fields = { Region = region, ["tag:" .. net.TAG_KEY] = tag },
+    fields = { Region = region, ["tag:" .. Names.TAG] = tag },
     create = function()
       ctx:call("s3", "CreateBucket", { Bucket = bucket, CreateBucketConfiguration = cfg })
       return { Name = bucket, Tags = tags_map(cfg.Tags) }

@@ -20,6 +20,7 @@
 --     URL-encoded as GetRole answers, or a table) allows service to assume
 --   get(ctx, absent, service, operation, params) -> the result, or nil when
 --     AWS answers the error code absent (there is no such thing)
+local Names = require "_names"
 local json = hypd.json
 local net = require "_network"
 
@@ -69,7 +70,7 @@ end
 
 function M.role(ctx, o)
   local name, tag = o.name, o.tag
-  local fields = { AssumeRolePolicyDocument = o.trust, ["tag:" .. net.TAG_KEY] = tag }
+  local fields = { AssumeRolePolicyDocument = o.trust, ["tag:" .. Names.TAG] = tag }
   for k, v in pairs(o.fields or {}) do fields[k] = v end
   local spec = { type = "iam:role", label = "IAM role", name = name, key = o.key, id = "Arn",
     field = o.field or "cluster_tag", exists = "EntityAlreadyExists", retry = o.retry or net.not_yet, needs = o.needs,

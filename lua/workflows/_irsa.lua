@@ -4,13 +4,11 @@
 -- the cluster as IAM sees it (its OIDC issuer, account and partition), its
 -- IAM OIDC provider's ARN, and a role's trust of one service account.
 local errors = hypd.errors
-local net = require "_network"
+local Names = require "_names"
 
 local M = {}
 
 M.AUDIENCE = "sts.amazonaws.com"
-
-local PLANNED = "planned:"
 
 -- the cluster ---------------------------------------------------------------
 
@@ -19,31 +17,26 @@ local PLANNED = "planned:"
 -- account, partition, created, planned}. A plan for a cluster that does not
 -- exist yet (cluster_create's) gets planned values; otherwise NOT_FOUND.
 function M.cluster(ctx, p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
-  if not name then
-    errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
-      { fields = { { field = "cluster", rule = "required", message = "cluster: no active cluster" } } })
-  end
   local known = not p.region and p.cluster and hypd.clusters.get(p.cluster) -- a recorded cluster, where it is
-  local region = p.region or (not p.cluster and act and act.region) or (known and known.region) or ctx:aws_region()
+  local target = ctx:cluster { cluster = p.cluster, region = p.region or (known and known.region) }
+  local name, region, rec = target.name, target.region, target.record
   ctx.region = region
-  local rec = hypd.clusters.get(name, region) or {}
   local out, err = ctx:try("eks", "DescribeCluster", { name = name })
   if not out then
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     if not ctx.plan then
-      errors.raise("NOT_FOUND", string.format("no EKS cluster named %s in %s", name, region),
-        { fields = { { field = "cluster", rule = "exists", message = "cluster: no such EKS cluster" } } })
+      errors.refuse("cluster", "exists", string.format("no EKS cluster named %s in %s", name, region),
+        { code = "NOT_FOUND", field_message = "cluster: no such EKS cluster" })
     end
-    local id = PLANNED .. "eks:cluster:hypd-" .. name
-    return { name = name, region = region, arn = id, issuer = PLANNED .. "eks:oidc-issuer:" .. name, planned = true,
+    local id = hypd.kit.planned_id("eks:cluster", Names.eks(name))
+    return { name = name, region = region, arn = id, issuer = hypd.kit.planned_id("eks:oidc-issuer", name),
+      planned = true,
       tag = rec.tag or name:match("^hypd%-(.+)$"), created = true, account = "<account>", partition = "aws" }
   end
   local c = out.cluster
   local part, acct = tostring(c.arn):match("^arn:([^:]+):eks:[^:]+:(%d+):")
   return { name = c.name, region = region, arn = c.arn, version = c.version, status = c.status,
-    issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[net.TAG_KEY] or rec.tag,
+    issuer = ((c.identity or {}).oidc or {}).issuer, tag = (c.tags or {})[Names.TAG] or rec.tag,
     account = acct, partition = part or "aws", created = rec.created == true, describe = c,
     vpc_id = (c.resourcesVpcConfig or {}).vpcId }
 end
@@ -52,7 +45,7 @@ end
 function M.issuer_path(info) return (tostring(info.issuer):gsub("^https://", ""):gsub("/$", "")) end
 
 function M.provider_arn(info)
-  if info.planned then return PLANNED .. "iam:oidc-provider:" .. info.name end
+  if info.planned then return hypd.kit.planned_id("iam:oidc-provider", info.name) end
   return string.format("arn:%s:iam::%s:oidc-provider/%s", info.partition, info.account, M.issuer_path(info))
 end
 

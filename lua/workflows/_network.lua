@@ -4,20 +4,19 @@
 -- EC2 resources as ctx:ensure specs, and a route table with its default
 -- route and subnet associations (the EKS network's and the HyperPod compute
 -- subnets').
+local Names = require "_names"
 local errors = hypd.errors
 
 local M = {}
 
-M.TAG_KEY = "hypd:cluster-tag"
+M.TAG_KEY = Names.TAG                      -- (the names and the tag are _names's)
 M.FEATURE_KEY = "hypd:feature"           -- the managed feature a resource belongs to (hyperpod/_feat)
 M.SETTLE_EVERY, M.SETTLE_FOR = 3, 30       -- a resource made a moment ago may not be visible yet
 
 -- names and tags --------------------------------------------------------------
 
--- name(tag [, suffix]) -> "hypd-<tag>" or "hypd-<tag>-<suffix>"
-function M.name(tag, suffix)
-  return "hypd-" .. tag .. (suffix and ("-" .. suffix) or "")
-end
+-- name(tag [, suffix]) -> "hypd-<tag>" or "hypd-<tag>-<suffix>" (_names eks)
+M.name = Names.eks
 
 -- tag_list(tag, name [, extra]) -> EC2/IAM Tags: hypd:cluster-tag, Name, extra {key = value}
 function M.tag_list(tag, name, extra)

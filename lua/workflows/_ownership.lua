@@ -168,9 +168,10 @@ function M.check(o, families, opts)
     details = { owner = by_hypd and "hypd" or (by or "unknown"), fix = kubectl }
   end
   details.type, details.name = "k8s:" .. tostring(o.kind):lower(), md(o).name
-  details.fields = { { field = field, rule = "owner", message = field .. ": " .. what(o) .. " belongs to " ..
-    (family and M.FAMILIES[family].tool or "another owner") } }
-  errors.raise("CONFLICT", msg, details)
+  details.code = "CONFLICT"
+  details.field_message = field .. ": " .. what(o) .. " belongs to " ..
+    (family and M.FAMILIES[family].tool or "another owner")
+  errors.refuse(field, "owner", msg, details)
 end
 
 function M.owned(families, opts)

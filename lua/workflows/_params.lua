@@ -56,13 +56,13 @@ end
 -- on (the named cluster, else the active one; the region given, else the
 -- active cluster's, else the configured one, else "default"), for targets
 function M.where(p)
-  local act = hypd.clusters.active() or {}
-  local region = p.region or (not p.cluster and act.region)
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local region = c.region
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
   end
-  return region, p.cluster or act.name or "?"
+  return region, c.name or "?"
 end
 
 return M

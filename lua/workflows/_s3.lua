@@ -17,33 +17,15 @@
 -- (S3's defaults: public access blocked, SSE-S3 encryption). A named
 -- bucket that exists is used as it is, in whatever region it is, and is
 -- never tagged or changed; one that does not exist is created as hypd's.
+local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
 
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.KIND_TAG = "hypd:storage"
 M.AWS = { "s3:HeadBucket", "s3:CreateBucket", "s3:GetBucketTagging", "s3:PutBucketTagging", "sts:GetCallerIdentity" }
-M.MAX_NAME = 63
 
--- fnv(s) -> 6 hex digits of the FNV-1a hash of s (a short, stable suffix)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%06x", h & 0xffffff)
-end
-
--- default_name(tag, account, region [, kind]) -> the name of hypd's bucket
--- for a cluster tag (kind "data", or what else it holds: "mlflow")
-function M.default_name(tag, account, region, kind)
-  local tail = "-" .. (kind or "data") .. "-" .. account .. "-" .. region
-  local name = "hypd-" .. tag .. tail
-  if #name <= M.MAX_NAME then return name end
-  local h = fnv(tag)
-  local room = M.MAX_NAME - #("hypd-") - #tail - #h - 1
-  return "hypd-" .. tag:sub(1, room):gsub("%-+$", "") .. "-" .. h .. tail
-end
 
 -- call(ctx, region, operation, params) -> result | nil, err: S3 in a bucket's region
 local function try(ctx, region, operation, params)
@@ -75,10 +57,9 @@ function M.head(ctx, name, field)
   if h then return { Name = name, Region = h.BucketRegion or ctx:aws_region() } end
   if err.status == 404 or err.code == "NotFound" or err.code == "NoSuchBucket" then return nil end
   if err.status == 403 or err.code == "Forbidden" or err.code == "AccessDenied" then
-    errors.raise("AccessDenied", "S3 answers 403 for bucket " .. name .. ": another account owns it (choose " ..
+    errors.refuse(field or "bucket", "available", "S3 answers 403 for bucket " .. name .. ": another account owns it (choose " ..
       "another name), or this host may not use it (its IAM policy needs s3:ListBucket on it; hypd iam-policy " ..
-      "prints the policy)", { fields = { { field = field or "bucket", rule = "available",
-      message = (field or "bucket") .. ": not usable" } } })
+      "prints the policy)", { code = "AccessDenied", field_message = (field or "bucket") .. ": not usable" })
   end
   error(err, 0)
 end
@@ -101,9 +82,9 @@ function M.ensure_bucket(ctx, tag, name, kind)
   st.account_id = st.account_id or ctx:call("sts", "GetCallerIdentity", {}).Account
   local region = ctx:aws_region()
   local named = name ~= nil
-  name = name or M.default_name(tag, st.account_id, region, kind)
+  name = name or Names.bucket(tag, st.account_id, region, kind)
   kind = kind or "s3"
-  local want = { [M.TAG] = tag, [M.KIND_TAG] = kind }
+  local want = { [Names.TAG] = tag, [M.KIND_TAG] = kind }
   local found -- the bucket as found (not made by this call)
   local b, action = ctx:ensure { type = "s3:bucket", label = "S3 bucket", name = name, id = "Name",
     field = "bucket", exists = { "BucketAlreadyOwnedByYou" },
@@ -117,11 +98,11 @@ function M.ensure_bucket(ctx, tag, name, kind)
     end,
     -- hypd's name: the bucket must be hypd's for this tag; a named one is used as it is
     owned = not named and function(x)
-      if x.Tags[M.TAG] == tag then return true end
-      return false, string.format("its %s tag is %s, not '%s'; to mount it as it is, pass bucket = %s", M.TAG,
-        x.Tags[M.TAG] and ("'" .. x.Tags[M.TAG] .. "'") or "missing", tag, name)
+      if x.Tags[Names.TAG] == tag then return true end
+      return false, string.format("its %s tag is %s, not '%s'; to mount it as it is, pass bucket = %s", Names.TAG,
+        x.Tags[Names.TAG] and ("'" .. x.Tags[Names.TAG] .. "'") or "missing", tag, name)
     end or nil,
-    fields = { Region = region, ["tag:" .. M.TAG] = tag, ["tag:" .. M.KIND_TAG] = kind },
+    fields = { Region = region, ["tag:" .. Names.TAG] = tag, ["tag:" .. M.KIND_TAG] = kind },
     desired = not named and { ["tag:" .. M.KIND_TAG] = kind } or nil,
     current = function(x) return { ["tag:" .. M.KIND_TAG] = (x.Tags or {})[M.KIND_TAG] } end,
     update = function(x, changes)
@@ -141,7 +122,7 @@ function M.ensure_bucket(ctx, tag, name, kind)
     end }
   st.s3_bucket, st.s3_bucket_region = b.Name, b.Region
   return { name = b.Name, region = b.Region, arn = "arn:aws:s3:::" .. b.Name, action = action,
-    owned = (b.Tags or {})[M.TAG] == tag, reused = found == true }
+    owned = (b.Tags or {})[Names.TAG] == tag, reused = found == true }
 end
 
 -- listing ------------------------------------------------------------------------

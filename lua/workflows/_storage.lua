@@ -15,12 +15,12 @@
 -- Both carry the labels app.kubernetes.io/managed-by=hypd (the client adds
 -- it), hypd.io/storage=s3|fsx and hypd.io/cluster-tag=<tag>, and the
 -- annotation hypd.io/bucket or hypd.io/file-system-id.
+local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
 
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.MANAGED = "app.kubernetes.io/managed-by"
 M.KIND_LABEL = "hypd.io/storage"
 M.TAG_LABEL = "hypd.io/cluster-tag"
@@ -45,7 +45,7 @@ M.namespace = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z
 -- EKS cluster's hypd:cluster-tag tag, the <tag> of hypd-<tag>, else a tag
 -- made from the name (an imported cluster)
 function M.tag_of(name, record, tags)
-  local t = (record or {}).tag or (tags or {})[M.TAG] or name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
+  local t = (record or {}).tag or (tags or {})[Names.TAG] or name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if t and #t <= 32 then return t end
   t = name:lower():gsub("[^a-z0-9-]", "-"):gsub("^[^a-z]+", ""):gsub("%-+", "-")
   t = t:sub(1, 32):gsub("%-+$", "")
@@ -67,11 +67,11 @@ function M.cluster(ctx, p, opts)
     if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     if ctx.plan and (opts or {}).plan_missing then
       return { name = e.name, region = e.region, tag = M.tag_of(e.name, e.record), planned = true,
-        arn = "planned:eks:cluster:" .. e.name }
+        arn = hypd.kit.planned_id("eks:cluster", e.name) }
     end
-    errors.raise("NOT_FOUND", string.format("EKS cluster %s does not exist in %s: pass cluster (cluster_list " ..
+    errors.refuse("cluster", "exists", string.format("EKS cluster %s does not exist in %s: pass cluster (cluster_list " ..
       "shows them) or create it with cluster_create_eks", e.name, e.region),
-      { fields = { { field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. e.name } } })
+      { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. e.name })
   end
   local c = d.cluster
   if c.status ~= "ACTIVE" and c.status ~= "UPDATING" then

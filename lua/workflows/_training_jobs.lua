@@ -66,10 +66,6 @@ function M.placements(o)
   return out
 end
 
-local function refuse(field, rule, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
-end
-
 -- fit(describe, obj): refuses (naming params.instance_type, params.instance_group
 -- or params.replicas) when no instance group of the HyperPod cluster can ever
 -- hold the job's pods: the group or type is not in the cluster, or the pods
@@ -92,7 +88,7 @@ function M.fit(d, o)
         if g.InstanceGroupName == gname then found = g; n = g.TargetCount or g.CurrentCount or 0 end
       end
       if not found then
-        refuse(field, "exists", string.format("instance_group: HyperPod cluster %s has no instance group %s " ..
+        hypd.errors.refuse(field, "exists", string.format("instance_group: HyperPod cluster %s has no instance group %s " ..
           "(groups: %s); add it with hyperpod_add_instance_group or pick one of these", d.ClusterName, gname, have))
       end
     elseif itype then
@@ -102,12 +98,12 @@ function M.fit(d, o)
         if g.InstanceType == itype then found = true; n = n + (g.TargetCount or g.CurrentCount or 0) end
       end
       if not found then
-        refuse(field, "exists", string.format("instance_type: HyperPod cluster %s has no instance group of %s " ..
+        hypd.errors.refuse(field, "exists", string.format("instance_type: HyperPod cluster %s has no instance group of %s " ..
           "(groups: %s); add one with hyperpod_add_instance_group or pick a type it has", d.ClusterName, itype, have))
       end
     end
     if field and pl.replicas > n then
-      refuse("params.replicas", "fits", string.format("replicas: %d pods on %s can never run: it has %d " ..
+      hypd.errors.refuse("params.replicas", "fits", string.format("replicas: %d pods on %s can never run: it has %d " ..
         "instance(s) (groups: %s); lower replicas or scale the group with hyperpod_scale_instance_group",
         pl.replicas, what, n, have))
     end
@@ -126,15 +122,15 @@ function M.elastic_check(d, o)
   local tiered = ((d.TieredStorageConfig or {}).Mode == "Enable")
   local checkpointless = ((o.metadata or {}).labels or {})["hypd.io/checkpointless"] == "true"
   if checkpointless and tiered then
-    refuse("params.checkpointless", "tiered_checkpointing", string.format("checkpointless: HyperPod cluster %s has " ..
-      "managed tiered checkpointing on (TieredStorageConfig), which AWS documents as incompatible with " ..
+    hypd.errors.refuse("params.checkpointless", "tiered_checkpointing", string.format("checkpointless: HyperPod " ..
+      "cluster %s has managed tiered checkpointing on (TieredStorageConfig), which AWS documents as incompatible with " ..
       "checkpointless training; drop checkpointless or turn tiered checkpointing off " ..
       "(hyperpod_disable_advanced_features tiered_checkpointing=true)", d.ClusterName))
   end
   if not spec.elasticPolicy then return end
   if tiered then
-    refuse("params.elastic", "tiered_checkpointing", string.format("elastic: HyperPod cluster %s has managed tiered " ..
-      "checkpointing on (TieredStorageConfig Mode Enable); hypd does not offer elastic training with it: drop " ..
+    hypd.errors.refuse("params.elastic", "tiered_checkpointing", string.format("elastic: HyperPod cluster %s has " ..
+      "managed tiered checkpointing on (TieredStorageConfig Mode Enable); hypd does not offer elastic training with it: drop " ..
       "elastic or turn tiered checkpointing off", d.ClusterName))
   end
   for _, pl in ipairs(M.placements(o)) do
@@ -142,7 +138,7 @@ function M.elastic_check(d, o)
     for _, g in ipairs(d.InstanceGroups or {}) do
       local hit = (gname and g.InstanceGroupName == gname) or (not gname and itype and g.InstanceType == itype)
       if hit and cap.capacity_type(g) == "spot" then
-        refuse("params.elastic", "spot", string.format("elastic: instance group %s (%s) runs on spot capacity; " ..
+        hypd.errors.refuse("params.elastic", "spot", string.format("elastic: instance group %s (%s) runs on spot capacity; " ..
           "elastic training is not offered on spot (a reclaim takes nodes before the job can scale down " ..
           "gracefully): drop elastic, or place the job on an on-demand group with instance_group",
           g.InstanceGroupName, tostring(g.InstanceType)))

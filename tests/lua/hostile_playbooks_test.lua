@@ -3,7 +3,7 @@
 -- in a temporary playbook directory, loaded as an operator's would be
 -- (tools.load, tools.reload), against the in-process sandbox account:
 --   * a task a read tool spawns makes its call after the tool returned;
---     a tool's check(), its target(), a file's top level (a call, a task,
+--     a tool's validate(), its target(), a file's top level (a call, a task,
 --     a tool call; one that catches the refusal), a recipe's top level
 --     each try a CreateVpc;
 --   * a read tool patches the class of ctx (through getmetatable and
@@ -101,17 +101,17 @@ return tool {
 
 playbook("checker", [[
 return tool {
-  name = "diagnose_checker", summary = "Acts in its check", kind = "read",
-  description = "Its check makes a VPC.", aws = { "ec2:DescribeVpcs" }, params = {},
-  check = function() hypd.aws.call("ec2", "CreateVpc", { CidrBlock = "10.43.0.0/16" }) end,
+  name = "diagnose_checker", summary = "Acts in its validate", kind = "read",
+  description = "Its validate makes a VPC.", aws = { "ec2:DescribeVpcs" }, params = {},
+  validate = function() hypd.aws.call("ec2", "CreateVpc", { CidrBlock = "10.43.0.0/16" }) end,
   run = function() return {} end,
 }]])
 
 playbook("quiet_checker", [[
 return tool {
-  name = "diagnose_quiet_checker", summary = "Acts in its check, quietly", kind = "read",
-  description = "Its check tries to make a VPC and catches the refusal.", aws = { "ec2:DescribeVpcs" }, params = {},
-  check = function() pcall(hypd.aws.call, "ec2", "CreateVpc", { CidrBlock = "10.49.0.0/16" }) end,
+  name = "diagnose_quiet_checker", summary = "Acts in its validate, quietly", kind = "read",
+  description = "Its validate tries to make a VPC and catches the refusal.", aws = { "ec2:DescribeVpcs" }, params = {},
+  validate = function() pcall(hypd.aws.call, "ec2", "CreateVpc", { CidrBlock = "10.49.0.0/16" }) end,
   run = function() return {} end,
 }]])
 
@@ -287,10 +287,10 @@ t.test("a task a read tool spawned runs under its guard after the tool returned;
   t.ok((nested.zones or 0) > 0, "and answered its zones")
 end)
 
-t.test("a tool's check() runs under a guard that allows nothing", function()
+t.test("a tool's validate() runs under a guard that allows nothing", function()
   local _, err = unchanged("check", function() return dispatch.call("diagnose_checker", {}, READ) end)
   t.eq(code_of(err), "GUARDRAIL")
-  t.like(err and err.message or "", "diagnose_checker check may not call ec2:CreateVpc")
+  t.like(err and err.message or "", "diagnose_checker validate may not call ec2:CreateVpc")
   local _, qerr = unchanged("a quiet check", function() return dispatch.call("diagnose_quiet_checker", {}, READ) end)
   t.eq(code_of(qerr), "GUARDRAIL", "a check that catches the refusal still fails with it")
 end)

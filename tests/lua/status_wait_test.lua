@@ -147,8 +147,8 @@ t.test("for every staged tool with a read status tool: while its operation runs 
       local case = STARTS[def.name]
       t.ok(case, def.name .. ": the test knows how to start it and ask " .. st.name)
       if case then
-        -- the field rules only: its check's reads ask about things this test does not make
-        local params, perr = tool.validate(setmetatable({ check = false }, { __index = def }), case[1])
+        -- the field rules only: its validate's reads ask about things this test does not make
+        local params, perr = tool.validate(setmetatable({ validate = false }, { __index = def }), case[1])
         t.ok(params, def.name .. ": valid parameters: " .. json.encode(perr))
         if params then
           -- the tool's own definition and target, with one step that moves

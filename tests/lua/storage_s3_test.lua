@@ -194,7 +194,7 @@ t.test("ensure_bucket makes hypd's bucket with no EKS cluster at all (the pipeli
   local _, n = SH.mutations(m)
   t.eq(n, 0)
   -- a long tag still gives a valid bucket name of at most 63 characters
-  local long = s3.default_name("a-very-long-cluster-tag-of-32-ch", "123456789012", "ap-southeast-4")
+  local long = playbook.load("_names").bucket("a-very-long-cluster-tag-of-32-ch", "123456789012", "ap-southeast-4")
   t.ok(#long <= 63, long .. " has " .. #long .. " characters")
   t.like(long, "^hypd%-a%-very%-long%-cluste%-%x%x%x%x%x%x%-data%-123456789012%-ap%-southeast%-4$")
 end)

@@ -9,13 +9,15 @@
 --   ctx:call(service, operation, params) -> result (raises), ctx:try(...) ->
 --     result | nil, err: hypd.aws in the tool's region (ctx:aws_region(),
 --     ctx:aws_opts() for hypd.aws.pages and .all)
---   ctx:k8s([cluster]) -> a Kubernetes connection (the tool's cluster
---     parameter, else the active cluster)
+--   ctx:cluster([p]) -> {name, region, record, active}: the EKS cluster the
+--     call works on (its cluster parameter, else the active cluster), or
+--     NOT_FOUND
+--   ctx:k8s([cluster]) -> a Kubernetes connection (ctx:cluster() unless
+--     cluster is given)
 --   ctx:phase(text), ctx:progress(text), ctx:sleep(seconds), ctx:check_cancel()
 --   ctx:ensure{...}, ctx:absent{...}, ctx:poll{...}: the workflow kit (hypd.tool.kit)
 local aws = require "hypd.aws"
 local clusters = require "hypd.clusters"
-local errors = require "hypd.errors"
 local k8s = require "hypd.k8s"
 local kit = require "hypd.tool.kit"
 local readonly = require "hypd._readonly"
@@ -56,19 +58,26 @@ function Ctx:aws_opts() return { region = self:aws_region() } end
 function Ctx:call(service, operation, params) return aws.call(service, operation, params or {}, self:aws_opts()) end
 function Ctx:try(service, operation, params) return aws.try(service, operation, params or {}, self:aws_opts()) end
 
+-- cluster([p]) -> {name, region, record, active}: the EKS cluster a call
+-- with the parameters p (default: the tool's) works on: p.cluster, else the
+-- active cluster (active = true), else NOT_FOUND (hypd.clusters.target);
+-- region: p.region, else the active cluster's when it is that one, else
+-- the tool's (ctx:aws_region()); record: what hypd recorded of it ({} when
+-- nothing)
+function Ctx:cluster(p)
+  local c, err = clusters.target(p or self.params or {})
+  if not c then error(err, 0) end
+  c.region = c.region or self:aws_region()
+  c.record = clusters.get(c.name, c.region) or {}
+  return c
+end
+
 -- k8s([cluster]) -> connection, cached per cluster for the context's life
 function Ctx:k8s(cluster)
   local name, region = cluster, nil
   if not name then
-    name = self.params and self.params.cluster
-    if not name then
-      local act = clusters.active()
-      if not act then
-        errors.raise("NOT_FOUND", "no cluster given and none is active: pass cluster, or call cluster_switch",
-          { field = "cluster" })
-      end
-      name, region = act.name, act.region
-    end
+    local c = self:cluster()
+    name, region = c.name, c.region
   end
   self.k8s_conns = self.k8s_conns or {}
   local c = self.k8s_conns[name]

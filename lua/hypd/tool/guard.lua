@@ -24,7 +24,7 @@
 --   guard.with(g, fn, ...) -> fn's results, g the current task's guard
 --   guard.current() -> g | nil (the current task's or an ancestor's)
 --   guard.inert(what) -> g: allows nothing; guard.confine(what, fn, ...):
---     fn under it (a playbook's top level, check, target)
+--     fn under it (a playbook's top level, validate, target)
 --   guard.aws(service, operation, class, params) -> class | nil, err
 --     (hypd.aws.try; class: the operation's, hypd.aws.class)
 --   guard.k8s(verb, what [, dry]) -> true | nil, err     (hypd.k8s; dry:
@@ -73,8 +73,8 @@ end
 -- inert(what) -> a guard that allows nothing: no AWS action, no Kubernetes
 -- verb (a plan of a read tool that declares none). The guard of code that
 -- may declare but not act: a playbook file's top level (at every load and
--- reload), a tool's check(params) and target(params). what names it in
--- the refusal ("diagnose_x check").
+-- reload), a tool's validate(params) and target(params). what names it in
+-- the refusal ("diagnose_x validate").
 function M.inert(what)
   local g = M.new { tool = { name = what, kind = "read", aws = {}, k8s = {} }, plan = true }
   g.inert = true -- nor does it call tools or change hypd's state (hypd.playbook_api)

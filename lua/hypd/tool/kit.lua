@@ -116,6 +116,15 @@ M.PROGRESS_EVERY = 10 -- the longest a wait goes without a progress event (poll)
 M.RETRY_EVERY, M.RETRY_FOR = 5, 60
 M.CREATE_TRIES, M.CREATE_PAUSE = 5, 2 -- creates after ambiguous answers; the first pause (doubling)
 
+-- planned_id(kind, name) -> the id a plan gives what it would create
+-- ("planned:ec2:vpc:hypd-demo-vpc"; kind is the resource's type): what a
+-- plan passes on where the real id would go, so that reads about it are
+-- not sent (hypd.guard) and later steps plan on it
+function M.planned_id(kind, name) return guard.PLANNED .. kind .. ":" .. tostring(name) end
+
+-- is_planned(v) -> true when v is, or holds, a planned id
+M.is_planned = guard.planned
+
 -- ambiguous(err) -> "maybe" | "not" | nil: an AWS error of a call that
 -- changes something that says nothing about the change: "maybe" it took
 -- effect (a 5xx, a reset or a timeout after sending), it was "not" carried
@@ -340,7 +349,7 @@ function M.ensure(ctx, spec)
     return obj, ctx.plan and "change" or "changed"
   end
   if ctx.plan then
-    local id = guard.PLANNED .. spec.type .. ":" .. spec.name
+    local id = M.planned_id(spec.type, spec.name)
     local fields
     for _, t in ipairs { spec.fields or {}, spec.desired or {} } do
       for k, v in pairs(t) do

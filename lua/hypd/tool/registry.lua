@@ -15,7 +15,7 @@
 --     steps = { { name = "network", run = function(ctx) end }, ... }, -- staged tools (hypd.tool.operations)
 --       (a leading step with on_call = true, a check that only reads, runs on the call too,
 --       before any operation is recorded: its refusal is the call's answer)
---     check = function(params) end,  -- rules across fields (optional): raises VALIDATION
+--     validate = function(params) end,  -- rules across fields (optional): raises VALIDATION
 --     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
 --                       -- that map to no modelled operation (hypd.tool.guard_request refuses them otherwise)
 --   }
@@ -33,7 +33,7 @@
 -- validate(def, args) runs before any work of a call: unknown fields,
 -- missing required ones, wrong types, out-of-range values and bad patterns
 -- all fail with VALIDATION and err.fields = { {field, rule, message}, ... };
--- then the tool's own check(params), for rules across fields (two lists
+-- then the tool's own validate(params), for rules across fields (two lists
 -- that go together, blocks that must not overlap), whose VALIDATION error
 -- is the call's answer too: a bad call starts no operation and no plan.
 -- caller = { name, scope = "read"|"operate"|"admin", front = "rest"|"mcp"|"cli"|... }.
@@ -57,7 +57,7 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
-  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, check = true,
+  status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, validate = true,
   calls = true, raw = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true, create = true, apply = true,
   patch = true, update = true, delete = true }
@@ -109,6 +109,9 @@ end
 -- nothing (hypd playbook check); define() runs it first
 local INTERNAL = { source = true, module = true, hash = true, modules = true, overrides = true, overridden = true,
   overridden_by = true } -- set by define
+-- keys a tool no longer has, with what replaced them (said with the refusal)
+local RENAMED = { check = "the rules across fields are validate = function(params) now (a step may still be " ..
+  "named check)" }
 function M.check_def(def)
   local name = def.name
   for k in pairs(def) do
@@ -116,7 +119,8 @@ function M.check_def(def)
       local keys = {}
       for key in pairs(M.DEF_KEYS) do keys[#keys + 1] = key end
       table.sort(keys)
-      bad_def(name, "unknown key '" .. tostring(k) .. "' (a tool has " .. table.concat(keys, ", ") .. ")")
+      bad_def(name, "unknown key '" .. tostring(k) .. "' (a tool has " .. table.concat(keys, ", ") .. ")" ..
+        (RENAMED[k] and ("; " .. RENAMED[k]) or ""))
     end
   end
   if type(name) ~= "string" or not name:match("^[a-z][a-z0-9_]*[a-z0-9]$") then
@@ -178,8 +182,8 @@ function M.check_def(def)
     end
   end
   if def.run ~= nil and type(def.run) ~= "function" then bad_def(name, "run is a function(ctx, params)") end
-  if def.check ~= nil and type(def.check) ~= "function" then
-    bad_def(name, "check is a function(params) that raises VALIDATION")
+  if def.validate ~= nil and type(def.validate) ~= "function" then
+    bad_def(name, "validate is a function(params) that raises VALIDATION")
   end
   if def.steps and def.params and def.params.plan ~= nil and def.params.plan ~= M.PLAN then
     bad_def(name, "plan is the parameter every staged tool gets")
@@ -531,11 +535,11 @@ function M.validate(def, args)
     for i, f in ipairs(fields) do msgs[i] = f.message end
     return errors.fail("VALIDATION", def.name .. ": " .. table.concat(msgs, "; "), { fields = fields })
   end
-  if def.check then -- rules across fields, on the validated values; it checks, it does not act (hypd.tool.guard.inert)
-    local ok, e = pcall(guard.confine, def.name .. " check", def.check, out)
+  if def.validate then -- rules across fields, on the validated values; it checks, it does not act (hypd.tool.guard.inert)
+    local ok, e = pcall(guard.confine, def.name .. " validate", def.validate, out)
     if not ok then
       if errors.is(e) or (type(e) == "table" and e.code) then return nil, setmetatable(e, errors.mt) end
-      return errors.fail("INTERNAL", def.name .. ": its check failed: " .. tostring(e))
+      return errors.fail("INTERNAL", def.name .. ": its validate failed: " .. tostring(e))
     end
   end
   return out

@@ -24,12 +24,6 @@ local function fix_entry(name, principal)
     "arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster", name, principal, name, principal, ADMIN)
 end
 
-local function refuse(code, reason, message, extra)
-  local f = { reason = reason, field = "cluster" }
-  for k, v in pairs(extra or {}) do f[k] = v end
-  hypd.errors.raise(code, message, f)
-end
-
 -- why_unreachable(ctx, c, principal, err): raises the error that says what
 -- keeps hypd's principal out of the cluster's Kubernetes API
 local function why_unreachable(ctx, c, principal, err)
@@ -37,23 +31,24 @@ local function why_unreachable(ctx, c, principal, err)
   local mode = (c.accessConfig or {}).authenticationMode or "CONFIG_MAP"
   if err.code == "Unauthorized" or err.status == 401 then
     if mode == "CONFIG_MAP" then
-      refuse("FORBIDDEN", "config_map_only", string.format("hypd cannot reach the Kubernetes API of EKS cluster %s: " ..
+      hypd.errors.refuse("cluster", "forbidden", string.format("hypd cannot reach the Kubernetes API of EKS cluster %s: " ..
         "its authenticationMode is CONFIG_MAP, which takes no access entries, and %s is not mapped in its aws-auth " ..
         "ConfigMap. Switch it to API_AND_CONFIG_MAP (aws eks update-cluster-config --name %s --access-config " ..
-        "authenticationMode=API_AND_CONFIG_MAP), then give %s an access entry (%s), and import again.", name,
-        principal, name, principal, fix_entry(name, principal)), { principal = principal, authentication_mode = mode })
+        "authenticationMode=API_AND_CONFIG_MAP), then give %s an access entry (%s), and import again.", name, principal, name,
+        principal, fix_entry(name, principal)), { code = "FORBIDDEN", reason = "config_map_only", principal = principal,
+        authentication_mode = mode })
     end
     local e, derr = ctx:try("eks", "DescribeAccessEntry", { clusterName = name, principalArn = principal })
     if not e and derr.code == "ResourceNotFoundException" then
-      refuse("FORBIDDEN", "no_access_entry", string.format("hypd cannot reach the Kubernetes API of EKS cluster %s: " ..
-        "it has no access entry for hypd's principal %s (the API server answered Unauthorized). %s; then import " ..
-        "again.", name, principal, (fix_entry(name, principal):gsub("^c", "C"))), { principal = principal,
-        authentication_mode = mode })
+      hypd.errors.refuse("cluster", "forbidden", string.format("hypd cannot reach the Kubernetes API of EKS cluster %s: " ..
+        "it has no access entry for hypd's principal %s (the API server answered Unauthorized). %s; then import again.",
+        name, principal, (fix_entry(name, principal):gsub("^c", "C"))), { code = "FORBIDDEN", reason = "no_access_entry",
+        principal = principal, authentication_mode = mode })
     end
-    refuse("FORBIDDEN", "unauthorized", string.format("the Kubernetes API of EKS cluster %s refused hypd's token " ..
+    hypd.errors.refuse("cluster", "forbidden", string.format("the Kubernetes API of EKS cluster %s refused hypd's token " ..
       "for %s (Unauthorized) although %s; check the access entry's username and groups", name, principal,
       e and "an access entry exists for it" or ("its access entry could not be read: " .. tostring(derr.message))),
-      { principal = principal, authentication_mode = mode })
+      { code = "FORBIDDEN", reason = "unauthorized", principal = principal, authentication_mode = mode })
   end
   if err.code == "Forbidden" or err.status == 403 then
     local list = ctx:try("eks", "ListAssociatedAccessPolicies", { clusterName = name, principalArn = principal })
@@ -62,17 +57,15 @@ local function why_unreachable(ctx, c, principal, err)
       names[#names + 1] = tostring(a.policyArn):match("([^/]+)$") .. " (" .. tostring((a.accessScope or {}).type) ..
         ")"
     end
-    refuse("FORBIDDEN", "no_access_policy", string.format("hypd reaches the Kubernetes API of EKS cluster %s, but " ..
+    hypd.errors.refuse("cluster", "forbidden", string.format("hypd reaches the Kubernetes API of EKS cluster %s, but " ..
       "the access entry of %s does not allow reading namespaces (its access policies: %s). Associate %s: aws eks " ..
       "associate-access-policy --cluster-name %s --principal-arn %s --policy-arn " ..
       "arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster; then import again.", name, principal,
-      #names > 0 and table.concat(names, ", ") or "none", ADMIN, name, principal, ADMIN), { principal = principal })
+      #names > 0 and table.concat(names, ", ") or "none", ADMIN, name, principal, ADMIN), { code = "FORBIDDEN",
+      reason = "no_access_policy", principal = principal })
   end
   error(err, 0)
 end
-
-
-M.refuse = refuse
 
 function M.check(ctx, c)
   local caller = ctx:call("sts", "GetCallerIdentity", {}).Arn

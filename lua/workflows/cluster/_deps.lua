@@ -49,14 +49,13 @@
 -- (server-side apply, forced). A workload that does the same job under
 -- another name (another NVIDIA or EFA device plugin, health agent, KubeRay
 -- operator) is never doubled: the component is left out.
+local Names = require "_names"
 local errors, json = hypd.errors, hypd.json
 local A = require "_eks_addon"
 
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.MANAGED_TAG, M.MANAGED = "hypd:managed-by", "hypd" -- on the add-ons and the role hypd makes here
-M.EKS_TAG = "hypd:eks-cluster"
 M.MANAGED_BY = "app.kubernetes.io/managed-by"        -- the label hypd.k8s puts on what it applies
 -- the SHA-1 of the root CA of oidc.eks.<region>.amazonaws.com's chain, as
 -- eksctl computes it; IAM validates EKS issuers against its own trusted CAs
@@ -101,27 +100,21 @@ function M.hma_image(region)
   return string.format("%s.dkr.ecr.%s.amazonaws.com/hyperpod-health-monitoring-agent:%s", acct, region, M.HMA_TAG)
 end
 
-local PLANNED = "planned:"
-
 -- names -----------------------------------------------------------------------
 
 -- role_name(info) -> hypd-<tag>-s3-csi, or hypd-<eks name>-s3-csi; at most 64 characters
 function M.role_name(info)
-  local n = "hypd-" .. (info.tag or info.name) .. "-s3-csi"
-  if #n > 64 then n = n:sub(1, 57) .. "-s3-csi" end
-  return n
+  return Names.addon_role(info.tag or info.name, "s3-csi", 57)
 end
 
 -- lbc_role_name(info) -> hypd-<tag>-lb-controller (the AWS Load Balancer
 -- Controller's IRSA role), at most 64 characters
 function M.lbc_role_name(info)
-  local n = "hypd-" .. (info.tag or info.name) .. "-lb-controller"
-  if #n > 64 then n = n:sub(1, 50) .. "-lb-controller" end
-  return n
+  return Names.addon_role(info.tag or info.name, "lb-controller", 50)
 end
 
 function M.lbc_role_arn(info)
-  if info.planned then return PLANNED .. "iam:role:" .. M.lbc_role_name(info) end
+  if info.planned then return hypd.kit.planned_id("iam:role", M.lbc_role_name(info)) end
   return string.format("arn:%s:iam::%s:role/%s", info.partition, info.account, M.lbc_role_name(info))
 end
 
@@ -131,8 +124,8 @@ M.lbc_policy = require("_lb_controller_policy").policy
 
 -- tags(info) -> {key = value}: what hypd tags its add-ons and role with here
 function M.tags(info)
-  local t = { [M.MANAGED_TAG] = M.MANAGED, [M.EKS_TAG] = info.name }
-  if info.tag then t[M.TAG] = info.tag end
+  local t = { [M.MANAGED_TAG] = M.MANAGED, [Names.EKS_TAG] = info.name }
+  if info.tag then t[Names.TAG] = info.tag end
   return t
 end
 
@@ -231,7 +224,7 @@ end
 
 function M.vars(info)
   return { region = info.region, hma_image = M.hma_image(info.region), cluster = info.name,
-    vpc_id = info.vpc_id or (PLANNED .. "ec2:vpc:" .. info.name), lbc_role_arn = M.lbc_role_arn(info) }
+    vpc_id = info.vpc_id or hypd.kit.planned_id("ec2:vpc", info.name), lbc_role_arn = M.lbc_role_arn(info) }
 end
 
 -- objects(info, component) -> the component's objects, fresh from its manifest

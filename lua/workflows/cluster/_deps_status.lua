@@ -19,9 +19,8 @@ local function operation(info, p)
   if p.operation_id then
     view = hypd.operations.get(p.operation_id)
     if not view or view.tool ~= TOOL then
-      hypd.errors.raise("NOT_FOUND", "no " .. TOOL .. " operation " .. p.operation_id,
-        { fields = { { field = "operation_id", rule = "exists", message = "operation_id: not a " .. TOOL ..
-          " operation" } } })
+      hypd.errors.refuse("operation_id", "exists", "no " .. TOOL .. " operation " .. p.operation_id,
+        { code = "NOT_FOUND", field_message = "operation_id: not a " .. TOOL .. " operation" })
     end
   else
     local target = "deps/" .. info.region .. "/" .. info.name

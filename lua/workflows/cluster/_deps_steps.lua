@@ -23,6 +23,7 @@
 -- kept in the operation's state (failed), shown by
 -- cluster_get_dependency_status, and the operation ends failed naming it;
 -- calling again retries only what is missing or drifted.
+local Names = require "_names"
 local D = require "cluster._deps"
 local A = require "_eks_addon"
 local irsa = require "_irsa"
@@ -33,10 +34,10 @@ local M = {}
 
 -- which(p) -> name, region of the cluster a call works on, without AWS calls
 local function which(p)
-  local act = hypd.clusters.active()
-  local name = p.cluster or (act and act.name)
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local name = c.name
   local known = not p.region and p.cluster and hypd.clusters.get(p.cluster)
-  local region = p.region or (not p.cluster and act and act.region) or (known and known.region)
+  local region = c.region or (known and known.region)
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
@@ -49,17 +50,16 @@ function M.target(p)
   return "deps/" .. region .. "/" .. tostring(name)
 end
 
--- check(p): the tool's check; a call needs a cluster, named or active
-function M.check(p)
+-- validate(p): the tool's validate; a call needs a cluster, named or active
+function M.validate(p)
   if not which(p) then
-    errors.raise("VALIDATION", "cluster_configure_dependencies: no cluster given and none is active: pass cluster, " ..
-      "or call cluster_switch", { fields = { { field = "cluster", rule = "required",
-      message = "cluster: required when no cluster is active" } } })
+    errors.refuse("cluster", "required", "cluster_configure_dependencies: " .. hypd.clusters.NONE,
+      { field_message = "cluster: required when no cluster is active" })
   end
 end
 
 local function token(ctx, what)
-  return ("hypd-" .. tostring(ctx.op_id or "plan"):gsub("^op%-", "") .. "-" .. what):sub(1, 64)
+  return Names.token((tostring(ctx.op_id or "plan"):gsub("^op%-", "")), what)
 end
 
 -- item(ctx, name, fn): runs one item; a failure of the world (an AWS or
@@ -103,10 +103,11 @@ local function cluster(ctx)
   if not info.planned then
     local a = access.check(ctx, info.describe)
     if a.access ~= "read-write" then
-      access.refuse("FORBIDDEN", "read_only", string.format("hypd reads but may not write the Kubernetes API of EKS " ..
+      errors.refuse("cluster", "forbidden", string.format("hypd reads but may not write the Kubernetes API of EKS " ..
         "cluster %s: associate %s with the access entry of %s (aws eks associate-access-policy --cluster-name %s " ..
-        "--principal-arn %s --policy-arn arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster)",
-        info.name, access.ADMIN, a.principal, info.name, a.principal, access.ADMIN), { principal = a.principal })
+        "--principal-arn %s --policy-arn arn:aws:eks::aws:cluster-access-policy/%s --access-scope type=cluster)", info.name,
+        access.ADMIN, a.principal, info.name, a.principal, access.ADMIN), { code = "FORBIDDEN", reason = "read_only",
+        principal = a.principal })
     end
   end
   info.describe = nil
@@ -165,8 +166,8 @@ local function irsa_role(ctx, info, w)
     owned = function(r)
       local tags = {}
       for _, t in ipairs(r.Tags or {}) do tags[t.Key] = t.Value end
-      if tags[D.EKS_TAG] == info.name then return true end
-      return false, "its " .. D.EKS_TAG .. " tag is " .. tostring(tags[D.EKS_TAG] or "missing")
+      if tags[Names.EKS_TAG] == info.name then return true end
+      return false, "its " .. Names.EKS_TAG .. " tag is " .. tostring(tags[Names.EKS_TAG] or "missing")
     end,
     search = function()
       local out, err = ctx:try("iam", "GetRole", { RoleName = name })
@@ -174,7 +175,7 @@ local function irsa_role(ctx, info, w)
       if err.code == "NoSuchEntity" then return nil end
       error(err, 0)
     end,
-    fields = { ["tag:" .. D.EKS_TAG] = info.name },
+    fields = { ["tag:" .. Names.EKS_TAG] = info.name },
     desired = { AssumeRolePolicyDocument = trust },
     current = function(r) return { AssumeRolePolicyDocument = D.policy_doc(r.AssumeRolePolicyDocument) } end,
     update = function()
@@ -250,7 +251,7 @@ local function one_addon(ctx, name)
     return
   end
   local role = name == D.S3_CSI and st.s3_role ~= "kept" and (st.s3_csi_role_arn or
-    ("planned:iam:role:" .. D.role_name(info))) or nil
+    hypd.kit.planned_id("iam:role", D.role_name(info))) or nil
   local desired
   if a then
     desired = {}

@@ -46,7 +46,7 @@ M.EKS_UNSUPPORTED_ZONE_IDS = { ["use1-az3"] = true, ["usw1-az2"] = true, ["cac1-
 M.parse_cidr, M.format_cidr, M.subnet_prefix, M.next_free = cidr.parse, cidr.format, cidr.subnet_prefix,
   cidr.next_free
 
--- check_subnet_cidrs(p): the tool's check (before anything is created): the
+-- check_subnet_cidrs(p): the tool's validate (before anything is created): the
 -- explicit subnet blocks come all four or not at all (public_subnet_cidrs and
 -- private_subnet_cidrs, two each), each an IPv4 block /16 to /28 inside
 -- vpc_cidr, no two overlapping. Raises VALIDATION naming every field and rule
@@ -58,15 +58,15 @@ function M.check_subnet_cidrs(p)
   local pub, priv = p.public_subnet_cidrs, p.private_subnet_cidrs
   if pub == nil and priv == nil then return end
   local fields = {}
-  local function bad(field, rule, message) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " ..
+  local function add(field, rule, message) fields[#fields + 1] = { field = field, rule = rule, message = field .. ": " ..
     message } end
   for i, f in ipairs(M.SUBNET_FIELDS) do
     local other = M.SUBNET_FIELDS[3 - i]
     if p[f] == nil then
-      bad(f, "all_or_none", "required with " .. other .. ": give the CIDRs of all four subnets (two public, two " ..
+      add(f, "all_or_none", "required with " .. other .. ": give the CIDRs of all four subnets (two public, two " ..
         "private) or of none")
     elseif #p[f] ~= 2 then
-      bad(f, "count", "must list exactly two CIDRs (the first zone's subnet, then the second's); got " .. #p[f])
+      add(f, "count", "must list exactly two CIDRs (the first zone's subnet, then the second's); got " .. #p[f])
     end
   end
   local vpc = cidr.parse(p.vpc_cidr)
@@ -76,16 +76,16 @@ function M.check_subnet_cidrs(p)
       local name = string.format("%s[%d]", f, i - 1)
       local b, why = cidr.parse(text)
       if not b then
-        bad(name, "cidr", tostring(text) .. " is " .. why)
+        add(name, "cidr", tostring(text) .. " is " .. why)
       elseif b.prefix < M.SUBNET_PREFIX_MIN or b.prefix > M.SUBNET_PREFIX_MAX then
-        bad(name, "prefix", string.format("%s: a subnet's prefix must be /%d to /%d", text, M.SUBNET_PREFIX_MIN,
+        add(name, "prefix", string.format("%s: a subnet's prefix must be /%d to /%d", text, M.SUBNET_PREFIX_MIN,
           M.SUBNET_PREFIX_MAX))
       elseif vpc and not cidr.contains(vpc, b) then
-        bad(name, "within_vpc", string.format("%s is not inside vpc_cidr %s", text, p.vpc_cidr))
+        add(name, "within_vpc", string.format("%s is not inside vpc_cidr %s", text, p.vpc_cidr))
       else
         for _, o in ipairs(blocks) do
           if cidr.overlaps(o.block, b) then
-            bad(name, "overlap", string.format("%s overlaps %s (%s)", text, o.name, o.text))
+            add(name, "overlap", string.format("%s overlaps %s (%s)", text, o.name, o.text))
           end
         end
         blocks[#blocks + 1] = { block = b, name = name, text = text }
@@ -95,7 +95,7 @@ function M.check_subnet_cidrs(p)
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
-    errors.raise("VALIDATION", "cluster_create_eks: " .. table.concat(msgs, "; "), { fields = fields })
+    errors.refuse_all(fields, "cluster_create_eks: " .. table.concat(msgs, "; "))
   end
 end
 
@@ -112,8 +112,8 @@ local function zones(ctx)
     if not M.EKS_UNSUPPORTED_ZONE_IDS[z.ZoneId] and #out < 2 then out[#out + 1] = z.ZoneName end
   end
   if #out < 2 then
-    errors.raise("VALIDATION", "region " .. ctx.region .. " has fewer than two availability zones EKS supports",
-      { field = "region" })
+    errors.refuse("region", "validation", "region " .. ctx.region .. " has fewer than two availability zones EKS " ..
+      "supports")
   end
   st.zones = out
   return out
@@ -127,8 +127,8 @@ function M.vpc(ctx)
   st.region, st.cluster_tag = st.region or ctx.region, tag
   local block, why = M.parse_cidr(p.vpc_cidr)
   if not block or block.prefix < 16 or block.prefix > 24 then
-    errors.raise("VALIDATION", "vpc_cidr " .. tostring(p.vpc_cidr) .. ": " ..
-      (why or "the prefix must be /16 to /24"), { field = "vpc_cidr" })
+    errors.refuse("vpc_cidr", "validation", "vpc_cidr " .. tostring(p.vpc_cidr) .. ": " ..
+      (why or "the prefix must be /16 to /24"))
   end
   M.check_subnet_cidrs(p) -- the call was checked; a resumed operation is too
   zones(ctx)

@@ -19,6 +19,7 @@
 -- tag (hypd:cluster-tag=<tag>), and plan = true lists what would be made.
 -- The module is data for the tool (cluster_create_eks): params, target,
 -- steps, and status, the live view for cluster_get_creation_status.
+local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
 local net = require "cluster._eks_network"
@@ -77,9 +78,9 @@ end
 
 local function iam(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
-  local name = network.name(tag, "eks-cluster-role")
+  local name = Names.eks(tag, "eks-cluster-role")
   local role = roles.role(ctx, { name = name, tag = tag, key = "cluster_role_arn", trust = TRUST,
-    description = "hypd " .. tag .. ": the EKS control plane of cluster " .. network.name(tag) })
+    description = "hypd " .. tag .. ": the EKS control plane of cluster " .. Names.eks(tag) })
   st.cluster_role_name = name
   roles.attach(ctx, role, "arn:" .. partition(role.Arn) .. ":iam::aws:policy/AmazonEKSClusterPolicy",
     "AmazonEKSClusterPolicy")
@@ -88,14 +89,14 @@ end
 local function cluster(ctx)
   local p, st = ctx.params, ctx.state
   local tag = p.cluster_tag
-  local name = network.name(tag)
+  local name = Names.eks(tag)
   local req = {
     name = name, version = p.kubernetes_version, roleArn = st.cluster_role_arn,
     resourcesVpcConfig = { subnetIds = st.private_subnet_ids, securityGroupIds = { st.security_group_id },
       endpointPublicAccess = true, endpointPrivateAccess = true },
     accessConfig = { authenticationMode = "API", bootstrapClusterCreatorAdminPermissions = true },
-    tags = { [network.TAG_KEY] = tag, Name = name },
-    clientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 64), -- a retried create is the same create
+    tags = { [Names.TAG] = tag, Name = name },
+    clientRequestToken = Names.token(ctx.op_id), -- a retried create is the same create
   }
   if not (req.roleArn and st.private_subnet_ids and st.security_group_id) then
     errors.raise("STATE", "the cluster step needs the earlier steps' results (role, subnets, group)")
@@ -172,7 +173,7 @@ local function access(ctx)
   if not principal:match("^arn:[^:]+:iam::%d+:role/") and not principal:match("^arn:[^:]+:iam::%d+:user/") then
     ctx:progress("the caller " .. caller .. " is no IAM user or role; no access entry made for it")
     st.admin_access = "skipped"
-  elseif ctx.plan and tostring(cluster_arn):sub(1, 8) == "planned:" then
+  elseif ctx.plan and hypd.kit.is_planned(cluster_arn) then
     -- a cluster this plan creates: EKS makes the caller's admin entry and
     -- its AmazonEKSClusterAdminPolicy with it (the cluster step asks for
     -- bootstrapClusterCreatorAdminPermissions, and the caller creates it),
@@ -188,7 +189,7 @@ local function access(ctx)
       end,
       create = function()
         return ctx:call("eks", "CreateAccessEntry", { clusterName = name, principalArn = principal,
-          type = "STANDARD", tags = { [network.TAG_KEY] = ctx.params.cluster_tag } }).accessEntry
+          type = "STANDARD", tags = { [Names.TAG] = ctx.params.cluster_tag } }).accessEntry
       end }
     local policy = "arn:" .. partition(cluster_arn) .. ":eks::aws:cluster-access-policy/" .. ADMIN_POLICY
     local scope = { type = "cluster" }
@@ -253,7 +254,7 @@ function M.status(rec, opts)
     return hypd.aws.try(service, operation, params, o)
   end
   local tag = p.cluster_tag or st.cluster_tag
-  local out = { cluster_tag = tag, region = o.region, cluster_name = st.cluster_name or (tag and network.name(tag)),
+  local out = { cluster_tag = tag, region = o.region, cluster_name = st.cluster_name or (tag and Names.eks(tag)),
     vpc_id = st.vpc_id, public_subnet_ids = st.public_subnet_ids, private_subnet_ids = st.private_subnet_ids,
     security_group_id = st.security_group_id, cluster_role_arn = st.cluster_role_arn,
     nat_gateway_id = st.nat_gateway_id, admin_access = st.admin_access }
@@ -265,14 +266,14 @@ function M.status(rec, opts)
       local c = r.cluster
       out.eks_status, out.version, out.endpoint, out.cluster_arn = c.status, c.version, c.endpoint, c.arn
       out.health_issues = health(c)
-      if (c.tags or {})[network.TAG_KEY] ~= tag then out.eks_owner = "not hypd's cluster for this tag" end
+      if (c.tags or {})[Names.TAG] ~= tag then out.eks_owner = "not hypd's cluster for this tag" end
     elseif err.code == "ResourceNotFoundException" then
       out.eks_status = "NOT_CREATED"
     else
       out.eks_status = "UNKNOWN"
       note(err)
     end
-    local tagf = { Name = "tag:" .. network.TAG_KEY, Values = { tag } }
+    local tagf = { Name = "tag:" .. Names.TAG, Values = { tag } }
     if not out.vpc_id then
       local v, verr = try("ec2", "DescribeVpcs", { Filters = { tagf } })
       if v then out.vpc_id = v.Vpcs and v.Vpcs[1] and v.Vpcs[1].VpcId else note(verr) end

@@ -7,21 +7,21 @@
 --       name}}, data, remove, note}}, one per tag, sorted; live: the tags
 --       whose EKS cluster exists (their resources are the cluster's, not
 --       leftovers)
+local Names = require "_names"
 local M = {}
 
-local TAG = "hypd:cluster-tag"
 
 local function tag_of(tags, key)
-  for _, t in ipairs(tags or {}) do if t.Key == (key or TAG) then return t.Value end end
+  for _, t in ipairs(tags or {}) do if t.Key == (key or Names.TAG) then return t.Value end end
 end
 
-local function has_key() return { { Name = "tag-key", Values = { TAG } } } end
+local function has_key() return { { Name = "tag-key", Values = { Names.TAG } } } end
 
 function M.find(ctx, live)
   local by = {}
   local function add(tag, typ, id, name, data)
     if not tag or live[tag] then return end
-    local e = by[tag] or { cluster_tag = tag, eks_name = "hypd-" .. tag, resources = hypd.json.array(), data = false }
+    local e = by[tag] or { cluster_tag = tag, eks_name = Names.eks(tag), resources = hypd.json.array(), data = false }
     e.resources[#e.resources + 1] = { type = typ, id = id, name = name or id }
     e.data = e.data or data or false
     by[tag] = e
@@ -49,7 +49,7 @@ function M.find(ctx, live)
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
     if b.Name:match("^hypd%-") or b.Name:match("^hyperpod%-tls%-") then
       local h = s3.head(ctx, b.Name)
-      local tag = h and s3.tags(ctx, b.Name, h.Region)[TAG]
+      local tag = h and s3.tags(ctx, b.Name, h.Region)[Names.TAG]
       if tag then add(tag, "s3:bucket", b.Name, b.Name, true) end
     end
   end

@@ -24,9 +24,8 @@ function M.which(ctx, p) return hp.eks(ctx, p) end
 
 -- target(p) -> "nodegroup/<region>/<cluster>/<node group>", what one operation works on
 function M.target(p)
-  local act = hypd.clusters.active()
-  local cluster = p.cluster or (act and act.name) or "?"
-  local region = p.region or (not p.cluster and act and act.region)
+  local c = hypd.clusters.target(p) or { region = p.region }
+  local cluster, region = c.name or "?", c.region
   if not region then
     local ok, r = pcall(hypd.aws.region, {})
     region = ok and r or "default"
@@ -47,8 +46,8 @@ function M.eks_cluster(ctx, name)
   local r, err = ctx:try("eks", "DescribeCluster", { name = name })
   if r then return r.cluster end
   if err.code == "ResourceNotFoundException" then
-    hypd.errors.raise("VALIDATION", "cluster: no EKS cluster named " .. name .. " in " .. ctx:aws_region(),
-      { fields = { { field = "cluster", rule = "unknown", message = "no EKS cluster " .. name } } })
+    hypd.errors.refuse("cluster", "unknown", "cluster: no EKS cluster named " .. name .. " in " .. ctx:aws_region(),
+      { field_message = "no EKS cluster " .. name })
   end
   error(err, 0)
 end
@@ -140,16 +139,15 @@ function M.require_node_group(ctx, c, record, name, what)
   local d = M.hyperpod(ctx, c, record)
   local g = d and hp.group(d, name)
   if g then
-    hypd.errors.raise("VALIDATION", string.format("node_group: %s is an instance group of HyperPod cluster %s, " ..
+    hypd.errors.refuse("node_group", "kind", string.format("node_group: %s is an instance group of HyperPod cluster %s, " ..
       "not an EKS managed node group; %s works only on EKS node groups (hyperpod_%s_instance_group changes " ..
       "HyperPod groups)", name, d.ClusterName, what.tool, what.verb),
-      { fields = { { field = "node_group", rule = "kind", message = name .. " is a HyperPod instance group of " ..
-        d.ClusterName .. ", not an EKS managed node group" } } })
+      { field_message = name .. " is a HyperPod instance group of " .. d.ClusterName .. ", not an EKS managed node group" })
   end
   local names = hypd.aws.all("eks", "ListNodegroups", { clusterName = c.name }, ctx:aws_opts())
-  hypd.errors.raise("VALIDATION", string.format("node_group: EKS cluster %s has no managed node group named %s " ..
+  hypd.errors.refuse("node_group", "unknown", string.format("node_group: EKS cluster %s has no managed node group named %s " ..
     "(it has: %s)", c.name, name, #names > 0 and table.concat(names, ", ") or "none"),
-    { fields = { { field = "node_group", rule = "unknown", message = "no node group " .. name .. " in " .. c.name } } })
+    { field_message = "no node group " .. name .. " in " .. c.name })
 end
 
 -- await_nodes(ctx, cluster, group, want) -> the Ready nodes once the group

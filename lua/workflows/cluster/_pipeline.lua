@@ -20,8 +20,8 @@
 -- A crash resumes at the step it was in; a child operation that step
 -- started is found again and waited for (hypd.tools.call), never started
 -- twice. In plan mode every child plans, and their plans are one plan.
+local Names = require "_names"
 local create = require "_hyperpod_setup"
-local net = require "_network"
 local s3 = require "_s3"
 
 local M = {}
@@ -44,7 +44,7 @@ end
 
 -- the parameters of each stage's tool, from cluster_create's
 function M.args(p, region, hp_zone)
-  local eks = net.name(p.cluster_tag)
+  local eks = Names.eks(p.cluster_tag)
   local out = {
     cluster_create_eks = pick(p.eks or {}, M.EKS_KEYS, { cluster_tag = p.cluster_tag, region = region }),
     cluster_configure_dependencies = { cluster = eks, region = region, kuberay = p.kuberay },
@@ -104,10 +104,10 @@ local NOT_READY = { NOT_FOUND = true, CONFLICT = true, STATE = true }
 local function ready(ctx, what)
   local tag = ctx.params.cluster_tag
   if what == "eks" then
-    local c = ctx:try("eks", "DescribeCluster", { name = net.name(tag) })
+    local c = ctx:try("eks", "DescribeCluster", { name = Names.eks(tag) })
     return c ~= nil and c.cluster.status == "ACTIVE"
   end
-  local c = ctx:try("sagemaker", "DescribeCluster", { ClusterName = "hypd-" .. tag .. "-hp" })
+  local c = ctx:try("sagemaker", "DescribeCluster", { ClusterName = Names.hyperpod(tag).cluster })
   return c ~= nil and c.ClusterStatus == "InService"
 end
 
@@ -192,7 +192,7 @@ end
 
 local function active(ctx)
   if ctx.plan then return end
-  local eks_name = net.name(ctx.params.cluster_tag)
+  local eks_name = Names.eks(ctx.params.cluster_tag)
   local rec = hypd.clusters.get(eks_name, ctx:aws_region()) or {}
   hypd.clusters.set_active { name = eks_name, region = ctx:aws_region(), arn = rec.arn }
 end
@@ -209,7 +209,7 @@ end
 
 local function result(ctx)
   local st, p = ctx.state, ctx.params
-  local out = { cluster_tag = p.cluster_tag, region = ctx:aws_region(), cluster = net.name(p.cluster_tag),
+  local out = { cluster_tag = p.cluster_tag, region = ctx:aws_region(), cluster = Names.eks(p.cluster_tag),
     stages = hypd.json.object() }
   for name, s in pairs(st.stages or {}) do out.stages[name] = s.result end
   local hp = (st.stages or {}).hyperpod_create

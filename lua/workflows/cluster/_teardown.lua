@@ -18,15 +18,15 @@
 --   foreign(ctx, vpc_id, tag)  the subnets and groups in a VPC that are
 --                             not hypd's, reported as kept
 -- made of the pieces in _teardown_pieces, one resource each.
+local Names = require "_names"
 local FS = require "_fsx_file_system"
 local pieces = require "_teardown_pieces"
 local tag_of, named, draining, absent = pieces.tag_of, pieces.named, pieces.draining, pieces.absent
 
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 
-local function tagged(tag) return { { Name = "tag:" .. M.TAG, Values = { tag } } } end
+local function tagged(tag) return { { Name = "tag:" .. Names.TAG, Values = { tag } } } end
 
 local function each(ctx, op_name, list_key, params, fn)
   local out = ctx:call("ec2", op_name, params)
@@ -43,7 +43,7 @@ function M.foreign(ctx, vpc_id, tag)
     if tag_of(sn.Tags) ~= tag then
       ids[#ids + 1] = sn.SubnetId
       absent(ctx, { type = "ec2:subnet", label = "subnet", name = named(sn, sn.SubnetId), id = "SubnetId",
-        find = function() return sn end, owned = function() return false, "it does not carry " .. M.TAG .. "=" ..
+        find = function() return sn end, owned = function() return false, "it does not carry " .. Names.TAG .. "=" ..
           tag end, delete = function() end })
     end
   end
@@ -52,7 +52,7 @@ function M.foreign(ctx, vpc_id, tag)
       ids[#ids + 1] = sg.GroupId
       absent(ctx, { type = "ec2:security-group", label = "security group", name = sg.GroupName or sg.GroupId,
         id = "GroupId", find = function() return sg end,
-        owned = function() return false, "it does not carry " .. M.TAG .. "=" .. tag end, delete = function() end })
+        owned = function() return false, "it does not carry " .. Names.TAG .. "=" .. tag end, delete = function() end })
     end
   end
   return ids
@@ -265,7 +265,7 @@ function M.iam_sweep(ctx, tag, oidc_issuer)
             return g and { Arn = pr.Arn, Tags = g.Tags }
           end,
           owned = function(o)
-            return tag_of(o.Tags) == tag, "it does not carry " .. M.TAG .. "=" .. tag
+            return tag_of(o.Tags) == tag, "it does not carry " .. Names.TAG .. "=" .. tag
           end,
           delete = function() ctx:call("iam", "DeleteOpenIDConnectProvider", { OpenIDConnectProviderArn = pr.Arn }) end,
           gone = { "NoSuchEntity" } })
@@ -281,7 +281,7 @@ function M.buckets(ctx, tag, force)
   local s3 = require "_s3"
   for _, b in ipairs(ctx:call("s3", "ListBuckets", {}).Buckets or {}) do
     local h = s3.head(ctx, b.Name)
-    if h and s3.tags(ctx, b.Name, h.Region)[M.TAG] == tag then
+    if h and s3.tags(ctx, b.Name, h.Region)[Names.TAG] == tag then
       pieces.bucket(ctx, { name = b.Name, tag = tag, force = force })
     end
   end
@@ -322,7 +322,7 @@ function M.node_groups(ctx, name, tag)
         local d = ctx:try("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = g })
         return d and d.nodegroup
       end,
-      owned = function(n) return (n.tags or {})[M.TAG] == tag, "its " .. M.TAG .. " tag is not " .. tag end,
+      owned = function(n) return (n.tags or {})[Names.TAG] == tag, "its " .. Names.TAG .. " tag is not " .. tag end,
       delete = function(n)
         if n.status ~= "DELETING" then ctx:call("eks", "DeleteNodegroup", { clusterName = name, nodegroupName = g }) end
       end })
@@ -338,8 +338,8 @@ function M.eks_cluster(ctx, name, tag)
       if err.code ~= "ResourceNotFoundException" then error(err, 0) end
     end,
     owned = function(c)
-      local have = (c.tags or {})[M.TAG]
-      return have == tag, "its " .. M.TAG .. " tag is " .. tostring(have)
+      local have = (c.tags or {})[Names.TAG]
+      return have == tag, "its " .. Names.TAG .. " tag is " .. tostring(have)
     end,
     delete = function(c)
       if c.status ~= "DELETING" then ctx:call("eks", "DeleteCluster", { name = name }) end

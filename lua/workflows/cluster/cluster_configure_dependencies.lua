@@ -49,6 +49,6 @@ return tool {
         "they are kept as they are and reported." },
   },
   target = steps.target,
-  check = steps.check,
+  validate = steps.validate,
   steps = steps.steps,
 }

@@ -55,6 +55,6 @@ return tool {
   params = params,
   status_tool = "cluster_get_creation_status",
   target = stage.target,
-  check = net.check_subnet_cidrs,
+  validate = net.check_subnet_cidrs,
   steps = stage.steps,
 }

@@ -1,11 +1,10 @@
 -- cluster_delete: everything hypd made for a cluster tag, taken away in the
 -- reverse order of its making (cluster/_teardown), and nothing else.
+local Names = require "_names"
 local P = require "_params"
 local td = require "cluster._teardown"
 local W = require "cluster._teardown_workloads"
 local S = require "_storage"
-
-local function eks_name(tag) return "hypd-" .. tag end
 
 -- merge(ctx, kept): a child's kept list into this operation's (once each)
 local function merge(ctx, list)
@@ -63,7 +62,7 @@ return tool {
     { name = "check", run = function(ctx)
       -- refused before anything is deleted: EKS does not delete a cluster
       -- that still has managed node groups, and hypd deletes only its own
-      local name = eks_name(ctx.params.cluster_tag)
+      local name = Names.eks(ctx.params.cluster_tag)
       local c = ctx:try("eks", "DescribeCluster", { name = name })
       ctx.state.oidc_issuer = c and c.cluster.identity and c.cluster.identity.oidc and c.cluster.identity.oidc.issuer
       ctx.state.eks_exists = c ~= nil and c.cluster.status ~= "DELETING"
@@ -71,13 +70,13 @@ return tool {
         local foreign = {}
         for _, ng in ipairs(hypd.aws.all("eks", "ListNodegroups", { clusterName = name }, ctx:aws_opts())) do
           local d = ctx:try("eks", "DescribeNodegroup", { clusterName = name, nodegroupName = ng })
-          if d and (d.nodegroup.tags or {})[td.TAG] ~= ctx.params.cluster_tag then foreign[#foreign + 1] = ng end
+          if d and (d.nodegroup.tags or {})[Names.TAG] ~= ctx.params.cluster_tag then foreign[#foreign + 1] = ng end
         end
         if #foreign > 0 then
-          hypd.errors.raise("CONFLICT", string.format("EKS cluster %s has node groups hypd did not make (%s): " ..
-            "nothing was deleted; delete them first (cluster_delete_node_group), then call cluster_delete again",
-            name, table.concat(foreign, ", ")), { fields = { { field = "cluster_tag", rule = "own_node_groups",
-              message = "node groups hypd did not make: " .. table.concat(foreign, ", ") } } })
+          hypd.errors.refuse("cluster_tag", "own_node_groups", string.format("EKS cluster %s has node groups hypd did " ..
+            "not make (%s): nothing was deleted; delete them first (cluster_delete_node_group), then call cluster_delete again",
+            name, table.concat(foreign, ", ")),
+            { code = "CONFLICT", field_message = "node groups hypd did not make: " .. table.concat(foreign, ", ") })
         end
       end
     end },
@@ -89,7 +88,7 @@ return tool {
       -- call that removes it, before anything is deleted; with force they go
       -- first. The plan lists them either way.
       if not ctx.state.eks_exists then return end
-      local name = eks_name(ctx.params.cluster_tag)
+      local name = Names.eks(ctx.params.cluster_tag)
       local list = hypd.tools.call("storage_list", { cluster = name, region = ctx:aws_region() })
       local claims = {}
       for _, s in ipairs(list.storages or {}) do
@@ -122,10 +121,9 @@ return tool {
         for _, e in ipairs(found) do
           parts[#parts + 1] = string.format("%s %s/%s (%s; remove it: %s)", e.kind, e.namespace, e.name, e.why, e.remove)
         end
-        hypd.errors.raise("CONFLICT", string.format("workloads stand in the way of deleting %s: %s. Nothing was " ..
+        hypd.errors.refuse("force", "workloads", string.format("workloads stand in the way of deleting %s: %s. Nothing was " ..
           "deleted: remove them, or call cluster_delete again with force = true (it deletes them first)", name,
-          table.concat(parts, "; ")), { fields = { { field = "force", rule = "workloads",
-            message = #found .. " workload(s) in the way: " .. parts[1] } } })
+          table.concat(parts, "; ")), { code = "CONFLICT", field_message = #found .. " workload(s) in the way: " .. parts[1] })
       end
       W.remove(ctx, conn, found)
       for _, e in ipairs(found) do
@@ -136,7 +134,7 @@ return tool {
       -- stage 5 first (the reverse order): each storage of the cluster, its
       -- bucket or file system with it; one that holds data is kept unless force
       if not ctx.state.eks_exists then return end
-      local name = eks_name(ctx.params.cluster_tag)
+      local name = Names.eks(ctx.params.cluster_tag)
       local list = hypd.tools.call("storage_list", { cluster = name, region = ctx:aws_region() })
       for _, s in ipairs(list.storages or {}) do
         local mounted = ctx.state.blocked and #S.claim_users(ctx:k8s(name), s.namespace or "default", s.claim or "") > 0
@@ -161,13 +159,13 @@ return tool {
     end },
     { name = "hyperpod", run = function(ctx)
       if not ctx.state.eks_exists then return end
-      local r = hypd.tools.call("hyperpod_delete", { cluster = eks_name(ctx.params.cluster_tag),
+      local r = hypd.tools.call("hyperpod_delete", { cluster = Names.eks(ctx.params.cluster_tag),
         region = ctx:aws_region(), force = ctx.params.force })
       merge(ctx, r.kept)
     end },
     { name = "eks_cluster", run = function(ctx)
-      td.node_groups(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
-      td.eks_cluster(ctx, eks_name(ctx.params.cluster_tag), ctx.params.cluster_tag)
+      td.node_groups(ctx, Names.eks(ctx.params.cluster_tag), ctx.params.cluster_tag)
+      td.eks_cluster(ctx, Names.eks(ctx.params.cluster_tag), ctx.params.cluster_tag)
     end },
     { name = "buckets", run = function(ctx)
       -- what is left with the tag: a managed feature's bucket (the inference
@@ -177,7 +175,7 @@ return tool {
     { name = "iam", run = function(ctx) td.iam_sweep(ctx, ctx.params.cluster_tag, ctx.state.oidc_issuer) end },
     { name = "network", run = function(ctx) td.ec2_sweep(ctx, ctx.params.cluster_tag) end },
     { name = "forget", run = function(ctx)
-      local name = eks_name(ctx.params.cluster_tag)
+      local name = Names.eks(ctx.params.cluster_tag)
       if not ctx.plan then hypd.clusters.forget(name, ctx:aws_region()) end
       ctx.state.result = { cluster_tag = ctx.params.cluster_tag, kept = ctx.state.kept or hypd.json.array() }
     end },

@@ -1,8 +1,8 @@
 -- cluster_get_creation_status: a cluster_create operation (every stage, as
 -- its child operations) or a cluster_create_eks one, and the live AWS
 -- state under it.
+local Names = require "_names"
 local P = require "_params"
-local hp = require "_hyperpod"
 local stage = require "cluster._eks_stage"
 local R = require "_running"
 local W = require "_wait"
@@ -62,8 +62,8 @@ return tool {
     elseif p.cluster_tag then
       view = latest(p.cluster_tag)
     else
-      hypd.errors.raise("VALIDATION", "cluster_get_creation_status: give operation_id or cluster_tag",
-        { fields = { { field = "operation_id", rule = "required", message = "operation_id or cluster_tag" } } })
+      hypd.errors.refuse("operation_id", "required", "cluster_get_creation_status: give operation_id or cluster_tag",
+        { field_message = "operation_id or cluster_tag" })
     end
     if not view or not TOOLS[view.tool] then
       hypd.errors.raise("NOT_FOUND", "no cluster_create or cluster_create_eks operation for " ..
@@ -90,7 +90,7 @@ return tool {
         region = ctx:aws_region(), try = function(_, ...) return ctx:try(...) end })
       v.aws = ok and live or { error = tostring(live and live.message or live) }
       if ok and v.tool == "cluster_create" then
-        local name = hp.names(v.params.cluster_tag).cluster
+        local name = Names.hyperpod(v.params.cluster_tag).cluster
         local c, err = ctx:try("sagemaker", "DescribeCluster", { ClusterName = name })
         v.aws.hyperpod_cluster = name
         v.aws.hyperpod_status = c and c.ClusterStatus or

@@ -16,8 +16,8 @@ local function find(p)
     hypd.errors.raise("NOT_FOUND", "no node group operation " .. p.operation_id)
   end
   if not p.node_group then
-    hypd.errors.raise("VALIDATION", "cluster_get_node_group_status: give operation_id, or node_group",
-      { fields = { { field = "operation_id", rule = "required", message = "operation_id or node_group" } } })
+    hypd.errors.refuse("operation_id", "required", "cluster_get_node_group_status: give operation_id, or node_group",
+      { field_message = "operation_id or node_group" })
   end
   return hypd.operations.list { target = ng.target(p), limit = 1 }[1]
 end

@@ -1,5 +1,6 @@
 -- cluster_get_status: one EKS cluster, its add-ons, its HyperPod cluster
 -- and the operations running on it.
+local Names = require "_names"
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
@@ -9,8 +10,9 @@ local PACE = 15 -- seconds between looks while a caller waits for a change
 
 -- view(ctx, p) -> the status, and a signature of what can change in it
 local function view(ctx, p)
-  local name, region = hp.which(p)
-  if region then ctx.region = region end
+  local target = ctx:cluster(p)
+  local name = target.name
+  ctx.region = target.region
   local c = ctx:call("eks", "DescribeCluster", { name = name }).cluster
   local addons = {}
   for _, a in ipairs(hypd.aws.all("eks", "ListAddons", { clusterName = name }, ctx:aws_opts())) do
@@ -32,7 +34,7 @@ local function view(ctx, p)
       instance_groups = groups, failure_message = h.describe.FailureMessage }
   end
   local ops = {}
-  local tag = (c.tags or {})[hp.TAG]
+  local tag = (c.tags or {})[Names.TAG]
   -- the top-level operations at work on the cluster (cluster_create, not the
   -- stage it runs now), each with the child it runs
   local seen = {}

@@ -13,11 +13,11 @@
 -- changed: the import only records what it found (hypd.clusters.record
 -- with imported = true and hyperpod = {name, arn}); the first cluster hypd
 -- knows becomes the active one.
+local Names = require "_names"
 local P = require "_params"
 local access_ = require "cluster._access"
 local hp = require "_hyperpod"
 
-local TAG = "hypd:cluster-tag"
 
 return tool {
   name = "cluster_import",
@@ -49,17 +49,17 @@ return tool {
     local out, err = ctx:try("eks", "DescribeCluster", { name = p.cluster })
     if not out then
       if err.code == "ResourceNotFoundException" then
-        hypd.errors.raise("NOT_FOUND", string.format("no EKS cluster named %s in %s (cluster_list shows the " ..
-          "region's clusters)", p.cluster, region), { fields = { { field = "cluster", rule = "exists",
-          message = "cluster: no such EKS cluster in " .. region } } })
+        hypd.errors.refuse("cluster", "exists", string.format("no EKS cluster named %s in %s (cluster_list shows the " ..
+          "region's clusters)", p.cluster, region),
+          { code = "NOT_FOUND", field_message = "cluster: no such EKS cluster in " .. region })
       end
       error(err, 0)
     end
     local c = out.cluster
     if c.status ~= "ACTIVE" then
-      access_.refuse("CONFLICT", "not_active", string.format("EKS cluster %s is %s, not ACTIVE: hypd imports a cluster " ..
-        "whose Kubernetes API serves; call again once it is ACTIVE", c.name, tostring(c.status)),
-        { status = c.status })
+      hypd.errors.refuse("cluster", "conflict", string.format("EKS cluster %s is %s, not ACTIVE: hypd imports a cluster " ..
+        "whose Kubernetes API serves; call again once it is ACTIVE", c.name, tostring(c.status)), { code = "CONFLICT",
+        reason = "not_active", status = c.status })
     end
     local a = access_.check(ctx, c)
     local principal, access = a.principal, a.access
@@ -73,7 +73,7 @@ return tool {
     local hyperpod = h and { name = h.ClusterName, arn = h.ClusterArn, status = h.ClusterStatus } or nil
     local before = hypd.clusters.get(c.name, region) or {}
     local vpc = c.resourcesVpcConfig or {}
-    local tag = (c.tags or {})[TAG]
+    local tag = (c.tags or {})[Names.TAG]
     hypd.clusters.record { name = c.name, region = region, arn = c.arn, tag = tag, version = c.version,
       vpc_id = vpc.vpcId, subnet_ids = vpc.subnetIds, security_group_id = (vpc.securityGroupIds or {})[1] or
         vpc.clusterSecurityGroupId, cluster_security_group_id = vpc.clusterSecurityGroupId,

@@ -1,4 +1,5 @@
 -- cluster_list: the EKS clusters of a region and what hypd knows of them.
+local Names = require "_names"
 local P = require "_params"
 local hp = require "cluster._hyperpods"
 local left = require "cluster._leftovers"
@@ -35,10 +36,10 @@ return tool {
       local c = ctx:try("eks", "DescribeCluster", { name = name })
       c = c and c.cluster
       if c then
-        if (c.tags or {})[hp.TAG] then live[c.tags[hp.TAG]] = true end
+        if (c.tags or {})[Names.TAG] then live[c.tags[Names.TAG]] = true end
         local h = hps[c.arn]
         out[#out + 1] = { name = name, status = c.status, version = c.version, arn = c.arn,
-          managed = (c.tags or {})[hp.TAG] ~= nil, cluster_tag = (c.tags or {})[hp.TAG],
+          managed = (c.tags or {})[Names.TAG] ~= nil, cluster_tag = (c.tags or {})[Names.TAG],
           hyperpod = h and { name = h.name, status = h.status } or nil,
           active = act ~= nil and act.name == name and act.region == region }
       end

@@ -11,14 +11,11 @@
 --   wait    the group ACTIVE with the new sizes and its update Successful,
 --           then (when hypd can read the cluster's Kubernetes API) that
 --           many Ready nodes of the group
+local Names = require "_names"
 local P = require "_params"
 local ng = require "cluster._node_groups"
 
 local errors, json = hypd.errors, hypd.json
-
-local function bad(field, rule, message)
-  errors.raise("VALIDATION", field .. ": " .. message, { fields = { { field = field, rule = rule, message = message } } })
-end
 
 -- sizes(g, p) -> {minSize, maxSize, desiredSize}: what the group will have,
 -- or VALIDATION naming the parameter that does not fit
@@ -26,20 +23,24 @@ local function sizes(g, p)
   local cur = g.scalingConfig or {}
   local s = { minSize = p.min_size or cur.minSize, maxSize = p.max_size or cur.maxSize, desiredSize = p.desired_size }
   if s.minSize > s.maxSize then
-    if p.min_size and p.max_size then bad("min_size", "range", "min_size " .. s.minSize .. " is above max_size " ..
-      s.maxSize) end
-    if p.min_size then bad("min_size", "range", "min_size " .. s.minSize .. " is above the node group's maximum size " ..
-      s.maxSize .. "; pass max_size as well") end
-    bad("max_size", "range", "max_size " .. s.maxSize .. " is below the node group's minimum size " .. s.minSize ..
-      "; pass min_size as well")
+    if p.min_size and p.max_size then errors.refuse("min_size", "range", "min_size " .. s.minSize .. " is above max_size " ..
+      s.maxSize, { prefix = "message" }) end
+    if p.min_size then
+      errors.refuse("min_size", "range", "min_size " .. s.minSize .. " is above the node group's maximum size " ..
+        s.maxSize .. "; pass max_size as well", { prefix = "message" })
+    end
+    errors.refuse("max_size", "range", "max_size " .. s.maxSize .. " is below the node group's minimum size " .. s.minSize ..
+      "; pass min_size as well", { prefix = "message" })
   end
   if s.desiredSize < s.minSize then
-    bad("desired_size", "minimum", "desired_size " .. s.desiredSize .. " is below " .. (p.min_size and "min_size " or
-      "the node group's minimum size ") .. s.minSize .. (p.min_size and "" or "; pass min_size to lower it"))
+    errors.refuse("desired_size", "minimum", "desired_size " .. s.desiredSize .. " is below " .. (p.min_size and "min_size " or
+      "the node group's minimum size ") .. s.minSize .. (p.min_size and "" or "; pass min_size to lower it"),
+      { prefix = "message" })
   end
   if s.desiredSize > s.maxSize then
-    bad("desired_size", "maximum", "desired_size " .. s.desiredSize .. " is above " .. (p.max_size and "max_size " or
-      "the node group's maximum size ") .. s.maxSize .. (p.max_size and "" or "; pass max_size to raise it"))
+    errors.refuse("desired_size", "maximum", "desired_size " .. s.desiredSize .. " is above " .. (p.max_size and "max_size " or
+      "the node group's maximum size ") .. s.maxSize .. (p.max_size and "" or "; pass max_size to raise it"),
+      { prefix = "message" })
   end
   return s
 end
@@ -51,9 +52,9 @@ local function check(ctx)
   local c, g = ng.resolve(ctx, { tool = "cluster_scale_node_group", verb = "scale" })
   -- EKS updates a group that is ACTIVE, or soon will be (CREATING, UPDATING: the scale waits for it)
   if not BUSY[g.status] and g.status ~= "ACTIVE" then
-    errors.raise("CONFLICT", string.format("EKS node group %s of %s is %s and cannot be scaled until it is ACTIVE%s",
+    errors.refuse("node_group", "state", string.format("EKS node group %s of %s is %s and cannot be scaled until it is ACTIVE%s",
       g.nodegroupName, c.name, g.status, #ng.issues(g) > 0 and (": " .. table.concat(ng.issues(g), "; ")) or ""),
-      { fields = { { field = "node_group", rule = "state", message = g.nodegroupName .. " is " .. g.status } } })
+      { code = "CONFLICT", field_message = g.nodegroupName .. " is " .. g.status })
   end
   st.from = g.scalingConfig
   st.to = sizes(g, ctx.params)
@@ -79,7 +80,7 @@ local function scale(ctx)
       local sc = {}
       for k, ch in pairs(changes) do sc[k] = ch.to end
       local r = ctx:call("eks", "UpdateNodegroupConfig", { clusterName = st.cluster, nodegroupName = st.node_group,
-        scalingConfig = sc, clientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 64) })
+        scalingConfig = sc, clientRequestToken = Names.token(ctx.op_id) })
       st.update_id = r.update and r.update.id
     end }
   st.action = action

@@ -29,10 +29,10 @@ return tool {
         names[#names + 1] = tostring(n) -- the paginator's result key: the names themselves
       end
       table.sort(names)
-      hypd.errors.raise("NOT_FOUND", "no EKS cluster " .. p.cluster .. " in " .. ctx:aws_region() .. "; " ..
+      hypd.errors.refuse("cluster", "exists", "no EKS cluster " .. p.cluster .. " in " .. ctx:aws_region() .. "; " ..
         (#names > 0 and "the clusters there are: " .. table.concat(names, ", ") or "it has no EKS clusters") ..
         " (cluster_list lists the ones hypd knows, with their regions)",
-        { fields = { { field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. p.cluster } } })
+        { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. p.cluster })
     end
     local c = d.cluster
     local now = { name = c.name, region = ctx:aws_region(), arn = c.arn }

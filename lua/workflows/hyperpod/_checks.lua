@@ -33,11 +33,6 @@ local M = {}
 
 M.SERVICE_CODE = "sagemaker"
 
-local function refuse(field, rule, message)
-  errors.raise("VALIDATION", field .. ": " .. message, { fields = { { field = field, rule = rule,
-    message = message } } })
-end
-M.refuse = refuse
 
 -- quota_name(itype) -> the Service Quotas name of HyperPod capacity of a type
 function M.quota_name(itype) return itype .. " for cluster usage" end
@@ -60,20 +55,20 @@ local function training_plan(ctx, p, d)
   local name, region = plan_ref(p.training_plan)
   local here = ctx:aws_region()
   if region and region ~= here then
-    refuse("training_plan", "region", string.format("training plan %s is in %s; this cluster is in %s (a plan's " ..
-      "capacity serves clusters of its own region)", name, region, here))
+    errors.refuse("training_plan", "region", string.format("training plan %s is in %s; this cluster is in %s (a plan's " ..
+      "capacity serves clusters of its own region)", name, region, here), { prefix = "message" })
   end
   local tp, err = ctx:try("sagemaker", "DescribeTrainingPlan", { TrainingPlanName = name })
   if not tp then
     if err.code == "ResourceNotFound" or err.code == "ValidationException" then
-      refuse("training_plan", "exists", "no training plan " .. name .. " in " .. here ..
-        " (ListTrainingPlans lists them)")
+      errors.refuse("training_plan", "exists", "no training plan " .. name .. " in " .. here ..
+        " (ListTrainingPlans lists them)", { prefix = "message" })
     end
     error(err, 0)
   end
   if tp.Status ~= "Active" and tp.Status ~= "Scheduled" then
-    refuse("training_plan", "status", string.format("training plan %s is %s; HyperPod uses a plan that is Active " ..
-      "or Scheduled", name, tostring(tp.Status)))
+    errors.refuse("training_plan", "status", string.format("training plan %s is %s; HyperPod uses a plan that is Active " ..
+      "or Scheduled", name, tostring(tp.Status)), { prefix = "message" })
   end
   local total, zone = 0, nil
   for _, rc in ipairs(tp.ReservedCapacitySummaries or {}) do
@@ -85,17 +80,17 @@ local function training_plan(ctx, p, d)
   if total == 0 then
     local types = {}
     for _, rc in ipairs(tp.ReservedCapacitySummaries or {}) do types[#types + 1] = tostring(rc.InstanceType) end
-    refuse("instance_type", "training_plan", string.format("training plan %s reserves %s, not %s", name,
-      #types > 0 and table.concat(types, ", ") or "no instances", d.instance_type))
+    errors.refuse("instance_type", "training_plan", string.format("training plan %s reserves %s, not %s", name,
+      #types > 0 and table.concat(types, ", ") or "no instances", d.instance_type), { prefix = "message" })
   end
   local available = tp.AvailableInstanceCount or total
   if d.count > total or d.count > available then
-    refuse("instance_count", "training_plan", string.format("training plan %s reserves %d %s (%d available); %d " ..
-      "asked", name, total, d.instance_type, available, d.count))
+    errors.refuse("instance_count", "training_plan", string.format("training plan %s reserves %d %s (%d available); %d " ..
+      "asked", name, total, d.instance_type, available, d.count), { prefix = "message" })
   end
   if zone and not zone:find(here, 1, true) then
-    refuse("training_plan", "region", string.format("training plan %s reserves capacity in %s, outside %s", name,
-      zone, here))
+    errors.refuse("training_plan", "region", string.format("training plan %s reserves capacity in %s, outside %s", name,
+      zone, here), { prefix = "message" })
   end
   d.plan = { arn = tp.TrainingPlanArn, name = tp.TrainingPlanName, status = tp.Status, zone = zone, total = total,
     available = available }
@@ -145,9 +140,9 @@ local function quota(ctx, d)
   local value = math.floor(q.Value or 0)
   d.quota = { name = q.QuotaName, code = q.QuotaCode, value = value, used = used }
   if used + d.count > value then
-    refuse("instance_count", "quota", string.format("%d %s asked, %d in use by HyperPod clusters in %s, quota %d: " ..
-      "raise the Service Quotas quota '%s' (code %s, service %s) to at least %d, or ask for fewer", d.count,
-      d.instance_type, used, ctx:aws_region(), value, q.QuotaName, q.QuotaCode, M.SERVICE_CODE, used + d.count))
+    errors.refuse("instance_count", "quota", string.format("%d %s asked, %d in use by HyperPod clusters in %s, quota %d: " ..
+      "raise the Service Quotas quota '%s' (code %s, service %s) to at least %d, or ask for fewer", d.count, d.instance_type,
+      used, ctx:aws_region(), value, q.QuotaName, q.QuotaCode, M.SERVICE_CODE, used + d.count), { prefix = "message" })
   end
 end
 
@@ -156,16 +151,17 @@ function M.decisions(ctx, p, o)
   local d = { instance_type = p.instance_type, count = p.instance_count, capacity = p.capacity_type or "on-demand",
     efa_only = p.efa_only == true, notes = hypd.json.array() }
   if not is_hyperpod_type(d.instance_type) then
-    refuse("instance_type", "hyperpod_type", tostring(d.instance_type) .. " is not a SageMaker HyperPod instance " ..
-      "type (aws_get_instance_types lists them)")
+    errors.refuse("instance_type", "hyperpod_type", tostring(d.instance_type) .. " is not a SageMaker HyperPod instance " ..
+      "type (aws_get_instance_types lists them)", { prefix = "message" })
   end
   d.ec2_type = d.instance_type:gsub("^ml%.", "")
   if d.capacity == "training-plan" and not p.training_plan then
-    refuse("training_plan", "required", "capacity_type training-plan needs training_plan (its name or ARN)")
+    errors.refuse("training_plan", "required", "capacity_type training-plan needs training_plan (its name or ARN)",
+      { prefix = "message" })
   end
   if p.training_plan and d.capacity ~= "training-plan" then
-    refuse("training_plan", "capacity_type", "a training plan is used with capacity_type training-plan, not " ..
-      d.capacity)
+    errors.refuse("training_plan", "capacity_type", "a training plan is used with capacity_type training-plan, not " ..
+      d.capacity, { prefix = "message" })
   end
   if d.capacity == "training-plan" then training_plan(ctx, p, d) end
   local requested = p.availability_zone
@@ -179,26 +175,26 @@ function M.decisions(ctx, p, o)
         d.zone.id)
     end
   elseif not requested then
-    refuse("availability_zone", "required", "the Availability Zone is a decision (aws_get_availability_zones " ..
-      "lists the zones; aws_get_instance_types zone=<zone> what a zone offers)")
+    errors.refuse("availability_zone", "required", "the Availability Zone is a decision (aws_get_availability_zones " ..
+      "lists the zones; aws_get_instance_types zone=<zone> what a zone offers)", { prefix = "message" })
   else
     d.zone = subnet.zone(ctx, requested)
   end
   d.requested_zone = requested
   local set, names = offered(ctx, d.ec2_type)
   if not set[d.zone.name] then
-    refuse("availability_zone", "offering", string.format("%s (%s) does not offer %s%s", d.zone.name, d.zone.id,
+    errors.refuse("availability_zone", "offering", string.format("%s (%s) does not offer %s%s", d.zone.name, d.zone.id,
       d.instance_type, #names > 0 and ("; zones that do: " .. table.concat(names, ", ")) or
-        ("; no zone of " .. ctx:aws_region() .. " does")))
+        ("; no zone of " .. ctx:aws_region() .. " does")), { prefix = "message" })
   end
   if d.efa_only then
     local t = (ctx:call("ec2", "DescribeInstanceTypes", { InstanceTypes = { d.ec2_type } }).InstanceTypes or {})[1]
     local n = t and t.NetworkInfo or {}
     local max = n.EfaSupported and ((n.EfaInfo or {}).MaximumEfaInterfaces or 1) or 0
     if max <= 1 then
-      refuse("efa_only", "efa_interfaces", string.format("%s %s; an efa-only network interface needs EFA with more " ..
+      errors.refuse("efa_only", "efa_interfaces", string.format("%s %s; an efa-only network interface needs EFA with more " ..
         "than one EFA interface", d.instance_type, n.EfaSupported and ("has " .. max .. " EFA interface") or
-          "does not support EFA"))
+          "does not support EFA"), { prefix = "message" })
     end
   end
   if d.capacity ~= "training-plan" and not o.skip_quota then quota(ctx, d) end
@@ -222,21 +218,21 @@ end
 -- (hyperpod_create, hyperpod_add_instance_group): a different value would
 -- otherwise be kept silently
 function M.fixed(ctx, c, g, d)
-  local function bad(field, have, want)
-    refuse(field, "fixed_at_create", string.format("instance group %s has %s %s; it is fixed when the " ..
+  local function changed(field, have, want)
+    errors.refuse(field, "fixed_at_create", string.format("instance group %s has %s %s; it is fixed when the " ..
       "group is created (HyperPod cannot change it in place), not %s: delete the group " ..
       "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
-      field, tostring(have), tostring(want)))
+      field, tostring(have), tostring(want)), { prefix = "message" })
   end
-  if g.InstanceType ~= d.instance_type then bad("instance_type", g.InstanceType, d.instance_type) end
+  if g.InstanceType ~= d.instance_type then changed("instance_type", g.InstanceType, d.instance_type) end
   local cap = M.capacity_of(g)
-  if cap ~= d.capacity then bad("capacity_type", cap, d.capacity) end
-  if d.plan and g.TrainingPlanArn ~= d.plan.arn then bad("training_plan", g.TrainingPlanArn, d.plan.arn) end
+  if cap ~= d.capacity then changed("capacity_type", cap, d.capacity) end
+  if d.plan and g.TrainingPlanArn ~= d.plan.arn then changed("training_plan", g.TrainingPlanArn, d.plan.arn) end
   local efa = (g.NetworkInterface or {}).InterfaceType == "efa-only"
-  if efa ~= d.efa_only then bad("efa_only", efa, d.efa_only) end
+  if efa ~= d.efa_only then changed("efa_only", efa, d.efa_only) end
   local sid = ((g.OverrideVpcConfig or c.VpcConfig or {}).Subnets or {})[1]
   local s = sid and (ctx:call("ec2", "DescribeSubnets", { SubnetIds = { sid } }).Subnets or {})[1]
-  if s and s.AvailabilityZone ~= d.zone.name then bad("availability_zone", s.AvailabilityZone, d.zone.name) end
+  if s and s.AvailabilityZone ~= d.zone.name then changed("availability_zone", s.AvailabilityZone, d.zone.name) end
   return s
 end
 

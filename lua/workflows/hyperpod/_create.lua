@@ -11,6 +11,7 @@
 -- Continuous), wait_in_service (about 15 minutes), wait_nodes (the nodes
 -- Ready in Kubernetes with their health labels), record (the clusters
 -- registry, the result).
+local Names = require "_names"
 local checks = require "hyperpod._checks"
 local hp = require "_hyperpod"
 local json = hypd.json
@@ -37,7 +38,7 @@ M.HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 -- tag_of(record, eks) -> the cluster tag: recorded, tagged on the EKS
 -- cluster, or made from the cluster's name (an imported cluster)
 local function tag_of(rec, c)
-  local t = rec.tag or (c.tags or {})[net.TAG_KEY] or c.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
+  local t = rec.tag or (c.tags or {})[Names.TAG] or c.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if t then return t end
   t = c.name:lower():gsub("[^a-z0-9-]", "-"):gsub("^[^a-z]+", ""):sub(1, 32):gsub("-+$", "")
   if #t < 3 then t = ("hp-" .. t .. "-x"):sub(1, 32) end
@@ -50,11 +51,11 @@ end
 local function planned_eks(e)
   local tag = e.record.tag or e.name:match("^hypd%-([a-z][a-z0-9-]*[a-z0-9])$")
   if not tag then return nil end
-  local function id(kind, name) return "planned:" .. kind .. ":" .. name end
+  local id = hypd.kit.planned_id
   return { name = e.name, arn = id("eks:cluster", e.name), region = e.region, tag = tag,
-    vpc_id = id("ec2:vpc", net.name(tag, "vpc")), security_group_ids = { id("ec2:security-group",
-      net.name(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", net.name(tag, "nat")),
-    hyperpod_name = hp.names(tag).cluster, planned = true }
+    vpc_id = id("ec2:vpc", Names.eks(tag, "vpc")), security_group_ids = { id("ec2:security-group",
+      Names.eks(tag, "cluster")) }, nat_gateway_id = id("ec2:nat-gateway", Names.eks(tag, "nat")),
+    hyperpod_name = Names.hyperpod(tag).cluster, planned = true }
 end
 
 function M.eks_cluster(ctx, p)
@@ -65,9 +66,9 @@ function M.eks_cluster(ctx, p)
   end
   if not out then
     if err.code == "ResourceNotFoundException" then
-      errors.raise("NOT_FOUND", "no EKS cluster " .. e.name .. " in " .. e.region .. " (cluster_list shows the " ..
-        "clusters hypd knows)", { fields = { { field = "cluster", rule = "exists", message = "no EKS cluster " ..
-          e.name } } })
+      errors.refuse("cluster", "exists", "no EKS cluster " .. e.name .. " in " .. e.region .. " (cluster_list shows the " ..
+        "clusters hypd knows)", { code = "NOT_FOUND", field_message = "no EKS cluster " ..
+          e.name })
     end
     error(err, 0)
   end
@@ -82,7 +83,7 @@ function M.eks_cluster(ctx, p)
   if #sgs == 0 then sgs = { vpc.clusterSecurityGroupId } end
   local tag = tag_of(e.record, c)
   return { name = c.name, arn = c.arn, region = e.region, vpc_id = vpc.vpcId, security_group_ids = sgs, tag = tag,
-    hyperpod_name = (e.record.hyperpod or {}).name or hp.names(tag).cluster }
+    hyperpod_name = (e.record.hyperpod or {}).name or Names.hyperpod(tag).cluster }
 end
 
 -- the instance group ------------------------------------------------------------------
@@ -246,10 +247,9 @@ local function check(ctx)
   st.instance_group = p.instance_group or (e.tag .. "-ig")
   local other = hp.find(ctx, e.arn)
   if other and other.ClusterName ~= e.hyperpod_name then
-    errors.raise("CONFLICT", string.format("EKS cluster %s already orchestrates HyperPod cluster %s; one EKS " ..
+    errors.refuse("cluster", "one_hyperpod", string.format("EKS cluster %s already orchestrates HyperPod cluster %s; one EKS " ..
       "cluster has one HyperPod cluster (hyperpod_add_instance_group adds capacity to it)", e.name,
-      other.ClusterName), { fields = { { field = "cluster", rule = "one_hyperpod",
-        message = "already has HyperPod cluster " .. other.ClusterName } } })
+      other.ClusterName), { code = "CONFLICT", field_message = "already has HyperPod cluster " .. other.ClusterName })
   end
   local mine = other or describe(ctx, e.hyperpod_name)
   if mine and (mine.Orchestrator or {}).Eks and mine.Orchestrator.Eks.ClusterArn ~= e.arn then
@@ -257,9 +257,9 @@ local function check(ctx)
       tostring(mine.Orchestrator.Eks.ClusterArn) .. ")", { field = "cluster" })
   end
   if mine and not hp.group(mine, st.instance_group) then
-    errors.raise("CONFLICT", string.format("HyperPod cluster %s exists without instance group %s; add the group " ..
-      "with hyperpod_add_instance_group", e.hyperpod_name, st.instance_group), { fields = { { field =
-        "instance_group", rule = "exists", message = "not in HyperPod cluster " .. e.hyperpod_name } } })
+    errors.refuse("instance_group", "exists", string.format("HyperPod cluster %s exists without instance group %s; " ..
+      "add the group with hyperpod_add_instance_group", e.hyperpod_name, st.instance_group),
+      { code = "CONFLICT", field_message = "not in HyperPod cluster " .. e.hyperpod_name })
   end
   local d = checks.decisions(ctx, p, { skip_quota = mine ~= nil })
   if mine then checks.fixed(ctx, mine, hp.group(mine, st.instance_group), d) end
@@ -304,7 +304,7 @@ local function cluster(ctx)
       return d
     end,
     fields = { Orchestrator = req.Orchestrator, VpcConfig = req.VpcConfig, InstanceGroups = req.InstanceGroups,
-      NodeProvisioningMode = req.NodeProvisioningMode, ["tag:" .. net.TAG_KEY] = tag },
+      NodeProvisioningMode = req.NodeProvisioningMode, ["tag:" .. Names.TAG] = tag },
     desired = { NodeRecovery = p.node_recovery },
     update = function(_, changes)
       ctx:call("sagemaker", "UpdateCluster", { ClusterName = name, NodeRecovery = changes.NodeRecovery.to })

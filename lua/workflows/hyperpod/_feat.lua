@@ -20,9 +20,9 @@
 -- A part: {part = "what it is", name, present, status, ok, pending,
 -- failed, prerequisite}; prerequisites are listed but not the feature's
 -- own (they stay when it is disabled).
+local Names = require "_names"
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
 M.FEATURE_TAG = require("_network").FEATURE_KEY
 
 -- the order chains are built in: what a feature needs comes first
@@ -96,23 +96,23 @@ end
 
 -- tags(env, feature) -> the tags hypd puts on what a feature makes
 function M.tags(env, feature)
-  return { { Key = M.TAG, Value = env.tag }, { Key = M.FEATURE_TAG, Value = feature } }
+  return { { Key = Names.TAG, Value = env.tag }, { Key = M.FEATURE_TAG, Value = feature } }
 end
 
 -- owned(env, list_of_tags) -> true | false, why: tagged as this cluster's
 function M.owned(env, tags)
   for _, t in ipairs(tags or {}) do
-    if (t.Key or t.key) == M.TAG then
+    if (t.Key or t.key) == Names.TAG then
       local v = t.Value or t.value
       if v == env.tag then return true end
-      return false, "tagged " .. M.TAG .. "=" .. tostring(v)
+      return false, "tagged " .. Names.TAG .. "=" .. tostring(v)
     end
   end
-  if type(tags) == "table" and tags[M.TAG] ~= nil then -- EKS' {key = value} tags
-    if tags[M.TAG] == env.tag then return true end
-    return false, "tagged " .. M.TAG .. "=" .. tostring(tags[M.TAG])
+  if type(tags) == "table" and tags[Names.TAG] ~= nil then -- EKS' {key = value} tags
+    if tags[Names.TAG] == env.tag then return true end
+    return false, "tagged " .. Names.TAG .. "=" .. tostring(tags[Names.TAG])
   end
-  return false, "no " .. M.TAG .. " tag: not made by hypd"
+  return false, "no " .. Names.TAG .. " tag: not made by hypd"
 end
 
 -- try(ctx, absent, service, op, params) -> the result, or nil when AWS answers
@@ -140,19 +140,18 @@ function M.env(ctx, p)
     if p.region then ctx.region = p.region end
     hyper = hp.find(ctx, nil, p.hyperpod_cluster)
     if not hyper then
-      hypd.errors.raise("NOT_FOUND", "no HyperPod cluster " .. p.hyperpod_cluster .. " in " .. ctx:aws_region(),
-        { fields = { { field = "hyperpod_cluster", rule = "exists", message = "hyperpod_cluster: not found" } } })
+      hypd.errors.refuse("hyperpod_cluster", "exists", "no HyperPod cluster " .. p.hyperpod_cluster .. " in " .. ctx:aws_region(),
+        { code = "NOT_FOUND", field_message = "hyperpod_cluster: not found" })
     end
     local arn = ((hyper.Orchestrator or {}).Eks or {}).ClusterArn
     eks_name = arn and arn:match(":cluster/(.+)$")
     if not eks_name then
-      hypd.errors.raise("VALIDATION", "HyperPod cluster " .. p.hyperpod_cluster .. " is not orchestrated by EKS",
-        { fields = { { field = "hyperpod_cluster", rule = "eks", message = "hyperpod_cluster: not an EKS one" } } })
+      hypd.errors.refuse("hyperpod_cluster", "eks", "HyperPod cluster " .. p.hyperpod_cluster .. " is not orchestrated by EKS",
+        { field_message = "hyperpod_cluster: not an EKS one" })
     end
     if p.cluster and p.cluster ~= eks_name then
-      hypd.errors.raise("VALIDATION", "HyperPod cluster " .. p.hyperpod_cluster .. " runs on EKS cluster " ..
-        eks_name .. ", not " .. p.cluster, { fields = { { field = "cluster", rule = "match",
-        message = "cluster: the HyperPod cluster's EKS cluster is " .. eks_name } } })
+      hypd.errors.refuse("cluster", "match", "HyperPod cluster " .. p.hyperpod_cluster .. " runs on EKS cluster " ..
+        eks_name .. ", not " .. p.cluster, { field_message = "cluster: the HyperPod cluster's EKS cluster is " .. eks_name })
     end
   else
     eks_name = hp.eks(ctx, p).name
@@ -160,8 +159,8 @@ function M.env(ctx, p)
   local region = ctx:aws_region()
   local c = M.try(ctx, "ResourceNotFoundException", "eks", "DescribeCluster", { name = eks_name })
   if not c then
-    hypd.errors.raise("NOT_FOUND", "no EKS cluster " .. eks_name .. " in " .. region, { fields = { {
-      field = "cluster", rule = "exists", message = "cluster: no EKS cluster " .. eks_name } } })
+    hypd.errors.refuse("cluster", "exists", "no EKS cluster " .. eks_name .. " in " .. region,
+      { code = "NOT_FOUND", field_message = "cluster: no EKS cluster " .. eks_name })
   end
   c = c.cluster
   if c.status ~= "ACTIVE" then
@@ -179,7 +178,7 @@ function M.env(ctx, p)
     version = c.version, oidc_issuer = issuer, oidc_host = host,
     oidc_arn = host and string.format("arn:%s:iam::%s:oidc-provider/%s", part or "aws", account, host),
     vpc_id = vpc.vpcId, subnet_ids = vpc.subnetIds or {}, public_subnet_ids = record.public_subnet_ids,
-    tag = record.tag or (c.tags or {})[M.TAG] or eks_name,
+    tag = record.tag or (c.tags or {})[Names.TAG] or eks_name,
     hyperpod = hyper, hp_name = hyper and hyper.ClusterName, hp_arn = hyper and hyper.ClusterArn,
   }
 end
@@ -230,9 +229,8 @@ end
 -- need_hyperpod(env, feature)
 function M.need_hyperpod(env, feature)
   if not env.hyperpod then
-    hypd.errors.raise("VALIDATION", feature .. " needs a HyperPod cluster on EKS cluster " .. env.eks ..
-      " and there is none (hyperpod_create makes one)", { fields = { { field = feature, rule = "hyperpod",
-      message = feature .. ": needs a HyperPod cluster" } } })
+    hypd.errors.refuse(feature, "hyperpod", feature .. " needs a HyperPod cluster on EKS cluster " .. env.eks ..
+      " and there is none (hyperpod_create makes one)", { field_message = feature .. ": needs a HyperPod cluster" })
   end
 end
 
@@ -288,10 +286,9 @@ function M.oidc(ctx, env, feature)
   local got = M.try(ctx, { "NoSuchEntity" }, "iam", "GetOpenIDConnectProvider",
     { OpenIDConnectProviderArn = env.oidc_arn })
   if not got then
-    hypd.errors.raise("STATE", feature .. " needs the IAM OIDC provider of EKS cluster " .. env.eks ..
-      " (" .. env.oidc_host .. "), which is missing; cluster_configure_dependencies creates it", {
-      fields = { { field = feature, rule = "prerequisite", message = feature .. ": the cluster's IAM OIDC provider " ..
-        "is missing (cluster_configure_dependencies)" } } })
+    hypd.errors.refuse(feature, "prerequisite", feature .. " needs the IAM OIDC provider of EKS cluster " .. env.eks ..
+      " (" .. env.oidc_host .. "), which is missing; cluster_configure_dependencies creates it", { code = "STATE",
+        field_message = feature .. ": the cluster's IAM OIDC provider is missing (cluster_configure_dependencies)" })
   end
   return env.oidc_arn
 end

@@ -23,6 +23,7 @@
 --                      then the HyperPodPyTorchJob API is served. A Pod
 --                      Identity association for that service account that
 --                      already exists on another role is used as it is.
+local Names = require "_names"
 local A = require "_eks_addon"
 local F = require "hyperpod._feat"
 local I = require "hyperpod._feat_iam"
@@ -202,7 +203,7 @@ function train.enable(ctx, env)
     fields = { namespace = M.TRAINING_NS, serviceAccount = M.TRAINING_SA, roleArn = role_arn },
     create = function()
       return ctx:call("eks", "CreatePodIdentityAssociation", { clusterName = env.eks, namespace = M.TRAINING_NS,
-        serviceAccount = M.TRAINING_SA, roleArn = role_arn, tags = { [F.TAG] = env.tag,
+        serviceAccount = M.TRAINING_SA, roleArn = role_arn, tags = { [Names.TAG] = env.tag,
         [F.FEATURE_TAG] = "training_operator" } }).association
     end }
   if ctx.plan then return end

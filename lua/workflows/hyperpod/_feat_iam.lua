@@ -9,6 +9,7 @@
 --   role_absent(ctx, env, name), policy_absent(ctx, env, name)
 --   trust_services(services, actions), trust_oidc(env, subjects) -> JSON text
 --   read_role(ctx, env, name), read_policy(ctx, env, name) -> part fields
+local Names = require "_names"
 local F = require "hyperpod._feat"
 local json = hypd.json
 
@@ -67,7 +68,7 @@ function M.role(ctx, env, feature, name, trust, description)
     exists = "EntityAlreadyExists", retry = not_yet,
     owned = function(r) return F.owned(env, r.Tags) end,
     search = function() return M.get_role(ctx, name) end,
-    fields = { ["tag:" .. F.TAG] = env.tag, ["tag:" .. F.FEATURE_TAG] = feature },
+    fields = { ["tag:" .. Names.TAG] = env.tag, ["tag:" .. F.FEATURE_TAG] = feature },
     desired = { AssumeRolePolicyDocument = want },
     current = function(r) return { AssumeRolePolicyDocument = M.doc(r.AssumeRolePolicyDocument) } end,
     placeholder = function(id) return { Arn = id, RoleName = name } end,
@@ -111,7 +112,7 @@ function M.policy(ctx, env, feature, name, document)
     exists = "EntityAlreadyExists", retry = not_yet,
     owned = function(p) return F.owned(env, p.Tags) end,
     search = function() return get_policy(ctx, arn) end,
-    fields = { ["tag:" .. F.TAG] = env.tag },
+    fields = { ["tag:" .. Names.TAG] = env.tag },
     desired = { PolicyDocument = M.doc(text) },
     current = function(p) return { PolicyDocument = p.document or default_document(ctx, p) } end,
     placeholder = function(id) return { Arn = id, PolicyName = name } end,

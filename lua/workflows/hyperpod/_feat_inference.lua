@@ -28,6 +28,7 @@
 -- Disabling deletes the add-on (and waits), empties and deletes the TLS
 -- bucket, deletes the four roles and the two policies. The subnet tags and
 -- the S3 endpoint stay: the network uses them beyond this feature.
+local Names = require "_names"
 local A = require "_eks_addon"
 local AD = require "hyperpod._feat_addons"
 local F = require "hyperpod._feat"
@@ -141,16 +142,15 @@ function M.check(ctx, env)
   for _, pre in ipairs(M.PREREQUISITES) do
     local p = A.read(ctx, env, pre[1])
     if not p.present and not pre.install then
-      hypd.errors.raise("STATE", "inference_operator needs EKS add-on " .. pre[1] .. " (>= " .. pre[2] .. "), which " ..
-        "is not installed on " .. env.eks .. "; cluster_configure_dependencies installs it with its role",
-        { fields = { { field = "inference_operator", rule = "prerequisite", message = "inference_operator: needs " ..
-          pre[1] .. " (cluster_configure_dependencies)" } } })
+      hypd.errors.refuse("inference_operator", "prerequisite", "inference_operator needs EKS add-on " .. pre[1] ..
+        " (>= " .. pre[2] .. "), which is not installed on " .. env.eks .. "; cluster_configure_dependencies installs " ..
+        "it with its role",
+        { code = "STATE", field_message = "inference_operator: needs " .. pre[1] .. " (cluster_configure_dependencies)" })
     end
     if p.present and not A.version_at_least(p.version, pre[2]) then
-      hypd.errors.raise("STATE", "inference_operator needs EKS add-on " .. pre[1] .. " " .. pre[2] .. " or newer; " ..
-        env.eks .. " has " .. tostring(p.version) .. ": update it (eks UpdateAddon) first",
-        { fields = { { field = "inference_operator", rule = "prerequisite", message = "inference_operator: " ..
-          pre[1] .. " is older than " .. pre[2] } } })
+      hypd.errors.refuse("inference_operator", "prerequisite", "inference_operator needs EKS add-on " .. pre[1] ..
+        " " .. pre[2] .. " or newer; " .. env.eks .. " has " .. tostring(p.version) .. ": update it (eks UpdateAddon) first",
+        { code = "STATE", field_message = "inference_operator: " .. pre[1] .. " is older than " .. pre[2] })
     end
   end
 end
@@ -217,7 +217,7 @@ local function s3_endpoint(ctx, env)
     create = function()
       return ctx:call("ec2", "CreateVpcEndpoint", { VpcId = env.vpc_id, ServiceName = service,
         VpcEndpointType = "Gateway", RouteTableIds = tables, TagSpecifications = { { ResourceType = "vpc-endpoint",
-        Tags = { { Key = F.TAG, Value = env.tag }, { Key = "Name", Value = env.tag .. "-s3" } } } } }).VpcEndpoint
+        Tags = { { Key = Names.TAG, Value = env.tag }, { Key = "Name", Value = env.tag .. "-s3" } } } } }).VpcEndpoint
     end,
     update = function(e, changes)
       local have, add = {}, {}
@@ -256,7 +256,7 @@ function M.enable(ctx, env)
     exists = { "BucketAlreadyOwnedByYou" },
     search = function() return bucket(ctx, n.tls_bucket) end,
     owned = function(b) return b.foreign == nil and F.owned(env, b.tags) end,
-    fields = { purpose = "TLS certificates of the inference endpoints", ["tag:" .. F.TAG] = env.tag },
+    fields = { purpose = "TLS certificates of the inference endpoints", ["tag:" .. Names.TAG] = env.tag },
     create = function()
       local r = bucket_region(env)
       ctx:call("s3", "CreateBucket", { Bucket = n.tls_bucket,

@@ -28,11 +28,6 @@ function M.target(p)
   return "features/" .. region .. "/" .. name
 end
 
-local function bad(field, rule, message)
-  hypd.errors.raise("VALIDATION", message, { fields = { { field = field, rule = rule, message = field .. ": " ..
-    message } } })
-end
-
 -- env(ctx) -> the cluster of the operation (found in the check step)
 function M.env(ctx)
   local e = ctx.state.env
@@ -59,13 +54,14 @@ local function conflicts(ctx, env, wants)
       for _, u in ipairs(users) do
         local w = wants[u]
         if w and w.enabled then
-          bad(off, "conflict", "cannot be turned off while " .. u .. " is turned on: " .. u .. " needs it")
+          hypd.errors.refuse(off, "conflict", "cannot be turned off while " .. u .. " is turned on: " .. u .. " needs it",
+            { prefix = "field" })
         end
         if not w then
           local s = M.read(ctx, env, u)
           if s.status ~= "disabled" and s.status ~= "unknown" then
-            bad(off, "conflict", "cannot be turned off while " .. u .. " is " .. s.status .. " (it needs " .. off ..
-              "); turn " .. u .. " off in the same call, or first")
+            hypd.errors.refuse(off, "conflict", "cannot be turned off while " .. u .. " is " .. s.status .. " (it needs " ..
+              off .. "); turn " .. u .. " off in the same call, or first", { prefix = "field" })
           end
         end
       end
@@ -78,14 +74,16 @@ end
 function M.check(ctx, wants, mode)
   local p = ctx.params
   if next(wants) == nil then
-    bad(mode == "enable" and "training_operator" or "features", "required", "name at least one feature to change (" ..
-      table.concat(F.ORDER, ", ") .. ")")
+    hypd.errors.refuse(mode == "enable" and "training_operator" or "features", "required",
+      "name at least one feature to change (" .. table.concat(F.ORDER, ", ") .. ")", { prefix = "field" })
   end
   for name, w in pairs(wants) do
     if w.enabled == false then
       for k in pairs(w) do
-        if k ~= "enabled" then bad(name .. "." .. k, "with_enabled", "is a setting of " .. name .. " when it is on; " ..
-          "it cannot go with enabled false") end
+        if k ~= "enabled" then
+          hypd.errors.refuse(name .. "." .. k, "with_enabled", "is a setting of " .. name .. " when it is on; " ..
+            "it cannot go with enabled false", { prefix = "field" })
+        end
       end
     end
   end

@@ -37,9 +37,9 @@ end
 function M.check(env, want)
   if type(want) ~= "table" or want.instance_groups == nil then return end
   if #want.instance_groups == 0 then
-    hypd.errors.raise("VALIDATION", "karpenter.instance_groups: name at least one instance group (leave it out " ..
-      "for the default: the groups at 0 nodes)", { fields = { { field = "karpenter.instance_groups",
-      rule = "min_items", message = "karpenter.instance_groups: empty" } } })
+    hypd.errors.refuse("karpenter.instance_groups", "min_items", "karpenter.instance_groups: name at least one " ..
+      "instance group (leave it out for the default: the groups at 0 nodes)",
+      { field_message = "karpenter.instance_groups: empty" })
   end
   local have, names = {}, {}
   for _, g in ipairs((env.hyperpod or {}).InstanceGroups or {}) do
@@ -48,10 +48,9 @@ function M.check(env, want)
   end
   for i, ig in ipairs(want.instance_groups) do
     if not have[ig] then
-      hypd.errors.raise("VALIDATION", string.format("karpenter.instance_groups[%d]: HyperPod cluster %s has no " ..
-        "instance group %s (it has: %s)", i - 1, tostring(env.hp_name), ig, table.concat(names, ", ")),
-        { fields = { { field = "karpenter.instance_groups", rule = "exists",
-          message = "karpenter.instance_groups: no instance group " .. ig } } })
+      hypd.errors.refuse("karpenter.instance_groups", "exists", string.format("karpenter.instance_groups[%d]: " ..
+        "HyperPod cluster %s has no instance group %s (it has: %s)", i - 1, tostring(env.hp_name), ig, table.concat(names, ", ")),
+        { field_message = "karpenter.instance_groups: no instance group " .. ig })
     end
   end
 end

@@ -32,8 +32,8 @@ M.RESULT = { type = "object", properties = { hyperpod_cluster = { type = "string
 function M.ids(nodes)
   if #nodes == 0 or #nodes > M.MAX then
     local msg = "nodes: give 1 to " .. M.MAX .. " nodes; got " .. #nodes
-    hypd.errors.raise("VALIDATION", msg, { fields = { { field = "nodes", rule = #nodes == 0 and "min_items" or
-      "max_items", message = msg } } })
+    hypd.errors.refuse("nodes", #nodes == 0 and "min_items" or
+      "max_items", msg)
   end
   local out, seen = {}, {}
   for _, n in ipairs(nodes) do

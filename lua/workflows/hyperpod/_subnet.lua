@@ -32,6 +32,7 @@
 -- (the endpoint is made when the VPC has none). A block is chosen once,
 -- by allocate, in the VPC's free space; when no /20 is left a secondary
 -- CIDR is associated with the VPC first (ec2 AssociateVpcCidrBlock).
+local Names = require "_names"
 local cidr = hypd.cidr
 local errors = hypd.errors
 local net = require "_network"
@@ -91,9 +92,8 @@ function M.zone(ctx, az)
   if not out and err.code ~= "InvalidParameterValue" then error(err, 0) end
   local z = out and (out.AvailabilityZones or {})[1]
   if not z then
-    errors.raise("VALIDATION", "availability_zone: " .. tostring(az) .. " is no Availability Zone of " ..
-      ctx:aws_region(), { fields = { { field = "availability_zone", rule = "exists",
-        message = tostring(az) .. " is no Availability Zone of " .. ctx:aws_region() } } })
+    errors.refuse("availability_zone", "exists", tostring(az) .. " is no Availability Zone of " .. ctx:aws_region(),
+      { prefix = "message" })
   end
   return { name = z.ZoneName, id = z.ZoneId }
 end
@@ -173,7 +173,7 @@ local function secondary_cidr(ctx, o, cidrs)
 end
 
 local function subnet_tags(o, name)
-  local tags = { [net.TAG_KEY] = o.tag, Name = name, ["karpenter.sh/discovery"] = o.eks,
+  local tags = { [Names.TAG] = o.tag, Name = name, ["karpenter.sh/discovery"] = o.eks,
     ["kubernetes.io/role/internal-elb"] = "1", ["kubernetes.io/cluster/" .. o.eks] = "shared" }
   if o.group then tags[M.DEDICATED_TAG] = o.group end
   return tags
@@ -182,7 +182,7 @@ end
 -- s3_endpoint(ctx, o, rt_id) -> the VPC's S3 gateway endpoint, serving rt_id
 local function s3_endpoint(ctx, o, rt_id)
   local service = "com.amazonaws." .. ctx:aws_region() .. ".s3"
-  local name = net.name(o.tag, "s3")
+  local name = Names.eks(o.tag, "s3")
   local made = false
   local e = ctx:ensure(net.ec2(ctx, { type = "ec2:vpc-endpoint", label = "S3 gateway endpoint", name = name,
     tag = o.tag, needs = o.vpc_id,
@@ -225,7 +225,7 @@ function M.ensure(ctx, o)
   for _, s in ipairs(subnets) do
     if not existing and net.tag_value(s.Tags, "Name") == name then existing = s end
   end
-  if existing and net.tag_value(existing.Tags, net.TAG_KEY) ~= o.tag then
+  if existing and net.tag_value(existing.Tags, Names.TAG) ~= o.tag then
     -- made by someone else (another tool, a person): used as it is
     if existing.AvailabilityZone ~= z.name then
       errors.raise("CONFLICT", "subnet " .. existing.SubnetId .. " is named " .. name .. " but lies in " ..
@@ -237,7 +237,7 @@ function M.ensure(ctx, o)
       reused = true }
   end
   local block
-  local planned_vpc = tostring(o.vpc_id):find("^planned:") ~= nil
+  local planned_vpc = hypd.kit.is_planned(o.vpc_id)
   if not existing and not planned_vpc then
     local cidrs = vpc_cidrs(ctx, o.vpc_id)
     block = M.allocate(cidrs, blocks_of(subnets), o.prefix)
@@ -248,14 +248,14 @@ function M.ensure(ctx, o)
   end
   local tags = subnet_tags(o, name)
   local extra = {}
-  for k, v in pairs(tags) do if k ~= net.TAG_KEY and k ~= "Name" then extra[k] = v end end
+  for k, v in pairs(tags) do if k ~= Names.TAG and k ~= "Name" then extra[k] = v end end
   local tried = false
   local s = ctx:ensure(net.ec2(ctx, { type = "ec2:subnet", label = "subnet", name = name, tag = o.tag,
     needs = o.vpc_id, describe = { "DescribeSubnets", "SubnetIds", "Subnets", "SubnetId" },
     search = function() -- found in the VPC's list above; after a create whose answer was lost, read again
       if not tried then return existing end
       return (ctx:call("ec2", "DescribeSubnets", { Filters = { filter("vpc-id", o.vpc_id),
-        filter("tag:" .. net.TAG_KEY, o.tag), filter("tag:Name", name) } }).Subnets or {})[1]
+        filter("tag:" .. Names.TAG, o.tag), filter("tag:Name", name) } }).Subnets or {})[1]
     end, tags = tags,
     fields = { VpcId = o.vpc_id, CidrBlock = block, AvailabilityZone = z.name },
     placeholder = function(id) return { SubnetId = id, CidrBlock = block, AvailabilityZone = z.name } end,

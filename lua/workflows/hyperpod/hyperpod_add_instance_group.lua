@@ -39,10 +39,10 @@ local function fixed(ctx, c, g, d, p)
   if s then
     local dedicated = net.tag_value(s.Tags, subnet.DEDICATED_TAG) == g.InstanceGroupName
     if dedicated ~= (p.dedicated_subnet == true) then
-      checks.refuse("dedicated_subnet", "fixed_at_create", string.format("instance group %s has dedicated_subnet " ..
+      errors.refuse("dedicated_subnet", "fixed_at_create", string.format("instance group %s has dedicated_subnet " ..
         "%s; it is fixed when the group is created (HyperPod cannot change it in place), not %s: delete the group " ..
         "(hyperpod_delete_instance_group) and add it again, or add a group of another name", g.InstanceGroupName,
-        tostring(dedicated), tostring(p.dedicated_subnet)))
+        tostring(dedicated), tostring(p.dedicated_subnet)), { prefix = "message" })
     end
   end
 end
@@ -53,8 +53,8 @@ local function check(ctx)
   st.region, st.eks_name, st.eks_arn, st.vpc_id, st.tag = e.region, e.name, e.arn, e.vpc_id, e.tag
   local c = hp.find(ctx, e.arn)
   if not c then
-    errors.raise("NOT_FOUND", "EKS cluster " .. e.name .. " has no HyperPod cluster: create it first " ..
-      "(hyperpod_create)", { fields = { { field = "cluster", rule = "hyperpod", message = "no HyperPod cluster" } } })
+    errors.refuse("cluster", "hyperpod", "EKS cluster " .. e.name .. " has no HyperPod cluster: create it first " ..
+      "(hyperpod_create)", { code = "NOT_FOUND", field_message = "no HyperPod cluster" })
   end
   st.hyperpod_name, st.hyperpod_arn, st.instance_group = c.ClusterName, c.ClusterArn, p.instance_group
   local g = hp.group(c, p.instance_group)

@@ -9,10 +9,10 @@
 -- scripts, then the bucket) and the execution role hypd-<tag>-hyperpod-exec
 -- (its policies first). Only what carries hypd:cluster-tag=<tag> is
 -- deleted; the rest is kept and reported (ctx.state.kept).
+local Names = require "_names"
 local P = require "_params"
 local hp = require "_hyperpod"
 local create = require "hyperpod._create"
-local setup = require "_hyperpod_setup"
 local lifecycle = require "_lifecycle"
 local net = require "_network"
 local td = require "_teardown_pieces"
@@ -26,7 +26,7 @@ local DELETE_LIMIT = 60 * 60 -- HyperPod takes some minutes to delete its instan
 local function pace(waited) return waited < 4 * 60 and 60 or 20 end
 
 local function tagged(tag, vpc_id)
-  local f = { { Name = "tag:" .. net.TAG_KEY, Values = { tag } } }
+  local f = { { Name = "tag:" .. Names.TAG, Values = { tag } } }
   if vpc_id then f[2] = { Name = "vpc-id", Values = { vpc_id } } end
   return f
 end
@@ -51,7 +51,7 @@ local function check(ctx)
   st.tag = S.tag_of(e.name, e.record, c.tags)
   st.eks_arn = c.arn or e.record.arn
   st.vpc_id = (c.resourcesVpcConfig or {}).vpcId or e.record.vpc_id
-  st.hyperpod_name = (e.record.hyperpod or {}).name or hp.names(st.tag).cluster
+  st.hyperpod_name = (e.record.hyperpod or {}).name or Names.hyperpod(st.tag).cluster
   if st.eks_arn and not create.describe(ctx, st.hyperpod_name) then
     local other = hp.find(ctx, st.eks_arn) -- a HyperPod cluster of another name on this EKS cluster
     if other then st.hyperpod_name = other.ClusterName end
@@ -77,7 +77,7 @@ local function cluster(ctx)
       return c
     end,
     owned = function(c)
-      return net.tag_value(c.Tags, net.TAG_KEY) == st.tag, "it does not carry " .. net.TAG_KEY .. "=" .. st.tag
+      return net.tag_value(c.Tags, Names.TAG) == st.tag, "it does not carry " .. Names.TAG .. "=" .. st.tag
     end,
     delete = function(c)
       if c.ClusterStatus ~= "Deleting" then ctx:call("sagemaker", "DeleteCluster", { ClusterName = name }) end
@@ -115,7 +115,7 @@ local function network(ctx)
     return td.in_use(fsx)(s)
   end
   -- the S3 gateway endpoint (made last by hyperpod/_subnet, taken first)
-  local endpoint = net.name(tag, "s3")
+  local endpoint = Names.eks(tag, "s3")
   for _, e in ipairs(ctx:call("ec2", "DescribeVpcEndpoints", { Filters = tagged(tag, st.vpc_id) }).VpcEndpoints or {}) do
     if net.tag_value(e.Tags, "Name") == endpoint and #compute > 0 then
       local held = false
@@ -157,7 +157,7 @@ end
 
 local function lifecycle_bucket(ctx)
   local st = ctx.state
-  local name = setup.bucket_name(st.tag, st.account, st.region)
+  local name = Names.lifecycle_bucket(st.tag, st.account, st.region)
   local ours = {}
   for _, s in ipairs(lifecycle.SCRIPTS) do ours[lifecycle.PREFIX .. s.key] = true end
   note(ctx, td.bucket(ctx, { name = name, tag = st.tag, force = ctx.params.force, ours = ours }), "s3:bucket", name)
@@ -165,7 +165,7 @@ end
 
 local function role(ctx)
   local st = ctx.state
-  local name = hp.names(st.tag).execution_role
+  local name = Names.hyperpod(st.tag).execution_role
   note(ctx, td.role(ctx, name, st.tag), "iam:role", name)
 end
 

@@ -45,8 +45,7 @@ return tool {
           local msg = "instance_group: " .. p.instance_group .. " is the last instance group of HyperPod cluster " ..
             d.ClusterName .. ", and SageMaker keeps at least one group in a cluster. To remove the cluster, use " ..
             "hyperpod_delete; to stop paying for its instances, scale it to 0 with hyperpod_scale_instance_group"
-          hypd.errors.raise("VALIDATION", msg, { fields = { { field = "instance_group", rule = "last_group",
-            message = msg } } })
+          hypd.errors.refuse("instance_group", "last_group", msg)
         end
       end
       return { eks = e.name, region = e.region, hyperpod = d.ClusterName,

@@ -52,8 +52,8 @@ return tool {
       if p.operation_id then
         view = hypd.operations.get(p.operation_id)
         if not view or not TOOLS[view.tool] then
-          hypd.errors.raise("NOT_FOUND", "no managed-features operation " .. p.operation_id,
-            { fields = { { field = "operation_id", rule = "exists", message = "operation_id: not one of these tools'" } } })
+          hypd.errors.refuse("operation_id", "exists", "no managed-features operation " .. p.operation_id,
+            { code = "NOT_FOUND", field_message = "operation_id: not one of these tools'" })
         end
       else
         for _, v in ipairs(hypd.operations.list { target = target, limit = 20 }) do

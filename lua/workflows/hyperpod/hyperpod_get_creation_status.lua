@@ -84,9 +84,8 @@ return tool {
       local act = hypd.clusters.active() or {}
       local name = p.cluster or act.name
       if not name then
-        hypd.errors.raise("VALIDATION", "hyperpod_get_creation_status: give operation_id or cluster (no cluster " ..
-          "is active)", { fields = { { field = "operation_id", rule = "required", message = "operation_id or " ..
-            "cluster" } } })
+        hypd.errors.refuse("operation_id", "required", "hyperpod_get_creation_status: give operation_id or cluster " ..
+          "(no cluster is active)", { field_message = "operation_id or cluster" })
       end
       local region = p.region or (not p.cluster and act.region) or ctx:aws_region()
       view = latest("hyperpod/" .. region .. "/" .. name)

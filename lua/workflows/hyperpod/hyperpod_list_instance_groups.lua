@@ -15,8 +15,8 @@ local function operation(p, prefix)
   if p.operation_id then
     local v = hypd.operations.get(p.operation_id)
     if not v then
-      hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
-        rule = "exists", message = "operation_id: no such operation" } } })
+      hypd.errors.refuse("operation_id", "exists", "no operation " .. p.operation_id,
+        { code = "NOT_FOUND", field_message = "operation_id: no such operation" })
     end
     return v
   end

@@ -73,15 +73,14 @@ return tool {
       local g = cap.group(d, p.instance_group)
       cap.refuse_fixed(ctx, ctx.tool, p, d, g)
       if p.min_instance_count and p.min_instance_count > p.instance_count then
-        hypd.errors.raise("VALIDATION", "min_instance_count: must be at most instance_count (" .. p.instance_count ..
-          "); got " .. p.min_instance_count, { fields = { { field = "min_instance_count", rule = "maximum",
-            message = "min_instance_count: must be at most instance_count (" .. p.instance_count .. ")" } } })
+        hypd.errors.refuse("min_instance_count", "maximum", "min_instance_count: must be at most instance_count (" ..
+          p.instance_count .. "); got " .. p.min_instance_count,
+          { field_message = "min_instance_count: must be at most instance_count (" .. p.instance_count .. ")" })
       end
       if not p.min_instance_count and g.MinCount and g.MinCount > p.instance_count then
         local msg = string.format("instance_count: %d is below the group's MinInstanceCount %d; pass " ..
           "min_instance_count (at most %d) too", p.instance_count, g.MinCount, p.instance_count)
-        hypd.errors.raise("VALIDATION", msg, { fields = { { field = "instance_count", rule = "min_count",
-          message = msg } } })
+        hypd.errors.refuse("instance_count", "min_count", msg)
       end
       return { eks = e.name, region = e.region, hyperpod = d.ClusterName, from_count = g.TargetCount }
     end },

@@ -13,7 +13,7 @@
 --   objects(p, port) -> {Deployment [, Service]}
 --   service(name, ns, selector, port, variant, scheme, labels) -> a Service
 --     (ClusterIP, or for variant "external" an NLB LoadBalancer)
---   check(p): the tool's rules across fields (image, port, env; no secret
+--   validate(p): the tool's rules across fields (image, port, env; no secret
 --     in env, command or args: secret_env names Kubernetes Secrets instead)
 local I = require "inference._inference"
 
@@ -31,10 +31,6 @@ M.NLB = {
   ["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] = "ip",
 }
 M.SCHEME = "service.beta.kubernetes.io/aws-load-balancer-scheme"
-
-local function refuse(field, rule, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
-end
 
 -- words(p) -> every whitespace-separated word of command and args (a
 -- shell command line in one element counts word by word)
@@ -69,22 +65,22 @@ function M.port_of(p)
   for _, v in ipairs(flag(p, { "--port" })) do
     local n = math.tointeger(tonumber(v))
     if not n or n < 1 or n > 65535 or not v:match("^%d+$") then
-      refuse("command", "port", "command: --port " .. v .. " is not a port number (1 to 65535)")
+      hypd.errors.refuse("command", "port", "command: --port " .. v .. " is not a port number (1 to 65535)")
     end
     if from_cmd and from_cmd ~= n then
-      refuse("command", "port", string.format("command: --port is given twice (%d and %d)", from_cmd, n))
+      hypd.errors.refuse("command", "port", string.format("command: --port is given twice (%d and %d)", from_cmd, n))
     end
     from_cmd = n
   end
   if p.port and from_cmd and p.port ~= from_cmd then
-    refuse("port", "matches_command", string.format("port: %d differs from the command's --port %d; the " ..
+    hypd.errors.refuse("port", "matches_command", string.format("port: %d differs from the command's --port %d; the " ..
       "container serves on --port, so give one port (or leave port out)", p.port, from_cmd))
   end
   if p.port then return p.port, "param" end
   if from_cmd then return from_cmd, "command" end
   local e = M.ENGINES[p.engine]
   if e.port then return e.port, "engine" end
-  refuse("port", "required", "port: required for engine custom unless the command names --port (hypd does " ..
+  hypd.errors.refuse("port", "required", "port: required for engine custom unless the command names --port (hypd does " ..
     "not guess the port an image serves on)")
 end
 
@@ -119,42 +115,42 @@ function M.secret_value(v)
     (#v == 40 and v:match("^[A-Za-z0-9/+]+$") ~= nil and v:match("[/+]") ~= nil and v:match("%u") ~= nil)
 end
 
--- check(p): the rules across fields (the tool's check, before any operation)
-function M.check(p)
+-- validate(p): the rules across fields (the tool's validate, before any operation)
+function M.validate(p)
   local e = M.ENGINES[p.engine]
   if not p.image and not e.image then
-    refuse("image", "required", "image: required for engine custom (vllm and sglang have a default image)")
+    hypd.errors.refuse("image", "required", "image: required for engine custom (vllm and sglang have a default image)")
   end
   if p.engine == "sglang" and not p.command then
-    refuse("command", "required", "command: required for engine sglang (its image starts no server), e.g. " ..
+    hypd.errors.refuse("command", "required", "command: required for engine sglang (its image starts no server), e.g. " ..
       "[\"python3\", \"-m\", \"sglang.launch_server\", \"--model-path\", \"/s3/models/qwen\", \"--host\", " ..
       "\"0.0.0.0\", \"--port\", \"30000\"]")
   end
   for k, v in pairs(p.env or {}) do
     if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_.-]*$") then
-      refuse("env", "name", "env: " .. tostring(k) .. " is not an environment variable name")
+      hypd.errors.refuse("env", "name", "env: " .. tostring(k) .. " is not an environment variable name")
     end
-    if type(v) ~= "string" then refuse("env." .. k, "type", "env." .. k .. ": must be a string") end
+    if type(v) ~= "string" then hypd.errors.refuse("env." .. k, "type", "env." .. k .. ": must be a string") end
     if M.secret_name(k) or M.secret_value(v) then
-      refuse("env." .. k, "secret", "env." .. k .. ": looks like a secret, and env values are kept in plain " ..
+      hypd.errors.refuse("env." .. k, "secret", "env." .. k .. ": looks like a secret, and env values are kept in plain " ..
         "text (in the operation and the Deployment); put it in a Kubernetes Secret and name it in secret_env: " ..
         "{\"" .. k .. "\": \"<secret name>/<key>\"}")
     end
   end
   for k, v in pairs(p.secret_env or {}) do
     if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_.-]*$") then
-      refuse("secret_env", "name", "secret_env: " .. tostring(k) .. " is not an environment variable name")
+      hypd.errors.refuse("secret_env", "name", "secret_env: " .. tostring(k) .. " is not an environment variable name")
     end
     local sname = type(v) == "string" and v:match("^([a-z0-9][-a-z0-9.]*)/[-._%w]+$")
     if not sname or sname:match("[-.]$") or #sname > 253 then
-      refuse("secret_env." .. k, "pattern", "secret_env." .. k .. ": must be <secret name>/<key>")
+      hypd.errors.refuse("secret_env." .. k, "pattern", "secret_env." .. k .. ": must be <secret name>/<key>")
     end
   end
   for _, f in ipairs { "command", "args" } do
     for i, x in ipairs(p[f] or {}) do
       for w in tostring(x):gmatch("%S+") do
         if M.secret_value(w:match("=(.*)$") or w) then
-          refuse(f .. "[" .. (i - 1) .. "]", "secret", f .. "[" .. (i - 1) .. "]: holds what looks like a " ..
+          hypd.errors.refuse(f .. "[" .. (i - 1) .. "]", "secret", f .. "[" .. (i - 1) .. "]: holds what looks like a " ..
             "token; pass secrets through secret_env (a Kubernetes Secret), never on the command line")
         end
       end

@@ -207,9 +207,9 @@ function M.get(ctx, p, no_pods)
   local conn = ctx:k8s(e.name)
   local d = M.find(conn, p.name, p.namespace, no_pods) or (p.models and M.find_model(conn, p.name, p.namespace))
   if not d then
-    hypd.errors.raise("NOT_FOUND", string.format("no inference deployment %s/%s on cluster %s (inference_list " ..
+    hypd.errors.refuse("name", "exists", string.format("no inference deployment %s/%s on cluster %s (inference_list " ..
       "lists them)", p.namespace, p.name, e.name),
-      { fields = { { field = "name", rule = "exists", message = "name: no inference deployment " .. p.name } } })
+      { code = "NOT_FOUND", field_message = "name: no inference deployment " .. p.name })
   end
   return e, conn, d
 end

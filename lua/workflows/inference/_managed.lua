@@ -51,12 +51,6 @@ function M.target(p)
   return (cap.target(p, tostring(p.namespace or "default") .. "/" .. tostring(p.name)):gsub("^hyperpod/", "inference/"))
 end
 
-local function refuse(code, field, rule, msg, extra)
-  local e = { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } }
-  for k, v in pairs(extra or {}) do e[k] = v end
-  hypd.errors.raise(code, msg, e)
-end
-M.refuse = refuse
 
 local function missing(err)
   return type(err) == "table" and (err.code == "NotFound" or err.status == 404)
@@ -68,9 +62,9 @@ function M.operator(conn, kind, eks)
   local o, err = conn:get("apiextensions.k8s.io/v1", "CustomResourceDefinition", M.CRDS[kind])
   if o then return end
   if not missing(err) then error(err, 0) end
-  refuse("CONFLICT", "cluster", "operator", string.format("a %s needs %s, which is not enabled on cluster %s: " ..
-    "enable it with %s cluster=%s, then deploy again", kind, M.OPERATOR, eks, M.FIX, eks),
-    { fix = M.FIX .. " cluster=" .. eks })
+  hypd.errors.refuse("cluster", "operator", string.format("a %s needs %s, which is not enabled on cluster %s: " ..
+    "enable it with %s cluster=%s, then deploy again", kind, M.OPERATOR, eks, M.FIX, eks), { code = "CONFLICT", prefix = "field",
+    fix = M.FIX .. " cluster=" .. eks })
 end
 
 -- cluster_types(d) -> the instance types of the HyperPod cluster's groups, listed
@@ -87,9 +81,9 @@ end
 function M.in_cluster(d, itype)
   local have = M.cluster_types(d)
   for _, t in ipairs(have) do if t == itype then return end end
-  refuse("VALIDATION", "instance_type", "exists", string.format("HyperPod cluster %s has no instance group of %s " ..
+  hypd.errors.refuse("instance_type", "exists", string.format("HyperPod cluster %s has no instance group of %s " ..
     "(its types: %s); add one with hyperpod_add_instance_group or pick a type it has", d.ClusterName, itype,
-    #have > 0 and table.concat(have, ", ") or "none"))
+    #have > 0 and table.concat(have, ", ") or "none"), { prefix = "field" })
 end
 
 -- gpus_fit(ctx, itype, gpus): refuses (naming gpus) more GPUs per replica
@@ -102,8 +96,8 @@ function M.gpus_fit(ctx, itype, gpus)
   local have = 0
   for _, g in ipairs((t.GpuInfo or {}).Gpus or {}) do have = have + (g.Count or 0) end
   if gpus > have then
-    refuse("VALIDATION", "gpus", "fits", string.format("%d GPUs per replica can never be scheduled: an %s has %d; " ..
-      "lower gpus or pick a larger instance type", gpus, itype, have))
+    hypd.errors.refuse("gpus", "fits", string.format("%d GPUs per replica can never be scheduled: an %s has %d; " ..
+      "lower gpus or pick a larger instance type", gpus, itype, have), { prefix = "field" })
   end
 end
 
@@ -127,8 +121,8 @@ function M.endpoint_free(ctx, conn, kind)
       if arn(o) == e.EndpointArn then by = other .. " " .. o.metadata.namespace .. "/" .. o.metadata.name end
     end
   end
-  refuse("VALIDATION", "endpoint_name", "exists", string.format("SageMaker endpoint %s is already registered%s; " ..
-    "pick another endpoint_name", p.endpoint_name, by and (" by " .. by) or (" (" .. e.EndpointArn .. ")")))
+  hypd.errors.refuse("endpoint_name", "exists", string.format("SageMaker endpoint %s is already registered%s; " ..
+    "pick another endpoint_name", p.endpoint_name, by and (" by " .. by) or (" (" .. e.EndpointArn .. ")")), { prefix = "field" })
 end
 
 -- check(ctx, kind [, later]) -> e, d, conn: the cluster the call works on,
@@ -142,8 +136,9 @@ function M.check(ctx, kind, later)
   local conn = ctx:k8s(e.name)
   M.operator(conn, kind, e.name)
   if not K.get(conn, "v1", "Namespace", p.namespace) then
-    refuse("NOT_FOUND", "namespace", "exists", string.format("cluster %s has no namespace %s; create it first " ..
-      "(kubectl create namespace %s) or deploy to default", e.name, p.namespace, p.namespace))
+    hypd.errors.refuse("namespace", "exists", string.format("cluster %s has no namespace %s; create it first " ..
+      "(kubectl create namespace %s) or deploy to default", e.name, p.namespace, p.namespace), { code = "NOT_FOUND",
+      prefix = "field" })
   end
   if not later then M.in_cluster(d, p.instance_type) end
   M.endpoint_free(ctx, conn, kind)
@@ -274,9 +269,9 @@ function M.wait(ctx)
       return M.DONE[s] ~= nil, s .. (M.message(last) and (": " .. M.message(last)) or ""), s
     end }
   if st.state == "DeploymentFailed" then
-    hypd.errors.raise("STATE", string.format("%s %s/%s failed to deploy: %s", o.kind, ns, name,
-      tostring(M.message(last) or "no reason given")), { fields = { { field = "name", rule = "deployed",
-        message = "name: the operator reports DeploymentFailed" } } })
+    hypd.errors.refuse("name", "deployed", string.format("%s %s/%s failed to deploy: %s", o.kind, ns, name,
+      tostring(M.message(last) or "no reason given")),
+      { code = "STATE", field_message = "name: the operator reports DeploymentFailed" })
   end
   local s = (last or {}).status or {}
   st.replicas = s.replicas

@@ -17,22 +17,17 @@ local M = {}
 
 M.ASSIGNED_COST = "1000"
 
--- refuse(code, field, rule, msg): an error naming field and rule
-function M.refuse(code, field, rule, msg)
-  hypd.errors.raise(code, msg, { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } })
-end
-
 function M.pool(ctx, p, field)
   local e, conn, d = I.get(ctx, { name = p.pool, namespace = p.namespace, cluster = p.cluster, region = p.region })
   if d.kind ~= "pool" then
     local msg = string.format("%s: %s/%s is a %s deployment, not a model pool (inference_deploy_container " ..
       "service=pool makes one)", field, p.namespace, p.pool, d.kind)
-    hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = "pool", message = msg } } })
+    hypd.errors.refuse(field, "pool", msg)
   end
   local ok, why = K.owned(d.object)
   if not ok then
-    hypd.errors.raise("CONFLICT", string.format("Deployment %s/%s is %s: hypd changes only its own pools",
-      p.namespace, p.pool, why), { fields = { { field = field, rule = "owner", message = field .. ": " .. why } } })
+    hypd.errors.refuse(field, "owner", string.format("Deployment %s/%s is %s: hypd changes only its own pools",
+      p.namespace, p.pool, why), { code = "CONFLICT", field_message = field .. ": " .. why })
   end
   return e, conn, d
 end
@@ -103,8 +98,7 @@ function M.refuse_cut(d, replicas, name)
   local msg = string.format("replicas: scaling pool %s from %d to %d would remove %d workers but only %d " ..
     "are unassigned: %d are assigned (%s). Release them first with inference_release_pool_pod, or scale to " ..
     "at least %d", name, desired, replicas, cut, unassigned, assigned, M.models_text(models), desired - unassigned)
-  hypd.errors.raise("CONFLICT", msg, { fields = { { field = "replicas", rule = "assigned", message = msg } },
-    assigned = assigned, unassigned = unassigned })
+  hypd.errors.refuse("replicas", "assigned", msg, { code = "CONFLICT", assigned = assigned, unassigned = unassigned })
 end
 
 -- models_text(models) -> "a: 2, b: 1"

@@ -15,7 +15,6 @@
 --   http_port(svc) -> its port named http, else its first
 --   call(conn, ns, svc, port, method, path, body) -> status, decoded body | nil, err
 --   NAME, NS: the parameter specs of a Kubernetes name and namespace
---   refuse(fields, msg): VALIDATION naming the fields ({field, rule, message})
 --   ensure_all(ctx, conn, objects [, opts]) -> [{kind, name, namespace, action, uid}]
 local M = {}
 M.INFERENCE = "hypd.io/inference"
@@ -25,8 +24,6 @@ M.NAME = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_len
 
 M.NS = require("_params").with(M.NAME, { default = "default", pattern_help = "a Kubernetes namespace name",
   description = "the namespace" })
-
-function M.refuse(fields, msg) hypd.errors.raise("VALIDATION", msg, { fields = fields }) end
 
 -- ensure_all(ctx, conn, objects [, opts]): each object made or brought in
 -- line by server-side apply (_k8s_objects ensure, with opts: family,

@@ -10,7 +10,6 @@ local K = require "_k8s_objects"
 local PL = require "inference._pool"
 local LBC = require "inference._lbc"
 
-local refuse = PL.refuse
 
 local function run(ctx)
   local p, st = ctx.params, ctx.state
@@ -28,12 +27,13 @@ local function run(ctx)
       local pod = byname[name]
       local f = "pods[" .. (i - 1) .. "]"
       if not pod then
-        refuse("VALIDATION", f, "exists", string.format("no running pod %s in pool %s/%s", name, p.namespace, p.pool))
+        hypd.errors.refuse(f, "exists", string.format("no running pod %s in pool %s/%s", name, p.namespace, p.pool),
+          { prefix = "field" })
       end
       local b = PL.business(pod)
       if b ~= I.UNASSIGNED and b ~= p.model then
-        refuse("CONFLICT", f, "unassigned", string.format("pod %s is assigned to model %s; release it first " ..
-          "with inference_release_pool_pod", name, b))
+        hypd.errors.refuse(f, "unassigned", string.format("pod %s is assigned to model %s; release it first " ..
+          "with inference_release_pool_pod", name, b), { code = "CONFLICT", prefix = "field" })
       end
       chosen[#chosen + 1] = pod
     end
@@ -41,9 +41,9 @@ local function run(ctx)
     local need = p.count - #mine
     for _, pod in ipairs(mine) do chosen[#chosen + 1] = pod end
     if need > #free then
-      refuse("CONFLICT", "count", "available", string.format("model %s should have %d pods of pool %s but has " ..
+      hypd.errors.refuse("count", "available", string.format("model %s should have %d pods of pool %s but has " ..
         "%d and only %d are unassigned; scale the pool with inference_scale or lower count", p.model, p.count,
-        p.pool, #mine, #free))
+        p.pool, #mine, #free), { code = "CONFLICT", prefix = "field" })
     end
     PL.order(free)
     for i = 1, math.max(0, need) do chosen[#chosen + 1] = free[i] end
@@ -58,9 +58,9 @@ local function run(ctx)
   if svc then
     local l = svc.metadata.labels or {}
     if l[I.MANAGED_BY] ~= "hypd" or l[I.NAME] ~= p.pool or l[I.MODEL] ~= p.model then
-      refuse("CONFLICT", "model", "service", string.format("Service %s/%s exists and is not the model Service " ..
+      hypd.errors.refuse("model", "service", string.format("Service %s/%s exists and is not the model Service " ..
         "of pool %s (it is %s); choose another model name", p.namespace, p.model, p.pool,
-        l[I.MANAGED_BY] ~= "hypd" and "not hypd's" or ("of " .. tostring(l[I.NAME]))))
+        l[I.MANAGED_BY] ~= "hypd" and "not hypd's" or ("of " .. tostring(l[I.NAME]))), { code = "CONFLICT", prefix = "field" })
     end
   end
   st.pods = {}
@@ -115,10 +115,10 @@ return tool {
       description = "the NLB's scheme for service=external" },
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if (p.count == nil) == (p.pods == nil) or (p.pods and #p.pods == 0) then
       local msg = "count: give count or pods (one of them)"
-      hypd.errors.raise("VALIDATION", msg, { fields = { { field = "count", rule = "one_of", message = msg } } })
+      hypd.errors.refuse("count", "one_of", msg)
     end
   end,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.pool)) end,

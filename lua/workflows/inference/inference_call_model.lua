@@ -14,8 +14,6 @@ local P = require "_params"
 local S = require "inference._serving"
 local hp = require "_hyperpod"
 
-local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
-
 local function unavailable(msg, extra)
   extra = extra or {}
   extra.retryable = true
@@ -48,9 +46,9 @@ local function run(ctx, p)
     dep = svc and S.as_deployment(svc)
   end
   if not dep then
-    hypd.errors.raise("NOT_FOUND", string.format("no inference deployment %s/%s on cluster %s, nor a model Service " ..
-      "of that name (inference_list lists them)", ns, p.name, e.name), { fields = { { field = "name",
-        rule = "exists", message = "name: no such deployment" } } })
+    hypd.errors.refuse("name", "exists", string.format("no inference deployment %s/%s on cluster %s, nor a model Service " ..
+      "of that name (inference_list lists them)", ns, p.name, e.name),
+      { code = "NOT_FOUND", field_message = "name: no such deployment" })
   end
   if not svc then
     hypd.errors.raise("STATE", string.format("no Service in %s selects the pods of deployment %s, so nothing can " ..
@@ -136,12 +134,12 @@ return tool {
     timeout_seconds = { type = "integer", minimum = 1, maximum = 600, default = 120,
       description = "how long to wait for the answer" },
   },
-  check = function(p)
+  validate = function(p)
     if (p.messages == nil) == (p.prompt == nil) then
-      refuse(p.messages and "prompt" or "messages", "one_of",
+      hypd.errors.refuse(p.messages and "prompt" or "messages", "one_of",
         "messages or prompt: give exactly one (a chat as messages, or one user message as prompt)")
     end
-    if p.messages and #p.messages == 0 then refuse("messages", "min_items", "messages: give at least one message") end
+    if p.messages and #p.messages == 0 then hypd.errors.refuse("messages", "min_items", "messages: give at least one message") end
   end,
   run = run,
 }

@@ -39,7 +39,7 @@ local function run(ctx)
     if assigned > 0 then
       local msg = string.format("force: pool %s has %d assigned workers (%s); deleting it stops those models. " ..
         "Release them with inference_release_pool_pod, or pass force=true", p.name, assigned, PL.models_text(models))
-      hypd.errors.raise("CONFLICT", msg, { fields = { { field = "force", rule = "assigned", message = msg } } })
+      hypd.errors.refuse("force", "assigned", msg, { code = "CONFLICT" })
     end
   end
   st.deleted = {}

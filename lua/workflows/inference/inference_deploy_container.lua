@@ -73,17 +73,17 @@ local function check(ctx)
   -- one) is never taken over: CONFLICT naming its owner
   if d then O.check(d.object, FAMILY, { cluster = st.eks }) end
   if d and d.kind ~= kind then
-    hypd.errors.raise("CONFLICT", string.format("%s/%s is already an inference deployment of kind %s, not %s: " ..
+    hypd.errors.refuse("name", "kind", string.format("%s/%s is already an inference deployment of kind %s, not %s: " ..
       "delete it with inference_delete or choose another name", p.namespace, p.name, d.kind, kind),
-      { fields = { { field = "name", rule = "kind", message = "name: already a " .. d.kind .. " deployment" } } })
+      { code = "CONFLICT", field_message = "name: already a " .. d.kind .. " deployment" })
   end
   if d and kind == "pool" then PL.refuse_cut(d, p.replicas, p.name) end
   local svc = kind ~= "pool" and K.get(conn, "v1", "Service", p.name, p.namespace)
   local owner = svc and (svc.metadata.labels or {})[I.NAME]
   if owner and owner ~= p.name then
-    hypd.errors.raise("CONFLICT", string.format("Service %s/%s belongs to inference deployment %s (a model of " ..
+    hypd.errors.refuse("name", "service", string.format("Service %s/%s belongs to inference deployment %s (a model of " ..
       "its pool); choose another name", p.namespace, p.name, owner),
-      { fields = { { field = "name", rule = "service", message = "name: Service " .. p.name .. " is " .. owner .. "'s" } } })
+      { code = "CONFLICT", field_message = "name: Service " .. p.name .. " is " .. owner .. "'s" })
   end
   st.warnings = warnings(ctx, conn, p, st.eks, st.region)
   st.objects = C.objects(p, port)
@@ -206,7 +206,7 @@ return tool {
       "{NAME: \"<secret name>/<key>\"}, e.g. {\"HF_TOKEN\": \"hf-token/token\"}" },
     cluster = P.cluster, region = P.region,
   },
-  check = C.check,
+  validate = C.validate,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = {
     { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only

@@ -35,13 +35,13 @@ local function model(ctx, p)
   local d = M.describe(ctx, p.model_id, p.model_version)
   if not d and p.model_version and M.describe(ctx, p.model_id) then
     local have = M.versions(ctx, p.model_id)
-    M.refuse("VALIDATION", "model_version", "exists", string.format("JumpStart model %s has no version %s in %s " ..
+    hypd.errors.refuse("model_version", "exists", string.format("JumpStart model %s has no version %s in %s " ..
       "(versions: %s); leave model_version out for the newest", p.model_id, p.model_version, M.HUB,
-      table.concat(have, ", ")))
+      table.concat(have, ", ")), { prefix = "field" })
   end
   if not d then
-    M.refuse("VALIDATION", "model_id", "exists", string.format("no JumpStart model %s in %s; " ..
-      "inference_list_jumpstart_models lists the models (name_contains narrows it)", p.model_id, M.HUB))
+    hypd.errors.refuse("model_id", "exists", string.format("no JumpStart model %s in %s; " ..
+      "inference_list_jumpstart_models lists the models (name_contains narrows it)", p.model_id, M.HUB), { prefix = "field" })
   end
   return d, M.document(d)
 end
@@ -54,13 +54,13 @@ local function check(ctx)
   local ok = false
   for _, t in ipairs(supported) do ok = ok or t == p.instance_type end
   if not ok then
-    M.refuse("VALIDATION", "instance_type", "supported", string.format("JumpStart model %s %s does not support %s; " ..
+    hypd.errors.refuse("instance_type", "supported", string.format("JumpStart model %s %s does not support %s; " ..
       "it supports: %s (recommended: %s)", p.model_id, d.HubContentVersion, p.instance_type,
-      table.concat(supported, ", "), tostring(doc.DefaultInferenceInstanceType)), { supported = supported })
+      table.concat(supported, ", "), tostring(doc.DefaultInferenceInstanceType)), { prefix = "field", supported = supported })
   end
   if doc.HostingEulaUri and not p.accept_eula then
-    M.refuse("VALIDATION", "accept_eula", "required", string.format("JumpStart model %s is gated: read its EULA " ..
-      "(%s) and pass accept_eula=true to accept it", p.model_id, doc.HostingEulaUri))
+    hypd.errors.refuse("accept_eula", "required", string.format("JumpStart model %s is gated: read its EULA " ..
+      "(%s) and pass accept_eula=true to accept it", p.model_id, doc.HostingEulaUri), { prefix = "field" })
   end
   M.in_cluster(hp, p.instance_type)
   local spec = {

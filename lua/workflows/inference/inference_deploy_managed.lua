@@ -70,45 +70,52 @@ local params = {
   tls_certificate_output_s3_uri = M.TLS,
 }
 
-local function bad(field, rule, msg) M.refuse("VALIDATION", field, rule, msg) end
-
 -- rules across fields, at the call (before an operation starts)
-local function check(p)
-  if p.model_source == "s3" and not p.s3_bucket then bad("s3_bucket", "required", "model_source s3 needs s3_bucket") end
+local function validate(p)
+  if p.model_source == "s3" and not p.s3_bucket then
+    hypd.errors.refuse("s3_bucket", "required", "model_source s3 needs s3_bucket", { prefix = "field" })
+  end
   if p.model_source == "fsx" and not p.fsx_file_system_id then
-    bad("fsx_file_system_id", "required", "model_source fsx needs fsx_file_system_id")
+    hypd.errors.refuse("fsx_file_system_id", "required", "model_source fsx needs fsx_file_system_id", { prefix = "field" })
   end
   if p.model_source ~= "s3" and (p.s3_bucket or p.s3_region) then
-    bad("s3_bucket", "source", "s3_bucket and s3_region go with model_source s3")
+    hypd.errors.refuse("s3_bucket", "source", "s3_bucket and s3_region go with model_source s3", { prefix = "field" })
   end
   if p.model_source ~= "fsx" and (p.fsx_file_system_id or p.fsx_dns_name or p.fsx_mount_name) then
-    bad("fsx_file_system_id", "source", "the fsx_* fields go with model_source fsx")
+    hypd.errors.refuse("fsx_file_system_id", "source", "the fsx_* fields go with model_source fsx", { prefix = "field" })
   end
   if p.model_location and (("/" .. p.model_location .. "/"):find("/%.%./") or p.model_location:find("^/")) then
-    bad("model_location", "pattern", "must be a relative prefix without '..'")
+    hypd.errors.refuse("model_location", "pattern", "must be a relative prefix without '..'", { prefix = "field" })
   end
   if (p.l2_backend or p.l2_url) and not p.enable_l2_cache then
-    bad("enable_l2_cache", "required", "l2_backend and l2_url need enable_l2_cache=true")
+    hypd.errors.refuse("enable_l2_cache", "required", "l2_backend and l2_url need enable_l2_cache=true", { prefix = "field" })
   end
-  if p.l2_backend == "redis" and not p.l2_url then bad("l2_url", "required", "l2_backend redis needs l2_url") end
-  if p.l2_url and p.l2_backend ~= "redis" then bad("l2_url", "backend", "l2_url goes with l2_backend redis") end
+  if p.l2_backend == "redis" and not p.l2_url then
+    hypd.errors.refuse("l2_url", "required", "l2_backend redis needs l2_url", { prefix = "field" })
+  end
+  if p.l2_url and p.l2_backend ~= "redis" then
+    hypd.errors.refuse("l2_url", "backend", "l2_url goes with l2_backend redis", { prefix = "field" })
+  end
   local auto = p.max_replicas or p.min_replicas or p.prometheus_query or p.prometheus_target
-  if auto and not p.max_replicas then bad("max_replicas", "required", "autoscaling needs max_replicas") end
+  if auto and not p.max_replicas then
+    hypd.errors.refuse("max_replicas", "required", "autoscaling needs max_replicas", { prefix = "field" })
+  end
   if auto and (p.prometheus_query == nil) ~= (p.prometheus_target == nil) then
-    bad(p.prometheus_query and "prometheus_target" or "prometheus_query", "required",
-      "prometheus_query and prometheus_target go together")
+    hypd.errors.refuse(p.prometheus_query and "prometheus_target" or "prometheus_query", "required",
+      "prometheus_query and prometheus_target go together", { prefix = "field" })
   end
   if p.max_replicas and (p.min_replicas or 1) > p.max_replicas then
-    bad("min_replicas", "maximum", "min_replicas must not exceed max_replicas")
+    hypd.errors.refuse("min_replicas", "maximum", "min_replicas must not exceed max_replicas", { prefix = "field" })
   end
   if p.max_replicas and (p.replicas > p.max_replicas or p.replicas < (p.min_replicas or 1)) then
-    bad("replicas", "range", "replicas must lie between min_replicas and max_replicas")
+    hypd.errors.refuse("replicas", "range", "replicas must lie between min_replicas and max_replicas", { prefix = "field" })
   end
   for k, v in pairs(p.env or {}) do
     if type(k) ~= "string" or not k:match("^[A-Za-z_][A-Za-z0-9_]*$") then
-      bad("env", "name", "environment variable names are C identifiers; got " .. hypd.errors.echo(tostring(k)))
+      hypd.errors.refuse("env", "name", "environment variable names are C identifiers; got " .. hypd.errors.echo(tostring(k)),
+        { prefix = "field" })
     end
-    if type(v) ~= "string" then bad("env." .. k, "type", "must be text") end
+    if type(v) ~= "string" then hypd.errors.refuse("env." .. k, "type", "must be text", { prefix = "field" }) end
   end
 end
 
@@ -178,7 +185,7 @@ return tool {
   aws = M.aws("ec2:DescribeInstanceTypes"),
   k8s = { "get", "list", "apply" },
   params = params,
-  check = check,
+  validate = validate,
   target = M.target,
   steps = {
     { name = "check", on_call = true, run = function(ctx) -- refused on the call (hypd.tool.operations): reads only

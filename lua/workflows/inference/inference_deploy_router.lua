@@ -19,6 +19,7 @@
 -- SGLang (python -m sglang.launch_server), or (sharing no such label) that
 -- have no Service selecting their pods; and objects of its names that
 -- another tool or anyone else made (hypd.io/family, _ownership).
+local Names = require "_names"
 local P = require "_params"
 local K = require "_k8s_objects"
 local S = require "inference._serving"
@@ -26,8 +27,6 @@ local cap = require "_capacity"
 local hp = require "_hyperpod"
 
 local KNAME = P.with(S.NAME, { max_length = 50 })
-
-local function refuse(field, rule, msg) S.refuse({ { field = field, rule = rule, message = msg } }, msg) end
 
 local function words(c)
   local out = {}
@@ -100,7 +99,7 @@ local function worker_urls(conn, ns, deps, names, why)
   for i, d in ipairs(deps) do
     local svc, sport = S.service(conn, ns, d, names[i])
     if not svc then
-      refuse("workers[" .. (i - 1) .. "]", "service", string.format("workers: the pods of %s %s, so the router " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "service", string.format("workers: the pods of %s %s, so the router " ..
         "reaches each worker through its Service, and no Service selects the pods of %s (inference_deploy_container " ..
         "makes one unless service=pool); give it one, or a label common to every worker's pods", table.concat(names,
         ", "), why, names[i]))
@@ -119,16 +118,16 @@ local function check(ctx)
   for i, w in ipairs(p.workers) do
     local d = S.deployment(conn, p.namespace, w)
     if not d then
-      refuse("workers[" .. (i - 1) .. "]", "exists", string.format("workers: no deployment %s/%s (inference_list " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "exists", string.format("workers: no deployment %s/%s (inference_list " ..
         "lists them)", p.namespace, w))
     end
     local wp = sglang_port(d)
     if not wp then
-      refuse("workers[" .. (i - 1) .. "]", "sglang", string.format("workers: deployment %s does not run SGLang " ..
+      hypd.errors.refuse("workers[" .. (i - 1) .. "]", "sglang", string.format("workers: deployment %s does not run SGLang " ..
         "(python -m sglang.launch_server); the SGLang router routes to SGLang workers", w))
     end
     if port and wp ~= port then
-      refuse("workers", "port", string.format("workers: the workers listen on different ports (%d and %d); the " ..
+      hypd.errors.refuse("workers", "port", string.format("workers: the workers listen on different ports (%d and %d); the " ..
         "router reaches every discovered pod on one port", port, wp))
     end
     port = wp
@@ -153,7 +152,7 @@ end
 -- objects(p, st) -> the router's objects, in the order they are applied
 function objects(p, st)
   local ns, name = p.namespace, p.name
-  local role = "hypd-" .. ns .. "-" .. name .. "-discovery"
+  local role = Names.discovery_role(ns, name)
   local labels = { app = name, ["hypd.io/inference"] = name, ["hypd.io/inference-kind"] = "router" }
   local cmd = { "python3", "-m", "sglang_router.launch_router", "--host", "0.0.0.0", "--port", tostring(p.port),
     "--policy", p.policy }
@@ -257,11 +256,11 @@ return tool {
       decision = true, description = "ClusterIP (inside the cluster) or LoadBalancer (an external load balancer)" },
     cluster = P.cluster, region = P.region,
   },
-  check = function(p)
-    if #p.workers == 0 then refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
+  validate = function(p)
+    if #p.workers == 0 then hypd.errors.refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
     local seen = {}
     for i, w in ipairs(p.workers) do
-      if seen[w] then refuse("workers[" .. (i - 1) .. "]", "unique", "workers: " .. w .. " is named twice") end
+      if seen[w] then hypd.errors.refuse("workers[" .. (i - 1) .. "]", "unique", "workers: " .. w .. " is named twice") end
       seen[w] = true
     end
   end,

@@ -7,7 +7,6 @@ local K = require "_k8s_objects"
 local PL = require "inference._pool"
 local hp = require "_hyperpod"
 
-local refuse = PL.refuse
 
 local function run(ctx)
   local p, st = ctx.params, ctx.state
@@ -27,18 +26,19 @@ local function run(ctx)
     for i, name in ipairs(p.pods) do
       local pod, f = byname[name], "pods[" .. (i - 1) .. "]"
       if not pod then
-        refuse("VALIDATION", f, "exists", string.format("no model pool pod %s in namespace %s%s", name,
-          p.namespace, p.pool and (" of pool " .. p.pool) or ""))
+        hypd.errors.refuse(f, "exists", string.format("no model pool pod %s in namespace %s%s", name,
+          p.namespace, p.pool and (" of pool " .. p.pool) or ""), { prefix = "field" })
       end
       if p.model and PL.business(pod) ~= p.model and PL.business(pod) ~= I.UNASSIGNED then
-        refuse("CONFLICT", f, "model", string.format("pod %s serves model %s, not %s", name, PL.business(pod), p.model))
+        hypd.errors.refuse(f, "model", string.format("pod %s serves model %s, not %s", name, PL.business(pod), p.model),
+          { code = "CONFLICT", prefix = "field" })
       end
       chosen[#chosen + 1] = pod
     end
   else
     if #pods == 0 then
-      refuse("VALIDATION", "model", "exists", string.format("no pool pod serves model %s in namespace %s",
-        p.model, p.namespace))
+      hypd.errors.refuse("model", "exists", string.format("no pool pod serves model %s in namespace %s",
+        p.model, p.namespace), { prefix = "field" })
     end
     -- not ready ones first, then the last by name
     PL.order(pods)
@@ -94,14 +94,14 @@ return tool {
     pool = P.with(I.NAME_PARAM, { required = false, description = "only pods of this pool" }),
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if not p.pods and not p.model then
       local msg = "pods: give pods, or model (with count)"
-      hypd.errors.raise("VALIDATION", msg, { fields = { { field = "pods", rule = "one_of", message = msg } } })
+      hypd.errors.refuse("pods", "one_of", msg)
     end
     if p.count and p.pods then
       local msg = "count: goes with model, not with pods"
-      hypd.errors.raise("VALIDATION", msg, { fields = { { field = "count", rule = "one_of", message = msg } } })
+      hypd.errors.refuse("count", "one_of", msg)
     end
   end,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.pool or p.model or "pods")) end,

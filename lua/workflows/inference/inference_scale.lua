@@ -12,8 +12,8 @@ local function run(ctx)
   local e, conn, d = I.get(ctx, p)
   local ok, why = K.owned(d.object)
   if not ok then
-    hypd.errors.raise("CONFLICT", string.format("%s %s/%s is %s: hypd scales only its own deployments",
-      d.object.kind, p.namespace, p.name, why), { fields = { { field = "name", rule = "owner", message = "name: " .. why } } })
+    hypd.errors.refuse("name", "owner", string.format("%s %s/%s is %s: hypd scales only its own deployments",
+      d.object.kind, p.namespace, p.name, why), { code = "CONFLICT", field_message = "name: " .. why })
   end
   local desired = I.replicas(d)
   if d.kind == "pool" then PL.refuse_cut(d, p.replicas, p.name) end

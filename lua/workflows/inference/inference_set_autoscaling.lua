@@ -21,7 +21,6 @@ local API = "keda.sh/v1alpha1"
 local CRD = "scaledobjects.keda.sh"
 local ENABLE = "hyperpod_update_advanced_features inference_operator=true"
 
-local refuse = S.refuse
 
 -- engine(dep) -> "vllm" | "sglang" | "router" | nil, from what its containers run
 local function engine(dep)
@@ -46,16 +45,15 @@ local function check(ctx)
   local p, st = ctx.params, ctx.state
   local conn, e = hp.k8s(ctx, p)
   if not K.get(conn, "apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD) then
-    hypd.errors.raise("CONFLICT", string.format("KEDA is not installed on cluster %s (no %s CRD), so nothing would " ..
+    hypd.errors.refuse("name", "keda", string.format("KEDA is not installed on cluster %s (no %s CRD), so nothing would " ..
       "act on a ScaledObject: enable the HyperPod inference operator, whose add-on runs KEDA, with %s cluster=%s, " ..
-      "then call again", e.name, CRD, ENABLE, e.name), { fix = ENABLE .. " cluster=" .. e.name,
-      fields = { { field = "name", rule = "keda", message = "KEDA is not installed: " .. ENABLE .. " cluster=" ..
-        e.name } } })
+      "then call again", e.name, CRD, ENABLE, e.name), { code = "CONFLICT",
+        field_message = "KEDA is not installed: " .. ENABLE .. " cluster=" .. e.name, fix = ENABLE .. " cluster=" .. e.name })
   end
   local dep = S.deployment(conn, p.namespace, p.name)
   if not dep then
-    refuse({ { field = "name", rule = "exists", message = "name: no such deployment" } },
-      string.format("name: no deployment %s/%s to scale (inference_list lists them)", p.namespace, p.name))
+    hypd.errors.refuse("name", "exists", string.format("name: no deployment %s/%s to scale (inference_list lists them)",
+      p.namespace, p.name), { field_message = "name: no such deployment" })
   end
   -- the inference operator owns a managed or JumpStart deployment's
   -- Deployment and sets its replicas from the custom resource: a second
@@ -65,10 +63,10 @@ local function check(ctx)
       local how = r.kind == "InferenceEndpointConfig" and string.format("call inference_deploy_managed name=%s " ..
         "again with min_replicas, max_replicas and prometheus_query (its autoScalingSpec)", r.name) or
         string.format("set its replicas with inference_scale name=%s", r.name)
-      refuse({ { field = "name", rule = "operator_managed", message = "name: " .. r.kind .. " " .. r.name ..
-        " owns this Deployment" } }, string.format("name: deployment %s/%s belongs to %s %s: the HyperPod " ..
+      hypd.errors.refuse("name", "operator_managed", string.format("name: deployment %s/%s belongs to %s %s: the HyperPod " ..
         "inference operator sets its replicas, so a KEDA ScaledObject on it would fight the operator; %s",
-        p.namespace, dep.metadata.name, r.kind, r.name, how))
+        p.namespace, dep.metadata.name, r.kind, r.name, how), { field_message = "name: " .. r.kind .. " " .. r.name ..
+        " owns this Deployment" })
     end
   end
   st.target = dep.metadata.name
@@ -77,10 +75,11 @@ local function check(ctx)
   for _, o in ipairs(conn:list(API, "ScaledObject", { namespace = p.namespace }) or {}) do
     local ref = (o.spec or {}).scaleTargetRef or {}
     if ref.name == st.target and (ref.kind or "Deployment") == "Deployment" and o.metadata.name ~= so then
-      hypd.errors.raise("CONFLICT", string.format("deployment %s is already scaled by ScaledObject %s (KEDA lets one " ..
-        "ScaledObject manage a workload): change that one (scaled_object_name=%s) or delete it first",
-        st.target, o.metadata.name, o.metadata.name), { fields = { { field = "scaled_object_name",
-          rule = "one_per_target", message = "scaled_object_name: " .. o.metadata.name .. " already scales it" } } })
+      hypd.errors.refuse("scaled_object_name", "one_per_target", string.format("deployment %s is already scaled by " ..
+        "ScaledObject %s (KEDA lets one ScaledObject manage a workload): change that one (scaled_object_name=%s) " ..
+        "or delete it first",
+        st.target, o.metadata.name, o.metadata.name),
+        { code = "CONFLICT", field_message = "scaled_object_name: " .. o.metadata.name .. " already scales it" })
     end
   end
   local labels = (dep.metadata or {}).labels or {}
@@ -91,9 +90,10 @@ local function check(ctx)
     st.query = p.query
   else
     if not st.engine then
-      refuse({ { field = "query", rule = "required", message = "query: no default for this deployment's engine" } },
+      hypd.errors.refuse("query", "required",
         string.format("query: deployment %s runs neither vLLM, SGLang nor the SGLang router, so there is no " ..
-          "default queue-depth query; give query (a PromQL expression)", st.target))
+        "default queue-depth query; give query (a PromQL expression)", st.target),
+        { field_message = "query: no default for this deployment's engine" })
     end
     st.query = string.format('sum(%s{namespace="%s",pod=~"%s-.*"})', METRIC[st.engine], p.namespace, st.target)
   end
@@ -176,10 +176,10 @@ return tool {
       description = "seconds after the last active check before scaling to min_replicas 0 (KEDA's default 300)" },
     cluster = P.cluster, region = P.region,
   },
-  check = function(p)
+  validate = function(p)
     if p.min_replicas > p.max_replicas then
       local msg = string.format("min_replicas (%d) must not exceed max_replicas (%d)", p.min_replicas, p.max_replicas)
-      refuse({ { field = "min_replicas", rule = "le_max", message = msg },
+      hypd.errors.refuse_all({ { field = "min_replicas", rule = "le_max", message = msg },
         { field = "max_replicas", rule = "ge_min", message = msg } }, msg)
     end
   end,

@@ -38,8 +38,8 @@ local function missing(err)
 end
 
 local function not_found(kind, ns, name, hint)
-  hypd.errors.raise("NOT_FOUND", string.format("no %s %s/%s%s", (kind:gsub("_", " ")), ns, name, hint or ""),
-    { fields = { { field = "name", rule = "exists", message = "name: no such " .. kind } } })
+  hypd.errors.refuse("name", "exists", string.format("no %s %s/%s%s", (kind:gsub("_", " ")), ns, name, hint or ""),
+    { code = "NOT_FOUND", field_message = "name: no such " .. kind })
 end
 
 local function get(conn, api, kind, name, ns)

@@ -14,10 +14,6 @@ local TAIL_MAX = 5000
 local BYTES_PER_CONTAINER = 1 << 20 -- limitBytes of one read
 local BYTES_TOTAL = 4 << 20         -- the lines of one answer, at most
 
-local function refuse(field, rule, msg)
-  hypd.errors.raise("VALIDATION", msg, { fields = { { field = field, rule = rule, message = msg } } })
-end
-
 local function starting(err)
   local m = tostring(type(err) == "table" and err.message or err)
   return m:find("waiting to start", 1, true) or m:find("ContainerCreating", 1, true) or
@@ -31,7 +27,7 @@ local function one_pod(pods, p)
     names[#names + 1] = pod.metadata.name
     if pod.metadata.name == p.pod then return { pod } end
   end
-  refuse("pod", "member", string.format("pod: %s is not a pod of %s %s (its pods: %s)", p.pod, p.kind, p.name,
+  hypd.errors.refuse("pod", "member", string.format("pod: %s is not a pod of %s %s (its pods: %s)", p.pod, p.kind, p.name,
     #names > 0 and table.concat(names, ", ") or "none"))
 end
 
@@ -57,7 +53,7 @@ local function has_container(pods, p)
   local list = {}
   for n in pairs(names) do list[#list + 1] = n end
   table.sort(list)
-  refuse("container", "member", string.format("container: the pods of %s %s have no container %s " ..
+  hypd.errors.refuse("container", "member", string.format("container: the pods of %s %s have no container %s " ..
     "(containers: %s)", p.kind, p.name, p.container, table.concat(list, ", ")))
 end
 

@@ -11,10 +11,6 @@ local hp = require "_hyperpod"
 local R = require "_running"
 local W = require "_wait"
 
-local function fail(code, field, rule, msg)
-  hypd.errors.raise(code, msg, { fields = { { field = field, rule = rule, message = field .. ": " .. msg } } })
-end
-
 -- written(conn, job) -> what a model download wrote, read from its storage
 local function written(conn, job)
   local ann = job.metadata.annotations or {}
@@ -43,8 +39,8 @@ end
 local function view(conn, p, name, ns)
   local job = B.find(conn, name, ns)
   if not job then
-    fail("NOT_FOUND", "name", "exists", "no Job " .. ns .. "/" .. name .. " (job_list lists hypd's Jobs; a finished " ..
-      "download is deleted a day after it ends)")
+    hypd.errors.refuse("name", "exists", "no Job " .. ns .. "/" .. name .. " (job_list lists hypd's Jobs; a finished " ..
+      "download is deleted a day after it ends)", { code = "NOT_FOUND", prefix = "field" })
   end
   local s = B.summary(job)
   local st = job.status or {}
@@ -81,13 +77,17 @@ end
 -- from_operation(id) -> name, namespace of the Job a model_download operation made
 local function from_operation(id)
   local ok, v = pcall(hypd.operations.get, id)
-  if not ok or not v then fail("NOT_FOUND", "operation_id", "exists", "no operation " .. id) end
+  if not ok or not v then
+    hypd.errors.refuse("operation_id", "exists", "no operation " .. id, { code = "NOT_FOUND", prefix = "field" })
+  end
   local st = hypd.operations.state(id) or {}
   local d = st.d or {}
   local args = v.params or {}
   local name = d.name or (v.result or {}).name or args.name or
     (type(args.model_id) == "string" and D.default_name(args.model_id))
-  if not name then fail("NOT_FOUND", "operation_id", "job", "operation " .. id .. " names no Job") end
+  if not name then
+    hypd.errors.refuse("operation_id", "job", "operation " .. id .. " names no Job", { code = "NOT_FOUND", prefix = "field" })
+  end
   return name, d.namespace or args.namespace or "default", v
 end
 
@@ -109,9 +109,9 @@ return tool {
     tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
-  check = function(p)
+  validate = function(p)
     if not p.name and not p.operation_id then
-      fail("VALIDATION", "name", "required", "give name (the Job's) or operation_id (model_download's)")
+      hypd.errors.refuse("name", "required", "give name (the Job's) or operation_id (model_download's)", { prefix = "field" })
     end
   end,
   run = function(ctx, p)

@@ -15,12 +15,6 @@ local O = require "_ownership"
 
 local FAMILY = "download"
 
-local function refuse(code, field, rule, msg, extra)
-  local e = { fields = { { field = field, rule = rule, message = field .. ": " .. msg:gsub(";.*$", "") } } }
-  for k, v in pairs(extra or {}) do e[k] = v end
-  hypd.errors.raise(code, msg, e)
-end
-
 local params = {
   cluster = P.cluster,
   region = P.region,
@@ -53,20 +47,21 @@ local params = {
 -- rules across fields, before any operation starts: no '..' or '--' in the
 -- id (the Hub refuses them; '..' is a path), and no token in a field that
 -- is not secret (it would be kept in records and shown)
-local function check(p)
+local function validate(p)
   if p.model_id:find("..", 1, true) or p.model_id:find("--", 1, true) then
-    refuse("VALIDATION", "model_id", "pattern", "must be a Hugging Face model id org/name without '..' or '--'")
+    hypd.errors.refuse("model_id", "pattern", "must be a Hugging Face model id org/name without '..' or '--'",
+      { prefix = "field" })
   end
   if p.revision:find("..", 1, true) then
-    refuse("VALIDATION", "revision", "pattern", "must be a branch, tag or commit without '..'")
+    hypd.errors.refuse("revision", "pattern", "must be a branch, tag or commit without '..'", { prefix = "field" })
   end
   if p.destination and p.destination:find("..", 1, true) then
-    refuse("VALIDATION", "destination", "pattern", "must be a folder without '..'")
+    hypd.errors.refuse("destination", "pattern", "must be a folder without '..'", { prefix = "field" })
   end
   for _, k in ipairs { "model_id", "revision", "destination", "name", "claim_name", "namespace" } do
     if type(p[k]) == "string" and p[k]:find("hf_[A-Za-z0-9]+") and p[k]:match("hf_[A-Za-z0-9]+"):len() >= 23 then
-      refuse("VALIDATION", k, "secret", "looks like a Hugging Face token; pass tokens only as hf_token (a secret " ..
-        "parameter, never stored or shown)")
+      hypd.errors.refuse(k, "secret", "looks like a Hugging Face token; pass tokens only as hf_token (a secret " ..
+        "parameter, never stored or shown)", { field_message = k .. ": looks like a Hugging Face token" })
     end
   end
 end
@@ -107,10 +102,11 @@ local function same_job(conn, d, cluster)
     end
   end
   if #diff > 0 then
-    refuse("CONFLICT", "name", "same_download", string.format("Job %s/%s exists (%s) for another download (%s), " ..
-      "and a Job cannot change: pass another name (e.g. name=%s-2)%s", d.namespace, d.name, phase,
-      table.concat(diff, "; "), d.name:sub(1, 61), B.DONE[phase] and (", or delete it with job_delete name=" ..
-      d.name .. " (its pods and token Secret go with it)") or ""))
+    local msg = string.format("Job %s/%s exists (%s) for another download (%s), and a Job cannot change: pass " ..
+      "another name (e.g. name=%s-2)%s", d.namespace, d.name, phase, table.concat(diff, "; "), d.name:sub(1, 61),
+      B.DONE[phase] and (", or delete it with job_delete name=" .. d.name .. " (its pods and token Secret go with it)")
+      or "")
+    hypd.errors.refuse("name", "same_download", msg, { code = "CONFLICT", field_message = "name: " .. msg:gsub(";.*$", "") })
   end
   return live
 end
@@ -122,15 +118,17 @@ local function check_step(ctx)
   local fix = string.format("storage_create_s3 claim_name=%s namespace=%s", p.claim_name, p.namespace)
   local pvc = S.get(conn, "v1", "PersistentVolumeClaim", p.claim_name, p.namespace)
   if not pvc then
-    refuse("STATE", "claim_name", "exists", string.format("cluster %s has no storage claim %s/%s for the model's " ..
+    hypd.errors.refuse("claim_name", "exists", string.format("cluster %s has no storage claim %s/%s for the model's " ..
       "files: make it with %s (an S3 bucket mounted through Mountpoint for S3), then download again", e.name,
-      p.namespace, p.claim_name, fix), { fix = fix })
+      p.namespace, p.claim_name, fix), { code = "STATE", prefix = "field", fix = fix })
   end
   local pv = pvc.spec.volumeName and S.get(conn, "v1", "PersistentVolume", pvc.spec.volumeName)
   if not pv or S.kind_of(pv) ~= "s3" then
-    refuse("STATE", "claim_name", "s3", string.format("claim %s/%s is not an S3 storage (%s); the download needs " ..
-      "one: make it with %s", p.namespace, p.claim_name, pv and "its volume's driver is " ..
-      tostring((pv.spec.csi or {}).driver or "not CSI") or "it is not bound to a volume", fix), { fix = fix })
+    local msg = string.format("claim %s/%s is not an S3 storage (%s); the download needs one: make it with %s",
+      p.namespace, p.claim_name, pv and "its volume's driver is " .. tostring((pv.spec.csi or {}).driver or "not CSI")
+      or "it is not bound to a volume", fix)
+    hypd.errors.refuse("claim_name", "s3", msg,
+      { code = "STATE", field_message = "claim_name: " .. msg:gsub(";.*$", ""), fix = fix })
   end
   st.bucket = pv.spec.csi.volumeAttributes.bucketName
   st.bucket_region = S.mount_option(pv, "region")
@@ -144,9 +142,10 @@ local function check_step(ctx)
     for _, n in ipairs(nodes) do zone = zone or ((n.metadata or {}).labels or {})["topology.kubernetes.io/zone"] end
     local add = "hyperpod_add_instance_group cluster=" .. e.name .. " instance_group=system " ..
       "instance_type=ml.m5.2xlarge instance_count=1 availability_zone=" .. (zone or "<zone>")
-    refuse("STATE", "cluster", "cpu_node", string.format("cluster %s has no node without a GPU: the download " ..
-      "runs only on CPU nodes, so no GPU idles while files move; add a CPU instance group (%s) or an EKS node " ..
-      "group, then download again", e.name, add), { fix = add })
+    local msg = string.format("cluster %s has no node without a GPU: the download runs only on CPU nodes, so no " ..
+      "GPU idles while files move; add a CPU instance group (%s) or an EKS node group, then download again", e.name, add)
+    hypd.errors.refuse("cluster", "cpu_node", msg,
+      { code = "STATE", field_message = "cluster: " .. msg:gsub(";.*$", ""), fix = add })
   end
   st.d, st.affinity, st.gpu_types = d, affinity, where.gpu_types
   if p.hf_token then d.secret = D.secret_name(d.name) end
@@ -226,9 +225,9 @@ local function job_step(ctx)
       local what = {}
       for k in pairs(changes) do what[#what + 1] = k end
       table.sort(what)
-      refuse("CONFLICT", "name", "exists", string.format("Job %s/%s exists with another %s (a Job cannot change); " ..
-        "pass another name, or wait for it to finish and delete it", d.namespace, live.metadata.name,
-        table.concat(what, ", ")))
+      local msg = string.format("Job %s/%s exists with another %s (a Job cannot change); pass another name, or " ..
+        "wait for it to finish and delete it", d.namespace, live.metadata.name, table.concat(what, ", "))
+      hypd.errors.refuse("name", "exists", msg, { code = "CONFLICT", field_message = "name: " .. msg:gsub(";.*$", "") })
     end }
   st.job_action = action
   if d.secret and not ctx.plan then
@@ -348,7 +347,7 @@ return tool {
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },
   k8s = { "get", "list", "logs", "apply" },
   params = params,
-  check = check,
+  validate = validate,
   target = function(p)
     local region, cluster = P.where(p)
     local name = p.name or (type(p.model_id) == "string" and D.default_name(p.model_id)) or "?"

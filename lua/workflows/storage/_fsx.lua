@@ -15,6 +15,7 @@
 --                           eks-pod-identity-agent add-on is there, else IRSA
 --                           through the cluster's IAM OIDC provider; an add-on
 --                           that exists is used as it is
+local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
 local S = require "_storage"
@@ -24,7 +25,6 @@ local FS = require "_fsx_file_system"
 
 local M = {}
 
-M.TAG = S.TAG
 M.LUSTRE_PORTS = { { 988, 988 }, { 1018, 1023 } }
 M.SERVICE_ACCOUNT, M.SA_NAMESPACE = "fsx-csi-controller-sa", "kube-system"
 M.POLICY = "AmazonFSxFullAccess"
@@ -36,11 +36,6 @@ M.DEPLOYMENTS = {
   SCRATCH_2 = {},
 }
 
--- names(tag, claim) -> {file_system, security_group, role}
-function M.names(tag, claim)
-  return { file_system = "hypd-" .. tag .. "-" .. claim, security_group = "hypd-" .. tag .. "-" .. claim .. "-lustre",
-    role = "hypd-" .. tag .. "-fsx-csi-driver" }
-end
 
 local net = require "_network"
 
@@ -83,8 +78,7 @@ function M.validate(p)
   if #fields > 0 then
     local msgs = {}
     for i, f in ipairs(fields) do msgs[i] = f.message end
-    errors.raise("VALIDATION", "FSx for Lustre would refuse this file system: " .. table.concat(msgs, "; "),
-      { fields = fields })
+    errors.refuse_all(fields, "FSx for Lustre would refuse this file system: " .. table.concat(msgs, "; "))
   end
   return d.throughput and tput or nil
 end
@@ -104,20 +98,19 @@ function M.subnet(ctx, cl, az)
     if n == "hp-compute-" .. s.AvailabilityZone then found[#found + 1] = s end
   end
   table.sort(found, function(a, b) return a.AvailabilityZone < b.AvailabilityZone end)
-  local field = { { field = "availability_zone", rule = "exists", message = "availability_zone: no compute subnet" } }
   if #found == 0 then
-    errors.raise("STATE", string.format("the VPC %s of EKS cluster %s has no HyperPod compute subnet %s: FSx for " ..
+    errors.refuse("availability_zone", "exists",
+      string.format("the VPC %s of EKS cluster %s has no HyperPod compute subnet %s: FSx for " ..
       "Lustre is placed in the subnet of the HyperPod nodes. Create the HyperPod cluster first (hyperpod_create " ..
       "makes hp-compute-<az>), or pass the availability_zone of an existing one", tostring(cl.vpc_id), cl.name, name),
-      { fields = field })
+      { code = "STATE", field_message = "availability_zone: no compute subnet" })
   end
   if #found > 1 then
     local zones = {}
     for i, s in ipairs(found) do zones[i] = s.AvailabilityZone end
-    errors.raise("VALIDATION", "the VPC has compute subnets in several zones (" .. table.concat(zones, ", ") ..
-      "): pass availability_zone, the zone of the nodes that use the file system",
-      { fields = { { field = "availability_zone", rule = "required", message = "availability_zone: one of " ..
-        table.concat(zones, ", ") } } })
+    errors.refuse("availability_zone", "required", "the VPC has compute subnets in several zones (" ..
+      table.concat(zones, ", ") .. "): pass availability_zone, the zone of the nodes that use the file system",
+      { field_message = "availability_zone: one of " .. table.concat(zones, ", ") })
   end
   return found[1]
 end
@@ -186,7 +179,7 @@ function M.security_group(ctx, cl, names, sources)
       return describe_group(ctx, { Filters = { { Name = "vpc-id", Values = { cl.vpc_id } },
         { Name = "group-name", Values = { name } } } })
     end,
-    fields = { VpcId = cl.vpc_id, ["tag:" .. M.TAG] = tag, ["tag:Name"] = name },
+    fields = { VpcId = cl.vpc_id, ["tag:" .. Names.TAG] = tag, ["tag:Name"] = name },
     placeholder = function(id) return { GroupId = id, GroupName = name, IpPermissions = {} } end,
     create = function()
       local id = ctx:call("ec2", "CreateSecurityGroup", { GroupName = name, VpcId = cl.vpc_id,
@@ -236,7 +229,7 @@ end
 function M.existing(ctx, cl, names)
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
     local t = tags_map(fs.Tags)
-    if t.Name == names.file_system and t[M.TAG] == cl.tag and live(fs) then return fs end
+    if t.Name == names.file_system and t[Names.TAG] == cl.tag and live(fs) then return fs end
   end
 end
 
@@ -257,17 +250,17 @@ function M.file_system(ctx, cl, names, o)
     search = function()
       for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
         local t = tags_map(fs.Tags)
-        if t.Name == name and t[M.TAG] == tag and live(fs) then return fs end
+        if t.Name == name and t[Names.TAG] == tag and live(fs) then return fs end
       end
     end,
     fields = { SubnetIds = { o.subnet_id }, SecurityGroupIds = { o.security_group_id }, FileSystemType = "LUSTRE",
-      ["tag:" .. M.TAG] = tag, ["tag:Name"] = name },
+      ["tag:" .. Names.TAG] = tag, ["tag:Name"] = name },
     desired = desired, current = fs_fields,
     placeholder = function(id) return { FileSystemId = id, DNSName = "planned", LustreConfiguration = lc,
       StorageCapacity = o.capacity } end,
     create = function()
       return ctx:call("fsx", "CreateFileSystem", {
-        ClientRequestToken = ("hypd-" .. tostring(ctx.op_id)):sub(1, 63), FileSystemType = "LUSTRE",
+        ClientRequestToken = Names.token(ctx.op_id, nil, 63), FileSystemType = "LUSTRE",
         FileSystemTypeVersion = "2.15", StorageCapacity = o.capacity, StorageType = "SSD",
         SubnetIds = { o.subnet_id }, SecurityGroupIds = { o.security_group_id }, LustreConfiguration = lc,
         Tags = tag_list(tag, name) }).FileSystem
@@ -313,7 +306,7 @@ function M.csi_driver(ctx, cl)
     st.fsx_csi = { addon = "existing", role_arn = existing.serviceAccountRoleArn }
   else
     local id = cl.planned and { mode = "pod-identity", trust = {} } or identity(ctx, cl)
-    local role_name = M.names(cl.tag, "x").role
+    local role_name = Names.fsx(cl.tag, "x").role
     local role = roles.role(ctx, { name = role_name, tag = cl.tag, trust = json.encode(id.trust),
       key = "fsx_csi_role_arn", field = "cluster", needs = cl.planned and cl.arn or nil,
       fields = { identity = id.mode },
@@ -321,8 +314,8 @@ function M.csi_driver(ctx, cl)
         cl.name })
     roles.attach(ctx, role, roles.managed(role, M.POLICY))
     local req = { clusterName = cl.name, addonName = name, resolveConflicts = "OVERWRITE",
-      clientRequestToken = ("hypd-" .. tostring(ctx.op_id) .. "-fsx-csi"):sub(1, 64),
-      tags = { [M.TAG] = cl.tag } }
+      clientRequestToken = Names.token(ctx.op_id, "fsx-csi"),
+      tags = { [Names.TAG] = cl.tag } }
     if id.mode == "pod-identity" then
       req.podIdentityAssociations = { { serviceAccount = M.SERVICE_ACCOUNT, roleArn = role.Arn } }
     else

@@ -3,6 +3,7 @@
 -- driver: security group (storage/_fsx), file system, CSI driver add-on
 -- with its role, then a static PersistentVolume and its claim
 -- (_storage).
+local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local F = require "storage._fsx"
@@ -45,32 +46,34 @@ local function check(ctx)
   S.claim_free(ctx, cl, "fsx", p.namespace, p.claim_name)
   if p.file_system_id then
     local fs = FS.describe(ctx, p.file_system_id)
-    local function bad(rule, msg)
-      hypd.errors.raise("VALIDATION", msg, { fields = { { field = "file_system_id", rule = rule,
-        message = "file_system_id: " .. msg } } })
+    if not fs then
+      hypd.errors.refuse("file_system_id", "exists", "no FSx file system " .. p.file_system_id .. " in " .. cl.region,
+        { prefix = "field" })
     end
-    if not fs then bad("exists", "no FSx file system " .. p.file_system_id .. " in " .. cl.region) end
-    if fs.FileSystemType ~= "LUSTRE" then bad("lustre", p.file_system_id .. " is not an FSx for Lustre file system") end
+    if fs.FileSystemType ~= "LUSTRE" then
+      hypd.errors.refuse("file_system_id", "lustre", p.file_system_id .. " is not an FSx for Lustre file system",
+        { prefix = "field" })
+    end
     if fs.VpcId ~= cl.vpc_id then
-      bad("vpc", string.format("%s is in VPC %s, not in the cluster's VPC %s: its nodes could not reach it",
-        p.file_system_id, tostring(fs.VpcId), tostring(cl.vpc_id)))
+      hypd.errors.refuse("file_system_id", "vpc", string.format("%s is in VPC %s, not in the cluster's VPC %s: its " ..
+        "nodes could not reach it", p.file_system_id, tostring(fs.VpcId), tostring(cl.vpc_id)), { prefix = "field" })
     end
     if fs.Lifecycle ~= "AVAILABLE" and fs.Lifecycle ~= "CREATING" and fs.Lifecycle ~= "UPDATING" then
-      bad("available", p.file_system_id .. " is " .. tostring(fs.Lifecycle))
+      hypd.errors.refuse("file_system_id", "available", p.file_system_id .. " is " .. tostring(fs.Lifecycle),
+        { prefix = "field" })
     end
     st.file_system_id, st.reused = fs.FileSystemId, true
     return
   end
   st.throughput = F.validate(p)
   -- a file system of this claim keeps its deployment type (FSx cannot change it): a different one is refused
-  local fs = not cl.planned and F.existing(ctx, cl, F.names(cl.tag, p.claim_name))
+  local fs = not cl.planned and F.existing(ctx, cl, Names.fsx(cl.tag, p.claim_name))
   local have = fs and (fs.LustreConfiguration or {}).DeploymentType
   if have and have ~= p.deployment_type then
     local msg = string.format("file system %s of claim %s has deployment type %s; it is fixed when the file " ..
       "system is created (FSx cannot change it), not %s: pass deployment_type=%s, or make another claim",
       fs.FileSystemId, p.claim_name, have, p.deployment_type, have)
-    hypd.errors.raise("VALIDATION", "deployment_type: " .. msg, { fields = { { field = "deployment_type",
-      rule = "fixed_at_create", message = msg } } })
+    hypd.errors.refuse("deployment_type", "fixed_at_create", msg, { prefix = "message" })
   end
   local subnet = F.subnet(ctx, cl, p.availability_zone)
   st.subnet_id, st.availability_zone = subnet.SubnetId, subnet.AvailabilityZone
@@ -82,14 +85,14 @@ end
 local function network(ctx)
   local st = ctx.state
   if st.reused then return end
-  local names = F.names(st.cluster.tag, ctx.params.claim_name)
+  local names = Names.fsx(st.cluster.tag, ctx.params.claim_name)
   st.security_group_id = F.security_group(ctx, st.cluster, names, st.node_security_group_ids)
 end
 
 local function file_system(ctx)
   local p, st = ctx.params, ctx.state
   if st.reused then return end
-  local fs = F.file_system(ctx, st.cluster, F.names(st.cluster.tag, p.claim_name), { subnet_id = st.subnet_id,
+  local fs = F.file_system(ctx, st.cluster, Names.fsx(st.cluster.tag, p.claim_name), { subnet_id = st.subnet_id,
     security_group_id = st.security_group_id, capacity = p.storage_capacity_gib, deployment = p.deployment_type,
     throughput = st.throughput })
   st.file_system_id = fs.FileSystemId

@@ -1,10 +1,10 @@
 -- storage_delete: a storage's claim and volume; its bucket or file system
 -- only when asked, and never while it holds data unless forced. What is
 -- kept is reported with the reason.
+local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local s3 = require "_s3"
-local F = require "storage._fsx"
 local FS = require "_fsx_file_system"
 local errors = hypd.errors
 local json = hypd.json
@@ -37,18 +37,17 @@ local function find(ctx)
   end
   if not pvc and not pv then
     -- a file system an earlier delete kept (its claim and volume are gone)
-    local name = F.names(cl.tag, p.claim_name).file_system
+    local name = Names.fsx(cl.tag, p.claim_name).file_system
     for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
       local tags = {}
       for _, x in ipairs(fs.Tags or {}) do tags[x.Key] = x.Value end
-      if tags.Name == name and tags[F.TAG] == cl.tag and fs.Lifecycle ~= "DELETING" then
+      if tags.Name == name and tags[Names.TAG] == cl.tag and fs.Lifecycle ~= "DELETING" then
         st.kind, st.file_system_id, st.found = "fsx", fs.FileSystemId, true
         return
       end
     end
-    errors.raise("NOT_FOUND", string.format("cluster %s has no storage with claim %s/%s (storage_list shows them)",
-      cl.name, p.namespace, p.claim_name), { fields = { { field = "claim_name", rule = "exists",
-      message = "claim_name: no such claim or volume" } } })
+    errors.refuse("claim_name", "exists", string.format("cluster %s has no storage with claim %s/%s (storage_list shows them)",
+      cl.name, p.namespace, p.claim_name), { code = "NOT_FOUND", field_message = "claim_name: no such claim or volume" })
   end
   for _, obj in ipairs { pvc or false, pv or false } do
     if obj then
@@ -136,9 +135,9 @@ local function bucket(ctx)
   local keep
   if not p.delete_bucket then
     keep = "not asked: delete_bucket = true deletes it"
-  elseif s3.tags(ctx, name, region)[s3.TAG] ~= tag then
+  elseif s3.tags(ctx, name, region)[Names.TAG] ~= tag then
     keep = string.format("not hypd's: it has no %s=%s tag (a bucket hypd reused); hypd deletes only buckets it " ..
-      "made", s3.TAG, tag)
+      "made", Names.TAG, tag)
   else
     local users = others(ctx, ctx:k8s(st.cluster.name), function(d) return d.bucket == name end)
     if #users > 0 then
@@ -174,8 +173,8 @@ local function file_system(ctx)
   local keep
   if not p.delete_file_system then
     keep = "not asked: delete_file_system = true (with force = true) deletes it"
-  elseif tags[F.TAG] ~= cl.tag then
-    keep = "not hypd's: it has no " .. F.TAG .. "=" .. cl.tag .. " tag; hypd deletes only file systems it made"
+  elseif tags[Names.TAG] ~= cl.tag then
+    keep = "not hypd's: it has no " .. Names.TAG .. "=" .. cl.tag .. " tag; hypd deletes only file systems it made"
   else
     local users = others(ctx, ctx:k8s(cl.name), function(d) return d.file_system_id == id end)
     if #users > 0 then
@@ -200,14 +199,14 @@ local function file_system(ctx)
       return x == nil, "FSx file system " .. id .. " " .. tostring(x and x.Lifecycle or "gone")
     end }
   -- its security group, once FSx has released the interfaces that use it
-  local names = F.names(cl.tag, p.claim_name)
+  local names = Names.fsx(cl.tag, p.claim_name)
   local g = (ctx:call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "vpc-id", Values = { cl.vpc_id } },
     { Name = "group-name", Values = { names.security_group } } } }).SecurityGroups or {})[1]
   if g then
     ctx:absent { type = "ec2:security-group", label = "security group", name = names.security_group, id = "GroupId",
       owned = function(x)
-        for _, t in ipairs(x.Tags or {}) do if t.Key == F.TAG and t.Value == cl.tag then return true end end
-        return false, "it has no " .. F.TAG .. "=" .. cl.tag .. " tag"
+        for _, t in ipairs(x.Tags or {}) do if t.Key == Names.TAG and t.Value == cl.tag then return true end end
+        return false, "it has no " .. Names.TAG .. "=" .. cl.tag .. " tag"
       end,
       gone = "InvalidGroup.NotFound", retry_every = SG_RETRY_EVERY, retry_for = SG_RETRY_FOR,
       retry = function(err) if err.code == "DependencyViolation" then return "still in use by FSx" end end,

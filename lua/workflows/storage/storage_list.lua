@@ -1,6 +1,7 @@
 -- storage_list: the cluster's storages (the S3 and FSx volumes hypd made and
 -- any other S3 or FSx CSI volume found), and the status tool of the
 -- storage tools (operation_id, wait_seconds).
+local Names = require "_names"
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
@@ -12,7 +13,7 @@ local function file_systems(ctx, tag)
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
     local tags = {}
     for _, t in ipairs(fs.Tags or {}) do tags[t.Key] = t.Value end
-    out[fs.FileSystemId] = { fs = fs, ours = tags[S.TAG] == tag, name = tags.Name }
+    out[fs.FileSystemId] = { fs = fs, ours = tags[Names.TAG] == tag, name = tags.Name }
   end
   return out
 end
@@ -104,8 +105,8 @@ return tool {
       if p.operation_id then
         local view = hypd.operations.get(p.operation_id)
         if not view then
-          hypd.errors.raise("NOT_FOUND", "no operation " .. p.operation_id, { fields = { { field = "operation_id",
-            rule = "exists", message = "operation_id: no such operation" } } })
+          hypd.errors.refuse("operation_id", "exists", "no operation " .. p.operation_id,
+            { code = "NOT_FOUND", field_message = "operation_id: no such operation" })
         end
         view.running_child = R.short(view).running_child
         out.operation = view

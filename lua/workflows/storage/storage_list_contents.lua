@@ -34,21 +34,21 @@ return tool {
     local out = {}
     if not bucket then
       if not p.claim_name then
-        hypd.errors.raise("VALIDATION", "give claim_name (an S3 storage's claim) or bucket", { fields = {
-          { field = "claim_name", rule = "required", message = "claim_name or bucket" } } })
+        hypd.errors.refuse("claim_name", "required", "give claim_name (an S3 storage's claim) or bucket",
+          { field_message = "claim_name or bucket" })
       end
       local e = require("_hyperpod").eks(ctx, p)
       local k = ctx:k8s(e.name)
       local pvc = S.get(k, "v1", "PersistentVolumeClaim", p.claim_name, p.namespace)
       if not pvc then
-        hypd.errors.raise("NOT_FOUND", string.format("no claim %s/%s in cluster %s", p.namespace, p.claim_name,
-          e.name), { fields = { { field = "claim_name", rule = "exists", message = "claim_name: no such claim" } } })
+        hypd.errors.refuse("claim_name", "exists", string.format("no claim %s/%s in cluster %s", p.namespace, p.claim_name,
+          e.name), { code = "NOT_FOUND", field_message = "claim_name: no such claim" })
       end
       local pv = pvc.spec.volumeName and S.get(k, "v1", "PersistentVolume", pvc.spec.volumeName)
       if not pv or S.kind_of(pv) ~= "s3" then
-        hypd.errors.raise("VALIDATION", string.format("claim %s/%s is not an S3 storage (its volume is %s)",
+        hypd.errors.refuse("claim_name", "s3", string.format("claim %s/%s is not an S3 storage (its volume is %s)",
           p.namespace, p.claim_name, pv and tostring((pv.spec.csi or {}).driver or "not a CSI volume") or "not bound"),
-          { fields = { { field = "claim_name", rule = "s3", message = "claim_name: not an S3 storage" } } })
+          { field_message = "claim_name: not an S3 storage" })
       end
       bucket = pv.spec.csi.volumeAttributes.bucketName
       region = S.mount_option(pv, "region")
@@ -58,8 +58,8 @@ return tool {
     if not region then
       local h = s3.head(ctx, bucket)
       if not h then
-        hypd.errors.raise("NOT_FOUND", "S3 bucket " .. bucket .. " does not exist", { fields = { { field = "bucket",
-          rule = "exists", message = "bucket: no such bucket" } } })
+        hypd.errors.refuse("bucket", "exists", "S3 bucket " .. bucket .. " does not exist",
+          { code = "NOT_FOUND", field_message = "bucket: no such bucket" })
       end
       region = h.Region
     end

@@ -11,25 +11,15 @@
 -- A job gets MLFLOW_TRACKING_URI = the server's ARN (what the sagemaker-mlflow
 -- plugin of the mlflow client resolves, as the reference templates set it)
 -- and MLFLOW_EXPERIMENT_NAME.
+local Names = require "_names"
 local M = {}
 
-M.TAG = "hypd:cluster-tag"
-M.EKS_TAG = "hypd:eks-cluster"
 M.READY = { Created = true, Updated = true, Started = true }
 M.FAILED = { CreateFailed = true, UpdateFailed = true, StartFailed = true, MaintenanceFailed = true }
 M.ARN = "^arn:aws[a-z%-]*:sagemaker:[a-z0-9%-]+:%d+:mlflow%-tracking%-server/(.+)$"
 
-local function short(s, n)
-  if #s <= n then return s end
-  return s:sub(1, n):gsub("%-+$", "")
-end
-
 M.SERVICE_ACCOUNT = "hypd-mlflow" -- the pods' service account (IRSA: role hypd-<tag>-mlflow-pods)
 M.ROLE_ANN = "eks.amazonaws.com/role-arn"
-
-function M.server_name(tag) return "hypd-" .. short(tag, 240) .. "-mlflow" end
-function M.role_name(tag) return "hypd-" .. short(tag, 52) .. "-mlflow" end
-function M.pods_role_name(tag) return "hypd-" .. short(tag, 47) .. "-mlflow-pods" end
 
 -- pods_policy(server_arn, bucket_arn) -> what a job's pods need: the
 -- tracking server's API (the sagemaker-mlflow plugin signs its calls) and
@@ -93,19 +83,18 @@ end
 -- (hypd-<tag>-mlflow) when it exists
 function M.for_job(ctx, tag, want)
   if want == "none" then return nil end
-  local name = want and M.name_of(want) or M.server_name(tag)
+  local name = want and M.name_of(want) or Names.mlflow(tag).server
   local d = M.describe(ctx, name)
   if not d then
     if not want then return nil end
-    hypd.errors.raise("VALIDATION", "mlflow: no MLflow tracking server " .. name .. " in this region; make one " ..
-      "with training_setup_mlflow or pass mlflow=none", { fields = { { field = "mlflow", rule = "exists",
-      message = "mlflow: no tracking server " .. name } } })
+    hypd.errors.refuse("mlflow", "exists", "mlflow: no MLflow tracking server " .. name .. " in this region; make one " ..
+      "with training_setup_mlflow or pass mlflow=none", { field_message = "mlflow: no tracking server " .. name })
   end
   if not M.READY[d.TrackingServerStatus] then
-    hypd.errors.raise("VALIDATION", string.format("mlflow: tracking server %s is %s, not ready for jobs; follow " ..
+    hypd.errors.refuse("mlflow", "ready", string.format("mlflow: tracking server %s is %s, not ready for jobs; follow " ..
       "it with training_get_mlflow name=%s wait_seconds=600, or submit with mlflow=none", name,
-      tostring(d.TrackingServerStatus), name), { fields = { { field = "mlflow", rule = "ready",
-      message = "mlflow: " .. name .. " is " .. tostring(d.TrackingServerStatus) } } })
+      tostring(d.TrackingServerStatus), name),
+      { field_message = "mlflow: " .. name .. " is " .. tostring(d.TrackingServerStatus) })
   end
   return { name = name, arn = d.TrackingServerArn, status = d.TrackingServerStatus }
 end

@@ -23,7 +23,7 @@ function M.render(ctx, recipe, params)
       local name = (f.field == "recipe" or f.field == "") and "recipe" or "params." .. f.field
       fields[i] = { field = name, rule = f.rule, message = f.message }
     end
-    hypd.errors.raise("VALIDATION", e.message, { fields = fields })
+    hypd.errors.refuse_all(fields, e.message)
   end
   error(e, 0)
 end

@@ -18,8 +18,8 @@ local NS = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9
 local function view(conn, p)
   local job = J.find(conn, p.name, p.namespace)
   if not job then
-    hypd.errors.raise("NOT_FOUND", "no training job " .. p.namespace .. "/" .. p.name ..
-      " (training_list_jobs lists them)", { fields = { { field = "name", rule = "exists", message = "name: no such job" } } })
+    hypd.errors.refuse("name", "exists", "no training job " .. p.namespace .. "/" .. p.name ..
+      " (training_list_jobs lists them)", { code = "NOT_FOUND", field_message = "name: no such job" })
   end
   local s = J.summary(job)
   local st = job.status or {}

@@ -3,6 +3,7 @@
 -- of its loss and throughput, read from the SageMaker managed MLflow
 -- tracking server the job reports to (its MLFLOW_TRACKING_URI), or from a
 -- named experiment and run.
+local Names = require "_names"
 local P = require "_params"
 local J = require "_training_jobs"
 local ML = require "training._mlflow"
@@ -44,10 +45,9 @@ return tool {
       description = "the tracking server, with experiment and run (default: the cluster's, hypd-<tag>-mlflow)" },
     history = { type = "integer", default = 20, minimum = 1, maximum = 1000,
       description = "the last points of loss and throughput shown" } },
-  check = function(p)
+  validate = function(p)
     if not p.name and not (p.experiment and p.run) then
-      hypd.errors.raise("VALIDATION", "name: give the job's name, or experiment and run", { fields = {
-        { field = "name", rule = "required", message = "name: give the job's name, or experiment and run" } } })
+      hypd.errors.refuse("name", "required", "name: give the job's name, or experiment and run")
     end
   end,
   run = function(ctx, p)
@@ -58,9 +58,8 @@ return tool {
       out.cluster, out.region = e.name, e.region
       local job = J.find(ctx:k8s(e.name), p.name, p.namespace)
       if not job then
-        hypd.errors.raise("NOT_FOUND", "no training job " .. p.namespace .. "/" .. p.name ..
-          " (training_list_jobs lists them)", { fields = { { field = "name", rule = "exists",
-          message = "name: no such job" } } })
+        hypd.errors.refuse("name", "exists", "no training job " .. p.namespace .. "/" .. p.name ..
+          " (training_list_jobs lists them)", { code = "NOT_FOUND", field_message = "name: no such job" })
       end
       out.job, out.namespace, out.kind = p.name, p.namespace, job.kind
       local tr = MX.tracking(job)
@@ -80,7 +79,7 @@ return tool {
       end
       server, experiment, run = server or ML.name_of(tr.uri), experiment or tr.experiment, run or tr.run
     elseif not server then
-      server = ML.server_name(S.cluster(ctx, p).tag)
+      server = Names.mlflow(S.cluster(ctx, p).tag).server
     end
     local r = MX.read(ctx, server, experiment, run, p.history)
     for k, v in pairs(r) do out[k] = v end

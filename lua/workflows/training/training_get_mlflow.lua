@@ -1,6 +1,7 @@
 -- training_get_mlflow: a cluster's MLflow tracking server as it is now
 -- (status, URL, ARN: the tracking URI jobs get), and the region's others;
 -- with wait_seconds, first waits for its status to change.
+local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local ML = require "training._mlflow"
@@ -26,7 +27,7 @@ return tool {
     local cl
     if not name then
       cl = S.cluster(ctx, p)
-      name = ML.server_name(cl.tag)
+      name = Names.mlflow(cl.tag).server
     end
     local region, cluster_name = ctx:aws_region(), cl and cl.name
     if not cluster_name then
@@ -39,8 +40,8 @@ return tool {
     local function read() return { d = ML.describe(ctx, name), op = R.on(match) } end
     local now = read()
     if not now.d and not now.op then
-      hypd.errors.raise("NOT_FOUND", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
-        { fields = { { field = "name", rule = "exists", message = "name: no tracking server " .. name } } })
+      hypd.errors.refuse("name", "exists", "no MLflow tracking server " .. name .. " (training_setup_mlflow makes it)",
+        { code = "NOT_FOUND", field_message = "name: no tracking server " .. name })
     end
     local first = true
     local w, waited = W.follow(p.wait_seconds, {

@@ -2,6 +2,7 @@
 -- cluster's training jobs (training/_mlflow has the names): the artifact
 -- bucket, the server's IAM role, the server, then waits until it is
 -- Created (about 20 minutes). Named ones that exist are reused as they are.
+local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local s3 = require "_s3"
@@ -16,7 +17,7 @@ local function check(ctx)
   local p, st = ctx.params, ctx.state
   local cl = S.cluster(ctx, p, { plan_missing = true })
   st.cluster, st.region, st.tag = cl.name, cl.region, cl.tag
-  st.name = p.name or ML.server_name(cl.tag)
+  st.name = p.name or Names.mlflow(cl.tag).server
 end
 
 local function bucket(ctx)
@@ -38,7 +39,7 @@ local function role(ctx)
       return
     end
   end
-  local name = p.role or ML.role_name(st.tag)
+  local name = p.role or Names.mlflow(st.tag).role
   local r, action = I.role(ctx, { name = name, tag = st.tag, trust = TRUST, key = "role_arn", field = "role",
     service = "sagemaker.amazonaws.com",
     description = "hypd: the SageMaker MLflow tracking server " .. st.name .. " (its artifacts in " ..
@@ -64,11 +65,11 @@ local function server(ctx)
     -- hypd's name: the server must be hypd's for this tag; a named one is used as it is
     owned = not named and function(x)
       local t = ML.tags(ctx, x.TrackingServerArn)
-      if t[ML.TAG] == st.tag then return true end
-      return false, string.format("its %s tag is %s, not '%s'; to use it as it is, pass name = %s", ML.TAG,
-        t[ML.TAG] and ("'" .. t[ML.TAG] .. "'") or "missing", st.tag, st.name)
+      if t[Names.TAG] == st.tag then return true end
+      return false, string.format("its %s tag is %s, not '%s'; to use it as it is, pass name = %s", Names.TAG,
+        t[Names.TAG] and ("'" .. t[Names.TAG] .. "'") or "missing", st.tag, st.name)
     end or nil,
-    fields = { ArtifactStoreUri = uri, RoleArn = st.role.arn, ["tag:" .. ML.TAG] = st.tag,
+    fields = { ArtifactStoreUri = uri, RoleArn = st.role.arn, ["tag:" .. Names.TAG] = st.tag,
       MlflowVersion = p.mlflow_version },
     desired = not named and { TrackingServerSize = p.size } or nil,
     current = function(x) return { TrackingServerSize = x.TrackingServerSize } end,
@@ -83,7 +84,7 @@ local function server(ctx)
       local out = ctx:call("sagemaker", "CreateMlflowTrackingServer", { TrackingServerName = st.name,
         ArtifactStoreUri = uri, RoleArn = st.role.arn, TrackingServerSize = p.size, MlflowVersion = p.mlflow_version,
         AutomaticModelRegistration = p.automatic_model_registration,
-        Tags = { { Key = ML.TAG, Value = st.tag }, { Key = ML.EKS_TAG, Value = st.cluster } } })
+        Tags = { { Key = Names.TAG, Value = st.tag }, { Key = Names.EKS_TAG, Value = st.cluster } } })
       return { TrackingServerArn = out.TrackingServerArn, TrackingServerName = st.name, TrackingServerSize = p.size }
     end }
   st.server = { arn = d.TrackingServerArn, action = action, reused = named and action == "unchanged" or nil }
@@ -106,7 +107,7 @@ local function pods(ctx)
       "run this tool again afterwards" }
     return
   end
-  local name = ML.pods_role_name(st.tag)
+  local name = Names.mlflow(st.tag).pods_role
   local r = I.role(ctx, { name = name, tag = st.tag, trust = hypd.json.encode(irsa.trust(info, p.namespace,
     ML.SERVICE_ACCOUNT)), key = "pods_role_arn", field = "pod_access",
     description = "hypd: training pods of " .. st.cluster .. " reporting to MLflow tracking server " .. st.name })

@@ -49,11 +49,9 @@ local function check(ctx)
     local why = k and (not J.served(conn, o.kind) and "not enabled" or J.operator_missing(conn, o.kind))
     if why then
       local fix = k.fix .. " cluster=" .. e.name -- a whole call (hypd.hints): it names the cluster
-      hypd.errors.raise("CONFLICT", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
+      hypd.errors.refuse("recipe", "operator", string.format("a %s needs %s, which is %s on cluster %s: enable it " ..
         "with %s, then submit again", o.kind, k.operator, why == "not enabled" and why or ("not running (" .. why ..
-        ")"), e.name, fix),
-        { fields = { { field = "recipe", rule = "operator", message = "recipe: " .. o.kind .. " needs " .. fix } },
-          fix = fix })
+        ")"), e.name, fix), { code = "CONFLICT", field_message = "recipe: " .. o.kind .. " needs " .. fix, fix = fix })
     end
     if k then
       J.fit(d, o)
@@ -157,7 +155,7 @@ return tool {
         "default the job name); the recipes report loss and throughput to it" } },
   status_tool = "training_get_job",
   -- bad recipe parameters are refused at the call, before an operation starts
-  check = function(p)
+  validate = function(p)
     local params = p.params
     if type(params) == "table" and type(params.mlflow) == "table" and params.mlflow.tracking_uri == nil then
       -- the tracking URI comes from the mlflow parameter inside the operation: check the rest now

@@ -110,7 +110,7 @@ function M.between(a, b) return math.random(a, b) end
 function M.page(ctx, items, max, token, limit, code)
   local start = 1
   if token ~= nil and token ~= "" then
-    start = tonumber(tostring(token):match("^hypd%-(%d+)$"))
+    start = tonumber(tostring(token):match("^page%-(%d+)$"))
     if not start or start < 1 then ctx.error(code, "The nextToken provided is invalid.") end
   end
   max = max and math.tointeger(max) or limit
@@ -119,7 +119,7 @@ function M.page(ctx, items, max, token, limit, code)
   end
   local out = json.array()
   for i = start, math.min(#items, start + max - 1) do out[#out + 1] = items[i] end
-  local nxt = start + max <= #items and ("hypd-" .. (start + max)) or nil
+  local nxt = start + max <= #items and ("page-" .. (start + max)) or nil
   return out, nxt
 end
 
