@@ -341,7 +341,7 @@ function M.table(name)
     now = task.now,
     checkpoint = task.checkpoint,
     -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
-    digest = function(alg, data) return require("hypd.core").digest(alg, data, "hex") end,
+    digest = function(alg, data) return require("hypd.sys").digest(alg, data, "hex") end,
     -- (the task keeps the guard of the code that started it: hypd._sched)
     spawn = function(fn, opts, ...)
       inert("start a task")

@@ -17,6 +17,7 @@ local config = require "hypd.config"
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local playbook = require "hypd.playbook"
+local sys = require "hypd.sys"
 local tool = require "hypd.tool"
 
 local M = {}
@@ -29,7 +30,7 @@ local read_file = playbook.read_file
 
 -- loose(path): refused when other users may write it (as hypd.tools refuses playbooks)
 local function loose(path)
-  local st = core.stat(path)
+  local st = sys.stat(path)
   if st and st.mode & 18 ~= 0 then
     errors.raise("VALIDATION", string.format("recipe %s is refused: it is writable by other users (mode %04o); " ..
       "fix it with: chmod go-w %s", path, st.mode, path), { field = "recipe" })
@@ -105,7 +106,7 @@ local function names()
   for _, m in ipairs(core.embedded_list(PREFIX)) do add(m:sub(#PREFIX + 1)) end
   local dir = config.playbooks_dir
   if dir then
-    for _, f in ipairs(core.listdir(dir .. "/recipes") or {}) do
+    for _, f in ipairs(sys.listdir(dir .. "/recipes") or {}) do
       local base = f:match("^(.+)%.lua$")
       if base then add(base) end
     end

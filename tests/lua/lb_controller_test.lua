@@ -20,7 +20,8 @@ require("hypd.tools").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.op"
+local json, op = require "hypd.json", require "hypd.op"
+local sys = require "hypd.sys"
 local task, tool = require "hypd.task", require "hypd.tool"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local EKS = "lbc"
@@ -116,7 +117,7 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   end, 600, 5)
   local tls = K:get("v1", "Secret", "aws-load-balancer-tls", { namespace = "kube-system" })
   t.eq(tls and tls.type, "kubernetes.io/tls", "cert-manager issued the webhook's certificate")
-  t.like(tls and core.b64decode(tls.data["tls.crt"]) or "", "BEGIN CERTIFICATE")
+  t.like(tls and sys.b64decode(tls.data["tls.crt"]) or "", "BEGIN CERTIFICATE")
   t.eq((dep.status or {}).readyReplicas, 2, "the controller runs")
   t.like(table.concat(dep.spec.template.spec.containers[1].args, " "), "%-%-cluster%-name=" .. EKS)
   local st = assert(tool.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))

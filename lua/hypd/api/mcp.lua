@@ -33,6 +33,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local op = require "hypd.op"
+local sys = require "hypd.sys"
 local tool = require "hypd.tool"
 
 local M = {}
@@ -315,7 +316,7 @@ local function read_file(path)
 end
 
 local function list_dir(dir)
-  return core.listdir(dir) or {}
+  return sys.listdir(dir) or {}
 end
 
 local function skills_dirs()

@@ -2,9 +2,9 @@
 -- template with its labels ({name}, greedy {Key+}), query-string members,
 -- header members and header maps (x-amz-meta-*), and the same members read
 -- back from a response.
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local S = require "hypd.aws._shape"
 
 local M = {}
@@ -24,8 +24,8 @@ local function text(model, head, traits, v, ts_default)
   end
   if typ == "integer" or typ == "long" then return string.format("%d", math.tointeger(v)) end
   if typ == "double" or typ == "float" then return S.number_text(v) end
-  if typ == "blob" then return core.b64encode(v) end
-  if typ == "string" and traits.jsonvalue then return core.b64encode(json.encode(v)) end
+  if typ == "blob" then return sys.b64encode(v) end
+  if typ == "string" and traits.jsonvalue then return sys.b64encode(json.encode(v)) end
   return tostring(v)
 end
 

@@ -22,6 +22,7 @@ local errors = require "hypd.errors"
 local guard = require "hypd.guard"
 local log = require "hypd.log"
 local playbook = require "hypd.playbook"
+local sys = require "hypd.sys"
 local tool = require "hypd.tool"
 
 local M = {}
@@ -40,7 +41,7 @@ local sources = {}       -- tool name -> {text, origin}
 M.LOADING = "the top level of %s (it runs at every load: it may declare, not act)"
 local LOADING = M.LOADING
 
-local function hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
+local function hash(src) return "sha256:" .. sys.digest("sha256", src, "hex") end
 
 -- playbook_def(pname, mod) -> the definition of the older {tool, main} form
 function M.playbook_def(pname, mod)
@@ -113,15 +114,15 @@ end
 
 -- playbook_files(dir) -> {{path, module}} | nil, refusal
 local function playbook_files(dir)
-  local st = core.stat(dir)
+  local st = sys.stat(dir)
   if not st then return {} end
   local why = loose(dir, st)
   if why then return nil, why end
   local out = {}
   local function scan(sub, prefix)
-    for _, f in ipairs(core.listdir(sub) or {}) do
+    for _, f in ipairs(sys.listdir(sub) or {}) do
       local path = sub .. "/" .. f
-      local fst = core.stat(path)
+      local fst = sys.stat(path)
       local base = f:match("^([%w_%-]+)%.lua$")
       if fst and fst.type == "file" and base and base:sub(1, 1) ~= "_" then
         out[#out + 1] = { path = path, module = prefix .. base, st = fst }

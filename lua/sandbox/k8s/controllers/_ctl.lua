@@ -16,6 +16,7 @@ local core = require "hypd.core"
 local log = require "hypd.log"
 local merge = require "sandbox.k8s.merge"
 local objects = require "sandbox.k8s.objects"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -228,7 +229,7 @@ M.equal = merge.equal
 function M.stamp(t) return objects.rfc3339(t or core.now()) end
 
 function M.hex(n)
-  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+  return (sys.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
 end
 
 -- hash(s [, n]) -> n (10) characters of the alphabet Kubernetes uses for
