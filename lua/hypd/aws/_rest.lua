@@ -34,8 +34,20 @@ local function header_list_item(s)
   return s
 end
 
--- build(model, op, params) -> req, body_members (a set of member names
--- left for the body), or nil, err
+-- payload(model, shape) -> the member named by the shape's payload trait,
+-- and whether it goes as is (a blob or a string), or nil when none
+function M.payload(model, shape)
+  local m = shape.payload and S.index(shape)[shape.payload]
+  if not m then return nil end
+  local typ = S.kind(model, m[2])
+  return m, typ == "blob" or typ == "string"
+end
+
+-- build(model, op, params) -> req, input | nil, err: req has every member
+-- bound to the URI, query string and headers, and an empty body that the
+-- protocol fills from input = {shape, members (the set of member names left
+-- for the body), payload, raw (see payload)}; input is nil when the
+-- operation takes no input
 function M.build(model, op, params)
   local template = op.uri or "/"
   local path, static = template:match("^([^?]*)%??(.*)$")
@@ -117,14 +129,17 @@ function M.build(model, op, params)
     end
     return nil, bad(field, "is required and must not be empty (it is part of the URI)")
   end
-  return {
+  local req = {
     method = op.method or "POST",
     path = path,
     query = table.concat(query, "&"),
     headers = headers,
     body = "",
     bucket = bucket,
-  }, body_members
+  }
+  if not shape then return req end
+  local pm, raw = M.payload(model, shape)
+  return req, { shape = shape, members = body_members, payload = pm, raw = raw }
 end
 
 -- parse_headers(model, shape, resp, out): sets the members of out that the

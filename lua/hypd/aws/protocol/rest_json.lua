@@ -9,19 +9,10 @@ local S = require "hypd.aws._shape"
 
 local M = {}
 
-local function raw_payload(model, shape)
-  local m = shape.payload and S.index(shape)[shape.payload]
-  if not m then return nil end
-  local typ = S.kind(model, m[2])
-  return m, typ == "blob" or typ == "string"
-end
-
 function M.build(model, op, _, params)
-  local req, body_members = R.build(model, op, params)
-  if not req then return nil, body_members end
-  local shape = op.input and model.shapes[op.input]
-  if not shape then return req end
-  local pm, raw = raw_payload(model, shape)
+  local req, input = R.build(model, op, params)
+  if not req or not input then return req, input end
+  local pm, raw = input.payload, input.raw
   if pm then
     local v = params[pm[1]]
     if raw then
@@ -29,10 +20,10 @@ function M.build(model, op, _, params)
     else
       req.body = S.present(v) and json.encode(J.encode(model, pm[2], pm, v)) or "{}"
     end
-  elseif next(body_members) then
+  elseif next(input.members) then
     req.body = json.encode(J.encode(model, op.input, {}, params))
   else
-    for _, m in ipairs(shape[2]) do
+    for _, m in ipairs(input.shape[2]) do
       if not m.loc then req.body = "{}" break end
     end
   end
@@ -50,7 +41,7 @@ function M.parse(model, op, _, resp)
   local shape = op.output and model.shapes[op.output]
   if shape then
     R.parse_headers(model, shape, resp, out)
-    local pm, raw = raw_payload(model, shape)
+    local pm, raw = R.payload(model, shape)
     if pm and raw then
       out[pm[1]] = resp.body or ""
     else

@@ -12,25 +12,16 @@ local X = require "hypd.aws._xml"
 
 local M = {}
 
-local function payload(model, shape)
-  local m = shape.payload and S.index(shape)[shape.payload]
-  if not m then return nil end
-  local typ = S.kind(model, m[2])
-  return m, typ == "blob" or typ == "string"
-end
-
 function M.build(model, op, _, params)
-  local req, body_members = R.build(model, op, params)
-  if not req then return nil, body_members end
-  local shape = op.input and model.shapes[op.input]
-  if not shape then return req end
-  local pm, raw = payload(model, shape)
+  local req, input = R.build(model, op, params)
+  if not req or not input then return req, input end
+  local pm, raw = input.payload, input.raw
   if pm then
     local v = params[pm[1]]
     if S.present(v) then
       req.body = raw and v or X.encode(model, pm[2], pm, v, pm.name or pm[1])
     end
-  elseif next(body_members) then
+  elseif next(input.members) then
     local name = op.input_name or op.input
     req.body = X.encode(model, op.input, { xmlns = op.input_xmlns }, params, name)
   end
@@ -49,7 +40,7 @@ function M.parse(model, op, _, resp)
   local shape = op.output and model.shapes[op.output]
   if shape then
     R.parse_headers(model, shape, resp, out)
-    local pm, raw = payload(model, shape)
+    local pm, raw = R.payload(model, shape)
     if pm and raw then
       out[pm[1]] = resp.body or ""
     else
