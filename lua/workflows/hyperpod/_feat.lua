@@ -19,6 +19,8 @@
 -- A part: {part = "what it is", name, present, status, ok, pending,
 -- failed, prerequisite}; prerequisites are listed but not the feature's
 -- own (they stay when it is disabled).
+local hash = require "_hash"
+
 local M = {}
 
 M.TAG = "hypd:cluster-tag"
@@ -97,14 +99,9 @@ end
 
 -- fit(name, max) -> name, or a shortened one that stays unique (IAM
 -- names are at most 64 characters, bucket names 63)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%08x", h)
-end
 function M.fit(name, max)
   if #name <= max then return name end
-  return name:sub(1, max - 9) .. "-" .. fnv(name)
+  return name:sub(1, max - 9) .. "-" .. hash.fnv1a(name)
 end
 
 -- names(env) -> what hypd calls each feature's resources (the names

@@ -18,6 +18,7 @@
 -- never tagged or changed; one that does not exist is created as hypd's.
 local errors = hypd.errors
 local json = hypd.json
+local hash = require "_hash"
 
 local M = {}
 
@@ -26,20 +27,13 @@ M.KIND_TAG = "hypd:storage"
 M.AWS = { "s3:HeadBucket", "s3:CreateBucket", "s3:GetBucketTagging", "s3:PutBucketTagging", "sts:GetCallerIdentity" }
 M.MAX_NAME = 63
 
--- fnv(s) -> 6 hex digits of the FNV-1a hash of s (a short, stable suffix)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%06x", h & 0xffffff)
-end
-
 -- default_name(tag, account, region [, kind]) -> the name of hypd's bucket
 -- for a cluster tag (kind "data", or what else it holds: "mlflow")
 function M.default_name(tag, account, region, kind)
   local tail = "-" .. (kind or "data") .. "-" .. account .. "-" .. region
   local name = "hypd-" .. tag .. tail
   if #name <= M.MAX_NAME then return name end
-  local h = fnv(tag)
+  local h = hash.fnv1a(tag, 6)
   local room = M.MAX_NAME - #("hypd-") - #tail - #h - 1
   return "hypd-" .. tag:sub(1, room):gsub("%-+$", "") .. "-" .. h .. tail
 end
