@@ -139,8 +139,6 @@ function M.cluster(ctx, p)
     vpc_id = (c.resourcesVpcConfig or {}).vpcId }
 end
 
-function M.is_planned(v) return type(v) == "string" and v:sub(1, #PLANNED) == PLANNED end
-
 -- names -----------------------------------------------------------------------
 
 -- issuer_path(info) -> "oidc.eks.us-west-2.amazonaws.com/id/ABC" (the issuer without https://)

@@ -328,10 +328,4 @@ function M.oidc(ctx, env, feature)
   return env.oidc_arn
 end
 
-function M.has_oidc(ctx, env)
-  if not env.oidc_arn then return false end
-  return M.try(ctx, { "NoSuchEntity" }, "iam", "GetOpenIDConnectProvider",
-    { OpenIDConnectProviderArn = env.oidc_arn }) ~= nil
-end
-
 return M
