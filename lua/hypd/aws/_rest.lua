@@ -43,12 +43,11 @@ function M.payload(model, shape)
   return m, typ == "blob" or typ == "string"
 end
 
--- build(model, op, params) -> req, input | nil, err: req has every member
--- bound to the URI, query string and headers, and an empty body that the
--- protocol fills from input = {shape, members (the set of member names left
--- for the body), payload, raw (see payload)}; input is nil when the
--- operation takes no input
-function M.build(model, op, params)
+-- bind(model, op, params) -> req, input | nil, err: req has every member
+-- bound to the URI, query string and headers, and an empty body; input =
+-- {shape, members (the set of member names left for the body), payload,
+-- raw (see payload)}, nil when the operation takes no input
+local function bind(model, op, params)
   local template = op.uri or "/"
   local path, static = template:match("^([^?]*)%??(.*)$")
   local query, headers, labels, body_members = {}, {}, {}, {}
@@ -142,9 +141,24 @@ function M.build(model, op, params)
   return req, { shape = shape, members = body_members, payload = pm, raw = raw }
 end
 
+-- build(model, op, params, encode) -> req | nil, err: the request, its
+-- body from encode(input) -> body [, content-type] when the operation takes
+-- input (the content-type is set when the body is not empty and no member
+-- set one)
+function M.build(model, op, params, encode)
+  local req, input = bind(model, op, params)
+  if not req or not input then return req, input end
+  local body, content_type = encode(input)
+  req.body = body
+  if content_type and body ~= "" and not req.headers["content-type"] then
+    req.headers["content-type"] = content_type
+  end
+  return req
+end
+
 -- parse_headers(model, shape, resp, out): sets the members of out that the
 -- response carries in its status line and headers
-function M.parse_headers(model, shape, resp, out)
+local function parse_headers(model, shape, resp, out)
   local h = resp.headers or {}
   for _, m in ipairs(shape[2]) do
     local loc = m.loc
@@ -180,6 +194,28 @@ end
 function M.request_id(resp)
   local h = resp.headers or {}
   return h["x-amzn-requestid"] or h["x-amz-request-id"]
+end
+
+-- parse(model, op, resp, decode) -> out | nil, err: a successful response's
+-- members from its headers, a raw payload member as the body is, the others
+-- from decode(shape, payload member or nil, out) -> true | nil, err, and
+-- ResponseMetadata.RequestId
+function M.parse(model, op, resp, decode)
+  local out = json.object()
+  local shape = op.output and model.shapes[op.output]
+  if shape then
+    parse_headers(model, shape, resp, out)
+    local pm, raw = M.payload(model, shape)
+    if pm and raw then
+      out[pm[1]] = resp.body or ""
+    else
+      local ok, err = decode(shape, pm, out)
+      if not ok then return nil, err end
+    end
+  end
+  local rid = M.request_id(resp)
+  if rid then out.ResponseMetadata = { RequestId = rid } end
+  return out
 end
 
 return M
