@@ -315,28 +315,32 @@ local function check_identity(r, rt, obj)
   return nil
 end
 
+-- object(r, rt, req, q) -> obj, warnings | nil, nil, the answer: the
+-- request's object, decoded, named as the URL names it and validated
+local function object(r, rt, req, q)
+  local obj, err = decode_body(req)
+  if not obj then return nil, nil, failure(err) end
+  err = check_identity(r, rt, obj)
+  if err then return nil, nil, failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return nil, nil, failure(refused) end
+  return obj, warnings
+end
+
 -- create, update, patch and delete take dry: under dryRun=All the answer is
 -- what the API server would answer, and nothing is written (no
 -- resourceVersion, no watch event, no controller, no garbage collection)
 local function create(cl, r, rt, req, q, dry)
-  local obj, err = decode_body(req)
-  if not obj then return failure(err) end
-  err = check_identity(r, rt, obj)
-  if err then return failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
-  if refused then return failure(refused) end
+  local obj, warnings, answer = object(r, rt, req, q)
+  if not obj then return answer end
   local out, st = cl:create(r, obj, { manager = manager(req, q), dry = dry })
   if not out then return failure(st) end
   return warned(reply(201, out), warnings)
 end
 
 local function replace(cl, r, rt, req, q, dry)
-  local obj, err = decode_body(req)
-  if not obj then return failure(err) end
-  err = check_identity(r, rt, obj)
-  if err then return failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
-  if refused then return failure(refused) end
+  local obj, warnings, answer = object(r, rt, req, q)
+  if not obj then return answer end
   local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
   return warned(reply(200, out), warnings)

@@ -107,6 +107,15 @@ function M.remove_tags(existing, keys)
   return out
 end
 
+-- without(list, value) -> a copy of list without value, and whether it was there
+function M.without(list, value)
+  local kept, found = json.array(), false
+  for _, v in ipairs(list) do
+    if v == value then found = true else kept[#kept + 1] = v end
+  end
+  return kept, found
+end
+
 local function copy_array(a)
   local out = json.array()
   for i, v in ipairs(a or {}) do out[i] = v end
