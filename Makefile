@@ -29,10 +29,12 @@ LDFLAGS    += $(SAN)
 
 HOST_SRC := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/lua_embed.o
-LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find lua -name '*.yaml' | LC_ALL=C sort) \
-            $(shell find recipes -name '*.lua' | LC_ALL=C sort) \
-            $(shell find skills -name SKILL.md | LC_ALL=C sort) \
-            $(shell find web -type f ! -name '.*' 2>/dev/null | LC_ALL=C sort)
+# what the binary carries (mk/embed.c): the Lua tree with its YAML, the
+# recipes, the skills' SKILL.md and the web UI's files
+EMBED_SRC := $(shell find lua -name '*.lua' | LC_ALL=C sort) $(shell find lua -name '*.yaml' | LC_ALL=C sort) \
+             $(shell find recipes -name '*.lua' | LC_ALL=C sort) \
+             $(shell find skills -name SKILL.md | LC_ALL=C sort) \
+             $(shell find web -type f ! -name '.*' 2>/dev/null | LC_ALL=C sort)
 CTESTS   := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 FUZZ_C   := sigv4 xml yaml json framing websocket
 FUZZ_LUA := rest_query mcp regex sandbox_sigv4 eks_token k8s_protobuf cli_words
@@ -59,9 +61,11 @@ $(BUILD)/lua_embed.o: $(BUILD)/lua_embed.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/lua_embed.c: $(BUILD)/embedgen $(LUA_SRC)
-	@echo "  EMBED   $(words $(LUA_SRC)) Lua files"
-	$(Q)$(BUILD)/embedgen $@ $(LUA_SRC)
+# Every file of EMBED_SRC as a C array with its module name and chunk name
+# (host/embedded.h): the binary serves the tree from memory.
+$(BUILD)/lua_embed.c: $(BUILD)/embedgen $(EMBED_SRC)
+	@echo "  EMBED   $(words $(EMBED_SRC)) files"
+	$(Q)$(BUILD)/embedgen $@ $(EMBED_SRC)
 
 $(BUILD)/embedgen: mk/embed.c
 	@mkdir -p $(dir $@)

@@ -10,6 +10,8 @@
 #include "embedded.h"
 #include "json.h"
 #include "lua_engine.h"
+#include "lua_server.h"
+#include "lua_sys.h"
 #include "log.h"
 #include "luax.h"
 #include "store.h"
@@ -76,6 +78,8 @@ int luaopen_hypd_yaml(lua_State *L);  /* lua_yaml.c */
 
 static const luaL_Reg c_modules[] = {
 	{ "hypd.core", luaopen_hypd_core },
+	{ "hypd._server", luaopen_hypd__server },
+	{ "hypd.sys", luaopen_hypd_sys },
 	{ "hypd._log", luaopen_hypd_log },
 	{ "hypd.json", luaopen_hypd_json },
 	{ "hypd.store", luaopen_hypd_store },

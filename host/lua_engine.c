@@ -1,5 +1,6 @@
-/* lua_engine: module "hypd.core" (see lua_engine.h); its HTTP server and
- * system functions are in lua_server.c and lua_sys.c. */
+/* lua_engine: module "hypd.core" (see lua_engine.h); the HTTP server
+ * ("hypd._server") and the system functions ("hypd.sys") are modules of
+ * their own, in lua_server.c and lua_sys.c. */
 #include "lua_engine.h"
 
 #include <lauxlib.h>
@@ -19,7 +20,6 @@
 #include "jobs.h"
 #include "log.h"
 #include "lua_server.h"
-#include "lua_sys.h"
 #include "luax.h"
 
 #define HTTP_KEY "hypd.httpc"
@@ -1020,8 +1020,6 @@ int luaopen_hypd_core(lua_State *L)
 {
 	luaL_newlib(L, core_funcs);
 	hx_newclass(L, STREAM_MT, stream_methods, l_stream_close, l_stream_close, l_stream_tostring);
-	lua_server_register(L, -1);
-	lua_sys_register(L, -1);
 	luaL_getmetatable(L, HX_ERROR_MT);
 	lua_setfield(L, -2, "error_mt");
 	return 1;

@@ -1,4 +1,4 @@
-/* lua_server: the HTTP server functions of module "hypd.core" and the
+/* lua_server: module "hypd._server", the HTTP server functions and the
  * server and websocket handles (see lua_server.h). */
 #include "lua_server.h"
 
@@ -116,7 +116,7 @@ static const char **header_lines(lua_State *L, int idx)
 	return lines;
 }
 
-/* core.server_start(addr, port [, max_body [, tls [, ws [, threads [, limits]]]]])
+/* _server.start(addr, port [, max_body [, tls [, ws [, threads [, limits]]]]])
  * -> server handle, port | nil, err
  * tls = {cert_pem = "...", key_pem = "..."} serves HTTPS; ws = {max_message
  * = bytes, ping = seconds, idle = seconds} sets the websocket limits;
@@ -263,7 +263,7 @@ static int l_srv_tostring(lua_State *L)
 	return 1;
 }
 
-/* core.server_respond(handle, id, status, headers, body) -> true | false
+/* _server.respond(handle, id, status, headers, body) -> true | false
  * (client gone, or server stopped). Status 0 drops the connection. */
 static int l_server_respond(lua_State *L)
 {
@@ -283,7 +283,7 @@ static int l_server_respond(lua_State *L)
 	return 1;
 }
 
-/* core.server_stream_start(handle, id, status, headers) -> true | false */
+/* _server.stream_start(handle, id, status, headers) -> true | false */
 static int l_server_stream_start(lua_State *L)
 {
 	lua_Integer h = luaL_checkinteger(L, 1);
@@ -299,7 +299,7 @@ static int l_server_stream_start(lua_State *L)
 	return 1;
 }
 
-/* core.server_stream_write(handle, id, data) -> true | false (client gone,
+/* _server.stream_write(handle, id, data) -> true | false (client gone,
  * or too slow); an empty write only asks whether the client is there */
 static int l_server_stream_write(lua_State *L)
 {
@@ -313,7 +313,7 @@ static int l_server_stream_write(lua_State *L)
 	return 1;
 }
 
-/* core.server_stream_end(handle, id [, failed]) -> true | false; failed
+/* _server.stream_end(handle, id [, failed]) -> true | false; failed
  * cuts the connection so the client sees a truncated body */
 static int l_server_stream_end(lua_State *L)
 {
@@ -326,7 +326,7 @@ static int l_server_stream_end(lua_State *L)
 	return 1;
 }
 
-/* core.server_ws_accept(handle, id, headers) -> websocket handle |
+/* _server.ws_accept(handle, id, headers) -> websocket handle |
  * false, status (the request was no valid handshake: answered 400 or
  * 426) | false (gone) */
 static int l_server_ws_accept(lua_State *L)
@@ -452,7 +452,7 @@ static int l_ws_tostring(lua_State *L)
 	return 1;
 }
 
-/* core.listening() -> number of running servers | nil when none */
+/* _server.listening() -> number of running servers | nil when none */
 static int l_listening(lua_State *L)
 {
 	lua_Integer n = 0;
@@ -491,12 +491,12 @@ void lua_server_close(lua_State *L)
 }
 
 static const luaL_Reg server_funcs[] = {
-	{ "server_start", l_server_start },
-	{ "server_respond", l_server_respond },
-	{ "server_stream_start", l_server_stream_start },
-	{ "server_stream_write", l_server_stream_write },
-	{ "server_stream_end", l_server_stream_end },
-	{ "server_ws_accept", l_server_ws_accept },
+	{ "start", l_server_start },
+	{ "respond", l_server_respond },
+	{ "stream_start", l_server_stream_start },
+	{ "stream_write", l_server_stream_write },
+	{ "stream_end", l_server_stream_end },
+	{ "ws_accept", l_server_ws_accept },
 	{ "listening", l_listening },
 	{ NULL, NULL },
 };
@@ -518,14 +518,10 @@ static const luaL_Reg ws_methods[] = {
 	{ NULL, NULL },
 };
 
-/* Creates metatable name: methods as __index, gc as __gc, scope as __close. */
-
-void lua_server_register(lua_State *L, int idx)
+int luaopen_hypd__server(lua_State *L)
 {
-	idx = lua_absindex(L, idx);
 	hx_newclass(L, SERVER_MT, server_methods, l_srv_stop, l_srv_stop, l_srv_tostring);
 	hx_newclass(L, WS_MT, ws_methods, l_ws_gc, l_ws_close_scope, l_ws_tostring);
-	lua_pushvalue(L, idx);
-	luaL_setfuncs(L, server_funcs, 0);
-	lua_pop(L, 1);
+	luaL_newlib(L, server_funcs);
+	return 1;
 }

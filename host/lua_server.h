@@ -1,15 +1,15 @@
 /*
- * lua_server: the HTTP server functions of module "hypd.core"
- * (server_start, server_respond, server_stream_start, server_stream_write,
- * server_stream_end, server_ws_accept, listening), a binding of server.h,
+ * lua_server: module "hypd._server", the HTTP server functions (start,
+ * respond, stream_start, stream_write, stream_end, ws_accept, listening),
+ * a binding of server.h used by hypd.server and the scheduler,
  * and two handles in liolib's shape (born closed; __gc and __close are the
  * idempotent close; methods on a closed one raise CLOSED naming it):
  *
- *   hypd.server     from server_start: stop/close, running, handle, port,
+ *   hypd.server     from start: stop/close, running, handle, port,
  *                   requests. Collected unstopped, it stops (hserver_stop:
  *                   the port is free, open connections close, also those
  *                   whose request waits for the engine; websockets 1001).
- *   hypd.websocket  from server_ws_accept: send, close, isopen. Collected
+ *   hypd.websocket  from ws_accept: send, close, isopen. Collected
  *                   open, it closes with 1001; as a <close> variable with
  *                   1000 (1011 when the scope fails).
  *
@@ -21,9 +21,9 @@
 
 #include <lua.h>
 
-/* Adds the server functions to the table at idx (luaopen_hypd_core) and
- * creates the handle metatables. */
-void lua_server_register(lua_State *L, int idx);
+/* Opens module "hypd._server" (lstate.c) and creates the handle
+ * metatables. */
+int luaopen_hypd__server(lua_State *L);
 
 /* Stops every server still running (lua_engine_close). */
 void lua_server_close(lua_State *L);

@@ -1,4 +1,4 @@
-/* lua_sys: the system functions of module "hypd.core" (see lua_sys.h). */
+/* lua_sys: module "hypd.sys", the system functions (see lua_sys.h). */
 #include "lua_sys.h"
 
 #include <dirent.h>
@@ -25,7 +25,7 @@
 /* --- environment and standard input --- */
 
 /*
- * core.setenv(name [, value]): sets (or, without value, unsets) an
+ * sys.setenv(name [, value]): sets (or, without value, unsets) an
  * environment variable of the process. Changing an AWS_* variable also
  * forgets the cached credentials, so the provider chain reads the new
  * environment. Only for start-up (hypd serve --sandbox), before any
@@ -178,7 +178,7 @@ static void stdin_destroy(job *j)
 	free(s);
 }
 
-/* core.stdin_line() -> job id (await it with _sched.await("job", id));
+/* sys.stdin_line() -> job id (await it with _sched.await("job", id));
  * the result is {line = text (no newline)} | {eof = true} | {again = true}
  * (nothing within a second: ask again) | {too_long = true} (a line over
  * 16 MiB was dropped) | {err = IO error} */
@@ -206,11 +206,11 @@ static int l_stdin_line(lua_State *L)
 
 /* --- files --- */
 
-/* core.listdir(path) -> sorted array of entry names (no . or ..) | nil, err */
+/* sys.listdir(path) -> sorted array of entry names (no . or ..) | nil, err */
 /*
- * core.write_private(path, data) -> true | nil, err: writes a file only its
+ * sys.write_private(path, data) -> true | nil, err: writes a file only its
  * owner can read (0600, in a 0700 directory it creates if missing),
- * durably (fsync, then rename over the old one). core.remove(path) -> true.
+ * durably (fsync, then rename over the old one). sys.remove(path) -> true.
  * For the secrets a running operation needs after a restart.
  */
 static int l_write_private(lua_State *L)
@@ -256,7 +256,7 @@ static int l_remove(lua_State *L)
 	return 1;
 }
 
-/* core.isatty(fd) -> true when fd (0, 1, 2) is a terminal */
+/* sys.isatty(fd) -> true when fd (0, 1, 2) is a terminal */
 static int l_isatty(lua_State *L)
 {
 	lua_Integer fd = luaL_checkinteger(L, 1);
@@ -292,7 +292,7 @@ static int l_listdir(lua_State *L)
 }
 
 /*
- * core.stat(path) -> {type = "file"|"dir"|"link"|"other", mode = permission
+ * sys.stat(path) -> {type = "file"|"dir"|"link"|"other", mode = permission
  * bits, uid, size} | nil, err. lstat: a link is reported as a link.
  */
 static int l_stat(lua_State *L)
@@ -317,7 +317,7 @@ static int l_stat(lua_State *L)
 
 /* --- bytes: base64, digests, randomness --- */
 
-/* core.b64encode(s [, url]) -> base64 (url: base64url without padding) */
+/* sys.b64encode(s [, url]) -> base64 (url: base64url without padding) */
 static int l_b64encode(lua_State *L)
 {
 	size_t len;
@@ -338,7 +338,7 @@ static int l_b64encode(lua_State *L)
 	return 1;
 }
 
-/* core.b64decode(s) -> bytes, or nil when s is not base64 */
+/* sys.b64decode(s) -> bytes, or nil when s is not base64 */
 static int l_b64decode(lua_State *L)
 {
 	size_t len;
@@ -359,7 +359,7 @@ static int l_b64decode(lua_State *L)
 	return 1;
 }
 
-/* core.digest("sha256"|"md5", data, "hex"|"base64"|"raw") */
+/* sys.digest("sha256"|"md5", data, "hex"|"base64"|"raw") */
 static int l_digest(lua_State *L)
 {
 	static const char *const algs[] = { "sha256", "md5", NULL };
@@ -388,7 +388,7 @@ static int l_digest(lua_State *L)
 	return 1;
 }
 
-/* core.random_bytes(n) -> n cryptographically random bytes */
+/* sys.random_bytes(n) -> n cryptographically random bytes */
 static int l_random_bytes(lua_State *L)
 {
 	lua_Integer n = luaL_checkinteger(L, 1);
@@ -460,7 +460,7 @@ static int read_strings(lua_State *L, const char *name, const char *const **out)
 }
 
 /*
- * core.tls_cert{cn, ca, issuer_cert_pem, issuer_key_pem, ips, dns, days}
+ * sys.tls_cert{cn, ca, issuer_cert_pem, issuer_key_pem, ips, dns, days}
  *   -> cert_pem, key_pem | nil, err (VALIDATION naming err.field)
  */
 static int l_tls_cert(lua_State *L)
@@ -539,10 +539,8 @@ static const luaL_Reg sys_funcs[] = {
 	{ NULL, NULL },
 };
 
-void lua_sys_register(lua_State *L, int idx)
+int luaopen_hypd_sys(lua_State *L)
 {
-	idx = lua_absindex(L, idx);
-	lua_pushvalue(L, idx);
-	luaL_setfuncs(L, sys_funcs, 0);
-	lua_pop(L, 1);
+	luaL_newlib(L, sys_funcs);
+	return 1;
 }

@@ -1,7 +1,8 @@
 /*
- * lua_sys: the system functions of module "hypd.core": the environment
- * (setenv), standard input (stdin_line, read on a worker), directories
- * (listdir), bytes (b64encode, b64decode, digest, random_bytes) and
+ * lua_sys: module "hypd.sys", the system functions: the environment
+ * (setenv), standard input (stdin_line, read on a worker), terminals
+ * (isatty), files and directories (listdir, stat, write_private,
+ * remove), bytes (b64encode, b64decode, digest, random_bytes) and
  * certificates (tls_cert, a binding of tlsgen.h).
  */
 #ifndef HYPD_LUA_SYS_H
@@ -9,7 +10,7 @@
 
 #include <lua.h>
 
-/* Adds the system functions to the table at idx (luaopen_hypd_core). */
-void lua_sys_register(lua_State *L, int idx);
+/* Opens module "hypd.sys" (lstate.c). */
+int luaopen_hypd_sys(lua_State *L);
 
 #endif

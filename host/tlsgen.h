@@ -1,7 +1,7 @@
 /*
  * tlsgen: certificates for the servers hypd runs itself (the sandbox's
  * HTTPS Kubernetes API): a CA, and leaf certificates it signs. Pure C over
- * OpenSSL 3; the Lua binding is core.tls_cert (lua_engine.c).
+ * OpenSSL 3; the Lua binding is hypd.sys.tls_cert (lua_sys.c).
  *
  * Every key is a fresh P-256 key. A CA gets basicConstraints CA:TRUE and
  * keyUsage keyCertSign, cRLSign (both critical); a leaf gets CA:FALSE,

@@ -1,7 +1,9 @@
 /*
- * embed: turns the Lua tree into C so the binary carries it.
+ * embed: turns the files the binary carries (the Lua tree, its YAML, the
+ * recipes, the skills and the web UI's files: the Makefile's EMBED_SRC)
+ * into C.
  *
- *   embed OUT.c lua/hypd/json.lua lua/playbooks/hello.lua ...
+ *   embed OUT.c lua/hypd/json.lua lua/playbooks/hello.lua web/index.html ...
  *
  * Each file becomes one entry of `hypd_embedded[]` (see host/embedded.h):
  * module name "hypd.json" (path without "lua/" and ".lua", "/" -> ".",
@@ -56,7 +58,7 @@ int main(int argc, char **argv)
 	char name[512];
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: embed OUT.c FILE.lua...\n");
+		fprintf(stderr, "usage: embed OUT.c FILE...\n");
 		return 2;
 	}
 	out = fopen(argv[1], "w");

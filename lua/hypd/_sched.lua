@@ -26,6 +26,7 @@
 -- task's are real seconds while it runs (its budget is far off).
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local hserver = require "hypd._server"
 local log = require "hypd.log"
 
 local M = {}
@@ -435,7 +436,7 @@ end
 -- M.serve_request(req): what the engine does with a request that arrived on
 -- the HTTP server; hypd.http_server replaces it. Until then: 503.
 function M.serve_request(req)
-  core.server_respond(req.server, req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
+  hserver.respond(req.server, req.id, 503, { ["content-type"] = "text/plain" }, "no handler\n")
 end
 
 -- M.run([until_fn]) runs the loop until until_fn() is true (returns true) or
@@ -461,7 +462,7 @@ function M.run(until_fn)
     else
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
-      if not e and inflight == 0 and not core.listening() then return false end
+      if not e and inflight == 0 and not hserver.listening() then return false end
       -- open streams (watches, log follows) may stay open for ever: under the
       -- virtual clock they must not hold time still, so they get a moment
       -- to deliver what is on the wire, then time moves on

@@ -8,7 +8,7 @@
 -- The follower calls p:tick() between fetches: on a terminal it redraws
 -- the line, so its clock runs even while no event comes.
 --
---   local p = progress.new(io.stderr, id, core.isatty(2))
+--   local p = progress.new(io.stderr, id, sys.isatty(2))
 --   p:phase(text) ; p:note(text) ; p:event(ev) ; p:tick() ; p:finish(status)
 local core = require "hypd.core"
 local kit = require "hypd.tool.kit"

@@ -82,6 +82,7 @@
 -- traceback); the error goes to the log.
 local core = require "hypd.core"
 local errors = require "hypd.errors"
+local hserver = require "hypd._server"
 local log = require "hypd.log"
 local sched = require "hypd._sched"
 
@@ -135,22 +136,22 @@ Writer.__index = Writer
 
 function Writer:write(data)
   local req = self.req
-  return core.server_stream_write(req.server, req.id, data)
+  return hserver.stream_write(req.server, req.id, data)
 end
 
 local function stream(req, resp)
-  if not core.server_stream_start(req.server, req.id, resp.status or 200, resp.headers or {}) then
+  if not hserver.stream_start(req.server, req.id, resp.status or 200, resp.headers or {}) then
     return log.debug("server", "%s %s: the client left before the stream", req.method, req.path)
   end
   local ok, err = pcall(resp.stream, setmetatable({ req = req }, Writer))
   if not ok then
     log.error("server", "%s %s: the stream failed: %s", req.method, req.path, tostring(as_error(err)))
   end
-  core.server_stream_end(req.server, req.id, not ok)
+  hserver.stream_end(req.server, req.id, not ok)
 end
 
 local function answer(req, resp)
-  local ok = core.server_respond(req.server, req.id, resp.status or 200, resp.headers or {}, resp.body or "")
+  local ok = hserver.respond(req.server, req.id, resp.status or 200, resp.headers or {}, resp.body or "")
   if not ok then log.debug("server", "%s %s: the client left before the answer", req.method, req.path) end
 end
 
@@ -255,7 +256,7 @@ local function header(headers, name)
 end
 
 local function websocket(req, resp)
-  local h, status = core.server_ws_accept(req.server, req.id, resp.headers or {})
+  local h, status = hserver.ws_accept(req.server, req.id, resp.headers or {})
   if not h then
     if status then
       return log.debug("server", "%s %s: not a websocket handshake (%d)", req.method, req.path, status)
@@ -308,7 +309,7 @@ sched.serve_request = function(req)
   if req.ws then return ws_event(req) end
   local srv = servers[req.server]
   if not srv then -- stopped (or collected) while the request was on its way
-    return core.server_respond(req.server, req.id, 503, {}, "")
+    return hserver.respond(req.server, req.id, 503, {}, "")
   end
   sched.spawn(serve, { name = "request " .. req.method .. " " .. req.path, daemon = true, serving = true,
     steady = srv.steady }, srv, req)
@@ -369,7 +370,7 @@ function M.start(opts)
     return errors.fail("VALIDATION", "header_timeout must be a number of seconds above 0, at most 3600",
       { field = "header_timeout" })
   end
-  local h, bound = core.server_start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
+  local h, bound = hserver.start(addr, tonumber(port), opts.max_body, opts.tls, opts.websocket,
     opts.threads, { max_per_client = per, header_timeout = ht })
   if not h then return nil, bound end
   local srv = setmetatable({ handle = h:handle(), port = bound, handler = opts.handler, _h = h,

@@ -80,127 +80,179 @@ local function tokens(s)
   return out
 end
 
+-- A scan in progress: the tokens, the globals found so far, and what is
+-- open at the current token.
+local Scan = {}
+Scan.__index = Scan
+
+local EOF = { t = "eof", v = "" }
+
+local function new_scan(toks)
+  return setmetatable({
+    toks = toks,
+    found = {},
+    scopes = { {} },  -- stack of sets of local names
+    blocks = {},      -- what each open block is: "function" | "do" | "then" | "repeat"
+    brackets = {},    -- "{" "(" "[" nesting, for table keys; "F" opens a function body
+    pending = nil,    -- locals a for/function declares in the block it opens next
+  }, Scan)
+end
+
+function Scan:tok(j) return self.toks[j] or EOF end
+
+function Scan:declare(name) self.scopes[#self.scopes][name] = true end
+
+function Scan:is_local(name)
+  for k = #self.scopes, 1, -1 do if self.scopes[k][name] then return true end end
+  return false
+end
+
+function Scan:global(t, write)
+  self.found[#self.found + 1] = { name = t.v, line = t.line, write = write }
+end
+
+-- open(kind): a block begins, with the pending locals in its scope
+function Scan:open(kind)
+  self.blocks[#self.blocks + 1] = kind
+  self.scopes[#self.scopes + 1] = {}
+  for _, nm in ipairs(self.pending or {}) do self:declare(nm) end
+  self.pending = nil
+  if kind == "function" then self.brackets[#self.brackets + 1] = "F" end
+end
+
+-- close(): the innermost block ends (a function's body drops the brackets
+-- left open in it)
+function Scan:close()
+  local brackets = self.brackets
+  if self.blocks[#self.blocks] == "function" then
+    while #brackets > 0 and brackets[#brackets] ~= "F" do brackets[#brackets] = nil end
+    brackets[#brackets] = nil
+  end
+  self.blocks[#self.blocks] = nil
+  if #self.scopes > 1 then self.scopes[#self.scopes] = nil end
+end
+
+-- params(j, names) -> index after ")": adds the names of a function's
+-- parameter list at j = "(" to names
+function Scan:params(j, names)
+  j = j + 1
+  while self:tok(j).v ~= ")" and self:tok(j).t ~= "eof" do
+    if self:tok(j).t == "name" then names[#names + 1] = self:tok(j).v end
+    j = j + 1
+  end
+  return j + 1
+end
+
+-- function_body(j, names) -> index after the parameter list at j: the
+-- function's block opens with its parameters (and names) as locals
+function Scan:function_body(j, names)
+  local k = self:params(j, names)
+  self.pending = names
+  self:open("function")
+  return k
+end
+
+-- Each statement reader takes the index of its keyword and returns the
+-- index of the token after what it read.
+
+-- local function f(...)
+function Scan:local_function(k)
+  self:declare(self:tok(k + 2).v)
+  return self:function_body(k + 3, {})
+end
+
+-- local a <const>, b <close> (the values that follow are read as usual)
+function Scan:local_names(k)
+  local j = k + 1
+  while self:tok(j).t == "name" do
+    self:declare(self:tok(j).v)
+    j = j + 1
+    if self:tok(j).v == "<" then j = j + 3 end -- <const>, <close>
+    if self:tok(j).v == "," then j = j + 1 else break end
+  end
+  return j
+end
+
+-- function a.b:c(...) or function(...): a global name written, self for a method
+function Scan:function_stat(k)
+  local j, names = k + 1, {}
+  if self:tok(j).t == "name" then
+    if not self:is_local(self:tok(j).v) then self:global(self:tok(j), true) end
+    while self:tok(j + 1).v == "." or self:tok(j + 1).v == ":" do
+      if self:tok(j + 1).v == ":" then names[#names + 1] = "self" end
+      j = j + 2
+    end
+    j = j + 1
+  end
+  return self:function_body(j, names)
+end
+
+-- for a, b in / for i =: the names are locals of the do block that follows
+function Scan:for_names(k)
+  local j, names = k + 1, {}
+  while self:tok(j).t == "name" or self:tok(j).v == "," do
+    if self:tok(j).t == "name" then names[#names + 1] = self:tok(j).v end
+    j = j + 1
+  end
+  self.pending = names
+  return j
+end
+
+function Scan:keyword(k)
+  local v, nxt = self:tok(k).v, self:tok(k + 1)
+  if v == "local" and nxt.v == "function" then return self:local_function(k) end
+  if v == "local" then return self:local_names(k) end
+  if v == "function" then return self:function_stat(k) end
+  if v == "for" then return self:for_names(k) end
+  if v == "goto" then return k + 2 end
+  if v == "do" or v == "then" or v == "repeat" then
+    self:open(v)
+  elseif v == "elseif" or v == "else" then
+    self:close()
+    if v == "else" then self:open("then") end
+  elseif v == "end" or v == "until" then
+    self:close()
+  end
+  return k + 1
+end
+
+function Scan:symbol(k)
+  local v, brackets = self:tok(k).v, self.brackets
+  if v == "{" or v == "(" or v == "[" then
+    brackets[#brackets + 1] = v
+  elseif (v == "}" or v == ")" or v == "]") and brackets[#brackets] ~= "F" then
+    brackets[#brackets] = nil
+  elseif v == "::" then
+    return k + 3 -- a goto label
+  end
+  return k + 1
+end
+
+-- a name that is not a field (a.b, a:b), a table key ({b = 1}) or a local
+-- is a global: written when assigned outside any bracket
+function Scan:name(k)
+  local t, prev, nxt, brackets = self:tok(k), self:tok(k - 1), self:tok(k + 1), self.brackets
+  local field = prev.v == "." or prev.v == ":"
+  local key = brackets[#brackets] == "{" and nxt.v == "=" and (prev.v == "{" or prev.v == "," or prev.v == ";")
+  if not field and not key and not self:is_local(t.v) then
+    local top = #brackets == 0 or brackets[#brackets] == "F"
+    self:global(t, nxt.v == "=" and top)
+  end
+  return k + 1
+end
+
+local READ = { kw = Scan.keyword, sym = Scan.symbol, name = Scan.name }
+
 function M.scan(text)
   local toks, err = tokens(text)
   if not toks then return nil, err end
-  local found = {}
-  local scopes = { {} }              -- stack of sets of local names
-  local blocks = {}                  -- what each open block is: "function" | "do" | "then" | "repeat" | "table" ...
-  local pending                      -- locals a for/function declares in the block it opens next
-  local function declare(name) scopes[#scopes][name] = true end
-  local function is_local(name)
-    for k = #scopes, 1, -1 do if scopes[k][name] then return true end end
-    return false
-  end
-  local brackets = {}                -- "{" "(" "[" nesting, for table keys; "F" opens a function body
-  local function open(kind)
-    blocks[#blocks + 1] = kind
-    scopes[#scopes + 1] = {}
-    for _, nm in ipairs(pending or {}) do declare(nm) end
-    pending = nil
-    if kind == "function" then brackets[#brackets + 1] = "F" end
-  end
-  local function close()
-    if blocks[#blocks] == "function" then
-      while #brackets > 0 and brackets[#brackets] ~= "F" do brackets[#brackets] = nil end
-      brackets[#brackets] = nil
-    end
-    blocks[#blocks] = nil
-    if #scopes > 1 then scopes[#scopes] = nil end
-  end
+  local scan = new_scan(toks)
   local k = 1
-  local function tok(j) return toks[j] or { t = "eof", v = "" } end
-  -- params(j) -> index after ")": the names of a function's parameter list at j = "("
-  local function params(j, names)
-    j = j + 1
-    while tok(j).v ~= ")" and tok(j).t ~= "eof" do
-      if tok(j).t == "name" then names[#names + 1] = tok(j).v end
-      j = j + 1
-    end
-    return j + 1
-  end
   while k <= #toks do
-    local t = toks[k]
-    local prev, nxt = tok(k - 1), tok(k + 1)
-    if t.t == "kw" then
-      local v = t.v
-      if v == "local" and nxt.v == "function" then
-        declare(tok(k + 2).v)
-        local names = {}
-        k = params(k + 3, names)
-        pending = names
-        open("function")
-        goto continue
-      elseif v == "local" then
-        local j = k + 1
-        while tok(j).t == "name" do
-          declare(tok(j).v)
-          j = j + 1
-          if tok(j).v == "<" then j = j + 3 end -- <const>, <close>
-          if tok(j).v == "," then j = j + 1 else break end
-        end
-        k = j
-        goto continue
-      elseif v == "function" then
-        local j, names = k + 1, {}
-        if tok(j).t == "name" then
-          local first = tok(j).v
-          if not is_local(first) then found[#found + 1] = { name = first, line = tok(j).line, write = true } end
-          while tok(j + 1).v == "." or tok(j + 1).v == ":" do
-            if tok(j + 1).v == ":" then names[#names + 1] = "self" end
-            j = j + 2
-          end
-          j = j + 1
-        end
-        k = params(j, names)
-        pending = names
-        open("function")
-        goto continue
-      elseif v == "for" then
-        local j, names = k + 1, {}
-        while tok(j).t == "name" or tok(j).v == "," do
-          if tok(j).t == "name" then names[#names + 1] = tok(j).v end
-          j = j + 1
-        end
-        pending = names
-        k = j
-        goto continue
-      elseif v == "do" then
-        open("do")
-      elseif v == "then" then
-        open("then")
-      elseif v == "repeat" then
-        open("repeat")
-      elseif v == "elseif" or v == "else" then
-        close()
-        if v == "else" then open("then") end
-      elseif v == "end" or v == "until" then
-        close()
-      elseif v == "goto" then
-        k = k + 2
-        goto continue
-      end
-    elseif t.t == "sym" then
-      if t.v == "{" or t.v == "(" or t.v == "[" then
-        brackets[#brackets + 1] = t.v
-      elseif (t.v == "}" or t.v == ")" or t.v == "]") and brackets[#brackets] ~= "F" then
-        brackets[#brackets] = nil
-      elseif t.v == "::" then
-        k = k + 3
-        goto continue
-      end
-    elseif t.t == "name" then
-      local field = prev.v == "." or prev.v == ":"
-      local key = brackets[#brackets] == "{" and nxt.v == "=" and (prev.v == "{" or prev.v == "," or prev.v == ";")
-      if not field and not key and not is_local(t.v) then
-        local top = #brackets == 0 or brackets[#brackets] == "F"
-        found[#found + 1] = { name = t.v, line = t.line, write = nxt.v == "=" and top }
-      end
-    end
-    k = k + 1
-    ::continue::
+    local read = READ[toks[k].t]
+    k = read and read(scan, k) or k + 1
   end
-  return found
+  return scan.found
 end
 
 -- requires(text) -> names, computed | nil, err: the module names its

@@ -21,6 +21,7 @@ local log = require "hypd.log"
 local lua_globals = require "hypd.lua_globals"
 local registry = require "hypd.tool.registry"
 local sched = require "hypd._sched"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -262,7 +263,7 @@ function M.env(name, require_fn, owner)
 end
 
 -- M.hash(src) -> "sha256:<hex>", the content hash of a module's text
-function M.hash(src) return "sha256:" .. core.digest("sha256", src, "hex") end
+function M.hash(src) return "sha256:" .. sys.digest("sha256", src, "hex") end
 
 -- resolve(modname, embedded, module) -> the module's text and where it is
 -- from: {name, file, hash, source = "built-in" | "operator", overrides =

@@ -28,7 +28,6 @@ local aws = require "hypd.aws"
 local cidr = require "hypd.cidr"
 local clusters = require "hypd.clusters"
 local config = require "hypd.config"
-local core = require "hypd.core"
 local dispatch = require "hypd.tool.dispatch"
 local eks = require "hypd.aws.eks"
 local errors = require "hypd.errors"
@@ -47,6 +46,7 @@ local regex = require "hypd.regex"
 local registry = require "hypd.tool.registry"
 local signed = require "hypd.aws.signed"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local yaml = require "hypd.yaml"
 
@@ -350,7 +350,7 @@ function M.table(name, sandbox)
     now = task.now,
     checkpoint = task.checkpoint,
     -- digest("sha256" | "md5", data) -> hex (an S3 ETag, a content hash)
-    digest = function(alg, data) return core.digest(alg, data, "hex") end,
+    digest = function(alg, data) return sys.digest(alg, data, "hex") end,
     -- (the task keeps the guard of the code that started it: hypd._sched)
     spawn = function(fn, opts, ...)
       inert("start a task")

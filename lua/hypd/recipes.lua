@@ -23,6 +23,7 @@ local core = require "hypd.core"
 local errors = require "hypd.errors"
 local tool = require "hypd.tool.registry"
 local guard = require "hypd.tool.guard"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -32,7 +33,7 @@ local KEYS = { name = true, description = true, params = true, validate = true, 
 
 -- loose(path): refused when other users may write it (as hypd.tool.loader refuses playbooks)
 local function loose(path)
-  local st = core.stat(path)
+  local st = sys.stat(path)
   if st and st.mode & 18 ~= 0 then
     errors.raise("VALIDATION", string.format("recipe %s is refused: it is writable by other users (mode %04o); " ..
       "fix it with: chmod go-w %s", path, st.mode, path), { field = "recipe" })
@@ -108,7 +109,7 @@ local function names()
   for _, m in ipairs(core.embedded_list(PREFIX)) do add(m:sub(#PREFIX + 1)) end
   local dir = config.playbooks_dir
   if dir then
-    for _, f in ipairs(core.listdir(dir .. "/recipes") or {}) do
+    for _, f in ipairs(sys.listdir(dir .. "/recipes") or {}) do
       local base = f:match("^(.+)%.lua$")
       if base then add(base) end
     end

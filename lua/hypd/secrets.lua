@@ -11,6 +11,7 @@
 local config = require "hypd.config"
 local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -38,7 +39,7 @@ end
 function M.put(id, values)
   if next(values) == nil then return true end
   hold(id, values)
-  return core.write_private(path(id), json.encode(values))
+  return sys.write_private(path(id), json.encode(values))
 end
 
 -- get(id) -> values | nil
@@ -56,7 +57,7 @@ end
 function M.drop(id)
   for _, v in ipairs(held[id] or {}) do core.release_secret(v) end
   held[id] = nil
-  return core.remove(path(id))
+  return sys.remove(path(id))
 end
 
 return M

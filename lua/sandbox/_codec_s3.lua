@@ -3,7 +3,7 @@
 -- trailing checksums), XML configuration bodies, answers whose root element
 -- is the one S3 writes (ListBucketResult...), raw object bodies, and
 -- <Error> documents (none for HEAD).
-local core = require "hypd.core"
+local sys = require "hypd.sys"
 local xml = require "hypd.xml"
 local S = require "hypd.aws.shape"
 local R = require "sandbox._codec_rest"
@@ -141,7 +141,7 @@ function M.decode(model, req)
   return route.name, input, input.Bucket
 end
 
-local function host_id(rid) return core.b64encode(tostring(rid) .. "/hypd-sandbox") end
+local function host_id(rid) return sys.b64encode(tostring(rid) .. "/hypd-sandbox") end
 
 -- encode(model, op, name, output, rid, method) -> status, headers, body
 function M.encode(model, op, name, output, rid, method)

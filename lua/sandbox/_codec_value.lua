@@ -5,9 +5,9 @@
 -- paths. Readers record the first bad value in a context C:
 --   C.bad = { path, value, want } and return nil; C.wire(m) is a member's
 --   wire name, C.field(path, name) and C.item(path, i) build paths.
-local core = require "hypd.core"
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -34,7 +34,7 @@ end
 function M.b64(text)
   text = text:gsub("%s", "")
   if #text % 4 == 2 then text = text .. "==" elseif #text % 4 == 3 then text = text .. "=" end
-  return core.b64decode(text)
+  return sys.b64decode(text)
 end
 
 -- utf8_clean(s, json_text) -> s with invalid UTF-8 replaced (U+FFFD) and, unless
@@ -277,10 +277,10 @@ function M.text(model, head, traits, v, ts_default)
     return n and S.number_text(n + 0.0) or nil
   elseif typ == "blob" then
     if t ~= "string" then return nil end
-    return core.b64encode(v)
+    return sys.b64encode(v)
   elseif typ == "string" and traits.jsonvalue then
     local ok, s = pcall(json.encode, v)
-    return ok and core.b64encode(s) or nil
+    return ok and sys.b64encode(s) or nil
   end
   if t == "string" then return M.utf8_clean(v) end
   if t == "number" then return M.number_string(v) end
@@ -353,7 +353,7 @@ to_json = function(model, head, traits, v)
     if v == "true" or v == "false" then return v == "true" end
     return nil
   elseif typ == "blob" then
-    return t == "string" and core.b64encode(v) or nil
+    return t == "string" and sys.b64encode(v) or nil
   elseif typ == "string" then
     if t == "string" then return M.utf8_clean(v, true) end
     if t == "number" then return M.number_string(v) end

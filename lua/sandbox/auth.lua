@@ -4,6 +4,7 @@
 local core = require "hypd.core"
 local sigv4 = require "hypd.sigv4"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -79,12 +80,12 @@ local function stamp(t) return os.date("!%Y%m%dT%H%M%SZ", math.floor(t)) end
 
 -- issue(principal, seconds) -> session credentials stored for verification
 function M.issue(principal, seconds)
-  local hex = function(n) return (core.random_bytes(n):gsub(".", function(c) return string.format("%02X", c:byte()) end)) end
+  local hex = function(n) return (sys.random_bytes(n):gsub(".", function(c) return string.format("%02X", c:byte()) end)) end
   local akid = "ASIA" .. hex(8)
   local cred = {
     AccessKeyId = akid,
-    SecretAccessKey = core.b64encode(core.random_bytes(30)),
-    SessionToken = core.b64encode(core.random_bytes(96)),
+    SecretAccessKey = sys.b64encode(sys.random_bytes(30)),
+    SessionToken = sys.b64encode(sys.random_bytes(96)),
     Expiration = math.floor(core.now() + seconds),
     arn = principal.arn, user_id = principal.user_id,
   }
@@ -229,7 +230,7 @@ function M.verify(req, protocol)
   end
   local body_hash = h["x-amz-content-sha256"]
   if body_hash and body_hash ~= "UNSIGNED-PAYLOAD" and not body_hash:find("^STREAMING")
-      and body_hash ~= core.digest("sha256", req.body or "", "hex") then
+      and body_hash ~= sys.digest("sha256", req.body or "", "hex") then
     return fail("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.", 400)
   end
   local expect, err

@@ -39,6 +39,7 @@ local route = require "sandbox._route"
 local server = require "hypd.http_server"
 local state = require "sandbox.state"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -65,7 +66,7 @@ local function model(name)
 end
 
 local function hex(n)
-  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+  return (sys.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
 end
 
 local AWS_ERROR = {}

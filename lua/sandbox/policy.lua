@@ -65,9 +65,9 @@
 -- UpdateCluster (every InstanceGroups[].ExecutionRole, and ClusterRole) and
 -- CreateMlflowTrackingServer (RoleArn) also need iam:PassRole on each role
 -- ARN, checked after the operation's own action.
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -456,7 +456,7 @@ M.ENCODED_PREFIX = "hypd-sandbox:"
 -- encoded(...) -> EC2's "encoded authorization failure message": here a
 -- base64 JSON that the sandbox's sts:DecodeAuthorizationMessage reads back
 local function encoded(principal, action, resource, explicit)
-  return core.b64encode(M.ENCODED_PREFIX .. json.encode {
+  return sys.b64encode(M.ENCODED_PREFIX .. json.encode {
     allowed = false, explicitDeny = explicit,
     matchedStatements = { items = json.array() }, failures = { items = json.array() },
     context = { principal = { id = principal.user_id, arn = principal.arn }, action = action,
@@ -466,7 +466,7 @@ end
 
 -- decode(blob) -> the JSON text an encoded message carries, or nil
 function M.decode(blob)
-  local ok, text = pcall(core.b64decode, tostring(blob))
+  local ok, text = pcall(sys.b64decode, tostring(blob))
   if not ok or type(text) ~= "string" or text:sub(1, #M.ENCODED_PREFIX) ~= M.ENCODED_PREFIX then return nil end
   return text:sub(#M.ENCODED_PREFIX + 1)
 end

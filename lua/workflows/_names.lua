@@ -15,6 +15,8 @@
 -- Only workflows use these (lua/hypd knows no resource names and no tag), so
 -- the module sits with the shared workflow helpers, below every area. A
 -- name's length rule lives with the name.
+local hash = require "_hash"
+
 local M = {}
 
 M.TAG = "hypd:cluster-tag"
@@ -25,13 +27,6 @@ M.PREFIX = "hypd-"
 local function cut(s, n)
   if #s <= n then return s end
   return (s:sub(1, n):gsub("%-+$", ""))
-end
-
--- fnv(s) -> 6 hex digits of the FNV-1a hash of s (a short, stable suffix)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%06x", h & 0xffffff)
 end
 
 -- eks(tag [, suffix]) -> "hypd-<tag>" (the EKS cluster) or "hypd-<tag>-<suffix>"
@@ -68,7 +63,7 @@ function M.bucket(tag, account, region, kind)
   local tail = "-" .. (kind or "data") .. "-" .. account .. "-" .. region
   local name = M.PREFIX .. tag .. tail
   if #name <= M.BUCKET_MAX then return name end
-  local h = fnv(tag)
+  local h = hash.fnv1a(tag, 6)
   local room = M.BUCKET_MAX - #M.PREFIX - #tail - #h - 1
   return M.PREFIX .. cut(tag, room) .. "-" .. h .. tail
 end

@@ -124,12 +124,13 @@ end
 T.eks_token = function(s, bad)
   local core = require "hypd.core"
   local k8sauth = require "sandbox.k8s.auth"
+  local sys = require "hypd.sys"
   local bearer
   if s:sub(1, 1) == "!" then
     bearer = s:sub(2)
   else
     local url = s:gsub("{DATE}", os.date("!%Y%m%dT%H%M%SZ", math.floor(core.now())))
-    bearer = "Bearer k8s-aws-v1." .. core.b64encode(url):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
+    bearer = "Bearer k8s-aws-v1." .. sys.b64encode(url):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
   end
   local ok, p, why = pcall(k8sauth.token, bearer, "fuzz")
   if not ok then bad("token raised: " .. tostring(type(p) == "table" and p.message or p)) end

@@ -1,9 +1,9 @@
 -- hypd eks-token and hypd doctor, run as a user (or kubectl) would. The
 -- suite's environment has AWS_ACCESS_KEY_ID=AKIDEXAMPLE (tests/run).
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local state = H.tmpdir()
@@ -13,7 +13,7 @@ local function token_url(token)
   local b64 = token:match("^k8s%-aws%-v1%.([%w_%-]+)$")
   if not b64 then return nil end
   b64 = b64:gsub("%-", "+"):gsub("_", "/")
-  return core.b64decode(b64 .. string.rep("=", (4 - #b64 % 4) % 4))
+  return sys.b64decode(b64 .. string.rep("=", (4 - #b64 % 4) % 4))
 end
 
 local function hypd(env, ...)

@@ -11,6 +11,7 @@ local core = require "hypd.core"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
 local dispatch = require "hypd.tool.dispatch"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local C = {}
@@ -54,10 +55,10 @@ function C.start(eks, hp)
   S.info = S.py("hyperpod_capacity.py " .. eks .. " " .. hp)
   t.eq(S.info.status, "InService")
   -- this process's tools reach the sandbox process the standard way
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(aws.SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
-  for k, v in pairs(S.env) do core.setenv(k, v) end
+  sys.setenv("AWS_PROFILE")
+  sys.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(aws.SERVICES) do sys.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  for k, v in pairs(S.env) do sys.setenv(k, v) end
   core.virtual(true)
   require("hypd.tool.loader").load()
   t.ok(dispatch.call("cluster_switch", { cluster = eks }, C.OPER), "the EKS cluster is the active one")

@@ -315,7 +315,7 @@ t.test("hypd eks-token takes --region and --profile after the command; the token
   t.eq({ cred.kind, cred.apiVersion, cred.spec }, { "ExecCredential", "client.authentication.k8s.io/v1beta1",
     json.object() })
   local b64 = cred.status.token:match("^k8s%-aws%-v1%.([%w_%-]+)$")
-  local url = require("hypd.core").b64decode(b64:gsub("%-", "+"):gsub("_", "/") .. string.rep("=", (4 - #b64 % 4) % 4))
+  local url = require("hypd.sys").b64decode(b64:gsub("%-", "+"):gsub("_", "/") .. string.rep("=", (4 - #b64 % 4) % 4))
   t.like(url, "X%-Amz%-Credential=AKIDPROFILE%%2F%d+%%2Feu%-west%-3%%2Fsts%%2F")
   local y, mo, d, h, mi, s = cred.status.expirationTimestamp:match("^(%d+)%-(%d+)%-(%d+)T(%d+):(%d+):(%d+)Z$")
   local left = os.time { year = y, month = mo, day = d, hour = h, min = mi, sec = s } -

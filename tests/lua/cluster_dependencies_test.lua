@@ -16,6 +16,7 @@ local dispatch = require "hypd.tool.dispatch"
 local core, json, op, store, task = require "hypd.core", require "hypd.json", require "hypd.tool.operations",
   require "hypd.store", require "hypd.task"
 local k8s = require "hypd.k8s"
+local sys = require "hypd.sys"
 local call, mark, since = O.call, E.mark, E.since
 
 local ADDONS = { "vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "cert-manager", "metrics-server",
@@ -146,9 +147,9 @@ t.test("the add-ons are made together: the stage takes one add-on's time, not se
   print(string.format("# cluster_configure_dependencies on a fresh cluster: %.0f simulated seconds", took or -1))
 end)
 
-local JWT_HEAD = (core.b64encode(json.encode { alg = "RS256", kid = "k1" }):gsub("+", "-"):gsub("/", "_"):gsub("=", ""))
+local JWT_HEAD = (sys.b64encode(json.encode { alg = "RS256", kid = "k1" }):gsub("+", "-"):gsub("/", "_"):gsub("=", ""))
 local function jwt(claims)
-  local b = core.b64encode(json.encode(claims)):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
+  local b = sys.b64encode(json.encode(claims)):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
   return JWT_HEAD .. "." .. b .. ".c2lnbmF0dXJl"
 end
 

@@ -8,6 +8,7 @@
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local core, json = require "hypd.core", require "hypd.json"
+local sys = require "hypd.sys"
 
 local dir = H.tmpdir()
 local kc = H.kubectl_harness(dir)
@@ -37,10 +38,10 @@ t.test("a sandbox process where boto3 made an EKS cluster with HyperPod nodes an
   rc, _, err = kc.sh(H.hypd .. " kubeconfig --cluster boto-eks --write " .. H.quote(kc.kc))
   t.eq(rc, 0, err)
   -- this process reaches that sandbox the standard way (as sandbox_here does for one in this process)
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
-  for k, v in pairs(env) do core.setenv(k, v) end
+  sys.setenv("AWS_PROFILE")
+  sys.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(require("hypd.aws").SERVICES) do sys.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+  for k, v in pairs(env) do sys.setenv(k, v) end
   core.virtual(true)
   require("hypd.tool.loader").load()
   ready = rc == 0

@@ -6,6 +6,7 @@ local auth = require "sandbox.auth"
 local core = require "hypd.core"
 local k8sauth = require "sandbox.k8s.auth"
 local protobuf = require "sandbox.k8s.protobuf"
+local sys = require "hypd.sys"
 
 local function stamp() return os.date("!%Y%m%dT%H%M%SZ", math.floor(core.now())) end
 
@@ -30,7 +31,7 @@ t.test("EKS token: a presigned URL whose credential holds a NUL byte is refused 
   local url = "https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15" ..
     "&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%01%00AMPLE%2F20260101%2Fus-west-2%2Fsts%2Faws4_request" ..
     "&X-Amz-Date=" .. stamp() .. "&X-Amz-Expires=60&X-Amz-SignedHeaders=host%3Bx-k8s-aws-id&X-Amz-Signature=00"
-  local tok = "Bearer k8s-aws-v1." .. core.b64encode(url):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
+  local tok = "Bearer k8s-aws-v1." .. sys.b64encode(url):gsub("+", "-"):gsub("/", "_"):gsub("=", "")
   local ok, p, why = pcall(k8sauth.token, tok, "fuzz")
   t.ok(ok, "token returns: " .. tostring(not ok and p or ""))
   t.eq(p, nil)

@@ -15,7 +15,6 @@ local auth = require "hypd.api.auth"
 local aws = require "hypd.aws"
 local aws_classify = require "hypd.aws.classify"
 local config = require "hypd.config"
-local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
@@ -26,6 +25,7 @@ local store = require "hypd.store"
 local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
 local tools = require "hypd.tool.loader"
+local sys = require "hypd.sys"
 
 local sbx = H.sandbox_here()
 local SANDBOX = "http://127.0.0.1:" .. sbx.port
@@ -264,7 +264,7 @@ local victim = H.eks_cluster(function(s, o, p) return aws.call(s, o, p or {}) en
 t.test("a read tool's hypd.http POST of a ConfigMap with an EKS token is refused; the API has no ConfigMap", function()
   local prep = require("hypd.aws.eks").prepare { cluster = "hypd-victim", region = "us-west-2" }
   local c = k8s.connect { cluster = "hypd-victim" } -- hypd has met the cluster: its token may go to its endpoint
-  both("diagnose_raw_configmap", { server = victim.endpoint, ca = core.b64decode(victim.certificateAuthority.data),
+  both("diagnose_raw_configmap", { server = victim.endpoint, ca = sys.b64decode(victim.certificateAuthority.data),
     sts_url = prep.sts_url, cluster = "hypd-victim" }, guarded { "create configmaps", "create ConfigMap" })
   local cm, err = c:get("v1", "ConfigMap", "smuggled", { namespace = "default" })
   t.eq({ cm, err and err.code }, { nil, "NotFound" }, "no ConfigMap smuggled")

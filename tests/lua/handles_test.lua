@@ -5,6 +5,7 @@
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local server = require "hypd.http_server"
+local hserver = require "hypd._server"
 local http = require "hypd.http"
 local json = require "hypd.json"
 local task = require "hypd.task"
@@ -38,11 +39,11 @@ end
 
 t.test("a server dropped without stop is collected: its port is free and nothing listens", function()
   local port = start_and_drop()
-  t.eq(core.listening(), 1, "running until collected")
+  t.eq(hserver.listening(), 1, "running until collected")
   local taken, terr = server.start { listen = "127.0.0.1:" .. port, handler = hello }
   t.fails(taken, terr, "LISTEN", "the port is taken while the dropped server runs")
   collectgarbage()
-  t.eq(core.listening(), nil, "the collector stopped it")
+  t.eq(hserver.listening(), nil, "the collector stopped it")
   local again <close> = assert(server.start { listen = "127.0.0.1:" .. port, handler = function()
     return { body = "again" }
   end })
@@ -56,9 +57,9 @@ t.test("local srv <close> = server.start{...} stops it at the end of the scope",
     local srv <close> = assert(server.start { handler = hello })
     kept, port = srv, srv.port
     t.eq(get(port).body, "hello")
-    t.eq(core.listening(), 1)
+    t.eq(hserver.listening(), 1)
   end
-  t.eq(core.listening(), nil)
+  t.eq(hserver.listening(), nil)
   t.eq(kept:running(), false)
   local r, err = get(port)
   t.fails(r, err, "CONNECT", "nothing listens on the port any more")
@@ -73,7 +74,7 @@ t.test("a <close> server is stopped when its scope ends by an error too", functi
   end)
   t.eq({ ok, err.code }, { false, "BOOM" })
   t.eq(kept:running(), false)
-  t.eq(core.listening(), nil)
+  t.eq(hserver.listening(), nil)
 end)
 
 t.test("stop twice is fine; after stop the handle's methods raise CLOSED naming it", function()
@@ -90,7 +91,7 @@ t.test("stop twice is fine; after stop the handle's methods raise CLOSED naming 
   err = t.raises(function() return srv._h:port() end, "CLOSED")
   t.like(err.message, "^hypd%.server " .. handle .. " ")
   t.eq(tostring(srv), "hypd.server " .. handle .. " (stopped)")
-  t.eq(core.server_respond(handle, 1, 200, {}, ""), false, "a stopped server answers nothing")
+  t.eq(hserver.respond(handle, 1, 200, {}, ""), false, "a stopped server answers nothing")
 end)
 
 t.test("a request in flight keeps a dropped server alive until it is answered", function()
@@ -107,12 +108,12 @@ t.test("a request in flight keeps a dropped server alive until it is answered", 
   local client = task.spawn(get, nil, port, "/")
   eventually(function() return entered end, "the handler to start")
   collectgarbage()
-  t.eq(core.listening(), 1, "the request's task holds its server")
+  t.eq(hserver.listening(), 1, "the request's task holds its server")
   release:fire()
   local ok, r = client:wait()
   t.eq({ ok, r and r.status, r and r.body }, { true, 200, "late" })
   collectgarbage()
-  t.eq(core.listening(), nil, "collected once the request was answered")
+  t.eq(hserver.listening(), nil, "collected once the request was answered")
 end)
 
 -- prints the status of GET /q on port argv[1], or 000 when the connection breaks
@@ -141,7 +142,7 @@ t.test("a server collected with a request queued for the engine answers 503 or d
     return srv.port
   end)()
   collectgarbage()
-  t.eq(core.listening(), nil)
+  t.eq(hserver.listening(), nil)
   eventually(function() return (H.read(out) or ""):find("\n") end, "the client's answer")
   local code = H.read(out):match("%d+")
   t.ok(code == "503" or code == "000", "503 or a dropped connection, got " .. tostring(code))

@@ -103,18 +103,18 @@ end
 -- opts.real_clock.
 function M.sandbox_here(opts)
   opts = opts or {}
-  local core, sandbox = require "hypd.core", require "sandbox"
+  local core, sandbox, sys = require "hypd.core", require "sandbox", require "hypd.sys"
   local srv = assert(sandbox.start { listen = "127.0.0.1:0" })
   -- held for the process's life: a server nobody holds is collected and
   -- stops, and a test file's locals die once its chunk has run
   local kept = package.loaded["tests.sandbox_servers"] or {}
   package.loaded["tests.sandbox_servers"] = kept
   kept[#kept + 1] = srv
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(require("hypd.aws").SERVICES) do core.setenv(require("hypd.aws").endpoint_env(svc)) end
+  sys.setenv("AWS_PROFILE")
+  sys.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(require("hypd.aws").SERVICES) do sys.setenv(require("hypd.aws").endpoint_env(svc)) end
   local env = sandbox.env(srv.port)
-  for k, v in pairs(env) do core.setenv(k, v) end
+  for k, v in pairs(env) do sys.setenv(k, v) end
   if not opts.real_clock then core.virtual(true) end
   return srv, { region = env.AWS_REGION }
 end

@@ -31,7 +31,7 @@ local subnet = playbook.load("hyperpod._subnet")
 local BASE = "http://127.0.0.1:" .. srv.port
 local clusters = require "hypd.clusters"
 local function try(service, operation, params) return require("hypd.aws").try(service, operation, params, E.OPTS) end
-local function short_hash(s) return require("hypd.core").digest("sha256", s, "hex"):sub(1, 8) end
+local function short_hash(s) return require("hypd.sys").digest("sha256", s, "hex"):sub(1, 8) end
 local function create(params) return Hp.run("hyperpod_create", params) end
 local function plan(params) return Hp.plan("hyperpod_create", params) end
 local rows = E.rows

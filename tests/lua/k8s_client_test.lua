@@ -16,6 +16,7 @@ local sandbox = require "sandbox"
 local sigv4 = require "hypd.sigv4"
 local skube = require "sandbox.k8s"
 local state = require "sandbox.state"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
 
@@ -40,7 +41,7 @@ t.test("an ACTIVE EKS cluster serves its Kubernetes API over HTTPS", function()
   table.sort(names)
   t.eq(names, { "default", "kube-node-lease", "kube-public", "kube-system" })
   local rootca = assert(E.conn:get("v1", "ConfigMap", "kube-root-ca.crt", { namespace = "default" }))
-  t.eq(rootca.data["ca.crt"], core.b64decode(E.c.certificateAuthority.data), "kube-root-ca.crt holds the cluster CA")
+  t.eq(rootca.data["ca.crt"], sys.b64decode(E.c.certificateAuthority.data), "kube-root-ca.crt holds the cluster CA")
   E.cl = skube.cluster("us-west-2", NAME)
 end)
 
@@ -51,11 +52,11 @@ local function token(cluster, when, akid, secret, session)
     headers = { { "host", host }, { "x-k8s-aws-id", cluster } }, access_key = akid, secret_key = secret,
     session_token = session, region = "us-west-2", service = "sts", when = when, presign = 60 })
   local url = EP .. "/?" .. s.query
-  return "k8s-aws-v1." .. core.b64encode(url, true)
+  return "k8s-aws-v1." .. sys.b64encode(url, true)
 end
 
 local function get_ns(tok)
-  local resp = assert(http.request { url = E.c.endpoint .. "/api/v1/namespaces", ca_pem = core.b64decode(
+  local resp = assert(http.request { url = E.c.endpoint .. "/api/v1/namespaces", ca_pem = sys.b64decode(
     E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
   return resp.status, json.decode(resp.body)
 end
@@ -71,7 +72,7 @@ t.test("EKS token checks: right cluster passes; another cluster, expired, bad si
   t.eq((get_ns("k8s-aws-v1.bm90IGEgdXJs")), 401)
   t.eq((get_ns("sometoken")), 401)
   local resp = assert(http.request { url = E.c.endpoint .. "/api/v1/namespaces",
-    ca_pem = core.b64decode(E.c.certificateAuthority.data) })
+    ca_pem = sys.b64decode(E.c.certificateAuthority.data) })
   t.eq(resp.status, 401, "no token at all")
 end)
 
@@ -86,12 +87,12 @@ t.test("a principal without an access entry gets 401; a view-only entry reads bu
     policyArn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy", accessScope = { type = "cluster" } })
   t.eq((get_ns(tok)), 200)
   local resp = assert(http.request { method = "DELETE", url = E.c.endpoint .. "/api/v1/namespaces/default",
-    ca_pem = core.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
+    ca_pem = sys.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
   t.eq(resp.status, 403)
   t.like(json.decode(resp.body).message, 'User "arn:aws:iam::123456789012:user/viewer" cannot delete resource')
   -- the view policy reaches no workload: the proxy subresources are not in it
   resp = assert(http.request { url = E.c.endpoint .. "/api/v1/namespaces/default/services/kubernetes:443/proxy/",
-    ca_pem = core.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
+    ca_pem = sys.b64decode(E.c.certificateAuthority.data), headers = { authorization = "Bearer " .. tok } })
   t.eq(resp.status, 403)
   t.like(json.decode(resp.body).message, 'services "kubernetes:443" is forbidden: User "arn:aws:iam::123456789012:' ..
     'user/viewer" cannot get resource "services/proxy" in API group "" in the namespace "default"')

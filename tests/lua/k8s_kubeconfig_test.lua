@@ -5,10 +5,10 @@
 -- kubectl's, and such a file used end to end against a sandbox EKS cluster.
 local t = require "hypd.tap"
 local aws = require "hypd.aws"
-local core = require "hypd.core"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
 local kubeconfig = require "hypd.k8s.kubeconfig"
+local sys = require "hypd.sys"
 local yaml = require "hypd.yaml"
 local H = dofile("tests/lua/helpers.lua")
 
@@ -295,7 +295,7 @@ local function digest(cfg)
     local ca = val(cl.cluster["certificate-authority-data"])
     local exec = val(u.user.exec)
     out[c.name] = { server = cl.cluster.server, namespace = val(c.context.namespace),
-      ca = ca and core.b64decode((ca:gsub("\n", ""))), ca_file = val(cl.cluster["certificate-authority"]),
+      ca = ca and sys.b64decode((ca:gsub("\n", ""))), ca_file = val(cl.cluster["certificate-authority"]),
       token = val(u.user.token), command = exec and exec.command, args = exec and val(exec.args) }
   end
   return out
@@ -360,7 +360,7 @@ t.test("a kubeconfig with anchors, a merge, flow style and a literal-block CA re
   local ns = assert(conn:get("v1", "Namespace", "kube-system"))
   t.eq(ns.metadata.name, "kube-system")
   local cm = assert(conn:get("v1", "ConfigMap", "kube-root-ca.crt", { namespace = "kube-system" }))
-  t.eq(cm.data["ca.crt"], core.b64decode(c.certificateAuthority.data))
+  t.eq(cm.data["ca.crt"], sys.b64decode(c.certificateAuthority.data))
 end)
 
 t.cleanup(function()

@@ -20,9 +20,10 @@ require("hypd.tool.loader").load()
 local srv, OPTS = H.sandbox_here()
 local FH = dofile("tests/lua/features_helpers.lua")
 local call = FH.aws(OPTS)
-local core, json, op = require "hypd.core", require "hypd.json", require "hypd.tool.operations"
+local json, op = require "hypd.json", require "hypd.tool.operations"
 local dispatch = require "hypd.tool.dispatch"
 local task = require "hypd.task"
+local sys = require "hypd.sys"
 local ADMIN = { name = "admin-tester", scope = "admin", front = "test" }
 local EKS = "lbc"
 local K
@@ -117,7 +118,7 @@ t.test("cluster_configure_dependencies load_balancer_controller=true installs it
   end, 600, 5)
   local tls = K:get("v1", "Secret", "aws-load-balancer-tls", { namespace = "kube-system" })
   t.eq(tls and tls.type, "kubernetes.io/tls", "cert-manager issued the webhook's certificate")
-  t.like(tls and core.b64decode(tls.data["tls.crt"]) or "", "BEGIN CERTIFICATE")
+  t.like(tls and sys.b64decode(tls.data["tls.crt"]) or "", "BEGIN CERTIFICATE")
   t.eq((dep.status or {}).readyReplicas, 2, "the controller runs")
   t.like(table.concat(dep.spec.template.spec.containers[1].args, " "), "%-%-cluster%-name=" .. EKS)
   local st = assert(dispatch.call("cluster_get_dependency_status", { cluster = EKS }, ADMIN))

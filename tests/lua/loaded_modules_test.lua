@@ -12,6 +12,7 @@ local t = require "hypd.tap"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
 local tools = require "hypd.tool.loader"
@@ -117,7 +118,7 @@ t.test("every built-in tool lists the modules of its require graph, with file, h
     for _, m in ipairs(def.modules) do
       listed[m.name] = true
       local want = { file = "lua/workflows/" .. m.name:gsub("%.", "/") .. ".lua", source = "built-in",
-        hash = "sha256:" .. core.digest("sha256", TEXT[m.name] or "", "hex") }
+        hash = "sha256:" .. sys.digest("sha256", TEXT[m.name] or "", "hex") }
       t.eq({ file = m.file, source = m.source, hash = m.hash }, want, name .. ": " .. m.name)
     end
     local graph = closure(module)
@@ -278,7 +279,7 @@ t.test("a reload that adds _params.lua and an area helper marks exactly the tool
         local file = (m.name == "_params" and PARAMS_FILE) or (m.name == HELPER and HELPER_FILE) or nil
         if file then
           t.eq({ m.file, m.source, m.overrides, m.hash }, { file, "operator", "built-in",
-            "sha256:" .. core.digest("sha256", H.read(file), "hex") }, d.name .. ": " .. m.name)
+            "sha256:" .. sys.digest("sha256", H.read(file), "hex") }, d.name .. ": " .. m.name)
         end
       end
     end

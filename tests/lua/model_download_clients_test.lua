@@ -99,7 +99,7 @@ end)
 
 t.test("the token is in no output of hypd, in no file of its state directory, and only in the Secret", function()
   if not ready then return skip() end
-  local b64 = require("hypd.core").b64encode(TOKEN)
+  local b64 = require("hypd.sys").b64encode(TOKEN)
   t.ok(#done[3] > 0, "hypd logged at debug level")
   for i, what in ipairs { "the exit status", "the output", "the log (stderr, debug)" } do
     if i > 1 then

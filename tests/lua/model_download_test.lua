@@ -287,7 +287,7 @@ t.test("with a token the gated model downloads, and the token is only in the Sec
   local log = require "hypd.log"
   local lines = {}
   local stop = log.subscribe(function(_, comp, msg) lines[#lines + 1] = comp .. " " .. msg end, "debug")
-  local b64 = require("hypd.core").b64encode(TOKEN)
+  local b64 = require("hypd.sys").b64encode(TOKEN)
   local v = download { model_id = LLAMA, hf_token = TOKEN }
   stop()
   t.eq(v.status, "succeeded", json.encode(v.error))
@@ -339,7 +339,7 @@ t.test("with a token the gated model downloads, and the token is only in the Sec
   t.eq((again.result or {}).job, "unchanged")
   t.eq(#FH.k8s_writes(m), 1, "one write: the Secret")
   local s2 = assert(conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }))
-  t.eq(s2.data.HF_TOKEN, require("hypd.core").b64encode(TOKEN2))
+  t.eq(s2.data.HF_TOKEN, require("hypd.sys").b64encode(TOKEN2))
   -- when the Job goes (ttlSecondsAfterFinished, or by hand) its Secret goes with it
   assert(conn:delete("batch/v1", "Job", LJOB, { namespace = "default" }))
   FH.wait(function() return conn:get("v1", "Secret", LJOB .. "-hf-token", { namespace = "default" }) == nil end, 120, 1)

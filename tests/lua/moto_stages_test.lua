@@ -10,6 +10,7 @@ local core = require "hypd.core"
 local op = require "hypd.tool.operations"
 local dispatch = require "hypd.tool.dispatch"
 require("hypd.tool.loader").load()
+local sys = require "hypd.sys"
 
 local have = H.sh("python3 -c 'import moto.server, flask' 2>/dev/null") == 0
 local dir = H.tmpdir()
@@ -17,8 +18,8 @@ local port = 20000 + (tonumber(tostring(os.time()):sub(-4)) % 20000)
 if have then
   os.execute(string.format("MOTO_IAM_LOAD_MANAGED_POLICIES=true python3 -m moto.server -H 127.0.0.1 -p %d >%s/moto.log " ..
     "2>&1 & echo $! >%s/moto.pid", port, dir, dir))
-  core.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:" .. port)
-  core.setenv("AWS_REGION", "us-east-1")
+  sys.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:" .. port)
+  sys.setenv("AWS_REGION", "us-east-1")
   core.virtual(true)
 end
 t.cleanup(function()

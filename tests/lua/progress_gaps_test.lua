@@ -149,11 +149,11 @@ end)
 
 t.test("EKS node groups: cluster_scale_node_group and cluster_delete_node_group on a managed node group", function()
   if absent then return skip() end
-  local core, aws = require "hypd.core", require "hypd.aws"
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(aws.SERVICES) do core.setenv(aws.endpoint_env(svc)) end
-  for k, v in pairs(sandbox_env) do core.setenv(k, v) end
+  local sys, aws = require "hypd.sys", require "hypd.aws"
+  sys.setenv("AWS_PROFILE")
+  sys.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(aws.SERVICES) do sys.setenv(aws.endpoint_env(svc)) end
+  for k, v in pairs(sandbox_env) do sys.setenv(k, v) end
   local function call(s, o, p) return aws.call(s, o, p, { region = sandbox_env.AWS_REGION }) end
   local c = call("eks", "DescribeCluster", { name = "hypd-gaps" }).cluster
   local role = call("iam", "CreateRole", { RoleName = "gaps-ng", AssumeRolePolicyDocument = json.encode {

@@ -4,7 +4,7 @@
 -- keep code, message and status; then the recorded boto3 traffic, each
 -- protocol's validation errors, and a seeded fuzz that must never raise.
 local t = require "hypd.tap"
-local core = require "hypd.core"
+local sys = require "hypd.sys"
 local json = require "hypd.json"
 local protocol = require "hypd.aws.protocol"
 local codec = require "sandbox.codec"
@@ -303,7 +303,7 @@ local BOTO_ADDS = { ChecksumAlgorithm = true, ChecksumCRC32 = true, ChecksumMode
   ContentLength = true }
 
 local function b64ify(v) -- bytes that are not UTF-8 travel as { __b64 = ... }
-  if type(v) == "string" then return utf8.len(v) and v or { __b64 = core.b64encode(v) } end
+  if type(v) == "string" then return utf8.len(v) and v or { __b64 = sys.b64encode(v) } end
   if type(v) ~= "table" then return v end
   local out = setmetatable({}, getmetatable(v))
   for k, x in pairs(v) do out[k] = b64ify(x) end
@@ -324,7 +324,7 @@ t.test("boto3 sends what decode reads and parses what encode writes", function()
   for i, c in ipairs(CASES) do list[i] = { service = c[1], op = c[2], params = b64ify(c.params) } end
   for i, r in ipairs(run(list)) do
     local c, req = CASES[i], r.request
-    req.body = core.b64decode(req.body)
+    req.body = sys.b64decode(req.body)
     local call = assert(codec.decode(c[1], req))
     local want, tok = copy(c.params), model(c[1]).operations[c[2]].idempotency_token
     for k, v in pairs(call.input) do
@@ -336,9 +336,9 @@ t.test("boto3 sends what decode reads and parses what encode writes", function()
   for i, c in ipairs(CASES) do
     local ok = codec.encode(c[1], c[2], c.output, { request_id = "rid" .. i })
     local bad = codec.encode_error(c[1], c[2], { code = "NoThing", message = "no <&> thing", status = 404 }, {})
-    list[i].response = { status = ok.status, headers = ok.headers, body = core.b64encode(ok.body) }
+    list[i].response = { status = ok.status, headers = ok.headers, body = sys.b64encode(ok.body) }
     list[n + i] = { service = c[1], op = c[2], params = list[i].params,
-      response = { status = bad.status, headers = bad.headers, body = core.b64encode(bad.body) } }
+      response = { status = bad.status, headers = bad.headers, body = sys.b64encode(bad.body) } }
   end
   local res = run(list)
   for i, c in ipairs(CASES) do

@@ -10,6 +10,7 @@ local core = require "hypd.core"
 local faults = require "sandbox.faults"
 local json = require "hypd.json"
 local sandbox = require "sandbox"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local srv = assert(sandbox.start { listen = "127.0.0.1:0",
@@ -83,7 +84,7 @@ t.test("an EKS cluster goes CREATING to ACTIVE in 8 to 12 minutes with endpoint,
   t.ok(waited >= 480 and waited <= 750, "took " .. waited .. " s")
   c = call("eks", "DescribeCluster", { name = "eks-cluster-demo" }).cluster
   t.like(c.endpoint, "^https://127%.0%.0%.1:%d+$", "its Kubernetes API serves on loopback")
-  t.like(core.b64decode(c.certificateAuthority.data), "BEGIN CERTIFICATE")
+  t.like(sys.b64decode(c.certificateAuthority.data), "BEGIN CERTIFICATE")
   wait(function() return eks_status("eks-cm-only") == "ACTIVE" end)
 end)
 

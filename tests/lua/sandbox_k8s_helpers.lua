@@ -11,8 +11,8 @@
 -- sandbox and opens S.conn (hypd.k8s from that kubeconfig); S.cleanup()
 -- stops the sandbox and removes the test's directory.
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local M = {}
@@ -55,9 +55,9 @@ function M.new()
     t.eq(rc, 0, err)
     rc, _, err = S.kc.sh(H.hypd .. " kubeconfig --cluster " .. eks .. " --write " .. H.quote(S.kc.kc))
     t.eq(rc, 0, err)
-    for k, v in pairs(S.env) do core.setenv(k, v) end
-    core.setenv("AWS_PROFILE")
-    core.setenv("AWS_SESSION_TOKEN")
+    for k, v in pairs(S.env) do sys.setenv(k, v) end
+    sys.setenv("AWS_PROFILE")
+    sys.setenv("AWS_SESSION_TOKEN")
     S.conn = require("hypd.k8s").from_kubeconfig { path = S.kc.kc }
     S.ready = rc == 0 and S.conn ~= nil
   end

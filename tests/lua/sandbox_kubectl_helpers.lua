@@ -13,8 +13,8 @@
 -- kubectl.<major>.<minor> beside it that matches the server's version.
 -- K.cleanup() stops the sandbox and removes the test's directory.
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local M = {}
@@ -51,9 +51,9 @@ function M.new(name)
       t.eq(rc, 0, err)
       K.kc[v] = path
     end
-    for k, v in pairs(env) do core.setenv(k, v) end
-    core.setenv("AWS_PROFILE")
-    core.setenv("AWS_SESSION_TOKEN")
+    for k, v in pairs(env) do sys.setenv(k, v) end
+    sys.setenv("AWS_PROFILE")
+    sys.setenv("AWS_SESSION_TOKEN")
     K.ready = rc == 0
   end
 

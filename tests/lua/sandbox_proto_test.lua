@@ -170,7 +170,7 @@ end)
 
 t.test("kubectl create token (a protobuf TokenRequest) answers a service account token of a new namespace's default", function()
   if not K.ready then return K.skip() end
-  local core = require "hypd.core"
+  local sys = require "hypd.sys"
   local rc, _, err = K.kubectl("1.34", "create namespace tokens")
   t.eq(rc, 0, err)
   local out
@@ -178,7 +178,7 @@ t.test("kubectl create token (a protobuf TokenRequest) answers a service account
   t.eq(rc, 0, err)
   local payload = out:match("^[%w_-]+%.([%w_-]+)%.[%w_-]+%s*$")
   t.ok(payload, "a JWT: " .. out)
-  local claims = json.decode(core.b64decode((payload or ""):gsub("-", "+"):gsub("_", "/") ..
+  local claims = json.decode(sys.b64decode((payload or ""):gsub("-", "+"):gsub("_", "/") ..
     string.rep("=", (4 - #(payload or "") % 4) % 4)) or "")
   t.eq({ claims and claims.sub, claims and claims.aud, claims and claims.exp - claims.iat },
     { "system:serviceaccount:tokens:default", { "sts.amazonaws.com" }, 7200 })

@@ -15,6 +15,7 @@ local op = require "hypd.tool.operations"
 local serve = require "hypd.api.gateway"
 local server = require "hypd.http_server"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
 require("hypd.tool.loader").load()
@@ -31,10 +32,10 @@ tool.define { name = "diagnose_turns", summary = "Shows its secret turned", kind
   steps = { { name = "hold", run = function(ctx)
     local pw = ctx.params.password or ""
     log.info("turns", "upper %s lower %s", pw:upper(), pw:lower())
-    ctx:progress("reversed " .. pw:reverse() .. " base64 " .. core.b64encode(pw))
+    ctx:progress("reversed " .. pw:reverse() .. " base64 " .. sys.b64encode(pw))
     if ctx.params.name:match("^hold") then release:wait(60) end
     if ctx.params.name == "returns" then return { result = { turned = pw:upper(), list = { pw:reverse() } } } end
-    error("failed with " .. pw:upper() .. " and " .. core.b64encode(pw, true))
+    error("failed with " .. pw:upper() .. " and " .. sys.b64encode(pw, true))
   end } } }
 
 local srv = assert(server.start { listen = "127.0.0.1:0", handler = serve.handle, max_body = 2 << 20 })
@@ -55,7 +56,7 @@ local stop = log.subscribe(function(_, comp, msg) lines[#lines + 1] = comp .. " 
 local function leaks(text, secret)
   local found = {}
   for what, v in pairs { plain = secret, upper = secret:upper(), lower = secret:lower(), reversed = secret:reverse(),
-    base64 = core.b64encode(secret), base64url = core.b64encode(secret, true) } do
+    base64 = sys.b64encode(secret), base64url = sys.b64encode(secret, true) } do
     if text:find(v, 1, true) then found[#found + 1] = what end
   end
   table.sort(found)

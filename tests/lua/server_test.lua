@@ -1,8 +1,8 @@
 -- The HTTP server: requests from libmicrohttpd threads become tasks on the
 -- engine; answers go back through suspended connections.
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local server = require "hypd.http_server"
+local hserver = require "hypd._server"
 local http = require "hypd.http"
 local task = require "hypd.task"
 local H = dofile("tests/lua/helpers.lua")
@@ -116,7 +116,7 @@ t.test("two servers run at once, each with its own handler; stopping one leaves 
   local b = assert(server.start { handler = function(req) return { body = "b " .. req.server } end })
   local ok, err = pcall(function()
     t.ok(a.handle ~= b.handle and a.port ~= b.port, "distinct handles and ports")
-    t.eq(core.listening(), 2)
+    t.eq(hserver.listening(), 2)
     local tasks = {}
     for i = 1, 20 do
       local srv = i % 2 == 0 and a or b
@@ -127,16 +127,16 @@ t.test("two servers run at once, each with its own handler; stopping one leaves 
       t.eq(body, i % 2 == 0 and "a " .. a.handle or "b " .. b.handle)
     end
     a:stop()
-    t.eq(core.listening(), 1)
+    t.eq(hserver.listening(), 1)
     local gone, gone_err = http.request { url = "http://127.0.0.1:" .. a.port .. "/", timeout = 5 }
     t.fails(gone, gone_err, "CONNECT")
     t.eq(http.request { url = "http://127.0.0.1:" .. b.port .. "/" }.body, "b " .. b.handle)
-    t.eq(core.server_respond(a.handle, 1, 200, {}, ""), false, "a stopped server answers nothing")
+    t.eq(hserver.respond(a.handle, 1, 200, {}, ""), false, "a stopped server answers nothing")
   end)
   a:stop()
   b:stop()
   if not ok then error(err, 0) end
-  t.eq(core.listening(), nil)
+  t.eq(hserver.listening(), nil)
 end)
 
 t.test("a TLS server answers over https, with an EC or an RSA key, and streams", function()

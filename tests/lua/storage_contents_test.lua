@@ -7,10 +7,10 @@
 -- and storage_delete with force empties the versioned bucket (boto3 finds
 -- no bucket after).
 local t = require "hypd.tap"
-local core = require "hypd.core"
 local json = require "hypd.json"
 local op = require "hypd.tool.operations"
 local dispatch = require "hypd.tool.dispatch"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -49,10 +49,10 @@ t.test("a sandbox process, an EKS cluster with the Mountpoint add-on (boto3), an
     kc.env = env
     t.ok(env.AWS_ENDPOINT_URL, "the sandbox started")
     -- this process reaches it the standard way, as `hypd serve` would
-    core.setenv("AWS_PROFILE")
-    core.setenv("AWS_SESSION_TOKEN")
-    for svc in pairs(require("hypd.aws").SERVICES) do core.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
-    for k, v in pairs(env) do core.setenv(k, v) end
+    sys.setenv("AWS_PROFILE")
+    sys.setenv("AWS_SESSION_TOKEN")
+    for svc in pairs(require("hypd.aws").SERVICES) do sys.setenv("AWS_ENDPOINT_URL_" .. svc:upper()) end
+    for k, v in pairs(env) do sys.setenv(k, v) end
     require("hypd.tool.loader").load()
     local rc, out, err = py("cluster " .. NAME)
     t.eq(rc, 0, err)

@@ -25,7 +25,7 @@ local ADMIN = { name = "admin", scope = "admin", front = "test" }
 
 local TAG, EKS, HP = "tdn", "hypd-tdn", "hypd-tdn-hp"
 local DATA = "hypd-tdn-data-123456789012-us-west-2"
-local LIFECYCLE = "hypd-tdn-lifecycle-" .. require("hypd.core").digest("sha256", "123456789012/us-west-2", "hex"):sub(1, 8)
+local LIFECYCLE = "hypd-tdn-lifecycle-" .. require("hypd.sys").digest("sha256", "123456789012/us-west-2", "hex"):sub(1, 8)
 local ROLE = "hypd-tdn-hyperpod-exec"
 local W = {} -- what the build made: vpc, subnet
 

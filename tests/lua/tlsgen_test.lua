@@ -1,9 +1,10 @@
--- Certificates made in C (core.tls_cert): a CA and the server certificates
+-- Certificates made in C (sys.tls_cert): a CA and the server certificates
 -- it signs, checked with the openssl command line and over real HTTPS.
 local t = require "hypd.tap"
 local core = require "hypd.core"
 local http = require "hypd.http"
 local server = require "hypd.http_server"
+local sys = require "hypd.sys"
 local H = dofile("tests/lua/helpers.lua")
 
 local dir = H.tmpdir()
@@ -16,8 +17,8 @@ end
 
 local function save(name, pem) return H.write(dir .. "/" .. name, pem) end
 
-local ca_pem, ca_key = assert(core.tls_cert { cn = "hypd test CA", ca = true })
-local leaf_pem, leaf_key = assert(core.tls_cert { cn = "kube-apiserver", ips = { "127.0.0.1", "::1" },
+local ca_pem, ca_key = assert(sys.tls_cert { cn = "hypd test CA", ca = true })
+local leaf_pem, leaf_key = assert(sys.tls_cert { cn = "kube-apiserver", ips = { "127.0.0.1", "::1" },
   dns = { "localhost" }, issuer_cert_pem = ca_pem, issuer_key_pem = ca_key })
 local ca_file, leaf_file = save("ca.pem", ca_pem), save("leaf.pem", leaf_pem)
 
@@ -72,20 +73,20 @@ t.test("validity runs from an hour ago for 3650 days unless days says otherwise"
     "not yet valid two hours ago")
   t.eq(openssl("x509 -noout -checkend " .. 3649 * 86400 .. " -in " .. ca_file), 0)
   t.ok(openssl("x509 -noout -checkend " .. 3651 * 86400 .. " -in " .. ca_file) ~= 0, "expires after 3650 days")
-  local short = save("short.pem", assert(core.tls_cert { cn = "short", days = 2 }))
+  local short = save("short.pem", assert(sys.tls_cert { cn = "short", days = 2 }))
   t.eq(openssl("x509 -noout -checkend " .. 86400 .. " -in " .. short), 0)
   t.ok(openssl("x509 -noout -checkend " .. 3 * 86400 .. " -in " .. short) ~= 0, "expires after 2 days")
 end)
 
 t.test("every certificate gets its own key and serial", function()
-  local a = assert(core.tls_cert { cn = "same" })
-  local b = assert(core.tls_cert { cn = "same" })
+  local a = assert(sys.tls_cert { cn = "same" })
+  local b = assert(sys.tls_cert { cn = "same" })
   t.ok(a ~= b, "two certificates differ")
 end)
 
 t.test("bad options return VALIDATION naming the field", function()
   local function field(opts)
-    local cert, err = core.tls_cert(opts)
+    local cert, err = sys.tls_cert(opts)
     t.fails(cert, err, "VALIDATION")
     return err.field, err.message
   end
@@ -118,7 +119,7 @@ t.test("an HTTPS server with the leaf answers a client that trusts only the CA",
   end })
   local by_ip, err = http.request { url = "https://127.0.0.1:" .. srv.port .. "/ip", ca_pem = ca_pem }
   local by_name, err2 = http.request { url = "https://localhost:" .. srv.port .. "/name", ca_pem = ca_pem }
-  local other_ca = assert(core.tls_cert { cn = "another CA", ca = true })
+  local other_ca = assert(sys.tls_cert { cn = "another CA", ca = true })
   local untrusted, err3 = http.request { url = "https://127.0.0.1:" .. srv.port .. "/", ca_pem = other_ca }
   srv:stop()
   t.eq(err, nil)

@@ -37,6 +37,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -53,7 +54,7 @@ local failures = {}   -- peer -> { mono timestamps of recent failures }
 local known = {}      -- hash -> true: registered with the redaction
 local touched = {}    -- hash -> mono time last_used_at was written
 
-local function hash(token) return core.digest("sha256", token, "hex") end
+local function hash(token) return sys.digest("sha256", token, "hex") end
 
 local function info(h, rec)
   return { id = h:sub(1, 8), name = rec.name, scope = rec.scope, created_at = rec.created_at,
@@ -104,7 +105,7 @@ function M.create(opts)
         name .. ")", { field = "name" })
     end
   end
-  local token = "hypd_" .. core.b64encode(core.random_bytes(32), true)
+  local token = "hypd_" .. sys.b64encode(sys.random_bytes(32), true)
   core.add_secret(token)
   local h = hash(token)
   known[h] = true
@@ -210,7 +211,7 @@ local codes = {} -- hash of a login code -> { scope, expires (mono) }
 function M.login_code(opts)
   opts = opts or {}
   assert(M.SCOPES[opts.scope or "admin"], "login_code: a scope")
-  local code = core.b64encode(core.random_bytes(24), true)
+  local code = sys.b64encode(sys.random_bytes(24), true)
   core.add_secret(code)
   codes[hash(code)] = { scope = opts.scope or "admin", expires = core.mono() + (opts.ttl or M.LOGIN_TTL) }
   return code
@@ -231,7 +232,7 @@ function M.exchange(code, peer)
     return failed(peer, "this sign-in link is not valid: it was used already, has expired, or belongs to another " ..
       "start of the server (each start prints a new one; or sign in with a token)")
   end
-  local name = "web-" .. (core.random_bytes(4):gsub(".", function(b) return string.format("%02x", b:byte()) end))
+  local name = "web-" .. (sys.random_bytes(4):gsub(".", function(b) return string.format("%02x", b:byte()) end))
   local token, info_or_err = M.create { name = name, scope = c.scope, ttl = M.WEB_TTL, sign_in = true }
   if not token then return nil, info_or_err end
   store.event("audit", nil, { action = "token.login", token = name, scope = c.scope })

@@ -33,6 +33,7 @@ local rest = require "hypd.api.rest"
 local sched = require "hypd._sched"
 local server = require "hypd.http_server"
 local statelock = require "hypd.statelock"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local web = require "hypd.api.web"
 local ws = require "hypd.api.ws"
@@ -114,10 +115,10 @@ end
 local function sandbox_env(sandbox, port)
   local env = sandbox.env(port)
   -- nothing may take precedence over the sandbox's endpoint and keys
-  core.setenv("AWS_PROFILE")
-  core.setenv("AWS_SESSION_TOKEN")
-  for svc in pairs(aws.SERVICES) do core.setenv(aws.endpoint_env(svc)) end
-  for k, v in pairs(env) do core.setenv(k, v) end
+  sys.setenv("AWS_PROFILE")
+  sys.setenv("AWS_SESSION_TOKEN")
+  for svc in pairs(aws.SERVICES) do sys.setenv(aws.endpoint_env(svc)) end
+  for k, v in pairs(env) do sys.setenv(k, v) end
   return env
 end
 

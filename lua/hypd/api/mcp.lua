@@ -35,6 +35,7 @@ local log = require "hypd.log"
 local op = require "hypd.tool.operations"
 local dispatch = require "hypd.tool.dispatch"
 local tool = require "hypd.tool.registry"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -318,7 +319,7 @@ local function read_file(path)
 end
 
 local function list_dir(dir)
-  return core.listdir(dir) or {}
+  return sys.listdir(dir) or {}
 end
 
 local function skills_dirs()

@@ -25,6 +25,7 @@
 local core = require "hypd.core"
 local json = require "hypd.json"
 local mcp = require "hypd.api.mcp"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
 
@@ -128,7 +129,7 @@ local function new_session(caller)
     return nil, refuse(503, "Service Unavailable: the server holds " .. M.MAX_SESSIONS .. " MCP sessions; " ..
       "end unused ones (DELETE /mcp) or retry later", nil, { ["retry-after"] = "60" })
   end
-  local id = core.random_bytes(16):gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  local id = sys.random_bytes(16):gsub(".", function(c) return string.format("%02x", c:byte()) end)
   local s = { session = mcp.session { caller = caller, backend = M.backend }, owner = who, used = now() }
   sessions[id], nsessions = s, nsessions + 1
   return id, s

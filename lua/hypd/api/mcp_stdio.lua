@@ -12,7 +12,7 @@
 -- $HYPD_TOKEN (or opts.token; hypd.api.mcp_remote); the prompts are the
 -- local skills.
 --
--- Standard input is read on a worker (core.stdin_line), so tool calls that
+-- Standard input is read on a worker (sys.stdin_line), so tool calls that
 -- wait on AWS or HTTP keep running; each request runs as its own task and
 -- answers when done, in any order. notifications/cancelled stops the
 -- request it names, which then gets no answer. At the end of input the
@@ -30,6 +30,7 @@ local log = require "hypd.log"
 local mcp = require "hypd.api.mcp"
 local op = require "hypd.tool.operations"
 local sched = require "hypd._sched"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 local loader = require "hypd.tool.loader"
 local mcp_remote = require "hypd.api.mcp_remote"
@@ -41,7 +42,7 @@ M.CALLER = { name = "stdio", scope = "admin", front = "mcp-stdio" }
 -- read_stdin() -> line | nil | nil, err | false
 function M.read_stdin()
   while true do
-    local id, err = core.stdin_line()
+    local id, err = sys.stdin_line()
     if not id then return nil, err end
     local r = sched.await("job", id)
     if r.line then return r.line end

@@ -2,10 +2,10 @@
 -- template with its labels ({name}, greedy {Key+}), query-string members,
 -- header members and header maps (x-amz-meta-*), and the same members read
 -- back from a response.
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -24,8 +24,8 @@ local function text(model, head, traits, v, ts_default)
   end
   if typ == "integer" or typ == "long" then return string.format("%d", math.tointeger(v)) end
   if typ == "double" or typ == "float" then return S.number_text(v) end
-  if typ == "blob" then return core.b64encode(v) end
-  if typ == "string" and traits.jsonvalue then return core.b64encode(json.encode(v)) end
+  if typ == "blob" then return sys.b64encode(v) end
+  if typ == "string" and traits.jsonvalue then return sys.b64encode(json.encode(v)) end
   return tostring(v)
 end
 
@@ -34,9 +34,20 @@ local function header_list_item(s)
   return s
 end
 
--- build(model, op, params) -> req, body_members (a set of member names
--- left for the body), or nil, err
-function M.build(model, op, params)
+-- payload(model, shape) -> the member named by the shape's payload trait,
+-- and whether it goes as is (a blob or a string), or nil when none
+function M.payload(model, shape)
+  local m = shape.payload and S.index(shape)[shape.payload]
+  if not m then return nil end
+  local typ = S.kind(model, m[2])
+  return m, typ == "blob" or typ == "string"
+end
+
+-- bind(model, op, params) -> req, input | nil, err: req has every member
+-- bound to the URI, query string and headers, and an empty body; input =
+-- {shape, members (the set of member names left for the body), payload,
+-- raw (see payload)}, nil when the operation takes no input
+local function bind(model, op, params)
   local template = op.uri or "/"
   local path, static = template:match("^([^?]*)%??(.*)$")
   local query, headers, labels, body_members = {}, {}, {}, {}
@@ -117,19 +128,37 @@ function M.build(model, op, params)
     end
     return nil, bad(field, "is required and must not be empty (it is part of the URI)")
   end
-  return {
+  local req = {
     method = op.method or "POST",
     path = path,
     query = table.concat(query, "&"),
     headers = headers,
     body = "",
     bucket = bucket,
-  }, body_members
+  }
+  if not shape then return req end
+  local pm, raw = M.payload(model, shape)
+  return req, { shape = shape, members = body_members, payload = pm, raw = raw }
+end
+
+-- build(model, op, params, encode) -> req | nil, err: the request, its
+-- body from encode(input) -> body [, content-type] when the operation takes
+-- input (the content-type is set when the body is not empty and no member
+-- set one)
+function M.build(model, op, params, encode)
+  local req, input = bind(model, op, params)
+  if not req or not input then return req, input end
+  local body, content_type = encode(input)
+  req.body = body
+  if content_type and body ~= "" and not req.headers["content-type"] then
+    req.headers["content-type"] = content_type
+  end
+  return req
 end
 
 -- parse_headers(model, shape, resp, out): sets the members of out that the
 -- response carries in its status line and headers
-function M.parse_headers(model, shape, resp, out)
+local function parse_headers(model, shape, resp, out)
   local h = resp.headers or {}
   for _, m in ipairs(shape[2]) do
     local loc = m.loc
@@ -165,6 +194,28 @@ end
 function M.request_id(resp)
   local h = resp.headers or {}
   return h["x-amzn-requestid"] or h["x-amz-request-id"]
+end
+
+-- parse(model, op, resp, decode) -> out | nil, err: a successful response's
+-- members from its headers, a raw payload member as the body is, the others
+-- from decode(shape, payload member or nil, out) -> true | nil, err, and
+-- ResponseMetadata.RequestId
+function M.parse(model, op, resp, decode)
+  local out = json.object()
+  local shape = op.output and model.shapes[op.output]
+  if shape then
+    parse_headers(model, shape, resp, out)
+    local pm, raw = M.payload(model, shape)
+    if pm and raw then
+      out[pm[1]] = resp.body or ""
+    else
+      local ok, err = decode(shape, pm, out)
+      if not ok then return nil, err end
+    end
+  end
+  local rid = M.request_id(resp)
+  if rid then out.ResponseMetadata = { RequestId = rid } end
+  return out
 end
 
 return M

@@ -17,9 +17,9 @@
 -- { code = "ResourceNotFoundException", message, status, request_id,
 -- type = "Sender" | nil }; bad parameters fail with VALIDATION naming the
 -- field ("Filters[1].Name") before anything is built.
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local S = require "hypd.aws.shape"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -89,7 +89,7 @@ function M.build(model, name, params)
     if not req.host_prefix then return nil, err end
   end
   if op.checksum_required and not req.headers["content-md5"] then
-    req.headers["content-md5"] = core.digest("md5", req.body, "base64")
+    req.headers["content-md5"] = sys.digest("md5", req.body, "base64")
   end
   req.idempotency_token_filled = filled
   req.class = op.class

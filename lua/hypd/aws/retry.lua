@@ -9,7 +9,7 @@
 -- retried only when the service cannot have acted on it: throttling errors
 -- (rejected before processing) and connections that were never made. A
 -- 5xx, a timeout or a reset after sending is not retried for such a call.
-local core = require "hypd.core"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -74,7 +74,7 @@ function M.delay(attempt, kind, rand)
   local base = kind == "throttling" and THROTTLE_BASE or BASE
   local ceiling = math.min(MAX_BACKOFF, base * 2 ^ (attempt - 1))
   rand = rand or function()
-    local b = core.random_bytes(4)
+    local b = sys.random_bytes(4)
     return (string.unpack("<I4", b)) / 4294967296
   end
   return rand() * ceiling

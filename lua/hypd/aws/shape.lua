@@ -2,9 +2,9 @@
 -- references of a generated model (lua/hypd/aws/models/*.lua, described in
 -- mk/aws_models.py), checking parameters against them, timestamps,
 -- scalars, percent-encoding and UUIDs.
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -189,7 +189,7 @@ end
 function M.parse_scalar(typ, text, traits)
   if typ == "string" then
     if traits and traits.jsonvalue then
-      return json.decode(core.b64decode(text) or "") or text
+      return json.decode(sys.b64decode(text) or "") or text
     end
     return text
   elseif typ == "integer" or typ == "long" then
@@ -205,7 +205,7 @@ function M.parse_scalar(typ, text, traits)
   elseif typ == "timestamp" then
     return M.output_timestamp(text)
   elseif typ == "blob" then
-    return core.b64decode((text:gsub("%s", ""))) or text
+    return sys.b64decode((text:gsub("%s", ""))) or text
   end
   return text
 end
@@ -227,7 +227,7 @@ end
 
 -- uuid4() -> a random UUID (version 4)
 function M.uuid4()
-  local b = { core.random_bytes(16):byte(1, 16) }
+  local b = { sys.random_bytes(16):byte(1, 16) }
   b[7] = (b[7] & 0x0f) | 0x40
   b[9] = (b[9] & 0x3f) | 0x80
   return string.format("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",

@@ -3,9 +3,9 @@
 -- { name, attrs, text, [1..n] = children }); writing produces the few XML
 -- bodies restXml sends (S3 configurations, DeleteObjects), the way
 -- botocore's ElementTree writes them.
-local core = require "hypd.core"
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -175,7 +175,7 @@ write = function(buf, model, head, traits, v, name)
   if typ == "boolean" then
     text = v and "true" or "false"
   elseif typ == "blob" then
-    text = core.b64encode(v)
+    text = sys.b64encode(v)
   elseif typ == "timestamp" then
     text = S.format_timestamp(v, traits.ts or "iso8601")
     if type(text) == "number" then text = S.number_text(text) end

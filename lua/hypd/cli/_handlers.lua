@@ -9,6 +9,7 @@ local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local runner = require "hypd.runner"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -62,7 +63,7 @@ function M.kubeconfig(o)
     say(text)
     return 0
   end
-  local ok, werr = core.write_private(o.write, text)
+  local ok, werr = sys.write_private(o.write, text)
   if not ok then
     io.stderr:write("hypd: cannot write ", o.write, ": ", tostring(werr.message), "\n")
     return 1

@@ -10,6 +10,7 @@
 -- same state) instead of cancelling it.
 local auth = require "hypd.api.auth"
 local core = require "hypd.core"
+local sys = require "hypd.sys"
 local errors = require "hypd.errors"
 local http = require "hypd.http"
 local json = require "hypd.json"
@@ -150,7 +151,7 @@ end
 -- its task here stops without ending it: the host was interrupted)
 local function follow_local(id, show_phases)
   if not show_phases then return run(op.wait, id) end
-  local p = progress.new(io.stderr, id, core.isatty(2))
+  local p = progress.new(io.stderr, id, sys.isatty(2))
   local ok, err = run(follow, p, function(after, wait)
     local r, ferr = op.events(id, after, 200, wait)
     if r and r.status == "running" and #r.events == 0 and not op.active()[id] then r.status = "interrupted" end
@@ -259,7 +260,7 @@ end
 -- follows an operation on a server through its events, then fetches its
 -- final view
 local function follow_remote(base, token, id)
-  local p = progress.new(io.stderr, id, core.isatty(2))
+  local p = progress.new(io.stderr, id, sys.isatty(2))
   local ok, err = follow(p, function(after, wait)
     return api_request(base, token, "GET", "/operations/" .. id .. "/events?after=" .. after ..
       "&wait_seconds=" .. wait)

@@ -39,6 +39,7 @@ local json = require "hypd.json"
 local classify = require "hypd.k8s.classify"
 local kubeconfig = require "hypd.k8s.kubeconfig"
 local log = require "hypd.log"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -81,7 +82,7 @@ function M.connect(args)
   end
   local prep = eks.prepare { cluster = args.cluster, region = region, profile = profile,
     sts_endpoint_url = args.endpoint_url }
-  return new { server = c.endpoint, ca_pem = core.b64decode(ca),
+  return new { server = c.endpoint, ca_pem = sys.b64decode(ca),
     eks = { cluster = args.cluster, region = prep.region, profile = profile, sts_url = prep.sts_url } }
 end
 

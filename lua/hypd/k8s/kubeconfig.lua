@@ -14,6 +14,7 @@
 local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local yaml = require "hypd.yaml"
 
 local M = {}
@@ -109,7 +110,7 @@ function M.parse(text, file, context)
   out.server = out.server:gsub("/+$", "")
   local ca_data = str(cluster["certificate-authority-data"], "certificate-authority-data", file)
   if ca_data then
-    out.ca_pem = core.b64decode((ca_data:gsub("[\r\n]", ""))) -- line breaks are ignored, as in Go
+    out.ca_pem = sys.b64decode((ca_data:gsub("[\r\n]", ""))) -- line breaks are ignored, as in Go
     if not out.ca_pem then
       errors.raise("VALIDATION", file .. ": certificate-authority-data is not base64",
         { field = "certificate-authority-data" })

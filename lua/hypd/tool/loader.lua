@@ -30,6 +30,7 @@ local log = require "hypd.log"
 local playbook = require "hypd.playbook"
 local tool = require "hypd.tool.registry"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -146,15 +147,15 @@ end
 
 -- playbook_files(dir) -> {{path, module}} | nil, refusal
 local function playbook_files(dir)
-  local st = core.stat(dir)
+  local st = sys.stat(dir)
   if not st then return {} end
   local why = loose(dir, st)
   if why then return nil, why end
   local out = {}
   local function scan(sub, prefix)
-    for _, f in ipairs(core.listdir(sub) or {}) do
+    for _, f in ipairs(sys.listdir(sub) or {}) do
       local path = sub .. "/" .. f
-      local fst = core.stat(path)
+      local fst = sys.stat(path)
       local base = f:match("^([%w_%-]+)%.lua$")
       if fst and fst.type == "file" and base and base:sub(1, 1) ~= "_" then
         out[#out + 1] = { path = path, module = prefix .. base, st = fst }

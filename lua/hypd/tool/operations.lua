@@ -25,6 +25,7 @@ local registry = require "hypd.tool.registry"
 local secrets = require "hypd.secrets"
 local statelock = require "hypd.statelock"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -319,7 +320,7 @@ local function launch(rec, def, params)
 end
 
 local function new_id()
-  return "op-" .. (core.random_bytes(8):gsub(".", function(c) return string.format("%02x", c:byte()) end))
+  return "op-" .. (sys.random_bytes(8):gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 
 local function accepted(rec, def, existing)

@@ -18,6 +18,7 @@ local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
 local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
+local sys = require "hypd.sys"
 
 local M = {}
 local STREAMS, refuse_stream, rules_review, token_request, evict
@@ -171,7 +172,7 @@ local function list(cl, r, rt, q, req)
   local all = cl:list(r, rt.ns)
   local start = 1
   if q.continue and q.continue ~= "" then
-    local tok = json.decode(core.b64decode(q.continue) or "")
+    local tok = json.decode(sys.b64decode(q.continue) or "")
     if type(tok) ~= "table" or type(tok.after) ~= "string" then
       return fail(400, "BadRequest", "continue key is not valid: invalid continue token")
     end
@@ -188,7 +189,7 @@ local function list(cl, r, rt, q, req)
     if match(o) then
       if limit > 0 and #items >= limit then
         local last = items[#items]
-        cont = core.b64encode(json.encode { rv = cl.rv, after = (last.metadata.namespace or "") .. "/" .. last.metadata.name })
+        cont = sys.b64encode(json.encode { rv = cl.rv, after = (last.metadata.namespace or "") .. "/" .. last.metadata.name })
         for j = i, #all do if match(all[j]) then remaining = remaining + 1 end end
         break
       end
@@ -314,28 +315,32 @@ local function check_identity(r, rt, obj)
   return nil
 end
 
+-- object(r, rt, req, q) -> obj, warnings | nil, nil, the answer: the
+-- request's object, decoded, named as the URL names it and validated
+local function object(r, rt, req, q)
+  local obj, err = decode_body(req)
+  if not obj then return nil, nil, failure(err) end
+  err = check_identity(r, rt, obj)
+  if err then return nil, nil, failure(err) end
+  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return nil, nil, failure(refused) end
+  return obj, warnings
+end
+
 -- create, update, patch and delete take dry: under dryRun=All the answer is
 -- what the API server would answer, and nothing is written (no
 -- resourceVersion, no watch event, no controller, no garbage collection)
 local function create(cl, r, rt, req, q, dry)
-  local obj, err = decode_body(req)
-  if not obj then return failure(err) end
-  err = check_identity(r, rt, obj)
-  if err then return failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
-  if refused then return failure(refused) end
+  local obj, warnings, answer = object(r, rt, req, q)
+  if not obj then return answer end
   local out, st = cl:create(r, obj, { manager = manager(req, q), dry = dry })
   if not out then return failure(st) end
   return warned(reply(201, out), warnings)
 end
 
 local function replace(cl, r, rt, req, q, dry)
-  local obj, err = decode_body(req)
-  if not obj then return failure(err) end
-  err = check_identity(r, rt, obj)
-  if err then return failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
-  if refused then return failure(refused) end
+  local obj, warnings, answer = object(r, rt, req, q)
+  if not obj then return answer end
   local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
   return warned(reply(200, out), warnings)
@@ -725,15 +730,15 @@ token_request = function(cl, r, rt, req)
       "spec.expirationSeconds: Invalid value: %d: may not specify a duration less than 10 minutes", rt.name, seconds))
   end
   local now = math.floor(core.now())
-  local function b64url(t) return core.b64encode(json.encode(t), true) end
+  local function b64url(t) return sys.b64encode(json.encode(t), true) end
   local claims = { aud = audiences, iat = now, nbf = now, exp = now + seconds,
     iss = "https://oidc.eks." .. cl.region .. ".amazonaws.com/id/" ..
-      core.digest("sha256", cl.name, "hex"):sub(1, 32):upper(),
+      sys.digest("sha256", cl.name, "hex"):sub(1, 32):upper(),
     sub = "system:serviceaccount:" .. rt.ns .. ":" .. rt.name,
     ["kubernetes.io"] = { namespace = rt.ns, serviceaccount = { name = rt.name, uid = sa.metadata.uid } } }
-  local unsigned = b64url { alg = "RS256", kid = core.digest("sha256", cl.name .. "/sa", "hex"):sub(1, 40) } ..
+  local unsigned = b64url { alg = "RS256", kid = sys.digest("sha256", cl.name .. "/sa", "hex"):sub(1, 40) } ..
     "." .. b64url(claims)
-  local token = unsigned .. "." .. core.b64encode(core.digest("sha256", unsigned, "raw"), true)
+  local token = unsigned .. "." .. sys.b64encode(sys.digest("sha256", unsigned, "raw"), true)
   return reply(201, { kind = "TokenRequest", apiVersion = "authentication.k8s.io/v1",
     metadata = { name = rt.name, namespace = rt.ns, creationTimestamp = objects.rfc3339(now) },
     spec = { audiences = audiences, expirationSeconds = seconds, boundObjectRef = spec.boundObjectRef },

@@ -5,6 +5,7 @@
 local awsauth = require "sandbox.auth"
 local core = require "hypd.core"
 local state = require "sandbox.state"
+local sys = require "hypd.sys"
 
 local M = {}
 M.WINDOW = 15 * 60
@@ -19,7 +20,7 @@ M.sts_hosts = {}
 local function b64url_decode(s)
   s = s:gsub("-", "+"):gsub("_", "/")
   s = s .. string.rep("=", (4 - #s % 4) % 4)
-  return core.b64decode(s)
+  return sys.b64decode(s)
 end
 
 local function reject(why) return nil, why end

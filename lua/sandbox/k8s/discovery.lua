@@ -1,9 +1,9 @@
 -- sandbox.k8s.discovery: what clients read before they touch an object:
 -- /version, /api, /apis, the per-group-version resource lists and the
 -- OpenAPI v3 documents kubectl needs for server-side field validation.
-local core = require "hypd.core"
 local json = require "hypd.json"
 local openapi = require "sandbox.k8s.openapi"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -12,9 +12,9 @@ local PATCH = { ["1.28"] = 15, ["1.29"] = 14, ["1.30"] = 12, ["1.31"] = 9, ["1.3
 function M.version(k8s_version)
   local major, minor = tostring(k8s_version or "1.34"):match("^(%d+)%.(%d+)")
   local git = string.format("v%s.%s.%d-eks-%s", major, minor, PATCH[k8s_version] or 0,
-    core.digest("sha256", k8s_version or "", "hex"):sub(1, 7))
+    sys.digest("sha256", k8s_version or "", "hex"):sub(1, 7))
   return { major = major, minor = minor .. "+", gitVersion = git, emulationMajor = major, emulationMinor = minor,
-    gitCommit = core.digest("sha256", git, "hex"):sub(1, 40), gitTreeState = "clean", buildDate = "2026-10-01T00:00:00Z",
+    gitCommit = sys.digest("sha256", git, "hex"):sub(1, 40), gitTreeState = "clean", buildDate = "2026-10-01T00:00:00Z",
     goVersion = "go1.24.9", compiler = "gc", platform = "linux/amd64" }
 end
 
@@ -58,7 +58,7 @@ function M.resource_list(reg, group, version)
       out[#out + 1] = { name = r.resource, singularName = r.singular, namespaced = r.namespaced, kind = r.kind,
         verbs = r.verbs, shortNames = #short > 0 and short or nil,
         categories = r.categories,
-        storageVersionHash = core.b64encode(core.digest("sha256", r.group .. r.resource, "raw"):sub(1, 8)) }
+        storageVersionHash = sys.b64encode(sys.digest("sha256", r.group .. r.resource, "raw"):sub(1, 8)) }
       if r.status then
         out[#out + 1] = { name = r.resource .. "/status", singularName = "", namespaced = r.namespaced,
           kind = r.kind, verbs = { "get", "patch", "update" } }
@@ -112,7 +112,7 @@ function M.openapi_index(reg)
       for _, x in ipairs(reg.list) do
         if gv_path(x.group, x.version) == p and x.crd then parts[#parts + 1] = x.crd .. json.encode(x.schema or {}) end
       end
-      local hash = core.digest("sha256", table.concat(parts, "|"), "hex"):sub(1, 16):upper()
+      local hash = sys.digest("sha256", table.concat(parts, "|"), "hex"):sub(1, 16):upper()
       paths[p] = { serverRelativeURL = "/" .. p .. "?hash=" .. hash }
       paths[p].serverRelativeURL = "/openapi/v3/" .. p .. "?hash=" .. hash
     end

@@ -7,7 +7,6 @@
 -- sandbox serves each cluster again on the same endpoint with the same CA.
 local api = require "sandbox.k8s.api"
 local audit = require "sandbox.k8s.audit"
-local core = require "hypd.core"
 local json = require "hypd.json"
 local kauth = require "sandbox.k8s.auth"
 local log = require "hypd.log"
@@ -15,6 +14,7 @@ local objects = require "sandbox.k8s.objects"
 local resources = require "sandbox.k8s.resources"
 local server = require "hypd.http_server"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -27,8 +27,8 @@ local function material(region, name)
   local k = tls_key(region, name)
   local m = store.get(k)
   if m then return m end
-  local ca_cert, ca_key = assert(core.tls_cert { cn = "kubernetes", ca = true })
-  local cert, key = assert(core.tls_cert { cn = "kube-apiserver", issuer_cert_pem = ca_cert, issuer_key_pem = ca_key,
+  local ca_cert, ca_key = assert(sys.tls_cert { cn = "kubernetes", ca = true })
+  local cert, key = assert(sys.tls_cert { cn = "kube-apiserver", issuer_cert_pem = ca_cert, issuer_key_pem = ca_key,
     ips = { "127.0.0.1" }, dns = { "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc" } })
   m = { ca_cert = ca_cert, ca_key = ca_key, cert = cert, key = key, port = 0 }
   assert(store.put(k, m))
@@ -107,7 +107,7 @@ function M.serve(region, c)
     for _, ctl in ipairs(M.controllers) do ctl(cl, region, c) end
     log.info("sandbox", "cluster %s: Kubernetes API on https://127.0.0.1:%d", c.name, srv.port)
   end
-  return "https://127.0.0.1:" .. running[id].port, core.b64encode(m.ca_cert)
+  return "https://127.0.0.1:" .. running[id].port, sys.b64encode(m.ca_cert)
 end
 
 -- stop(region, name [, forget]): the cluster's server stops; forget drops its

@@ -9,9 +9,9 @@
 -- fraction of the request between 20% and 60% for CPU, 30% and 70% for
 -- memory, from a hash of the pod and container names), and per node the
 -- sum of its running pods plus what the node's system daemons take.
-local core = require "hypd.core"
 local json = require "hypd.json"
 local objects = require "sandbox.k8s.objects"
+local sys = require "hypd.sys"
 local quantity = require("sandbox.k8s.controllers._ctl").quantity
 local select = require "sandbox.k8s.select"
 
@@ -41,7 +41,7 @@ end
 
 -- fraction(s, lo, hi) -> a number in [lo, hi) that depends only on s
 local function fraction(s, lo, hi)
-  local h = tonumber(core.digest("sha256", s, "hex"):sub(1, 8), 16)
+  local h = tonumber(sys.digest("sha256", s, "hex"):sub(1, 8), 16)
   return lo + (hi - lo) * (h % 10000) / 10000
 end
 

@@ -9,6 +9,7 @@ local log = require "hypd.log"
 local merge = require "sandbox.k8s.merge"
 local resources = require "sandbox.k8s.resources"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -20,7 +21,7 @@ local function rfc3339(t) return os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(t)) e
 M.rfc3339 = rfc3339
 
 local function uuid()
-  local b = { core.random_bytes(16):byte(1, 16) }
+  local b = { sys.random_bytes(16):byte(1, 16) }
   b[7] = (b[7] & 0x0f) | 0x40
   b[9] = (b[9] & 0x3f) | 0x80
   local h = {}
@@ -197,7 +198,7 @@ function Cluster:create(r, obj, opts)
   local md = obj.metadata or json.object()
   obj.metadata = md
   if (md.name == nil or md.name == "") and md.generateName then
-    md.name = md.generateName .. core.random_bytes(3):gsub(".", function(c)
+    md.name = md.generateName .. sys.random_bytes(3):gsub(".", function(c)
       return string.format("%x", c:byte() % 36 < 26 and 10 + c:byte() % 26 or c:byte() % 10)
     end):sub(1, 5)
   end

@@ -15,8 +15,8 @@
 --
 -- decode(body) -> object | nil, why. message(full_name) -> descriptor |
 -- nil. for_kind(apiVersion, kind) -> full message name | nil.
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -113,7 +113,7 @@ local function scalar(ty, wt, v)
   local f = FIXED[ty]
   if f then return (string.unpack(f, v)) end
   if wt ~= 2 then error("field of type " .. ty .. " with wire type " .. wt, 0) end
-  if ty == "bytes" then return core.b64encode(v) end
+  if ty == "bytes" then return sys.b64encode(v) end
   return v
 end
 

@@ -17,6 +17,7 @@
 -- server.
 local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -35,7 +36,7 @@ M.fail = fail
 local function ms() return math.floor(core.now() * 1000) end
 
 local function hex(n)
-  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+  return (sys.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
 end
 
 local function kinds(s)
@@ -195,13 +196,13 @@ local function page(list, input)
   end
   local offset = 0
   if type(input.page_token) == "string" and input.page_token ~= "" then
-    local ok, t = pcall(function() return json.decode(core.b64decode(input.page_token)) end)
+    local ok, t = pcall(function() return json.decode(sys.b64decode(input.page_token)) end)
     offset = ok and type(t) == "table" and math.tointeger(t.offset) or nil
     if not offset or offset < 0 then fail("INVALID_PARAMETER_VALUE", "Invalid page token, could not base64-decode") end
   end
   local out = json.array()
   for i = offset + 1, math.min(#list, offset + max) do out[#out + 1] = list[i] end
-  local nxt = offset + max < #list and core.b64encode(json.encode { offset = offset + max }) or nil
+  local nxt = offset + max < #list and sys.b64encode(json.encode { offset = offset + max }) or nil
   return out, nxt
 end
 

@@ -12,6 +12,7 @@
 -- (services/sagemaker/quotas).
 local D = require "sandbox.services.eks.deps"
 local core = require "hypd.core"
+local sys = require "hypd.sys"
 local state = require "sandbox.state"
 
 local M = { scope = "regional", operations = {}, transitions = {} }
@@ -28,7 +29,7 @@ M.DEFAULT, M.DEFAULT_SCARCE = 100, 16
 function M.cluster_usage(itype) return itype .. " for cluster usage" end
 
 -- code(name) -> a stable "L-1A2B3C4D" quota code for a quota name
-function M.code(name) return "L-" .. core.digest("sha256", "sagemaker/" .. name, "hex"):sub(1, 8):upper() end
+function M.code(name) return "L-" .. sys.digest("sha256", "sagemaker/" .. name, "hex"):sub(1, 8):upper() end
 
 local function view(region) return state.view(region, "servicequotas") end
 

@@ -5,8 +5,8 @@
 -- issue session credentials through sandbox.auth, which then verifies
 -- requests signed with them (ExpiredToken once they expire).
 local auth = require "sandbox.auth"
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = { scope = "global", operations = {}, transitions = {} }
 local ops = M.operations
@@ -214,7 +214,7 @@ end
 local function b64url(s)
   s = s:gsub("-", "+"):gsub("_", "/")
   s = s .. string.rep("=", (4 - #s % 4) % 4)
-  return core.b64decode(s)
+  return sys.b64decode(s)
 end
 
 -- claims(ctx, token) -> the decoded payload of a JWT, or InvalidIdentityToken

@@ -21,6 +21,7 @@
 -- failed, prerequisite}; prerequisites are listed but not the feature's
 -- own (they stay when it is disabled).
 local Names = require "_names"
+local hash = require "_hash"
 local M = {}
 
 M.FEATURE_TAG = require("_network").FEATURE_KEY
@@ -62,14 +63,9 @@ end
 
 -- fit(name, max) -> name, or a shortened one that stays unique (IAM
 -- names are at most 64 characters, bucket names 63)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%08x", h)
-end
 function M.fit(name, max)
   if #name <= max then return name end
-  return name:sub(1, max - 9) .. "-" .. fnv(name)
+  return name:sub(1, max - 9) .. "-" .. hash.fnv1a(name)
 end
 
 -- names(env) -> what hypd calls each feature's resources (the names
@@ -291,12 +287,6 @@ function M.oidc(ctx, env, feature)
         field_message = feature .. ": the cluster's IAM OIDC provider is missing (cluster_configure_dependencies)" })
   end
   return env.oidc_arn
-end
-
-function M.has_oidc(ctx, env)
-  if not env.oidc_arn then return false end
-  return M.try(ctx, { "NoSuchEntity" }, "iam", "GetOpenIDConnectProvider",
-    { OpenIDConnectProviderArn = env.oidc_arn }) ~= nil
 end
 
 return M

@@ -13,6 +13,8 @@
 -- holds config.json, the weights, the tokenizer. `hf download` first writes
 -- into an emptyDir scratch volume: Mountpoint for S3 cannot rename files or
 -- write them in place, which the CLI's .incomplete files need.
+local hash = require "_hash"
+
 local M = {}
 
 M.MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -48,13 +50,6 @@ M.SCRIPT = table.concat({
   "cp -r /scratch/model/. \"/s3/$DEST_DIR/\"",
 }, "\n")
 
--- fnv(s) -> 6 hex digits (a short stable suffix for names cut to fit)
-local function fnv(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return string.format("%06x", h & 0xffffff)
-end
-
 -- slug(model_id) -> a DNS label part: "Qwen/Qwen2.5-0.5B-Instruct" -> "qwen-qwen2-5-0-5b-instruct"
 function M.slug(id)
   return (id:lower():gsub("[^a-z0-9]+", "-"):gsub("^%-+", ""):gsub("%-+$", ""))
@@ -64,14 +59,14 @@ end
 function M.default_name(id)
   local name = "hf-download-" .. M.slug(id)
   if #name <= 63 then return name end
-  return (name:sub(1, 56):gsub("%-+$", "")) .. "-" .. fnv(id)
+  return (name:sub(1, 56):gsub("%-+$", "")) .. "-" .. hash.fnv1a(id, 6)
 end
 
 -- secret_name(job) -> <job>-hf-token (cut to 63 with a hash)
 function M.secret_name(job)
   local name = job .. "-hf-token"
   if #name <= 63 then return name end
-  return (job:sub(1, 47):gsub("%-+$", "")) .. "-" .. fnv(job) .. "-hf-token"
+  return (job:sub(1, 47):gsub("%-+$", "")) .. "-" .. hash.fnv1a(job, 6) .. "-hf-token"
 end
 
 -- default_destination(model_id) -> models/<org>--<name>

@@ -2,10 +2,10 @@
 -- Logs): POST / with X-Amz-Target, the input as a JSON object, the output
 -- as a JSON object, errors named by __type. The value walkers here are
 -- shared with restJson1 (protocol/rest_json.lua).
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -32,7 +32,7 @@ local function encode(model, head, traits, v)
   elseif typ == "timestamp" then
     return S.format_timestamp(v, traits.ts or "unixtimestamp")
   elseif typ == "blob" then
-    return core.b64encode(v)
+    return sys.b64encode(v)
   elseif typ == "integer" or typ == "long" then
     return math.tointeger(v)
   end
@@ -77,7 +77,7 @@ local function decode(model, head, _, v)
   elseif typ == "timestamp" then
     return S.output_timestamp(v)
   elseif typ == "blob" then
-    return type(v) == "string" and (core.b64decode(v) or v) or v
+    return type(v) == "string" and (sys.b64decode(v) or v) or v
   elseif typ == "boolean" and type(v) == "string" then
     return v == "true"
   elseif (typ == "integer" or typ == "long") and type(v) == "string" then

@@ -4,9 +4,9 @@
 -- answers are XML: <OpResponse><OpResult>...</OpResult> for query, the
 -- response element itself for EC2. Errors: <ErrorResponse><Error><Code>
 -- (query), <Response><Errors><Error><Code> (EC2).
-local core = require "hypd.core"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local xml = require "hypd.xml"
 local S = require "hypd.aws.shape"
 local X = require "hypd.aws.xml"
@@ -25,7 +25,7 @@ local function scalar_text(typ, traits, v)
     local f = S.format_timestamp(v, traits.ts or "iso8601")
     return type(f) == "number" and S.number_text(f) or f
   end
-  if typ == "blob" then return core.b64encode(v) end
+  if typ == "blob" then return sys.b64encode(v) end
   if typ == "integer" or typ == "long" then return string.format("%d", math.tointeger(v)) end
   if typ == "double" or typ == "float" then return S.number_text(v) end
   return tostring(v)

@@ -9,66 +9,44 @@ local S = require "hypd.aws.shape"
 
 local M = {}
 
-local function raw_payload(model, shape)
-  local m = shape.payload and S.index(shape)[shape.payload]
-  if not m then return nil end
-  local typ = S.kind(model, m[2])
-  return m, typ == "blob" or typ == "string"
+-- the body: the payload member alone (a raw one as it is), or the members
+-- left for the body as a JSON object ("{}" when the input has body members
+-- and none is given)
+local function encode(model, op, params, input)
+  local pm = input.payload
+  if pm then
+    local v = params[pm[1]]
+    if input.raw then return S.present(v) and v or "" end
+    return S.present(v) and json.encode(J.encode(model, pm[2], pm, v)) or "{}", "application/json"
+  end
+  if next(input.members) then return json.encode(J.encode(model, op.input, {}, params)), "application/json" end
+  for _, m in ipairs(input.shape[2]) do
+    if not m.loc then return "{}", "application/json" end
+  end
+  return ""
 end
 
 function M.build(model, op, _, params)
-  local req, body_members = R.build(model, op, params)
-  if not req then return nil, body_members end
-  local shape = op.input and model.shapes[op.input]
-  if not shape then return req end
-  local pm, raw = raw_payload(model, shape)
-  if pm then
-    local v = params[pm[1]]
-    if raw then
-      req.body = S.present(v) and v or ""
-    else
-      req.body = S.present(v) and json.encode(J.encode(model, pm[2], pm, v)) or "{}"
-    end
-  elseif next(body_members) then
-    req.body = json.encode(J.encode(model, op.input, {}, params))
-  else
-    for _, m in ipairs(shape[2]) do
-      if not m.loc then req.body = "{}" break end
-    end
-  end
-  if req.body ~= "" and not raw and not req.headers["content-type"] then
-    req.headers["content-type"] = "application/json"
-  end
-  return req
+  return R.build(model, op, params, function(input) return encode(model, op, params, input) end)
 end
 
 function M.parse(model, op, _, resp)
   if resp.status >= 300 then
     return nil, J.error_from(resp, J.decode_body(resp.body), true)
   end
-  local out = json.object()
-  local shape = op.output and model.shapes[op.output]
-  if shape then
-    R.parse_headers(model, shape, resp, out)
-    local pm, raw = raw_payload(model, shape)
-    if pm and raw then
-      out[pm[1]] = resp.body or ""
-    else
-      local body, text = J.decode_body(resp.body)
-      if not body then
-        return nil, errors.new("JSON", "the service answered with text that is not JSON: " .. text:sub(1, 200),
-          { status = resp.status, request_id = R.request_id(resp) })
-      end
-      if pm then
-        out[pm[1]] = J.decode(model, pm[2], pm, body)
-      else
-        for k, v in pairs(J.decode(model, op.output, {}, body) or {}) do out[k] = v end
-      end
+  return R.parse(model, op, resp, function(_, pm, out)
+    local body, text = J.decode_body(resp.body)
+    if not body then
+      return nil, errors.new("JSON", "the service answered with text that is not JSON: " .. text:sub(1, 200),
+        { status = resp.status, request_id = R.request_id(resp) })
     end
-  end
-  local rid = R.request_id(resp)
-  if rid then out.ResponseMetadata = { RequestId = rid } end
-  return out
+    if pm then
+      out[pm[1]] = J.decode(model, pm[2], pm, body)
+    else
+      for k, v in pairs(J.decode(model, op.output, {}, body) or {}) do out[k] = v end
+    end
+    return true
+  end)
 end
 
 return M

@@ -3,7 +3,6 @@
 -- Body, GetObject Body) as Lua strings, errors as <Error><Code>. Path style
 -- only: req.bucket names the bucket so the caller can move it to the host.
 local errors = require "hypd.errors"
-local json = require "hypd.json"
 local xml = require "hypd.xml"
 local Q = require "hypd.aws.protocol.query"
 local R = require "hypd.aws._rest"
@@ -12,29 +11,23 @@ local X = require "hypd.aws.xml"
 
 local M = {}
 
-local function payload(model, shape)
-  local m = shape.payload and S.index(shape)[shape.payload]
-  if not m then return nil end
-  local typ = S.kind(model, m[2])
-  return m, typ == "blob" or typ == "string"
+-- the body: the payload member alone (a raw one as it is, a structure as
+-- XML), or the members left for the body as the input's XML element
+local function encode(model, op, params, input)
+  local pm = input.payload
+  if pm then
+    local v = params[pm[1]]
+    if not S.present(v) then return "" end
+    return input.raw and v or X.encode(model, pm[2], pm, v, pm.name or pm[1])
+  end
+  if next(input.members) then
+    return X.encode(model, op.input, { xmlns = op.input_xmlns }, params, op.input_name or op.input)
+  end
+  return ""
 end
 
 function M.build(model, op, _, params)
-  local req, body_members = R.build(model, op, params)
-  if not req then return nil, body_members end
-  local shape = op.input and model.shapes[op.input]
-  if not shape then return req end
-  local pm, raw = payload(model, shape)
-  if pm then
-    local v = params[pm[1]]
-    if S.present(v) then
-      req.body = raw and v or X.encode(model, pm[2], pm, v, pm.name or pm[1])
-    end
-  elseif next(body_members) then
-    local name = op.input_name or op.input
-    req.body = X.encode(model, op.input, { xmlns = op.input_xmlns }, params, name)
-  end
-  return req
+  return R.build(model, op, params, function(input) return encode(model, op, params, input) end)
 end
 
 local function decode(resp)
@@ -45,36 +38,27 @@ end
 function M.parse(model, op, _, resp)
   local rid = R.request_id(resp)
   if resp.status >= 300 then return nil, Q.xml_error(resp, decode(resp), rid) end
-  local out = json.object()
-  local shape = op.output and model.shapes[op.output]
-  if shape then
-    R.parse_headers(model, shape, resp, out)
-    local pm, raw = payload(model, shape)
-    if pm and raw then
-      out[pm[1]] = resp.body or ""
-    else
-      local root, err = decode(resp)
-      if err then
-        return nil, errors.new("XML", "the service answered with XML hypd cannot read: " .. err.message,
-          { status = resp.status, request_id = rid })
-      end
-      if root and root.name == "Error" and (pm and pm.name or op.output) ~= "Error" then
-        return nil, Q.xml_error(resp, root, rid) -- S3 can fail with status 200
-      end
-      local leaf = root and root[1] == nil and S.index(shape)[root.name]
-      if root and pm then
-        out[pm[1]] = X.parse(model, pm[2], pm, root)
-      elseif leaf and S.kind(model, leaf[2]) == "string" then
-        -- a bare element for a one-member output: GetBucketLocation's
-        -- <LocationConstraint>us-west-2</LocationConstraint>
-        out[root.name] = root.text or ""
-      elseif root then
-        for k, v in pairs(X.parse(model, op.output, {}, root)) do out[k] = v end
-      end
+  return R.parse(model, op, resp, function(shape, pm, out)
+    local root, err = decode(resp)
+    if err then
+      return nil, errors.new("XML", "the service answered with XML hypd cannot read: " .. err.message,
+        { status = resp.status, request_id = rid })
     end
-  end
-  if rid then out.ResponseMetadata = { RequestId = rid } end
-  return out
+    if root and root.name == "Error" and (pm and pm.name or op.output) ~= "Error" then
+      return nil, Q.xml_error(resp, root, rid) -- S3 can fail with status 200
+    end
+    local leaf = root and root[1] == nil and S.index(shape)[root.name]
+    if root and pm then
+      out[pm[1]] = X.parse(model, pm[2], pm, root)
+    elseif leaf and S.kind(model, leaf[2]) == "string" then
+      -- a bare element for a one-member output: GetBucketLocation's
+      -- <LocationConstraint>us-west-2</LocationConstraint>
+      out[root.name] = root.text or ""
+    elseif root then
+      for k, v in pairs(X.parse(model, op.output, {}, root)) do out[k] = v end
+    end
+    return true
+  end)
 end
 
 return M

@@ -12,6 +12,7 @@ local json = require "hypd.json"
 local log = require "hypd.log"
 local state = require "sandbox.state"
 local store = require "hypd.store"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -20,7 +21,7 @@ local function service(name) return require("sandbox.services." .. name) end
 local function scope(name, region) return service(name).scope == "global" and "global" or region end
 
 local function hex(n)
-  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+  return (sys.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
 end
 
 local Ctx = {}

@@ -16,6 +16,7 @@ local core = require "hypd.core"
 local log = require "hypd.log"
 local merge = require "sandbox.k8s.merge"
 local objects = require "sandbox.k8s.objects"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -228,21 +229,25 @@ M.equal = merge.equal
 function M.stamp(t) return objects.rfc3339(t or core.now()) end
 
 function M.hex(n)
-  return (core.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+  return (sys.random_bytes((n + 1) // 2):gsub(".", function(c) return string.format("%02x", c:byte()) end)):sub(1, n)
+end
+
+-- fnv1a64(s) -> the 64-bit FNV-1a hash of s (a Lua integer, so signed)
+M.FNV64_PRIME = 1099511628211
+function M.fnv1a64(s)
+  local h = -3750763034362895579 -- 14695981039346656037 as a signed 64-bit integer
+  for i = 1, #s do h = (h ~ s:byte(i)) * M.FNV64_PRIME end
+  return h
 end
 
 -- hash(s [, n]) -> n (10) characters of the alphabet Kubernetes uses for
 -- pod-template-hash (FNV-1a, 64 bits)
 local SAFE = "bcdfghjklmnpqrstvwxz2456789"
 function M.hash(s, n)
-  local h = -3750763034362895579 -- 14695981039346656037 as a signed 64-bit integer
-  for i = 1, #s do
-    h = h ~ s:byte(i)
-    h = h * 1099511628211
-  end
+  local h = M.fnv1a64(s)
   local out = {}
   for i = 1, n or 10 do
-    if i > 1 and (i - 1) % 12 == 0 then h = (h ~ i) * 1099511628211 end -- 12 characters a round
+    if i > 1 and (i - 1) % 12 == 0 then h = (h ~ i) * M.FNV64_PRIME end -- 12 characters a round
     local d = (h >> (((i - 1) % 12) * 5)) & 31
     d = d % #SAFE + 1
     out[i] = SAFE:sub(d, d)

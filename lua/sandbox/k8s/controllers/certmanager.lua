@@ -7,13 +7,13 @@
 --   * a Certificate whose issuerRef names a Ready Issuer of its namespace
 --     gets its Secret spec.secretName (type kubernetes.io/tls, tls.crt,
 --     tls.key and ca.crt: a real self-signed certificate for its dnsNames,
---     made with core.tls_cert) and Ready True (reason Ready, event Issuing);
+--     made with sys.tls_cert) and Ready True (reason Ready, event Issuing);
 --     with no such Issuer, Ready False (reason IssuerNotReady), as
 --     cert-manager leaves it.
 -- Without cert-manager running, nothing is issued: a pod mounting the
 -- Secret waits, as it would.
-local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -48,13 +48,13 @@ ctl_.handlers.certmanager = function(ctl)
         " is not Ready"))
     elseif spec.secretName and not cl:get(sr, ns, spec.secretName) then
       local dns = spec.dnsNames or {}
-      local cert, key = assert(core.tls_cert { cn = spec.commonName or dns[1] or c.metadata.name, dns = dns })
+      local cert, key = assert(sys.tls_cert { cn = spec.commonName or dns[1] or c.metadata.name, dns = dns })
       cl:create(sr, { apiVersion = "v1", kind = "Secret", type = "kubernetes.io/tls",
         metadata = { name = spec.secretName, namespace = ns,
           annotations = { ["cert-manager.io/certificate-name"] = c.metadata.name,
             ["cert-manager.io/issuer-name"] = ref.name, ["cert-manager.io/issuer-kind"] = "Issuer" } },
-        data = { ["tls.crt"] = core.b64encode(cert), ["tls.key"] = core.b64encode(key),
-          ["ca.crt"] = core.b64encode(cert) } }, { manager = "cert-manager" })
+        data = { ["tls.crt"] = sys.b64encode(cert), ["tls.key"] = sys.b64encode(key),
+          ["ca.crt"] = sys.b64encode(cert) } }, { manager = "cert-manager" })
       ctl_.event(ctl, c, "Normal", "Issuing", "The certificate has been successfully issued", "cert-manager")
       ctl_.put_status(ctl, cr, c, ready(c, "True", "Ready", "Certificate is up to date and has not expired"))
     elseif spec.secretName then

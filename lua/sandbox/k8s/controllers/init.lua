@@ -4,6 +4,8 @@
 -- controller about each change, and the cluster's one daemon task that
 -- reconciles (controllers/_ctl.lua). Calling it again does nothing.
 --
+-- The controllers, in M.MODULES' order (each a file of this directory):
+--
 --   nodes          HyperPod instances as Node objects; node failures
 --   nodegroups     EKS managed node group instances as Node objects
 --   scheduler      Pending pods to nodes (GPU, EFA, selectors, taints)
@@ -24,7 +26,12 @@
 --   inference      InferenceEndpointConfig and JumpStartModel (inference operator)
 --   loadbalancers  LoadBalancer Services' addresses (cloud provider, AWS Load Balancer Controller)
 --   keda           KEDA ScaledObjects (prometheus triggers) while KEDA runs
+--   leases         each node's Lease in kube-node-lease, as its kubelet keeps it
 --   certmanager    cert-manager's Issuers and Certificates (self-signed) while cert-manager runs
+--
+-- and what they share: _ctl (the Ctl and its reconcile loop), _aws (the
+-- simulated AWS account, in-process), _node (a machine's Node), _probes
+-- (readiness probes), _revisions (ControllerRevisions).
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local log = require "hypd.log"
 

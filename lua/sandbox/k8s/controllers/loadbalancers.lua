@@ -110,10 +110,9 @@ local function trunc(s, n) return (s:gsub("[^%w]", ""):sub(1, n)) end
 
 -- hex(s, n) -> n hex digits derived from s (FNV-1a), stable for one Service
 local function hex(s, n)
-  local h = -3750763034362895579
-  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
+  local h = ctl_.fnv1a64(s)
   local out = string.format("%016x", h)
-  while #out < n do h = (h ~ #out) * 1099511628211; out = out .. string.format("%016x", h) end
+  while #out < n do h = (h ~ #out) * ctl_.FNV64_PRIME; out = out .. string.format("%016x", h) end
   return out:sub(1, n)
 end
 

@@ -20,6 +20,7 @@ local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local hub = require "sandbox.data.hf_models"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -53,7 +54,7 @@ local function environment(cl, pod, c)
       if cl then
         local s = cl:get(cl.reg:find("", "v1", "secrets"), pod.metadata.namespace, ref.name)
         local v = s and s.data and s.data[ref.key]
-        if v then env[e.name] = core.b64decode(v) or "" end
+        if v then env[e.name] = sys.b64decode(v) or "" end
       else
         env[e.name] = "(from secret " .. tostring(ref.name) .. ")"
       end
@@ -339,7 +340,7 @@ local function write(ctl, pod, c, p)
       objects.store(ctx, b, key, content(p.model, p.repo, name, size), meta)
     else
       local parts = (size + M.PART - 1) // M.PART
-      local etag = '"' .. core.digest("md5", key .. ":" .. size, "hex") .. "-" .. parts .. '"'
+      local etag = '"' .. sys.digest("md5", key .. ":" .. size, "hex") .. "-" .. parts .. '"'
       objects.store_filled(ctx, b, key, size, meta, etag)
     end
   end

@@ -27,6 +27,7 @@
 -- each request writes the engine's log lines.
 local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 local task = require "hypd.task"
 
 local M = {}
@@ -252,7 +253,7 @@ local VOCAB = { "the", "model", "answers", "with", "a", "short", "simulated", "r
 
 -- compose(model, prompt, max_tokens) -> text, completion_tokens, finish_reason
 function M.compose(model, prompt, max_tokens)
-  local h = core.digest("sha256", tostring(model) .. "\0" .. tostring(prompt), "raw")
+  local h = sys.digest("sha256", tostring(model) .. "\0" .. tostring(prompt), "raw")
   local quoted = tostring(prompt):gsub("%s+", " "):sub(1, 80)
   local parts = { "Simulated answer from " .. tostring(model) .. " to \"" .. quoted .. "\":" }
   local n = 12 + h:byte(1) % 24
@@ -334,7 +335,7 @@ local function generate(env, cfg, body, chat)
   end
   local text, ctok, finish = M.compose(cfg.model, last, max_tokens)
   s.seq = s.seq + 1
-  local id = (chat and "chatcmpl-" or "cmpl-") .. core.digest("sha256", env.pod.metadata.uid .. s.seq .. prompt,
+  local id = (chat and "chatcmpl-" or "cmpl-") .. sys.digest("sha256", env.pod.metadata.uid .. s.seq .. prompt,
     "hex"):sub(1, 32)
   -- the queue: requests beyond the engine's running limit wait
   local t0 = core.now()
@@ -451,7 +452,7 @@ local function embed(env, cfg, b, openai)
   end
   local vectors, n = {}, 0
   for i, text in ipairs(inputs) do
-    local h = core.digest("sha256", cfg.model .. "\0" .. tostring(text), "raw")
+    local h = sys.digest("sha256", cfg.model .. "\0" .. tostring(text), "raw")
     local v, norm = {}, 0
     for j = 1, 16 do v[j] = (h:byte(j) - 127.5) / 127.5; norm = norm + v[j] ^ 2 end
     for j = 1, 16 do v[j] = v[j] / math.sqrt(norm) end

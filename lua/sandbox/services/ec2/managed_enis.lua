@@ -15,14 +15,14 @@
 --   list(ctx) -> {{id, subnet, description, groups = {{GroupId, GroupName}}}}
 --   released(ctx, cluster): an EKS cluster is gone; its interfaces linger
 --   forget(ctx, key): they are released (the EKS transition enis_released)
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 M.RELEASE = 120
 
 local function eni_id(seed)
-  return "eni-" .. core.digest("sha256", seed, "hex"):sub(1, 17)
+  return "eni-" .. sys.digest("sha256", seed, "hex"):sub(1, 17)
 end
 
 local function groups(ctx, ids)

@@ -14,8 +14,8 @@
 --   * NextToken is opaque; one EC2 did not give (or that names another
 --     operation) is InvalidParameterValue; an empty one starts at the top;
 --   * the last page carries no NextToken.
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -36,11 +36,11 @@ M.EXCLUSIVE = {
 local function invalid(ctx, msg) ctx.error("InvalidParameterValue", msg) end
 
 local function encode_token(op, offset)
-  return core.b64encode(json.encode { v = 1, op = op, o = offset })
+  return sys.b64encode(json.encode { v = 1, op = op, o = offset })
 end
 
 local function decode_token(ctx, op, token)
-  local raw = core.b64decode(token)
+  local raw = sys.b64decode(token)
   local ok, t = pcall(json.decode, raw or "")
   t = ok and t
   local offset = type(t) == "table" and t.op == op and math.tointeger(t.o)

@@ -1,8 +1,8 @@
 -- sandbox IAM: what the resource families share: ids, names, tags, paths,
 -- Marker/MaxItems pagination, policy documents (parsed, validated and
 -- URL-encoded as IAM answers them).
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -12,7 +12,7 @@ local ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 -- id("AROA") -> "AROA" + 17 upper-case letters and digits, like IAM's unique ids
 function M.id(prefix, seed)
-  local bytes = seed and core.digest("sha256", seed, "raw") or core.random_bytes(17)
+  local bytes = seed and sys.digest("sha256", seed, "raw") or sys.random_bytes(17)
   local out = {}
   for i = 1, 17 do
     local b = bytes:byte(i) % #ALNUM + 1
@@ -107,6 +107,15 @@ function M.remove_tags(existing, keys)
   return out
 end
 
+-- without(list, value) -> a copy of list without value, and whether it was there
+function M.without(list, value)
+  local kept, found = json.array(), false
+  for _, v in ipairs(list) do
+    if v == value then found = true else kept[#kept + 1] = v end
+  end
+  return kept, found
+end
+
 local function copy_array(a)
   local out = json.array()
   for i, v in ipairs(a or {}) do out[i] = v end
@@ -128,7 +137,7 @@ function M.page(ctx, items, input, key)
   max = max or 100
   local start = 1
   if input.Marker ~= nil and input.Marker ~= "" then
-    local from = core.b64decode(input.Marker)
+    local from = sys.b64decode(input.Marker)
     if not from then ctx.error("ValidationError", "Invalid Marker.") end
     start = #items + 1
     for i, item in ipairs(items) do
@@ -138,7 +147,7 @@ function M.page(ctx, items, input, key)
   local out = json.array()
   for i = start, math.min(#items, start + max - 1) do out[#out + 1] = items[i] end
   local nxt = items[start + max]
-  if nxt then return out, true, core.b64encode(key(nxt)) end
+  if nxt then return out, true, sys.b64encode(key(nxt)) end
   return out, false, nil
 end
 

@@ -230,10 +230,7 @@ end
 function ops.DetachRolePolicy(ctx, input)
   local r = roles.get(ctx, input.RoleName)
   check_arn(ctx, input.PolicyArn)
-  local kept, found = json.array(), false
-  for _, a in ipairs(r.attached) do
-    if a == input.PolicyArn then found = true else kept[#kept + 1] = a end
-  end
+  local kept, found = C.without(r.attached, input.PolicyArn)
   if not found then
     ctx.error("NoSuchEntity", "Policy " .. input.PolicyArn .. " was not found.", 404)
   end

@@ -169,10 +169,7 @@ end
 function ops.RemoveRoleFromInstanceProfile(ctx, input)
   local p = get_profile(ctx, input.InstanceProfileName)
   C.check_name(ctx, input.RoleName, "roleName")
-  local kept, found = json.array(), false
-  for _, rn in ipairs(p.Roles) do
-    if rn == input.RoleName then found = true else kept[#kept + 1] = rn end
-  end
+  local kept, found = C.without(p.Roles, input.RoleName)
   if not found then
     ctx.error("NoSuchEntity", "The role with name " .. input.RoleName .. " cannot be found.", 404)
   end

@@ -6,8 +6,8 @@
 --   { ContentType, Metadata, ServerSideEncryption, StorageClass },
 --   parts = { ["<n>"] = { ETag, Size, LastModified } } }; part bytes are
 --   records "part/<bucket>/<UploadId>"/<n>: { Body (base64) }.
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = { operations = {} }
 local ops = M.operations
@@ -35,7 +35,7 @@ function ops.CreateMultipartUpload(ctx, input)
   if type(input.Key) ~= "string" or input.Key == "" or #input.Key > 1024 then
     ctx.error("KeyTooLongError", "Your key is too long", 400)
   end
-  local id = core.b64encode(core.random_bytes(48)):gsub("[+/=]", { ["+"] = ".", ["/"] = "_", ["="] = "" })
+  local id = sys.b64encode(sys.random_bytes(48)):gsub("[+/=]", { ["+"] = ".", ["/"] = "_", ["="] = "" })
   local meta = { ContentType = input.ContentType, Metadata = input.Metadata or json.object(),
                  ServerSideEncryption = input.ServerSideEncryption, StorageClass = input.StorageClass }
   ctx.state:put("upload/" .. b.Name, id, { UploadId = id, Key = input.Key, Initiated = math.floor(ctx.now()),
@@ -53,11 +53,11 @@ function ops.UploadPart(ctx, input)
       { ArgumentName = "partNumber", ArgumentValue = tostring(input.PartNumber) })
   end
   local body = input.Body or ""
-  if input.ContentMD5 ~= nil and core.b64decode(input.ContentMD5) ~= core.digest("md5", body, "raw") then
+  if input.ContentMD5 ~= nil and sys.b64decode(input.ContentMD5) ~= sys.digest("md5", body, "raw") then
     ctx.error("BadDigest", "The Content-MD5 you specified did not match what we received.", 400)
   end
-  local etag = '"' .. core.digest("md5", body, "hex") .. '"'
-  ctx.state:put("part/" .. b.Name .. "/" .. u.UploadId, tostring(n), { Body = core.b64encode(body) })
+  local etag = '"' .. sys.digest("md5", body, "hex") .. '"'
+  ctx.state:put("part/" .. b.Name .. "/" .. u.UploadId, tostring(n), { Body = sys.b64encode(body) })
   u.parts[tostring(n)] = { ETag = etag, Size = #body, LastModified = math.floor(ctx.now()) }
   ctx.state:put("upload/" .. b.Name, u.UploadId, u)
   ctx.target = b.Name .. "/" .. u.Key
@@ -117,11 +117,11 @@ function ops.CompleteMultipartUpload(ctx, input)
         { ProposedSize = p.Size, MinSizeAllowed = MIN_PART, PartNumber = n })
     end
     local r = ctx.state:get("part/" .. b.Name .. "/" .. u.UploadId, tostring(n))
-    chunks[#chunks + 1] = r and core.b64decode(r.Body) or ""
-    md5s[#md5s + 1] = core.digest("md5", chunks[#chunks], "raw")
+    chunks[#chunks + 1] = r and sys.b64decode(r.Body) or ""
+    md5s[#md5s + 1] = sys.digest("md5", chunks[#chunks], "raw")
   end
   local o = M.store(ctx, b, u.Key, table.concat(chunks), u.meta)
-  o.ETag = '"' .. core.digest("md5", table.concat(md5s), "hex") .. "-" .. #wanted .. '"'
+  o.ETag = '"' .. sys.digest("md5", table.concat(md5s), "hex") .. "-" .. #wanted .. '"'
   ctx.state:put("object/" .. b.Name, u.Key, o)
   drop(ctx, b, u)
   ctx.target = b.Name .. "/" .. u.Key

@@ -10,8 +10,8 @@
 --   as the sandbox's model download, puts for a file of gigabytes).
 -- This is the current version of a key; what a versioned bucket keeps
 -- besides is in s3/versions.lua.
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = { operations = {} }
 local ops = M.operations
@@ -30,7 +30,7 @@ function M.body_of(r, first, last)
     if first then n = math.max(0, math.min(last, r.Fill - 1) - first + 1) end
     return string.rep("\0", n)
   end
-  local body = core.b64decode(r.Body)
+  local body = sys.b64decode(r.Body)
   if first then body = body:sub(first + 1, last + 1) end
   return body
 end
@@ -77,15 +77,15 @@ end
 local function store(ctx, b, key, body, meta)
   local o = {
     Key = key, Size = #body,
-    ETag = '"' .. core.digest("md5", body, "hex") .. '"', LastModified = math.floor(ctx.now()),
+    ETag = '"' .. sys.digest("md5", body, "hex") .. '"', LastModified = math.floor(ctx.now()),
     ContentType = meta.ContentType or "binary/octet-stream", Metadata = copy_map(meta.Metadata),
     ServerSideEncryption = meta.ServerSideEncryption or sse_of(b), StorageClass = meta.StorageClass or "STANDARD",
     ContentEncoding = meta.ContentEncoding, ContentDisposition = meta.ContentDisposition,
     CacheControl = meta.CacheControl,
   }
-  if b.Versioning and b.Versioning.Status == "Enabled" then o.VersionId = core.b64encode(core.random_bytes(24)):gsub(
+  if b.Versioning and b.Versioning.Status == "Enabled" then o.VersionId = sys.b64encode(sys.random_bytes(24)):gsub(
     "[+/=]", { ["+"] = ".", ["/"] = "_", ["="] = "" }) end
-  ctx.state:put(body_kind(b.Name), key, { Body = core.b64encode(body) })
+  ctx.state:put(body_kind(b.Name), key, { Body = sys.b64encode(body) })
   ctx.state:put(kind(b.Name), key, o)
   return o
 end
@@ -107,11 +107,11 @@ function ops.PutObject(ctx, input)
   check_key(ctx, input.Key)
   local body = input.Body or ""
   if input.ContentMD5 ~= nil then
-    local raw = core.b64decode(input.ContentMD5)
+    local raw = sys.b64decode(input.ContentMD5)
     if not raw or #raw ~= 16 then
       ctx.error("InvalidDigest", "The Content-MD5 you specified was invalid.", 400, { ["Content-MD5"] = input.ContentMD5 })
     end
-    if raw ~= core.digest("md5", body, "raw") then
+    if raw ~= sys.digest("md5", body, "raw") then
       ctx.error("BadDigest", "The Content-MD5 you specified did not match what we received.", 400)
     end
   end
@@ -272,7 +272,7 @@ function ops.ListObjectsV2(ctx, input)
   end
   local after = input.StartAfter
   if input.ContinuationToken ~= nil then
-    local tok = core.b64decode(input.ContinuationToken)
+    local tok = sys.b64decode(input.ContinuationToken)
     if not tok or tok:sub(1, 2) ~= "k:" then
       ctx.error("InvalidArgument", "The continuation token provided is incorrect", 400,
         { ArgumentName = "continuation-token" })
@@ -310,7 +310,7 @@ function ops.ListObjectsV2(ctx, input)
   local nxt
   if truncated then
     -- a common prefix continues after every key it rolls up
-    nxt = core.b64encode("k:" .. (seen[last] and last .. "\244\143\191\191" or last))
+    nxt = sys.b64encode("k:" .. (seen[last] and last .. "\244\143\191\191" or last))
   end
   return {
     Name = b.Name, Prefix = enc(prefix), Delimiter = enc(delim), MaxKeys = max, KeyCount = count,

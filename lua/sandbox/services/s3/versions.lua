@@ -22,8 +22,8 @@
 --   * DeleteBucket refuses a bucket that still has any version or marker.
 -- wrap(ops) replaces those operations in the table s3.lua serves, and adds
 -- DeleteObjects (versioned buckets or not) and ListObjectVersions.
-local core = require "hypd.core"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -42,7 +42,7 @@ end
 local function vid_of(o) return o.VersionId or "null" end
 
 local function new_vid()
-  return (core.b64encode(core.random_bytes(24)):gsub("[+/=]", { ["+"] = ".", ["/"] = "_", ["="] = "" }))
+  return (sys.b64encode(sys.random_bytes(24)):gsub("[+/=]", { ["+"] = ".", ["/"] = "_", ["="] = "" }))
 end
 
 local function next_seq(ctx, b)
