@@ -6,9 +6,18 @@
 --   check      reads the state of every feature named and of those that
 --              need them; refuses turning off what stays needed; decides,
 --              per feature, disable, unchanged or kept (not made by hypd)
---   kuberay_operator ... cert_manager   one step per feature turned off, in
---              reverse dependency order: its chain removed link by link (a
---              removal a crash left half done is finished)
+--   then one step per feature, in reverse dependency order, each doing
+--   something only for a feature the check decided to disable: its chain
+--   removed link by link, in reverse of how it was built (a removal a crash
+--   left half done is finished; the chains: hyperpod/_feat_*)
+--   kuberay_operator      hypd's KubeRay objects gone (the CRDs stay)
+--   karpenter             the instance groups out of it, AutoScaling off,
+--                         its IAM role and policy gone
+--   tiered_checkpointing  its IAM identity gone, TieredStorageConfig off
+--   inference_operator    its add-on, IAM roles and TLS bucket gone
+--   training_operator     its add-on and IAM role gone
+--   fsx_csi_driver        its add-on and IAM role gone
+--   cert_manager          its add-on gone
 --   result     the state of every feature named, read again
 local P = require "_params"
 local F = require "hyperpod._feat"

@@ -9,9 +9,18 @@
 --              operation's state, so a resumed operation does what was decided)
 --   disable    the features asked off, through
 --              hyperpod_disable_advanced_features (its child operation)
---   cert_manager ... kuberay_operator   one step per feature turned on, in
---              dependency order: its chain built link by link, each link
---              read back first (a chain a crash left half built is finished)
+--   then one step per feature, in dependency order, each doing something
+--   only for a feature the check decided to enable: its chain built link by
+--   link, each link read back first (a chain a crash left half built is
+--   finished; the chains: hyperpod/_feat_*)
+--   cert_manager          the EKS add-on cert-manager
+--   fsx_csi_driver        the FSx CSI driver's IAM role and its EKS add-on
+--   training_operator     its prerequisites, IAM role and EKS add-on
+--   inference_operator    its prerequisites, IAM roles, TLS bucket and add-on
+--   tiered_checkpointing  the cluster's TieredStorageConfig and its IAM identity
+--   karpenter             its IAM policy and role, the cluster's AutoScaling,
+--                         the instance groups put under it
+--   kuberay_operator      the KubeRay operator's Kubernetes objects
 --   result     the state of every feature asked for, read again
 local P = require "_params"
 local F = require "hyperpod._feat"
