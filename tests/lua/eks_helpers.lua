@@ -20,7 +20,7 @@ E.READ = { name = "reader", scope = "read", front = "test" }
 E.OPTS = { region = "us-west-2" }
 local STEP = {}
 E.STEP, E.STEP_NO = STEP, {} -- step names: the phase hypd.tool.operations records as each step starts
-for i, s in ipairs(E.eks.steps) do STEP[s.name], E.STEP_NO[s.name] = true, i end
+for i, s in ipairs(playbook.load("cluster.cluster_create_eks").steps) do STEP[s.name], E.STEP_NO[s.name] = true, i end
 
 function E.call(service, operation, params) return aws.call(service, operation, params or {}, E.OPTS) end
 

@@ -140,12 +140,11 @@ t.test("the params take a cluster tag, a region, a Kubernetes version and a VPC 
     t.ok(not matches("vpc_cidr", v), v)
   end
   t.eq(eks.target { cluster_tag = "demo", region = "us-west-2" }, "eks/us-west-2/demo")
+  local def = tool.get("cluster_create_eks")
   local names = {}
-  for i, s in ipairs(eks.steps) do names[i] = s.name end
+  for i, s in ipairs(def.steps) do names[i] = s.name end
   t.eq(names, { "vpc", "internet_gateway", "subnets", "nat_gateway", "public_routes", "security_group",
     "iam", "cluster", "private_routes", "wait_active", "access" })
-  local def = tool.get("cluster_create_eks")
-  t.eq(#def.steps, #eks.steps)
   t.eq(def.params.plan.type, "boolean", "every staged tool can plan")
 end)
 

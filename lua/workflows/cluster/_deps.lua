@@ -1,8 +1,8 @@
 -- cluster/_deps: stage 3 of provisioning, what an EKS cluster needs before
 -- HyperPod nodes and the managed features can use it; the catalog, the
--- names, and how the actual state of each item is read and judged. The
--- steps of cluster_configure_dependencies are in cluster/_deps_steps; its
--- status tool, cluster_get_dependency_status, reads through status() here.
+-- names, and how the actual state of each item is read and judged. What
+-- the steps of cluster_configure_dependencies call is in
+-- cluster/_deps_steps; its status tool, cluster_get_dependency_status, reads through status() here.
 --
 -- The items, for one EKS cluster:
 --   oidc-provider             the IAM OIDC provider of the cluster's issuer

@@ -1,5 +1,5 @@
--- cluster/_deps_steps: the staged steps of cluster_configure_dependencies
--- (stage 3; the items and the rules are in cluster/_deps):
+-- cluster/_deps_steps: the runs of cluster_configure_dependencies' steps,
+-- one function each (stage 3; the items and the rules are in cluster/_deps):
 --
 --   cluster            the EKS cluster (the named or the active one): ACTIVE,
 --                      and hypd may read and write its Kubernetes API
@@ -93,7 +93,7 @@ end
 
 -- steps -----------------------------------------------------------------------
 
-local function cluster(ctx)
+function M.cluster(ctx)
   local p, st = ctx.params, ctx.state
   local info = irsa.cluster(ctx, p)
   if not info.planned and info.status ~= "ACTIVE" then
@@ -115,7 +115,7 @@ local function cluster(ctx)
   st.failed, st.actions = st.failed or {}, st.actions or {}
 end
 
-local function oidc_provider(ctx)
+function M.oidc_provider(ctx)
   local st = ctx.state
   local info = st.info
   ctx.region = info.region
@@ -211,7 +211,7 @@ local function irsa_role(ctx, info, w)
   return (action == "unchanged" and paction ~= "unchanged") and "changed" or action
 end
 
-local function s3_csi_role(ctx)
+function M.s3_csi_role(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
   ctx.region = info.region
@@ -297,7 +297,7 @@ local function one_addon(ctx, name)
   end
 end
 
-local function addons(ctx)
+function M.addons(ctx)
   local st = ctx.state
   ctx.region = st.info.region
   st.addons_at = st.addons_at or hypd.now()
@@ -373,7 +373,7 @@ local function component(ctx, k, comp)
   st.actions[comp.name] = best
 end
 
-local function node_dependencies(ctx)
+function M.node_dependencies(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
   ctx.region = info.region
@@ -385,7 +385,7 @@ local function node_dependencies(ctx)
   end
 end
 
-local function wait_addons(ctx)
+function M.wait_addons(ctx)
   local st = ctx.state
   local info = st.info
   ctx.region = info.region
@@ -423,7 +423,7 @@ end
 -- load_balancer_controller: the AWS Load Balancer Controller when asked,
 -- once the add-ons are ACTIVE: its IRSA role, then (cert-manager's API
 -- served: the webhook certificate is a cert-manager Certificate) its objects
-local function load_balancer_controller(ctx)
+function M.load_balancer_controller(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
   ctx.region = info.region
@@ -461,7 +461,7 @@ local function load_balancer_controller(ctx)
   end)
 end
 
-local function finish(ctx)
+function M.finish(ctx)
   local p, st = ctx.params, ctx.state
   local info = st.info
   if ctx.plan then return end
@@ -487,16 +487,5 @@ local function finish(ctx)
       "or failed.", #failed, info.name, table.concat(failed, "; ")), { failed = failed })
   end
 end
-
-M.steps = {
-  { name = "cluster", run = cluster },
-  { name = "oidc_provider", run = oidc_provider },
-  { name = "s3_csi_role", run = s3_csi_role },
-  { name = "addons", run = addons },
-  { name = "node_dependencies", run = node_dependencies },
-  { name = "wait_addons", run = wait_addons },
-  { name = "load_balancer_controller", run = load_balancer_controller },
-  { name = "finish", run = finish },
-}
 
 return M

@@ -1,6 +1,6 @@
--- cluster/_eks_network: the network under a hypd EKS cluster, the first
--- steps of cluster_create_eks (cluster/_eks_stage), made with the names,
--- tags and EC2 ensure specs of _network.
+-- cluster/_eks_network: the network under a hypd EKS cluster, what the
+-- network's steps of cluster_create_eks call, made with the names, tags and
+-- EC2 ensure specs of _network.
 --
 -- For cluster tag <tag> in one region it declares (ctx:ensure, hypd.tool.kit):
 --   vpc               VPC hypd-<tag>-vpc, DNS support and hostnames on
@@ -401,15 +401,5 @@ function M.private_routes(ctx)
     end }
   routes(ctx, "private", "NatGatewayId", id)
 end
-
-M.steps = {
-  { name = "vpc", run = M.vpc },
-  { name = "internet_gateway", run = M.internet_gateway },
-  { name = "subnets", run = M.subnets },
-  { name = "nat_gateway", run = M.nat_gateway },
-  { name = "public_routes", run = M.public_routes },
-  { name = "security_group", run = M.security_group },
-  { name = "private_routes", run = M.private_routes },
-}
 
 return M

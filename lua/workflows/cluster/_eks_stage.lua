@@ -1,7 +1,7 @@
--- cluster/_eks_stage: stage 1 of provisioning, the staged steps of
--- cluster_create_eks. For one cluster tag in one region:
+-- cluster/_eks_stage: stage 1 of provisioning, what the cluster's steps
+-- of cluster_create_eks call (the network's: cluster/_eks_network). For
+-- one cluster tag in one region:
 --
---   vpc ... private_routes   the network (cluster/_eks_network)
 --   iam           role hypd-<tag>-eks-cluster-role (owned: its
 --                 hypd:cluster-tag tag) with AmazonEKSClusterPolicy attached
 --   cluster       EKS cluster hypd-<tag> (authentication mode API) in the
@@ -17,12 +17,12 @@
 -- ctx:ensure (hypd.tool.kit) and every wait is a ctx:poll: a re-run creates
 -- nothing, a run whose state was lost finds everything again by name and
 -- tag (hypd:cluster-tag=<tag>), and plan = true lists what would be made.
--- The module is data for the tool (cluster_create_eks): params, target,
--- steps, and status, the live view for cluster_get_creation_status.
+-- The module is data and functions for the tool (cluster_create_eks):
+-- versions, target, the steps' runs, and status, the live view for
+-- cluster_get_creation_status.
 local Names = require "_names"
 local errors = hypd.errors
 local json = hypd.json
-local net = require "cluster._eks_network"
 local network = require "_network"
 local roles = require "_iam"
 
@@ -76,7 +76,7 @@ end
 
 -- steps ---------------------------------------------------------------------------
 
-local function iam(ctx)
+function M.iam(ctx)
   local tag, st = ctx.params.cluster_tag, ctx.state
   local name = Names.eks(tag, "eks-cluster-role")
   local role = roles.role(ctx, { name = name, tag = tag, key = "cluster_role_arn", trust = TRUST,
@@ -86,7 +86,7 @@ local function iam(ctx)
     "AmazonEKSClusterPolicy")
 end
 
-local function cluster(ctx)
+function M.cluster(ctx)
   local p, st = ctx.params, ctx.state
   local tag = p.cluster_tag
   local name = Names.eks(tag)
@@ -127,7 +127,7 @@ local function cluster(ctx)
   st.cluster_created_at = st.cluster_created_at or hypd.now()
 end
 
-local function wait_active(ctx)
+function M.wait_active(ctx)
   local st = ctx.state
   local name = st.cluster_name
   local c = ctx:poll { what = "EKS cluster " .. name .. " to be ACTIVE", every = M.ACTIVE_POLL,
@@ -164,7 +164,7 @@ end
 -- cluster-admin policy), once the cluster is ACTIVE (EKS refuses access
 -- entries before); "skipped" when the caller is no IAM user or role. Then
 -- the first cluster becomes the active one.
-local function access(ctx)
+function M.access(ctx)
   local st = ctx.state
   local name, cluster_arn = st.cluster_name, st.cluster_arn
   local caller = ctx:call("sts", "GetCallerIdentity", {}).Arn
@@ -223,21 +223,6 @@ local function access(ctx)
   end
   r.active = st.made_active or (hypd.clusters.active() or {}).name == r.cluster_name
 end
-
--- the network's steps, then the cluster; the NAT gateway's wait and the
--- private routes come after the cluster is asked for, so the two waits
--- overlap (EKS needs the subnets, not their route to the internet)
-M.steps = {}
-for _, s in ipairs(net.steps) do
-  if s.name ~= "private_routes" then M.steps[#M.steps + 1] = s end
-end
-for _, s in ipairs {
-  { name = "iam", run = iam },
-  { name = "cluster", run = cluster },
-  { name = "private_routes", run = net.private_routes },
-  { name = "wait_active", run = wait_active },
-  { name = "access", run = access },
-} do M.steps[#M.steps + 1] = s end
 
 -- status(record [, opts]) -> the live AWS view of a creation, for
 -- cluster_get_creation_status. record: the operation record (record.state,

@@ -1,25 +1,10 @@
--- cluster/_pipeline: cluster_create's steps, stages 1 to 5 as child
--- operations of the tools that own them (the same workflows a caller runs
--- one by one), with the work that needs no earlier stage started early.
---
---   check         every stage planned first (reads only): a bad decision of
---                 any stage is refused before anything is made
---   eks           stage 1 (cluster_create_eks) while, beside it, the HyperPod
---                 execution role, the lifecycle bucket and the S3 storage
---                 bucket are made (they need no EKS cluster)
---   active        stage 2: the new cluster becomes the active one
---   dependencies  stage 3 (cluster_configure_dependencies)
---   hyperpod_and_storage   stage 4 (hyperpod_create) and, beside it, stage
---                 5's storage_create_s3 (it needs the CSI driver of stage 3,
---                 not the HyperPod cluster); storage_create_fsx after stage
---                 4, in the compute subnet stage 4 made
---   features      the managed features asked for
---                 (hyperpod_update_advanced_features)
---   result        what was made, with each stage's operation
---
--- A crash resumes at the step it was in; a child operation that step
--- started is found again and waited for (hypd.tools.call), never started
--- twice. In plan mode every child plans, and their plans are one plan.
+-- cluster/_pipeline: what cluster_create's steps call: stages 1 to 5 run
+-- as child operations of the tools that own them (the same workflows a
+-- caller runs one by one), with the work that needs no earlier stage
+-- started early. A crash resumes at the step it was in; a child operation
+-- that step started is found again and waited for (hypd.tools.call), never
+-- started twice. In plan mode every child plans, and their plans are one
+-- plan.
 local Names = require "_names"
 local create = require "_hyperpod_setup"
 local s3 = require "_s3"
@@ -142,7 +127,7 @@ local function later(ctx, name, a, err)
 end
 
 -- stage(ctx, name) -> the child's result (nil when the stage is not asked for)
-local function stage(ctx, name)
+function M.stage(ctx, name)
   local a = args_of(ctx)[name]
   if not a then return nil end
   if ctx.plan then
@@ -160,7 +145,8 @@ local function stage(ctx, name)
   return r
 end
 
-local function check(ctx)
+-- check: every stage planned (reads only); a bad decision of any stage is refused
+function M.check(ctx)
   if ctx.plan then return end -- the plan is the whole run's
   local a = args_of(ctx)
   local counts = { create = 0, change = 0 }
@@ -186,28 +172,32 @@ local function early(ctx)
   if ctx.params.s3_storage then s3.ensure_bucket(ctx, tag, ctx.params.s3_bucket) end
 end
 
-local function eks(ctx)
-  together { function() stage(ctx, "cluster_create_eks") end, function() early(ctx) end }
+-- eks: stage 1 with, beside it, what needs no EKS cluster
+function M.eks(ctx)
+  together { function() M.stage(ctx, "cluster_create_eks") end, function() early(ctx) end }
 end
 
-local function active(ctx)
+-- active: stage 2, the new cluster is the active one
+function M.active(ctx)
   if ctx.plan then return end
   local eks_name = Names.eks(ctx.params.cluster_tag)
   local rec = hypd.clusters.get(eks_name, ctx:aws_region()) or {}
   hypd.clusters.set_active { name = eks_name, region = ctx:aws_region(), arn = rec.arn }
 end
 
-local function hyperpod(ctx)
+-- hyperpod_and_storage: stage 4 and, beside it, stage 5's S3 storage; the FSx storage after stage 4
+function M.hyperpod_and_storage(ctx)
   together {
     function()
-      stage(ctx, "hyperpod_create")
-      stage(ctx, "storage_create_fsx") -- in the compute subnet stage 4 made
+      M.stage(ctx, "hyperpod_create")
+      M.stage(ctx, "storage_create_fsx") -- in the compute subnet stage 4 made
     end,
-    function() stage(ctx, "storage_create_s3") end,
+    function() M.stage(ctx, "storage_create_s3") end,
   }
 end
 
-local function result(ctx)
+-- result: what was made, with each stage's result
+function M.result(ctx)
   local st, p = ctx.state, ctx.params
   local out = { cluster_tag = p.cluster_tag, region = ctx:aws_region(), cluster = Names.eks(p.cluster_tag),
     stages = hypd.json.object() }
@@ -216,16 +206,6 @@ local function result(ctx)
   out.hyperpod_cluster = hp and hp.result and (hp.result.hyperpod_cluster or hp.result.cluster_name) or nil
   st.result = out
 end
-
-M.steps = {
-  { name = "check", run = check, on_call = true }, -- every stage planned on the call (hypd.tool.operations): reads only
-  { name = "eks", run = eks },
-  { name = "active", run = active },
-  { name = "dependencies", run = function(ctx) stage(ctx, "cluster_configure_dependencies") end },
-  { name = "hyperpod_and_storage", run = hyperpod },
-  { name = "features", run = function(ctx) stage(ctx, "hyperpod_update_advanced_features") end },
-  { name = "result", run = result },
-}
 
 function M.target(p)
   local ok, region = pcall(hypd.aws.region, { region = p.region })

@@ -1,5 +1,19 @@
 -- cluster_configure_dependencies: stage 3, what an EKS cluster needs for
--- HyperPod (the items and rules: cluster/_deps; the steps: cluster/_deps_steps).
+-- HyperPod (the items and rules: cluster/_deps; what the steps call:
+-- cluster/_deps_steps). Steps:
+--   cluster            the EKS cluster (the named or the active one): ACTIVE,
+--                      and hypd may read and write its Kubernetes API
+--   oidc_provider      the IAM OIDC provider of its issuer
+--   s3_csi_role        the S3 CSI driver's IRSA role and its inline policy
+--   addons             each add-on created, or updated where it drifted, with
+--                      no waiting (EKS takes a minute or two each, all at once)
+--   node_dependencies  each Kubernetes component, object by object: applied
+--                      server-side where missing or where a dry run says an
+--                      apply would change it
+--   wait_addons        until every add-on made or changed here is ACTIVE
+--   load_balancer_controller  when asked: its IRSA role and its objects,
+--                      once cert-manager serves its API
+--   finish             the result; a FAILED error naming each item that failed
 local P = require "_params"
 local steps = require "cluster._deps_steps"
 
@@ -50,5 +64,14 @@ return tool {
   },
   target = steps.target,
   validate = steps.validate,
-  steps = steps.steps,
+  steps = {
+    { name = "cluster", run = steps.cluster },
+    { name = "oidc_provider", run = steps.oidc_provider },
+    { name = "s3_csi_role", run = steps.s3_csi_role },
+    { name = "addons", run = steps.addons },
+    { name = "node_dependencies", run = steps.node_dependencies },
+    { name = "wait_addons", run = steps.wait_addons },
+    { name = "load_balancer_controller", run = steps.load_balancer_controller },
+    { name = "finish", run = steps.finish },
+  },
 }

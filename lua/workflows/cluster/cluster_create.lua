@@ -1,5 +1,20 @@
--- cluster_create: stages 1 to 5 as one operation (the steps are in
--- cluster/_pipeline): each stage is its own tool, run as a child operation.
+-- cluster_create: stages 1 to 5 as one operation, each stage its own
+-- tool run as a child operation (what the steps call: cluster/_pipeline).
+-- Steps:
+--   check         every stage planned first (reads only): a bad decision of
+--                 any stage is refused before anything is made
+--   eks           stage 1 (cluster_create_eks) while, beside it, the HyperPod
+--                 execution role, the lifecycle bucket and the S3 storage
+--                 bucket are made (they need no EKS cluster)
+--   active        stage 2: the new cluster becomes the active one
+--   dependencies  stage 3 (cluster_configure_dependencies)
+--   hyperpod_and_storage   stage 4 (hyperpod_create) and, beside it, stage
+--                 5's storage_create_s3 (it needs the CSI driver of stage 3,
+--                 not the HyperPod cluster); storage_create_fsx after stage
+--                 4, in the compute subnet stage 4 made
+--   features      the managed features asked for
+--                 (hyperpod_update_advanced_features)
+--   result        what was made, with each stage's operation
 local P = require "_params"
 local FP = require "_feature_params"
 local setup = require "_hyperpod_setup"
@@ -63,5 +78,13 @@ return tool {
   params = params,
   status_tool = "cluster_get_creation_status",
   target = pipeline.target,
-  steps = pipeline.steps,
+  steps = {
+    { name = "check", run = pipeline.check, on_call = true }, -- every stage planned on the call (hypd.op): reads only
+    { name = "eks", run = pipeline.eks },
+    { name = "active", run = pipeline.active },
+    { name = "dependencies", run = function(ctx) pipeline.stage(ctx, "cluster_configure_dependencies") end },
+    { name = "hyperpod_and_storage", run = pipeline.hyperpod_and_storage },
+    { name = "features", run = function(ctx) pipeline.stage(ctx, "hyperpod_update_advanced_features") end },
+    { name = "result", run = pipeline.result },
+  },
 }

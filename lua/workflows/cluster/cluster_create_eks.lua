@@ -1,5 +1,27 @@
 -- cluster_create_eks: stage 1 of a HyperPod cluster, the EKS cluster and
--- everything under it (the steps are in cluster/_eks_stage).
+-- everything under it, for one cluster tag in one region (the network's
+-- steps call cluster/_eks_network, the cluster's cluster/_eks_stage).
+-- Steps:
+--   vpc               VPC hypd-<tag>-vpc, DNS support and hostnames on
+--   internet_gateway  internet gateway hypd-<tag>-igw, attached to the VPC
+--   subnets           a public and a private subnet in each of the first
+--                     two zones EKS supports (hypd-<tag>-public-<az>,
+--                     hypd-<tag>-private-<az>)
+--   nat_gateway       Elastic IP and NAT gateway hypd-<tag>-nat in the first
+--                     public subnet (not waited for here)
+--   public_routes     route table hypd-<tag>-public-rt, 0.0.0.0/0 -> the
+--                     internet gateway, associated with the public subnets
+--   security_group    hypd-<tag>-cluster, all traffic within the group
+--   iam               role hypd-<tag>-eks-cluster-role with
+--                     AmazonEKSClusterPolicy attached
+--   cluster           EKS cluster hypd-<tag> (authentication mode API) in the
+--                     private subnets
+--   private_routes    waits for the NAT gateway; hypd-<tag>-private-rt,
+--                     0.0.0.0/0 -> NAT, associated with the private subnets
+--                     (after the cluster is asked for: the two waits overlap)
+--   wait_active       until the cluster is ACTIVE
+--   access            the caller as cluster admin (an access entry); the
+--                     first cluster becomes the active one
 local P = require "_params"
 local net = require "cluster._eks_network"
 local stage = require "cluster._eks_stage"
@@ -56,5 +78,17 @@ return tool {
   status_tool = "cluster_get_creation_status",
   target = stage.target,
   validate = net.check_subnet_cidrs,
-  steps = stage.steps,
+  steps = {
+    { name = "vpc", run = net.vpc },
+    { name = "internet_gateway", run = net.internet_gateway },
+    { name = "subnets", run = net.subnets },
+    { name = "nat_gateway", run = net.nat_gateway },
+    { name = "public_routes", run = net.public_routes },
+    { name = "security_group", run = net.security_group },
+    { name = "iam", run = stage.iam },
+    { name = "cluster", run = stage.cluster },
+    { name = "private_routes", run = net.private_routes },
+    { name = "wait_active", run = stage.wait_active },
+    { name = "access", run = stage.access },
+  },
 }

@@ -1,16 +1,16 @@
 -- hyperpod/_create: stage 4, the SageMaker HyperPod cluster on an EKS
--- cluster, as the steps of hyperpod_create (the execution role and the
--- lifecycle bucket are _hyperpod_setup's), and the pieces other tools
+-- cluster: what the steps of hyperpod_create call (the execution role and
+-- the lifecycle bucket are _hyperpod_setup's), and the pieces other tools
 -- run on their own:
 --   group_spec(o) -> the CreateCluster/UpdateCluster instance group
 --   eks_cluster(ctx, p) -> what a call works on (EKS, tag, VPC, groups)
 --
--- The steps: check (every decision against the account: hyperpod/_checks;
--- reads only), execution_role, lifecycle, subnet (hyperpod/_subnet),
--- cluster (CreateCluster: NodeRecovery Automatic, NodeProvisioningMode
--- Continuous), wait_in_service (about 15 minutes), wait_nodes (the nodes
--- Ready in Kubernetes with their health labels), record (the clusters
--- registry, the result).
+-- The runs of hyperpod_create's steps: check (every decision against the
+-- account: hyperpod/_checks; reads only), execution_role, lifecycle,
+-- subnet (hyperpod/_subnet), cluster (CreateCluster: NodeRecovery
+-- Automatic, NodeProvisioningMode Continuous), wait_cluster (InService,
+-- about 15 minutes), wait_ready_nodes (the nodes Ready in Kubernetes with
+-- their health labels), record (the clusters registry, the result).
 local Names = require "_names"
 local checks = require "hyperpod._checks"
 local hp = require "_hyperpod"
@@ -238,7 +238,7 @@ end
 
 -- the steps of hyperpod_create -------------------------------------------------------------
 
-local function check(ctx)
+function M.check(ctx)
   local p, st = ctx.params, ctx.state
   local e = M.eks_cluster(ctx, p)
   st.region, st.eks_name, st.eks_arn, st.vpc_id, st.tag = e.region, e.name, e.arn, e.vpc_id, e.tag
@@ -272,21 +272,21 @@ local function check(ctx)
   st.decisions = d
 end
 
-local function execution_role(ctx)
+function M.execution_role(ctx)
   ctx.state.execution_role_arn = setup.ensure_role(ctx, ctx.state.tag).Arn
 end
 
-local function lifecycle_step(ctx)
+function M.lifecycle(ctx)
   ctx.state.lifecycle = setup.ensure_lifecycle(ctx, ctx.state.tag)
 end
 
-local function subnet_step(ctx)
+function M.subnet(ctx)
   local st = ctx.state
   st.subnet = subnet.ensure(ctx, { vpc_id = st.vpc_id, az = st.decisions.zone.name, eks = st.eks_name,
     tag = st.tag, nat_gateway_id = st.nat_gateway_id })
 end
 
-local function cluster(ctx)
+function M.cluster(ctx)
   local p, st = ctx.params, ctx.state
   local name, tag = st.hyperpod_name, st.tag
   local group = M.group_spec { name = st.instance_group, d = st.decisions, role = st.execution_role_arn,
@@ -325,7 +325,7 @@ local function cluster(ctx)
   end
 end
 
-local function wait_in_service(ctx)
+function M.wait_cluster(ctx)
   local st = ctx.state
   local c = M.wait_in_service(ctx, st.hyperpod_name, st.created_at)
   if c then
@@ -334,7 +334,7 @@ local function wait_in_service(ctx)
   end
 end
 
-local function wait_nodes(ctx)
+function M.wait_ready_nodes(ctx)
   local st = ctx.state
   if ctx.plan then return end
   local d = st.decisions
@@ -346,7 +346,7 @@ local function wait_nodes(ctx)
   st.nodes = M.wait_nodes(ctx, st, st.instance_group, st.node_target or d.count)
 end
 
-local function record(ctx)
+function M.record(ctx)
   local st = ctx.state
   if ctx.plan then return end
   hypd.clusters.record { name = st.eks_name, region = st.region, arn = st.eks_arn, tag = st.tag,
@@ -362,17 +362,6 @@ local function record(ctx)
     subnet_cidr = st.subnet.cidr, route_table_id = st.subnet.route_table_id,
     s3_endpoint_id = st.subnet.vpc_endpoint_id, nodes = st.nodes, notes = d.notes }
 end
-
-M.steps = {
-  { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
-  { name = "execution_role", run = execution_role },
-  { name = "lifecycle", run = lifecycle_step },
-  { name = "subnet", run = subnet_step },
-  { name = "cluster", run = cluster },
-  { name = "wait_in_service", run = wait_in_service },
-  { name = "wait_nodes", run = wait_nodes },
-  { name = "record", run = record },
-}
 
 function M.target(p)
   local region, name = P.where(p)

@@ -1,18 +1,16 @@
--- hyperpod/_feat_steps: the staged steps of hyperpod_update_advanced_features
--- (enable: the features asked on, in dependency order; the ones asked off
--- through hyperpod_disable_advanced_features, its child operation) and of
--- hyperpod_disable_advanced_features (disable: in reverse order):
---
---   check     reads the actual state of every feature asked for and of
---             those that depend on them; refuses conflicts and missing
---             prerequisites before anything is changed; decides, per
+-- hyperpod/_feat_steps: what the steps of hyperpod_update_advanced_features
+-- (mode "enable") and hyperpod_disable_advanced_features ("disable") call:
+--   check(ctx, wants, mode)   reads the actual state of every feature asked
+--             for and of those that depend on them; refuses conflicts and
+--             missing prerequisites before anything is changed; decides, per
 --             feature, enable, disable or unchanged (already as asked:
---             nothing is sent for it). Kept in the operation's state, so a
---             resumed operation does what was decided.
---   <feature> one step per feature: its chain built (or removed) link by
---             link, each link read back first, so a chain a crash left half
---             built is finished (or removed) by the next call
---   result    the state of every feature asked for, read again
+--             nothing is sent for it), kept in the operation's state
+--   disable_step(ctx)   the update tool's features asked off, through the
+--             disable tool (its child operation)
+--   feature(name, mode) -> the run of one feature's step: its chain built
+--             (or removed) link by link, each link read back first
+--   result(ctx)   the state of every feature asked for, read again
+-- and, for hyperpod_get_advanced_features too: target, env, read.
 local F = require "hyperpod._feat"
 
 local M = {}
@@ -126,9 +124,10 @@ function M.check(ctx, wants, mode)
   ctx.state.todo, ctx.state.wants, ctx.state.before = todo, wants, before
 end
 
--- feature_step(name, mode) -> the step that builds (or removes) one chain
-function M.feature_step(name, mode)
-  return { name = name, run = function(ctx)
+-- feature(name, mode) -> the run of the step that builds (mode "enable")
+-- or removes ("disable") one feature's chain, when the check decided so
+function M.feature(name, mode)
+  return function(ctx)
     local todo = (ctx.state.todo or {})[name]
     if todo ~= mode then return end
     local env = M.env(ctx)
@@ -140,7 +139,7 @@ function M.feature_step(name, mode)
       ctx:phase("disabling " .. name)
       f.disable(ctx, env)
     end
-  end }
+  end
 end
 
 -- disable_step: the update tool's features asked off, through the
@@ -178,18 +177,6 @@ function M.result(ctx)
     end
   end
   ctx.state.result = { cluster = env.eks, region = env.region, hyperpod_cluster = env.hp_name, features = out }
-end
-
--- steps(mode, wants_of) -> the steps of the update tool (mode "enable") or
--- of the disable tool ("disable"); wants_of(params) -> {feature = want}
-function M.steps(mode, wants_of)
-  local steps = { { name = "check", run = function(ctx) M.check(ctx, wants_of(ctx.params), mode) end } }
-  if mode == "enable" then steps[#steps + 1] = { name = "disable", run = M.disable_step } end
-  local first, last, by = 1, #F.ORDER, 1
-  if mode == "disable" then first, last, by = #F.ORDER, 1, -1 end
-  for i = first, last, by do steps[#steps + 1] = M.feature_step(F.ORDER[i], mode) end
-  steps[#steps + 1] = { name = "result", run = M.result }
-  return steps
 end
 
 return M

@@ -1,5 +1,16 @@
 -- hyperpod_create: stage 4, the SageMaker HyperPod cluster on an EKS
--- cluster (the steps are in hyperpod/_create).
+-- cluster (what the steps call: hyperpod/_create). Steps:
+--   check            every decision against the account (hyperpod/_checks);
+--                    reads only, refused on the call
+--   execution_role   role hypd-<tag>-hyperpod-exec and its policies
+--   lifecycle        bucket hypd-<tag>-lifecycle-... with the lifecycle scripts
+--   subnet           the /20 compute subnet hp-compute-<az>, its route table
+--                    and the VPC's S3 gateway endpoint (hyperpod/_subnet)
+--   cluster          HyperPod cluster hypd-<tag>-hp (CreateCluster:
+--                    NodeRecovery Automatic, NodeProvisioningMode Continuous)
+--   wait_in_service  until it is InService (about 15 minutes)
+--   wait_nodes       the nodes Ready in Kubernetes with their health labels
+--   record           the clusters registry, the result
 local P = require "_params"
 local create = require "hyperpod._create"
 local setup = require "_hyperpod_setup"
@@ -51,5 +62,14 @@ return tool {
   params = params,
   status_tool = "hyperpod_get_creation_status",
   target = create.target,
-  steps = create.steps,
+  steps = {
+    { name = "check", run = create.check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "execution_role", run = create.execution_role },
+    { name = "lifecycle", run = create.lifecycle },
+    { name = "subnet", run = create.subnet },
+    { name = "cluster", run = create.cluster },
+    { name = "wait_in_service", run = create.wait_cluster },
+    { name = "wait_nodes", run = create.wait_ready_nodes },
+    { name = "record", run = create.record },
+  },
 }

@@ -1,16 +1,34 @@
 -- hyperpod_disable_advanced_features: turns managed features off, each
--- chain removed in reverse (hyperpod/_feat_steps, hyperpod/_feat_*). The
--- destructive half of hyperpod_update_advanced_features, which calls it
--- for the features asked off.
+-- chain removed in reverse (what the steps call: hyperpod/_feat_steps,
+-- hyperpod/_feat_*). The destructive half of
+-- hyperpod_update_advanced_features, which calls it for the features asked
+-- off. Steps:
+--   check      reads the state of every feature named and of those that
+--              need them; refuses turning off what stays needed; decides,
+--              per feature, disable, unchanged or kept (not made by hypd)
+--   then one step per feature, in reverse dependency order, each doing
+--   something only for a feature the check decided to disable: its chain
+--   removed link by link, in reverse of how it was built (a removal a crash
+--   left half done is finished; the chains: hyperpod/_feat_*)
+--   kuberay_operator      hypd's KubeRay objects gone (the CRDs stay)
+--   karpenter             the instance groups out of it, AutoScaling off,
+--                         its IAM role and policy gone
+--   tiered_checkpointing  its IAM identity gone, TieredStorageConfig off
+--   inference_operator    its add-on, IAM roles and TLS bucket gone
+--   training_operator     its add-on and IAM role gone
+--   fsx_csi_driver        its add-on and IAM role gone
+--   cert_manager          its add-on gone
+--   result     the state of every feature named, read again
 local P = require "_params"
 local F = require "hyperpod._feat"
 local S = require "hyperpod._feat_steps"
 
-local steps = S.steps("disable", function(p)
-  local wants = {}
-  for _, name in ipairs(p.features) do wants[name] = { enabled = false } end
-  return wants
-end)
+-- wants(p) -> {feature = want}: every feature named, off
+local function wants(p)
+  local out = {}
+  for _, name in ipairs(p.features) do out[name] = { enabled = false } end
+  return out
+end
 
 return tool {
   name = "hyperpod_disable_advanced_features",
@@ -44,5 +62,15 @@ return tool {
       description = "the features to turn off (a list, or a,b,c): " .. table.concat(F.ORDER, ", ") },
   },
   target = S.target,
-  steps = steps,
+  steps = {
+    { name = "check", run = function(ctx) S.check(ctx, wants(ctx.params), "disable") end },
+    { name = "kuberay_operator", run = S.feature("kuberay_operator", "disable") },
+    { name = "karpenter", run = S.feature("karpenter", "disable") },
+    { name = "tiered_checkpointing", run = S.feature("tiered_checkpointing", "disable") },
+    { name = "inference_operator", run = S.feature("inference_operator", "disable") },
+    { name = "training_operator", run = S.feature("training_operator", "disable") },
+    { name = "fsx_csi_driver", run = S.feature("fsx_csi_driver", "disable") },
+    { name = "cert_manager", run = S.feature("cert_manager", "disable") },
+    { name = "result", run = S.result },
+  },
 }

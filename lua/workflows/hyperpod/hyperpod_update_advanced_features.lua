@@ -1,7 +1,27 @@
 -- hyperpod_update_advanced_features: turns the managed features of a
 -- HyperPod cluster on or off, only those named (field presence: an absent
--- feature is left as it is). The steps are in hyperpod/_feat_steps, each
--- feature's chain in hyperpod/_feat_*.
+-- feature is left as it is). What the steps call is in hyperpod/_feat_steps,
+-- each feature's chain in hyperpod/_feat_*. Steps:
+--   check      reads the actual state of every feature asked for and of
+--              those that depend on them; refuses conflicts and missing
+--              prerequisites before anything is changed; decides, per
+--              feature, enable, disable or unchanged (kept in the
+--              operation's state, so a resumed operation does what was decided)
+--   disable    the features asked off, through
+--              hyperpod_disable_advanced_features (its child operation)
+--   then one step per feature, in dependency order, each doing something
+--   only for a feature the check decided to enable: its chain built link by
+--   link, each link read back first (a chain a crash left half built is
+--   finished; the chains: hyperpod/_feat_*)
+--   cert_manager          the EKS add-on cert-manager
+--   fsx_csi_driver        the FSx CSI driver's IAM role and its EKS add-on
+--   training_operator     its prerequisites, IAM role and EKS add-on
+--   inference_operator    its prerequisites, IAM roles, TLS bucket and add-on
+--   tiered_checkpointing  the cluster's TieredStorageConfig and its IAM identity
+--   karpenter             its IAM policy and role, the cluster's AutoScaling,
+--                         the instance groups put under it
+--   kuberay_operator      the KubeRay operator's Kubernetes objects
+--   result     the state of every feature asked for, read again
 local P = require "_params"
 local F = require "hyperpod._feat"
 local FP = require "_feature_params"
@@ -14,13 +34,14 @@ local params = {
 }
 for name, spec in pairs(FP.PARAMS) do params[name] = spec end
 
-local steps = S.steps("enable", function(p)
-  local wants = {}
+-- wants(p) -> {feature = want}: the features named, on or off
+local function wants(p)
+  local out = {}
   for _, name in ipairs(F.ORDER) do
-    if p[name] ~= nil then wants[name] = F.want(p[name]) end
+    if p[name] ~= nil then out[name] = F.want(p[name]) end
   end
-  return wants
-end)
+  return out
+end
 
 return tool {
   name = "hyperpod_update_advanced_features",
@@ -53,5 +74,16 @@ return tool {
   k8s = { "get", "list", "apply" },
   params = params,
   target = S.target,
-  steps = steps,
+  steps = {
+    { name = "check", run = function(ctx) S.check(ctx, wants(ctx.params), "enable") end },
+    { name = "disable", run = S.disable_step },
+    { name = "cert_manager", run = S.feature("cert_manager", "enable") },
+    { name = "fsx_csi_driver", run = S.feature("fsx_csi_driver", "enable") },
+    { name = "training_operator", run = S.feature("training_operator", "enable") },
+    { name = "inference_operator", run = S.feature("inference_operator", "enable") },
+    { name = "tiered_checkpointing", run = S.feature("tiered_checkpointing", "enable") },
+    { name = "karpenter", run = S.feature("karpenter", "enable") },
+    { name = "kuberay_operator", run = S.feature("kuberay_operator", "enable") },
+    { name = "result", run = S.result },
+  },
 }
