@@ -118,20 +118,30 @@ local ID_PATTERNS = {
   "cluster/(" .. ("%x"):rep(12) .. ")%f[^%w]", -- a HyperPod cluster's ARN
 }
 
-local function masked(s)
-  for _, pat in ipairs(ID_PATTERNS) do s = s:gsub(pat, function() return "<id>" end) end
+-- each_pattern(s, fn) -> s with fn(id) for every id, pattern by pattern. A
+-- UUID is set aside while the first pattern runs: a group of it that is
+-- all letters ("...-beef-0123456789ab") would read as a prefixed id
+local UUID = ID_PATTERNS[2]
+local function each_pattern(s, fn)
+  local held = {}
+  s = s:gsub(UUID, function(id) held[#held + 1] = id; return "\1" .. #held .. "\1" end)
+  s = s:gsub(ID_PATTERNS[1], fn)
+  s = s:gsub("\1(%d+)\1", function(i) return held[tonumber(i)] end)
+  for i = 2, #ID_PATTERNS do s = s:gsub(ID_PATTERNS[i], fn) end
   return s
+end
+
+local function masked(s)
+  return each_pattern(s, function() return "<id>" end)
 end
 
 local function normaliser()
   local seen, n = {}, 0
   return function(s)
-    for _, pat in ipairs(ID_PATTERNS) do
-      s = s:gsub(pat, function(id)
-        if not seen[id] then n = n + 1; seen[id] = "<id:" .. n .. ">" end
-        return seen[id]
-      end)
-    end
+    s = each_pattern(s, function(id)
+      if not seen[id] then n = n + 1; seen[id] = "<id:" .. n .. ">" end
+      return seen[id]
+    end)
     -- a list of ids in a reason ("(<id:1>, <id:2>)") is in the sandbox's listing order: sorted
     s = s:gsub("%((<id:%d+>[^()]*)%)", function(list)
       if list:gsub("<id:%d+>", ""):gsub(", ", "") ~= "" then return nil end

@@ -18,11 +18,8 @@ local M = {}
 function M.target(p)
   local ok, region = pcall(hypd.aws.region, { region = p.region })
   if not ok then region = p.region or "default" end
-  local name = p.cluster or p.hyperpod_cluster
-  if not name then
-    local act = hypd.clusters.active()
-    name = act and act.name or "(active)"
-  end
+  local target = hypd.clusters.target(p) -- nil when no cluster is given or active
+  local name = p.cluster or p.hyperpod_cluster or (target and target.name) or "(active)"
   return "features/" .. region .. "/" .. name
 end
 

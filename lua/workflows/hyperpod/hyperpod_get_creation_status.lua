@@ -81,14 +81,12 @@ return tool {
     if p.operation_id then
       view = hypd.operations.get(p.operation_id)
     else
-      local act = hypd.clusters.active() or {}
-      local name = p.cluster or act.name
-      if not name then
+      local target = hypd.clusters.target(p)
+      if not target then
         hypd.errors.refuse("operation_id", "required", "hyperpod_get_creation_status: give operation_id or cluster " ..
           "(no cluster is active)", { field_message = "operation_id or cluster" })
       end
-      local region = p.region or (not p.cluster and act.region) or ctx:aws_region()
-      view = latest("hyperpod/" .. region .. "/" .. name)
+      view = latest("hyperpod/" .. (target.region or ctx:aws_region()) .. "/" .. target.name)
     end
     if not view or not TOOLS[view.tool] then
       hypd.errors.raise("NOT_FOUND", "no hyperpod_create or hyperpod_add_instance_group operation for " ..

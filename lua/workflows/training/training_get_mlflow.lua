@@ -31,8 +31,8 @@ return tool {
     end
     local region, cluster_name = ctx:aws_region(), cl and cl.name
     if not cluster_name then
-      local act = hypd.clusters.active() or {}
-      cluster_name = p.cluster or act.name or "?"
+      local target = hypd.clusters.target(p)
+      cluster_name = target and target.name or "?"
     end
     -- training_setup_mlflow's target names the server, or "default" for the cluster's own
     local at = string.format("mlflow/%s/%s/", region, cluster_name)
