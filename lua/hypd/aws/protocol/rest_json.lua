@@ -24,9 +24,7 @@ local function members(model, op, params, input)
   return ""
 end
 
-function M.build(model, op, _, params)
-  return R.build(model, op, params, payload, members)
-end
+M.build = R.builder(payload, members)
 
 function M.parse(model, op, _, resp)
   if resp.status >= 300 then

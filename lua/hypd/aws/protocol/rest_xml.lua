@@ -26,9 +26,7 @@ local function members(model, op, params, input)
   return ""
 end
 
-function M.build(model, op, _, params)
-  return R.build(model, op, params, payload, members)
-end
+M.build = R.builder(payload, members)
 
 local function decode(resp)
   if not resp.body or resp.body == "" then return nil end
