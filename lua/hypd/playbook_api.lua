@@ -4,7 +4,7 @@
 --
 --   hypd.aws        call, try, pages, all (signed in C with the host's
 --                   credentials, standard retries, idempotency tokens;
---                   opts: region, profile), region(), class()
+--                   opts: region, profile), region(), class(), tags (hypd.aws.tags)
 --   hypd.k8s        connect{cluster, region} (default: the active cluster); log_line(line) ->
 --                   time, text of a timestamps=true log line; time_key(time) -> sortable text
 --                   -> get, list, create, apply, patch, delete, wait, watch, logs
@@ -47,6 +47,7 @@ local registry = require "hypd.tool.registry"
 local signed = require "hypd.aws.signed"
 local store = require "hypd.store"
 local sys = require "hypd.sys"
+local tags = require "hypd.aws.tags"
 local task = require "hypd.task"
 local yaml = require "hypd.yaml"
 
@@ -370,7 +371,8 @@ function M.table(name, sandbox)
       region = function(opts) return aws.region(opts or {}) end,
       hyperpod_types = function() return copy(hyperpod_types) end,
       eks_cluster_name = eks.CLUSTER_NAME, -- EKS' rule for a cluster name, a JSON Schema pattern
-      members = aws.members, signed_json = acting("send a signed AWS request", signed.request) },
+      members = aws.members, signed_json = acting("send a signed AWS request", signed.request),
+      tags = copy(tags) }, -- map(list), list(map): AWS tags as {key = value} and as [{Key, Value}]
     k8s = k8s_api(),
     tools = tools_api(name),
     operations = operations_api(),

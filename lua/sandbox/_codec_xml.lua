@@ -26,15 +26,9 @@ function M.leaf(name, text) return "<" .. name .. ">" .. M.esc(text) .. "</" .. 
 -- reads it from (flattened lists use their member's name)
 local member_key = X0.member_key
 
-local function open(buf, name, traits, attrs)
-  buf[#buf + 1] = "<" .. name
-  if traits.xmlns then
-    buf[#buf + 1] = string.format(' xmlns%s="%s"', traits.xmlns_prefix and ":" .. traits.xmlns_prefix or "",
-      attr_esc(traits.xmlns))
-  end
-  for _, a in ipairs(attrs or {}) do buf[#buf + 1] = string.format(' %s="%s"', a[1], attr_esc(a[2])) end
-  buf[#buf + 1] = ">"
-end
+-- open(buf, name, traits, attrs): the element's start tag, as the client
+-- writes one (hypd.aws.xml.start_tag), with the sandbox's escaping
+local function open(buf, name, traits, attrs) buf[#buf + 1] = X0.start_tag(name, traits, attrs, attr_esc) .. ">" end
 
 local write
 

@@ -87,11 +87,6 @@ function M.ensure_role(ctx, tag)
   return role
 end
 
-local function tags_map(list)
-  local out = {}
-  for _, t in ipairs(list or {}) do out[t.Key] = t.Value end
-  return out
-end
 
 local function absent(err, ...)
   for _, c in ipairs { ... } do if err.code == c then return true end end
@@ -109,7 +104,7 @@ function M.ensure_lifecycle(ctx, tag)
     owned = net.owned_by(tag, function(b) return b.Tags end),
     search = function()
       local out, err = ctx:try("s3", "GetBucketTagging", { Bucket = bucket })
-      if out then return { Name = bucket, Tags = tags_map(out.TagSet) } end
+      if out then return { Name = bucket, Tags = hypd.aws.tags.map(out.TagSet) } end
       if err.code == "NoSuchTagSet" then return { Name = bucket, Tags = {} } end
       if absent(err, "NoSuchBucket") then return nil end
       if err.code == "AccessDenied" or err.status == 403 then
@@ -121,7 +116,7 @@ function M.ensure_lifecycle(ctx, tag)
     fields = { Region = region, ["tag:" .. Names.TAG] = tag },
     create = function()
       ctx:call("s3", "CreateBucket", { Bucket = bucket, CreateBucketConfiguration = cfg })
-      return { Name = bucket, Tags = tags_map(cfg.Tags) }
+      return { Name = bucket, Tags = hypd.aws.tags.map(cfg.Tags) }
     end }
   local needs = ctx.state.lifecycle_bucket -- a planned id while the bucket is only planned
   for _, s in ipairs(lifecycle.SCRIPTS) do

@@ -21,10 +21,7 @@ M.name = Names.eks
 -- tag_list(tag, name [, extra]) -> EC2/IAM Tags: hypd:cluster-tag, Name, extra {key = value}
 function M.tag_list(tag, name, extra)
   local tags = { { Key = M.TAG_KEY, Value = tag }, { Key = "Name", Value = name } }
-  local keys = {}
-  for k in pairs(extra or {}) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do tags[#tags + 1] = { Key = k, Value = extra[k] } end
+  for _, t in ipairs(hypd.aws.tags.list(extra or {})) do tags[#tags + 1] = t end
   return tags
 end
 

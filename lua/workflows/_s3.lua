@@ -41,13 +41,9 @@ end
 -- tags(ctx, name, region) -> {key = value} of a bucket
 function M.tags(ctx, name, region)
   local out, err = try(ctx, region, "GetBucketTagging", { Bucket = name })
-  local m = {}
-  if out then
-    for _, t in ipairs(out.TagSet or {}) do m[t.Key] = t.Value end
-  elseif err.code ~= "NoSuchTagSet" then
-    error(err, 0)
-  end
-  return m
+  if out then return hypd.aws.tags.map(out.TagSet) end
+  if err.code ~= "NoSuchTagSet" then error(err, 0) end
+  return {}
 end
 
 -- head(ctx, name) -> {Name, Region} | nil: the bucket, wherever it is;
@@ -62,15 +58,6 @@ function M.head(ctx, name, field)
       "prints the policy)", { code = "AccessDenied", field_message = (field or "bucket") .. ": not usable" })
   end
   error(err, 0)
-end
-
-local function tag_list(map)
-  local keys = {}
-  for k in pairs(map) do keys[#keys + 1] = k end
-  table.sort(keys)
-  local out = json.array()
-  for i, k in ipairs(keys) do out[i] = { Key = k, Value = map[k] } end
-  return out
 end
 
 -- ensure_bucket(ctx, tag [, name [, kind]]) -> {name, region, arn, owned,
@@ -109,13 +96,13 @@ function M.ensure_bucket(ctx, tag, name, kind)
       local tags = {}
       for k, v in pairs(M.tags(ctx, name, x.Region)) do tags[k] = v end
       for k, c in pairs(changes) do tags[k:match("^tag:(.+)$")] = c.to end
-      call(ctx, x.Region, "PutBucketTagging", { Bucket = name, Tagging = { TagSet = tag_list(tags) } })
+      call(ctx, x.Region, "PutBucketTagging", { Bucket = name, Tagging = { TagSet = hypd.aws.tags.list(tags) } })
       x.Tags = tags
       return x
     end,
     placeholder = function() return { Name = name, Region = region, Tags = want } end,
     create = function()
-      local cfg = { Tags = tag_list(want) }
+      local cfg = { Tags = hypd.aws.tags.list(want) }
       if region ~= "us-east-1" then cfg.LocationConstraint = region end
       call(ctx, region, "CreateBucket", { Bucket = name, CreateBucketConfiguration = cfg })
       return { Name = name, Region = region, Tags = want }

@@ -172,7 +172,9 @@ hypd.aws = { call = function(service, op, params, opts) end, try = function(serv
   pages = function(service, op, params, opts) end, all = function(service, op, params, opts) end,
   class = function(service, op) end, region = function(opts) end, hyperpod_types = function() end,
   eks_cluster_name = "",
-  signed_json = function(req) end }
+  signed_json = function(req) end,
+  ---AWS tags: map(list) -> {key = value} of [{Key, Value}]; list(map) -> [{Key, Value}] sorted by key
+  tags = { map = function(list) end, list = function(map) end } }
 ---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
 hypd.k8s = {}
 hypd.tools = { call = function(name, params) end }

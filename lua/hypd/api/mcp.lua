@@ -29,13 +29,13 @@
 --   operation(id, caller) -> operation view | nil, err (NOT_FOUND)
 --   operations(limit, caller) -> { view, ... } | nil, err
 local core = require "hypd.core"
+local dispatch = require "hypd.tool.dispatch"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local op = require "hypd.tool.operations"
-local dispatch = require "hypd.tool.dispatch"
-local tool = require "hypd.tool.registry"
 local sys = require "hypd.sys"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

@@ -29,14 +29,14 @@
 -- status).
 local auth = require "hypd.api.auth"
 local config = require "hypd.config"
+local dispatch = require "hypd.tool.dispatch"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local loader = require "hypd.tool.loader"
 local log = require "hypd.log"
 local op = require "hypd.tool.operations"
-local dispatch = require "hypd.tool.dispatch"
-local tool = require "hypd.tool.registry"
-local loader = require "hypd.tool.loader"
 local openapi = require "hypd.api.openapi"
+local tool = require "hypd.tool.registry"
 
 local M = {}
 

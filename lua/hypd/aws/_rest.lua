@@ -141,19 +141,33 @@ local function bind(model, op, params)
   return req, { shape = shape, members = body_members, payload = pm, raw = raw }
 end
 
--- build(model, op, params, encode) -> req | nil, err: the request, its
--- body from encode(input) -> body [, content-type] when the operation takes
--- input (the content-type is set when the body is not empty and no member
--- set one)
-function M.build(model, op, params, encode)
-  local req, input = bind(model, op, params)
-  if not req or not input then return req, input end
-  local body, content_type = encode(input)
-  req.body = body
-  if content_type and body ~= "" and not req.headers["content-type"] then
-    req.headers["content-type"] = content_type
+-- builder(payload, members) -> build(model, op, name, params) -> req |
+-- nil, err: a REST protocol's build. When the operation takes input, the
+-- request's body is a raw payload member as it is ("" when absent), a
+-- structure payload member's value (absent or not) from payload(model,
+-- member, value), else the members left for the body from members(model,
+-- op, params, input); both answer body [, content-type], the content-type
+-- set when the body is not empty and no member set one
+function M.builder(payload, members)
+  return function(model, op, _, params)
+    local req, input = bind(model, op, params)
+    if not req or not input then return req, input end
+    local pm = input.payload
+    local body, content_type
+    if not pm then
+      body, content_type = members(model, op, params, input)
+    elseif input.raw then
+      local v = params[pm[1]]
+      body = S.present(v) and v or ""
+    else
+      body, content_type = payload(model, pm, params[pm[1]])
+    end
+    req.body = body
+    if content_type and body ~= "" and not req.headers["content-type"] then
+      req.headers["content-type"] = content_type
+    end
+    return req
   end
-  return req
 end
 
 -- parse_headers(model, shape, resp, out): sets the members of out that the

@@ -100,14 +100,22 @@ local ATTR_ESC = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&qu
 local function text_esc(s) return (s:gsub("[&<>]", TEXT_ESC)) end
 local function attr_esc(s) return (s:gsub('[&<>"\n\r\t]', ATTR_ESC)) end
 
-local function open(buf, name, traits, attrs)
-  buf[#buf + 1] = "<" .. name
+-- start_tag(name, traits, attrs [, esc]) -> "<name" with the shape's
+-- xmlns trait (xmlns, or xmlns:prefix with traits.xmlns_prefix) and attrs
+-- {{name, value}} as attributes, each value escaped by esc (default: as
+-- botocore escapes it); the caller closes the tag (">" or " />")
+function M.start_tag(name, traits, attrs, esc)
+  esc = esc or attr_esc
+  local buf = { "<" .. name }
   if traits.xmlns then
     buf[#buf + 1] = string.format(' xmlns%s="%s"', traits.xmlns_prefix and ":" .. traits.xmlns_prefix or "",
-      attr_esc(traits.xmlns))
+      esc(traits.xmlns))
   end
-  for _, a in ipairs(attrs or {}) do buf[#buf + 1] = string.format(' %s="%s"', a[1], attr_esc(a[2])) end
+  for _, a in ipairs(attrs or {}) do buf[#buf + 1] = string.format(' %s="%s"', a[1], esc(a[2])) end
+  return table.concat(buf)
 end
+
+local function open(buf, name, traits, attrs) buf[#buf + 1] = M.start_tag(name, traits, attrs) end
 
 local function leaf(buf, name, traits, text)
   open(buf, name, traits)

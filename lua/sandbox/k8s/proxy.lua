@@ -111,6 +111,26 @@ function M.dial_ip(cl, ip, port, req)
   return nil, "dial tcp " .. ip .. ":" .. tostring(port) .. ": connect: no route to host"
 end
 
+-- from_random(list) -> an iterator over the items of a non-empty list,
+-- from a random one on, wrapping around (how a Service spreads its calls)
+local function from_random(list)
+  local n, start, i = #list, math.random(#list), -1
+  return function()
+    i = i + 1
+    if i < n then return list[(start + i - 1) % n + 1] end
+  end
+end
+
+-- backend(cl, pr, ns, addrs) -> pod, ip: of the endpoint addresses (from a
+-- random one on), the first whose pod holds its IP, or nil
+local function backend(cl, pr, ns, addrs)
+  for a in from_random(addrs) do
+    local ref = a.targetRef or {}
+    local pod = ref.kind == "Pod" and cl:get(pr, ref.namespace or ns, ref.name)
+    if pod and (pod.status or {}).podIP == a.ip then return pod, a.ip end
+  end
+end
+
 local function service(cl, req, ns, id, rest)
   local scheme, name, port = split(id)
   if not scheme then return fail(400, "BadRequest", string.format("invalid service request %q", id)) end
@@ -133,23 +153,12 @@ local function service(cl, req, ns, id, rest)
   if #subsets == 0 then
     return fail(503, "ServiceUnavailable", string.format("no endpoints available for service %q", name))
   end
-  local start = math.random(#subsets)
-  for i = 0, #subsets - 1 do
-    local ss = subsets[(start + i - 1) % #subsets + 1]
+  for ss in from_random(subsets) do
     local addrs = ss.addresses or {}
-    if #addrs > 0 then
-      for _, ssp in ipairs(ss.ports or {}) do
-        if (ssp.name or "") == port then
-          local a0 = math.random(#addrs)
-          for try = 0, #addrs - 1 do
-            local a = addrs[(a0 + try - 1) % #addrs + 1]
-            local ref = a.targetRef or {}
-            local pod = ref.kind == "Pod" and cl:get(pr, ref.namespace or ns, ref.name)
-            if pod and (pod.status or {}).podIP == a.ip then
-              return dial(cl, pod, scheme, a.ip, tonumber(ssp.port), req, rest)
-            end
-          end
-        end
+    for _, ssp in ipairs(#addrs > 0 and ss.ports or {}) do
+      if (ssp.name or "") == port then
+        local pod, ip = backend(cl, pr, ns, addrs)
+        if pod then return dial(cl, pod, scheme, ip, tonumber(ssp.port), req, rest) end
       end
     end
   end

@@ -4,6 +4,7 @@
 -- ListTags (SageMaker: a list). Tags live on the resource's own record, so
 -- Describe calls show them too.
 local json = require "hypd.json"
+local tags = require "hypd.aws.tags"
 
 local M = {}
 
@@ -16,24 +17,15 @@ local function find(ctx, kinds, arn)
   end
 end
 
-local function as_map(tags)
+-- as_map(t) -> {key = value} of a list of {Key, Value} or of a map
+local function as_map(t)
+  if t and #t > 0 then return tags.map(t) end
   local m = {}
-  if tags and #tags > 0 then
-    for _, t in ipairs(tags) do m[t.Key] = t.Value end
-  else
-    for k, v in pairs(tags or {}) do m[k] = v end
-  end
+  for k, v in pairs(t or {}) do m[k] = v end
   return m
 end
 
-local function as_list(map)
-  local keys = {}
-  for k in pairs(map) do keys[#keys + 1] = k end
-  table.sort(keys)
-  local out = json.array()
-  for i, k in ipairs(keys) do out[i] = { Key = k, Value = map[k] } end
-  return out
-end
+local as_list = tags.list
 
 local function as_object(map)
   local o = json.object()

@@ -129,13 +129,8 @@ function M.tags(info)
   return t
 end
 
-function M.tag_list(info)
-  local out, keys = {}, {}
-  for k in pairs(M.tags(info)) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do out[#out + 1] = { Key = k, Value = M.tags(info)[k] } end
-  return out
-end
+-- tag_list(info) -> those tags as [{Key, Value}]
+function M.tag_list(info) return hypd.aws.tags.list(M.tags(info)) end
 
 -- the S3 access Mountpoint needs (its documented policy), on any bucket:
 -- the buckets come later (storage_create_s3)

@@ -47,8 +47,7 @@ local function oidc_item(ctx, info)
   local has = false
   for _, c in ipairs(out.ClientIDList or {}) do has = has or c == irsa.AUDIENCE end
   v.client_ids, v.thumbprints = out.ClientIDList, out.ThumbprintList
-  local tags = {}
-  for _, t in ipairs(out.Tags or {}) do tags[t.Key] = t.Value end
+  local tags = hypd.aws.tags.map(out.Tags)
   v.owner = tags[D.MANAGED_TAG] == D.MANAGED and "hypd" or "other"
   if has then
     v.state = "present"

@@ -164,8 +164,7 @@ local function irsa_role(ctx, info, w)
   local role, action = ctx:ensure { type = "iam:role", label = "IAM role", name = name, key = w.key,
     id = "Arn", needs = info.arn, field = "cluster", exists = "EntityAlreadyExists", retry = not_yet,
     owned = function(r)
-      local tags = {}
-      for _, t in ipairs(r.Tags or {}) do tags[t.Key] = t.Value end
+      local tags = hypd.aws.tags.map(r.Tags)
       if tags[Names.EKS_TAG] == info.name then return true end
       return false, "its " .. Names.EKS_TAG .. " tag is " .. tostring(tags[Names.EKS_TAG] or "missing")
     end,

@@ -39,12 +39,7 @@ M.DEPLOYMENTS = {
 
 local net = require "_network"
 
-local function tags_map(list)
-  local m = {}
-  for _, t in ipairs(list or {}) do m[t.Key] = t.Value end
-  return m
-end
-
+local tags_map = hypd.aws.tags.map
 local tag_list = net.tag_list
 local not_yet = roles.not_yet
 

@@ -39,8 +39,7 @@ local function find(ctx)
     -- a file system an earlier delete kept (its claim and volume are gone)
     local name = Names.fsx(cl.tag, p.claim_name).file_system
     for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
-      local tags = {}
-      for _, x in ipairs(fs.Tags or {}) do tags[x.Key] = x.Value end
+      local tags = hypd.aws.tags.map(fs.Tags)
       if tags.Name == name and tags[Names.TAG] == cl.tag and fs.Lifecycle ~= "DELETING" then
         st.kind, st.file_system_id, st.found = "fsx", fs.FileSystemId, true
         return
@@ -167,8 +166,7 @@ local function file_system(ctx)
   local id, cl = st.file_system_id, st.cluster
   local fs = FS.describe(ctx, id)
   if not fs then return end
-  local tags = {}
-  for _, x in ipairs(fs.Tags or {}) do tags[x.Key] = x.Value end
+  local tags = hypd.aws.tags.map(fs.Tags)
   local entry = { type = "fsx:file-system", name = tags.Name or id, id = id }
   local keep
   if not p.delete_file_system then

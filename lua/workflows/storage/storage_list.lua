@@ -11,8 +11,7 @@ local A = require "_eks_addon"
 local function file_systems(ctx, tag)
   local out = {}
   for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
-    local tags = {}
-    for _, t in ipairs(fs.Tags or {}) do tags[t.Key] = t.Value end
+    local tags = hypd.aws.tags.map(fs.Tags)
     out[fs.FileSystemId] = { fs = fs, ours = tags[Names.TAG] == tag, name = tags.Name }
   end
   return out

@@ -46,11 +46,7 @@ end
 
 -- tags(ctx, arn) -> {key = value} of the server
 function M.tags(ctx, arn)
-  local m = {}
-  for _, t in ipairs(hypd.aws.all("sagemaker", "ListTags", { ResourceArn = arn }, ctx:aws_opts())) do
-    m[t.Key] = t.Value
-  end
-  return m
+  return hypd.aws.tags.map(hypd.aws.all("sagemaker", "ListTags", { ResourceArn = arn }, ctx:aws_opts()))
 end
 
 -- view(d) -> what the tools answer about a server

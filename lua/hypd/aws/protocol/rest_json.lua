@@ -9,16 +9,14 @@ local S = require "hypd.aws.shape"
 
 local M = {}
 
--- the body: the payload member alone (a raw one as it is), or the members
--- left for the body as a JSON object ("{}" when the input has body members
--- and none is given)
-local function encode(model, op, params, input)
-  local pm = input.payload
-  if pm then
-    local v = params[pm[1]]
-    if input.raw then return S.present(v) and v or "" end
-    return S.present(v) and json.encode(J.encode(model, pm[2], pm, v)) or "{}", "application/json"
-  end
+-- a structure payload member's value as the body ("{}" when it is absent)
+local function payload(model, pm, v)
+  return S.present(v) and json.encode(J.encode(model, pm[2], pm, v)) or "{}", "application/json"
+end
+
+-- the members left for the body as a JSON object ("{}" when the input has
+-- body members and none is given)
+local function members(model, op, params, input)
   if next(input.members) then return json.encode(J.encode(model, op.input, {}, params)), "application/json" end
   for _, m in ipairs(input.shape[2]) do
     if not m.loc then return "{}", "application/json" end
@@ -26,9 +24,7 @@ local function encode(model, op, params, input)
   return ""
 end
 
-function M.build(model, op, _, params)
-  return R.build(model, op, params, function(input) return encode(model, op, params, input) end)
-end
+M.build = R.builder(payload, members)
 
 function M.parse(model, op, _, resp)
   if resp.status >= 300 then

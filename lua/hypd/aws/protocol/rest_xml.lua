@@ -11,24 +11,22 @@ local X = require "hypd.aws.xml"
 
 local M = {}
 
--- the body: the payload member alone (a raw one as it is, a structure as
--- XML), or the members left for the body as the input's XML element
-local function encode(model, op, params, input)
-  local pm = input.payload
-  if pm then
-    local v = params[pm[1]]
-    if not S.present(v) then return "" end
-    return input.raw and v or X.encode(model, pm[2], pm, v, pm.name or pm[1])
-  end
+-- a structure payload member's value as the body, as XML ("" when it is
+-- absent)
+local function payload(model, pm, v)
+  if not S.present(v) then return "" end
+  return X.encode(model, pm[2], pm, v, pm.name or pm[1])
+end
+
+-- the members left for the body as the input's XML element
+local function members(model, op, params, input)
   if next(input.members) then
     return X.encode(model, op.input, { xmlns = op.input_xmlns }, params, op.input_name or op.input)
   end
   return ""
 end
 
-function M.build(model, op, _, params)
-  return R.build(model, op, params, function(input) return encode(model, op, params, input) end)
-end
+M.build = R.builder(payload, members)
 
 local function decode(resp)
   if not resp.body or resp.body == "" then return nil end

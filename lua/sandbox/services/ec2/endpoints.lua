@@ -5,9 +5,8 @@
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 local KNOWN_PREFIX_LISTS = { ["us-west-2/s3"] = "pl-68a54001", ["us-east-1/s3"] = "pl-63a5400a",
   ["us-west-2/dynamodb"] = "pl-00a54069", ["us-east-1/dynamodb"] = "pl-02cd2c6b" }

@@ -5,10 +5,8 @@ local cidr = require "sandbox.services.ec2.cidr"
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
-M.transitions = {}
+local M = { operations = {}, transitions = {} }
+local ops = M.operations
 
 local NAT_READY, NAT_GONE, NAT_PURGE = 120, 60, 3600
 

@@ -5,9 +5,8 @@
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 local function interface(ctx, id, subnet, kind, description, private_ip, groups)
   local s = ctx.state:get("subnet", subnet) or {}

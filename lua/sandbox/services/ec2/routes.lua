@@ -5,9 +5,8 @@ local cidr = require "sandbox.services.ec2.cidr"
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 local function new_table(ctx, vpc, tags)
   local id = ctx.id("rtb")

@@ -6,9 +6,8 @@ local cidr = require "sandbox.services.ec2.cidr"
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 local PROTOCOLS = { tcp = "tcp", udp = "udp", icmp = "icmp", icmpv6 = "icmpv6", ["-1"] = "-1", ["6"] = "tcp",
   ["17"] = "udp", ["1"] = "icmp", ["58"] = "icmpv6" }

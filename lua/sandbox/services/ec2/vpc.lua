@@ -7,9 +7,8 @@ local routes = require "sandbox.services.ec2.routes"
 local sgs = require "sandbox.services.ec2.security_groups"
 local zones = require "sandbox.services.ec2.zones"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 -- block(ctx, text, what) -> parsed CIDR or InvalidParameterValue
 local function block(ctx, text, what)

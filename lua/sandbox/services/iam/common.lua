@@ -107,13 +107,22 @@ function M.remove_tags(existing, keys)
   return out
 end
 
--- without(list, value) -> a copy of list without value, and whether it was there
-function M.without(list, value)
+-- append(ctx, list, value, max, message): value added at the end of list,
+-- or LimitExceeded (409) with message when list holds max values already
+function M.append(ctx, list, value, max, message)
+  if #list >= max then ctx.error("LimitExceeded", message, 409) end
+  list[#list + 1] = value
+end
+
+-- without(ctx, list, value, message) -> a copy of list without value, or
+-- NoSuchEntity (404) with message when value is not in it
+function M.without(ctx, list, value, message)
   local kept, found = json.array(), false
   for _, v in ipairs(list) do
     if v == value then found = true else kept[#kept + 1] = v end
   end
-  return kept, found
+  if not found then ctx.error("NoSuchEntity", message, 404) end
+  return kept
 end
 
 local function copy_array(a)

@@ -9,9 +9,8 @@ local C = require "sandbox.services.iam.common"
 local json = require "hypd.json"
 local roles = require "sandbox.services.iam.roles"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 local AWS_DATE = 1430000000 -- AWS-managed policies are old
 
@@ -218,10 +217,7 @@ function ops.AttachRolePolicy(ctx, input)
   for _, a in ipairs(r.attached) do
     if a == p.Arn then return {} end
   end
-  if #r.attached >= 20 then
-    ctx.error("LimitExceeded", "Cannot exceed quota for PoliciesPerRole: 20.", 409)
-  end
-  r.attached[#r.attached + 1] = p.Arn
+  C.append(ctx, r.attached, p.Arn, 20, "Cannot exceed quota for PoliciesPerRole: 20.")
   ctx.state:put("role", r.RoleName, r)
   ctx.target = r.RoleName
   return {}
@@ -230,11 +226,7 @@ end
 function ops.DetachRolePolicy(ctx, input)
   local r = roles.get(ctx, input.RoleName)
   check_arn(ctx, input.PolicyArn)
-  local kept, found = C.without(r.attached, input.PolicyArn)
-  if not found then
-    ctx.error("NoSuchEntity", "Policy " .. input.PolicyArn .. " was not found.", 404)
-  end
-  r.attached = kept
+  r.attached = C.without(ctx, r.attached, input.PolicyArn, "Policy " .. input.PolicyArn .. " was not found.")
   ctx.state:put("role", r.RoleName, r)
   ctx.target = r.RoleName
   return {}

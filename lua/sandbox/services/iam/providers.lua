@@ -8,9 +8,8 @@ local C = require "sandbox.services.iam.common"
 local json = require "hypd.json"
 local roles = require "sandbox.services.iam.roles"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 -- --- OpenID Connect providers --------------------------------------------
 
@@ -157,10 +156,7 @@ end
 function ops.AddRoleToInstanceProfile(ctx, input)
   local p = get_profile(ctx, input.InstanceProfileName)
   local r = roles.get(ctx, input.RoleName)
-  if #p.Roles >= 1 then
-    ctx.error("LimitExceeded", "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1", 409)
-  end
-  p.Roles[#p.Roles + 1] = r.RoleName
+  C.append(ctx, p.Roles, r.RoleName, 1, "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1")
   ctx.state:put("instance_profile", p.InstanceProfileName, p)
   ctx.target = p.InstanceProfileName
   return {}
@@ -169,11 +165,7 @@ end
 function ops.RemoveRoleFromInstanceProfile(ctx, input)
   local p = get_profile(ctx, input.InstanceProfileName)
   C.check_name(ctx, input.RoleName, "roleName")
-  local kept, found = C.without(p.Roles, input.RoleName)
-  if not found then
-    ctx.error("NoSuchEntity", "The role with name " .. input.RoleName .. " cannot be found.", 404)
-  end
-  p.Roles = kept
+  p.Roles = C.without(ctx, p.Roles, input.RoleName, "The role with name " .. input.RoleName .. " cannot be found.")
   ctx.state:put("instance_profile", p.InstanceProfileName, p)
   ctx.target = p.InstanceProfileName
   return {}

@@ -8,9 +8,8 @@
 local C = require "sandbox.services.iam.common"
 local json = require "hypd.json"
 
-local M = {}
-local ops = {}
-M.operations = ops
+local M = { operations = {} }
+local ops = M.operations
 
 -- get(ctx, name) -> the role record or NoSuchEntity
 function M.get(ctx, name)
