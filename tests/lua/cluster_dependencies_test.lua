@@ -120,7 +120,9 @@ t.test("afterwards every item is present, read back with AWS calls and the Kuber
   local s3 = call("eks", "DescribeAddon", { clusterName = "deps", addonName = "aws-mountpoint-s3-csi-driver" }).addon
   t.eq(s3.serviceAccountRoleArn, role.Arn, "the driver's add-on has its IRSA role")
   local k = conn("deps")
-  local sa = assert(k:get("v1", "ServiceAccount", "s3-csi-driver-sa", { namespace = "kube-system" }))
+  -- (the add-on makes its account as it becomes ACTIVE: the sandbox's controller a moment after)
+  local sa = assert(k:wait("v1", "ServiceAccount", "s3-csi-driver-sa", function(o) return o end,
+    { namespace = "kube-system", timeout = 10 }))
   t.eq(sa.metadata.annotations["eks.amazonaws.com/role-arn"], role.Arn, "the service account carries the role")
   for _, o in ipairs(OBJECTS) do
     local kind, ns, name = o:match("^(%S+) ([^/]+)/(.+)$")
