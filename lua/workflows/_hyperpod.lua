@@ -1,8 +1,9 @@
--- _hyperpod: what the tools of every area that work on HyperPod share: which HyperPod cluster a
--- call works on, the names hypd gives what it makes, and the one function
--- that turns a DescribeCluster instance group into an UpdateCluster one.
+-- _hyperpod: what the tools of every area that work on HyperPod share: the
+-- EKS cluster a call works on and its Kubernetes client, the HyperPod
+-- cluster that EKS cluster orchestrates, a group of it, and the one
+-- function that turns a DescribeCluster instance group into an UpdateCluster
+-- one. (The names hypd gives what it makes are _names'.)
 local M = {}
-
 
 -- eks(ctx, p) -> {name, region, record}: the EKS cluster a call works on
 -- (ctx:cluster(p)), whose region becomes the call's
