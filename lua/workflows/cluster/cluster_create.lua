@@ -79,7 +79,7 @@ return tool {
   status_tool = "cluster_get_creation_status",
   target = pipeline.target,
   steps = {
-    { name = "check", run = pipeline.check, on_call = true }, -- every stage planned on the call (hypd.op): reads only
+    { name = "check", run = pipeline.check, on_call = true }, -- every stage planned on the call: reads only
     { name = "eks", run = pipeline.eks },
     { name = "active", run = pipeline.active },
     { name = "dependencies", run = function(ctx) pipeline.stage(ctx, "cluster_configure_dependencies") end },

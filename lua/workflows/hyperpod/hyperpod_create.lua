@@ -63,7 +63,7 @@ return tool {
   status_tool = "hyperpod_get_creation_status",
   target = create.target,
   steps = {
-    { name = "check", run = create.check, on_call = true }, -- refused on the call (hypd.op): reads only
+    { name = "check", run = create.check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only
     { name = "execution_role", run = create.execution_role },
     { name = "lifecycle", run = create.lifecycle },
     { name = "subnet", run = create.subnet },
