@@ -270,7 +270,10 @@ function M.match(prog, s)
   local found
   for i = 1, n + 1 do
     if not found then add(prog, clist, cseen, 1, {}, i, n) end -- a later start, lowest priority
-    if #clist == 0 then break end
+    -- no thread here: a match found stays, and none is found without one
+    -- (a start that dies at once, as `()$` does before the end, is not the
+    -- end of the search: a later start may match)
+    if #clist == 0 and found then break end
     local nlist, nseen = {}, {}
     local b = s:byte(i)
     for _, th in ipairs(clist) do

@@ -115,6 +115,10 @@ t.test("the language the matcher accepts is the one it did", function()
   t.eq(assert(regex.compile("(a*)?\\d*$")):match("--"), { false }, "an empty optional iteration leaves its group out")
   t.eq(assert(regex.compile("^(a|b)?(a*){2}")):match(""), { false, "" }, "a required iteration may be empty")
   t.eq(select(2, regex.compile("^a{1,30000}$")) ~= nil, true, "a pattern past the program bound is refused")
+  -- a start that dies at once (here before the end) does not end the
+  -- search: the fuzzer's finding, where test was true and match nil
+  t.eq(assert(regex.compile("()$")):match("$\n:aa"), { "" }, "a match at the end after starts that die at once")
+  t.eq(assert(regex.compile("(b)$")):match("ab"), { "b" }, "a later start after one that dies")
 end)
 
 t.cleanup(function() srv:stop() end)
