@@ -8,7 +8,8 @@
 --   hypd.k8s        connect{cluster, region} (default: the active cluster); log_line(line) ->
 --                   time, text of a timestamps=true log line; time_key(time) -> sortable text
 --                   -> get, list, create, apply, patch, delete, wait, watch, logs
---   hypd.tools      call(name, params): another tool, with the caller's scope
+--   hypd.tools      call(name, params): another tool, with the caller's scope; exists(name);
+--                   check(name, args): would the call validate (placeholders <what> allowed)
 --   hypd.operations list, get, events, wait (a status tool's view of operations);
 --                   cancel (a mutating tool whose caller may call operation_cancel)
 --   hypd.clusters   active(), get, list; set_active{name, region, arn} and
@@ -32,6 +33,7 @@ local dispatch = require "hypd.tool.dispatch"
 local eks = require "hypd.aws.eks"
 local errors = require "hypd.errors"
 local guard = require "hypd.tool.guard"
+local hints = require "hypd.hints"
 local http = require "hypd.http"
 local hyperpod_types = require "hypd.aws.hyperpod_types"
 local json = require "hypd.json"
@@ -205,6 +207,18 @@ local function tools_api(name)
   return {
     -- exists(name) -> true when a tool of that name is registered
     exists = function(tname) return registry.get(tname) ~= nil end,
+    -- check(name, args) -> true | nil, problems (texts): would the call pass
+    -- the tool's validation; a string value <what> is a placeholder the
+    -- person fills (hypd.hints), so a required parameter it holds is given
+    check = function(tname, args)
+      local call = { tool = tname, args = {} }
+      for k, v in pairs(args or {}) do
+        local text = type(v) == "string" and v or json.encode(v)
+        call.args[#call.args + 1] = { key = k, value = text, json = type(v) ~= "string",
+          placeholder = type(v) == "string" and v:match(hints.PLACEHOLDER) ~= nil }
+      end
+      return hints.check(call)
+    end,
     -- call(name, params) -> result (raises the tool's error). A staged tool
     -- called from inside an operation runs as its child operation and the
     -- call waits for it (its result, or its error); from a plan, it plans.

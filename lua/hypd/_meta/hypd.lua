@@ -177,7 +177,7 @@ hypd.aws = { call = function(service, op, params, opts) end, try = function(serv
   tags = { map = function(list) end, list = function(map) end } }
 ---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
 hypd.k8s = {}
-hypd.tools = { call = function(name, params) end }
+hypd.tools = { call = function(name, params) end, exists = function(name) end, check = function(name, args) end }
 hypd.operations = { list = function(filter) end, get = function(id) end, events = function(id, after, limit, wait) end,
   wait = function(id, seconds) end, state = function(id) end, cancel = function(id) end }
 -- set_active, record: a mutating or destructive tool; forget: a destructive one (GUARDRAIL otherwise)
