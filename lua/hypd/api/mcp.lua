@@ -25,6 +25,7 @@
 --   tools() -> { {name, kind, summary, description, status_tool, staged,
 --                 input_schema, output_schema}, ... } | nil, err
 --   has_tool(name) -> bool
+--   find(name) -> {name, kind, toolsets} | nil   (which toolsets hold it)
 --   call(name, args, caller) -> result | nil, err
 --   operation(id, caller) -> operation view | nil, err (NOT_FOUND)
 --   operations(limit, caller) -> { view, ... } | nil, err
@@ -36,6 +37,7 @@ local log = require "hypd.log"
 local op = require "hypd.tool.operations"
 local sys = require "hypd.sys"
 local tool = require "hypd.tool.registry"
+local toolsets = require "hypd.tool.toolsets"
 
 local M = {}
 
@@ -136,6 +138,7 @@ function M.local_backend()
     return out
   end
   function b.has_tool(name) return tool.get(name) ~= nil end
+  function b.find(name) return tool.get(name) end
   function b.call(name, args, caller) return dispatch.call(name, args, caller) end
   function b.operation(id)
     local rec = type(id) == "string" and op.get(id)
@@ -152,12 +155,21 @@ end
 
 -- sessions ---------------------------------------------------------------------------
 
--- session{caller, backend, send} -> session: what one client negotiated
--- (protocol, log_level, client info) and how to reach it
+-- session{caller, backend, send, toolsets} -> session: what one client
+-- negotiated (protocol, log_level, client info) and how to reach it;
+-- toolsets = {name = true} (hypd.tool.toolsets.parse): the tools it lists
+-- and calls (nil: every tool)
 function M.session(opts)
   opts = opts or {}
   return { caller = opts.caller, backend = opts.backend or M.local_backend(), send = opts.send,
-    protocol = nil, log_level = nil, initialized = false, client = nil }
+    toolsets = opts.toolsets, protocol = nil, log_level = nil, initialized = false, client = nil }
+end
+
+-- sets_named(sets) -> "cluster, observe": a session's toolsets, for messages
+local function sets_named(sets)
+  local out = {}
+  for _, n in ipairs(toolsets.NAMES) do if sets[n] then out[#out + 1] = n end end
+  return table.concat(out, ", ")
 end
 
 -- notify(send, method, params): one notification, when there is a channel
@@ -246,10 +258,13 @@ function M.mcp_tool(d)
     annotations = { title = d.summary, readOnlyHint = d.kind == "read", destructiveHint = d.kind == "destructive",
       idempotentHint = d.kind == "read" or d.staged == true, openWorldHint = true } }
   if type(out.inputSchema) ~= "table" then out.inputSchema = { type = "object", properties = json.object() } end
-  -- where the tool comes from: built-in, or an operator's playbook (over a built-in one); every file it
-  -- loads, and those of them that take the place of built-in ones
+  -- where the tool comes from: built-in, or an operator's playbook (over a built-in one); for a tool
+  -- an operator's file is in, every file it loads, and those of them that take the place of built-in
+  -- ones (a built-in tool's files and hashes are in hypd tools --json and GET /api/v1/tools: the
+  -- agent pays for every byte of tools/list)
+  local operator = (d.source or "built-in") ~= "built-in" or d.overridden_by ~= nil
   out._meta = { ["hypd.io/source"] = d.source or "built-in", ["hypd.io/overrides"] = d.overrides,
-    ["hypd.io/overridden_by"] = d.overridden_by, ["hypd.io/modules"] = d.modules }
+    ["hypd.io/overridden_by"] = d.overridden_by, ["hypd.io/modules"] = operator and d.modules or nil }
   -- MCP requires an object schema for results; anything else is left out
   if type(d.output_schema) == "table" and d.output_schema.type == "object" then out.outputSchema = d.output_schema end
   return out
@@ -259,7 +274,9 @@ methods["tools/list"] = function(req)
   local list, err = req.session.backend.tools()
   if not list then return rpc_fail(M.INTERNAL_ERROR, "the tool list is not available: " .. tostring(err and err.message)) end
   local out = json.array()
-  for i, d in ipairs(list) do out[i] = M.mcp_tool(d) end
+  for _, d in ipairs(list) do
+    if toolsets.has(d, req.session.toolsets) then out[#out + 1] = M.mcp_tool(d) end
+  end
   return { tools = out }
 end
 
@@ -280,6 +297,12 @@ methods["tools/call"] = function(req, p)
   end
   local backend = req.session.backend
   if not backend.has_tool(name) then return rpc_fail(M.INVALID_PARAMS, "Unknown tool: " .. errors.echo(name, 64)) end
+  local sets = req.session.toolsets
+  local found = sets and backend.find and backend.find(name)
+  if found and not toolsets.has(found, sets) then
+    return rpc_fail(M.INVALID_PARAMS, "Unknown tool: " .. name .. " is not in this session's toolsets (" ..
+      sets_named(sets) .. "); it is in " .. toolsets.holding(found) .. " (hypd mcp --toolsets, /mcp?toolsets=)")
+  end
   local args = p.arguments
   if args == nil or args == json.null then args = json.object() end
   local progress = progress_fn(req.progress_token, req.send)

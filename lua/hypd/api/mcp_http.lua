@@ -12,6 +12,10 @@
 --          alive with comments until the client leaves
 --   DELETE ends the session: 204
 --
+-- Toolsets: /mcp?toolsets=cluster,observe on the initialize request
+-- chooses the tools the session lists and calls (hypd.tool.toolsets; an
+-- unknown set is 400 naming the sets); without it, the default set.
+--
 -- Sessions: initialize issues Mcp-Session-Id; every later request must
 -- carry it (400 without, 404 when unknown, expired, or another caller's).
 -- Sessions idle for M.IDLE seconds expire; at most M.MAX_SESSIONS live.
@@ -28,6 +32,7 @@ local mcp = require "hypd.api.mcp"
 local sys = require "hypd.sys"
 local task = require "hypd.task"
 local tool = require "hypd.tool.registry"
+local toolsets = require "hypd.tool.toolsets"
 
 local M = {}
 
@@ -114,7 +119,7 @@ local function owner(caller) return caller and (caller.token_id or caller.name) 
 -- MAX_PER_TOKEN sessions (beyond that its own least recently used one
 -- goes); another token's sessions are never dropped to make room: a full
 -- table refuses new sessions until some expire
-local function new_session(caller)
+local function new_session(caller, sets)
   expire()
   local who, mine, oldest, at = owner(caller), 0, nil, nil
   for id, s in pairs(sessions) do
@@ -130,7 +135,8 @@ local function new_session(caller)
       "end unused ones (DELETE /mcp) or retry later", nil, { ["retry-after"] = "60" })
   end
   local id = sys.random_bytes(16):gsub(".", function(c) return string.format("%02x", c:byte()) end)
-  local s = { session = mcp.session { caller = caller, backend = M.backend }, owner = who, used = now() }
+  local s = { session = mcp.session { caller = caller, backend = M.backend, toolsets = sets }, owner = who,
+    used = now() }
   sessions[id], nsessions = s, nsessions + 1
   return id, s
 end
@@ -249,6 +255,14 @@ local function get(req, caller)
   end }
 end
 
+-- toolsets_of(req) -> the sets ?toolsets= names (else the default) | nil, VALIDATION err
+local function toolsets_of(req)
+  local raw = ("&" .. (req.query or "")):match("&toolsets=([^&]*)")
+  if raw == nil then return toolsets.parse(toolsets.DEFAULT) end
+  raw = raw:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
+  return toolsets.parse(raw)
+end
+
 local function post(req, caller)
   local ctype = (req.headers["content-type"] or "application/json"):lower():match("^%s*([^;%s]+)")
   if ctype ~= "application/json" then
@@ -268,7 +282,9 @@ local function post(req, caller)
     return respond(400, mcp.handle(mcp.session { caller = caller }, msg))
   end
   if msg.method == "initialize" and msg.id ~= nil then
-    local sid, s = new_session(caller)
+    local sets, serr = toolsets_of(req)
+    if not sets then return respond(400, mcp.error_reply(msg.id, mcp.INVALID_PARAMS, serr.message)) end
+    local sid, s = new_session(caller, sets)
     if not sid then return s end
     local reply = mcp.handle(s.session, msg, { caller = caller })
     if not (reply and reply.result) then

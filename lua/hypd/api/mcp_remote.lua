@@ -61,7 +61,7 @@ function M.new(url, token)
     if not v then return nil, err end
     local list = type(v.tools) == "table" and v.tools or {}
     names, listed_at = {}, os.time()
-    for _, d in ipairs(list) do names[d.name] = true end
+    for _, d in ipairs(list) do names[d.name] = d end
     return list
   end
 
@@ -69,7 +69,13 @@ function M.new(url, token)
     if not names or (not names[name] and os.time() - listed_at >= M.LIST_TTL) then
       if not b.tools() then return true end -- unreachable: let the call say so
     end
-    return names[name] == true
+    return names[name] ~= nil
+  end
+
+  -- find(name) -> the server's description of the tool (its kind and toolsets) | nil
+  function b.find(name)
+    if not b.has_tool(name) then return nil end
+    return names and type(names[name]) == "table" and names[name] or nil
   end
 
   function b.call(name, args)

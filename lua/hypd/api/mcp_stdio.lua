@@ -3,7 +3,10 @@
 -- per line on stdin, one per line on stdout, nothing else on stdout (the
 -- log goes to stderr).
 --
---   main{api = URL|nil, token = T, read = fn, write = fn} -> 0
+--   main{api = URL|nil, token = T, toolsets = {set = true}|nil, read = fn, write = fn} -> 0
+--
+-- toolsets: the tools listed and callable (hypd.tool.toolsets; nil: every
+-- tool; `hypd mcp` gives the default set unless --toolsets names others).
 --
 -- Without api the registry runs in this process, as caller {name = "stdio",
 -- scope = "admin", front = "mcp-stdio"} (whoever can start the process owns
@@ -92,7 +95,7 @@ local function serve(opts)
     if not write(text) then closed = true end
     return not closed
   end
-  local session = mcp.session { caller = M.CALLER, backend = backend, send = send }
+  local session = mcp.session { caller = M.CALLER, backend = backend, send = send, toolsets = opts.toolsets }
   mcp.channels[session] = send
   mcp.hook_registry()
   local unwatch = mcp.watch(session, send, { log_lines = true })

@@ -94,6 +94,34 @@ function M.tools(opts)
   return 0
 end
 
+-- skills{name, json} -> exit status: the skills (hypd.api.mcp.skills), or one of them
+function M.skills(opts)
+  local list = require("hypd.api.mcp").skills()
+  if opts.name then
+    for _, s in ipairs(list) do
+      if s.name == opts.name then
+        if opts.json then print_json { name = s.name, description = s.description, body = s.body } else say(s.body) end
+        return 0
+      end
+    end
+    local names = {}
+    for i, s in ipairs(list) do names[i] = s.name end
+    warn("hypd: no skill ", opts.name, " (the skills: ", table.concat(names, ", "), ")\n")
+    return 1
+  end
+  if opts.json then
+    local out = json.array()
+    for i, s in ipairs(list) do out[i] = { name = s.name, description = s.description } end
+    print_json { skills = out }
+    return 0
+  end
+  local wn = 4
+  for _, s in ipairs(list) do wn = math.max(wn, #s.name) end
+  say(string.format("%-" .. wn .. "s  %s\n", "NAME", "DESCRIPTION"))
+  for _, s in ipairs(list) do say(string.format("%-" .. wn .. "s  %s\n", s.name, s.description)) end
+  return 0
+end
+
 -- call -----------------------------------------------------------------------------
 
 -- args_from(params, words, base) -> args | nil, message: key=value words
@@ -392,8 +420,11 @@ end
 
 -- mcp ------------------------------------------------------------------------------
 
--- mcp{api} -> exit status: MCP over stdio (hypd.api.mcp_stdio.main)
+-- mcp{api, toolsets} -> exit status: MCP over stdio (hypd.api.mcp_stdio.main);
+-- toolsets "a,b" (hypd.tool.toolsets; default: the default set)
 function M.mcp(opts)
+  local sets, serr = require("hypd.tool.toolsets").parse(opts and opts.toolsets or "default")
+  if not sets then return usage(serr.message) end
   if not (opts and opts.api) then -- in-process: mutating tools only with the state directory's lock
     local held, herr = statelock.acquire { command = "hypd mcp" }
     if not held and herr.code ~= "LOCKED" then return show_error(herr) end
@@ -412,7 +443,7 @@ function M.mcp(opts)
       why ~= "" and ": " .. why or "", ")\n")
     return 1
   end
-  local rc = mod.main { api = opts and opts.api }
+  local rc = mod.main { api = opts and opts.api, toolsets = sets }
   return math.tointeger(rc) or 0
 end
 

@@ -235,18 +235,29 @@ started while the holder is stopping, it waits for it (its grace + 5 s).
 
 M[#M + 1] = {
   name = "tools",
-  synopsis = "tools [--json]",
-  summary = "list the tools (--json: with their schemas)",
+  synopsis = "tools [--json] [--skills [NAME]]",
+  summary = "list the tools (--json: with their schemas; --skills: the skills)",
   usage = [=[
 usage: hypd tools [--json] [--state DIR] [--playbooks DIR]
+       hypd tools --skills [NAME] [--json]
 
 Lists the tools: name, kind (read, mutating, destructive) and summary.
 --json prints the whole registry with input and output JSON Schemas.
+--skills lists the skills (skills/*/SKILL.md, the MCP prompts): name and
+description; --skills NAME prints that skill.
 ]=],
-  options = { json = true },
+  options = { json = true, skills = true },
+  args = true,
   quiet = true,
   signals = true,
-  run = function(o) return require("hypd.cli._registry").tools { json = o.json == true } end,
+  check = function(o)
+    if o[1] and not o.skills then return "unexpected argument '" .. o[1] .. "' (hypd tools --skills NAME prints a skill)" end
+    if o[2] then return "unexpected argument '" .. o[2] .. "' (--skills takes one NAME)" end
+  end,
+  run = function(o)
+    if o.skills then return require("hypd.cli._registry").skills { name = o[1], json = o.json == true } end
+    return require("hypd.cli._registry").tools { json = o.json == true }
+  end,
 }
 
 M[#M + 1] = {
@@ -332,20 +343,23 @@ never a token.
 
 M[#M + 1] = {
   name = "mcp",
-  synopsis = "mcp [--api URL]",
+  synopsis = "mcp [--api URL] [--toolsets SETS]",
   summary = "MCP over stdio, in-process or through a server",
   usage = [=[
-usage: hypd mcp [--api URL] [--state DIR] [--playbooks DIR]
+usage: hypd mcp [--api URL] [--toolsets SETS] [--state DIR] [--playbooks DIR]
 
 Speaks MCP over stdin and stdout: the tools run in this process, or with
 --api URL on a running hypd serve (token in HYPD_TOKEN). In-process while
 another process (a hypd serve) owns the state directory, only read tools
 work; the others answer LOCKED, naming it.
+--toolsets a,b lists and allows only the tools of those sets (default,
+cluster, capacity, storage, training, inference, jobs, observe, operation,
+readonly, all); without it, the default set (create, operate, diagnose).
 ]=],
-  options = { api = "URL" },
+  options = { api = "URL", toolsets = "SETS" },
   quiet = true, -- stdout carries the protocol; the log goes to stderr
   signals = true,
-  run = function(o) return require("hypd.cli._registry").mcp { api = o.api } end,
+  run = function(o) return require("hypd.cli._registry").mcp { api = o.api, toolsets = o.toolsets } end,
 }
 
 M[#M + 1] = {

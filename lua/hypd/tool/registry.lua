@@ -16,6 +16,7 @@
 --       (a leading step with on_call = true, a check that only reads, runs on the call too,
 --       before any operation is recorded: its refusal is the call's answer)
 --     validate = function(params) end,  -- rules across fields (optional): raises VALIDATION
+--     toolsets = { "capacity" },  -- sets its name does not put it in (hypd.tool.toolsets; optional)
 --     raw = { "eks" },  -- destructive tools only: may send requests signed for these services
 --                       -- that map to no modelled operation (hypd.tool.guard_request refuses them otherwise)
 --   }
@@ -42,6 +43,7 @@ local errors = require "hypd.errors"
 local guard = require "hypd.tool.guard"
 local json = require "hypd.json"
 local regex = require "hypd.regex"
+local toolsets = require "hypd.tool.toolsets"
 
 local M = {}
 
@@ -58,7 +60,7 @@ local SPEC_KEYS = { type = true, required = true, default = true, enum = true, p
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
   status_tool = true, target = true, run = true, steps = true, aws = true, k8s = true, audit = true, validate = true,
-  calls = true, raw = true }
+  calls = true, raw = true, toolsets = true }
 M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true, create = true, apply = true,
   patch = true, update = true, delete = true }
 
@@ -178,6 +180,14 @@ function M.check_def(def)
     for i, st in ipairs(def.steps) do
       if type(st) ~= "table" or type(st.name) ~= "string" or type(st.run) ~= "function" then
         bad_def(name, "step " .. i .. " needs a name and a run function")
+      end
+    end
+  end
+  if def.toolsets ~= nil then
+    if type(def.toolsets) ~= "table" or #def.toolsets == 0 then bad_def(name, "toolsets lists toolset names") end
+    for _, v in ipairs(def.toolsets) do
+      if not toolsets.KNOWN[v] then
+        bad_def(name, "toolsets: '" .. tostring(v) .. "' is not a toolset (" .. table.concat(toolsets.NAMES, ", ") .. ")")
       end
     end
   end
@@ -572,7 +582,9 @@ function M.describe(def)
   end
   local by = def.overridden_by and json.array() or nil
   for i, f in ipairs(def.overridden_by or {}) do by[i] = f end
-  return { name = def.name, kind = def.kind, scope = M.KINDS[def.kind], summary = def.summary,
+  local sets, of = json.array(), toolsets.of(def)
+  for _, n in ipairs(toolsets.NAMES) do if of[n] and n ~= "all" then sets[#sets + 1] = n end end
+  return { name = def.name, kind = def.kind, scope = M.KINDS[def.kind], summary = def.summary, toolsets = sets,
     description = def.description, status_tool = def.status_tool, staged = def.steps ~= nil,
     input_schema = input, output_schema = M.output_schema(def), aws = aws, k8s = k8s,
     source = def.source or "built-in", overrides = def.overrides, overridden_by = by, hash = def.hash,
