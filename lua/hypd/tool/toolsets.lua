@@ -21,7 +21,8 @@ M.NAMES = { "default", "cluster", "capacity", "storage", "training", "inference"
   "readonly", "all" }
 M.DEFAULT = "default"
 M.ABOUT = {
-  default = "create, operate and diagnose a cluster: cluster, capacity, operation, monitor_* and diagnose_*",
+  default = "create, operate and diagnose a HyperPod cluster: cluster, capacity (not EKS node groups), operation, " ..
+    "monitor_* and diagnose_*",
   cluster = "EKS and HyperPod clusters: list, create, status, dependencies, software, features, delete",
   capacity = "instance groups, nodes (reboot, replace), EKS node groups, zones and instance types",
   storage = "S3 and FSx for Lustre storage, and model downloads onto it",
@@ -61,10 +62,12 @@ function M.of(def)
     if any(name, OBSERVE) then out.observe = true end
   end
   for _, s in ipairs(def.toolsets or {}) do out[s] = true end
-  -- the default: what creating, operating and diagnosing a cluster takes
-  -- (the advanced features and dependency add-ons have their own skills)
-  if (out.cluster and not name:find("advanced_features") and not name:find("dependenc")) or out.capacity or
-      out.operation or name:find("^monitor_") or name:find("^diagnose_") then
+  -- the default: what creating, operating and diagnosing a HyperPod
+  -- cluster takes (the advanced features, dependency add-ons and EKS node
+  -- groups have their own skills, which load cluster or capacity)
+  local aside = name:find("advanced_features") or name:find("dependenc") or name:find("node_group")
+  if ((out.cluster or out.capacity) and not aside) or out.operation or name:find("^monitor_") or
+      name:find("^diagnose_") then
     out.default = true
   end
   return out

@@ -22,6 +22,24 @@ local pipeline = require "cluster._pipeline"
 
 local CIDRS = { type = "array", items = { type = "string" } }
 
+-- bare(spec) -> the spec without its descriptions: the features' rules as
+-- hyperpod_update_advanced_features checks them, their words said once, in
+-- that tool's schema (an agent loads cluster_create's for every session)
+local function bare(spec)
+  if type(spec) ~= "table" then return spec end
+  local out = {}
+  for k, v in pairs(spec) do
+    if k ~= "description" then out[k] = (k == "properties" or k == "items") and bare(v) or v end
+  end
+  if spec.properties then
+    out.properties = {}
+    for k, v in pairs(spec.properties) do out.properties[k] = bare(v) end
+  end
+  return out
+end
+local FEATURES = {}
+for k, spec in pairs(FP.PARAMS) do FEATURES[k] = bare(spec) end
+
 local params = {
   cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
     description = "Short lowercase name of the cluster (3 to 32 characters: a-z, 0-9, '-'); it names every " ..
@@ -49,9 +67,9 @@ local params = {
   fsx_storage = { type = "boolean", default = false,
     description = "Stage 5: also an FSx for Lustre file system (1.2 TiB PERSISTENT_2) as the claim fsx-claim, in " ..
       "the HyperPod compute subnet" },
-  features = { type = "object", properties = FP.PARAMS,
+  features = { type = "object", properties = FEATURES,
     description = "Managed features to turn on once the HyperPod cluster is InService, as " ..
-      "hyperpod_update_advanced_features takes them, e.g. {\"training_operator\": true}" },
+      "hyperpod_update_advanced_features takes them (its schema describes each), e.g. {\"training_operator\": true}" },
 }
 for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
@@ -62,17 +80,14 @@ for _, a in ipairs(pipeline.AWS) do AWS[#AWS + 1] = a end
 return tool {
   name = "cluster_create",
   summary = "Stages 1 to 5 in one operation: EKS, active cluster, dependencies, HyperPod, storage, features",
-  description = "Takes an AWS account to a HyperPod cluster on EKS with its storage in one operation, each stage " ..
-    "run as a child operation of the tool that owns it: cluster_create_eks, then the cluster made active, " ..
-    "cluster_configure_dependencies, hyperpod_create with storage_create_s3 beside it (and storage_create_fsx " ..
-    "when asked), then hyperpod_update_advanced_features for the features asked for. First it plans every " ..
-    "stage, so a bad decision of any stage (instance type, zone, quota, CIDRs, training plan) is refused " ..
-    "before anything is made. Work that needs no earlier stage (the HyperPod execution role, the lifecycle " ..
-    "bucket, the S3 storage bucket) is made while EKS is still creating. The decisions are cluster_tag, " ..
-    "instance_type, instance_count, availability_zone and capacity_type: ask the person. It takes 30 to 45 " ..
-    "minutes on AWS and answers at once with an operation: follow it with cluster_get_creation_status " ..
-    "(wait_seconds), which shows every stage. A crash resumes where it stopped; calling it again changes " ..
-    "nothing once done; plan = true lists every resource of the five stages.",
+  description = "Takes an AWS account to a working HyperPod cluster on EKS, with storage, in one operation: " ..
+    "cluster_create_eks, the cluster made active, cluster_configure_dependencies, hyperpod_create with " ..
+    "storage_create_s3 (and storage_create_fsx when asked), then hyperpod_update_advanced_features for " ..
+    "the features asked for, each a child operation. Every stage is planned first, so a bad decision is " ..
+    "refused before anything is made. The decisions are cluster_tag, instance_type, instance_count, " ..
+    "availability_zone and capacity_type: ask the person. Takes 30 to 45 minutes; follow it with " ..
+    "cluster_get_creation_status (wait_seconds). Safe to call again (resumes, or changes nothing once " ..
+    "done); plan = true lists every resource.",
   kind = "mutating",
   aws = AWS,
   params = params,

@@ -20,22 +20,12 @@ end
 return tool {
   name = "cluster_delete",
   summary = "Delete everything hypd made for a cluster tag, in reverse order; report what was kept and why",
-  description = "Deletes, in the reverse order of creation, what hypd made for cluster_tag (everything carrying " ..
-    "the tag hypd:cluster-tag=<tag>) and nothing else: each storage hypd made (storage_delete, with its bucket " ..
-    "or file system), the HyperPod cluster and what it needed (hyperpod_delete), the EKS cluster hypd-<tag> " ..
-    "with its add-ons (managed features' add-ons included) and the node groups with the tag, the S3 buckets " ..
-    "left with the tag (a feature's TLS " ..
-    "bucket), the IAM roles, policies and OIDC provider, then the network (endpoints, NAT gateway, Elastic IP, " ..
-    "route tables, internet gateway, subnets, security groups, VPC). Workloads in the way (pods mounting the " ..
-    "storage's claims, Services of type LoadBalancer, whose load balancers stay in the VPC) are refused, each " ..
-    "named with the call that removes it, unless force = true: then they are deleted first. It waits for each " ..
-    "deletion and reports in kept what was kept and why: a bucket or file system that holds data (unless " ..
-    "force = true: then it is " ..
-    "deleted with its data), a resource someone else made (a subnet or security group without the tag, and the " ..
-    "VPC that holds it), the default route table and security group that go with their VPC. EKS node groups " ..
-    "hypd did not make are refused before anything is deleted. Calling it again once done sends nothing. It " ..
-    "answers with an operation; follow it with operation_get (wait_seconds). plan = true lists what it would " ..
-    "delete and keep.",
+  description = "Deletes everything hypd made for cluster_tag (what carries the tag hypd:cluster-tag=<tag>), in the " ..
+    "reverse order of creation: storage, the HyperPod cluster, the EKS cluster with its add-ons and node " ..
+    "groups, IAM roles and the network; anything else is kept and reported in kept with the reason. " ..
+    "Workloads in the way and buckets or file systems holding data are refused, each named, unless force " ..
+    "= true (then their data is lost). Follow it with operation_get (wait_seconds); plan = true lists " ..
+    "what it would delete and keep.",
   kind = "destructive",
   status_tool = "operation_get",
   calls = { "storage_list", "storage_delete", "hyperpod_delete", "inference_delete" },

@@ -66,13 +66,10 @@ end
 return tool {
   name = "cluster_delete_node_group",
   summary = "Delete an EKS managed node group and wait until it and its nodes are gone",
-  description = "Deletes an EKS managed node group of the active cluster (or the one named): its instances are " ..
-    "drained and terminated (their pods move elsewhere or stay Pending), then the group is gone (3 to 7 " ..
-    "minutes on AWS). It waits until EKS no longer lists the group and, when hypd can read the cluster's " ..
-    "Kubernetes API, until its nodes have left. Only EKS managed node groups: a HyperPod instance group of " ..
-    "that name is refused and named (hyperpod_delete_instance_group deletes those). An unknown name is " ..
-    "refused before anything changes. It answers at once with an operation; follow it with " ..
-    "cluster_get_node_group_status (wait_seconds). plan = true shows what it would delete.",
+  description = "Deletes an EKS managed node group of the active (or named) cluster: its instances are drained and " ..
+    "terminated (3 to 7 minutes). A HyperPod instance group is refused (hyperpod_delete_instance_group " ..
+    "deletes those). Follow it with cluster_get_node_group_status (wait_seconds); plan = true shows what " ..
+    "it would delete.",
   kind = "destructive",
   status_tool = "cluster_get_node_group_status",
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",

@@ -25,12 +25,9 @@ end
 return tool {
   name = "cluster_get_node_group_status",
   summary = "Progress of cluster_scale_node_group or cluster_delete_node_group, and the node group as EKS has it",
-  description = "Reports a node group operation (by operation_id, or the latest one for cluster and node_group): " ..
-    "status (running, succeeded, failed, cancelled), phase, steps, result or error; and the EKS managed node " ..
-    "group now: status, sizes, instance types, capacity type, health issues and its Ready nodes in Kubernetes " ..
-    "(status NOT_FOUND once deleted). With wait_seconds it answers at once when nothing is in progress " ..
-    "(waited.ended = settled), else as soon as the operation's phase or status " ..
-    "changes, or when the time is up.",
+  description = "Reports a node group operation (by operation_id, or the latest for cluster and node_group) and the " ..
+    "EKS node group now: status, sizes, health issues, Ready nodes (NOT_FOUND once deleted). With " ..
+    "wait_seconds it answers at the first change.",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:DescribeNodegroup" },
   k8s = { "list" },

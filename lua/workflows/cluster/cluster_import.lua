@@ -22,14 +22,9 @@ local hp = require "_hyperpod"
 return tool {
   name = "cluster_import",
   summary = "Stage 2: adopt an existing EKS cluster (and its HyperPod cluster) after checking hypd reaches its API",
-  description = "Adopts an EKS cluster hypd did not create, and the SageMaker HyperPod cluster orchestrated by it " ..
-    "if there is one, so that cluster_switch, cluster_configure_dependencies and the HyperPod tools work on it as " ..
-    "on a cluster hypd made. It first makes a real Kubernetes call with hypd's own AWS identity: when hypd cannot " ..
-    "reach the API it refuses and says exactly what is missing (the cluster is not ACTIVE, its authenticationMode " ..
-    "is CONFIG_MAP only, there is no access entry for hypd's principal, or the entry's access policies do not " ..
-    "allow it) with the command that fixes it. It changes nothing in AWS or in the cluster: it records what it " ..
-    "found (kubernetes_access says whether hypd may also write there, which stage 3 needs). The first cluster hypd " ..
-    "knows becomes the active one. Calling it again refreshes the record.",
+  description = "Adopts an EKS cluster hypd did not create (and its HyperPod cluster) so the other tools work on it. " ..
+    "It checks that hypd can reach its Kubernetes API and, when not, says what is missing and how to fix " ..
+    "it. It changes nothing in AWS or the cluster; calling it again refreshes the record.",
   kind = "mutating",
   status_tool = "cluster_get_status",
   aws = { "eks:DescribeCluster", "eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies",

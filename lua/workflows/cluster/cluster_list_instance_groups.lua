@@ -6,13 +6,9 @@ local ng = require "cluster._node_groups"
 return tool {
   name = "cluster_list_instance_groups",
   summary = "EKS managed node groups and HyperPod instance groups of a cluster, in one list (groups at zero too)",
-  description = "Lists every group of machines of the active cluster (or the one named): its EKS managed node " ..
-    "groups and the instance groups of the SageMaker HyperPod cluster it orchestrates, including groups scaled " ..
-    "to zero. Each entry has name, kind (eks-nodegroup or hyperpod), instance_types, current (Ready nodes: for " ..
-    "an EKS node group counted in Kubernetes, null when hypd cannot read its API; for HyperPod, running " ..
-    "instances), desired, min, max (null where the group has none), status and capacity_type (on-demand, spot, " ..
-    "capacity-block or training-plan). Scale or delete an EKS node group with cluster_scale_node_group and " ..
-    "cluster_delete_node_group; HyperPod groups have their own hyperpod_* tools.",
+  description = "Lists every group of machines of the active (or named) cluster: its EKS managed node groups and " ..
+    "HyperPod instance groups (scaled to zero too), each with kind, instance types, current, desired, min " ..
+    "and max counts, status and capacity type.",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "sagemaker:ListClusters",
     "sagemaker:DescribeCluster" },

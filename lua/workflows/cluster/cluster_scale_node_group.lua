@@ -129,14 +129,10 @@ end
 return tool {
   name = "cluster_scale_node_group",
   summary = "Scale an EKS managed node group (desired size, and min/max when needed) and wait until it has the nodes",
-  description = "Sets the desired size of an EKS managed node group of the active cluster (or the one named), " ..
-    "and its minimum and maximum when given: desired_size must lie within min_size and max_size, the ones " ..
-    "given or the group's own (pass min_size or max_size as well to go below or above them). Only the sizes " ..
-    "that differ are sent (UpdateNodegroupConfig); then it waits until the group is ACTIVE with them and, " ..
-    "when hypd can read the cluster's Kubernetes API, until that many of its nodes are Ready (a few minutes " ..
-    "on AWS). HyperPod instance groups are refused (hyperpod_scale_instance_group scales those). Bad input is " ..
-    "refused before anything changes. It answers at once with an operation; follow it with " ..
-    "cluster_get_node_group_status (wait_seconds). plan = true shows the change without making it.",
+  description = "Sets the desired size (and min and max when given) of an EKS managed node group of the active (or " ..
+    "named) cluster and waits until the group is ACTIVE with that many Ready nodes. HyperPod instance " ..
+    "groups are refused (hyperpod_scale_instance_group scales those). Follow it with " ..
+    "cluster_get_node_group_status (wait_seconds); plan = true shows the change.",
   kind = "mutating",
   status_tool = "cluster_get_node_group_status",
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:UpdateNodegroupConfig",

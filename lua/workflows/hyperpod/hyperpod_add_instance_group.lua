@@ -153,17 +153,11 @@ for _, a in ipairs(subnet.AWS) do AWS[#AWS + 1] = a end
 return tool {
   name = "hyperpod_add_instance_group",
   summary = "Add an instance group (GPU capacity, or CPU for system work) to the HyperPod cluster",
-  description = "Adds one instance group to the HyperPod cluster of the active (or named) EKS cluster, with " ..
-    "the same decisions as hyperpod_create (instance_type, instance_count, availability_zone, capacity_type " ..
-    "with training_plan) plus efa_only and dedicated_subnet: ask the person. The same checks come first (a " ..
-    "HyperPod type offered in the zone, EFA, the Service Quotas quota, the training plan) and refuse with the " ..
-    "field and the rule. A CPU type (ml.m5.2xlarge, ml.c5.4xlarge) makes a group for system work such as model " ..
-    "downloads and routers; kubernetes_labels marks its nodes. The group uses the shared compute subnet " ..
-    "hp-compute-<az>, or with dedicated_subnet its own hp-compute-<group>-<az>, and the cluster's execution " ..
-    "role and lifecycle scripts. UpdateCluster carries only the new group. Capacity type, efa_only and subnet " ..
-    "placement are fixed when a group is created: asking to change them for an existing group is refused. It " ..
-    "waits until the group is InService and its nodes are Ready in Kubernetes. It answers with an operation: " ..
-    "follow it with hyperpod_get_creation_status (wait_seconds); plan = true lists what it would make.",
+  description = "Adds one instance group to the HyperPod cluster of the active (or named) EKS cluster, with the same " ..
+    "decisions and checks as hyperpod_create (instance_type, instance_count, availability_zone, " ..
+    "capacity_type) plus efa_only and dedicated_subnet: ask the person. A CPU type makes a group for " ..
+    "system work (downloads, routers). Capacity type, efa_only and subnet are fixed once created. Follow " ..
+    "it with hyperpod_get_creation_status (wait_seconds); plan = true lists what it would make.",
   kind = "mutating",
   aws = AWS,
   k8s = { "list" },

@@ -43,19 +43,12 @@ end
 return tool {
   name = "hyperpod_create",
   summary = "Stage 4: create the SageMaker HyperPod cluster on the active (or named) EKS cluster",
-  description = "Creates, or finds again and reuses, the SageMaker HyperPod cluster hypd-<tag>-hp orchestrated " ..
-    "by the EKS cluster (the active one unless cluster is given), with one instance group. The decisions are " ..
-    "instance_type, instance_count, availability_zone and capacity_type (on-demand, spot, or training-plan with " ..
-    "training_plan, whose reserved zone decides the zone): ask the person. Before anything is made it checks " ..
-    "them against the account (a HyperPod type, offered in the zone, EFA for efa_only, the Service Quotas quota " ..
-    "'<type> for cluster usage', the training plan Active or Scheduled, of that type and count, in this region) " ..
-    "and refuses with the field and the rule. hypd computes the rest: the execution role hypd-<tag>-hyperpod-" ..
-    "exec, an S3 bucket with the lifecycle scripts, a /20 compute subnet hp-compute-<az> with its route table " ..
-    "(NAT) and the VPC's S3 gateway endpoint. Defaults: 500 GB EBS per instance, 2 threads per core on p4, p5, " ..
-    "p6 and training plans, node recovery Automatic, continuous node provisioning, deep health checks off. It " ..
-    "waits for InService (about 15 minutes) and for the nodes to be Ready in Kubernetes with their health " ..
-    "labels. It answers at once with an operation: follow it with hyperpod_get_creation_status (wait_seconds). " ..
-    "Calling it again changes nothing once done; plan = true lists what it would create.",
+  description = "Creates (or reuses) the HyperPod cluster hypd-<tag>-hp of an EKS cluster (the active one unless " ..
+    "cluster is given) with one instance group, its execution role, lifecycle scripts bucket and compute " ..
+    "subnet. The decisions are instance_type, instance_count, availability_zone and capacity_type: ask " ..
+    "the person. They are checked against the account first (type offered in the zone, quota, training " ..
+    "plan) and refused with the field and the rule. About 15 minutes; follow it with " ..
+    "hyperpod_get_creation_status (wait_seconds); plan = true lists what it would create.",
   kind = "mutating",
   aws = AWS,
   k8s = { "list" },

@@ -192,17 +192,11 @@ table.move(td.AWS_ROLE, 1, #td.AWS_ROLE, #AWS + 1, AWS)
 return tool {
   name = "hyperpod_delete",
   summary = "Delete the HyperPod cluster of the active (or named) EKS cluster and what hypd made for it",
-  description = "Deletes, in the reverse order of hyperpod_create, what hypd made for the HyperPod cluster of " ..
-    "the EKS cluster (the active one unless cluster is given): the HyperPod cluster hypd-<tag>-hp with all its " ..
-    "instances (their local and root volumes are lost; waited for until gone, some minutes), the S3 gateway " ..
-    "endpoint hypd-<tag>-s3, the compute subnets hp-compute-* with their route tables, a secondary VPC CIDR hypd " ..
-    "added and no subnet uses, the lifecycle scripts bucket and the execution role hypd-<tag>-hyperpod-exec. " ..
-    "Only what carries the tag hypd:cluster-tag=<tag> is deleted; anything else is kept and reported with the " ..
-    "reason (kept in the result): a HyperPod cluster someone else made, a subnet an FSx file system still lives " ..
-    "in, a lifecycle bucket holding objects hypd did not upload (force = true deletes them too). The EKS cluster, " ..
-    "its add-ons and storage stay (cluster_delete removes everything). Calling it again once done sends nothing. " ..
-    "It answers with an operation; follow it with operation_get (wait_seconds); plan = true lists what it would " ..
-    "delete and keep, sending nothing.",
+  description = "Deletes the HyperPod cluster of an EKS cluster (the active one unless cluster is given) and what " ..
+    "hypd made for it (compute subnets, S3 endpoint, lifecycle bucket, execution role); every instance's " ..
+    "local and root volumes are lost. Only what carries hypd's tag is deleted; the rest is reported in " ..
+    "kept. The EKS cluster and storage stay (cluster_delete removes everything). Follow it with " ..
+    "operation_get (wait_seconds); plan = true lists what it would delete and keep.",
   kind = "destructive",
   status_tool = "operation_get",
   aws = AWS,

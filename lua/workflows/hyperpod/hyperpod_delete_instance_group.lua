@@ -12,12 +12,9 @@ local WAIT_EVERY, WAIT_LIMIT = 30, 60 * 60
 return tool {
   name = "hyperpod_delete_instance_group",
   summary = "Delete an instance group and its instances from the active (or named) HyperPod cluster",
-  description = "Deletes one instance group of the HyperPod cluster (UpdateCluster InstanceGroupsToDelete): " ..
-    "its instances are terminated and their local volumes and root volumes are lost; the group's subnet is " ..
-    "kept. Waits until the group is gone from DescribeCluster and its nodes from Kubernetes. The cluster's last " ..
-    "instance group cannot be deleted (SageMaker keeps at least one): delete the whole cluster with " ..
-    "hyperpod_delete, or scale the group to 0 with hyperpod_scale_instance_group. Answers at once with an " ..
-    "operation; follow it with hyperpod_list_instance_groups (operation_id, wait_seconds); plan = true shows " ..
+  description = "Deletes one instance group of the HyperPod cluster: its instances are terminated and their local and " ..
+    "root volumes lost. The last group cannot be deleted (hyperpod_delete the cluster, or scale the group " ..
+    "to 0). Follow it with hyperpod_list_instance_groups (operation_id, wait_seconds); plan = true shows " ..
     "what would be deleted.",
   kind = "destructive",
   aws = cap.aws("sagemaker:UpdateCluster"),

@@ -57,14 +57,10 @@ end
 return tool {
   name = "hyperpod_get_creation_status",
   summary = "Progress of hyperpod_create or hyperpod_add_instance_group: phases, and the live HyperPod state",
-  description = "Reports a hyperpod_create or hyperpod_add_instance_group operation (by operation_id, or the " ..
-    "latest one for the EKS cluster: the active one unless cluster is given): status (running, succeeded, " ..
-    "failed, cancelled), the current phase, every step with start, end and duration, the result or error, and " ..
-    "the live state: SageMaker's cluster status (Creating, InService, Failed with its message), each instance " ..
-    "group's status and counts, and how many of its nodes are Ready in Kubernetes with their health labels. " ..
-    "With wait_seconds it answers at once when nothing is in progress " ..
-    "(waited.ended = settled), else as soon as the phase or status changes: a HyperPod cluster takes about 15 " ..
-    "minutes, so follow it with wait_seconds = 300 a few times.",
+  description = "Reports a hyperpod_create or hyperpod_add_instance_group operation (by operation_id, or the latest " ..
+    "on the cluster): status, phase, steps with timings, result or error, and SageMaker's cluster and " ..
+    "group status with the Ready nodes. With wait_seconds it answers at the first change; a creation " ..
+    "takes about 15 minutes: call it with wait_seconds = 300 until status is succeeded or failed.",
   kind = "read",
   aws = { "sagemaker:DescribeCluster", "eks:DescribeCluster" },
   k8s = { "list" },

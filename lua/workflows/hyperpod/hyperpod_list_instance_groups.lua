@@ -28,15 +28,11 @@ end
 return tool {
   name = "hyperpod_list_instance_groups",
   summary = "The instance groups of the active (or named) HyperPod cluster: counts, status, capacity and settings",
-  description = "Lists every instance group of the HyperPod cluster orchestrated by the active EKS cluster (or " ..
-    "the one named): name, instance type, status, current/target/min counts, capacity type (on-demand, spot, " ..
-    "training-plan) and training plan, efa-only network interface, subnets with their zones, threads per core, " ..
-    "storage, deep health checks, image and software update status, lifecycle script and execution role. It " ..
-    "is the status tool of hyperpod_scale_instance_group, hyperpod_delete_instance_group and " ..
-    "hyperpod_update_software: with operation_id (or the latest such operation running on the cluster) it adds " ..
-    "that operation's status and phase, and with wait_seconds it answers at once when nothing is in progress " ..
-    "(waited.ended = settled), else as soon as that phase or status " ..
-    "changes. Capacity type, efa-only and subnets are fixed when a group is created.",
+  description = "Lists the instance groups of the HyperPod cluster of the active (or named) EKS cluster: type, " ..
+    "status, counts, capacity type, subnets, health checks and software. The status tool of " ..
+    "hyperpod_scale_instance_group, hyperpod_delete_instance_group and hyperpod_update_software: with " ..
+    "operation_id it adds that operation's status and phase; with wait_seconds it answers at the first " ..
+    "change.",
   kind = "read",
   aws = cap.aws("ec2:DescribeSubnets"),
   params = {

@@ -45,14 +45,10 @@ end
 return tool {
   name = "hyperpod_list_nodes",
   summary = "A page of the HyperPod cluster's nodes: instance status, group, Kubernetes node, readiness, health",
-  description = "Lists the nodes of the HyperPod cluster orchestrated by the active (or named) EKS cluster, one " ..
-    "page at a time (page_size, then page_token from next_page_token until it is absent): instance id, " ..
-    "Kubernetes node name (hyperpod-i-...), instance group and type, instance status from SageMaker " ..
-    "(Running, Pending, ShuttingDown, SystemUpdating, Failure, ...), and from the cluster's Kubernetes API " ..
-    "whether the node has joined, is Ready, and its HyperPod health status label. It is the status tool of " ..
-    "hyperpod_node_reboot, hyperpod_node_replace and hyperpod_node_delete: with wait_seconds it answers at once when " ..
-    "nothing is in progress (waited.ended = settled), else as soon as a node of the page changes status (or " ..
-    "the time is up).",
+  description = "Lists the nodes of the HyperPod cluster of the active (or named) EKS cluster, a page at a time: " ..
+    "instance id, Kubernetes node name, group, type, SageMaker status, Ready and the health label. The " ..
+    "status tool of hyperpod_node_reboot, hyperpod_node_replace and hyperpod_node_delete: with " ..
+    "wait_seconds it answers at the first change of a node's status.",
   kind = "read",
   aws = cap.aws("sagemaker:ListClusterNodes"),
   k8s = { "get", "list" },

@@ -10,11 +10,9 @@ local cap = require "_capacity"
 return tool {
   name = "hyperpod_node_delete",
   summary = "Delete HyperPod nodes (terminate them and lower their group's count), with each node's outcome",
-  description = "Deletes the given nodes of the active (or named) HyperPod cluster (BatchDeleteClusterNodes, " ..
-    "up to 99 per request; more are sent in several): each instance is terminated, its local data is lost, " ..
-    "and its instance group's target count is lowered by one, so it is not replaced. Answers at once with the " ..
-    "nodes SageMaker accepted and each one it refused, with its code (NodeIdNotFound, InvalidNodeStatus, " ..
-    "NodeIdInUse) and message. Follow it with hyperpod_list_nodes (wait_seconds) until the nodes are gone.",
+  description = "Deletes the given nodes of the active (or named) HyperPod cluster: each instance is terminated, its " ..
+    "local data lost, and its group's target count lowered, so it is not replaced. Answers at once with " ..
+    "the nodes accepted and those refused. Follow it with hyperpod_list_nodes (wait_seconds).",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchDeleteClusterNodes"),
   params = N.params("The nodes to delete (ask the person: they and their local data are gone for good).", true),

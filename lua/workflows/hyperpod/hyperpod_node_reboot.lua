@@ -8,12 +8,9 @@ local cap = require "_capacity"
 return tool {
   name = "hyperpod_node_reboot",
   summary = "Reboot HyperPod nodes (by instance id or Kubernetes node name), with each node's outcome",
-  description = "Reboots the given nodes of the active (or named) HyperPod cluster (BatchRebootClusterNodes, " ..
-    "up to 25 per request; more are sent in several). The pods on a node stop while it reboots; its local " ..
-    "volumes are kept. Answers at once with the nodes SageMaker accepted and each one it refused, with its " ..
-    "code (InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError) and message. " ..
-    "Follow the reboots with hyperpod_list_nodes (wait_seconds): a node is Pending while it reboots, then " ..
-    "Running and Ready again.",
+  description = "Reboots the given nodes of the active (or named) HyperPod cluster; their pods stop while they " ..
+    "reboot, local volumes are kept. Answers at once with the nodes accepted and those refused (code, " ..
+    "message). Follow it with hyperpod_list_nodes (wait_seconds) until they are Running and Ready again.",
   kind = "mutating",
   aws = cap.aws("sagemaker:BatchRebootClusterNodes"),
   params = N.params("The nodes to reboot."),

@@ -11,13 +11,10 @@ local cap = require "_capacity"
 return tool {
   name = "hyperpod_node_replace",
   summary = "Replace HyperPod nodes with new instances; WIPES their local volumes",
-  description = "Replaces the given nodes of the active (or named) HyperPod cluster with new instances " ..
-    "(BatchReplaceClusterNodes, up to 25 per request; more are sent in several). WARNING: the old instances " ..
-    "are terminated and their local volumes are wiped (root volume, instance store, the group's extra EBS " ..
-    "volume): copy anything needed to S3 or FSx first; the replacement gets a new instance id and Kubernetes " ..
-    "node name. Answers at once with the nodes SageMaker accepted and each one it refused, with its code " ..
-    "(InstanceIdNotFound, InvalidInstanceStatus, InstanceIdInUse, InternalServerError) and message. Follow " ..
-    "the replacement with hyperpod_list_nodes (wait_seconds).",
+  description = "Replaces the given nodes of the active (or named) HyperPod cluster with new instances. WARNING: the " ..
+    "old instances are terminated and their local volumes are wiped; copy what is needed to S3 or FSx " ..
+    "first. Answers at once with the nodes accepted and those refused (code, message). Follow it with " ..
+    "hyperpod_list_nodes (wait_seconds).",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchReplaceClusterNodes"),
   params = N.params("The nodes to replace (ask the person: their local data is lost).", true),

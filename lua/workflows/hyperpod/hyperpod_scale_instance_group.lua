@@ -51,15 +51,11 @@ local function st_describe(ctx) return cap.describe(ctx, ctx.state.hyperpod) end
 return tool {
   name = "hyperpod_scale_instance_group",
   summary = "Scale a HyperPod instance group to a new instance count, keeping all its other settings",
-  description = "Sets how many instances an instance group of the active (or named) HyperPod cluster has, and " ..
-    "its MinInstanceCount when asked. Only that group is sent to UpdateCluster, with every other setting it " ..
-    "has carried forward from DescribeCluster (health checks, threads per core, network interface, storage, " ..
-    "lifecycle script, execution role, capacity, subnets, image), so scaling never resets them. Waits until " ..
-    "the group has that many instances InService and as many Ready Kubernetes nodes (scaling down: until the " ..
-    "removed nodes are gone). Capacity type, training plan, efa-only and subnet placement are fixed when a group " ..
-    "is created: passing a different value is refused, naming the field. Answers at once with an operation; " ..
-    "follow it with hyperpod_list_instance_groups (operation_id, wait_seconds). The same call again joins the " ..
-    "running operation, or changes nothing once the count holds; plan = true shows the change.",
+  description = "Sets how many instances an instance group of the active (or named) HyperPod cluster has (and its " ..
+    "minimum when asked), keeping every other setting of the group. Waits until that many instances are " ..
+    "InService and Ready in Kubernetes. Capacity type, training plan, efa-only and subnets are fixed: a " ..
+    "different value is refused. Follow it with hyperpod_list_instance_groups (operation_id, " ..
+    "wait_seconds); plan = true shows the change.",
   kind = "mutating",
   aws = cap.aws("sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
   k8s = { "get", "list" },

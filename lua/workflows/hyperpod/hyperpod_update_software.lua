@@ -36,13 +36,10 @@ end
 return tool {
   name = "hyperpod_update_software",
   summary = "Update the platform software (AMI) of a HyperPod cluster's instance groups and wait until done",
-  description = "Runs UpdateClusterSoftware on the active (or named) HyperPod cluster: every instance group, or " ..
-    "only those in instance_groups, is moved to the latest HyperPod image release (or to image_id). Nodes are " ..
-    "patched in place and their workloads are interrupted while they update: plan it with the people who use " ..
-    "the cluster. Waits until every group's SoftwareUpdateStatus has settled and the cluster is InService; an " ..
-    "update already in progress on those groups is followed, not started again. Answers at once with an " ..
-    "operation; follow it with hyperpod_list_instance_groups (operation_id, wait_seconds); plan = true shows " ..
-    "what would be updated.",
+  description = "Moves the instance groups of the active (or named) HyperPod cluster (all, or instance_groups) to the " ..
+    "latest HyperPod image (or image_id). Nodes are patched in place and their workloads interrupted: " ..
+    "plan it with the cluster's users. Follow it with hyperpod_list_instance_groups (operation_id, " ..
+    "wait_seconds); plan = true shows what would be updated.",
   kind = "mutating",
   aws = cap.aws("sagemaker:UpdateClusterSoftware"),
   params = {
