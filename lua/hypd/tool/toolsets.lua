@@ -25,7 +25,7 @@ M.ABOUT = {
     "monitor_* and diagnose_*",
   cluster = "EKS and HyperPod clusters: list, create, status, dependencies, software, features, delete",
   capacity = "instance groups, nodes (reboot, replace), EKS node groups, zones and instance types",
-  storage = "S3 and FSx for Lustre storage, and model downloads onto it",
+  storage = "S3 and FSx for Lustre storage: create, list, browse, delete",
   training = "training jobs, recipes and MLflow",
   inference = "inference endpoints, routers, autoscaling, JumpStart and model downloads",
   jobs = "batch jobs and their logs",
