@@ -51,6 +51,7 @@ local http_waiting = {}                -- transfer id -> task
 -- collected, and its C handle's __gc cancels the transfer
 local http_streams = setmetatable({}, { __mode = "v" })
 local stream_owner = {}                -- streaming transfer id -> the task that opened it
+local open_jobs = {}                   -- job id -> true: a job that may wait for ever (standard input)
 local job_waiting = {}                 -- worker job id -> task
 local live, nlive = {}, 0              -- unfinished tasks
 local current                          -- the task running now
@@ -408,9 +409,15 @@ local function deliver_one(r)
   end
 end
 
+-- open_job(id): job id may stay pending for ever (a read of standard
+-- input): under the virtual clock it must not hold time still, as an open
+-- stream does not; its result is delivered as any job's
+function M.open_job(id) open_jobs[id] = true end
+
 -- events from core.poll; a stream's go to the stream, not to a waiting task
 local function deliver(done)
   for _, r in ipairs(done) do
+    if r.job then open_jobs[r.id] = nil end
     if r.job or not stream_owner[r.id] then
       deliver_one(r)
     elseif r.data then
@@ -463,12 +470,14 @@ function M.run(until_fn)
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
       if not e and inflight == 0 and not hserver.listening() then return false end
-      -- open streams (watches, log follows) may stay open for ever: under the
-      -- virtual clock they must not hold time still, so they get a moment
-      -- to deliver what is on the wire, then time moves on
+      -- open streams (watches, log follows) and open jobs (standard input)
+      -- may stay open for ever: under the virtual clock they must not hold
+      -- time still, so they get a moment to deliver what is on the wire,
+      -- then time moves on
       local streams = 0
       if e and inflight > 0 and core.virtual() then
         for _ in pairs(stream_owner) do streams = streams + 1 end
+        for _ in pairs(open_jobs) do streams = streams + 1 end
       end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
