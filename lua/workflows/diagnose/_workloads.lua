@@ -10,6 +10,7 @@
 --   WL.other_events(r, events, seen, s, opts) -- a finding per Warning reason no other finding explains
 --   WL.nodes(r, conn, pods, s)              -- the nodes the pods run on that are not healthy
 --   WL.node_steps(s, node, why)             -- inspect (diagnose_node_health), reboot, replace the node
+--   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help
 --   WL.epoch(ts)                            -- an RFC 3339 time as seconds
 local F = require "diagnose._findings"
 local cap = require "_capacity"
@@ -19,6 +20,7 @@ local M = {}
 M.HEALTHY = "Schedulable"          -- HyperPod's node-health-status of a healthy node
 M.COVERED = { FailedScheduling = true, BackOff = true, Failed = true, Unhealthy = true }
 M.MAX_EVIDENCE = 5
+M.TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 -- epoch(ts) -> seconds (fraction kept) of "2026-01-01T00:00:00[.123]Z"
 function M.epoch(ts)
@@ -273,6 +275,42 @@ function M.nodes(r, conn, pods, s)
     end
   end
   r:checked("nodes", n .. " nodes the pods run on: health label, Ready")
+end
+
+-- scale_fix(conn, s, pods) -> {POD_PENDING_GPU = {step}} when more nodes of
+-- the group the pending pods ask for would hold them
+function M.scale_fix(conn, s, pods)
+  local pending = {}
+  for _, pod in ipairs(pods) do
+    local sc = M.cond(pod, "PodScheduled")
+    if sc and sc.status == "False" and tostring(sc.message):find("Insufficient nvidia.com/gpu", 1, true) then
+      pending[#pending + 1] = pod
+    end
+  end
+  if #pending == 0 or not hypd.tools.exists("hyperpod_scale_instance_group") then return {} end
+  local sel = pending[1].spec.nodeSelector or {}
+  local want = 0
+  for _, c in ipairs(pending[1].spec.containers or {}) do
+    local rq = (c.resources or {}).limits or (c.resources or {}).requests or {}
+    want = want + (tonumber(rq["nvidia.com/gpu"]) or 0)
+  end
+  local labels = {}
+  if sel[cap.GROUP_LABEL] then labels[cap.GROUP_LABEL] = sel[cap.GROUP_LABEL]
+  elseif sel[M.TYPE_LABEL] then labels[M.TYPE_LABEL] = sel[M.TYPE_LABEL]
+  else return {} end
+  local group, count, fits = nil, 0, false
+  for _, n in ipairs(conn:list("v1", "Node", { labels = labels }) or {}) do
+    local g = (n.metadata.labels or {})[cap.GROUP_LABEL]
+    if g and (not group or g == group) then
+      group, count = g, count + 1
+      fits = fits or (tonumber(((n.status or {}).allocatable or {})["nvidia.com/gpu"]) or 0) >= want
+    end
+  end
+  if not group or not fits then return {} end
+  return { POD_PENDING_GPU = { M.step("fix", "hyperpod_scale_instance_group", s,
+    { instance_group = group, instance_count = count + #pending },
+    string.format("room for the %d pending pod(s), one node each (ask the person: instances cost money)",
+      #pending)) } }
 end
 
 return M
