@@ -185,7 +185,8 @@ t.test("a JumpStartModel the hub does not have: ENDPOINT_FAILED with the operato
 end)
 
 t.test("an endpoint that does not exist is NOT_FOUND naming name; bad input names the field", function()
-  local r, err = dispatch.call("diagnose_inference", { name = "nope", cluster = EKS }, ADMIN)
+  local _, r, err
+  r, err = dispatch.call("diagnose_inference", { name = "nope", cluster = EKS }, ADMIN)
   t.eq(r, nil)
   t.eq(err and err.code, "NOT_FOUND")
   t.eq(H.field_rules(err), { "name:exists" })

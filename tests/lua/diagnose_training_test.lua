@@ -46,7 +46,8 @@ local function phase(name)
   local j = conn:get("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", name, { namespace = "default" })
   local best, at
   for _, c in ipairs(((j or {}).status or {}).conditions or {}) do
-    if c.status == "True" and (not at or (c.lastTransitionTime or "") >= at) then best, at = c.type, c.lastTransitionTime or "" end
+    local when = c.lastTransitionTime or ""
+    if c.status == "True" and (not at or when >= at) then best, at = c.type, when end
   end
   return best
 end
@@ -229,7 +230,8 @@ t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's word
 end)
 
 t.test("a job that does not exist is NOT_FOUND naming job; bad input names the field", function()
-  local r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)
+  local _, r, err
+  r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)
   t.eq(r, nil)
   t.eq(err and err.code, "NOT_FOUND")
   t.eq(H.field_rules(err), { "job:exists" })

@@ -4,10 +4,10 @@
 --
 --   local WL = require "diagnose._workloads"
 --   local s = WL.scope(e, p)                -- {cluster, region}: the exact args every suggested call carries
---   WL.pods(r, pods, s, opts)               -- Pending (scheduler's reason), image pulls, crash loops, OOM
+--   WL.pods(r, pods, opts)                  -- Pending (scheduler's reason), image pulls, crash loops, OOM
 --                                           -- kills, failed containers, not ready; opts.inspect = {steps}
 --   WL.events(conn, ns, objects, pods)      -- the Warning events of those objects and pods, newest first
---   WL.other_events(r, events, seen, s, opts) -- a finding per Warning reason no other finding explains
+--   WL.other_events(r, events, covered, opts) -- a finding per Warning reason no other finding explains
 --   WL.nodes(r, conn, pods, s)              -- the nodes the pods run on that are not healthy
 --   WL.node_steps(s, node, why)             -- inspect (diagnose_node_health), reboot, replace the node
 --   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help
@@ -84,11 +84,15 @@ local function pod_source(pod, what) return "Pod/" .. pod.metadata.name .. " " .
 local function pending_code(msg)
   msg = tostring(msg)
   if msg:find("Insufficient nvidia.com/gpu", 1, true) then return "POD_PENDING_GPU", "not enough free GPUs" end
-  if msg:find("Insufficient vpc.amazonaws.com/efa", 1, true) then return "POD_PENDING_EFA", "not enough free EFA devices" end
+  if msg:find("Insufficient vpc.amazonaws.com/efa", 1, true) then
+    return "POD_PENDING_EFA", "not enough free EFA devices"
+  end
   if msg:find("node affinity/selector", 1, true) then
     return "POD_PENDING_SELECTOR", "no node matches the pod's node selector"
   end
-  if msg:find("untolerated taint", 1, true) then return "POD_PENDING_TAINT", "the nodes carry taints the pod does not tolerate" end
+  if msg:find("untolerated taint", 1, true) then
+    return "POD_PENDING_TAINT", "the nodes carry taints the pod does not tolerate"
+  end
   if msg:find("Insufficient ", 1, true) then return "POD_PENDING_RESOURCES", "not enough free CPU or memory" end
   return "POD_PENDING", "the scheduler cannot place the pod"
 end
@@ -114,9 +118,9 @@ local EXPLAIN = {
   POD_NOT_READY = "The pod runs but its readiness probe does not pass, so no Service sends it traffic.",
 }
 
--- add_grouped(r, code, severity, rows, s, opts): one finding for every pod
+-- add_grouped(r, code, severity, rows, summary, opts): one finding for every pod
 -- with that code
-local function add_grouped(r, code, severity, rows, summary, s, opts)
+local function add_grouped(r, code, severity, rows, summary, opts)
   local ev, names = {}, {}
   for _, row in ipairs(rows) do
     names[#names + 1] = row.pod
@@ -131,9 +135,9 @@ local function add_grouped(r, code, severity, rows, summary, s, opts)
     explanation = EXPLAIN[code], next = steps }
 end
 
--- pods(r, pods, s, opts): the findings of the pods' own statuses; opts.inspect:
+-- pods(r, pods, opts): the findings of the pods' own statuses; opts.inspect:
 -- the steps every finding starts with; opts.fix[code]: more steps of a code
-function M.pods(r, pods, s, opts)
+function M.pods(r, pods, opts)
   opts = opts or {}
   local by = {}
   local function put(code, sev, summary, pod, evidence)
@@ -188,7 +192,7 @@ function M.pods(r, pods, s, opts)
   table.sort(codes)
   for _, code in ipairs(codes) do
     local g = by[code]
-    add_grouped(r, code, g.sev, g.rows, g.summary, s, opts)
+    add_grouped(r, code, g.sev, g.rows, g.summary, opts)
   end
   r:checked("pods", #pods .. " pods: phases, scheduling, container states")
   return by
@@ -218,9 +222,9 @@ function M.event_evidence(ev)
     ((ev.count or 1) > 1 and string.format(" (x%d)", ev.count) or ""), ev.at)
 end
 
--- other_events(r, events, covered, s, opts): a warning per event reason no
+-- other_events(r, events, covered, opts): a warning per event reason no
 -- other finding explains (covered: {reason = true})
-function M.other_events(r, events, covered, s, opts)
+function M.other_events(r, events, covered, opts)
   local by, order = {}, {}
   for _, ev in ipairs(events) do
     if not covered[ev.reason] and not M.COVERED[ev.reason] then

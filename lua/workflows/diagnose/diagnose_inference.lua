@@ -9,7 +9,7 @@
 local P = require "_params"
 local F = require "diagnose._findings"
 local WL = require "diagnose._workloads"
-local I = require "inference._inference"
+local I = require "_inference"
 local hp = require "_hyperpod"
 
 local function inspect(s, d)
@@ -64,8 +64,8 @@ local function object(r, d, steps)
   r:checked("endpoint object", src .. ": " .. tostring(state or "no state"))
 end
 
--- deployment(r, conn, d, s, steps, pods): the Deployment's available replicas
-local function deployment(r, conn, d, s, steps, pods)
+-- deployment(r, d, s, steps, pods): the Deployment's available replicas
+local function deployment(r, d, s, steps, pods)
   local dep = d.deployment
   if not dep then
     r:add { severity = "critical", code = "DEPLOYMENT_MISSING", subject = d.object.kind .. " " .. d.name,
@@ -237,7 +237,7 @@ return tool {
     local steps = inspect(s, d)
     local pods = d.pods or {}
     object(r, d, steps)
-    deployment(r, conn, d, s, steps, pods)
+    deployment(r, d, s, steps, pods)
     local fix = WL.scale_fix(conn, s, pods)
     local desired = I.replicas(d)
     local pending = 0
@@ -247,13 +247,13 @@ return tool {
       table.insert(fix.POD_PENDING_GPU, 1, WL.step("fix", "inference_scale", s, { name = d.name,
         namespace = d.namespace, replicas = desired - pending }, "as many replicas as the free GPUs hold"))
     end
-    WL.pods(r, pods, s, { inspect = steps, fix = fix, readiness_severity = "critical" })
+    WL.pods(r, pods, { inspect = steps, fix = fix, readiness_severity = "critical" })
     local objects = services(r, conn, d, steps)
     objects[d.object.kind .. "/" .. d.name] = true
     local events = WL.events(conn, p.namespace, replicasets(conn, d, objects), pods)
     probes(r, events, steps)
     WL.nodes(r, conn, pods, s)
-    WL.other_events(r, events, {}, s, { inspect = steps })
+    WL.other_events(r, events, {}, { inspect = steps })
     return r:result()
   end,
 }

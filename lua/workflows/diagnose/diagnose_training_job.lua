@@ -11,7 +11,7 @@ local F = require "diagnose._findings"
 local WL = require "diagnose._workloads"
 local TL = require "diagnose._train_logs"
 local J = require "_training_jobs"
-local B = require "jobs._batch"
+local B = require "_batch"
 local hp = require "_hyperpod"
 
 local LOG_PODS = 16     -- pods whose logs are read
@@ -203,10 +203,10 @@ return tool {
     local steps = inspect(s, job)
     local events = WL.events(conn, p.namespace, { [job.kind .. "/" .. p.job] = true }, pods)
     status(r, job, s, steps, events)
-    WL.pods(r, pods, s, { inspect = steps, fix = WL.scale_fix(conn, s, pods), readiness = false })
+    WL.pods(r, pods, { inspect = steps, fix = WL.scale_fix(conn, s, pods), readiness = false })
     WL.nodes(r, conn, pods, s)
     logs(r, conn, job, pods, s, steps)
-    WL.other_events(r, events, { JobRestarting = true, JobFailed = true, BackoffLimitExceeded = true }, s,
+    WL.other_events(r, events, { JobRestarting = true, JobFailed = true, BackoffLimitExceeded = true },
       { inspect = steps })
     return r:result()
   end,
