@@ -2,7 +2,8 @@
 -- tools --skills`): each parses with its directory's name and a
 -- description; every tool a skill names is registered; every call it shows
 -- (`tool key=value ...`, hypd.hints) validates against the registry; the
--- create-cluster, diagnose and monitor skills say what an agent relies on.
+-- toolsets each says to load hold every tool it calls; the create-cluster,
+-- diagnose and monitor skills say what an agent relies on.
 local t = require "hypd.tap"
 local hints = require "hypd.hints"
 local mcp = require "hypd.api.mcp"
@@ -14,6 +15,7 @@ require("hypd.tool.loader").load()
 require("hypd.clusters").set_active { name = "hypd-demo", region = "us-west-2" }
 
 local SK = dofile("tests/lua/skills_names.lua")
+local toolsets = require "hypd.tool.toolsets"
 
 local function skills()
   local out = {}
@@ -58,6 +60,22 @@ t.test("every call a skill shows validates against the registry", function()
   end
   t.ok(n >= 40, "the skills show calls: " .. n)
   t.eq(bad, {}, "calls that do not validate")
+end)
+
+t.test("each skill says which toolsets to load, and they hold every tool it calls", function()
+  local bad = {}
+  for _, s in ipairs(skills()) do
+    local line = s.skill.body:match("\nToolsets: ([^\n]*)")
+    t.ok(line, s.dir .. " says its toolsets")
+    local named = line and (line:match("%-%-toolsets ([a-z,]+)") or (line:find("`hypd mcp`") and "default"))
+    local sets = named and toolsets.parse(named)
+    t.ok(sets, s.dir .. ": the toolsets line names sets: " .. tostring(line))
+    for _, c in ipairs(sets and SK.calls(s.skill.body) or {}) do
+      local def = tool.get(c.tool)
+      if def and not toolsets.has(def, sets) then bad[#bad + 1] = s.dir .. ": " .. c.tool .. " is not in " .. named end
+    end
+  end
+  t.eq(bad, {}, "calls the skill's toolsets do not load")
 end)
 
 -- the calls of a skill's body, in order, as tool names
