@@ -93,7 +93,7 @@ local function stdio(extra, env_more)
   for i, c in ipairs(cases) do list[i] = { c.tool, c.args } end
   H.write(calls, json.encode(list))
   local rc, _, err = H.sh(env_prefix() .. " " .. (env_more or "") .. " python3 tests/tools/mcp_stdio.py " ..
-    calls .. " " .. out .. " -- " .. H.hypd .. " mcp " .. (extra or ""))
+    calls .. " " .. out .. " -- " .. H.hypd .. " mcp --toolsets all " .. (extra or ""))
   pids[#pids + 1] = "none"
   if rc ~= 0 then error("mcp_stdio.py failed: " .. tostring(err), 0) end
   return json.decode(H.read(out))

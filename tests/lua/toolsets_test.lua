@@ -118,7 +118,7 @@ local function post(query, body, sid)
       host = "127.0.0.1", ["mcp-session-id"] = sid } }, CALLER)
 end
 
-t.test("/mcp?toolsets=readonly lists only read tools for that session; none gives the default; bogus is 400", function()
+t.test("/mcp?toolsets=readonly lists only read tools for that session; none gives every tool; bogus is 400", function()
   local init = post("toolsets=readonly", INIT)
   t.eq(init.status, 200)
   local sid = init.headers["mcp-session-id"]
@@ -127,7 +127,7 @@ t.test("/mcp?toolsets=readonly lists only read tools for that session; none give
   for _, x in ipairs(list) do t.eq(x.annotations.readOnlyHint, true, x.name) end
   local d = post("", INIT).headers["mcp-session-id"]
   t.eq(names(json.decode(post(nil, { jsonrpc = "2.0", id = 2, method = "tools/list" }, d).body).result.tools),
-    expected("default"))
+    expected("all"))
   local bad = post("toolsets=cluster%2Cbogus", INIT)
   t.eq(bad.status, 400)
   t.like(json.decode(bad.body).error.message, "unknown set 'bogus'")

@@ -14,7 +14,8 @@
 --
 -- Toolsets: /mcp?toolsets=cluster,observe on the initialize request
 -- chooses the tools the session lists and calls (hypd.tool.toolsets; an
--- unknown set is 400 naming the sets); without it, the default set.
+-- unknown set is 400 naming the sets); without it, every tool (a client
+-- of /mcp chooses; `hypd mcp` gives the default set).
 --
 -- Sessions: initialize issues Mcp-Session-Id; every later request must
 -- carry it (400 without, 404 when unknown, expired, or another caller's).
@@ -255,10 +256,10 @@ local function get(req, caller)
   end }
 end
 
--- toolsets_of(req) -> the sets ?toolsets= names (else the default) | nil, VALIDATION err
+-- toolsets_of(req) -> the sets ?toolsets= names (nil: every tool) | nil, VALIDATION err
 local function toolsets_of(req)
   local raw = ("&" .. (req.query or "")):match("&toolsets=([^&]*)")
-  if raw == nil then return toolsets.parse(toolsets.DEFAULT) end
+  if raw == nil then return false end
   raw = raw:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
   return toolsets.parse(raw)
 end
@@ -283,8 +284,8 @@ local function post(req, caller)
   end
   if msg.method == "initialize" and msg.id ~= nil then
     local sets, serr = toolsets_of(req)
-    if not sets then return respond(400, mcp.error_reply(msg.id, mcp.INVALID_PARAMS, serr.message)) end
-    local sid, s = new_session(caller, sets)
+    if sets == nil then return respond(400, mcp.error_reply(msg.id, mcp.INVALID_PARAMS, serr.message)) end
+    local sid, s = new_session(caller, sets or nil)
     if not sid then return s end
     local reply = mcp.handle(s.session, msg, { caller = caller })
     if not (reply and reply.result) then
