@@ -65,9 +65,14 @@ local function rpc(method, params)
   local id = next_id
   to_server:write(json.encode { jsonrpc = "2.0", id = id, method = method, params = params or json.object() }, "\n")
   to_server:flush()
-  for _ = 1, 6000 do
+  for i = 1, 6000 do
     read_answers()
     if answers[id] then return answers[id] end
+    if i % 20 == 0 and not os.execute("kill -0 " .. tostring(server_pid) .. " 2>/dev/null") then
+      read_answers()
+      if answers[id] then return answers[id] end
+      error("hypd mcp has exited; stderr: " .. tostring(H.read(dir .. "/err")):sub(-1500), 0)
+    end
     task.sleep(0.05)
   end
   error("no answer to " .. method .. " in 300 s; stderr: " .. tostring(H.read(dir .. "/err")):sub(-1500), 0)
@@ -139,7 +144,7 @@ end
 local function has(c, key)
   for _, a in ipairs(c.args) do if a.key == key then return true end end
 end
-local function named(tool) return function(c) return c.tool == tool end end
+local function named(name) return function(c) return c.tool == name end end
 
 t.test("it looks first: clusters, zones, instance types; the answers offer the decisions", function()
   local list = call(step(named("cluster_list"), "cluster_list first"), fill)
@@ -179,7 +184,8 @@ end)
 t.test("it follows the operation with wait_seconds until it has succeeded", function()
   local follow = step(function(c) return c.tool == "cluster_get_creation_status" and has(c, "wait_seconds") end,
     "the follow-up with wait_seconds")
-  local last, calls, stages = nil, 0, {}
+  local last
+  local calls, stages = 0, {}
   repeat
     calls = calls + 1
     last = call(follow, fill)
