@@ -20,24 +20,13 @@ local steps = require "cluster._deps_steps"
 return tool {
   name = "cluster_configure_dependencies",
   summary = "Stage 3: the OIDC provider, EKS add-ons and HyperPod node dependencies of the active (or named) cluster",
-  description = "Configures what an EKS cluster needs before HyperPod nodes join it, for the active cluster (or " ..
-    "the one named): the IAM OIDC provider of its issuer (client id sts.amazonaws.com); the EKS add-ons vpc-cni, " ..
-    "coredns, kube-proxy, eks-pod-identity-agent, cert-manager, metrics-server and aws-mountpoint-s3-csi-driver " ..
-    "(at the version EKS offers by default for the cluster's Kubernetes version; the S3 CSI driver with its IRSA " ..
-    "role hypd-<tag>-s3-csi trusting exactly kube-system/s3-csi-driver-sa); and, as Kubernetes objects applied " ..
-    "server-side (field manager hypd, label app.kubernetes.io/managed-by=hypd) from manifests kept in hypd, the " ..
-    "NVIDIA and EFA device plugins, the HyperPod health monitoring agent and the deep-health-check RBAC; the " ..
-    "KubeRay operator when kuberay = true; the AWS Load Balancer Controller (with its IRSA role " ..
-    "hypd-<tag>-lb-controller) when load_balancer_controller = true. Each item is made only when missing and " ..
-    "changed only where it drifted " ..
-    "(an add-on at a version EKS no longer offers for the cluster, another role; an object a server-side dry run " ..
-    "says an apply would change). What hypd did not make (an imported cluster's add-ons, objects of the same " ..
-    "name, a device plugin already running under another name) is kept as it is and reported, unless " ..
-    "adopt_existing = true (add-ons are then updated, never deleted; same-named objects applied over). Add-ons " ..
-    "take a minute or two each, created together. It answers at once with an operation; follow it with " ..
-    "cluster_get_dependency_status (with wait_seconds), which shows every item: present, missing, drifted " ..
-    "(what differs), failed (why) or pending. Calling it again changes nothing once all are present; plan = true " ..
-    "lists what it would create or change.",
+  description = "Configures what an EKS cluster (the active one, or cluster) needs before HyperPod nodes join: the " ..
+    "IAM OIDC provider, the EKS add-ons (vpc-cni, coredns, kube-proxy, pod identity, cert-manager, " ..
+    "metrics-server, the S3 CSI driver with its role), the NVIDIA and EFA device plugins, the health " ..
+    "monitoring agent and deep-health-check RBAC; KubeRay with kuberay = true, the AWS Load Balancer " ..
+    "Controller with load_balancer_controller = true. Only what is missing or drifted is changed; what " ..
+    "hypd did not make is kept and reported unless adopt_existing = true. Follow it with " ..
+    "cluster_get_dependency_status (wait_seconds); plan = true lists what it would create or change.",
   kind = "mutating",
   status_tool = "cluster_get_dependency_status",
   aws = { "eks:DescribeCluster", "eks:DescribeAddonVersions", "eks:DescribeAddon", "eks:CreateAddon",

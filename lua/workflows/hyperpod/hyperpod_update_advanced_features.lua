@@ -46,20 +46,13 @@ end
 return tool {
   name = "hyperpod_update_advanced_features",
   summary = "Turn managed features of a HyperPod cluster on or off: only the ones named change",
-  description = "Changes only the features named (absent ones are left as they are): training_operator, " ..
-    "inference_operator, tiered_checkpointing (with memory_percentage), karpenter (with consolidate_after, " ..
-    "default 10m, and instance_groups, default the groups at 0 nodes: the plan names each group and what " ..
-    "happens to it), " ..
-    "fsx_csi_driver, kuberay_operator, cert_manager; each true or false, or {\"enabled\": ..., settings}. " ..
-    "Each one's actual state is read first and nothing is sent for a feature already as asked. Turning one on " ..
-    "builds its whole chain (IAM roles and policies, EKS add-ons, cluster settings, Kubernetes objects, " ..
-    "prerequisites such as cert-manager first) and waits until it works; a chain a crash left half built is " ..
-    "finished. Turning one off removes the same chain in reverse: that deletes roles, add-ons and objects, so " ..
-    "it is done by hyperpod_disable_advanced_features (destructive, scope admin), which this tool calls as a " ..
-    "child operation: a caller without admin scope is refused before anything changes. This tool itself is " ..
-    "mutating and never deletes. Conflicts (cert_manager off while the training operator stays on, ...) and " ..
-    "missing prerequisites are refused before anything changes. It answers at once with an operation; follow " ..
-    "it with hyperpod_get_advanced_features (wait_seconds). plan = true lists every link it would make.",
+  description = "Turns the named managed features of the active (or named) HyperPod cluster on or off " ..
+    "(training_operator, inference_operator, tiered_checkpointing, karpenter, fsx_csi_driver, " ..
+    "kuberay_operator, cert_manager); absent ones are left as they are, and a feature already as asked " ..
+    "sends nothing. Turning one on builds its whole chain (IAM, add-ons, cluster settings, Kubernetes " ..
+    "objects) and waits until it works; turning one off runs hyperpod_disable_advanced_features " ..
+    "(destructive: admin scope). Conflicts and missing prerequisites are refused first. Follow it with " ..
+    "hyperpod_get_advanced_features (wait_seconds); plan = true lists every link it would make.",
   kind = "mutating",
   status_tool = "hyperpod_get_advanced_features",
   aws = { "eks:DescribeCluster", "eks:DescribeAddon", "eks:CreateAddon", "eks:UpdateAddon",

@@ -148,19 +148,12 @@ end
 return tool {
   name = "inference_deploy_container",
   summary = "Deploy a self-managed model server (vLLM, SGLang or any image) or a pool of warm GPU workers",
-  description = "Creates a Deployment <name> on the active (or named) cluster, placed on nodes of instance_type " ..
-    "(required node affinity; HyperPod, EKS node group and Karpenter nodes preferred), each pod requesting " ..
-    "exactly gpus nvidia.com/gpu (a decision: never inferred from --tensor-parallel-size or other flags), with " ..
-    "the S3 storage claim read-only at /s3, /dev/shm in memory, IPC_LOCK and the nvidia.com/gpu toleration. " ..
-    "The serving port is port, else the command's --port N / --port=N, else the engine's default (vllm 8000, " ..
-    "sglang 30000; custom needs one); a port that differs from --port is refused. service: clusterip (Service " ..
-    "<name>, ClusterIP, port named http), external (a LoadBalancer with NLB annotations, scheme internal " ..
-    "unless scheme=internet-facing) or pool (warm workers labelled business=unassigned, " ..
-    "deployment-type=model-pool, no Service; inference_assign_pool_pod gives them to a model). Objects are " ..
-    "labelled app.kubernetes.io/managed-by=hypd, hypd.io/inference=<name>, hypd.io/inference-kind=container|" ..
-    "pool. It waits until the pods are ready, or until the scheduler says they cannot be placed: a request " ..
-    "no node can fit is deployed anyway and stays Pending (warnings and pending_reason say why; inference_get " ..
-    "shows the scheduler's event). plan=true lists the objects without creating them.",
+  description = "Serves a model as a Deployment <name> of your container (vLLM, SGLang, any image) on the active (or " ..
+    "named) cluster, on nodes of instance_type, each pod with exactly gpus GPUs (a decision), the S3 " ..
+    "storage at /s3. service: clusterip (a Service <name>), external (an internal NLB unless " ..
+    "scheme=internet-facing) or pool (warm workers for inference_assign_pool_pod). Waits until the pods " ..
+    "are ready, or says why they stay Pending. Follow it with inference_get (wait_seconds); plan = true " ..
+    "lists the objects.",
   kind = "mutating",
   aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "apply" },

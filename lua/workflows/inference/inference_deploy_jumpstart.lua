@@ -82,18 +82,13 @@ end
 return tool {
   name = "inference_deploy_jumpstart",
   summary = "Deploy a JumpStart model (a JumpStartModel for the HyperPod inference operator), followed until ready",
-  description = "Creates a JumpStartModel (inference.sagemaker.aws.amazon.com/v1), as `hyp create " ..
-    "hyp-jumpstart-endpoint` does, on the active (or named) cluster by server-side apply (labels " ..
-    "app.kubernetes.io/managed-by=hypd, hypd.io/inference=<name>, hypd.io/inference-kind=jumpstart): " ..
-    "model_id from the SageMaker public hub at model_version (default: the newest, found with " ..
-    "DescribeHubContent and pinned in the object), instance_type, replicas, accept_eula for gated models, an " ..
-    "optional SageMaker endpoint registration (endpoint_name: the model can then be invoked through " ..
-    "SageMaker Runtime too) and TLS certificate location. Before creating anything it refuses an unknown " ..
-    "model_id or model_version, an instance type the model does not support (listing those it does) or that no " ..
-    "instance group of the cluster has, a gated model without accept_eula=true, and a cluster whose inference " ..
-    "operator is off (enable it with " .. M.FIX .. "). The operator runs the model's serving image as a " ..
-    "Deployment and a Service <name>; the call waits until it reports DeploymentComplete. A repeated call makes " ..
-    "no write. plan=true lists what it would create. inference_list_jumpstart_models finds models.",
+  description = "Deploys a SageMaker JumpStart model (a JumpStartModel run by the HyperPod inference operator) on the " ..
+    "active (or named) cluster: model_id at model_version (default the newest, pinned), instance_type, " ..
+    "replicas, accept_eula for gated models, optionally registered as a SageMaker endpoint " ..
+    "(endpoint_name). Refused first: an unknown model or version, an instance type the model or the " ..
+    "cluster lacks, a gated model without accept_eula, the inference operator off. " ..
+    "inference_list_jumpstart_models finds models. Follow it with inference_get (wait_seconds); plan = " ..
+    "true lists what it would create.",
   kind = "mutating",
   status_tool = "inference_get",
   aws = M.aws(),

@@ -167,19 +167,12 @@ end
 return tool {
   name = "inference_deploy_managed",
   summary = "Deploy a model with the HyperPod inference operator (an InferenceEndpointConfig), followed until ready",
-  description = "Creates an InferenceEndpointConfig (inference.sagemaker.aws.amazon.com/v1) on the active (or " ..
-    "named) cluster by server-side apply (field manager hypd; labels app.kubernetes.io/managed-by=hypd, " ..
-    "hypd.io/inference=<name>, hypd.io/inference-kind=managed): the model's files from S3 (s3_bucket, " ..
-    "model_location) or FSx (fsx_file_system_id), the instance type, replicas, the worker (image, args, port, " ..
-    "gpus: a required decision, never inferred), and optionally the tiered KV cache (enable_l1_cache, " ..
-    "enable_l2_cache with l2_backend tieredstorage|redis and l2_url), intelligent routing (routing_strategy " ..
-    "prefixaware|kvaware|session|roundrobin), autoscaling (min_replicas, max_replicas, prometheus_query, " ..
-    "prometheus_target) and a SageMaker endpoint registration (endpoint_name). The operator runs it as a " ..
-    "Deployment and a Service <name> it owns. Before creating anything it refuses when the inference " ..
-    "operator is not enabled (enable it with " .. M.FIX .. "), when no instance group of the HyperPod " ..
-    "cluster has instance_type, and when gpus exceeds the GPUs one such instance has. It waits until the " ..
-    "operator reports DeploymentComplete; a call that changes nothing makes no write. plan=true lists what " ..
-    "it would create. Follow with inference_get.",
+  description = "Deploys a model with the HyperPod inference operator (an InferenceEndpointConfig) on the active (or " ..
+    "named) cluster: its files from S3 or FSx, instance type, replicas, the worker (image, args, port, " ..
+    "gpus: a decision), optionally the tiered KV cache, intelligent routing, autoscaling and a SageMaker " ..
+    "endpoint. Refused first: the inference operator off (hyperpod_update_advanced_features " ..
+    "inference_operator=true), no instance group of that type, more GPUs than one instance has. Follow it " ..
+    "with inference_get (wait_seconds); plan = true lists what it would create.",
   kind = "mutating",
   status_tool = "inference_get",
   aws = M.aws("ec2:DescribeInstanceTypes"),

@@ -329,19 +329,11 @@ end
 return tool {
   name = "model_download",
   summary = "Download a Hugging Face model into the S3 storage with a CPU-only Kubernetes Job",
-  description = "Downloads a Hugging Face Hub model (model_id org/name, revision) into the S3 storage claim " ..
-    "(claim_name, default s3-claim from storage_create_s3) as a batch/v1 Job: image python:3.12 runs pip install " ..
-    "huggingface_hub[cli,hf_transfer] and hf download, then copies the files to /s3/<destination> (default " ..
-    "models/<org>--<name>, i.e. s3://<bucket>/models/<org>--<name>/). The Job requests CPU and memory only and " ..
-    "is placed away from GPU nodes (required node affinity excluding the cluster's GPU instance types, no GPU " ..
-    "toleration), so no GPU idles while files move; backoffLimit 3, activeDeadlineSeconds 1800, kept a day after " ..
-    "it ends. hf_token (secret) goes only into a Kubernetes Secret <name>-hf-token that the Job reads as " ..
-    "HF_TOKEN and owns. Refuses before creating anything when the claim is missing or not an S3 storage " ..
-    "(storage_create_s3 makes it) or the cluster has no CPU node. Follows the Job until it succeeds or fails " ..
-    "(the Hub's error, e.g. a gated model without a token). Calling it again with the same parameters makes no " ..
-    "write (another hf_token changes only the Secret); a Job of that name for another download is refused " ..
-    "before any write (pass another name, or job_delete the ended Job). plan = true lists what it would " ..
-    "create. job_get_status shows the Job, its log and the files written.",
+  description = "Downloads a Hugging Face model (model_id, revision) into the cluster's S3 storage claim (default " ..
+    "s3-claim) with a CPU-only Kubernetes Job, to /s3/<destination> (default models/<org>--<name>); " ..
+    "hf_token goes only into a Kubernetes Secret. Refused first when the claim is missing or not S3 " ..
+    "storage, or the cluster has no CPU node. Follows the Job to its end; the same call again makes no " ..
+    "write. Follow it with job_get_status (wait_seconds); plan = true lists what it would create.",
   kind = "mutating",
   status_tool = "job_get_status",
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },

@@ -145,20 +145,11 @@ end
 return tool {
   name = "training_setup_mlflow",
   summary = "Set up a SageMaker managed MLflow tracking server (role, artifact bucket) for a cluster's jobs",
-  description = "Makes, or finds again, the SageMaker managed MLflow tracking server the training jobs of the " ..
-    "active (or named) cluster report to: its artifact bucket (hypd-<tag>-mlflow-<account>-<region>, or bucket " ..
-    "to reuse an existing one as it is; artifacts under s3://<bucket>/mlflow), its IAM role (hypd-<tag>-mlflow, " ..
-    "trusting sagemaker.amazonaws.com, with access to the bucket's objects; or role to reuse an existing one " ..
-    "as it is), and the server (CreateMlflowTrackingServer, hypd-<tag>-mlflow unless name is given; a named " ..
-    "server that exists is used as it is). It then waits until the server is Created (about 20 minutes); " ..
-    "follow it with training_get_mlflow (wait_seconds). Afterwards training_submit gives every job " ..
-    "MLFLOW_TRACKING_URI (the server's ARN) and MLFLOW_EXPERIMENT_NAME (default: the job name), and the " ..
-    "recipes report loss and throughput to it. The pods get IRSA for it (pod_access, default true): a role " ..
-    "hypd-<tag>-mlflow-pods (sagemaker-mlflow:* on the server, the artifact bucket's objects) trusting the " ..
-    "service account <namespace>/hypd-mlflow through the cluster's OIDC provider (made by " ..
-    "cluster_configure_dependencies; without it this part is skipped, saying so), and that service account, " ..
-    "which training_submit gives MLflow jobs in that namespace. plan=true lists what it would make; calling it " ..
-    "again changes nothing.",
+  description = "Makes (or finds again) the SageMaker managed MLflow tracking server the training jobs of the active " ..
+    "(or named) cluster report to, with its artifact bucket and IAM role (or the bucket and role given), " ..
+    "and IRSA for the pods (pod_access). About 20 minutes; follow it with training_get_mlflow " ..
+    "(wait_seconds). Then training_submit points every job at it. plan = true lists what it would make; " ..
+    "calling it again changes nothing.",
   kind = "mutating",
   status_tool = "training_get_mlflow",
   k8s = { "get", "list", "apply" },

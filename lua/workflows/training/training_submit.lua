@@ -128,19 +128,12 @@ end
 return tool {
   name = "training_submit",
   summary = "Submit a training recipe: its objects applied to the cluster, followed until the job runs",
-  description = "Renders the recipe with its parameters (as training_render does; training_list_recipes gives " ..
-    "the schemas) and applies the objects to the active (or named) cluster with server-side apply (field " ..
-    "manager hypd, labelled app.kubernetes.io/managed-by=hypd), then waits until the job is Running (or done), " ..
-    "or until the scheduler has not placed a pod for 10 minutes (busy GPUs): the job is queued, phase Pending, and " ..
-    "pending_reason has the scheduler's message. " ..
-    "Before creating anything it refuses when the operator the job needs is not enabled, naming the call that " ..
-    "enables it (a HyperPodPyTorchJob needs the training operator: hyperpod_update_advanced_features " ..
-    "training_operator=true; a RayJob needs KubeRay: cluster_configure_dependencies kuberay=true), and when no " ..
-    "instance group of the HyperPod cluster can ever hold it (the instance type or group is not in the " ..
-    "cluster, or replicas exceed its instance count), and when the cluster does not allow what the job asks: " ..
-    "elastic training on spot capacity or with managed tiered checkpointing, checkpointless training with " ..
-    "managed tiered checkpointing. plan=true lists the objects it would create. Follow " ..
-    "the job with training_get_job (wait_seconds).",
+  description = "Submits a training recipe with its parameters (training_list_recipes gives them; training_render " ..
+    "shows the objects) to the active (or named) cluster and waits until the job runs, or is queued with " ..
+    "the scheduler's reason. Refused first, naming the fix: the operator the job needs is off (training " ..
+    "operator, KubeRay), no instance group can hold it, or the cluster does not allow what it asks " ..
+    "(elastic on spot, ...). Follow it with training_get_job (wait_seconds); plan = true lists the " ..
+    "objects.",
   kind = "mutating",
   aws = cap.aws("sagemaker:DescribeMlflowTrackingServer"),
   k8s = { "get", "list", "apply" },
