@@ -97,6 +97,18 @@ local function heap_peek()
   return heap[1]
 end
 
+-- next_work_timer() -> the earliest live timer of a task that is not
+-- background work (a detached daemon, such as a cache's sampler, and what
+-- it starts), or nil
+local function next_work_timer()
+  local best
+  for i = 1, heap_n do
+    local e = heap[i]
+    if not e.dead and not (e.task and e.task.background) and (not best or e.at < best.at) then best = e end
+  end
+  return best
+end
+
 local function add_timer(at, task, kind)
   tseq = tseq + 1
   local e = { at = at, seq = tseq, task = task, kind = kind }
@@ -470,17 +482,24 @@ function M.run(until_fn)
       -- the ready queue is empty: wait for a timer or the network
       local e, inflight = heap_peek(), core.inflight()
       if not e and inflight == 0 and not hserver.listening() then return false end
-      -- open streams (watches, log follows) and open jobs (standard input)
-      -- may stay open for ever: under the virtual clock they must not hold
-      -- time still, so they get a moment to deliver what is on the wire,
-      -- then time moves on
-      local streams = 0
+      -- open streams (watches, log follows) may stay open for ever: under the
+      -- virtual clock they must not hold time still, so they get a moment
+      -- to deliver what is on the wire, then time moves on
+      local streams, opened = 0, 0
       if e and inflight > 0 and core.virtual() then
         for _ in pairs(stream_owner) do streams = streams + 1 end
-        for _ in pairs(open_jobs) do streams = streams + 1 end
+        for _ in pairs(open_jobs) do opened = opened + 1 end
       end
       if e and inflight == 0 and core.virtual() then
         core.advance_to(e.at)
+      elseif e and opened > 0 and inflight <= streams + opened then
+        -- an open job (standard input: a client that says nothing for
+        -- long) does not hold time still for the work in hand (a request,
+        -- an operation waiting on a timer); background work alone (a
+        -- cache's samplers) does not make time run while the client is silent
+        local nd = next_work_timer()
+        local done = core.poll(nd and 0.002 or nil)
+        if #done > 0 then deliver(done) elseif nd then core.advance_to(nd.at) end
       elseif e and ((streams > 0 and inflight <= streams) or
           (inflight > 0 and core.virtual() and serving_asleep())) then
         local done = core.poll(0.002)
@@ -531,6 +550,8 @@ function M.spawn(fn, opts, ...)
     end
   end
   t.daemon = opts.daemon
+  -- background: a detached daemon (a shared cache's loops) and what it starts
+  t.background = (opts.detached and opts.daemon) or (current ~= nil and current.background) or nil
   t.serving = opts.serving
   -- steady: the host's interrupt does not strike it (the in-process
   -- sandbox, a simulated remote AWS that a SIGTERM to hypd leaves alone);
