@@ -6,9 +6,10 @@
 -- the person's decisions from what the read calls offered, the operation id
 -- from the create's answer. It follows the operation with wait_seconds to its
 -- end, checks every answer holds what the skill says the agent needs next,
--- then fails a node in the sandbox and runs diagnose_node_health: a finding
--- with quoted evidence and the suggested reboot and replace calls, in that
--- order, each a call that validates, and no mutation while it ran.
+-- then injects a node fault (the sandbox's node_health: a GPU lost), sees it
+-- come with monitor_get_cluster wait_seconds, and runs diagnose_node_health:
+-- a finding with quoted evidence and the suggested reboot and replace calls,
+-- in that order, each a call that validates, and no mutation while it ran.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local hints = require "hypd.hints"
@@ -205,13 +206,26 @@ t.test("the cluster, monitored as the skill says, has its nodes and GPUs", funct
   t.eq(m.gpus and m.gpus.capacity, COUNT * 4, "ml.g5.12xlarge has 4 GPUs each")
 end)
 
-t.test("after a node fails, diagnose_node_health finds it with evidence and suggests reboot, then replace", function()
+t.test("after a node loses a GPU, diagnose_node_health finds it with evidence and suggests reboot, then replace", function()
   local nodes = call({ tool = "hyperpod_list_nodes", args = { { key = "cluster", value = CLUSTER } },
     text = "hyperpod_list_nodes cluster=" .. CLUSTER }, fill)
   local victim = nodes.nodes and nodes.nodes[1]
   t.ok(victim and victim.instance_id and victim.node_name, "a node to fail")
-  t.eq(sandbox_post("/_sandbox/nodes/fail", { cluster = nodes.hyperpod_cluster, node_id = victim.instance_id,
-    message = "Node failed health checks: GPU lost (the test's fault)" }), "ok", "the sandbox fails it")
+  -- the sandbox's node_health fault (sandbox.faults_nodes): the device plugin reports a GPU fewer
+  t.eq(sandbox_post("/_sandbox/faults", { node_health = { { cluster = nodes.hyperpod_cluster,
+    node = victim.node_name, gpu_lost = 1 } } }), "ok", "the fault is injected")
+  -- the monitor skill's way to see it come: monitor_get_cluster with wait_seconds
+  local seen
+  for _ = 1, 20 do
+    local m = call({ tool = "monitor_get_cluster", args = { { key = "cluster", value = CLUSTER },
+      { key = "wait_seconds", value = "60" } }, text = "monitor_get_cluster cluster=" .. CLUSTER .. " wait_seconds=60" },
+      fill)
+    for _, n in ipairs(m.nodes and m.nodes.items or {}) do
+      if n.name == victim.node_name and n.gpu and n.gpu.allocatable < n.gpu.capacity then seen = n end
+    end
+    if seen then break end
+  end
+  t.ok(seen, "monitor_get_cluster shows the node's GPUs below capacity")
   local before = mutations()
   local d = call({ tool = "diagnose_node_health", args = { { key = "cluster", value = CLUSTER } },
     text = "diagnose_node_health cluster=" .. CLUSTER }, fill)
