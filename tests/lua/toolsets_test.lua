@@ -96,6 +96,7 @@ t.test("hypd mcp --toolsets capacity lists only capacity's tools and refuses a c
     { jsonrpc = "2.0", id = 4, method = "tools/call", params = { name = "aws_get_availability_zones",
       arguments = { region = "us-west-2" } } } })
   t.eq(names(r[2] and r[2].result.tools), expected("capacity"))
+  t.like(r[1] and r[1].result.instructions or "", "This session lists the toolsets capacity;", "the agent is told")
   t.eq(r[3] and r[3].error and r[3].error.code, mcp.INVALID_PARAMS)
   t.like(r[3] and r[3].error.message or "", "cluster_list is not in this session's toolsets %(capacity%); it is in " ..
     "default, cluster, observe, readonly")

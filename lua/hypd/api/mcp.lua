@@ -242,7 +242,8 @@ methods.initialize = function(req, p)
     capabilities = { tools = { listChanged = true }, prompts = { listChanged = false },
       resources = { subscribe = false, listChanged = false }, logging = json.object() },
     serverInfo = { name = "hypd", title = "hypd", version = version() },
-    instructions = M.INSTRUCTIONS }
+    instructions = s.toolsets and (M.INSTRUCTIONS .. " This session lists the toolsets " .. sets_named(s.toolsets) ..
+      "; a skill that needs another names it (hypd mcp --toolsets, /mcp?toolsets=).") or M.INSTRUCTIONS }
 end
 
 methods.ping = function() return json.object() end
