@@ -241,3 +241,49 @@ t.test("no capacity for the type (insufficient_capacity): CAPACITY_INSUFFICIENT 
   end
   faults.configure {}
 end)
+
+t.test("a hyperpod_create that fails for capacity: OPERATION_FAILED quoting the operation's error, found as the " ..
+  "cluster's latest creation and by operation_id", function()
+  if not S then return skip() end
+  local op = require "hypd.tool.operations"
+  H.eks_cluster(S.call, "diag-op", 47, { security_group = true })
+  assert(faults.configure { insufficient_capacity = { { instance_type = "ml.g5.12xlarge" } } })
+  local acc, err = dispatch.call("hyperpod_create", { cluster = "diag-op", instance_type = "ml.g5.12xlarge",
+    instance_count = 1, availability_zone = "us-west-2a" }, C.ADMIN)
+  t.ok(acc, json.encode(err))
+  if not acc then return end
+  local v = op.wait(acc.operation_id)
+  t.eq(v.status, "failed", json.encode(v.error))
+  faults.configure {}
+  local r = D.run("diagnose_cluster_creation", { cluster = "diag-op" })
+  local f = D.find(r, "OPERATION_FAILED")
+  t.ok(f and D.find(r, "CAPACITY_INSUFFICIENT"), json.encode(D.codes(r)))
+  if f then
+    t.eq(f.subject, "operation " .. acc.operation_id .. " (hyperpod_create)")
+    t.like(f.evidence[1].quote, "InsufficientCapacity")
+    t.eq(f.next[1].call, "operation_get operation_id=" .. acc.operation_id)
+  end
+  local by_id = D.run("diagnose_cluster_creation", { operation_id = acc.operation_id })
+  t.eq(D.codes(by_id), D.codes(r), "the same findings by operation_id")
+end)
+
+t.test("a lifecycle script failing on a node added later (continuous provisioning keeps the cluster): " ..
+  "HYPERPOD_NODES_FAILED and LIFECYCLE_SCRIPT_ERROR on an InService cluster", function()
+  if not S then return skip() end
+  assert(faults.configure { lifecycle_failure = { { cluster = S.hp, instance_group = "late",
+    message = "apt-get: E: Unable to locate package nvidia-fabricmanager-535" } } })
+  S.call("sagemaker", "UpdateCluster", { ClusterName = S.hp, InstanceGroups = { { InstanceGroupName = "late",
+    InstanceType = "ml.m5.xlarge", InstanceCount = 1, ExecutionRole = S.info.role,
+    LifeCycleConfig = { SourceS3Uri = "s3://" .. S.eks .. "-lcc/lcc/", OnCreate = "on_create.sh" } } } })
+  repeat task.sleep(30) until S.call("sagemaker", "DescribeCluster", { ClusterName = S.hp }).ClusterStatus == "InService"
+  faults.configure {}
+  local r = D.run("diagnose_cluster_creation", {})
+  local nodes, lcc = D.find(r, "HYPERPOD_NODES_FAILED"), D.find(r, "LIFECYCLE_SCRIPT_ERROR", "(late)")
+  t.ok(nodes and lcc, json.encode(D.codes(r)))
+  t.eq(D.find(r, "HYPERPOD_CREATION_FAILED"), nil, "the cluster itself did not fail")
+  if nodes and lcc then
+    t.like(nodes.evidence[1].quote, "^Failure: Lifecycle script on_create.sh failed on the instance")
+    t.eq(lcc.evidence[1].quote, "ERROR: apt-get: E: Unable to locate package nvidia-fabricmanager-535")
+    t.eq(nodes.next[2] and nodes.next[2].tool, "diagnose_node_health")
+  end
+end)
