@@ -242,25 +242,24 @@ t.test("no capacity for the type (insufficient_capacity): CAPACITY_INSUFFICIENT 
   faults.configure {}
 end)
 
-t.test("a hyperpod_create that fails for capacity: OPERATION_FAILED quoting the operation's error, found as the " ..
-  "cluster's latest creation and by operation_id", function()
+t.test("a hyperpod_create that fails (the VPC has no NAT gateway): OPERATION_FAILED quoting the operation's " ..
+  "error and the failed step, found as the cluster's latest creation and by operation_id", function()
   if not S then return skip() end
   local op = require "hypd.tool.operations"
   H.eks_cluster(S.call, "diag-op", 47, { security_group = true })
-  assert(faults.configure { insufficient_capacity = { { instance_type = "ml.g5.12xlarge" } } })
   local acc, err = dispatch.call("hyperpod_create", { cluster = "diag-op", instance_type = "ml.g5.12xlarge",
     instance_count = 1, availability_zone = "us-west-2a" }, C.ADMIN)
   t.ok(acc, json.encode(err))
   if not acc then return end
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "failed", json.encode(v.error))
-  faults.configure {}
   local r = D.run("diagnose_cluster_creation", { cluster = "diag-op" })
   local f = D.find(r, "OPERATION_FAILED")
-  t.ok(f and D.find(r, "CAPACITY_INSUFFICIENT"), json.encode(D.codes(r)))
+  t.ok(f, json.encode(D.codes(r)))
   if f then
-    t.eq(f.subject, "operation " .. acc.operation_id .. " (hyperpod_create)")
-    t.like(f.evidence[1].quote, "InsufficientCapacity")
+    t.eq({ f.severity, f.subject }, { "critical", "operation " .. acc.operation_id .. " (hyperpod_create)" })
+    t.like(f.evidence[1].quote, "^CONFLICT: VPC vpc%-%x+ has no available NAT gateway")
+    t.eq(f.evidence[2], { source = "operation " .. acc.operation_id .. " steps", quote = "subnet: failed" })
     t.eq(f.next[1].call, "operation_get operation_id=" .. acc.operation_id)
   end
   local by_id = D.run("diagnose_cluster_creation", { operation_id = acc.operation_id })
