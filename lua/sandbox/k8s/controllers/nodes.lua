@@ -151,10 +151,10 @@ local function act(ctl, n, c, value)
   return true
 end
 
--- injected(ctl, node, status, c, n, old) -> the Events to write: the
+-- injected(node, status, c, n, old) -> the Events to write: the
 -- node_health faults (sandbox.faults_nodes) on the Node about to be
 -- written, as the health-monitoring agent would report them
-local function injected(ctl, node, status, c, n, old)
+local function injected(node, status, c, n, old)
   local said = {}
   local labels, ann = node.metadata.labels, node.metadata.annotations
   local before = old and old.metadata.labels or {}
@@ -219,7 +219,7 @@ local function reconcile(ctl, r, n, c)
     (c.ClusterArn or ""):match("([^/]+)$") or c.ClusterName, n.InstanceId)
   node.spec.taints = taints_of(g, bad)
   local status = node_.status(ctl, old and old.status, n, ready, { not_ready = NOT_READY })
-  local said = injected(ctl, node, status, c, n, old)
+  local said = injected(node, status, c, n, old)
   if node_.put(ctl, r, old, node, status) then M.schedule_fault(ctl.region, c, n) end
   for _, e in ipairs(said) do ctl_.event(ctl, cl:get(r, nil, name) or node, "Warning", e[1], e[2], "health-monitoring-agent") end
 end
