@@ -229,6 +229,17 @@ t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's word
   gone("big")
 end)
 
+t.test("a pod asking more GPUs than any node of its type has: POD_PENDING_GPU quoting the nodes' GPUs, no scale call",
+  function()
+    job("huge", 1, 8)
+    task.sleep(30)
+    local r = diagnose("huge")
+    local f = find(r, "POD_PENDING_GPU")
+    t.like(quotes(f), "status%.allocatable nvidia%.com/gpu | 4 %(the most of group gpu's nodes%); a pod asks 8")
+    for _, s in ipairs(f and f.next or {}) do t.ok(s.action ~= "fix", "no fix: more nodes would not help") end
+    gone("huge")
+  end)
+
 t.test("a job that does not exist is NOT_FOUND naming job; bad input names the field", function()
   local _, r, err
   r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)

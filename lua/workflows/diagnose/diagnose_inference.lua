@@ -238,7 +238,7 @@ return tool {
     local pods = d.pods or {}
     object(r, d, steps)
     deployment(r, d, s, steps, pods)
-    local fix = WL.scale_fix(conn, s, pods)
+    local fix, more = WL.scale_fix(conn, s, pods)
     local desired = I.replicas(d)
     local pending = 0
     for _, pod in ipairs(pods) do if I.unschedulable(pod) then pending = pending + 1 end end
@@ -247,7 +247,7 @@ return tool {
       table.insert(fix.POD_PENDING_GPU, 1, WL.step("fix", "inference_scale", s, { name = d.name,
         namespace = d.namespace, replicas = desired - pending }, "as many replicas as the free GPUs hold"))
     end
-    WL.pods(r, pods, { inspect = steps, fix = fix, readiness_severity = "critical" })
+    WL.pods(r, pods, { inspect = steps, fix = fix, evidence = more, readiness_severity = "critical" })
     local objects = services(r, conn, d, steps)
     objects[d.object.kind .. "/" .. d.name] = true
     local events = WL.events(conn, p.namespace, replicasets(conn, d, objects), pods)

@@ -203,7 +203,8 @@ return tool {
     local steps = inspect(s, job)
     local events = WL.events(conn, p.namespace, { [job.kind .. "/" .. p.job] = true }, pods)
     status(r, job, s, steps, events)
-    WL.pods(r, pods, { inspect = steps, fix = WL.scale_fix(conn, s, pods), readiness = false })
+    local fix, more = WL.scale_fix(conn, s, pods)
+    WL.pods(r, pods, { inspect = steps, fix = fix, evidence = more, readiness = false })
     WL.nodes(r, conn, pods, s)
     logs(r, conn, job, pods, s, steps)
     WL.other_events(r, events, { JobRestarting = true, JobFailed = true, BackoffLimitExceeded = true },
