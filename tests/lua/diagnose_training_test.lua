@@ -240,6 +240,17 @@ t.test("a pod asking more GPUs than any node of its type has: POD_PENDING_GPU qu
     gone("huge")
   end)
 
+t.test("the workload faults are refused when malformed, naming the rule and the field", function()
+  local ok, err = faults.configure { pod_crash = { { pod_prefix = "x-", reason = "Segfault" } } }
+  t.eq(ok, nil)
+  t.like(err and err.message, "^faults%.pod_crash%[1%]: reason: CrashLoopBackOff or OOMKilled")
+  ok, err = faults.configure { training_logs = { { pod_prefix = "x-" } } }
+  t.like(err and err.message, "^faults%.training_logs%[1%]: lines: a list of log lines")
+  ok, err = faults.configure { image_pull = { { namespace = "default" } } }
+  t.like(err and err.message, "^faults%.image_pull%[1%]: image_prefix")
+  t.eq(faults.configure {}, true)
+end)
+
 t.test("a job that does not exist is NOT_FOUND naming job; bad input names the field", function()
   local _, r, err
   r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)
