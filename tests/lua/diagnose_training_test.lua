@@ -246,8 +246,10 @@ t.test("the workload faults are refused when malformed, naming the rule and the 
   t.like(err and err.message, "^faults%.pod_crash%[1%]: reason: CrashLoopBackOff or OOMKilled")
   ok, err = faults.configure { training_logs = { { pod_prefix = "x-" } } }
   t.like(err and err.message, "^faults%.training_logs%[1%]: lines: a list of log lines")
+  t.eq(ok, nil)
   ok, err = faults.configure { image_pull = { { namespace = "default" } } }
   t.like(err and err.message, "^faults%.image_pull%[1%]: image_prefix")
+  t.eq(ok, nil)
   t.eq(faults.configure {}, true)
 end)
 
