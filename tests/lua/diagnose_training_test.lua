@@ -81,18 +81,18 @@ t.test("a running job with no fault is healthy, having looked at its status, pod
   t.like(r and r.summary, "^healthy")
 end)
 
-t.test("a node of the job marked for reboot by HyperPod: NODE_UNHEALTHY with reboot and replace calls", function()
+t.test("a node of the job HyperPod marks Unschedulable: NODE_UNHEALTHY with reboot and replace calls", function()
   local pod = conn:get("v1", "Pod", "good-pod-0", { namespace = "default" })
   local node = pod.spec.nodeName
   local function label(v)
     assert(conn:patch("v1", "Node", node, { metadata = { labels = { ["sagemaker.amazonaws.com/node-health-status"] = v } } }))
   end
-  label("UnschedulablePendingReboot")
+  label("Unschedulable")
   local r = diagnose("good")
   local f = find(r, "NODE_UNHEALTHY")
   t.eq(f and f.severity, "critical")
   t.eq(f and f.subject, "node " .. node)
-  t.like(quotes(f), "node%-health%-status | UnschedulablePendingReboot")
+  t.like(quotes(f), "node%-health%-status | Unschedulable$")
   local calls = {}
   for _, s in ipairs(f and f.next or {}) do calls[#calls + 1] = s.action .. " " .. s.call end
   t.like(table.concat(calls, "\n"), "reboot hyperpod_node_reboot cluster=" .. D.esc(EKS) .. " nodes:='%[\"" ..
