@@ -152,7 +152,7 @@ t.test("readiness_fail: READINESS_PROBE_FAILING with the Unhealthy events, the p
 t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's words, scale-down and scale-up calls",
   function()
     deploy("greedy", { replicas = 3, gpus = 4 })
-    task.sleep(30)
+    FH.wait(function() return available("greedy") == 2 end, 900, 5) -- two of the three fit
     local r = diagnose("greedy")
     local f = find(r, "POD_PENDING_GPU")
     t.eq(f and f.severity, "critical")
