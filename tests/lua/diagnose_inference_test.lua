@@ -4,7 +4,7 @@
 -- deployment is healthy; each workload fault of sandbox.faults_workloads
 -- (image_pull, pod_crash as a crash loop and as OOM kills, readiness_fail),
 -- a deployment asking more GPUs than are free, a LoadBalancer Service no
--- controller provisions, and a JumpStartModel the hub does not have each
+-- controller provisions, a router whose worker is not ready, and a JumpStartModel the hub does not have each
 -- give their finding with its code, severity and quoted evidence; every
 -- suggested call validates against the registry, and no AWS or Kubernetes
 -- write happens while a diagnostic runs.
@@ -122,9 +122,15 @@ t.test("pod_crash: POD_CRASHLOOP with the exit code, and POD_OOMKILLED for an OO
   local pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "oom" } })[1]
   t.eq(pod and pod.status.phase, "Running", "the kubelet keeps restarting it: the pod stays Running")
   t.eq(pod and pod.status.containerStatuses[1].state.waiting.reason, "CrashLoopBackOff")
-  gone("crash")
   gone("oom")
   faults.configure {}
+  -- the fault gone, the kubelet's next restart keeps the container up: healthy, its restarts counted
+  FH.wait(function() return available("crash") == 1 end, 900, 5)
+  r = diagnose("crash")
+  t.eq(r and r.healthy, true, r and r.summary)
+  pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "crash" } })[1]
+  t.ok(pod and pod.status.containerStatuses[1].restartCount >= 1, "restartCount kept")
+  gone("crash")
 end)
 
 t.test("readiness_fail: READINESS_PROBE_FAILING with the Unhealthy events, the pods not Ready, no ready endpoint",
@@ -146,7 +152,7 @@ t.test("readiness_fail: READINESS_PROBE_FAILING with the Unhealthy events, the p
 t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's words, scale-down and scale-up calls",
   function()
     deploy("greedy", { replicas = 3, gpus = 4 })
-    task.sleep(30)
+    FH.wait(function() return available("greedy") == 2 end, 900, 5) -- two of the three fit
     local r = diagnose("greedy")
     local f = find(r, "POD_PENDING_GPU")
     t.eq(f and f.severity, "critical")
@@ -169,6 +175,31 @@ t.test("a LoadBalancer Service no controller provisions: LOAD_BALANCER_PENDING",
   t.like(quotes(f), "Service/ext status.loadBalancer | no ingress address")
   t.eq(r and r.healthy, false)
   gone("ext")
+end)
+
+t.test("a router whose only worker is not ready: ROUTER_NO_WORKERS quoting its --worker-urls", function()
+  assert(faults.configure { readiness_fail = { { pod_prefix = "wk-" } } })
+  deploy("wk")
+  local labels = { ["app.kubernetes.io/managed-by"] = "hypd", ["hypd.io/inference"] = "rt",
+    ["hypd.io/inference-kind"] = "router", app = "rt" }
+  assert(conn:create { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = "rt", namespace = "default",
+    labels = labels }, spec = { replicas = 1, selector = { matchLabels = { app = "rt" } },
+      template = { metadata = { labels = labels }, spec = { containers = { { name = "router", image = IMAGE,
+        command = { "python3", "-m", "sglang_router.launch_router", "--port", "30000", "--worker-urls",
+          "http://wk.default.svc.cluster.local:8000" }, ports = { { name = "http", containerPort = 30000 } } } } } } } })
+  assert(conn:create { apiVersion = "v1", kind = "Service", metadata = { name = "rt", namespace = "default",
+    labels = labels }, spec = { selector = { app = "rt" }, ports = { { name = "http", port = 30000, targetPort = "http" } } } })
+  FH.wait(function() return available("rt") == 1 end, 600, 1)
+  task.sleep(20)
+  local r = diagnose("rt")
+  local f = find(r, "ROUTER_NO_WORKERS")
+  t.eq(f and f.severity, "critical")
+  t.like(quotes(f), "args | .*%-%-worker%-urls http://wk%.default%.svc%.cluster%.local:8000")
+  t.like(quotes(f), "the worker Services wk | 0 ready of 1")
+  t.eq(find(r, "NO_READY_ENDPOINTS"), nil, "the router's own Service has its ready pod")
+  gone("rt")
+  gone("wk")
+  faults.configure {}
 end)
 
 t.test("a JumpStartModel the hub does not have: ENDPOINT_FAILED with the operator's condition", function()

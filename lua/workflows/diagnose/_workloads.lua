@@ -10,7 +10,8 @@
 --   WL.other_events(r, events, covered, opts) -- a finding per Warning reason no other finding explains
 --   WL.nodes(r, conn, pods, s)              -- the nodes the pods run on that are not healthy
 --   WL.node_steps(s, node, why)             -- inspect (diagnose_node_health), reboot, replace the node
---   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help
+--   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help,
+--                                           -- else {}, {POD_PENDING_GPU = {evidence: the nodes have fewer}}
 --   WL.epoch(ts)                            -- an RFC 3339 time as seconds
 local F = require "diagnose._findings"
 local cap = require "_capacity"
@@ -126,6 +127,7 @@ local function add_grouped(r, code, severity, rows, summary, opts)
     names[#names + 1] = row.pod
     if #ev < M.MAX_EVIDENCE then ev[#ev + 1] = row.evidence end
   end
+  for _, e in ipairs((opts.evidence or {})[code] or {}) do ev[#ev + 1] = e end
   local subject = #names == 1 and "pod " .. names[1] or string.format("%d pods (%s%s)", #names,
     table.concat(names, ", ", 1, math.min(#names, 3)), #names > 3 and ", ..." or "")
   local steps = {}
@@ -136,7 +138,8 @@ local function add_grouped(r, code, severity, rows, summary, opts)
 end
 
 -- pods(r, pods, opts): the findings of the pods' own statuses; opts.inspect:
--- the steps every finding starts with; opts.fix[code]: more steps of a code
+-- the steps every finding starts with; opts.fix[code]: more steps of a code;
+-- opts.evidence[code]: more evidence of a code
 function M.pods(r, pods, opts)
   opts = opts or {}
   local by = {}
@@ -282,7 +285,8 @@ function M.nodes(r, conn, pods, s)
 end
 
 -- scale_fix(conn, s, pods) -> {POD_PENDING_GPU = {step}} when more nodes of
--- the group the pending pods ask for would hold them
+-- the group the pending pods ask for would hold them; or {}, and
+-- {POD_PENDING_GPU = {evidence}} when no node of it could hold one pod
 function M.scale_fix(conn, s, pods)
   local pending = {}
   for _, pod in ipairs(pods) do
@@ -291,7 +295,7 @@ function M.scale_fix(conn, s, pods)
       pending[#pending + 1] = pod
     end
   end
-  if #pending == 0 or not hypd.tools.exists("hyperpod_scale_instance_group") then return {} end
+  if #pending == 0 then return {} end
   local sel = pending[1].spec.nodeSelector or {}
   local want = 0
   for _, c in ipairs(pending[1].spec.containers or {}) do
@@ -302,15 +306,22 @@ function M.scale_fix(conn, s, pods)
   if sel[cap.GROUP_LABEL] then labels[cap.GROUP_LABEL] = sel[cap.GROUP_LABEL]
   elseif sel[M.TYPE_LABEL] then labels[M.TYPE_LABEL] = sel[M.TYPE_LABEL]
   else return {} end
-  local group, count, fits = nil, 0, false
+  local group, count, fits, most, most_node = nil, 0, false, -1, nil
   for _, n in ipairs(conn:list("v1", "Node", { labels = labels }) or {}) do
     local g = (n.metadata.labels or {})[cap.GROUP_LABEL]
     if g and (not group or g == group) then
       group, count = g, count + 1
-      fits = fits or (tonumber(((n.status or {}).allocatable or {})["nvidia.com/gpu"]) or 0) >= want
+      local have = tonumber(((n.status or {}).allocatable or {})["nvidia.com/gpu"]) or 0
+      fits = fits or have >= want
+      if have > most then most, most_node = have, n.metadata.name end
     end
   end
-  if not group or not fits then return {} end
+  if group and not fits then
+    -- no node of the group could ever hold one pod: more nodes do not help
+    return {}, { POD_PENDING_GPU = { F.evidence("Node/" .. most_node .. " status.allocatable nvidia.com/gpu",
+      string.format("%d (the most of group %s's nodes); a pod asks %d", most, group, want)) } }
+  end
+  if not group or not hypd.tools.exists("hyperpod_scale_instance_group") then return {} end
   return { POD_PENDING_GPU = { M.step("fix", "hyperpod_scale_instance_group", s,
     { instance_group = group, instance_count = count + #pending },
     string.format("room for the %d pending pod(s), one node each (ask the person: instances cost money)",

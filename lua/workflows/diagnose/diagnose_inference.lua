@@ -4,7 +4,7 @@
 -- the Deployment's available replicas, its pods (image pulls, crash loops,
 -- OOM kills, Pending for GPUs, readiness probes failing), the Service and
 -- its Endpoints (ready addresses), the load balancer or Ingress in front
--- of it, Warning events and the nodes. Read-only: what would change
+-- of it, a router's workers, Warning events and the nodes. Read-only: what would change
 -- something is a suggested call (diagnose._findings).
 local P = require "_params"
 local F = require "diagnose._findings"
@@ -197,6 +197,61 @@ local function probes(r, events, steps)
       "probe asks the wrong port or path.", next = steps }
 end
 
+-- router(r, conn, d, steps): a router (inference_deploy_router) with no
+-- worker ready to take its requests: the workers it discovers by label
+-- (--selector k=v ...) or the worker Services it is given (--worker-urls)
+local function router(r, conn, d, steps)
+  if d.kind ~= "router" or not d.deployment then return end
+  local c = ((((d.deployment.spec or {}).template or {}).spec or {}).containers or {})[1] or {}
+  local words = {}
+  for _, list in ipairs { c.command or {}, c.args or {} } do
+    for _, w in ipairs(list) do words[#words + 1] = tostring(w) end
+  end
+  local mode, selector, urls = nil, {}, {}
+  for _, w in ipairs(words) do
+    if w:sub(1, 2) == "--" then mode = w
+    elseif mode == "--selector" then
+      local k, v = w:match("^([^=]+)=(.*)$")
+      if k then selector[k] = v end
+    elseif mode == "--worker-urls" then urls[#urls + 1] = w end
+  end
+  local ready, total = 0, 0
+  local what
+  if next(selector) then
+    local parts = {}
+    for k, v in pairs(selector) do parts[#parts + 1] = k .. "=" .. v end
+    table.sort(parts)
+    what = "pods labelled " .. table.concat(parts, ",")
+    for _, pod in ipairs(conn:list("v1", "Pod", { namespace = d.namespace, labels = selector }) or {}) do
+      total = total + 1
+      if I.ready(pod) then ready = ready + 1 end
+    end
+  elseif #urls > 0 then
+    local names = {}
+    for _, u in ipairs(urls) do
+      local svc, ns = u:match("^https?://([^.:/]+)%.([^.:/]+)%.svc")
+      svc, ns = svc or u:match("^https?://([^.:/]+)"), ns or d.namespace
+      if svc then
+        names[#names + 1] = svc
+        local up, down = addresses(conn, ns, svc)
+        total, ready = total + #up + #down, ready + #up
+      end
+    end
+    what = "the worker Services " .. table.concat(names, ", ")
+  else
+    return
+  end
+  if ready == 0 then
+    r:add { severity = "critical", code = "ROUTER_NO_WORKERS", subject = "router " .. d.name,
+      summary = "the router has no ready worker to send requests to", evidence = {
+        F.evidence("Deployment/" .. d.deployment.metadata.name .. " args", table.concat(words, " ")),
+        F.evidence(what, string.format("%d ready of %d", ready, total)) },
+      explanation = "The router answers, but every request it takes fails: none of its workers is ready. Run " ..
+        "diagnose_inference on the worker deployments.", next = steps }
+  end
+  r:checked("router workers", string.format("%s: %d ready of %d", what, ready, total))
+end
+
 -- replicaset_objects(conn, d) -> {"ReplicaSet/name" = true} of the Deployment's
 local function replicasets(conn, d, into)
   if not d.deployment then return into end
@@ -238,7 +293,7 @@ return tool {
     local pods = d.pods or {}
     object(r, d, steps)
     deployment(r, d, s, steps, pods)
-    local fix = WL.scale_fix(conn, s, pods)
+    local fix, more = WL.scale_fix(conn, s, pods)
     local desired = I.replicas(d)
     local pending = 0
     for _, pod in ipairs(pods) do if I.unschedulable(pod) then pending = pending + 1 end end
@@ -247,8 +302,9 @@ return tool {
       table.insert(fix.POD_PENDING_GPU, 1, WL.step("fix", "inference_scale", s, { name = d.name,
         namespace = d.namespace, replicas = desired - pending }, "as many replicas as the free GPUs hold"))
     end
-    WL.pods(r, pods, { inspect = steps, fix = fix, readiness_severity = "critical" })
+    WL.pods(r, pods, { inspect = steps, fix = fix, evidence = more, readiness_severity = "critical" })
     local objects = services(r, conn, d, steps)
+    router(r, conn, d, steps)
     objects[d.object.kind .. "/" .. d.name] = true
     local events = WL.events(conn, p.namespace, replicasets(conn, d, objects), pods)
     probes(r, events, steps)
