@@ -1,5 +1,5 @@
 -- examples/agents/: every configuration parses, runs `hypd mcp` with
--- toolsets that exist, names only tools that exist, auto-approves only read
+-- toolsets that exist and whose tools/list is under the 25,000-token budget, names only tools that exist, auto-approves only read
 -- tools, gives no shell, loads the toolsets the tools of its skills are in,
 -- and in its remote form takes the token from HYPD_TOKEN, never a literal.
 local t = require "hypd.tap"
@@ -9,6 +9,7 @@ local toolsets = require "hypd.tool.toolsets"
 local tool = require "hypd.tool.registry"
 local H = dofile("tests/lua/helpers.lua")
 local SK = dofile("tests/lua/skills_names.lua")
+local sizes = dofile("tests/lua/toolsets_sizes.lua")
 require("hypd.tool.loader").load()
 
 local DIR = "examples/agents/"
@@ -29,6 +30,10 @@ local function sets_of(path, srv)
   for i, a in ipairs(args) do if a == "--toolsets" then named = args[i + 1] end end
   local sets, err = toolsets.parse(named)
   t.ok(sets, path .. ": toolsets " .. tostring(named) .. (err and ": " .. err.message or ""))
+  if sets then
+    local size = sizes.measure_set(named)
+    t.ok(size.tokens < sizes.TARGET, path .. ": its tools/list is under " .. sizes.TARGET .. " tokens: " .. size.tokens)
+  end
   return sets or {}
 end
 
