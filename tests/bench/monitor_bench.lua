@@ -84,6 +84,7 @@ t.test("monitor_get_cluster: cold, cached, peak RSS", function()
     out = assert(dispatch.call("monitor_get_cluster", { cluster = "bench-mon", namespace = "team-3" }, READ))
   end
   report("monitor cached answer, one namespace", (core.mono() - start2) / n * 1000, "ms", "< 50 ms")
+  t.eq(out.namespace, "team-3")
   collectgarbage()
   report("hypd peak RSS (VmHWM)", vm("VmHWM"), "MB", "< 300 MB")
   report("hypd RSS held by the cache", vm("VmRSS") - before, "MB", "-")
