@@ -242,6 +242,30 @@ t.test("no capacity for the type (insufficient_capacity): CAPACITY_INSUFFICIENT 
   faults.configure {}
 end)
 
+t.test("an EKS cluster whose creation fails (eks_failure): EKS_CLUSTER_FAILED and EKS_HEALTH_ISSUE quoting " ..
+  "the issue; one with authenticationMode CONFIG_MAP: AUTH_MODE_CONFIG_MAP", function()
+  if not S then return skip() end
+  assert(faults.configure { eks_failure = { { cluster = "diag-eksfail", code = "Ec2SubnetNotFound",
+    message = "The subnet ID 'subnet-0abc' does not exist" } } })
+  H.eks_cluster(S.call, "diag-eksfail", 48, { wait = false })
+  repeat task.sleep(30) until S.call("eks", "DescribeCluster", { name = "diag-eksfail" }).cluster.status ~= "CREATING"
+  faults.configure {}
+  local r = D.run("diagnose_cluster_creation", { cluster = "diag-eksfail" })
+  local failed, issue = D.find(r, "EKS_CLUSTER_FAILED"), D.find(r, "EKS_HEALTH_ISSUE")
+  t.ok(failed and issue, json.encode(D.codes(r)))
+  if failed and issue then
+    t.eq(failed.evidence[1], { source = "eks DescribeCluster cluster.status", quote = "FAILED" })
+    t.eq(issue.evidence[1].quote, "Ec2SubnetNotFound: The subnet ID 'subnet-0abc' does not exist")
+  end
+  H.eks_cluster(S.call, "diag-cm", 49, { mode = "CONFIG_MAP" })
+  r = D.run("diagnose_cluster_creation", { cluster = "diag-cm" })
+  local cm = D.find(r, "AUTH_MODE_CONFIG_MAP")
+  t.ok(cm, json.encode(D.codes(r)))
+  if cm then
+    t.eq(cm.evidence[1], { source = "eks DescribeCluster cluster.accessConfig.authenticationMode", quote = "CONFIG_MAP" })
+  end
+end)
+
 t.test("a hyperpod_create that fails (the VPC has no NAT gateway): OPERATION_FAILED quoting the operation's " ..
   "error and the failed step, found as the cluster's latest creation and by operation_id", function()
   if not S then return skip() end

@@ -8,6 +8,7 @@ local CC = require "diagnose._creation_checks"
 local F = require "diagnose._findings"
 local Names = require "_names"
 local P = require "_params"
+local TC = require "diagnose._trust_checks"
 local hp = require "_hyperpod"
 
 local TOOLS = { cluster_create = true, cluster_create_eks = true, hyperpod_create = true }
@@ -167,10 +168,10 @@ return tool {
       end
     end
     if #roles == 0 and tag then roles[1] = Names.hyperpod(tag).execution_role end
-    CC.execution_roles(ctx, r, w, roles)
+    TC.execution_roles(ctx, r, w, roles)
     if w.eks and w.eks.status == "ACTIVE" then
       local ok, conn = pcall(ctx.k8s, ctx, name)
-      if ok then CC.irsa(ctx, r, w, conn) else r:checked("IRSA roles", "Kubernetes API not reachable") end
+      if ok then TC.irsa(ctx, r, w, conn) else r:checked("IRSA roles", "Kubernetes API not reachable") end
     end
     CC.capacity(r, w)
     return r:result()

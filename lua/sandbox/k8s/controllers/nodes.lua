@@ -154,10 +154,15 @@ end
 -- injected(node, status, c, n, old) -> the Events to write: the
 -- node_health faults (sandbox.faults_nodes) on the Node about to be
 -- written, as the health-monitoring agent would report them
+local KUBELET = { Ready = true, MemoryPressure = true, DiskPressure = true, PIDPressure = true }
 local function injected(node, status, c, n, old)
   local said = {}
   local labels, ann = node.metadata.labels, node.metadata.annotations
   local before = old and old.metadata.labels or {}
+  -- a condition only a fault set (NetworkUnavailable) goes with the fault
+  local kept = {}
+  for _, cd in ipairs(status.conditions) do if KUBELET[cd.type] then kept[#kept + 1] = cd end end
+  status.conditions = kept
   for _, f in ipairs(faults_nodes.node(c.ClusterName, n.group, node.metadata.name)) do
     for key, v in pairs { [M.HEALTH] = f.label, [M.DEEP] = f.deep_health } do
       labels[key] = v
