@@ -90,7 +90,8 @@ t.test("a failed deep health check and a lost GPU and EFA device: critical, with
   t.eq({ lost.evidence[1].quote, lost.evidence[2].quote }, { "4", "3" }, "an ml.g6e.24xlarge has 4 GPUs; 3 usable")
   t.like(lost.summary, "1 of 4 GPUs")
   t.like(efa.evidence[2].source, "allocatable vpc.amazonaws.com/efa")
-  t.eq(D.actions(lost), { "inspect hyperpod_list_nodes", "reboot hyperpod_node_reboot", "replace hyperpod_node_replace" })
+  t.eq(D.actions(lost), { "inspect hyperpod_list_nodes", "inspect monitor_get_cluster", "reboot hyperpod_node_reboot",
+    "replace hyperpod_node_replace" })
 end)
 
 t.test("node conditions and a taint: MemoryPressure, DiskPressure, NetworkUnavailable and Ready Unknown with " ..
@@ -135,7 +136,8 @@ t.test("a cordoned node: NODE_CORDONED quoting spec.unschedulable; uncordoned, h
   if f then
     t.eq({ f.severity, f.evidence[1].source, f.evidence[1].quote }, { "warning", "Node/" .. cpu .. " spec.unschedulable",
       "true" })
-    t.eq(D.actions(f), { "inspect hyperpod_list_nodes", "reboot hyperpod_node_reboot" }, "no replace for a warning")
+    t.eq(D.actions(f), { "inspect hyperpod_list_nodes", "inspect monitor_get_cluster", "reboot hyperpod_node_reboot" },
+      "no replace for a warning")
   end
   assert(conn:patch("v1", "Node", cpu, { spec = { unschedulable = false } }, { type = "merge" }))
   t.eq(D.run("diagnose_node_health", { node = cpu }).healthy, true)
