@@ -10,7 +10,7 @@
 --              and Service carry the CR's hypd labels on their pods)
 --   jumpstart  JumpStartModel <name>, likewise
 --
---   local I = require "_inference"  (or "inference._inference" in its area)
+--   local I = require "_inference"
 --   I.find(conn, name, ns [, no_pods]) -> d | nil, where d = {kind, name, namespace,
 --     object (the top object: Deployment or CR), deployment (the Deployment
 --     that runs the pods, or nil while a controller has not made it yet),

@@ -15,7 +15,7 @@
 --     (ClusterIP, or for variant "external" an NLB LoadBalancer)
 --   validate(p): the tool's rules across fields (image, port, env; no secret
 --     in env, command or args: secret_env names Kubernetes Secrets instead)
-local I = require "inference._inference"
+local I = require "_inference"
 
 local M = {}
 

@@ -223,7 +223,7 @@ function M.apply(ctx)
   local stand_ins = { st.object,
     { apiVersion = "apps/v1", kind = "Deployment", metadata = { name = md.name, namespace = md.namespace } },
     { apiVersion = "v1", kind = "Service", metadata = { name = md.name, namespace = md.namespace } } }
-  for _, c in ipairs(require("inference._inference").CRS) do
+  for _, c in ipairs(require("_inference").CRS) do
     if c.kind ~= st.object.kind then
       stand_ins[#stand_ins + 1] = { apiVersion = c.api, kind = c.kind, metadata = { name = md.name,
         namespace = md.namespace } }

@@ -10,7 +10,7 @@
 --     first) or business=unassigned (the cost removed)
 --   counts(d) -> unassigned, assigned, {model -> n}
 --   refuse_cut(d, replicas, name): no scale-down that removes assigned workers
-local I = require "inference._inference"
+local I = require "_inference"
 local K = require "_k8s_objects"
 
 local M = {}

@@ -4,7 +4,7 @@
 -- exactly its pods. count is the total the model should have from the
 -- pool, so a repeated call assigns no more.
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local C = require "inference._container"
 local K = require "_k8s_objects"
 local PL = require "inference._pool"

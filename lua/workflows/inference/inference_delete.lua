@@ -3,7 +3,7 @@
 -- a pool with assigned workers needs force. Objects not labelled
 -- app.kubernetes.io/managed-by=hypd are never deleted.
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local K = require "_k8s_objects"
 local PL = require "inference._pool"
 local hp = require "_hyperpod"

@@ -6,7 +6,7 @@
 -- is deployed all the same and stays Pending (the result warns and
 -- inference_get shows the scheduler's event).
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local C = require "inference._container"
 local K = require "_k8s_objects"
 local hp = require "_hyperpod"

@@ -5,7 +5,7 @@
 -- among them) and the last log lines of each pod; with wait_seconds, first
 -- waits for any of that to change.
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local R = require "_running"
 local W = require "_wait"
 

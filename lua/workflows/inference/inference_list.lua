@@ -3,7 +3,7 @@
 -- hypd.io/inference-kind), with replicas ready of desired.
 local P = require "_params"
 local R = require "_running"
-local I = require "inference._inference"
+local I = require "_inference"
 local hp = require "_hyperpod"
 
 return tool {

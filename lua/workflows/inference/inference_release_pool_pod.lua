@@ -2,7 +2,7 @@
 -- each pod relabelled business=unassigned (warm again, for another model);
 -- a model left with no pods loses its Service.
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local K = require "_k8s_objects"
 local PL = require "inference._pool"
 local hp = require "_hyperpod"

@@ -3,7 +3,7 @@
 -- InferenceEndpointConfig or JumpStartModel through spec.replicas. A pool
 -- is never scaled below its assigned workers.
 local P = require "_params"
-local I = require "inference._inference"
+local I = require "_inference"
 local K = require "_k8s_objects"
 local PL = require "inference._pool"
 

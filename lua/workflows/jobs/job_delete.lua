@@ -3,7 +3,7 @@
 -- until gone; a Job not labelled app.kubernetes.io/managed-by=hypd is
 -- refused. The files a download wrote stay in the storage.
 local P = require "_params"
-local B = require "jobs._batch"
+local B = require "_batch"
 local K = require "_k8s_objects"
 local hp = require "_hyperpod"
 local O = require "_ownership"

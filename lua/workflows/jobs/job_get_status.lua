@@ -4,7 +4,7 @@
 -- waits for the phase to change. model_download's status tool: it also
 -- takes the operation_id model_download answered.
 local P = require "_params"
-local B = require "jobs._batch"
+local B = require "_batch"
 local D = require "jobs._download"
 local S = require "_storage"
 local hp = require "_hyperpod"

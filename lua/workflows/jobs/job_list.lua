@@ -3,7 +3,7 @@
 -- kind (model-download, ...), phase, counts and age.
 local P = require "_params"
 local R = require "_running"
-local B = require "jobs._batch"
+local B = require "_batch"
 local hp = require "_hyperpod"
 
 return tool {

@@ -6,7 +6,7 @@
 -- cluster has no node without a GPU; a second call with the same
 -- parameters makes no write and follows the same Job.
 local P = require "_params"
-local B = require "jobs._batch"
+local B = require "_batch"
 local D = require "jobs._download"
 local K = require "_k8s_objects"
 local S = require "_storage"
