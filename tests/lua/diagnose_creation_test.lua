@@ -14,7 +14,7 @@ local faults = require "sandbox.faults"
 local k8s = require "hypd.k8s"
 local dispatch = require "hypd.tool.dispatch"
 local C = dofile("tests/lua/capacity_helpers.lua")
-local D = dofile("tests/lua/diag_helpers.lua")
+local D = dofile("tests/lua/diagnose_helpers.lua")
 local H = dofile("tests/lua/helpers.lua")
 
 local S
@@ -49,7 +49,7 @@ end)
 
 t.test("a cluster made well is healthy; the answer says what was checked", function()
   if not S then return skip() end
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   t.eq(r.healthy, true, json.encode(r.findings))
   local looked = {}
   for _, c in ipairs(r.checked) do looked[#looked + 1] = c.what end
@@ -89,11 +89,11 @@ t.test("an add-on EKS reports unhealthy (addon_unhealthy): ADDON_UNHEALTHY quoti
   if not S then return skip() end
   S.call("eks", "CreateAddon", { clusterName = S.eks, addonName = "eks-pod-identity-agent" })
   task.sleep(300)
-  t.eq(D.run("diagnose_cluster_creation", {}).healthy, true, "healthy with the add-on ACTIVE")
+  t.eq(D.must("diagnose_cluster_creation", {}).healthy, true, "healthy with the add-on ACTIVE")
   assert(faults.configure { addon_unhealthy = { { cluster = S.eks, addon = "eks-pod-identity-agent",
     code = "InsufficientNumberOfReplicas", message = "The add-on is unhealthy because it doesn't have the desired " ..
     "number of replicas." } } })
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local f = D.find(r, "ADDON_UNHEALTHY")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -114,7 +114,7 @@ t.test("the caller's access entry deleted: ACCESS_ENTRY_MISSING quoting the entr
   t.ok(mine, "the creator has an access entry: " .. json.encode(entries) .. " caller " .. me)
   if not mine then return end
   S.call("eks", "DeleteAccessEntry", { clusterName = S.eks, principalArn = mine })
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local f = D.find(r, "ACCESS_ENTRY_MISSING")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -124,20 +124,20 @@ t.test("the caller's access entry deleted: ACCESS_ENTRY_MISSING quoting the entr
     t.like(f.explanation, "aws eks create%-access%-entry")
   end
   S.call("eks", "CreateAccessEntry", { clusterName = S.eks, principalArn = mine })
-  local after = D.run("diagnose_cluster_creation", {})
+  local after = D.must("diagnose_cluster_creation", {})
   local p = D.find(after, "ACCESS_POLICY_MISSING")
   t.ok(p, "an entry without the admin policy: " .. json.encode(D.codes(after)))
   if p then t.eq(p.evidence[1].quote, "(none)") end
   S.call("eks", "AssociateAccessPolicy", { clusterName = S.eks, principalArn = mine,
     policyArn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", accessScope = { type = "cluster" } })
-  t.eq(D.run("diagnose_cluster_creation", {}).healthy, true, "healthy again")
+  t.eq(D.must("diagnose_cluster_creation", {}).healthy, true, "healthy again")
 end)
 
 t.test("a quota below a group's count: QUOTA_TOO_LOW quoting the quota's value and the target", function()
   if not S then return skip() end
   local sq = require "sandbox.services.servicequotas"
   assert(sq.set("us-west-2", "ml.g6e.24xlarge for cluster usage", 1, "sagemaker"))
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local f = D.find(r, "QUOTA_TOO_LOW")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -153,7 +153,7 @@ t.test("the execution role's trust without sagemaker.amazonaws.com: EXECUTION_RO
   local name = S.info.role:match("role/(.+)$")
   S.call("iam", "UpdateAssumeRolePolicy", { RoleName = name, PolicyDocument = json.encode { Version = "2012-10-17",
     Statement = { { Effect = "Allow", Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" } } } })
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local f = D.find(r, "EXECUTION_ROLE_TRUST")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -191,7 +191,7 @@ t.test("a service account's IRSA role trusting another cluster's provider or ano
     assert(conn:create { apiVersion = "v1", kind = "ServiceAccount", metadata = { name = name, namespace = "default",
       annotations = { ["eks.amazonaws.com/role-arn"] = arn } } })
   end
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local bad = D.find(r, "IRSA_TRUST_MISMATCH", "default/bad")
   local sa = D.find(r, "IRSA_TRUST_MISMATCH", "default/wrongsa")
   t.ok(bad and sa, json.encode(D.codes(r)))
@@ -213,7 +213,7 @@ t.test("a lifecycle script that fails (lifecycle_failure): HYPERPOD_CREATION_FAI
   local d = hyperpod("diag-lcc", "hp-lcc", 45, {})
   t.eq(d.ClusterStatus, "Failed")
   t.like(d.FailureMessage, "^Lifecycle scripts did not run successfully on 1 instance")
-  local r = D.run("diagnose_cluster_creation", { cluster = "diag-lcc" })
+  local r = D.must("diagnose_cluster_creation", { cluster = "diag-lcc" })
   local hpf, lcc = D.find(r, "HYPERPOD_CREATION_FAILED"), D.find(r, "LIFECYCLE_SCRIPT_ERROR")
   t.ok(hpf and lcc, json.encode(D.codes(r)))
   if hpf and lcc then
@@ -231,7 +231,7 @@ t.test("no capacity for the type (insufficient_capacity): CAPACITY_INSUFFICIENT 
   assert(faults.configure { insufficient_capacity = { { instance_type = "ml.m5.xlarge" } } })
   local d = hyperpod("diag-cap", "hp-cap", 46, {})
   t.eq(d.ClusterStatus, "Failed")
-  local r = D.run("diagnose_cluster_creation", { cluster = "diag-cap" })
+  local r = D.must("diagnose_cluster_creation", { cluster = "diag-cap" })
   local f = D.find(r, "CAPACITY_INSUFFICIENT")
   t.ok(f and D.find(r, "HYPERPOD_CREATION_FAILED"), json.encode(D.codes(r)))
   if f then
@@ -250,7 +250,7 @@ t.test("an EKS cluster whose creation fails (eks_failure): EKS_CLUSTER_FAILED an
   H.eks_cluster(S.call, "diag-eksfail", 48, { wait = false })
   repeat task.sleep(30) until S.call("eks", "DescribeCluster", { name = "diag-eksfail" }).cluster.status ~= "CREATING"
   faults.configure {}
-  local r = D.run("diagnose_cluster_creation", { cluster = "diag-eksfail" })
+  local r = D.must("diagnose_cluster_creation", { cluster = "diag-eksfail" })
   local failed, issue = D.find(r, "EKS_CLUSTER_FAILED"), D.find(r, "EKS_HEALTH_ISSUE")
   t.ok(failed and issue, json.encode(D.codes(r)))
   if failed and issue then
@@ -258,7 +258,7 @@ t.test("an EKS cluster whose creation fails (eks_failure): EKS_CLUSTER_FAILED an
     t.eq(issue.evidence[1].quote, "Ec2SubnetNotFound: The subnet ID 'subnet-0abc' does not exist")
   end
   H.eks_cluster(S.call, "diag-cm", 49, { mode = "CONFIG_MAP" })
-  r = D.run("diagnose_cluster_creation", { cluster = "diag-cm" })
+  r = D.must("diagnose_cluster_creation", { cluster = "diag-cm" })
   local cm = D.find(r, "AUTH_MODE_CONFIG_MAP")
   t.ok(cm, json.encode(D.codes(r)))
   if cm then
@@ -277,7 +277,7 @@ t.test("a hyperpod_create that fails (the VPC has no NAT gateway): OPERATION_FAI
   if not acc then return end
   local v = op.wait(acc.operation_id)
   t.eq(v.status, "failed", json.encode(v.error))
-  local r = D.run("diagnose_cluster_creation", { cluster = "diag-op" })
+  local r = D.must("diagnose_cluster_creation", { cluster = "diag-op" })
   local f = D.find(r, "OPERATION_FAILED")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -286,7 +286,7 @@ t.test("a hyperpod_create that fails (the VPC has no NAT gateway): OPERATION_FAI
     t.eq(f.evidence[2], { source = "operation " .. acc.operation_id .. " steps", quote = "subnet: failed" })
     t.eq(f.next[1].call, "operation_get operation_id=" .. acc.operation_id)
   end
-  local by_id = D.run("diagnose_cluster_creation", { operation_id = acc.operation_id })
+  local by_id = D.must("diagnose_cluster_creation", { operation_id = acc.operation_id })
   t.eq(D.codes(by_id), D.codes(r), "the same findings by operation_id")
 end)
 
@@ -300,7 +300,7 @@ t.test("a lifecycle script failing on a node added later (continuous provisionin
     LifeCycleConfig = { SourceS3Uri = "s3://" .. S.eks .. "-lcc/lcc/", OnCreate = "on_create.sh" } } } })
   repeat task.sleep(30) until S.call("sagemaker", "DescribeCluster", { ClusterName = S.hp }).ClusterStatus == "InService"
   faults.configure {}
-  local r = D.run("diagnose_cluster_creation", {})
+  local r = D.must("diagnose_cluster_creation", {})
   local nodes, lcc = D.find(r, "HYPERPOD_NODES_FAILED"), D.find(r, "LIFECYCLE_SCRIPT_ERROR", "(late)")
   t.ok(nodes and lcc, json.encode(D.codes(r)))
   t.eq(D.find(r, "HYPERPOD_CREATION_FAILED"), nil, "the cluster itself did not fail")

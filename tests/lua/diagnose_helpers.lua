@@ -1,15 +1,19 @@
 -- tests/lua/diagnose_helpers.lua: what the diagnostic tests share: running
 -- a diagnostic while counting the writes the sandbox sees (none may
--- happen), checking every call it suggests (its args through the
--- registry's validation, and its text read back as a person would type it),
+-- happen), checking every finding rests on quoted evidence and every call
+-- it suggests (its args through the registry's validation, its text read
+-- back as a person would type it and as hypd.hints reads it: complete),
 -- and reading findings.
+--   local D = dofile("tests/lua/diagnose_helpers.lua")
 local t = require "hypd.tap"
 local json = require "hypd.json"
+local hints = require "hypd.hints"
 local store = require "hypd.store"
 local registry = require "hypd.tool.registry"
 local FH = dofile("tests/lua/features_helpers.lua")
 
 local D = {}
+D.OPER = { name = "tester", scope = "operate", front = "test" }
 
 -- writes(m) -> AWS mutations, Kubernetes writes (the sandbox's own audits) since m
 function D.writes(m)
@@ -57,14 +61,17 @@ function D.parse(text)
   return w[1], args
 end
 
--- run(tool, args, who) -> the answer, err; asserts no write while it ran and
--- that every suggested call validates and its text says the same call
+-- run(tool, args [, who]) -> the answer, err (who: an operate caller by
+-- default); asserts no write while it ran, quoted evidence, and that every
+-- suggested call validates, is complete for hypd.hints and its text says
+-- the same call
 function D.run(tool, args, who)
   local m = FH.mark()
-  local r, err = require("hypd.tool.dispatch").call(tool, args, who)
+  local r, err = require("hypd.tool.dispatch").call(tool, args or {}, who or D.OPER)
   local aws, k8s = D.writes(m)
   t.eq({ aws, k8s }, { 0, 0 }, tool .. ": no AWS mutation, no Kubernetes write while it ran")
   for _, f in ipairs(r and r.findings or {}) do
+    t.ok(#f.evidence > 0 and f.evidence[1].quote ~= nil, f.code .. " rests on quoted evidence")
     for _, s in ipairs(f.next) do
       local def = registry.get(s.tool)
       local verr
@@ -72,13 +79,43 @@ function D.run(tool, args, who)
       t.ok(def and not verr, f.code .. " suggests " .. s.call .. (verr and (": " .. verr.message) or ""))
       local name, parsed = D.parse(s.call)
       t.eq({ name, parsed }, { s.tool, s.args }, f.code .. ": the call's text is the call")
+      local calls = hints.extract(s.call, true)
+      local ok, problems = false, { "no call read in " .. s.call }
+      if calls[1] then ok, problems = hints.check(calls[1]) end
+      t.ok(ok, f.code .. " step " .. s.call .. " is a complete call: " .. json.encode(problems))
     end
   end
   return r, err
 end
 
-function D.find(r, code)
-  for _, f in ipairs(r and r.findings or {}) do if f.code == code then return f end end
+-- must(tool, args [, who]) -> the answer of run; raises the tool's error
+function D.must(tool, args, who)
+  local r, err = D.run(tool, args, who)
+  if not r then error(tool .. ": " .. json.encode(err), 0) end
+  return r
+end
+
+-- find(r, code [, subject]) -> the first finding with that code (and a
+-- subject holding that text)
+function D.find(r, code, subject)
+  for _, f in ipairs(r and r.findings or {}) do
+    if f.code == code and (not subject or tostring(f.subject):find(subject, 1, true)) then return f end
+  end
+end
+
+-- quoted(f, pattern) -> true when an evidence quote of f matches pattern
+function D.quoted(f, pattern)
+  for _, e in ipairs(f and f.evidence or {}) do
+    if tostring(e.quote):find(pattern) then return true end
+  end
+  return false
+end
+
+-- actions(f) -> "action tool" of each of f's steps, in order
+function D.actions(f)
+  local out = {}
+  for _, s in ipairs(f.next) do out[#out + 1] = s.action .. " " .. s.tool end
+  return out
 end
 
 -- quotes(f) -> "source | quote" of every evidence of f, one a line

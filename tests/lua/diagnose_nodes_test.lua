@@ -11,7 +11,7 @@ local faults = require "sandbox.faults"
 local k8s = require "hypd.k8s"
 local dispatch = require "hypd.tool.dispatch"
 local C = dofile("tests/lua/capacity_helpers.lua")
-local D = dofile("tests/lua/diag_helpers.lua")
+local D = dofile("tests/lua/diagnose_helpers.lua")
 
 local S, gpu, cpu
 local function skip() return t.skip("no cluster: the first test failed to make it") end
@@ -36,11 +36,11 @@ end)
 
 t.test("with no fault every node is healthy and the answer says what was checked", function()
   if not S then return skip() end
-  local r = D.run("diagnose_node_health", {})
+  local r = D.must("diagnose_node_health", {})
   t.eq(r.healthy, true, json.encode(D.codes(r)))
   t.eq(r.counts, { critical = 0, warning = 0, info = 0 })
   t.ok(#r.checked >= 4, "it lists what it looked at")
-  t.eq(D.run("diagnose_node_health", { node = gpu }).healthy, true, "one node")
+  t.eq(D.must("diagnose_node_health", { node = gpu }).healthy, true, "one node")
 end)
 
 t.test("bad input names the field: a malformed node, an unknown node, an unknown group", function()
@@ -60,7 +60,7 @@ t.test("the health agent's UnschedulablePendingReboot label: a critical NODE_PEN
   "and its change in the node's events, with inspect then reboot suggested", function()
   if not S then return skip() end
   inject { node_health = { { cluster = S.hp, node = gpu, label = "UnschedulablePendingReboot" } } }
-  local r = D.run("diagnose_node_health", {})
+  local r = D.must("diagnose_node_health", {})
   t.eq(r.healthy, false)
   local f = D.find(r, "NODE_PENDING_REBOOT", gpu)
   t.ok(f, json.encode(D.codes(r)))
@@ -73,7 +73,7 @@ t.test("the health agent's UnschedulablePendingReboot label: a critical NODE_PEN
   t.eq(f.next[#f.next].call, "hyperpod_node_reboot cluster=diag-nodes nodes:='[\"" .. gpu .. "\"]'")
   t.eq(f.next[#f.next].order, #f.next)
   t.eq(D.find(r, "NODE_PENDING_REBOOT", cpu), nil, "the other nodes are not named")
-  local one = D.run("diagnose_node_health", { node = cpu })
+  local one = D.must("diagnose_node_health", { node = cpu })
   t.eq(one.healthy, true, "the cpu node alone is healthy")
 end)
 
@@ -81,7 +81,7 @@ t.test("a failed deep health check and a lost GPU and EFA device: critical, with
   "quoted, and replace as the last step", function()
   if not S then return skip() end
   inject { node_health = { { cluster = S.hp, node = gpu, deep_health = "Failed", gpu_lost = 1, efa_lost = 1 } } }
-  local r = D.run("diagnose_node_health", { node = gpu })
+  local r = D.must("diagnose_node_health", { node = gpu })
   local deep, lost, efa = D.find(r, "DEEP_HEALTH_CHECK_FAILED"), D.find(r, "GPU_LOST"), D.find(r, "EFA_LOST")
   t.ok(deep and lost and efa, json.encode(D.codes(r)))
   if not (deep and lost and efa) then return end
@@ -107,7 +107,7 @@ t.test("node conditions and a taint: MemoryPressure, DiskPressure, NetworkUnavai
       taint = { key = "example.com/broken", value = "yes", effect = "NoExecute" } },
     { cluster = S.hp, instance_group = "cpu", condition = { type = "DiskPressure", status = "True",
       reason = "KubeletHasDiskPressure", message = "kubelet has disk pressure" } } } }
-  local r = D.run("diagnose_node_health", {})
+  local r = D.must("diagnose_node_health", {})
   local mem, net = D.find(r, "NODE_MEMORY_PRESSURE", gpu), D.find(r, "NODE_NETWORK_UNAVAILABLE", gpu)
   local ready, disk, taint = D.find(r, "NODE_NOT_READY", cpu), D.find(r, "NODE_DISK_PRESSURE", cpu),
     D.find(r, "NODE_TAINTED", cpu)
@@ -121,7 +121,7 @@ t.test("node conditions and a taint: MemoryPressure, DiskPressure, NetworkUnavai
   t.eq(taint.evidence[1].quote, "example.com/broken=yes:NoExecute")
   t.eq(r.findings[1].severity, "critical", "worst first")
   inject {}
-  r = D.run("diagnose_node_health", {})
+  r = D.must("diagnose_node_health", {})
   t.eq(r.healthy, true, "the conditions go with the faults: " .. json.encode(D.codes(r)))
 end)
 
@@ -130,7 +130,7 @@ t.test("a cordoned node: NODE_CORDONED quoting spec.unschedulable; uncordoned, h
   inject {}
   local conn = k8s.connect { cluster = S.eks, region = "us-west-2" }
   assert(conn:patch("v1", "Node", cpu, { spec = { unschedulable = true } }, { type = "merge" }))
-  local r = D.run("diagnose_node_health", { node = cpu })
+  local r = D.must("diagnose_node_health", { node = cpu })
   local f = D.find(r, "NODE_CORDONED")
   t.ok(f, json.encode(D.codes(r)))
   if f then
@@ -140,7 +140,7 @@ t.test("a cordoned node: NODE_CORDONED quoting spec.unschedulable; uncordoned, h
       "no replace for a warning")
   end
   assert(conn:patch("v1", "Node", cpu, { spec = { unschedulable = false } }, { type = "merge" }))
-  t.eq(D.run("diagnose_node_health", { node = cpu }).healthy, true)
+  t.eq(D.must("diagnose_node_health", { node = cpu }).healthy, true)
 end)
 
 t.test("a node SageMaker reports Failure: NODE_FAILED quoting InstanceStatus, plus its Kubernetes side", function()
@@ -151,7 +151,7 @@ t.test("a node SageMaker reports Failure: NODE_FAILED quoting InstanceStatus, pl
   assert(require("sandbox.k8s.controllers.nodes").fail("us-west-2", S.hp, id, "Node failed health checks: " ..
     "GPU 2 reported XID 79 (fallen off the bus)."))
   task.sleep(10)
-  local r = D.run("diagnose_node_health", { node = gpu })
+  local r = D.must("diagnose_node_health", { node = gpu })
   local f = D.find(r, "NODE_FAILED")
   t.ok(f, json.encode(D.codes(r)))
   if not f then return end
@@ -169,7 +169,7 @@ t.test("a pod asking more GPUs than its group has: PODS_PENDING on the group wit
       containers = { { name = "main", image = "busybox",
         resources = { requests = { ["nvidia.com/gpu"] = "8" }, limits = { ["nvidia.com/gpu"] = "8" } } } } } })
   task.sleep(10)
-  local r = D.run("diagnose_node_health", { instance_group = "cpu" })
+  local r = D.must("diagnose_node_health", { instance_group = "cpu" })
   local f = D.find(r, "PODS_PENDING")
   t.ok(f, json.encode(D.codes(r)))
   if not f then return end
