@@ -106,8 +106,9 @@ function M.events(conn, job, pod_names, limit)
   return out
 end
 
+-- epoch(ts) -> seconds (a fraction kept) of "2026-01-01T00:00:00[.123]Z"
 local function epoch(ts)
-  local y, mo, d, h, mi, s = tostring(ts):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  local y, mo, d, h, mi, s, frac = tostring(ts):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)(%.?%d*)")
   if not y then return nil end
   -- days from civil (Howard Hinnant's algorithm), UTC
   y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
@@ -116,7 +117,8 @@ local function epoch(ts)
   local yoe = y - era * 400
   local doy = (153 * (mo + (mo > 2 and -3 or 9)) + 2) // 5 + d - 1
   local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return (era * 146097 + doe - 719468) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s)
+  return (era * 146097 + doe - 719468) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s) +
+    (tonumber("0" .. frac) or 0)
 end
 M.epoch = epoch
 

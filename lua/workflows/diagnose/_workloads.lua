@@ -13,6 +13,7 @@
 --   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help,
 --                                           -- else {}, {POD_PENDING_GPU = {evidence: the nodes have fewer}}
 --   WL.epoch(ts)                            -- an RFC 3339 time as seconds
+local B = require "_batch"
 local F = require "diagnose._findings"
 local cap = require "_capacity"
 
@@ -23,18 +24,15 @@ M.COVERED = { FailedScheduling = true, BackOff = true, Failed = true, Unhealthy 
 M.MAX_EVIDENCE = 5
 M.TYPE_LABEL = "node.kubernetes.io/instance-type"
 
--- epoch(ts) -> seconds (fraction kept) of "2026-01-01T00:00:00[.123]Z"
-function M.epoch(ts)
-  local y, mo, d, h, mi, s, frac = tostring(ts):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)(%.?%d*)")
-  if not y then return nil end
-  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
-  y = mo <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (mo + (mo > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return (era * 146097 + doe - 719468) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s) +
-    (tonumber("0" .. frac) or 0)
+-- epoch(ts) -> seconds (a fraction kept) of an RFC 3339 time (_batch's)
+M.epoch = B.epoch
+
+-- with(list, more) -> a new list: list's items, then more's
+function M.with(list, more)
+  local out = {}
+  for _, x in ipairs(list) do out[#out + 1] = x end
+  for _, x in ipairs(more or {}) do out[#out + 1] = x end
+  return out
 end
 
 function M.scope(e, _) return { cluster = e.name, region = e.region } end

@@ -20,12 +20,7 @@ local function inspect(s, d)
       "the model servers' last lines"))
 end
 
-local function with(list, more)
-  local out = {}
-  for _, x in ipairs(list) do out[#out + 1] = x end
-  for _, x in ipairs(more or {}) do out[#out + 1] = x end
-  return out
-end
+local with = WL.with
 
 -- object(r, d, steps): the operator's state of a managed or JumpStart endpoint
 local function object(r, d, steps)

@@ -33,12 +33,7 @@ local function inspect(s, job)
       WL.step("inspect", "training_get_job", s, { name = n, namespace = ns }, "phase, restarts, pods and events"))
 end
 
-local function with(list, more)
-  local out = {}
-  for _, x in ipairs(list) do out[#out + 1] = x end
-  for _, x in ipairs(more or {}) do out[#out + 1] = x end
-  return out
-end
+local with = WL.with
 
 -- status(r, job, s, steps, events): the job object's own findings
 local function status(r, job, s, steps, events)
