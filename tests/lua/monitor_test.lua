@@ -234,6 +234,47 @@ t.test("a 410 Gone relists: what was deleted during the gap is gone", function()
   stop_cache()
 end)
 
+t.test("GPU utilisation from every DCGM exporter pod (one per GPU node): the GPUs pods hold are busy", function()
+  if not cl then return skip() end
+  local labels = { ["app.kubernetes.io/name"] = "dcgm-exporter" }
+  local sel = { ["sagemaker.amazonaws.com/instance-group-name"] = "gpu" }
+  assert(cl:create(cl.reg:find("apps", "v1", "daemonsets"), { metadata = { name = "dcgm-exporter", namespace = "default",
+    labels = labels }, spec = { selector = { matchLabels = { app = "dcgm" } }, template = {
+      metadata = { labels = { app = "dcgm" } }, spec = { nodeSelector = sel, containers = { { name = "exporter",
+        image = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04",
+        ports = { { name = "metrics", containerPort = 9400 } } } } } } } }))
+  assert(cl:create(r("services"), { metadata = { name = "dcgm-exporter", namespace = "default", labels = labels },
+    spec = { selector = { app = "dcgm" }, ports = { { name = "metrics", port = 9400, targetPort = 9400 } } } }))
+  task.sleep(30)
+  -- the count from the sandbox: every Ready node of the group, its GPUs; held: the GPU requests of Running pods
+  local want, held = {}, 0
+  for _, n in ipairs(cl:list(r("nodes"))) do
+    if (n.metadata.labels or {})["sagemaker.amazonaws.com/instance-group-name"] == "gpu" then
+      want[n.metadata.name] = tonumber(n.status.capacity[GPU] or 0)
+    end
+  end
+  for _, p in ipairs(cl:list(r("pods"))) do
+    local req = ((p.spec.containers[1].resources or {}).requests or {})[GPU]
+    if req and (p.status or {}).phase == "Running" then held = held + tonumber(req) end
+  end
+  local out = call()
+  t.ok(out.utilisation, "utilisation: " .. tostring(out.utilisation_absent))
+  if not out.utilisation then return end
+  local per, busy = {}, 0
+  for _, g in ipairs(out.utilisation.gpus) do
+    per[g.node] = (per[g.node] or 0) + 1
+    if g.utilisation > 0 then
+      busy = busy + 1
+      t.ok(g.pod ~= nil, "a busy GPU names its pod")
+    end
+  end
+  t.eq(per, want, "every GPU of every node of the group, each from its own node's exporter")
+  t.eq(out.utilisation.exporters, #(function() local k = {} for n in pairs(want) do k[#k + 1] = n end return k end)(),
+    "one exporter read per node")
+  t.eq({ busy, held > 0 }, { held, true }, "the GPUs Running pods hold are the busy ones")
+  stop_cache()
+end)
+
 t.test("the cache stops", function()
   if not cl then return skip() end
   kcache.stop_all()

@@ -183,7 +183,15 @@ function M.dcgm(c)
   for _, s in pairs(c.items("services")) do if s.dcgm then return s end end
 end
 
--- utilisation(text) -> {gpus = [{node, gpu, utilisation}]} from the
+-- sort_gpus(gpus): by node, then GPU index
+function M.sort_gpus(gpus)
+  table.sort(gpus, function(a, b)
+    if a.node ~= b.node then return tostring(a.node) < tostring(b.node) end
+    return (tonumber(a.gpu) or 0) < (tonumber(b.gpu) or 0)
+  end)
+end
+
+-- utilisation(text) -> {gpus = [{node, gpu, utilisation, pod}]} from the
 -- exporter's Prometheus text (DCGM_FI_DEV_GPU_UTIL, percent)
 function M.utilisation(text)
   local gpus = hypd.json.array()
@@ -193,13 +201,10 @@ function M.utilisation(text)
       local l = {}
       for k, v in labels:gmatch('([%w_]+)="(.-)"') do l[k] = v end
       gpus[#gpus + 1] = { node = l.Hostname or l.kubernetes_node or l.instance, gpu = tonumber(l.gpu) or l.gpu,
-        utilisation = tonumber(value) }
+        utilisation = tonumber(value), model = l.modelName,
+        pod = (l.pod or "") ~= "" and ((l.namespace or "") .. "/" .. l.pod) or nil }
     end
   end
-  table.sort(gpus, function(a, b)
-    if a.node ~= b.node then return tostring(a.node) < tostring(b.node) end
-    return tostring(a.gpu) < tostring(b.gpu)
-  end)
   return gpus
 end
 

@@ -15,6 +15,7 @@ local V = require "monitor._view"
 
 local BUILD_WAIT = 120 -- seconds the first call waits for the cache's lists
 local DCGM_EVERY = 15 -- seconds a DCGM reading is reused
+local DCGM_PARALLEL = 8 -- exporter pods read at once
 
 local dcgm_seen = {} -- cluster -> {t, utilisation}
 -- the view of a cache version, per cluster and filter: a call that finds the
@@ -39,23 +40,58 @@ local function view(c, p, cluster, region)
   return out
 end
 
--- utilisation(c, conn, cluster) -> the DCGM exporter's GPU utilisation, or
--- nil and why it is absent
+-- exporter_pods(conn, svc) -> the ready pods behind the exporter's Service
+-- and their metrics port, from its Endpoints
+local function exporter_pods(conn, svc)
+  local ep = conn:get("v1", "Endpoints", svc.name, { namespace = svc.namespace })
+  local pods = {}
+  for _, sub in ipairs(ep and ep.subsets or {}) do
+    local port = sub.ports and sub.ports[1] and sub.ports[1].port
+    for _, a in ipairs(sub.addresses or {}) do
+      if a.targetRef and a.targetRef.kind == "Pod" then pods[#pods + 1] = { name = a.targetRef.name, port = port } end
+    end
+  end
+  return pods
+end
+
+-- utilisation(c, cluster) -> the DCGM exporter's GPU utilisation, or nil
+-- and why it is absent. The exporter runs one pod per GPU node and each
+-- reports its own node's GPUs, so every ready pod behind its Service is
+-- read (through the API server's pod proxy, DCGM_PARALLEL at a time), not
+-- the Service, which would answer for one node picked at random
 local function utilisation(c, cluster)
   local svc = V.dcgm(c)
   if not svc then return nil, "no DCGM exporter in the cluster (no Service labelled app.kubernetes.io/name=dcgm-exporter)" end
   local seen = dcgm_seen[cluster]
   if seen and hypd.now() - seen.t < DCGM_EVERY then return seen.u, seen.why end
-  local port = svc.ports[1] and svc.ports[1].port
-  local resp, err = c.conn():proxy("Service", svc.name, "/metrics", { namespace = svc.namespace, port = port,
-    timeout = 5 })
+  local conn = c.conn()
+  local pods = exporter_pods(conn, svc)
+  local where = "the DCGM exporter " .. svc.namespace .. "/" .. svc.name
   local u, why
-  if not resp then
-    why = "the DCGM exporter " .. svc.namespace .. "/" .. svc.name .. " did not answer: " .. tostring(err and err.message or err)
-  elseif resp.status ~= 200 then
-    why = "the DCGM exporter " .. svc.namespace .. "/" .. svc.name .. " answered HTTP " .. tostring(resp.status)
+  if #pods == 0 then
+    why = where .. " has no ready pod"
   else
-    u = { source = "dcgm", service = svc.namespace .. "/" .. svc.name, gpus = V.utilisation(resp.body) }
+    local gpus, failed, next_pod = hypd.json.array(), {}, 1
+    local function worker()
+      while next_pod <= #pods do
+        local pod = pods[next_pod]
+        next_pod = next_pod + 1
+        local resp, err = conn:proxy("Pod", pod.name, "/metrics", { namespace = svc.namespace, port = pod.port,
+          timeout = 5 })
+        if resp and resp.status == 200 then
+          for _, g in ipairs(V.utilisation(resp.body)) do gpus[#gpus + 1] = g end
+        else
+          failed[#failed + 1] = pod.name .. ": " .. (resp and ("HTTP " .. resp.status) or tostring(err and err.message or err))
+        end
+      end
+    end
+    local tasks = {}
+    for k = 1, math.min(DCGM_PARALLEL, #pods) do tasks[k] = hypd.spawn(worker) end
+    for _, tk in ipairs(tasks) do tk.wait() end
+    V.sort_gpus(gpus)
+    u = { source = "dcgm", service = svc.namespace .. "/" .. svc.name, exporters = #pods, gpus = gpus,
+      failed = #failed > 0 and failed or nil }
+    if #gpus == 0 then u, why = nil, where .. " answered no GPU: " .. table.concat(failed, "; ") end
   end
   dcgm_seen[cluster] = { t = hypd.now(), u = u, why = why }
   return u, why

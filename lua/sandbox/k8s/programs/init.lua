@@ -30,6 +30,7 @@ M.NAMES = {
   "model_server",  -- vLLM, SGLang, TGI, LMI, TEI, OpenAI-style servers
   "sglang_router", -- the SGLang router in front of SGLang workers
   "prometheus",    -- a Prometheus server scraping annotated pods
+  "dcgm_exporter", -- NVIDIA's DCGM exporter: its node's GPU utilisation
 }
 
 local loaded = {}
