@@ -128,8 +128,10 @@ static int dec_unicode(struct dec *d, luaL_Buffer *b)
 		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 		d->pos += 6;
 	}
-	lua_pushfstring(d->L, "%U", cp);	/* Lua's UTF-8 encoder */
-	luaL_addvalue(b);
+	if (b) {
+		lua_pushfstring(d->L, "%U", cp);	/* Lua's UTF-8 encoder */
+		luaL_addvalue(b);
+	}
 	return 0;
 }
 
@@ -170,8 +172,11 @@ static size_t utf8_seq(const unsigned char *p, size_t left)
 	return n;
 }
 
-/* Pushes the string at pos (on its opening quote). */
-static int dec_string(struct dec *d)
+/*
+ * Pushes the string at pos (on its opening quote); with skip, checks it
+ * the same way and pushes nothing.
+ */
+static int dec_string(struct dec *d, int skip)
 {
 	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 	const char *s = d->s, *p;
@@ -195,13 +200,15 @@ static int dec_string(struct dec *d)
 			}
 		}
 		if (i < d->len && s[i] == '"' && !buffered) {
-			lua_pushlstring(d->L, s + d->pos, i - d->pos);
+			if (!skip)
+				lua_pushlstring(d->L, s + d->pos, i - d->pos);
 			d->pos = i + 1;
 			return 0;
 		}
-		if (!buffered++)
+		if (!buffered++ && !skip)
 			luaL_buffinit(d->L, &b);
-		luaL_addlstring(&b, s + d->pos, i - d->pos);
+		if (!skip)
+			luaL_addlstring(&b, s + d->pos, i - d->pos);
 		d->pos = i;
 		if (i >= d->len || (s[i] == '\\' && i + 1 >= d->len)) {
 			d->pos = d->len;
@@ -209,13 +216,14 @@ static int dec_string(struct dec *d)
 		}
 		if (s[i] == '"') {
 			d->pos++;
-			luaL_pushresult(&b);
+			if (!skip)
+				luaL_pushresult(&b);
 			return 0;
 		}
 		if (s[i] != '\\')
 			return dec_fail(d, "control character in string");
 		if (s[i + 1] == 'u') {
-			if (dec_unicode(d, &b))
+			if (dec_unicode(d, skip ? NULL : &b))
 				return -1;
 			continue;
 		}
@@ -223,7 +231,8 @@ static int dec_string(struct dec *d)
 			d->pos = i + 1;
 			return dec_fail(d, "invalid escape in string");
 		}
-		luaL_addchar(&b, to[p - from]);
+		if (!skip)
+			luaL_addchar(&b, to[p - from]);
 		d->pos = i + 2;
 	}
 }
@@ -283,41 +292,92 @@ static int dec_literal(struct dec *d, const char *word, size_t n)
 	return 0;
 }
 
-static int dec_value(struct dec *d);
+/*
+ * What a value becomes (keep): KEEP_ALL, the whole value; KEEP_NONE, nothing
+ * (the text is checked as for KEEP_ALL, and no Lua value is made); or the
+ * stack index (> 0) of a projection table: of an object only the members
+ * it names are kept (a true value keeps the member whole, a table projects
+ * it, "*" stands for any member not named), of an array every element is
+ * projected by the same table, and a scalar is kept as it is.
+ */
+enum { KEEP_NONE = -1, KEEP_ALL = 0 };
 
-/* Pushes the array or object at pos, marked with its metatable. */
-static int dec_container(struct dec *d, int object)
+static int dec_value(struct dec *d, int keep);
+
+/* The keep of the member whose key is on the top of the stack. */
+static int member_keep(struct dec *d, int keep, int wild)
 {
-	int close = object ? '}' : ']';
-	lua_Integer n = 0;
+	lua_State *L = d->L;
+
+	lua_pushvalue(L, -1);
+	lua_rawget(L, keep);
+	if (lua_isnil(L, -1) && wild) {
+		lua_pop(L, 1);
+		lua_pushliteral(L, "*");
+		lua_rawget(L, keep);
+	}
+	if (lua_istable(L, -1))
+		return lua_gettop(L);
+	if (lua_toboolean(L, -1)) {
+		lua_pop(L, 1);
+		return KEEP_ALL;
+	}
+	lua_pop(L, 1);
+	return KEEP_NONE;
+}
+
+/* Pushes the array or object at pos, marked with its metatable (see keep). */
+static int dec_container(struct dec *d, int object, int keep)
+{
+	int close = object ? '}' : ']', skip = keep == KEEP_NONE, wild = 0;
+	lua_Integer n = 0, kept = 0;
 
 	if (++d->depth > HJ_MAXDEPTH)
 		return dec_fail(d, "nesting deeper than 256");
-	luaL_checkstack(d->L, 6, "JSON nesting");
-	lua_newtable(d->L);
-	lua_pushvalue(d->L, object ? d->objmt : d->arrmt);
-	lua_setmetatable(d->L, -2);
+	luaL_checkstack(d->L, 8, "JSON nesting");
+	if (!skip) {
+		lua_newtable(d->L);
+		lua_pushvalue(d->L, object ? d->objmt : d->arrmt);
+		lua_setmetatable(d->L, -2);
+	}
+	if (keep > 0 && object) {
+		lua_pushliteral(d->L, "*");
+		wild = lua_rawget(d->L, keep) != LUA_TNIL;
+		lua_pop(d->L, 1);
+	}
 	d->pos++;
 	for (;;) {
+		int child = skip ? KEEP_NONE : keep;
+
 		skip_ws(d);
 		if (peek(d) == close && n == 0)
 			break;
 		if (object) {
 			if (peek(d) != '"')
 				return dec_fail(d, "expected a string key");
-			if (dec_string(d))
+			if (dec_string(d, skip))
 				return -1;
+			if (keep > 0)
+				child = member_keep(d, keep, wild);
+			else if (!skip)
+				child = KEEP_ALL;
 			skip_ws(d);
 			if (peek(d) != ':')
 				return dec_fail(d, "expected ':'");
 			d->pos++;
 		}
-		if (dec_value(d))
+		if (dec_value(d, child))
 			return -1;
-		if (object)
-			lua_rawset(d->L, -3);
-		else
-			lua_rawseti(d->L, -2, n + 1);
+		if (object && !skip) {
+			if (child > 0)
+				lua_remove(d->L, -2);	/* the member's projection */
+			if (child == KEEP_NONE)
+				lua_pop(d->L, 1);	/* its key */
+			else
+				lua_rawset(d->L, -3);
+		} else if (!skip) {
+			lua_rawseti(d->L, -2, ++kept);
+		}
 		n++;
 		skip_ws(d);
 		if (peek(d) == close)
@@ -332,7 +392,7 @@ static int dec_container(struct dec *d, int object)
 	return 0;
 }
 
-static int dec_value(struct dec *d)
+static int dec_value(struct dec *d, int keep)
 {
 	int c;
 
@@ -340,30 +400,37 @@ static int dec_value(struct dec *d)
 	switch ((c = peek(d))) {
 	case '{':
 	case '[':
-		return dec_container(d, c == '{');
+		return dec_container(d, c == '{', keep);
 	case '"':
-		return dec_string(d);
+		return dec_string(d, keep == KEEP_NONE);
 	case 't':
 	case 'f':
 		if (dec_literal(d, c == 't' ? "true" : "false", c == 't' ? 4 : 5))
 			return -1;
-		lua_pushboolean(d->L, c == 't');
+		if (keep != KEEP_NONE)
+			lua_pushboolean(d->L, c == 't');
 		return 0;
 	case 'n':
 		if (dec_literal(d, "null", 4))
 			return -1;
-		hj_pushnull(d->L);
+		if (keep != KEEP_NONE)
+			hj_pushnull(d->L);
 		return 0;
 	default:
-		if (c == '-' || is_digit(c))
-			return dec_number(d);
+		if (c == '-' || is_digit(c)) {
+			if (dec_number(d))
+				return -1;
+			if (keep == KEEP_NONE)
+				lua_pop(d->L, 1);
+			return 0;
+		}
 		return dec_fail(d, "expected a value");
 	}
 }
 
 /* hj_decode, also telling where the error is. */
 static int decode(lua_State *L, const char *s, size_t len, char *err,
-		  size_t errlen, size_t *where, int bytes)
+		  size_t errlen, size_t *where, int bytes, int keep)
 {
 	struct dec d = { .L = L, .s = s, .len = len, .err = err,
 			 .errlen = err ? errlen : 0, .bytes = bytes };
@@ -373,7 +440,7 @@ static int decode(lua_State *L, const char *s, size_t len, char *err,
 	push_marks(L);
 	d.objmt = top + 1;
 	d.arrmt = top + 2;
-	if (!dec_value(&d)) {
+	if (!dec_value(&d, keep)) {
 		skip_ws(&d);
 		if (d.pos == len) {
 			lua_replace(L, top + 1);
@@ -392,7 +459,7 @@ int hj_decode(lua_State *L, const char *s, size_t len, char *err,
 {
 	size_t where;
 
-	return decode(L, s, len, err, errlen, &where, 0);
+	return decode(L, s, len, err, errlen, &where, 0, KEEP_ALL);
 }
 
 int hj_decode_bytes(lua_State *L, const char *s, size_t len, char *err,
@@ -400,7 +467,7 @@ int hj_decode_bytes(lua_State *L, const char *s, size_t len, char *err,
 {
 	size_t where;
 
-	return decode(L, s, len, err, errlen, &where, 1);
+	return decode(L, s, len, err, errlen, &where, 1, KEEP_ALL);
 }
 
 /*
@@ -789,14 +856,19 @@ static int l_decode(lua_State *L)
 	char err[160];
 	size_t len, where;
 	const char *s = luaL_checklstring(L, 1, &len);
-	int bytes = 0;
+	int bytes = 0, keep = KEEP_ALL;
 
 	if (lua_istable(L, 2)) {
+		lua_settop(L, 2);
 		lua_getfield(L, 2, "bytes");
 		bytes = lua_toboolean(L, -1);
 		lua_pop(L, 1);
+		if (lua_getfield(L, 2, "keep") == LUA_TTABLE)
+			keep = 3;	/* stays at 3 while decoding */
+		else if (!lua_isnil(L, 3))
+			return luaL_argerror(L, 2, "keep must be a table");
 	}
-	if (!decode(L, s, len, err, sizeof err, &where, bytes))
+	if (!decode(L, s, len, err, sizeof err, &where, bytes, keep))
 		return 1;
 	hx_fail(L, "JSON", "%s", err);
 	lua_pushinteger(L, (lua_Integer)where);

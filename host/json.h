@@ -93,8 +93,19 @@ int hj_isnull(lua_State *L, int idx);
 
 /*
  * The Lua module "hypd.json" (open with luaL_requiref; call hx_open first):
- *   json.decode(s)             value, or nil, err (err.code "JSON",
- *                              err.message, err.offset: 0-based byte)
+ *   json.decode(s [, opts])    value, or nil, err (err.code "JSON",
+ *                              err.message, err.offset: 0-based byte).
+ *                              opts.bytes: as hj_decode_bytes. opts.keep: a
+ *                              projection, a tree of the members to keep
+ *                              ({metadata = {name = true}, spec = true}):
+ *                              an object keeps only the members it names
+ *                              (true: whole; a table: projected; "*": any
+ *                              member not named), an array projects each
+ *                              element by the same table. What is not kept
+ *                              is checked exactly as a full decode checks
+ *                              it (same errors, same offsets) but makes no
+ *                              Lua value, so a large answer costs only what
+ *                              is kept.
  *   json.encode(v [, opts])    string; opts.pretty for indentation. Raises
  *                              a "JSON" error table for what JSON cannot
  *                              hold (see above).

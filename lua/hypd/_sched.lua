@@ -493,9 +493,14 @@ end
 -- and the guard (hypd.tool.guard) current where it is started: its own, for its
 -- whole life, so a task a tool starts stays under that tool's guard after
 -- the tool has returned (an ancestor's guard may be gone by then).
+-- detached: a task of its own, not the child of the one that starts it
+-- (no deadline, guard or cancellation of the starter's: a shared cache
+-- that outlives the call that opened it sets its own guard)
 function M.spawn(fn, opts, ...)
   opts = opts or {}
   next_id = next_id + 1
+  local starter = current
+  if opts.detached then current = nil end
   local g = current
   while g and not g.guard do g = g.parent end
   local t = setmetatable({
@@ -523,6 +528,7 @@ function M.spawn(fn, opts, ...)
   -- what it starts is steady too
   t.steady = opts.steady or (current and current.steady) or nil
   live[t], nlive = true, nlive + 1
+  current = starter
   wake(t, ...)
   return t
 end

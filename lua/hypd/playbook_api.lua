@@ -7,7 +7,8 @@
 --                   opts: region, profile), region(), class(), tags (hypd.aws.tags)
 --   hypd.k8s        connect{cluster, region} (default: the active cluster); log_line(line) ->
 --                   time, text of a timestamps=true log line; time_key(time) -> sortable text
---                   -> get, list, create, apply, patch, delete, wait, watch, logs
+--                   -> get, list, create, apply, patch, delete, wait, watch, logs;
+--                   cache{cluster, region, kinds, sample}: a watch-backed cache (hypd.k8s.cache)
 --   hypd.tools      call(name, params): another tool, with the caller's scope; exists(name);
 --                   check(name, args): would the call validate (placeholders <what> allowed)
 --   hypd.operations list, get, events, wait (a status tool's view of operations);
@@ -38,6 +39,7 @@ local http = require "hypd.http"
 local hyperpod_types = require "hypd.aws.hyperpod_types"
 local json = require "hypd.json"
 local k8s = require "hypd.k8s"
+local k8s_cache = require "hypd.k8s.cache"
 local kit = require "hypd.tool.kit"
 local log = require "hypd.log"
 local manifests = require "hypd.manifests"
@@ -192,6 +194,16 @@ local function k8s_api()
     end,
     log_line = k8s.log_line,
     time_key = k8s.time_key,
+    -- cache{cluster, region, kinds, sample}: the running tool's watch-backed
+    -- cache of the cluster (hypd.k8s.cache), one per tool and cluster: its
+    -- records are that tool's own (read them, do not change them)
+    cache = function(spec)
+      inert("open a Kubernetes cache")
+      local g = guard.current()
+      local c = k8s_cache.open { name = g and g.tool and g.tool.name or "playbook", cluster = spec.cluster,
+        region = spec.region, kinds = spec.kinds, sample = spec.sample }
+      return c:facade()
+    end,
   }
 end
 

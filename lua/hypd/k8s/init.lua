@@ -5,7 +5,9 @@
 --   local c = k8s.from_kubeconfig { path = "~/.kube/config", context = "x" }
 --   c:get("v1", "Pod", "web-0", { namespace = "default" })        -> obj | nil, err
 --   c:list("v1", "Pod", { namespace, labels = "app=web" | {app = "web"},
---          fields = "status.phase=Running", limit = 500 })        -> items, {resourceVersion}
+--          fields = "status.phase=Running", limit = 500, keep, each }) -> items, {resourceVersion}
+--          (keep: a json.decode projection of each item, only those fields decoded;
+--          each(item): called per item as the pages come, and items stays empty)
 --   c:create(obj [, {operation}])                                  -> obj
 --   c:apply(obj [, {force, operation, field_manager, dry_run}])   -> obj (server-side apply;
 --          dry_run: dryRun=All, the object as the apply would make it, nothing changed)
@@ -188,12 +190,13 @@ function Conn:open_stream(path, accept, idle_timeout)
   return s
 end
 
--- call(method, path, opts) -> decoded body | nil, err
+-- call(method, path, opts) -> decoded body | nil, err (opts.keep: a
+-- json.decode projection of the body)
 function Conn:call(method, path, opts)
   local resp, err = self:request(method, path, opts)
   if not resp then return nil, err end
   if resp.status >= 400 then return nil, M.status_error(resp.status, resp.body) end
-  local obj, derr = json.decode(resp.body)
+  local obj, derr = json.decode(resp.body, opts and opts.keep and { keep = opts.keep } or nil)
   if obj == nil then return nil, errors.new("PROTOCOL", "the API server answered with bad JSON: " .. tostring(derr)) end
   return obj
 end
@@ -281,21 +284,30 @@ function Conn:get(api_version, kind, name, opts)
 end
 
 -- list(...) -> items, {resourceVersion} | nil, err: every page unless opts.limit
--- is given with opts.page (then one page and its continue token)
+-- is given with opts.page (then one page and its continue token). With
+-- opts.keep each page decodes only the projection (the metadata of the list
+-- and keep of each item), so a list of 60,000 pods makes no Lua value for
+-- what the caller does not read
 function Conn:list(api_version, kind, opts)
   opts = opts or {}
   local okg, gerr = allow("list", kind)
   if not okg then return nil, gerr end
   local items, cont = json.array(), opts.continue
   local meta
+  local keep = opts.keep and { metadata = true, items = opts.keep } or nil
+  local each = opts.each
   repeat
     local p, err = self:path(api_version, kind, nil, opts.namespace, nil, { labelSelector = selector(opts.labels),
       fieldSelector = selector(opts.fields), limit = opts.limit or 500, continue = cont })
     if not p then return nil, err end
     if opts.all_namespaces then p = p:gsub("/namespaces/[^/]+/", "/", 1) end
-    local l, lerr = self:call("GET", p)
+    local l, lerr = self:call("GET", p, keep and { keep = keep })
     if not l then return nil, lerr end
-    for _, o in ipairs(l.items or {}) do items[#items + 1] = o end
+    if each then
+      for _, o in ipairs(l.items or {}) do each(o) end
+    else
+      for _, o in ipairs(l.items or {}) do items[#items + 1] = o end
+    end
     meta = l.metadata or {}
     cont = meta.continue
     if cont == "" then cont = nil end
@@ -430,13 +442,23 @@ end
 -- for ADDED/MODIFIED/DELETED events until fn returns false or opts.deadline
 -- passes. Dropped connections and server timeouts resume from the last
 -- resourceVersion seen; 410 Gone relists and replays the current objects as
--- ADDED events (as an informer resyncs). Without opts.resource_version the
--- watch starts with the current objects as ADDED events.
+-- ADDED events (as an informer resyncs), or, with opts.relist, calls
+-- opts.relist() -> the resourceVersion to resume from (nil: stop), so the
+-- caller replaces its set (what went during the gap goes). Without
+-- opts.resource_version the watch starts with the current objects as ADDED
+-- events. opts.keep: a json.decode projection of each event's object (it
+-- must keep metadata.resourceVersion).
 function Conn:watch(api_version, kind, opts, fn)
   opts = opts or {}
   assert(allow("watch", kind))
   local rv = opts.resource_version
   local failures = 0
+  local ev_keep
+  if opts.keep then
+    local ok = { code = true, message = true, reason = true } -- an ERROR event's Status
+    for k, v in pairs(opts.keep) do ok[k] = v end
+    ev_keep = { keep = { type = true, object = ok } }
+  end
   local function relist()
     local items, meta = self:list(api_version, kind, { namespace = opts.namespace, labels = opts.labels,
       fields = opts.fields })
@@ -461,7 +483,7 @@ function Conn:watch(api_version, kind, opts, fn)
     if s then
       failures = 0
       for line in s:lines() do
-        local ev = json.decode(line)
+        local ev = json.decode(line, ev_keep)
         if type(ev) == "table" and ev.type == "ERROR" then
           if type(ev.object) == "table" and ev.object.code == 410 then gone = true break end
           error(M.status_error(ev.object and ev.object.code or 500, json.encode(ev.object)), 0)
@@ -479,7 +501,12 @@ function Conn:watch(api_version, kind, opts, fn)
     if stop then return rv end
     if gone then
       log.debug("k8s", "watch %s %s: resourceVersion %s is gone; relisting", api_version, kind, tostring(rv))
-      if not relist() then return rv end
+      if opts.relist then
+        rv = opts.relist()
+        if not rv then return nil end
+      elseif not relist() then
+        return rv
+      end
     elseif not s then
       failures = failures + 1
       log.debug("k8s", "watch %s %s dropped (%s); resuming from %s", api_version, kind, tostring(serr), tostring(rv))

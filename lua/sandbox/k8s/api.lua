@@ -166,31 +166,50 @@ local function selector(r, q)
   end
 end
 
+-- first_after(all, ns, name) -> the index of the first object of the sorted
+-- array all that sorts after (ns, name) (binary search)
+local function first_after(all, ns, name)
+  local lo, hi = 1, #all + 1
+  while lo < hi do
+    local mid = (lo + hi) // 2
+    local m = all[mid].metadata
+    local mns = m.namespace or ""
+    if mns < ns or (mns == ns and m.name <= name) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- list: a page of the objects in namespace and name order. The objects are
+-- the store's one sorted array (cl:sorted) and each one's text is the one
+-- its commit encoded (cl:text), so a page costs its selection and a
+-- concatenation, not a sort and an encode of every object
 local function list(cl, r, rt, q, req)
   local match, err = selector(r, q)
   if not match then return failure(err) end
-  local all = cl:list(r, rt.ns)
-  local start = 1
+  local all = cl:sorted(r)
+  local start, stop = 1, #all
+  if rt.ns and r.namespaced then
+    start, stop = first_after(all, rt.ns, ""), first_after(all, rt.ns, "\255") - 1
+  end
   if q.continue and q.continue ~= "" then
     local tok = json.decode(sys.b64decode(q.continue) or "")
     if type(tok) ~= "table" or type(tok.after) ~= "string" then
       return fail(400, "BadRequest", "continue key is not valid: invalid continue token")
     end
-    start = #all + 1
-    for i, o in ipairs(all) do
-      if (o.metadata.namespace or "") .. "/" .. o.metadata.name > tok.after then start = i break end
-    end
+    local ns, name = tok.after:match("^([^/]*)/(.*)$")
+    if not ns then return fail(400, "BadRequest", "continue key is not valid: invalid continue token") end
+    start = math.max(start, first_after(all, ns, name))
   end
   local limit = tonumber(q.limit) or 0
   local items, cont, remaining = json.array(), nil, 0
   local i = start
-  while i <= #all do
+  while i <= stop do
     local o = all[i]
     if match(o) then
       if limit > 0 and #items >= limit then
         local last = items[#items]
         cont = sys.b64encode(json.encode { rv = cl.rv, after = (last.metadata.namespace or "") .. "/" .. last.metadata.name })
-        for j = i, #all do if match(all[j]) then remaining = remaining + 1 end end
+        for j = i, stop do if match(all[j]) then remaining = remaining + 1 end end
         break
       end
       items[#items + 1] = o
@@ -202,9 +221,11 @@ local function list(cl, r, rt, q, req)
     if not include then return fail(400, "BadRequest", why) end
     return reply(200, tbl.table(r, items, tostring(cl.rv), cont, { include = include }))
   end
-  return reply(200, { kind = list_kind(r), apiVersion = resources.gv(r),
-    metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil },
-    items = items })
+  local texts = {}
+  for n, o in ipairs(items) do texts[n] = cl:text(o) end
+  local head = json.encode { kind = list_kind(r), apiVersion = resources.gv(r),
+    metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil } }
+  return { status = 200, headers = JSON, body = head:sub(1, -2) .. ',"items":[' .. table.concat(texts, ",") .. "]}" }
 end
 
 local function watch_line(etype, text)
@@ -238,7 +259,7 @@ local function watch(cl, r, rt, q, req)
       if not from or from == 0 then
         -- no resourceVersion: the current state first, as ADDED events
         for _, o in ipairs(cl:list(r, rt.ns)) do
-          if match(o) and not w:write(line("ADDED", o)) then return end
+          if match(o) and not w:write(line("ADDED", o, cl:text(o))) then return end
         end
       else
         cursor = from

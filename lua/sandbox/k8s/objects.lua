@@ -52,7 +52,8 @@ function M.cluster(region, name)
   local cl = clusters[id]
   if cl then return cl end
   cl = setmetatable({ region = region, name = name, prefix = prefix(region, name), reg = resources.registry(),
-    objs = {}, ring = {}, ring_first = 1, ring_last = 0, sig = task.signal(), hooks = {} }, Cluster)
+    objs = {}, ring = {}, ring_first = 1, ring_last = 0, sig = task.signal(), hooks = {}, sorted_by = {},
+    texts = setmetatable({}, { __mode = "k" }) }, Cluster)
   clusters[id] = cl
   cl.rv = tonumber(store.get(cl.prefix .. "_rv") or 0) or 0
   cl.ring_floor = cl.rv -- changes before this are not in the ring
@@ -91,18 +92,44 @@ function Cluster:get(r, ns, name)
   return self:index(gr(r))[(r.namespaced and ns or "") .. "/" .. name]
 end
 
--- list(r [, ns]) -> objects sorted by namespace and name
+local function before(a, b)
+  local na, nb = a.metadata.namespace or "", b.metadata.namespace or ""
+  if na ~= nb then return na < nb end
+  return a.metadata.name < b.metadata.name
+end
+
+-- sorted(r) -> every object of r sorted by namespace and name: one array
+-- kept until r's next change, shared by every list (callers must not change
+-- it), so a paginated list of 60,000 pods sorts once, not once a page
+function Cluster:sorted(r)
+  local key = gr(r)
+  local out = self.sorted_by[key]
+  if out then return out end
+  out = {}
+  for _, obj in pairs(self:index(key)) do out[#out + 1] = obj end
+  table.sort(out, before)
+  self.sorted_by[key] = out
+  return out
+end
+
+-- list(r [, ns]) -> objects sorted by namespace and name (a new array)
 function Cluster:list(r, ns)
   local out = {}
-  for _, obj in pairs(self:index(gr(r))) do
+  for _, obj in ipairs(self:sorted(r)) do
     if not ns or not r.namespaced or obj.metadata.namespace == ns then out[#out + 1] = obj end
   end
-  table.sort(out, function(a, b)
-    local na, nb = a.metadata.namespace or "", b.metadata.namespace or ""
-    if na ~= nb then return na < nb end
-    return a.metadata.name < b.metadata.name
-  end)
   return out
+end
+
+-- text(obj) -> obj's JSON: the text its last commit encoded, kept (weakly,
+-- by object) so lists and watches send it without encoding it again;
+-- encoded here for an object no commit has seen (one loaded from the store)
+function Cluster:text(obj)
+  local t = self.texts[obj]
+  if t and t.rv == obj.metadata.resourceVersion then return t.text end
+  local text = json.encode(obj)
+  self.texts[obj] = { rv = obj.metadata.resourceVersion, text = text }
+  return text
 end
 
 -- every object of every resource (garbage collection, namespaces)
@@ -138,9 +165,12 @@ function Cluster:commit(etype, r, obj)
   else
     self:index(gr(r))[ikey] = obj
   end
+  self.sorted_by[gr(r)] = nil
+  local text = json.encode(obj)
+  if etype ~= "DELETED" then self.texts[obj] = { rv = obj.metadata.resourceVersion, text = text } end
   self.ring_last = self.ring_last + 1
   self.ring[self.ring_last] = { rv = self.rv, type = etype, gr = gr(r), ns = obj.metadata.namespace,
-    obj = obj, text = json.encode(obj) }
+    obj = obj, text = text }
   while self.ring_last - self.ring_first + 1 > M.RING do
     self.ring_floor = self.ring[self.ring_first].rv
     self.ring[self.ring_first] = nil

@@ -1,0 +1,119 @@
+-- monitor_get_cluster: what is happening across a cluster, from a
+-- watch-backed cache of its Kubernetes objects (hypd.k8s.cache: one
+-- paginated list per kind, then watches; the first call builds it, every
+-- later call and the /ws topic monitor:<cluster> read it). The answer's
+-- shape is the Monitoring page's contract (docs/tools.md).
+local P = require "_params"
+local R = require "_running"
+local W = require "_wait"
+local K = require "monitor._kinds"
+local V = require "monitor._view"
+
+local BUILD_WAIT = 120 -- seconds the first call waits for the cache's lists
+local DCGM_EVERY = 15 -- seconds a DCGM reading is reused
+
+local dcgm_seen = {} -- cluster -> {t, utilisation}
+
+-- utilisation(c, conn, cluster) -> the DCGM exporter's GPU utilisation, or
+-- nil and why it is absent
+local function utilisation(c, cluster)
+  local svc = V.dcgm(c)
+  if not svc then return nil, "no DCGM exporter in the cluster (no Service labelled app.kubernetes.io/name=dcgm-exporter)" end
+  local seen = dcgm_seen[cluster]
+  if seen and hypd.now() - seen.t < DCGM_EVERY then return seen.u, seen.why end
+  local port = svc.ports[1] and svc.ports[1].port
+  local resp, err = c.conn():proxy("Service", svc.name, "/metrics", { namespace = svc.namespace, port = port,
+    timeout = 5 })
+  local u, why
+  if not resp then
+    why = "the DCGM exporter " .. svc.namespace .. "/" .. svc.name .. " did not answer: " .. tostring(err and err.message or err)
+  elseif resp.status ~= 200 then
+    why = "the DCGM exporter " .. svc.namespace .. "/" .. svc.name .. " answered HTTP " .. tostring(resp.status)
+  else
+    u = { source = "dcgm", service = svc.namespace .. "/" .. svc.name, gpus = V.utilisation(resp.body) }
+  end
+  dcgm_seen[cluster] = { t = hypd.now(), u = u, why = why }
+  return u, why
+end
+
+local function signature(out)
+  local keep = {}
+  for k, v in pairs(out) do if k ~= "cache" and k ~= "history" and k ~= "waited" then keep[k] = v end end
+  return hypd.json.encode(keep)
+end
+
+return tool {
+  name = "monitor_get_cluster",
+  summary = "Cluster monitoring: node health, GPUs per group, pending GPU demand, workloads, warnings",
+  description = "What is happening across the cluster, from a watch-backed cache (the first call builds it; later " ..
+    "calls answer at once): nodes by health with failed and degraded first, GPUs and EFA per instance group and " ..
+    "node, pending GPU demand with the scheduler's reason, pods by phase, Services, Deployments, inference " ..
+    "endpoints, training and Ray jobs, running hypd operations, recent Warning events and an hour of GPU " ..
+    "allocation. Call it first to see the state of a cluster; diagnose_* tools explain a problem it shows.",
+  kind = "read",
+  aws = { "eks:DescribeCluster" },
+  k8s = { "get", "list", "watch", "proxy" },
+  params = {
+    cluster = P.cluster, region = P.region,
+    namespace = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
+      description = "only this namespace's pods, pending pods, workloads and events (nodes and GPUs stay whole)" },
+    instance_group = P.with(P.instance_group, { description = "only this instance group's nodes, GPUs and pending demand" }),
+    wait_seconds = P.wait_seconds,
+  },
+  run = function(ctx, p)
+    local target = ctx:cluster(p)
+    local c = hypd.k8s.cache { cluster = target.name, region = target.region, kinds = K.KINDS, sample = V.sample }
+    local cold = c.info().state == "cold"
+    local ok, err = c.ready(BUILD_WAIT)
+    if not ok then error(err, 0) end
+    local name = target.name
+    local function on_cluster(t) return t:find(name, 1, true) ~= nil end
+    local function read()
+      c.touch()
+      local out = V.build(c, p)
+      out.cluster, out.region = name, target.region
+      local info = c.info()
+      info.state = cold and "cold" or "warm"
+      cold = false
+      out.cache = info
+      local absent = hypd.json.array()
+      for _, k in ipairs(K.KINDS) do
+        local st = c.kind_state(k.name)
+        if st.state == "absent" then absent[#absent + 1] = k.kind
+        elseif st.state == "error" then
+          out.errors = out.errors or hypd.json.array()
+          out.errors[#out.errors + 1] = { kind = k.kind, message = st.err }
+        end
+      end
+      out.absent_kinds = #absent > 0 and absent or nil
+      local ops = hypd.json.array()
+      for _, s in ipairs(R.all(on_cluster)) do
+        ops[#ops + 1] = { id = s.operation_id, tool = s.tool, phase = s.phase, started = s.created_at, target = s.target }
+      end
+      out.operations = ops
+      local hist = hypd.json.array()
+      for i, s in ipairs(c.history()) do
+        hist[i] = { t = s.t, gpus_allocatable = s.gpus_allocatable, gpus_requested = s.gpus_requested }
+      end
+      out.history = hist
+      local u, why = utilisation(c, name)
+      out.utilisation, out.utilisation_absent = u, why
+      return out
+    end
+    -- settled: nothing passing (no operation, no pending pod, no node being
+    -- rebooted or replaced); else wait_seconds answers at the first change
+    -- of the cache (its version, looked at every _wait QUICK) or of an operation
+    local out, waited = W.follow(p.wait_seconds, { read = read,
+      settled = function(o)
+        if #o.operations > 0 or o.pending.pods > 0 or o.pods.by_phase.Pending > 0 then return false end
+        for _, n in ipairs(o.nodes.items) do
+          if W.moving(n.health_label) or tostring(n.health_label):match("^UnschedulablePending") then return false end
+        end
+        return true
+      end,
+      signature = signature,
+      quick = function() return tostring(c.version()) .. " " .. R.fingerprint(on_cluster) end })
+    out.waited = waited
+    return out
+  end,
+}
