@@ -16,6 +16,7 @@
 --     (a followed pod log, GET pods/{name}/log?follow=true, of a matching container is cut after it
 --     sent after_lines lines: half of the next line goes out, then the connection drops, as a real
 --     API server or kubelet drops a long stream; count streams are cut, 1 unless given)
+--     training_logs, pod_crash, image_pull, readiness_fail: sandbox.faults_workloads
 -- The same seed gives the same faults for the same sequence of requests.
 local errors = require "hypd.errors"
 local task = require "hypd.task"
@@ -52,6 +53,7 @@ function M.configure(s)
       end
     end
   end
+  local wl_ok, wl_err = require("sandbox.faults_workloads").configure(s) if not wl_ok then return nil, wl_err end
   spec = s
   spec.services = spec.services or {}
   rng_state = math.tointeger(s.seed) or 1

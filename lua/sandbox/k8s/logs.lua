@@ -1,12 +1,14 @@
 -- sandbox.k8s.logs: what the simulated containers print, and the
 -- pods/{name}/log endpoint (container, tailLines, sinceSeconds, sinceTime,
 -- timestamps, limitBytes, follow as a stream; a follow can be cut by the
--- fault log_stream_cuts, sandbox.faults).
+-- fault log_stream_cuts, sandbox.faults; training_logs adds lines and
+-- stalls a training, sandbox.faults_workloads).
 local core = require "hypd.core"
 local faults = require "sandbox.faults"
 local objects = require "sandbox.k8s.objects"
 local tbl = require "sandbox.k8s.table"
 local task = require "hypd.task"
+local workloads = require "sandbox.faults_workloads"
 
 local M = {}
 M.MAX_LINES = 20000
@@ -24,15 +26,38 @@ local function buffer(cl, ns, pod, container)
   return b
 end
 
--- append(cl, ns, pod, container, text): one line of a container's output
-function M.append(cl, ns, pod, container, text)
-  local b = buffer(cl, ns, pod, container)
+local function add(b, text)
   b.lines[#b.lines + 1] = { t = core.now(), text = text }
+  b.printed = (b.printed or 0) + 1
   if #b.lines - b.first + 1 > M.MAX_LINES then
     b.lines[b.first] = nil
     b.first = b.first + 1
   end
+end
+
+-- append(cl, ns, pod, container, text): one line of a container's output;
+-- a training_logs fault (sandbox.faults_workloads) adds its lines once the
+-- container has printed its after_lines
+function M.append(cl, ns, pod, container, text)
+  local b = buffer(cl, ns, pod, container)
+  add(b, text)
+  if not b.fault then
+    local f = workloads.match("training_logs", ns, pod)
+    if f and b.printed >= (math.tointeger(f.after_lines) or 0) then
+      b.fault = f
+      for _, line in ipairs(f.lines) do add(b, line) end
+    end
+  end
   b.sig:fire()
+end
+
+-- stalled(cl, ns, pod) -> true when a training_logs fault with stall has
+-- struck one of the pod's containers: it prints no more steps
+function M.stalled(cl, ns, pod)
+  for k, b in pairs(cl.logs or {}) do
+    if b.fault and b.fault.stall and k:sub(1, #ns + #pod + 2) == ns .. "/" .. pod .. "/" then return true end
+  end
+  return false
 end
 
 -- ended(cl, ns, pod): the pod stopped or went; followers finish

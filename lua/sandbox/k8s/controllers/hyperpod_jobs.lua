@@ -28,6 +28,9 @@
 -- runPolicy.jobMaxRetryCount (or restartPolicy.maxFullJobRestarts) allows,
 -- and fails (condition Failed) after that. Every restart is a full job
 -- restart from step 0; pod-level restarts are not simulated.
+-- A training_logs fault with stall (sandbox.faults_workloads) stops the
+-- step lines while its pods run: the job hangs (a log monitoring rule sees
+-- it as HANGING).
 -- MLflow: when rank 0's container has MLFLOW_TRACKING_URI set to a sandbox
 -- tracking server's ARN (and the framework reports to it: report_to mlflow
 -- for LLaMA-Factory and MS-Swift), its client makes the experiment
@@ -268,7 +271,10 @@ local function train(ctl, job, m, pods, k)
     end
     m.mlflow = report_start(ctl, job, kind, pods, steps)
   end
-  while not fired and m.step < steps and now >= m.next_at do
+  -- a training_logs fault with stall: a rank hangs, no step goes on
+  local stalled = false
+  for _, p in ipairs(pods) do stalled = stalled or logs.stalled(ctl.cl, p.metadata.namespace, p.metadata.name) end
+  while not fired and not stalled and m.step < steps and now >= m.next_at do
     m.step = m.step + 1
     for rank, p in ipairs(pods) do
       local loss = 0.35 + 2.2 * math.exp(-3 * m.step / steps) + 0.04 * (noise(m.step, rank) - 0.5)
@@ -297,6 +303,10 @@ local function train(ctl, job, m, pods, k)
     return true
   end
   local at = next_check(m)
+  if stalled then
+    if at then ctl:at(at, "hpj", k) end
+    return
+  end
   ctl:at(at and at < m.next_at and at or m.next_at, "hpj", k)
 end
 

@@ -8,13 +8,16 @@
 -- A running pod whose node goes NotReady or away fails (NodeLost); a
 -- finished pod of a ReplicaSet or DaemonSet on a node that is gone is
 -- deleted (the pod garbage collector). HyperPodPyTorchJob pods are started
--- here but finished by their job (hyperpod_jobs.lua).
+-- here but finished by their job (hyperpod_jobs.lua). The workload faults
+-- (sandbox.faults_workloads: image_pull, pod_crash, readiness_fail) are
+-- played here with the statuses, reasons and events a kubelet gives.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local logs = require "sandbox.k8s.logs"
 local probes = require "sandbox.k8s.controllers._probes"
 local programs = require "sandbox.k8s.programs"
 local sched = require "sandbox.k8s.controllers.scheduler"
+local workloads = require "sandbox.faults_workloads"
 
 local M = {}
 M.START = 2          -- simulated seconds from binding to Running
@@ -150,8 +153,10 @@ local function start(ctl, pr, pod, node)
   st.startTime = st.startTime or now
   st.qosClass = qos(pod)
   local cs, all = {}, true
+  local unready = workloads.match("readiness_fail", pod.metadata.namespace, pod.metadata.name)
   for i, c in ipairs(pod.spec.containers or {}) do
-    local ready = not probes.probed(pod, c) -- a readiness probe the program answers decides (controllers/_probes)
+    -- a readiness probe the program answers decides (controllers/_probes); readiness_fail: never ready
+    local ready = not probes.probed(pod, c) and not (c.readinessProbe and unready)
     all = all and ready
     cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = ready, started = true,
       restartCount = 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
@@ -200,6 +205,114 @@ function M.stop(ctl, pr, pod, phase, code, reason, pod_reason, message)
   local cur = ctl_.put_status(ctl, pr, pod, st)
   logs.ended(ctl.cl, pod.metadata.namespace, pod.metadata.name)
   return cur
+end
+
+local function backoff(n) return math.min(300, 10 * 2 ^ math.max(0, n - 1)) end
+
+-- pull_failed(ctl, pr, pod, m, images) -> the engine time of the next
+-- pull: the containers whose image the image_pull fault refuses wait
+-- ErrImagePull on the first failure, ImagePullBackOff after, with the
+-- kubelet's Failed and BackOff events
+local function pull_failed(ctl, pr, pod, m, images)
+  m.pulls = (m.pulls or 0) + 1
+  local st = ctl_.copy(pod.status or {})
+  for _, s in ipairs(st.containerStatuses or {}) do
+    local image = images[s.name]
+    if image then
+      local msg = string.format('failed to pull and unpack image "%s": failed to resolve reference "%s": %s: not found',
+        image, image, image)
+      if m.pulls == 1 then
+        s.state = { waiting = { reason = "ErrImagePull", message = "rpc error: code = NotFound desc = " .. msg } }
+      else
+        s.state = { waiting = { reason = "ImagePullBackOff", message = string.format('Back-off pulling image "%s": ' ..
+          'ErrImagePull: rpc error: code = NotFound desc = %s', image, msg) } }
+      end
+    end
+  end
+  st.conditions = conditions(st.conditions, false, "ContainersNotReady")
+  local cur = ctl_.put_status(ctl, pr, pod, st)
+  for _, c in ipairs(pod.spec.containers or {}) do
+    local image = images[c.name]
+    if image then
+      local field = "spec.containers{" .. c.name .. "}"
+      if m.pulls == 1 then
+        ctl_.event(ctl, cur, "Normal", "Pulling", string.format('Pulling image "%s"', image), "kubelet", field)
+        ctl_.event(ctl, cur, "Warning", "Failed", string.format('Failed to pull image "%s": rpc error: code = ' ..
+          'NotFound desc = failed to pull and unpack image "%s": failed to resolve reference "%s": %s: not found',
+          image, image, image, image), "kubelet", field)
+        ctl_.event(ctl, cur, "Warning", "Failed", "Error: ErrImagePull", "kubelet", field)
+      else
+        ctl_.event(ctl, cur, "Normal", "BackOff", string.format('Back-off pulling image "%s"', image), "kubelet", field)
+        ctl_.event(ctl, cur, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet", field)
+      end
+    end
+  end
+  return core.now() + backoff(m.pulls) / ctl_.speed()
+end
+
+-- refused_images(pod) -> {container = image} the image_pull fault refuses, or nil
+local function refused_images(pod)
+  local out
+  for _, c in ipairs(pod.spec.containers or {}) do
+    if workloads.image(pod.metadata.namespace, c.image or "") then
+      out = out or {}
+      out[c.name] = c.image
+    end
+  end
+  return out
+end
+
+-- crashed(ctl, pr, pod, m, rule) -> the engine time of the next restart, or
+-- nil when the pod failed: the pod_crash fault's containers exit at once;
+-- restartPolicy Always / OnFailure restarts them with back-off
+-- (CrashLoopBackOff), Never (and a HyperPodPyTorchJob's pod, which its job
+-- restarts) fails the pod
+local function crashed(ctl, pr, pod, m, rule)
+  local code, reason = workloads.crash(rule)
+  local rp = pod.spec.restartPolicy or "Always"
+  if rp == "Never" or ctl_.owner(pod, "HyperPodPyTorchJob") then
+    M.stop(ctl, pr, pod, "Failed", code, reason)
+    return nil
+  end
+  m.crashes = (m.crashes or 0) + 1
+  local now = ctl_.stamp()
+  local st = ctl_.copy(pod.status or {})
+  local names = {}
+  for _, s in ipairs(st.containerStatuses or {}) do
+    names[#names + 1] = s.name
+    local started = s.state and s.state.running and s.state.running.startedAt or
+      (s.lastState and s.lastState.terminated and s.lastState.terminated.startedAt) or now
+    s.ready, s.started = false, false
+    s.restartCount = m.crashes
+    s.lastState = { terminated = { exitCode = code, reason = reason, startedAt = started, finishedAt = now,
+      containerID = s.containerID } }
+    s.state = { waiting = { reason = "CrashLoopBackOff", message = string.format("back-off %ds restarting failed " ..
+      "container=%s pod=%s_%s(%s)", backoff(m.crashes), s.name, pod.metadata.name, pod.metadata.namespace,
+      pod.metadata.uid) } }
+  end
+  st.conditions = conditions(st.conditions, false, "ContainersNotReady")
+  local cur = ctl_.put_status(ctl, pr, pod, st)
+  for _, n in ipairs(names) do
+    ctl_.event(ctl, cur, "Warning", "BackOff", string.format("Back-off restarting failed container %s in pod %s_%s(%s)",
+      n, pod.metadata.name, pod.metadata.namespace, pod.metadata.uid), "kubelet", "spec.containers{" .. n .. "}")
+  end
+  return core.now() + backoff(m.crashes) / ctl_.speed()
+end
+
+-- probe_failed(ctl, pod, rule) -> the engine time of the next probe: the
+-- readiness_fail fault's probes fail, the Unhealthy event each period
+local function probe_failed(ctl, pod, rule)
+  local every
+  for _, c in ipairs(pod.spec.containers or {}) do
+    local probe = c.readinessProbe
+    if probe then
+      every = math.min(every or math.huge, tonumber(probe.periodSeconds) or 10)
+      local msg = probe.httpGet and string.format("Readiness probe failed: HTTP probe failed with statuscode: %d",
+        math.tointeger(rule.status) or 503) or "Readiness probe failed: "
+      ctl_.event(ctl, pod, "Warning", "Unhealthy", msg, "kubelet", "spec.containers{" .. c.name .. "}")
+    end
+  end
+  return every and core.now() + every / ctl_.speed()
 end
 
 local function gc_owner(pod)
@@ -251,7 +364,32 @@ ctl_.handlers.pod = function(ctl, k)
       return ctl:at(m.start_at, "pod", k)
     end
     if now < m.start_at then return ctl:at(m.start_at, "pod", k) end
+    local refused = refused_images(pod)
+    if refused then
+      m.start_at = pull_failed(ctl, pr, pod, m, refused)
+      return ctl:at(m.start_at, "pod", k)
+    end
     pod = start(ctl, pr, pod, node)
+  end
+  local crash = workloads.match("pod_crash", ns, name)
+  if crash or m.crash_at then
+    if m.crash_at and now < m.crash_at then return ctl:at(m.crash_at, "pod", k) end
+    if crash then
+      m.crash_at = crashed(ctl, pr, pod, m, crash)
+      if m.crash_at then ctl:at(m.crash_at, "pod", k) end
+      return
+    end
+    -- the fault is gone: the container comes back at its restart
+    m.crash_at = nil
+    pod = start(ctl, pr, pod, node)
+  end
+  local unready = workloads.match("readiness_fail", ns, name)
+  if unready then
+    if not m.probe_at or now >= m.probe_at then
+      m.probe_at = probe_failed(ctl, pod, unready)
+    end
+    if m.probe_at then return ctl:at(m.probe_at, "pod", k) end
+    return
   end
   if not ctl_.pod_ready(pod) and phase ~= "Succeeded" then
     local at
