@@ -20,6 +20,7 @@ export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cls
   const [top, setTop] = useState(0);
   const [active, setActive] = useState(-1);
   const frame = useRef(0);
+  const keyed = useRef(false); // the focus moves with the keys, even when its row leaves the DOM
   const n = rows.length;
   // the header row's height counts in the scroll offset of the first row
   const headH = rowHeight;
@@ -44,22 +45,23 @@ export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cls
     setTop(el.scrollTop);
   };
   useEffect(() => {
-    if (active < 0 || !box.current || !box.current.contains(document.activeElement)) return;
+    if (active < 0 || !box.current || !(keyed.current || box.current.contains(document.activeElement))) return;
     const tr = box.current.querySelector(`tr[aria-rowindex="${active + 2}"]`);
     if (tr && document.activeElement !== tr) tr.focus({ preventScroll: true });
+    if (tr) keyed.current = false;
   }, [active, start]);
   const key = (e) => {
     const page = Math.max(1, view - 1);
     const cur = active < 0 ? -1 : active;
     const to = { ArrowDown: cur + 1, ArrowUp: cur - 1, PageDown: cur + page, PageUp: cur - page, Home: 0, End: n - 1 }[e.key];
-    if (to !== undefined) { e.preventDefault(); focusRow(to); return; }
+    if (to !== undefined) { e.preventDefault(); keyed.current = true; focusRow(to); return; }
     if (e.key === "Enter" && onOpen && active >= 0 && rows[active] && e.target.tagName === "TR") { e.preventDefault(); onOpen(rows[active]); }
   };
   const spacer = (px) => html`<tr class="vspacer" aria-hidden="true"><td colspan="99" ref=${(td) => { if (td) td.style.height = px + "px"; }}></td></tr>`;
   const shown = rows.slice(start, end);
   return html`<div class=${"vtable table-wrap " + cls} id=${id} tabindex="0" role="region" aria-label=${`${label}: ${n} rows; arrow keys move between them`}
       ref=${(el) => { box.current = el; if (el) el.style.maxHeight = height + headH + "px"; }} onScroll=${onScroll} onKeyDown=${key}
-      onFocus=${(e) => { if (e.target === box.current && active < 0 && n) setActive(0); }}
+      onFocus=${(e) => { if (e.target === box.current && active < 0 && n) { keyed.current = true; setActive(0); } }}
       data-rows=${n} data-start=${start} data-end=${end}>
     <table class=${"table vt"} aria-rowcount=${n + 1}>
       <thead>${head}</thead>

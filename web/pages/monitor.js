@@ -28,6 +28,8 @@ const HEALTH = [
 ];
 const PHASES = ["Running", "Pending", "Succeeded", "Failed", "Unknown"];
 const num = (x) => (typeof x === "number" ? x : 0);
+// a list of the answer (an empty one may come as {})
+const arr = (x) => (Array.isArray(x) ? x : []);
 
 // useMonitor(cluster, filter) -> {data, error, live, updates, reload}
 function useMonitor(cluster, filter, enabled) {
@@ -110,7 +112,7 @@ const bad = (c) => `${c.type}=${c.status}${c.reason ? " (" + c.reason + ")" : ""
 function Attention({ nodes, cluster }) {
   const list = nodes.filter((x) => x.health === "failed" || x.health === "degraded");
   if (!list.length) return null;
-  const shown = list.slice(0, 12);
+  const shown = list.slice(0, 6);
   return html`<section class="csec" id="attention" aria-labelledby="attention-h">
     <div class="csec-head"><h2 id="attention-h">Needs attention <span class="muted small">${list.length} ${list.length === 1 ? "node" : "nodes"}</span></h2></div>
     <ul class="attention">${shown.map((x) => html`<li class=${"att att-" + x.health} data-node=${x.name}>
@@ -118,7 +120,7 @@ function Attention({ nodes, cluster }) {
         <a class="small" href=${href("/diagnostics", { cluster, tool: "diagnose_node_health", node: x.name })}>Diagnose</a></div>
       ${x.message && html`<p class="att-msg">${x.message}</p>`}
       <p class="small muted">${[x.health_label && `health ${x.health_label}`, x.deep_health_label && `deep health ${x.deep_health_label}`,
-        ...(x.conditions || []).map(bad), ...(x.taints || []).map((t) => `taint ${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`)].filter(Boolean).join(" · ")}</p></li>`)}</ul>
+        ...arr(x.conditions).map(bad), ...arr(x.taints).map((t) => `taint ${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`)].filter(Boolean).join(" · ")}</p></li>`)}</ul>
     ${list.length > shown.length && html`<p class="small"><a href=${href("/monitor", { cluster, health: "failed" })}>${list.length - shown.length} more</a> in the node table below.</p>`}
   </section>`;
 }
@@ -134,7 +136,7 @@ function Groups({ groups }) {
 const res = (r) => (r && num(r.capacity) ? `${num(r.requested)}/${num(r.allocatable)}${num(r.allocatable) < num(r.capacity) ? ` (of ${num(r.capacity)})` : ""}` : "—");
 
 function Nodes({ d, health, cluster }) {
-  const all = (d.nodes && d.nodes.items) || [];
+  const all = arr(d.nodes && d.nodes.items);
   const rows = health ? all.filter((x) => x.health === health) : all;
   const head = html`<tr><th scope="col">Node</th><th scope="col">Group</th><th scope="col">Health</th><th scope="col">Ready</th>
     <th scope="col" class="num">GPUs used/allocatable</th><th scope="col" class="num">EFA</th><th scope="col">Says</th></tr>`;
@@ -149,12 +151,12 @@ function Nodes({ d, health, cluster }) {
         <td><${Pill} status=${x.health_label || x.health} title=${`${x.health}${x.deep_health_label ? ", deep health " + x.deep_health_label : ""}`}/></td>
         <td>${x.ready ? "Ready" : html`<span class="bad-text">NotReady</span>`}</td>
         <td class="num">${res(x.gpu)}</td><td class="num">${res(x.efa)}</td>
-        <td class="small ellipsis" title=${x.message || ""}>${x.message || ((x.conditions || []).map(bad).join("; ")) || ""}</td>`}/>
+        <td class="small ellipsis" title=${x.message || ""}>${x.message || (arr(x.conditions).map(bad).join("; ")) || ""}</td>`}/>
   </section>`;
 }
 
 function Pending({ d }) {
-  const items = (d.pending && d.pending.items) || [];
+  const items = arr(d.pending && d.pending.items);
   if (!items.length) return null;
   const head = html`<tr><th scope="col">Pod</th><th scope="col" class="num">GPUs</th><th scope="col">Reason</th><th scope="col">Scheduler says</th><th scope="col">Since</th></tr>`;
   return html`<section class="csec" id="mon-pending" aria-labelledby="mon-pending-h">
@@ -167,7 +169,7 @@ function Pending({ d }) {
 }
 
 // one small table of workloads: [label, cell(row)] columns; empty says so
-function Small({ id, title, rows, cols, key: rk, hint }) {
+function Small({ id, title, rows, cols, rowKey: rk, hint }) {
   return html`<section class="wl" id=${id} aria-labelledby=${id + "-h"}><h3 id=${id + "-h"}>${title} <span class="muted small">${rows.length}</span></h3>
     ${rows.length === 0 ? html`<p class="muted small">None${hint ? ". " + hint : "."}</p>` : html`<div class="table-wrap"><table class="table small-table stack">
       <thead><tr>${cols.map(([l]) => html`<th scope="col">${l}</th>`)}</tr></thead>
@@ -185,28 +187,28 @@ function Workloads({ d, cluster }) {
   const linkEp = (e) => html`<a href=${endpointHref(e, cluster)}>${nsName(e)}</a>`;
   return html`<section class="csec" id="workloads" aria-labelledby="workloads-h"><div class="csec-head"><h2 id="workloads-h">Workloads</h2></div>
     <div class="wl-grid">
-      <${Small} id="wl-pods" title="Pods by phase" rows=${PHASES.filter((p) => num(by[p]) > 0).map((p) => ({ p, n: by[p] }))} key=${(r) => r.p}
+      <${Small} id="wl-pods" title="Pods by phase" rows=${PHASES.filter((p) => num(by[p]) > 0).map((p) => ({ p, n: by[p] }))} rowKey=${(r) => r.p}
         cols=${[["Phase", (r) => html`<${Pill} status=${r.p}/>`], ["Pods", (r) => html`<span class="num" data-phase=${r.p}>${r.n}</span>`]]}/>
-      <${Small} id="wl-pytorch" title="PyTorch jobs" rows=${d.pytorch_jobs || []} key=${(r) => r.namespace + "/" + r.name} hint=${html`Submit one from <a href=${href("/training", { cluster })}>Training</a>.`}
+      <${Small} id="wl-pytorch" title="PyTorch jobs" rows=${arr(d.pytorch_jobs)} rowKey=${(r) => r.namespace + "/" + r.name} hint=${html`Submit one from <a href=${href("/training", { cluster })}>Training</a>.`}
         cols=${[["Job", linkJob], ["State", (r) => html`<${Pill} status=${r.state}/>`], ["Replicas", (r) => r.replicas], ["Restarts", (r) => r.restarts]]}/>
-      <${Small} id="wl-inference" title="Inference endpoints" rows=${d.inference_endpoints || []} key=${(r) => r.namespace + "/" + r.name}
+      <${Small} id="wl-inference" title="Inference endpoints" rows=${arr(d.inference_endpoints)} rowKey=${(r) => r.namespace + "/" + r.name}
         cols=${[["Endpoint", linkEp], ["Model", (r) => html`<code class="wrap">${r.model}</code>`], ["State", (r) => html`<${Pill} status=${r.state}/>`], ["Replicas", (r) => r.replicas]]}/>
-      <${Small} id="wl-jumpstart" title="JumpStart models" rows=${d.jumpstart_models || []} key=${(r) => r.namespace + "/" + r.name}
+      <${Small} id="wl-jumpstart" title="JumpStart models" rows=${arr(d.jumpstart_models)} rowKey=${(r) => r.namespace + "/" + r.name}
         cols=${[["Model", linkEp], ["Model id", (r) => html`<code class="wrap">${r.model_id}</code>`], ["State", (r) => html`<${Pill} status=${r.state}/>`]]}/>
-      <${Small} id="wl-deployments" title="Deployments" rows=${d.deployments || []} key=${(r) => r.namespace + "/" + r.name}
+      <${Small} id="wl-deployments" title="Deployments" rows=${arr(d.deployments)} rowKey=${(r) => r.namespace + "/" + r.name}
         cols=${[["Deployment", nsName], ["Ready", (r) => html`<span class=${num(r.ready) < num(r.replicas) ? "warn-text" : ""}>${num(r.ready)} of ${num(r.replicas)}</span>`], ["Available", (r) => num(r.available)]]}/>
-      <${Small} id="wl-services" title="Services" rows=${d.services || []} key=${(r) => r.namespace + "/" + r.name}
+      <${Small} id="wl-services" title="Services" rows=${arr(d.services)} rowKey=${(r) => r.namespace + "/" + r.name}
         cols=${[["Service", nsName], ["Type", (r) => r.type], ["Cluster IP", (r) => html`<code>${r.cluster_ip}</code>`],
-          ["Ports", (r) => (r.ports || []).map((p) => (typeof p === "object" ? `${p.port}${p.protocol && p.protocol !== "TCP" ? "/" + p.protocol : ""}` : p)).join(", ")]]}/>
-      <${Small} id="wl-ray" title="Ray jobs" rows=${d.ray_jobs || []} key=${(r) => r.namespace + "/" + r.name}
+          ["Ports", (r) => arr(r.ports).map((p) => (typeof p === "object" ? `${p.port}${p.protocol && p.protocol !== "TCP" ? "/" + p.protocol : ""}` : p)).join(", ")]]}/>
+      <${Small} id="wl-ray" title="Ray jobs" rows=${arr(d.ray_jobs)} rowKey=${(r) => r.namespace + "/" + r.name}
         cols=${[["Job", nsName], ["State", (r) => html`<${Pill} status=${r.state}/>`]]}/>
-      <${Small} id="wl-operations" title="Running hypd operations" rows=${d.operations || []} key=${(r) => r.id}
+      <${Small} id="wl-operations" title="Running hypd operations" rows=${arr(d.operations)} rowKey=${(r) => r.id}
         cols=${[["Operation", (r) => html`<a href=${href("/operations/" + r.id)}>${r.tool}</a>`], ["Phase", (r) => r.phase], ["Started", (r) => when(r.started)]]}/>
     </div></section>`;
 }
 
 function Utilisation({ u }) {
-  const gpus = u.gpus || [];
+  const gpus = arr(u.gpus);
   const avg = gpus.length ? Math.round(gpus.reduce((a, g) => a + utilOf(g), 0) / gpus.length) : 0;
   const head = html`<tr><th scope="col">Node</th><th scope="col">GPU</th><th scope="col">Utilisation</th></tr>`;
   return html`<section class="csec" id="utilisation" aria-labelledby="util-h"><div class="csec-head"><h2 id="util-h">GPU utilisation <span class="muted small">DCGM exporter · ${gpus.length} GPUs, ${avg}% on average</span></h2></div>
@@ -226,7 +228,7 @@ function Events({ events }) {
 }
 
 function Filters({ d, query }) {
-  const groups = [...new Set([...(d ? (d.instance_groups || []).map((g) => g.name) : []), ...(query.group ? [query.group] : [])])];
+  const groups = [...new Set([...(d ? arr(d.instance_groups).map((g) => g.name) : []), ...(query.group ? [query.group] : [])])];
   const [ns, setNs] = useState(query.namespace || "");
   return html`<form class="filters" id="monitor-filters" onSubmit=${(e) => { e.preventDefault(); setQuery({ namespace: ns.trim() }); }}>
     <label for="mon-namespace">Namespace</label>
@@ -256,15 +258,15 @@ function Monitor({ query }) {
         <${ErrorBox} error=${m.error}/>
         ${!d ? !m.error && html`<${Loading} what="Reading the cluster"/>` : html`<div class="monitor" data-cluster=${d.cluster}>
           <${Glance} d=${d} health=${health}/>
-          <${Attention} nodes=${(d.nodes && d.nodes.items) || []} cluster=${cluster}/>
-          <div class="mon-two"><${Groups} groups=${d.instance_groups || []}/>
+          <${Attention} nodes=${arr(d.nodes && d.nodes.items)} cluster=${cluster}/>
+          <div class="mon-two"><${Groups} groups=${arr(d.instance_groups)}/>
             <section class="csec" id="gpu-chart" aria-labelledby="gpu-chart-h"><div class="csec-head"><h2 id="gpu-chart-h">GPU allocation, last hour</h2></div>
-              <${HistoryChart} history=${d.history || []}/></section></div>
+              <${HistoryChart} history=${arr(d.history)}/></section></div>
           ${d.utilisation && html`<${Utilisation} u=${d.utilisation}/>`}
           <${Nodes} d=${d} health=${health} cluster=${cluster}/>
           <${Pending} d=${d}/>
           <${Workloads} d=${d} cluster=${cluster}/>
-          <${Events} events=${d.events || []}/>
+          <${Events} events=${arr(d.events)}/>
         </div>`}`}`;
 }
 
