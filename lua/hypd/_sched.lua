@@ -487,7 +487,8 @@ function M.run(until_fn)
 end
 
 -- M.spawn(fn, opts, ...) -> task. opts: name, timeout (seconds), daemon
--- (background work of a server: not counted by stats(), so tests do not
+-- (background work of a server: not counted by stats(), nor are the HTTP
+-- streams it holds open, e.g. a cache's watches, so tests do not
 -- take it for a leak), serving (a server's request handler, until it answers).
 -- A task started inside another keeps the earlier of the two deadlines,
 -- and the guard (hypd.tool.guard) current where it is started: its own, for its
@@ -605,8 +606,12 @@ function M.stats()
   for t in pairs(live) do
     if not t.daemon then tasks = tasks + 1 end
   end
-  for _ in pairs(stream_owner) do streams = streams + 1 end
-  return { tasks = tasks, timers = timers, http = core.inflight(true), streams = streams }
+  local background = 0 -- a daemon's open streams (a cache's watches) are its background work too
+  for _, owner in pairs(stream_owner) do
+    streams = streams + 1
+    if owner.daemon then background = background + 1 end
+  end
+  return { tasks = tasks, timers = timers, http = core.inflight(true) - background, streams = streams }
 end
 
 -- task methods

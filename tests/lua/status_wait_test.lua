@@ -207,6 +207,7 @@ local SETTLED = {
   hyperpod_get_advanced_features = function() return {} end,
   hyperpod_list_instance_groups = function() return {} end,
   hyperpod_list_nodes = function() return {} end,
+  monitor_get_cluster = function() return {} end,
   storage_list = function() return {} end,
   inference_get = function() return { name = "stw-web" } end,
   training_get_job = function() return { name = "stw-job" } end,

@@ -341,8 +341,36 @@ def hypd_events(port):
     return {"status": c.status, "messages": msgs}
 
 
+def hypd_monitor(port):
+    """hypd's /ws topic $WS_TOPIC (monitor:<cluster>): authenticate, subscribe,
+    write $WS_READY at the first snapshot, collect messages until $WS_SNAPSHOTS
+    snapshots (default 2) or an error came, or 60 s passed."""
+    c = Conn(port, key=base64.b64encode(os.urandom(16)).decode())
+    msgs = []
+    c.send_frame(TEXT, json.dumps({"type": "auth", "token": os.environ.get("WS_TOKEN", "")}))
+    _, op, data = c.recv_frame()
+    msgs.append(json.loads(data))
+    c.send_frame(TEXT, json.dumps({"type": "subscribe", "topics": [os.environ["WS_TOPIC"]]}))
+    want, got = int(os.environ.get("WS_SNAPSHOTS", "2")), 0
+    deadline = time.time() + 60
+    while time.time() < deadline and got < want:
+        _, op, data = c.recv_frame()
+        m = json.loads(data)
+        m["at"] = time.time()
+        msgs.append(m)
+        if m.get("type") == "error":
+            break
+        if (m.get("event") or {}).get("kind") == "monitor.snapshot":
+            got += 1
+            if got == 1:
+                with open(os.environ["WS_READY"], "w") as f:
+                    f.write("ready")
+    c.close(1000)
+    return {"status": c.status, "messages": msgs}
+
+
 SCENARIOS = {
-    "hypd_events": hypd_events,
+    "hypd_events": hypd_events, "hypd_monitor": hypd_monitor,
     "handshake": handshake, "echo": echo, "fragment": fragment, "ping": ping,
     "client_close": client_close, "server_close": server_close, "unmasked": unmasked,
     "oversized": oversized, "utf8": utf8, "hold": hold, "silent": silent, "many": many,

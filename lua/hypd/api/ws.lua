@@ -10,6 +10,8 @@
 --   server -> {"type": "event", "topic": "operations", "event": {kind, operation_id, phase, status, ...}}
 --   server -> {"type": "event", "topic": "state", "event": {kind = "resource.changed", resource, ...}}
 --   server -> {"type": "log", "level", "component", "message"}   (topic "logs"; scope operate or admin)
+--   server -> {"type": "event", "topic": "monitor:<cluster>", "event": {kind = "monitor.snapshot", snapshot}}
+--             (monitor_get_cluster's answer: at subscribe, then at a change, at most every 2 s; hypd.api.ws_monitor)
 --   server -> {"type": "error", "message": "..."}
 --   client -> {"type": "logs.follow", "id", "kind", "name", ...} / {"type": "logs.stop", "id"}
 --   server -> {"type": "logs.line", ...} / {"type": "logs.end", ...}   (live pod logs: hypd.api.ws_logs)
@@ -25,6 +27,7 @@ local json = require "hypd.json"
 local log = require "hypd.log"
 local op = require "hypd.tool.operations"
 local ws_logs = require "hypd.api.ws_logs"
+local ws_monitor = require "hypd.api.ws_monitor"
 
 local M = {}
 M.IDLE = 300
@@ -65,6 +68,7 @@ local function session(ws, user)
     end
   end)
   local unsub_log
+  local monitors = {} -- topic -> stop()
   local logs = ws_logs.session(ws, user)
   local ok, err = pcall(function()
     send(ws, { type = "ready", user = user.name, scope = user.scope })
@@ -84,9 +88,19 @@ local function session(ws, user)
         local on = msg.type == "subscribe"
         for _, topic in ipairs(type(msg.topics) == "table" and msg.topics or {}) do
           topic = tostring(topic)
-          if not TOPICS[topic] and not topic:match("^operation:op%-%x+$") then
+          if ws_monitor.cluster(topic) then
+            if on and not monitors[topic] then
+              local stop, why = ws_monitor.follow(topic, { name = user.name, scope = user.scope, front = "ws" },
+                function(msg) send(ws, msg) end)
+              if stop then monitors[topic], topics[topic] = stop, true
+              else send(ws, { type = "error", message = topic .. ": " .. tostring(why) }) end
+            elseif not on and monitors[topic] then
+              monitors[topic]()
+              monitors[topic], topics[topic] = nil, nil
+            end
+          elseif not TOPICS[topic] and not topic:match("^operation:op%-%x+$") then
             send(ws, { type = "error", message = "unknown topic " .. topic ..
-              " (operations, operation:<id>, state, logs)" })
+              " (operations, operation:<id>, state, logs, monitor:<cluster>)" })
           elseif topic == "logs" and on and not auth.allows(user.scope, "operate") then
             send(ws, { type = "error", message = "the logs topic needs a token with scope operate" })
           else
@@ -113,6 +127,7 @@ local function session(ws, user)
     end
   end)
   logs:close()
+  for _, stop in pairs(monitors) do stop() end
   unsub_op()
   if unsub_log then unsub_log() end
   if not ok then error(err, 0) end
