@@ -80,8 +80,10 @@ local function trim(w)
     prev = w
     w = w:gsub("[%),;%.:%]]$", "")
     -- a closing bracket that is the value's own ("<zone>", "{...}", "[...]") stays
+    local _, opens = prev:gsub("%[", "")
+    local _, shuts = prev:gsub("%]", "")
     if prev:match(">$") or (prev:match("}$") and prev:find("{", 1, true)) or
-      (prev:match("%]$") and prev:find("[", 1, true) and not w:find("%[")) then
+      (prev:match("%]$") and opens >= shuts) then
       w = prev
     end
   until w == prev

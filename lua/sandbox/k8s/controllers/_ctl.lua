@@ -63,6 +63,15 @@ function M.each(region)
   return out
 end
 
+-- all() -> the live Ctls of every region
+function M.all()
+  local out = {}
+  for _, ctl in pairs(running) do
+    if not ctl.cl.gone then out[#out + 1] = ctl end
+  end
+  return out
+end
+
 local function mark(self, k)
   if self.dirty[k] then return end
   self.dirty[k] = true

@@ -20,6 +20,7 @@ local aws = require "sandbox.k8s.controllers._aws"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local errors = require "hypd.errors"
 local faults = require "sandbox.faults"
+local faults_nodes = require "sandbox.faults_nodes"
 local log = require "hypd.log"
 local node_ = require "sandbox.k8s.controllers._node"
 local state = require "sandbox.state"
@@ -150,6 +151,43 @@ local function act(ctl, n, c, value)
   return true
 end
 
+-- injected(ctl, node, status, c, n, old) -> the Events to write: the
+-- node_health faults (sandbox.faults_nodes) on the Node about to be
+-- written, as the health-monitoring agent would report them
+local function injected(ctl, node, status, c, n, old)
+  local said = {}
+  local labels, ann = node.metadata.labels, node.metadata.annotations
+  local before = old and old.metadata.labels or {}
+  for _, f in ipairs(faults_nodes.node(c.ClusterName, n.group, node.metadata.name)) do
+    for key, v in pairs { [M.HEALTH] = f.label, [M.DEEP] = f.deep_health } do
+      labels[key] = v
+      if key == M.HEALTH then ann[SET] = v end -- the agent's verdict, not a person's request
+      if before[key] ~= v then
+        said[#said + 1] = { key == M.HEALTH and "NodeHealthStatusChanged" or "DeepHealthCheckStatusChanged",
+          string.format("%s changed from %s to %s", key, tostring(before[key] or "(none)"), v) }
+      end
+    end
+    if f.condition then
+      local x = f.condition
+      status.conditions = ctl_.set_condition(status.conditions, x.type, x.status, x.reason or x.type,
+        x.message or "")
+      local prev = old and ctl_.condition((old.status or {}).conditions or {}, x.type)
+      if not prev or prev.status ~= x.status then
+        said[#said + 1] = { x.reason or x.type, x.message or (x.type .. " is " .. x.status) }
+      end
+    end
+    if f.taint then
+      node.spec.taints = node.spec.taints or {}
+      table.insert(node.spec.taints, { key = f.taint.key, value = f.taint.value, effect = f.taint.effect })
+    end
+    for key, lost in pairs { ["nvidia.com/gpu"] = f.gpu_lost, ["vpc.amazonaws.com/efa"] = f.efa_lost } do
+      local have = tonumber(status.capacity[key])
+      if have then status.allocatable[key] = tostring(math.max(0, math.tointeger(have) - lost)) end
+    end
+  end
+  return said
+end
+
 local ASKS = { UnschedulablePendingReplacement = true, UnschedulablePendingReboot = true }
 
 local function reconcile(ctl, r, n, c)
@@ -181,7 +219,9 @@ local function reconcile(ctl, r, n, c)
     (c.ClusterArn or ""):match("([^/]+)$") or c.ClusterName, n.InstanceId)
   node.spec.taints = taints_of(g, bad)
   local status = node_.status(ctl, old and old.status, n, ready, { not_ready = NOT_READY })
+  local said = injected(ctl, node, status, c, n, old)
   if node_.put(ctl, r, old, node, status) then M.schedule_fault(ctl.region, c, n) end
+  for _, e in ipairs(said) do ctl_.event(ctl, cl:get(r, nil, name) or node, "Warning", e[1], e[2], "health-monitoring-agent") end
 end
 
 ctl_.handlers.nodes = function(ctl)
