@@ -67,7 +67,8 @@ function D.run(tool, args, who)
   for _, f in ipairs(r and r.findings or {}) do
     for _, s in ipairs(f.next) do
       local def = registry.get(s.tool)
-      local _, verr = def and registry.validate(def, s.args)
+      local verr
+      if def then verr = select(2, registry.validate(def, s.args)) end
       t.ok(def and not verr, f.code .. " suggests " .. s.call .. (verr and (": " .. verr.message) or ""))
       local name, parsed = D.parse(s.call)
       t.eq({ name, parsed }, { s.tool, s.args }, f.code .. ": the call's text is the call")

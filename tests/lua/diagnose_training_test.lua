@@ -46,7 +46,8 @@ local function phase(name)
   local j = conn:get("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob", name, { namespace = "default" })
   local best, at
   for _, c in ipairs(((j or {}).status or {}).conditions or {}) do
-    if c.status == "True" and (not at or (c.lastTransitionTime or "") >= at) then best, at = c.type, c.lastTransitionTime or "" end
+    local when = c.lastTransitionTime or ""
+    if c.status == "True" and (not at or when >= at) then best, at = c.type, when end
   end
   return best
 end
@@ -228,8 +229,33 @@ t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's word
   gone("big")
 end)
 
+t.test("a pod asking more GPUs than any node of its type has: POD_PENDING_GPU quoting the nodes' GPUs, no scale call",
+  function()
+    job("huge", 1, 8)
+    task.sleep(30)
+    local r = diagnose("huge")
+    local f = find(r, "POD_PENDING_GPU")
+    t.like(quotes(f), "status%.allocatable nvidia%.com/gpu | 4 %(the most of group gpu's nodes%); a pod asks 8")
+    for _, s in ipairs(f and f.next or {}) do t.ok(s.action ~= "fix", "no fix: more nodes would not help") end
+    gone("huge")
+  end)
+
+t.test("the workload faults are refused when malformed, naming the rule and the field", function()
+  local ok, err = faults.configure { pod_crash = { { pod_prefix = "x-", reason = "Segfault" } } }
+  t.eq(ok, nil)
+  t.like(err and err.message, "^faults%.pod_crash%[1%]: reason: CrashLoopBackOff or OOMKilled")
+  ok, err = faults.configure { training_logs = { { pod_prefix = "x-" } } }
+  t.like(err and err.message, "^faults%.training_logs%[1%]: lines: a list of log lines")
+  t.eq(ok, nil)
+  ok, err = faults.configure { image_pull = { { namespace = "default" } } }
+  t.like(err and err.message, "^faults%.image_pull%[1%]: image_prefix")
+  t.eq(ok, nil)
+  t.eq(faults.configure {}, true)
+end)
+
 t.test("a job that does not exist is NOT_FOUND naming job; bad input names the field", function()
-  local r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)
+  local _, r, err
+  r, err = dispatch.call("diagnose_training_job", { job = "nope", cluster = EKS }, ADMIN)
   t.eq(r, nil)
   t.eq(err and err.code, "NOT_FOUND")
   t.eq(H.field_rules(err), { "job:exists" })

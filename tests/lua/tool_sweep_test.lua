@@ -40,7 +40,7 @@ local FIXTURES = {
   features = { "training_operator" }, name = "sweep", model = "sweep-model", pool = "sweep-pool",
   workers = { "sweep-a", "sweep-b" }, replicas = 1, max_replicas = 2, gpus = 1,
   image = "vllm/vllm-openai:v0.6.3", claim_name = "sweep-claim", recipe = "pytorch-torchrun",
-  operation_id = "op-00000000000000ff", model_id = "Qwen/Qwen2.5-0.5B-Instruct",
+  operation_id = "op-00000000000000ff", model_id = "Qwen/Qwen2.5-0.5B-Instruct", job = "sweep-job",
 }
 local PER_TOOL = {
   inference_deploy_jumpstart = { model_id = "meta-textgeneration-llama-3-2-1b-instruct" },

@@ -4,12 +4,14 @@
 --
 --   local WL = require "diagnose._workloads"
 --   local s = WL.scope(e, p)                -- {cluster, region}: the exact args every suggested call carries
---   WL.pods(r, pods, s, opts)               -- Pending (scheduler's reason), image pulls, crash loops, OOM
+--   WL.pods(r, pods, opts)                  -- Pending (scheduler's reason), image pulls, crash loops, OOM
 --                                           -- kills, failed containers, not ready; opts.inspect = {steps}
 --   WL.events(conn, ns, objects, pods)      -- the Warning events of those objects and pods, newest first
---   WL.other_events(r, events, seen, s, opts) -- a finding per Warning reason no other finding explains
+--   WL.other_events(r, events, covered, opts) -- a finding per Warning reason no other finding explains
 --   WL.nodes(r, conn, pods, s)              -- the nodes the pods run on that are not healthy
 --   WL.node_steps(s, node, why)             -- inspect (diagnose_node_health), reboot, replace the node
+--   WL.scale_fix(conn, s, pods)             -- {POD_PENDING_GPU = {a scale of the group}} when nodes would help,
+--                                           -- else {}, {POD_PENDING_GPU = {evidence: the nodes have fewer}}
 --   WL.epoch(ts)                            -- an RFC 3339 time as seconds
 local F = require "diagnose._findings"
 local cap = require "_capacity"
@@ -19,6 +21,7 @@ local M = {}
 M.HEALTHY = "Schedulable"          -- HyperPod's node-health-status of a healthy node
 M.COVERED = { FailedScheduling = true, BackOff = true, Failed = true, Unhealthy = true }
 M.MAX_EVIDENCE = 5
+M.TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 -- epoch(ts) -> seconds (fraction kept) of "2026-01-01T00:00:00[.123]Z"
 function M.epoch(ts)
@@ -82,11 +85,15 @@ local function pod_source(pod, what) return "Pod/" .. pod.metadata.name .. " " .
 local function pending_code(msg)
   msg = tostring(msg)
   if msg:find("Insufficient nvidia.com/gpu", 1, true) then return "POD_PENDING_GPU", "not enough free GPUs" end
-  if msg:find("Insufficient vpc.amazonaws.com/efa", 1, true) then return "POD_PENDING_EFA", "not enough free EFA devices" end
+  if msg:find("Insufficient vpc.amazonaws.com/efa", 1, true) then
+    return "POD_PENDING_EFA", "not enough free EFA devices"
+  end
   if msg:find("node affinity/selector", 1, true) then
     return "POD_PENDING_SELECTOR", "no node matches the pod's node selector"
   end
-  if msg:find("untolerated taint", 1, true) then return "POD_PENDING_TAINT", "the nodes carry taints the pod does not tolerate" end
+  if msg:find("untolerated taint", 1, true) then
+    return "POD_PENDING_TAINT", "the nodes carry taints the pod does not tolerate"
+  end
   if msg:find("Insufficient ", 1, true) then return "POD_PENDING_RESOURCES", "not enough free CPU or memory" end
   return "POD_PENDING", "the scheduler cannot place the pod"
 end
@@ -112,14 +119,15 @@ local EXPLAIN = {
   POD_NOT_READY = "The pod runs but its readiness probe does not pass, so no Service sends it traffic.",
 }
 
--- add_grouped(r, code, severity, rows, s, opts): one finding for every pod
+-- add_grouped(r, code, severity, rows, summary, opts): one finding for every pod
 -- with that code
-local function add_grouped(r, code, severity, rows, summary, s, opts)
+local function add_grouped(r, code, severity, rows, summary, opts)
   local ev, names = {}, {}
   for _, row in ipairs(rows) do
     names[#names + 1] = row.pod
     if #ev < M.MAX_EVIDENCE then ev[#ev + 1] = row.evidence end
   end
+  for _, e in ipairs((opts.evidence or {})[code] or {}) do ev[#ev + 1] = e end
   local subject = #names == 1 and "pod " .. names[1] or string.format("%d pods (%s%s)", #names,
     table.concat(names, ", ", 1, math.min(#names, 3)), #names > 3 and ", ..." or "")
   local steps = {}
@@ -129,9 +137,10 @@ local function add_grouped(r, code, severity, rows, summary, s, opts)
     explanation = EXPLAIN[code], next = steps }
 end
 
--- pods(r, pods, s, opts): the findings of the pods' own statuses; opts.inspect:
--- the steps every finding starts with; opts.fix[code]: more steps of a code
-function M.pods(r, pods, s, opts)
+-- pods(r, pods, opts): the findings of the pods' own statuses; opts.inspect:
+-- the steps every finding starts with; opts.fix[code]: more steps of a code;
+-- opts.evidence[code]: more evidence of a code
+function M.pods(r, pods, opts)
   opts = opts or {}
   local by = {}
   local function put(code, sev, summary, pod, evidence)
@@ -186,7 +195,7 @@ function M.pods(r, pods, s, opts)
   table.sort(codes)
   for _, code in ipairs(codes) do
     local g = by[code]
-    add_grouped(r, code, g.sev, g.rows, g.summary, s, opts)
+    add_grouped(r, code, g.sev, g.rows, g.summary, opts)
   end
   r:checked("pods", #pods .. " pods: phases, scheduling, container states")
   return by
@@ -216,9 +225,9 @@ function M.event_evidence(ev)
     ((ev.count or 1) > 1 and string.format(" (x%d)", ev.count) or ""), ev.at)
 end
 
--- other_events(r, events, covered, s, opts): a warning per event reason no
+-- other_events(r, events, covered, opts): a warning per event reason no
 -- other finding explains (covered: {reason = true})
-function M.other_events(r, events, covered, s, opts)
+function M.other_events(r, events, covered, opts)
   local by, order = {}, {}
   for _, ev in ipairs(events) do
     if not covered[ev.reason] and not M.COVERED[ev.reason] then
@@ -273,6 +282,50 @@ function M.nodes(r, conn, pods, s)
     end
   end
   r:checked("nodes", n .. " nodes the pods run on: health label, Ready")
+end
+
+-- scale_fix(conn, s, pods) -> {POD_PENDING_GPU = {step}} when more nodes of
+-- the group the pending pods ask for would hold them; or {}, and
+-- {POD_PENDING_GPU = {evidence}} when no node of it could hold one pod
+function M.scale_fix(conn, s, pods)
+  local pending = {}
+  for _, pod in ipairs(pods) do
+    local sc = M.cond(pod, "PodScheduled")
+    if sc and sc.status == "False" and tostring(sc.message):find("Insufficient nvidia.com/gpu", 1, true) then
+      pending[#pending + 1] = pod
+    end
+  end
+  if #pending == 0 then return {} end
+  local sel = pending[1].spec.nodeSelector or {}
+  local want = 0
+  for _, c in ipairs(pending[1].spec.containers or {}) do
+    local rq = (c.resources or {}).limits or (c.resources or {}).requests or {}
+    want = want + (tonumber(rq["nvidia.com/gpu"]) or 0)
+  end
+  local labels = {}
+  if sel[cap.GROUP_LABEL] then labels[cap.GROUP_LABEL] = sel[cap.GROUP_LABEL]
+  elseif sel[M.TYPE_LABEL] then labels[M.TYPE_LABEL] = sel[M.TYPE_LABEL]
+  else return {} end
+  local group, count, fits, most, most_node = nil, 0, false, -1, nil
+  for _, n in ipairs(conn:list("v1", "Node", { labels = labels }) or {}) do
+    local g = (n.metadata.labels or {})[cap.GROUP_LABEL]
+    if g and (not group or g == group) then
+      group, count = g, count + 1
+      local have = tonumber(((n.status or {}).allocatable or {})["nvidia.com/gpu"]) or 0
+      fits = fits or have >= want
+      if have > most then most, most_node = have, n.metadata.name end
+    end
+  end
+  if group and not fits then
+    -- no node of the group could ever hold one pod: more nodes do not help
+    return {}, { POD_PENDING_GPU = { F.evidence("Node/" .. most_node .. " status.allocatable nvidia.com/gpu",
+      string.format("%d (the most of group %s's nodes); a pod asks %d", most, group, want)) } }
+  end
+  if not group or not hypd.tools.exists("hyperpod_scale_instance_group") then return {} end
+  return { POD_PENDING_GPU = { M.step("fix", "hyperpod_scale_instance_group", s,
+    { instance_group = group, instance_count = count + #pending },
+    string.format("room for the %d pending pod(s), one node each (ask the person: instances cost money)",
+      #pending)) } }
 end
 
 return M

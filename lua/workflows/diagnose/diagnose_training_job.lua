@@ -11,8 +11,7 @@ local F = require "diagnose._findings"
 local WL = require "diagnose._workloads"
 local TL = require "diagnose._train_logs"
 local J = require "_training_jobs"
-local B = require "jobs._batch"
-local cap = require "_capacity"
+local B = require "_batch"
 local hp = require "_hyperpod"
 
 local LOG_PODS = 16     -- pods whose logs are read
@@ -81,42 +80,6 @@ local function status(r, job, s, steps, events)
   end
   r:checked("job status", string.format("%s %s: phase %s, %d restart(s)", job.kind, job.metadata.name,
     job.kind == "Job" and B.phase(job) or J.phase(job), restarts))
-end
-
--- scale_fix(conn, s, pods) -> {POD_PENDING_GPU = {step}} when more nodes of
--- the group the pending pods ask for would hold them
-local function scale_fix(conn, s, pods)
-  local pending = {}
-  for _, pod in ipairs(pods) do
-    local sc = WL.cond(pod, "PodScheduled")
-    if sc and sc.status == "False" and tostring(sc.message):find("Insufficient nvidia.com/gpu", 1, true) then
-      pending[#pending + 1] = pod
-    end
-  end
-  if #pending == 0 or not hypd.tools.exists("hyperpod_scale_instance_group") then return {} end
-  local sel = pending[1].spec.nodeSelector or {}
-  local want = 0
-  for _, c in ipairs(pending[1].spec.containers or {}) do
-    local rq = (c.resources or {}).limits or (c.resources or {}).requests or {}
-    want = want + (tonumber(rq["nvidia.com/gpu"]) or 0)
-  end
-  local labels = {}
-  if sel[cap.GROUP_LABEL] then labels[cap.GROUP_LABEL] = sel[cap.GROUP_LABEL]
-  elseif sel[J.TYPE_LABEL] then labels[J.TYPE_LABEL] = sel[J.TYPE_LABEL]
-  else return {} end
-  local group, count, fits = nil, 0, false
-  for _, n in ipairs(conn:list("v1", "Node", { labels = labels }) or {}) do
-    local g = (n.metadata.labels or {})[cap.GROUP_LABEL]
-    if g and (not group or g == group) then
-      group, count = g, count + 1
-      fits = fits or (tonumber(((n.status or {}).allocatable or {})["nvidia.com/gpu"]) or 0) >= want
-    end
-  end
-  if not group or not fits then return {} end
-  return { POD_PENDING_GPU = { WL.step("fix", "hyperpod_scale_instance_group", s,
-    { instance_group = group, instance_count = count + #pending },
-    string.format("room for the %d pending pod(s), one node each (ask the person: instances cost money)",
-      #pending)) } }
 end
 
 -- logs(r, conn, job, pods, s, steps): the log lines' findings and a stall
@@ -240,10 +203,11 @@ return tool {
     local steps = inspect(s, job)
     local events = WL.events(conn, p.namespace, { [job.kind .. "/" .. p.job] = true }, pods)
     status(r, job, s, steps, events)
-    WL.pods(r, pods, s, { inspect = steps, fix = scale_fix(conn, s, pods), readiness = false })
+    local fix, more = WL.scale_fix(conn, s, pods)
+    WL.pods(r, pods, { inspect = steps, fix = fix, evidence = more, readiness = false })
     WL.nodes(r, conn, pods, s)
     logs(r, conn, job, pods, s, steps)
-    WL.other_events(r, events, { JobRestarting = true, JobFailed = true, BackoffLimitExceeded = true }, s,
+    WL.other_events(r, events, { JobRestarting = true, JobFailed = true, BackoffLimitExceeded = true },
       { inspect = steps })
     return r:result()
   end,
