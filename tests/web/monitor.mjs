@@ -127,3 +127,28 @@ export async function deleteNodes(k, names) {
   const one = async () => { while (i < names.length) await k.call("DELETE", "/api/v1/nodes/" + names[i++]); };
   await Promise.all(Array.from({ length: 8 }, one));
 }
+
+// bareCluster(name) -> name: an EKS cluster made straight through the
+// sandbox's AWS API with boto3 (its role, VPC and two subnets first), with
+// no add-on and no HyperPod: Node objects made on it have no DaemonSet
+// pods, so 2,000 of them cost the shared sandbox little
+const BARE = `
+import boto3, json, sys
+name = sys.argv[1]
+iam, ec2, eks = (boto3.client(s) for s in ("iam", "ec2", "eks"))
+trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+role = iam.create_role(RoleName=name + "-eks", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+vpc = ec2.create_vpc(CidrBlock="10.211.0.0/16")["Vpc"]["VpcId"]
+subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock="10.211.%d.0/24" % i, AvailabilityZone=z)["Subnet"]["SubnetId"]
+           for i, z in enumerate(["us-west-2a", "us-west-2b"])]
+eks.create_cluster(name=name, roleArn=role, resourcesVpcConfig={"subnetIds": subnets}, accessConfig={"authenticationMode": "API"})
+eks.get_waiter("cluster_active").wait(name=name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
+`;
+let bare = null;
+export function bareCluster(name) {
+  if (bare) return bare;
+  execFileSync("python3", ["-c", BARE, name], { env: { PATH: process.env.PATH, HOME: dirname(process.env.HYPD_STATE), ...awsEnv() },
+    stdio: ["ignore", "pipe", "pipe"], timeout: 600000 });
+  bare = name;
+  return name;
+}

@@ -43,6 +43,14 @@ export function fillable(args = {}) {
   return { values, holes };
 }
 
+// hidden(def, args, all) -> the parameters the step's form leaves out: plan,
+// and unless all, the optional ones the step does not set
+function hidden(def, args, all) {
+  const props = (def.input_schema && def.input_schema.properties) || {};
+  const req = new Set(def.input_schema.required || []);
+  return Object.keys(props).filter((k) => k === "plan" ? def.staged : !all && !req.has(k) && !(k in (args || {})));
+}
+
 const KIND_WORD = { read: "only reads", mutating: "changes the cluster", destructive: "removes things" };
 
 // <Step step/>: the suggested call's tool form, prefilled; Run asks first unless the tool only reads
@@ -52,6 +60,7 @@ export function Step({ step, onClose }) {
   const [busy, setBusy] = useState(false);
   const [ask, setAsk] = useState(null); // the parameters waiting for confirmation
   const [out, setOut] = useState(null); // {value} | {op}
+  const [all, setAll] = useState(false); // every parameter, not only the step's and the required ones
   const box = useRef(null);
   const { values, holes } = fillable(step.args);
   useEffect(() => { box.current && box.current.scrollIntoView({ block: "nearest" }); }, []);
@@ -70,7 +79,8 @@ export function Step({ step, onClose }) {
     ${holes.length > 0 && html`<p class="notice small" id="step-holes">Fill in: ${holes.join("; ")}.</p>`}
     <${ErrorBox} error=${defErr}/>
     ${def && !out && html`<${SchemaForm} schema=${def.input_schema} id="step" values=${values} errors=${errors} busy=${busy}
-      hide=${def.staged ? ["plan"] : []} choices=${standard(def.input_schema)} actions=${[{ label: "Run", kind: def.kind }]} onSubmit=${submit}/>`}
+      hide=${hidden(def, step.args, all)} choices=${standard(def.input_schema)} actions=${[{ label: "Run", kind: def.kind }]} onSubmit=${submit}/>
+      <p><button type="button" class="linkish small" id="step-all" aria-expanded=${all ? "true" : "false"} onClick=${() => setAll(!all)}>${all ? "Only the step's parameters" : "Every parameter of the tool"}</button></p>`}
     ${out && out.op && html`<${Follow} id=${out.op}/>`}
     ${out && out.value !== undefined && html`<h5>Result</h5><${Json} value=${out.value}/>`}
     ${def && html`<${Confirm} open=${!!ask} kind=${def.kind === "destructive" ? "destructive" : "mutating"} title=${`Run ${step.tool}?`}

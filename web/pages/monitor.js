@@ -120,7 +120,7 @@ function Attention({ nodes, cluster }) {
         <a class="small" href=${href("/diagnostics", { cluster, tool: "diagnose_node_health", node: x.name })}>Diagnose</a></div>
       ${x.message && html`<p class="att-msg">${x.message}</p>`}
       <p class="small muted">${[x.health_label && `health ${x.health_label}`, x.deep_health_label && `deep health ${x.deep_health_label}`,
-        ...arr(x.conditions).map(bad), ...arr(x.taints).map((t) => `taint ${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`)].filter(Boolean).join(" · ")}</p></li>`)}</ul>
+        ...(x.message ? [] : arr(x.conditions).map(bad)), ...arr(x.taints).map((t) => `taint ${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`)].filter(Boolean).join(" · ")}</p></li>`)}</ul>
     ${list.length > shown.length && html`<p class="small"><a href=${href("/monitor", { cluster, health: "failed" })}>${list.length - shown.length} more</a> in the node table below.</p>`}
   </section>`;
 }

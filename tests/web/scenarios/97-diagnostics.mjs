@@ -3,15 +3,21 @@
 // tool's form prefilled with the step's arguments, and Run asks for a
 // confirmation that names the call before anything runs (Keep it runs
 // nothing). The training job: a second job of one GPU on a one-GPU
-// cluster, its pod Pending (POD_PENDING_GPU, a hyperpod_scale_instance_group step). A node
-// made NotReady: diagnose_node_health's finding, whose replace step asks
+// cluster, its pod Pending (POD_PENDING_GPU, a hyperpod_scale_instance_group
+// step). A node whose deep health check failed (the sandbox fault
+// node_health): diagnose_node_health's finding, whose replace step asks
 // for the name typed in.
 import { needing } from "../lib.mjs";
 import { openAt } from "../clusters.mjs";
 import { rest, waitFor } from "../api.mjs";
-import { createNodes, kube, monitored, node } from "../monitor.mjs";
+import { monitored } from "../monitor.mjs";
 
 const SHOTS = process.env.HYPD_SHOTS || "/tmp";
+
+async function faults(spec) {
+  const r = await fetch(process.env.HYPD_SANDBOX + "/_sandbox/faults", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) });
+  if (!r.ok) throw new Error("sandbox faults: HTTP " + r.status + " " + await r.text());
+}
 
 // run(page): Run diagnostic, then its verdict drawn (answers the findings' codes)
 async function run(page) {
@@ -58,28 +64,38 @@ await needing(["diagnose_training_job", "training_submit", "hyperpod_scale_insta
   await page.screenshot({ path: `${SHOTS}/diagnostics-training.png`, fullPage: true });
 });
 
-await needing(["diagnose_node_health", "training_submit", "hyperpod_node_replace"], "diagnostics: a NotReady node is a critical finding; its replace step asks for the name typed in", async (page, check) => {
+await needing(["diagnose_node_health", "training_submit", "hyperpod_node_replace"], "diagnostics: a node whose deep health check failed is a critical finding; its replace step asks for the name typed in", async (page, check) => {
   const { name } = await monitored();
-  const k = await kube(name);
-  await createNodes(k, [node("diag-bad", { group: "ext", ready: "False", message: "Kubelet stopped posting node status." })]);
-  await openAt(page, `/diagnostics?cluster=${name}&tool=diagnose_node_health&node=diag-bad`);
-  await page.waitForSelector("#diag-form-node");
-  const codes = await run(page);
-  check(codes.length > 0, "findings: " + codes.join(", "));
-  const f = "#findings .finding";
-  check(await page.getAttribute(f, "data-severity") === "critical", "the first finding is critical");
-  check(/diag-bad/.test(await page.textContent(f)), "about the node");
-  check(/Kubelet stopped posting|NotReady|Ready/.test((await page.$$eval(`${f} pre.quote`, (l) => l.map((e) => e.textContent))).join(" ")), "its condition quoted");
-  const destructive = await page.$(`${f} li[data-tool="hyperpod_node_replace"] .step-open`);
-  if (!destructive) return check(false, "no replace step offered (a node HyperPod does not own may not be replaceable): " + await page.textContent(f));
-  await destructive.click();
-  await page.waitForSelector("#step-form #step-run");
-  await page.click("#step-form #step-run");
-  await page.waitForSelector("dialog[open] #confirm-type");
-  check(await page.isDisabled('dialog[open] button[type="submit"]'), "Run waits for the name typed in");
-  await page.click('dialog[open] button:has-text("Keep it")');
-  check(((await rest("/operations?tool=hyperpod_node_replace")).body.operations || []).length === 0, "nothing ran");
-}, { allowConsole: /status of 4\d\d/ });
+  const st = await rest("/tools/cluster_get_status", { body: { cluster: name } });
+  const hp = st.body.hyperpod.name;
+  const nodes = await rest("/tools/hyperpod_list_nodes", { body: { cluster: name } });
+  const bad = nodes.body.nodes[0].node_name;
+  // the health agent's verdict, through the sandbox's faults (its admin endpoint)
+  await faults({ node_health: [{ cluster: hp, node: bad, deep_health: "Failed" }] });
+  try {
+    await openAt(page, `/diagnostics?cluster=${name}&tool=diagnose_node_health&node=${bad}`);
+    await page.waitForSelector("#diag-form-node");
+    let codes = [];
+    await waitFor(async () => { codes = await run(page); return codes.length > 0; }, 30000, "a finding");
+    const f = "#findings .finding";
+    check(await page.getAttribute(f, "data-severity") === "critical", "the first finding is critical: " + codes.join(", "));
+    check((await page.textContent(f)).includes(bad), "about the node");
+    check((await page.$$eval(`${f} pre.quote`, (l) => l.map((e) => e.textContent))).some((q) => q.includes("Failed")), "the deep-health label quoted");
+    const steps = await page.$$eval(`${f} .next li`, (l) => l.map((e) => e.getAttribute("data-action")));
+    check(steps.join(" ") === steps.slice().sort((a, b) => ["inspect", "fix", "reboot", "replace"].indexOf(a) - ["inspect", "fix", "reboot", "replace"].indexOf(b)).join(" "),
+      "steps in the escalation order: " + steps.join(", "));
+    await page.click(`${f} li[data-tool="hyperpod_node_replace"] .step-open`);
+    await page.waitForSelector("#step-form #step-run");
+    await page.click("#step-form #step-run");
+    await page.waitForSelector("dialog[open] #confirm-type");
+    check(await page.isDisabled('dialog[open] button[type="submit"]'), "Run waits for the name typed in");
+    await page.screenshot({ path: `${SHOTS}/diagnostics-replace-confirm.png` });
+    await page.click('dialog[open] button:has-text("Keep it")');
+    check(((await rest("/operations?tool=hyperpod_node_replace")).body.operations || []).length === 0, "nothing ran");
+  } finally {
+    await faults({});
+  }
+});
 
 await needing([], "diagnostics: without the tools the page says they are not available, never a made-up answer", async (page, check) => {
   const { body } = await rest("/tools");
