@@ -85,8 +85,8 @@ export function Step({ step, onClose }) {
     ${out && out.value !== undefined && html`<h5>Result</h5><${Json} value=${out.value}/>`}
     ${def && html`<${Confirm} open=${!!ask} kind=${def.kind === "destructive" ? "destructive" : "mutating"} title=${`Run ${step.tool}?`}
       action=${"Run " + step.tool} typeToConfirm=${ask && def.kind === "destructive" ? confirmWord(def, ask) : undefined}
-      items=${ask ? Object.entries(ask).map(([k, v]) => `${k} = ${JSON.stringify(v)}`) : []}
-      lost=${`${def.summary}.${def.kind === "destructive" ? " This cannot be undone." : ""} ${step.why || ""}`}
+      itemsLabel="It runs with:" items=${ask ? Object.entries(ask).map(([k, v]) => `${k} = ${JSON.stringify(v)}`) : []}
+      lost=${`${def.summary}.${def.kind === "destructive" ? " This cannot be undone." : ""}${step.why ? ` Suggested because: ${step.why}.` : ""}`}
       onConfirm=${() => run(ask)} onClose=${() => setAsk(null)}/>`}
   </div>`;
 }

@@ -72,8 +72,7 @@ export function HistoryChart({ history = [] }) {
       <path class="line-requested" d=${path("gpus_requested")}/>
       <line class="axis" x1=${L} x2=${W - R} y1=${y(0)} y2=${y(0)}/>
     </svg>
-    <figcaption class="small"><span class="sw sw-alloc"></span> allocatable <span class="sw sw-used"></span> requested · now
-      <strong>${n0(last.gpus_requested)}</strong> of <strong>${n0(last.gpus_allocatable)}</strong> GPUs requested</figcaption>
+    <figcaption class="small"><span class="sw sw-alloc"></span> allocatable <span class="sw sw-used"></span> requested${" · now "}<strong>${n0(last.gpus_requested)}</strong>${" of "}<strong>${n0(last.gpus_allocatable)}</strong> GPUs requested</figcaption>
   </figure>`;
 }
 

@@ -10,12 +10,13 @@
 //   <VirtualTable id="nodes-table" label="Nodes" rows=${list} rowKey=${(n) => n.name}
 //     head=${html`<tr><th scope="col">Node</th>...</tr>`}
 //     row=${(n) => html`<td>${n.name}</td>...`} rowAttrs=${(n) => ({ "data-node": n.name })}
-//     height=${420} rowHeight=${36}/>
+//     cols=${7} height=${420} rowHeight=${36}/>
+// (cols: the number of columns, which the spacer rows span)
 import { html, useEffect, useRef, useState } from "/vendor/preact-htm.js";
 
 const OVERSCAN = 6;
 
-export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cls = "", height = 420, rowHeight = 36, onOpen, empty }) {
+export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cols, cls = "", height = 420, rowHeight = 36, onOpen, empty }) {
   const box = useRef(null);
   const [top, setTop] = useState(0);
   const [active, setActive] = useState(-1);
@@ -57,7 +58,7 @@ export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cls
     if (to !== undefined) { e.preventDefault(); keyed.current = true; focusRow(to); return; }
     if (e.key === "Enter" && onOpen && active >= 0 && rows[active] && e.target.tagName === "TR") { e.preventDefault(); onOpen(rows[active]); }
   };
-  const spacer = (px) => html`<tr class="vspacer" aria-hidden="true"><td colspan="99" ref=${(td) => { if (td) td.style.height = px + "px"; }}></td></tr>`;
+  const spacer = (px) => html`<tr class="vspacer" aria-hidden="true"><td colspan=${cols} ref=${(td) => { if (td) td.style.height = px + "px"; }}></td></tr>`;
   const shown = rows.slice(start, end);
   return html`<div class=${"vtable table-wrap " + cls} id=${id} tabindex="0" role="region" aria-label=${`${label}: ${n} rows; arrow keys move between them`}
       ref=${(el) => { box.current = el; if (el) el.style.maxHeight = height + headH + "px"; }} onScroll=${onScroll} onKeyDown=${key}

@@ -144,7 +144,7 @@ function Nodes({ d, health, cluster }) {
     <div class="csec-head"><h2 id="mon-nodes-h">Nodes <span class="muted small">${health ? `${rows.length} ${health} of ${all.length}` : all.length}</span></h2>
       <div class="csec-actions">${health && html`<button type="button" class="btn btn-small" onClick=${() => setQuery({ health: "" })}>Show every node</button>`}
         <a class="btn btn-small" href=${href("/cluster/" + cluster, { tab: "nodes" })}>Reboot or replace…</a></div></div>
-    <${VirtualTable} id="nodes-table" label="Nodes" rows=${rows} rowKey=${(x) => x.name} head=${head} height=${440}
+    <${VirtualTable} id="nodes-table" cols=${7} label="Nodes" rows=${rows} rowKey=${(x) => x.name} head=${head} height=${440}
       empty=${health ? `No ${health} nodes.` : "No nodes."}
       rowAttrs=${(x) => ({ "data-node": x.name, "data-health": x.health })}
       row=${(x) => html`<td><code>${x.name}</code></td><td>${x.instance_group}<span class="muted small"> ${x.instance_type}</span></td>
@@ -161,7 +161,7 @@ function Pending({ d }) {
   const head = html`<tr><th scope="col">Pod</th><th scope="col" class="num">GPUs</th><th scope="col">Reason</th><th scope="col">Scheduler says</th><th scope="col">Since</th></tr>`;
   return html`<section class="csec" id="mon-pending" aria-labelledby="mon-pending-h">
     <div class="csec-head"><h2 id="mon-pending-h">Pending pods <span class="muted small">${items.length}</span></h2></div>
-    <${VirtualTable} id="pending-table" label="Pending pods" rows=${items} rowKey=${(p) => p.namespace + "/" + p.name} head=${head} height=${260}
+    <${VirtualTable} id="pending-table" cols=${5} label="Pending pods" rows=${items} rowKey=${(p) => p.namespace + "/" + p.name} head=${head} height=${260}
       rowAttrs=${(p) => ({ "data-pod": p.namespace + "/" + p.name })}
       row=${(p) => html`<td><code>${p.namespace}/${p.name}</code></td><td class="num">${num(p.gpus)}</td><td>${p.reason || ""}</td>
         <td class="small ellipsis" title=${p.message || ""}>${p.message || ""}</td><td class="small"><${Time} t=${typeof p.since === "string" ? Date.parse(p.since) / 1000 : p.since}/></td>`}/>
@@ -171,7 +171,7 @@ function Pending({ d }) {
 // one small table of workloads: [label, cell(row)] columns; empty says so
 function Small({ id, title, rows, cols, rowKey: rk, hint }) {
   return html`<section class="wl" id=${id} aria-labelledby=${id + "-h"}><h3 id=${id + "-h"}>${title} <span class="muted small">${rows.length}</span></h3>
-    ${rows.length === 0 ? html`<p class="muted small">None${hint ? ". " + hint : "."}</p>` : html`<div class="table-wrap"><table class="table small-table stack">
+    ${rows.length === 0 ? html`<p class="muted small">None.${hint ? " " : ""}${hint}</p>` : html`<div class="table-wrap"><table class="table small-table stack">
       <thead><tr>${cols.map(([l]) => html`<th scope="col">${l}</th>`)}</tr></thead>
       <tbody>${rows.slice(0, 200).map((r) => html`<tr data-name=${rk(r)}>${cols.map(([l, c]) => html`<td data-label=${l}>${c(r)}</td>`)}</tr>`)}</tbody></table></div>
       ${rows.length > 200 && html`<p class="muted small">The first 200 of ${rows.length}.</p>`}`}
@@ -212,7 +212,7 @@ function Utilisation({ u }) {
   const avg = gpus.length ? Math.round(gpus.reduce((a, g) => a + utilOf(g), 0) / gpus.length) : 0;
   const head = html`<tr><th scope="col">Node</th><th scope="col">GPU</th><th scope="col">Utilisation</th></tr>`;
   return html`<section class="csec" id="utilisation" aria-labelledby="util-h"><div class="csec-head"><h2 id="util-h">GPU utilisation <span class="muted small">DCGM exporter · ${gpus.length} GPUs, ${avg}% on average</span></h2></div>
-    <${VirtualTable} id="util-table" label="GPU utilisation" rows=${gpus} rowKey=${(g) => `${g.node}/${g.gpu ?? g.uuid}`} head=${head} height=${220}
+    <${VirtualTable} id="util-table" cols=${3} label="GPU utilisation" rows=${gpus} rowKey=${(g) => `${g.node}/${g.gpu ?? g.uuid}`} head=${head} height=${220}
       row=${(g) => html`<td><code>${g.node}</code></td><td>${g.gpu ?? g.uuid ?? ""}</td><td><span class="ubar" role="img" aria-label=${utilOf(g) + "%"}><span ref=${(el) => { if (el) el.style.width = Math.min(100, utilOf(g)) + "%"; }}></span></span> ${Math.round(utilOf(g))}%</td>`}/>
   </section>`;
 }

@@ -7,7 +7,7 @@
 // at 1280 and 420 px, light and dark, nothing wider than the window.
 import { Skip, URL, needing } from "../lib.mjs";
 import { openAt } from "../clusters.mjs";
-import { waitFor } from "../api.mjs";
+import { contrastProblems, unlabelled, waitFor } from "../api.mjs";
 import { bareCluster, createNodes, kube, monitor, monitored, node } from "../monitor.mjs";
 
 const TOOLS = ["monitor_get_cluster", "training_submit"];
@@ -83,8 +83,8 @@ await needing(TOOLS, "monitoring: a NotReady node made through the Kubernetes AP
 
 for (const width of [1280, 420]) {
   for (const scheme of ["light", "dark"]) {
-    await needing(TOOLS, `monitoring and diagnostics pages at ${width} px, ${scheme}`, async (page, check) => {
-      const { name } = await monitored();
+    await needing([...TOOLS, "diagnose_training_job"], `monitoring and diagnostics pages at ${width} px, ${scheme}: contrast, labels, nothing wider than the window`, async (page, check) => {
+      const { name, waiting } = await monitored();
       await openAt(page, `/monitor?cluster=${name}`);
       await page.waitForSelector("#glance");
       await page.waitForSelector("#gpu-history");
@@ -94,10 +94,23 @@ for (const width of [1280, 420]) {
       };
       await page.screenshot({ path: `${SHOTS}/pages-monitor-${width}-${scheme}.png`, fullPage: true });
       await over("monitoring");
+      const a11y = async (what) => {
+        const low = await contrastProblems(page);
+        check(low.length === 0, `${what}: text contrast at least 4.5:1 (${low.slice(0, 4).join("; ")})`);
+        const bare = await unlabelled(page);
+        check(bare.length === 0, `${what}: every control labelled (${bare.join(", ")})`);
+      };
+      await a11y("monitoring");
       await page.goto(`${URL}/#/diagnostics?cluster=${name}`);
       await page.waitForSelector(".diag-pick");
+      await page.click('[data-diagnostic="diagnose_training_job"] .diag-choose');
+      await page.waitForSelector("#diag-form-job");
+      await page.fill("#diag-form-job", waiting);
+      await page.click("#diag-form-run-diagnostic");
+      await page.waitForSelector("#verdict");
       await page.screenshot({ path: `${SHOTS}/pages-diagnostics-${width}-${scheme}.png`, fullPage: true });
       await over("diagnostics");
+      await a11y("diagnostics");
     }, { viewport: { width, height: 900 }, colorScheme: scheme });
   }
 }
