@@ -52,7 +52,7 @@ function Runner({ tool, cluster, query }) {
   };
   return html`<section class="panel diag-run" aria-label=${"run " + tool} data-tool=${tool}>
     <h2><code>${tool}</code> <span class="kind kind-read">read only</span></h2>
-    <p class="small">${def.summary} It only reads: anything it suggests is shown as a call for you to review.</p>
+    <p class="small">${String(def.summary || "").replace(/([^.])$/, "$1.")} It only reads: anything it suggests is shown as a call for you to review.</p>
     <div class="tool-layout">
       <div><${SchemaForm} schema=${def.input_schema} id="diag-form" values=${given} hide=${["cluster", "region"]} errors=${errors} busy=${busy}
         choices=${standard(def.input_schema)} actions=${[{ label: "Run diagnostic", kind: "read" }]} onSubmit=${run}/></div>
