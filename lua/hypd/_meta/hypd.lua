@@ -175,7 +175,9 @@ hypd.aws = { call = function(service, op, params, opts) end, try = function(serv
   signed_json = function(req) end,
   ---AWS tags: map(list) -> {key = value} of [{Key, Value}]; list(map) -> [{Key, Value}] sorted by key
   tags = { map = function(list) end, list = function(map) end } }
----@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s}
+---@type {connect: fun(args: {cluster?: string, region?: string}): hypd.K8s, cache: fun(spec: {cluster: string, region?: string, kinds: table[], sample?: function}): table}
+---cache: the running tool's watch-backed cache of a cluster (hypd.k8s.cache): ready(timeout), items(name),
+---kind_state(name), version(), wait_change(version, seconds), info(), history(), touch()
 hypd.k8s = {}
 hypd.tools = { call = function(name, params) end, exists = function(name) end, check = function(name, args) end }
 hypd.operations = { list = function(filter) end, get = function(id) end, events = function(id, after, limit, wait) end,

@@ -91,7 +91,7 @@ local function session(ws, user)
           if ws_monitor.cluster(topic) then
             if on and not monitors[topic] then
               local stop, why = ws_monitor.follow(topic, { name = user.name, scope = user.scope, front = "ws" },
-                function(msg) send(ws, msg) end)
+                function(m) send(ws, m) end)
               if stop then monitors[topic], topics[topic] = stop, true
               else send(ws, { type = "error", message = topic .. ": " .. tostring(why) }) end
             elseif not on and monitors[topic] then

@@ -37,8 +37,8 @@ end
 function M.follow(topic, caller, send)
   local name = M.cluster(topic)
   local def = registry.get(M.TOOL)
-  local ok, err = def and registry.allowed(def, caller)
   if not def then return nil, "no " .. M.TOOL .. " tool" end
+  local ok, err = registry.allowed(def, caller)
   if not ok then return nil, err.message end
   local stopped = false
   local t = sched.spawn(function()

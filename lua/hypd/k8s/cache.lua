@@ -11,7 +11,7 @@
 --
 --   local c = cache.open { name = "monitor", cluster = "demo", region = "us-west-2",
 --     kinds = { { name = "pods", api_version = "v1", kind = "Pod", keep = {...},
---                 reduce = function(obj) -> record | nil, fields = "..." } },
+--                 reduce = function(obj) -> record | nil, fields = "...", split = true } },
 --     sample = function(c) -> a table (kept with t, one a SAMPLE, HISTORY of them) }
 --   c:ready(timeout) -> true | nil, err   (every kind listed once, or absent)
 --   c:items(name) -> key ("ns/name") -> record; c:kind_state(name) -> {state, count, err}
@@ -60,23 +60,75 @@ function C:changed()
   self.sig:fire()
 end
 
--- relist(k) -> resourceVersion: one paginated list replacing k's set
-function C:relist(k)
-  local set = self.sets[k.name]
-  local fresh = {}
+-- same(a, b) -> true when two records hold the same values (a change
+-- that leaves a record as it was, a node's heartbeat, is no change)
+local function same(a, b)
+  if a == b then return true end
+  if type(a) ~= "table" or type(b) ~= "table" then return false end
+  for key, v in pairs(a) do if not same(v, b[key]) then return false end end
+  for key in pairs(b) do if a[key] == nil then return false end end
+  return true
+end
+
+-- list_into(k, fresh, namespace) -> the list's resourceVersion (a number
+-- when it is one): every page of k (in namespace, or everywhere) into fresh
+function C:list_into(k, fresh, namespace)
   counts.lists = counts.lists + 1
-  set.lists = set.lists + 1
-  local items, meta = self.conn:list(k.api_version, k.kind, { all_namespaces = true, fields = k.fields,
-    labels = k.labels, limit = M.PAGE, keep = k.keep, each = function(obj)
+  local items, meta = self.conn:list(k.api_version, k.kind, { all_namespaces = namespace == nil,
+    namespace = namespace, fields = k.fields, labels = k.labels, limit = M.PAGE, keep = k.keep, each = function(obj)
       local rec = k.reduce(obj)
       if rec ~= nil then fresh[okey(obj)] = rec end
     end })
   if not items then error(meta, 0) end
+  return meta.resourceVersion
+end
+
+-- relist(k) -> resourceVersion: the lists replacing k's set. A kind marked
+-- split (pods: most of a cluster's bytes) is listed namespace by namespace,
+-- SPLIT lists at a time, so the API server answers one while this process
+-- decodes another; the watch then starts from the oldest of their
+-- resourceVersions (what changed after it is replayed: upserts and deletes
+-- that end in the state the later lists saw)
+M.SPLIT = 4
+function C:relist(k)
+  local set = self.sets[k.name]
+  local fresh = {}
+  set.lists = set.lists + 1
+  local namespaces
+  if k.split then
+    local ok, list = pcall(self.conn.list, self.conn, "v1", "Namespace", { keep = { metadata = { name = true } } })
+    if ok and list then
+      namespaces = {}
+      for _, n in ipairs(list) do namespaces[#namespaces + 1] = n.metadata.name end
+    end
+  end
+  local rv
+  if not namespaces or #namespaces < 2 then
+    rv = self:list_into(k, fresh)
+  else
+    local next_ns, oldest, failed = 1, nil, nil
+    local workers = {}
+    for w = 1, math.min(M.SPLIT, #namespaces) do
+      workers[w] = task.spawn(function()
+        while not failed and next_ns <= #namespaces do
+          local ns = namespaces[next_ns]
+          next_ns = next_ns + 1
+          local ok, r = pcall(self.list_into, self, k, fresh, ns)
+          if not ok then failed = r return end
+          local n = tonumber(r)
+          if n and (not oldest or n < oldest) then oldest = n end
+        end
+      end, { name = "k8s cache list " .. k.kind, daemon = true })
+    end
+    for _, w in ipairs(workers) do w:wait() end
+    if failed then error(failed, 0) end
+    rv = oldest and tostring(oldest)
+  end
   set.items = fresh
   set.state = "watching"
   set.err = nil
   self:changed()
-  return meta.resourceVersion
+  return rv
 end
 
 -- follow(k): list, then watch until the cache stops; errors wait and retry
@@ -106,8 +158,10 @@ function C:follow(k)
           if self.stopped then return false end
           local id = okey(ev.object)
           local rec = ev.type ~= "DELETED" and k.reduce(ev.object) or nil
-          set.items[id] = rec
-          self:changed()
+          if not same(set.items[id], rec) then
+            set.items[id] = rec
+            self:changed()
+          end
           return true
         end)
     end)
@@ -158,9 +212,7 @@ function C:items(name) return (self.sets[name] or {}).items or {} end
 function C:kind_state(name)
   local s = self.sets[name]
   if not s then return nil end
-  local n = 0
-  for _ in pairs(s.items) do n = n + 1 end
-  return { state = s.state, count = n, err = s.err, lists = s.lists }
+  return { state = s.state, err = s.err, lists = s.lists }
 end
 
 function C:touch() self.used = core.now() end
@@ -180,9 +232,12 @@ function C:info()
   local kinds = {}
   for name, s in pairs(self.sets) do
     if s.state ~= "absent" then
-      local n = 0
-      for _ in pairs(s.items) do n = n + 1 end
-      kinds[name] = n
+      if s.counted ~= self.version then -- counted once a version
+        local n = 0
+        for _ in pairs(s.items) do n = n + 1 end
+        s.count, s.counted = n, self.version
+      end
+      kinds[name] = s.count
     end
   end
   return { state = self.built_seconds and "warm" or "cold", built_seconds = self.built_seconds,

@@ -201,15 +201,18 @@ local function list(cl, r, rt, q, req)
     start = math.max(start, first_after(all, ns, name))
   end
   local limit = tonumber(q.limit) or 0
-  local items, cont, remaining = json.array(), nil, 0
+  local items, cont, remaining = json.array(), nil, nil
+  -- remainingItemCount only without a selector, as the API server gives it
+  -- (so a page costs its own objects, not a count of every later one)
+  local selected = (q.labelSelector or "") ~= "" or (q.fieldSelector or "") ~= ""
   local i = start
   while i <= stop do
     local o = all[i]
-    if match(o) then
+    if not selected or match(o) then
       if limit > 0 and #items >= limit then
         local last = items[#items]
         cont = sys.b64encode(json.encode { rv = cl.rv, after = (last.metadata.namespace or "") .. "/" .. last.metadata.name })
-        for j = i, stop do if match(all[j]) then remaining = remaining + 1 end end
+        if not selected then remaining = stop - i + 1 end
         break
       end
       items[#items + 1] = o
@@ -224,7 +227,7 @@ local function list(cl, r, rt, q, req)
   local texts = {}
   for n, o in ipairs(items) do texts[n] = cl:text(o) end
   local head = json.encode { kind = list_kind(r), apiVersion = resources.gv(r),
-    metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = cont and remaining or nil } }
+    metadata = { resourceVersion = tostring(cl.rv), continue = cont, remainingItemCount = remaining } }
   return { status = 200, headers = JSON, body = head:sub(1, -2) .. ',"items":[' .. table.concat(texts, ",") .. "]}" }
 end
 

@@ -98,9 +98,42 @@ local function before(a, b)
   return a.metadata.name < b.metadata.name
 end
 
--- sorted(r) -> every object of r sorted by namespace and name: one array
--- kept until r's next change, shared by every list (callers must not change
--- it), so a paginated list of 60,000 pods sorts once, not once a page
+-- locate(arr, ns, name) -> the index of the first object of the sorted
+-- array arr that does not sort before (ns, name) (binary search)
+local function locate(arr, ns, name)
+  local lo, hi = 1, #arr + 1
+  while lo < hi do
+    local mid = (lo + hi) // 2
+    local m = arr[mid].metadata
+    local mns = m.namespace or ""
+    if mns < ns or (mns == ns and m.name < name) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- resort(key, etype, obj): keeps the sorted array of a resource (when there
+-- is one) in order through a change: a binary search and one insert, swap
+-- or remove, not a sort of every object
+function Cluster:resort(key, etype, obj)
+  local arr = self.sorted_by[key]
+  if not arr then return end
+  local ns, name = obj.metadata.namespace or "", obj.metadata.name
+  local i = locate(arr, ns, name)
+  local at = arr[i]
+  local here = at and (at.metadata.namespace or "") == ns and at.metadata.name == name
+  if etype == "DELETED" then
+    if here then table.remove(arr, i) end
+  elseif here then
+    arr[i] = obj
+  else
+    table.insert(arr, i, obj)
+  end
+end
+
+-- sorted(r) -> every object of r sorted by namespace and name: one array,
+-- sorted once and kept in order through every change (resort), shared by
+-- every list (callers must not change it), so a paginated list of 60,000
+-- pods sorts once, not once a page
 function Cluster:sorted(r)
   local key = gr(r)
   local out = self.sorted_by[key]
@@ -165,7 +198,7 @@ function Cluster:commit(etype, r, obj)
   else
     self:index(gr(r))[ikey] = obj
   end
-  self.sorted_by[gr(r)] = nil
+  self:resort(gr(r), etype, obj)
   local text = json.encode(obj)
   if etype ~= "DELETED" then self.texts[obj] = { rv = obj.metadata.resourceVersion, text = text } end
   self.ring_last = self.ring_last + 1

@@ -87,7 +87,7 @@ M.KINDS = {
         conditions = cond_list(st.conditions, bad_condition), taints = taints,
         gpu_cap = qty(cap[M.GPU]), gpu_alloc = qty(alloc[M.GPU]), efa_cap = qty(cap[M.EFA]), efa_alloc = qty(alloc[M.EFA]) }
     end },
-  { name = "pods", api_version = "v1", kind = "Pod",
+  { name = "pods", api_version = "v1", kind = "Pod", split = true,
     keep = { metadata = META_SHORT, spec = { nodeName = true, nodeSelector = true, containers = CONTAINER,
       initContainers = CONTAINER }, status = { phase = true, conditions = true } },
     reduce = function(o)

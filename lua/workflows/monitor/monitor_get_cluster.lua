@@ -13,6 +13,27 @@ local BUILD_WAIT = 120 -- seconds the first call waits for the cache's lists
 local DCGM_EVERY = 15 -- seconds a DCGM reading is reused
 
 local dcgm_seen = {} -- cluster -> {t, utilisation}
+-- the view of a cache version, per cluster and filter: a call that finds the
+-- cache as the last one left it answers without going over 60,000 records
+local built = {}
+
+local function view(c, p, cluster, region)
+  local key = table.concat({ cluster, tostring(region), tostring(p.namespace), tostring(p.instance_group) }, "|")
+  local v = c.version()
+  local m = built[key]
+  if not m or m.version ~= v then
+    if not m and next(built) and #key > 0 then
+      local n = 0
+      for _ in pairs(built) do n = n + 1 end
+      if n >= 64 then built = {} end -- filters seen long ago go
+    end
+    m = { version = v, out = V.build(c, p) }
+    built[key] = m
+  end
+  local out = {}
+  for k, x in pairs(m.out) do out[k] = x end -- the per-call fields go on a copy
+  return out
+end
 
 -- utilisation(c, conn, cluster) -> the DCGM exporter's GPU utilisation, or
 -- nil and why it is absent
@@ -70,7 +91,7 @@ return tool {
     local function on_cluster(t) return t:find(name, 1, true) ~= nil end
     local function read()
       c.touch()
-      local out = V.build(c, p)
+      local out = view(c, p, name, target.region)
       out.cluster, out.region = name, target.region
       local info = c.info()
       info.state = cold and "cold" or "warm"
