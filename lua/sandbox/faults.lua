@@ -17,7 +17,7 @@
 --     sent after_lines lines: half of the next line goes out, then the connection drops, as a real
 --     API server or kubelet drops a long stream; count streams are cut, 1 unless given)
 --     training_logs, pod_crash, image_pull, readiness_fail: sandbox.faults_workloads
---     node_health, lifecycle_failure, addon_unhealthy: see sandbox.faults_nodes
+--     node_health, lifecycle_failure, addon_unhealthy, eks_failure: see sandbox.faults_nodes
 -- The same seed gives the same faults for the same sequence of requests.
 local errors = require "hypd.errors"
 local task = require "hypd.task"
@@ -55,7 +55,7 @@ function M.configure(s)
     end
   end
   local wl_ok, wl_err = require("sandbox.faults_workloads").configure(s) if not wl_ok then return nil, wl_err end
-  local nodes_ok, nodes_err = require("sandbox.faults_nodes").check(s) -- node_health, lifecycle_failure, addon_unhealthy
+  local nodes_ok, nodes_err = require("sandbox.faults_nodes").check(s) -- node, lifecycle, add-on, EKS faults
   if not nodes_ok then return nil, nodes_err end
   spec = s
   spec.services = spec.services or {}

@@ -17,6 +17,8 @@
 --   addon_unhealthy = { { cluster = "eks1", addon = "vpc-cni", code = "InsufficientNumberOfReplicas",
 --                         message = "..." } }
 --     (DescribeAddon shows the add-on DEGRADED with that health issue)
+--   eks_failure = { { cluster = "eks1", code = "Ec2SubnetNotFound", message = "..." } }
+--     (the EKS cluster's creation ends FAILED with that health issue)
 local errors = require "hypd.errors"
 
 local M = {}
@@ -60,6 +62,11 @@ function M.check(s)
       return fail("addon_unhealthy", i, "cluster and addon are required; code and message are strings")
     end
   end
+  for i, f in ipairs(s.eks_failure or {}) do
+    if type(f.cluster) ~= "string" or not str(f.code) or not str(f.message) then
+      return fail("eks_failure", i, "cluster is required; code and message are strings")
+    end
+  end
   M.spec = s
   -- the Nodes follow at once, in every region's controllers
   local ok, ctl_ = pcall(require, "sandbox.k8s.controllers._ctl")
@@ -100,6 +107,16 @@ function M.addon(cluster, addon)
     if f.cluster == cluster and f.addon == addon then
       return { code = f.code or "InsufficientNumberOfReplicas",
         message = f.message or "The add-on is unhealthy because it doesn't have the desired number of replicas." }
+    end
+  end
+end
+
+-- eks(cluster) -> the health issue an EKS cluster's creation fails with, or nil
+function M.eks(cluster)
+  for _, f in ipairs(M.spec.eks_failure or {}) do
+    if f.cluster == cluster then
+      return { code = f.code or "Ec2SubnetNotFound",
+        message = f.message or "One or more of the subnets of the cluster's VPC configuration do not exist." }
     end
   end
 end

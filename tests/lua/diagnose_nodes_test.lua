@@ -119,6 +119,26 @@ t.test("node conditions and a taint: MemoryPressure, DiskPressure, NetworkUnavai
   t.like(ready.evidence[1].quote, "Ready=Unknown reason=NodeStatusUnknown message=Kubelet stopped posting")
   t.eq(taint.evidence[1].quote, "example.com/broken=yes:NoExecute")
   t.eq(r.findings[1].severity, "critical", "worst first")
+  inject {}
+  r = D.run("diagnose_node_health", {})
+  t.eq(r.healthy, true, "the conditions go with the faults: " .. json.encode(D.codes(r)))
+end)
+
+t.test("a cordoned node: NODE_CORDONED quoting spec.unschedulable; uncordoned, healthy again", function()
+  if not S then return skip() end
+  inject {}
+  local conn = k8s.connect { cluster = S.eks, region = "us-west-2" }
+  assert(conn:patch("v1", "Node", cpu, { spec = { unschedulable = true } }, { type = "merge" }))
+  local r = D.run("diagnose_node_health", { node = cpu })
+  local f = D.find(r, "NODE_CORDONED")
+  t.ok(f, json.encode(D.codes(r)))
+  if f then
+    t.eq({ f.severity, f.evidence[1].source, f.evidence[1].quote }, { "warning", "Node/" .. cpu .. " spec.unschedulable",
+      "true" })
+    t.eq(D.actions(f), { "inspect hyperpod_list_nodes", "reboot hyperpod_node_reboot" }, "no replace for a warning")
+  end
+  assert(conn:patch("v1", "Node", cpu, { spec = { unschedulable = false } }, { type = "merge" }))
+  t.eq(D.run("diagnose_node_health", { node = cpu }).healthy, true)
 end)
 
 t.test("a node SageMaker reports Failure: NODE_FAILED quoting InstanceStatus, plus its Kubernetes side", function()

@@ -71,6 +71,13 @@ t.test("the aws CLI works against the sandbox", function()
   local rc, out, err = with_env("aws sts get-caller-identity --output json")
   t.eq(rc, 0, err)
   t.eq(json.decode(out).Account, "123456789012")
+  -- CloudWatch Logs (the HyperPod lifecycle logs' service): JSON 1.1 as the CLI speaks it
+  rc, out, err = with_env("aws logs describe-log-groups --log-group-name-prefix /aws/sagemaker/ --output json")
+  t.eq(rc, 0, err)
+  t.eq(json.decode(out), { logGroups = {} })
+  rc, out, err = with_env("aws logs describe-log-streams --log-group-name /aws/sagemaker/Clusters/none/0 --output json")
+  t.ok(rc ~= 0, "a log group that does not exist is an error: " .. tostring(out))
+  t.like(err, "ResourceNotFoundException.*The specified log group does not exist")
 end)
 
 t.test("state survives kill -9 and a restart", function()

@@ -25,7 +25,7 @@ local function summaries(ctx, e, group)
   return out
 end
 
--- pod_group(pod, types) -> the instance group a pod asks for (its node
+-- pod_group(pod) -> the instance group a pod asks for (its node
 -- selector or required affinity on the group label), or nil
 local function pod_group(pod)
   local spec = pod.spec or {}
@@ -47,7 +47,7 @@ local function gpus_of(pod)
   return n
 end
 
--- pending(r, c, pods, groups, node_of): the pods the scheduler cannot place,
+-- pending(r, c, pods, groups, whole): the pods the scheduler cannot place,
 -- by the group they ask for (only the groups looked at; unplaced pods that
 -- name no group count when the whole cluster is looked at)
 local function pending(r, c, pods, groups, whole)

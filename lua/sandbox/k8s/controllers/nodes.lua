@@ -151,13 +151,18 @@ local function act(ctl, n, c, value)
   return true
 end
 
--- injected(ctl, node, status, c, n, old) -> the Events to write: the
+-- injected(node, status, c, n, old) -> the Events to write: the
 -- node_health faults (sandbox.faults_nodes) on the Node about to be
 -- written, as the health-monitoring agent would report them
-local function injected(ctl, node, status, c, n, old)
+local KUBELET = { Ready = true, MemoryPressure = true, DiskPressure = true, PIDPressure = true }
+local function injected(node, status, c, n, old)
   local said = {}
   local labels, ann = node.metadata.labels, node.metadata.annotations
   local before = old and old.metadata.labels or {}
+  -- a condition only a fault set (NetworkUnavailable) goes with the fault
+  local kept = {}
+  for _, cd in ipairs(status.conditions) do if KUBELET[cd.type] then kept[#kept + 1] = cd end end
+  status.conditions = kept
   for _, f in ipairs(faults_nodes.node(c.ClusterName, n.group, node.metadata.name)) do
     for key, v in pairs { [M.HEALTH] = f.label, [M.DEEP] = f.deep_health } do
       labels[key] = v
@@ -219,7 +224,7 @@ local function reconcile(ctl, r, n, c)
     (c.ClusterArn or ""):match("([^/]+)$") or c.ClusterName, n.InstanceId)
   node.spec.taints = taints_of(g, bad)
   local status = node_.status(ctl, old and old.status, n, ready, { not_ready = NOT_READY })
-  local said = injected(ctl, node, status, c, n, old)
+  local said = injected(node, status, c, n, old)
   if node_.put(ctl, r, old, node, status) then M.schedule_fault(ctl.region, c, n) end
   for _, e in ipairs(said) do ctl_.event(ctl, cl:get(r, nil, name) or node, "Warning", e[1], e[2], "health-monitoring-agent") end
 end

@@ -2,6 +2,7 @@
 -- DeleteAddon, DescribeAddonVersions. Records: "addon" (id "<cluster>/<addon>").
 local C = require "sandbox.services.eks.clusters"
 local D = require "sandbox.services.eks.deps"
+local faults_nodes = require "sandbox.faults_nodes"
 local json = require "hypd.json"
 local log = require "hypd.log"
 
@@ -151,6 +152,8 @@ local function health(ctx, a)
         resourceIds = json.array() }
     end
   end
+  local f = faults_nodes.addon(a.clusterName, a.addonName)
+  if f then issues[#issues + 1] = { code = f.code, message = f.message, resourceIds = json.array() } end
   return issues
 end
 
@@ -180,7 +183,14 @@ function tr.addon_active(ctx, args)
 end
 
 function ops.DescribeAddon(ctx, input)
-  return { addon = view(get(ctx, input.clusterName, input.addonName)) }
+  local out = view(get(ctx, input.clusterName, input.addonName))
+  -- an addon_unhealthy fault (sandbox.faults_nodes) on an add-on that is up: DEGRADED with its issue
+  local f = faults_nodes.addon(out.clusterName, out.addonName)
+  if f and out.status == "ACTIVE" then
+    out.status = "DEGRADED"
+    out.health = { issues = { { code = f.code, message = f.message, resourceIds = json.array() } } }
+  end
+  return { addon = out }
 end
 
 function ops.ListAddons(ctx, input)

@@ -138,6 +138,13 @@ end
 
 function tr.cluster_active(ctx, args)
   local c = ctx.state:get("cluster", args.name)
+  local issue = c and c.status == "CREATING" and require("sandbox.faults_nodes").eks(c.name)
+  if issue then -- an eks_failure fault (sandbox.faults_nodes): the creation fails with its health issue
+    c.status, c.health = "FAILED", { issues = { { code = issue.code, message = issue.message,
+      resourceIds = json.array() } } }
+    ctx.state:put("cluster", c.name, c)
+    return
+  end
   if c and c.status == "CREATING" then
     -- its Kubernetes API starts serving (sandbox.k8s)
     c.endpoint, c.certificateAuthority.data = require("sandbox.k8s").serve(ctx.region, c)

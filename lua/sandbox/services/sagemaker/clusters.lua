@@ -150,7 +150,13 @@ local function settle(ctx, c, g, nodes)
     g.Status = "Failed"
     return msg
   end
-  C.bring_up(ctx, c, g, nodes)
+  local _, script_failed = C.bring_up(ctx, c, g, nodes)
+  -- a failed lifecycle script fails a cluster being created (continuous
+  -- provisioning keeps the cluster and the failed nodes instead)
+  if #script_failed > 0 and c.ClusterStatus == "Creating" and c.NodeProvisioningMode ~= "Continuous" then
+    g.Status = "Failed"
+    return require("sandbox.services.sagemaker.lifecycle").failure(c, g, script_failed)
+  end
   g.Status = "InService"
   for _, n in ipairs(C.nodes(ctx, c.ClusterName, g.InstanceGroupName)) do
     if n.Status == "Failure" then

@@ -296,13 +296,20 @@ function M.capacity_fault(ctx, g, nodes)
   end
 end
 
--- bring_up(ctx, c, g, nodes) -> ok, message: Pending nodes become Running,
--- except where a failing_nodes fault applies
+-- bring_up(ctx, c, g, nodes) -> ok, lifecycle_failed: Pending nodes run
+-- their lifecycle script (sagemaker/lifecycle) and become Running, except
+-- where a failing_nodes fault applies or the script fails (lifecycle_failed:
+-- the instance ids it failed on)
 function M.bring_up(ctx, c, g, nodes)
   local _, f = ctx:fault("failing_nodes", { cluster = c.ClusterName, instance_group = g.InstanceGroupName })
   local failing = f and (f.count or 1) or 0
+  local lifecycle, failed = require "sandbox.services.sagemaker.lifecycle", {}
   for _, n in ipairs(nodes) do
-    if failing > 0 then
+    local script_error = lifecycle.run(ctx, c, g, n)
+    if script_error then
+      failed[#failed + 1] = n.InstanceId
+      n.Status, n.Message = "Failure", script_error
+    elseif failing > 0 then
       failing = failing - 1
       n.Status = "Failure"
       n.Message = "Node failed health checks after launch: the instance did not pass the lifecycle and " ..
@@ -312,7 +319,7 @@ function M.bring_up(ctx, c, g, nodes)
     end
     ctx.state:put("node", n.InstanceId, n)
   end
-  return failing == 0
+  return failing == 0, failed
 end
 
 return M
