@@ -6,7 +6,8 @@
 --                       lines = { "[rank 0] ... NCCL WARN NET/OFI ..." }, stall = true } }
 --     (once a matching pod's container has printed after_lines lines, its
 --     log gets `lines`; with stall = true the training operator prints no
---     more step lines for the job while that pod runs: a hang; every new
+--     more step lines for the job while that pod runs: a hang; with slow =
+--     0.3 the job's throughput drops to that fraction: a slow job; every new
 --     pod of the same name gets them again)
 --   pod_crash = { { namespace, pod_prefix, reason = "CrashLoopBackOff" | "OOMKilled", exit_code = 1 } }
 --     (the containers of a matching pod exit as soon as they start, with
@@ -57,6 +58,9 @@ function M.configure(s)
           end
           if f.after_lines ~= nil and not math.tointeger(f.after_lines) then
             return bad(kind, i, "after_lines: an integer")
+          end
+          if f.slow ~= nil and not (type(f.slow) == "number" and f.slow > 0 and f.slow <= 1) then
+            return bad(kind, i, "slow: a fraction of the throughput, above 0 and at most 1")
           end
         elseif kind == "pod_crash" then
           if f.reason ~= nil and not CRASH[f.reason] then return bad(kind, i, "reason: CrashLoopBackOff or OOMKilled") end

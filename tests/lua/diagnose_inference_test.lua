@@ -122,9 +122,15 @@ t.test("pod_crash: POD_CRASHLOOP with the exit code, and POD_OOMKILLED for an OO
   local pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "oom" } })[1]
   t.eq(pod and pod.status.phase, "Running", "the kubelet keeps restarting it: the pod stays Running")
   t.eq(pod and pod.status.containerStatuses[1].state.waiting.reason, "CrashLoopBackOff")
-  gone("crash")
   gone("oom")
   faults.configure {}
+  -- the fault gone, the kubelet's next restart keeps the container up: healthy, its restarts counted
+  FH.wait(function() return available("crash") == 1 end, 900, 5)
+  r = diagnose("crash")
+  t.eq(r and r.healthy, true, r and r.summary)
+  pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "crash" } })[1]
+  t.ok(pod and pod.status.containerStatuses[1].restartCount >= 1, "restartCount kept")
+  gone("crash")
 end)
 
 t.test("readiness_fail: READINESS_PROBE_FAILING with the Unhealthy events, the pods not Ready, no ready endpoint",
@@ -146,7 +152,7 @@ t.test("readiness_fail: READINESS_PROBE_FAILING with the Unhealthy events, the p
 t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's words, scale-down and scale-up calls",
   function()
     deploy("greedy", { replicas = 3, gpus = 4 })
-    task.sleep(30)
+    FH.wait(function() return available("greedy") == 2 end, 900, 5) -- two of the three fit
     local r = diagnose("greedy")
     local f = find(r, "POD_PENDING_GPU")
     t.eq(f and f.severity, "critical")

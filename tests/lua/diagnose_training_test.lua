@@ -2,7 +2,7 @@
 -- clock: an EKS cluster with a HyperPod group of two ml.g5.12xlarge nodes
 -- (4 GPUs each) and the training operator. A running job is healthy; each
 -- workload fault of sandbox.faults_workloads (training_logs: an NCCL
--- timeout with a hang, EFA / XID / NCCL WARN lines, CUDA errors; pod_crash:
+-- timeout with a hang, EFA / XID / NCCL WARN lines, CUDA errors, a slowdown; pod_crash:
 -- OOM kills that use up the restart budget, a batch Job in a crash loop),
 -- a job asking more GPUs than are free, and a node marked for reboot each
 -- give their finding with its code, severity and quoted evidence; every
@@ -81,18 +81,18 @@ t.test("a running job with no fault is healthy, having looked at its status, pod
   t.like(r and r.summary, "^healthy")
 end)
 
-t.test("a node of the job marked for reboot by HyperPod: NODE_UNHEALTHY with reboot and replace calls", function()
+t.test("a node of the job HyperPod marks Unschedulable: NODE_UNHEALTHY with reboot and replace calls", function()
   local pod = conn:get("v1", "Pod", "good-pod-0", { namespace = "default" })
   local node = pod.spec.nodeName
   local function label(v)
     assert(conn:patch("v1", "Node", node, { metadata = { labels = { ["sagemaker.amazonaws.com/node-health-status"] = v } } }))
   end
-  label("UnschedulablePendingReboot")
+  label("Unschedulable")
   local r = diagnose("good")
   local f = find(r, "NODE_UNHEALTHY")
   t.eq(f and f.severity, "critical")
   t.eq(f and f.subject, "node " .. node)
-  t.like(quotes(f), "node%-health%-status | UnschedulablePendingReboot")
+  t.like(quotes(f), "node%-health%-status | Unschedulable$")
   local calls = {}
   for _, s in ipairs(f and f.next or {}) do calls[#calls + 1] = s.action .. " " .. s.call end
   t.like(table.concat(calls, "\n"), "reboot hyperpod_node_reboot cluster=" .. D.esc(EKS) .. " nodes:='%[\"" ..
@@ -157,6 +157,28 @@ t.test("training_logs: EFA provider errors, an XID and NCCL WARN lines give EFA_
   faults.configure {}
 end)
 
+t.test("training_logs with slow: the throughput falls to a fifth, TRAINING_SLOW quoting the step lines", function()
+  assert(faults.configure { training_logs = { { pod_prefix = "slow-pod-0", after_lines = 20, slow = 0.2,
+    lines = { "slow-pod-0:77:88 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.5<0>" } } } })
+  job("slow", 2, 1)
+  FH.wait(function() return phase("slow") == "Running" end, 600, 1)
+  task.sleep(60)
+  local r = diagnose("slow")
+  local f = find(r, "TRAINING_SLOW")
+  t.eq(f and f.severity, "warning")
+  t.like(f and f.summary, "^the throughput fell from 1[78]%d%.%d to 3%d%.%d$", "180 samples/s per GPU, then a fifth")
+  t.like(quotes(f), "log %(first slow step%) | %[rank 0%] step %d+/100000 loss=%S+ throughput=3%d%.%d samples/s")
+  t.eq(find(r, "TRAINING_STALLED"), nil, "it still steps")
+  gone("slow")
+  faults.configure {}
+  -- with no fault the same job keeps its pace
+  job("pace", 2, 1)
+  FH.wait(function() return phase("pace") == "Running" end, 600, 1)
+  task.sleep(60)
+  t.eq(find(diagnose("pace"), "TRAINING_SLOW"), nil, "no slowdown without the fault")
+  gone("pace")
+end)
+
 t.test("training_logs: CUDA errors and CUDA out of memory give CUDA_ERROR and CUDA_OOM", function()
   assert(faults.configure { training_logs = { { pod_prefix = "cuda-pod-0", after_lines = 4, lines = {
     "RuntimeError: CUDA error: an illegal memory access was encountered",
@@ -216,7 +238,14 @@ end)
 
 t.test("more GPUs asked than are free: POD_PENDING_GPU with the scheduler's words and a scale call", function()
   job("big", 3, 4)
-  task.sleep(30)
+  -- two of the three fit (the scheduler may first have to see the last job's pods go)
+  FH.wait(function()
+    local n = 0
+    for _, p in ipairs(conn:list("v1", "Pod", { namespace = "default", labels = { HPJob = "big" } }) or {}) do
+      if p.status.phase == "Running" then n = n + 1 end
+    end
+    return n == 2
+  end, 900, 5)
   local r = diagnose("big")
   local f = find(r, "POD_PENDING_GPU")
   t.eq(f and f.severity, "critical")

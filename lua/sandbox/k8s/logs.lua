@@ -51,13 +51,13 @@ function M.append(cl, ns, pod, container, text)
   b.sig:fire()
 end
 
--- stalled(cl, ns, pod) -> true when a training_logs fault with stall has
--- struck one of the pod's containers: it prints no more steps
-function M.stalled(cl, ns, pod)
+-- struck(cl, ns, pod) -> the training_logs fault that has struck one of
+-- the pod's containers, or nil (stall: it prints no more steps; slow: its
+-- throughput is that fraction)
+function M.struck(cl, ns, pod)
   for k, b in pairs(cl.logs or {}) do
-    if b.fault and b.fault.stall and k:sub(1, #ns + #pod + 2) == ns .. "/" .. pod .. "/" then return true end
+    if b.fault and k:sub(1, #ns + #pod + 2) == ns .. "/" .. pod .. "/" then return b.fault end
   end
-  return false
 end
 
 -- ended(cl, ns, pod): the pod stopped or went; followers finish

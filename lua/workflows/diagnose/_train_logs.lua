@@ -5,7 +5,9 @@
 -- step line's age is the kubelet's time, not the job's.
 --
 --   local TL = require "diagnose._train_logs"
---   TL.scan(lines) -> { hits = {code = {{line, at}}}, last_step = {line, at, t}, steps = n, every = s }
+--   TL.scan(lines) -> { hits = {code = {{line, at}}}, last_step = {line, at, t}, steps = n, every = s,
+--                       tputs = {{v, line, at}} (the step lines' throughput) }
+--   TL.slowdown(tputs) -> early, late, first slow line, last line | nil
 --   TL.PATTERNS: {code, severity, summary, explanation, plain substrings}
 local WL = require "diagnose._workloads"
 
@@ -66,7 +68,7 @@ end
 
 -- scan(lines) -> what the lines say (lines as read with timestamps=true)
 function M.scan(lines)
-  local out = { hits = {}, steps = 0 }
+  local out = { hits = {}, steps = 0, tputs = {} }
   local first_t, prev_t, gaps = nil, nil, {}
   for _, raw in ipairs(lines) do
     local ts, text = raw:match("^(%d%d%d%d%-%d%d%-%d%dT[%d:%.]+Z) (.*)$")
@@ -80,6 +82,9 @@ function M.scan(lines)
       h[#h + 1] = { line = text, at = ts }
     end
     if is_step(text) then
+      local tp = text:match("throughput=([%d%.]+)") or text:match("'throughput': ([%d%.]+)") or
+        text:match("train_speed%(iter/s%)': ([%d%.]+)")
+      if tonumber(tp) then out.tputs[#out.tputs + 1] = { v = tonumber(tp), line = text, at = ts } end
       out.steps = out.steps + 1
       if prev_t and t then gaps[#gaps + 1] = t - prev_t end
       prev_t = t or prev_t
@@ -93,6 +98,29 @@ function M.scan(lines)
     out.every = gaps[(#gaps + 1) // 2]
   end
   return out
+end
+
+local function median(list, i, j)
+  local xs = {}
+  for k = i, j do xs[#xs + 1] = list[k].v end
+  table.sort(xs)
+  return xs[(#xs + 1) // 2]
+end
+
+-- slowdown(tputs) -> early, late, first, last when the latest throughput
+-- (median of the last RECENT step lines) is under SLOW of the early one
+-- (median of the first third), else nil
+M.SLOW, M.RECENT = 0.5, 5
+function M.slowdown(tputs)
+  local n = #tputs
+  if n < 3 * M.RECENT then return nil end
+  local early, late = median(tputs, 1, n // 3), median(tputs, n - M.RECENT + 1, n)
+  if early > 0 and late < M.SLOW * early then
+    -- the first line of the slow stretch: the last one still at the early pace, plus one
+    local k = n
+    while k > 1 and tputs[k - 1].v < M.SLOW * early do k = k - 1 end
+    return early, late, tputs[k], tputs[n]
+  end
 end
 
 return M

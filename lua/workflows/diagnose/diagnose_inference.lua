@@ -215,7 +215,8 @@ local function router(r, conn, d, steps)
       if k then selector[k] = v end
     elseif mode == "--worker-urls" then urls[#urls + 1] = w end
   end
-  local ready, total, what = 0, 0, nil
+  local ready, total = 0, 0
+  local what
   if next(selector) then
     local parts = {}
     for k, v in pairs(selector) do parts[#parts + 1] = k .. "=" .. v end

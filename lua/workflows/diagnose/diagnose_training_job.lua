@@ -4,7 +4,7 @@
 -- (Pending with the scheduler's reason, crash loops, OOM kills, exit
 -- codes), their Warning events, the nodes they run on, and their logs
 -- (NCCL timeouts and warnings, EFA / libfabric errors, CUDA and XID
--- errors, a step counter that stopped). Read-only: what would change
+-- errors, a step counter that stopped, a throughput that fell). Read-only: what would change
 -- something is a suggested call (diagnose._findings).
 local P = require "_params"
 local F = require "diagnose._findings"
@@ -85,6 +85,7 @@ end
 -- logs(r, conn, job, pods, s, steps): the log lines' findings and a stall
 local function logs(r, conn, job, pods, s, steps)
   local hits, newest, every, read, running, errs = {}, nil, nil, 0, 0, 0
+  local slowest = {} -- the pod with the most throughput numbers
   local started
   for _, pod in ipairs(pods) do
     local ps = pod.status or {}
@@ -97,6 +98,7 @@ local function logs(r, conn, job, pods, s, steps)
       local lines = {}
       for line in tostring(text or ""):gmatch("[^\n]+") do lines[#lines + 1] = line end
       local scan = TL.scan(lines)
+      if #scan.tputs > #(slowest.tputs or {}) then slowest = { tputs = scan.tputs, pod = pod.metadata.name } end
       for code, list in pairs(scan.hits) do
         hits[code] = hits[code] or {}
         for _, h in ipairs(list) do
@@ -137,6 +139,20 @@ local function logs(r, conn, job, pods, s, steps)
         string.format("%d pods of job %s", #pods_hit, job.metadata.name), summary = pat.summary,
         evidence = ev, explanation = pat.explanation, next = next }
     end
+  end
+  -- a throughput that fell to a fraction of what it was
+  local early, late, first, last = TL.slowdown(slowest.tputs or {})
+  if early then
+    r:add { severity = "warning", code = "TRAINING_SLOW", subject = "job " .. job.metadata.name,
+      summary = string.format("the throughput fell from %.1f to %.1f", early, late), evidence = {
+        F.evidence("Pod/" .. slowest.pod .. " log (first slow step)", first.line, first.at),
+        F.evidence("Pod/" .. slowest.pod .. " log (last step)", last.line, last.at),
+        F.evidence("diagnose_training_job", string.format("median throughput %.1f over the first third of the " ..
+          "steps read, %.1f over the last %d", early, late, TL.RECENT)) },
+      explanation = "Every rank waits for the slowest at each collective: one degraded GPU (thermal or power " ..
+        "throttling, ECC retirements), an EFA link falling back to sockets, or a busy node slows the whole job. " ..
+        "NCCL WARN or EFA findings, and the node health of the job's nodes, point to which.",
+      next = steps }
   end
   -- a step counter that stopped while the pods run
   local now = hypd.now()

@@ -30,7 +30,8 @@
 -- restart from step 0; pod-level restarts are not simulated.
 -- A training_logs fault with stall (sandbox.faults_workloads) stops the
 -- step lines while its pods run: the job hangs (a log monitoring rule sees
--- it as HANGING).
+-- it as HANGING); with slow = f every rank's throughput is f of what it was
+-- (all ranks wait for the slowest).
 -- MLflow: when rank 0's container has MLFLOW_TRACKING_URI set to a sandbox
 -- tracking server's ARN (and the framework reports to it: report_to mlflow
 -- for LLaMA-Factory and MS-Swift), its client makes the experiment
@@ -272,14 +273,18 @@ local function train(ctl, job, m, pods, k)
     m.mlflow = report_start(ctl, job, kind, pods, steps)
   end
   -- a training_logs fault with stall: a rank hangs, no step goes on
-  local stalled = false
-  for _, p in ipairs(pods) do stalled = stalled or logs.stalled(ctl.cl, p.metadata.namespace, p.metadata.name) end
+  local stalled, slow = false, 1
+  for _, p in ipairs(pods) do
+    local f = logs.struck(ctl.cl, p.metadata.namespace, p.metadata.name)
+    stalled = stalled or (f and f.stall) == true
+    if f and tonumber(f.slow) then slow = math.min(slow, tonumber(f.slow)) end
+  end
   while not fired and not stalled and m.step < steps and now >= m.next_at do
     m.step = m.step + 1
     for rank, p in ipairs(pods) do
       local loss = 0.35 + 2.2 * math.exp(-3 * m.step / steps) + 0.04 * (noise(m.step, rank) - 0.5)
       local g = gpus(p)
-      local tput = (g > 0 and 180 * g or 12.5) * (1 + 0.05 * (noise(rank, m.step) - 0.5))
+      local tput = (g > 0 and 180 * g or 12.5) * (1 + 0.05 * (noise(rank, m.step) - 0.5)) * slow
       m.loss = loss
       if kind == "plain" then
         out(rank, p, string.format("[rank %d] step %d/%d loss=%.4f throughput=%.1f samples/s", rank - 1, m.step,

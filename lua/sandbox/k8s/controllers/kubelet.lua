@@ -142,7 +142,8 @@ local function creating(ctl, pr, pod, node)
   ctl_.put_status(ctl, pr, pod, st)
 end
 
-local function start(ctl, pr, pod, node)
+-- start(ctl, pr, pod, node [, restarts]) -> the pod Running (restarts: its containers' restartCount)
+local function start(ctl, pr, pod, node, restarts)
   local now = ctl_.stamp()
   local host = internal_ip(node)
   local st = ctl_.copy(pod.status or {})
@@ -159,7 +160,7 @@ local function start(ctl, pr, pod, node)
     local ready = not probes.probed(pod, c) and not (c.readinessProbe and unready)
     all = all and ready
     cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = ready, started = true,
-      restartCount = 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
+      restartCount = restarts or 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
       lastState = {} }
   end
   st.containerStatuses = cs
@@ -381,7 +382,7 @@ ctl_.handlers.pod = function(ctl, k)
     end
     -- the fault is gone: the container comes back at its restart
     m.crash_at = nil
-    pod = start(ctl, pr, pod, node)
+    pod = start(ctl, pr, pod, node, m.crashes)
   end
   local unready = workloads.match("readiness_fail", ns, name)
   if unready then
