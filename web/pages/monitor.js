@@ -117,7 +117,7 @@ function Attention({ nodes, cluster }) {
     <div class="csec-head"><h2 id="attention-h">Needs attention <span class="muted small">${list.length} ${list.length === 1 ? "node" : "nodes"}</span></h2></div>
     <ul class="attention">${shown.map((x) => html`<li class=${"att att-" + x.health} data-node=${x.name}>
       <div><${Pill} status=${x.health === "failed" ? "Failed" : "Degraded"}/> <code>${x.name}</code> <span class="muted small">${x.instance_group} · ${x.instance_type}</span>
-        <a class="small" href=${href("/diagnostics", { cluster, tool: "diagnose_node_health", node: x.name })}>Diagnose</a></div>
+        ${/^hyperpod-/.test(x.name) && html`<a class="small" href=${href("/diagnostics", { cluster, tool: "diagnose_node_health", node: x.name })}>Diagnose</a>`}</div>
       ${x.message && html`<p class="att-msg">${x.message}</p>`}
       <p class="small muted">${[x.health_label && `health ${x.health_label}`, x.deep_health_label && `deep health ${x.deep_health_label}`,
         ...(x.message ? [] : arr(x.conditions).map(bad)), ...arr(x.taints).map((t) => `taint ${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`)].filter(Boolean).join(" · ")}</p></li>`)}</ul>
@@ -139,7 +139,7 @@ function Nodes({ d, health, cluster }) {
   const all = arr(d.nodes && d.nodes.items);
   const rows = health ? all.filter((x) => x.health === health) : all;
   const head = html`<tr><th scope="col">Node</th><th scope="col">Group</th><th scope="col">Health</th><th scope="col">Ready</th>
-    <th scope="col" class="num">GPUs used/allocatable</th><th scope="col" class="num">EFA</th><th scope="col">Says</th></tr>`;
+    <th scope="col" class="num" title="GPUs requested by pods / allocatable">GPUs used</th><th scope="col" class="num" title="EFA devices requested / allocatable">EFA used</th><th scope="col">Says</th></tr>`;
   return html`<section class="csec" id="mon-nodes" aria-labelledby="mon-nodes-h">
     <div class="csec-head"><h2 id="mon-nodes-h">Nodes <span class="muted small">${health ? `${rows.length} ${health} of ${all.length}` : all.length}</span></h2>
       <div class="csec-actions">${health && html`<button type="button" class="btn btn-small" onClick=${() => setQuery({ health: "" })}>Show every node</button>`}
