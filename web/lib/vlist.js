@@ -19,7 +19,10 @@ const OVERSCAN = 6;
 export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, cols, cls = "", height = 420, rowHeight = 36, onOpen, empty }) {
   const box = useRef(null);
   const [top, setTop] = useState(0);
-  const [active, setActive] = useState(-1);
+  const [active, setActiveState] = useState(-1);
+  // the row in focus, also as a ref: keys pressed faster than the renders move from the newest one
+  const at = useRef(-1);
+  const setActive = (i) => { at.current = i; setActiveState(i); };
   const frame = useRef(0);
   const keyed = useRef(false); // the focus moves with the keys, even when its row leaves the DOM
   const n = rows.length;
@@ -53,10 +56,10 @@ export function VirtualTable({ id, label, rows, rowKey, head, row, rowAttrs, col
   }, [active, start]);
   const key = (e) => {
     const page = Math.max(1, view - 1);
-    const cur = active < 0 ? -1 : active;
+    const cur = at.current < 0 ? -1 : Math.min(at.current, n - 1);
     const to = { ArrowDown: cur + 1, ArrowUp: cur - 1, PageDown: cur + page, PageUp: cur - page, Home: 0, End: n - 1 }[e.key];
     if (to !== undefined) { e.preventDefault(); keyed.current = true; focusRow(to); return; }
-    if (e.key === "Enter" && onOpen && active >= 0 && rows[active] && e.target.tagName === "TR") { e.preventDefault(); onOpen(rows[active]); }
+    if (e.key === "Enter" && onOpen && cur >= 0 && rows[cur] && e.target.tagName === "TR") { e.preventDefault(); onOpen(rows[cur]); }
   };
   const spacer = (px) => html`<tr class="vspacer" aria-hidden="true"><td colspan=${cols} ref=${(td) => { if (td) td.style.height = px + "px"; }}></td></tr>`;
   const shown = rows.slice(start, end);

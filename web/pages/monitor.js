@@ -261,7 +261,8 @@ function Monitor({ query }) {
           <${Attention} nodes=${arr(d.nodes && d.nodes.items)} cluster=${cluster}/>
           <div class="mon-two"><${Groups} groups=${arr(d.instance_groups)}/>
             <section class="csec" id="gpu-chart" aria-labelledby="gpu-chart-h"><div class="csec-head"><h2 id="gpu-chart-h">GPU allocation, last hour</h2></div>
-              <${HistoryChart} history=${arr(d.history)}/></section></div>
+              <${HistoryChart} history=${arr(d.history)}/>
+              ${!d.utilisation && d.utilisation_absent && html`<p class="muted small" id="utilisation-absent">No GPU utilisation: ${d.utilisation_absent}.</p>`}</section></div>
           ${d.utilisation && html`<${Utilisation} u=${d.utilisation}/>`}
           <${Nodes} d=${d} health=${health} cluster=${cluster}/>
           <${Pending} d=${d}/>

@@ -54,6 +54,7 @@ await needing(TOOLS, "monitoring: the page's counts equal monitor_get_cluster's,
   check(samples >= 1 && samples <= a.history.length + 2, `the chart has the tool's samples: ${samples} of ${a.history.length}`);
   check((await page.$$("#gpu-history svg path.line-requested, #gpu-history svg path.line-allocatable")).length === 2, "both lines are drawn");
   check(/GPUs/.test(await page.textContent("#gpu-history svg")) && /now/.test(await page.textContent("#gpu-history svg")), "the axes are labelled");
+  if (!a.utilisation) check(a.utilisation_absent && (await page.textContent("#utilisation-absent")).includes(a.utilisation_absent), "without a DCGM exporter the page says why there is no utilisation");
   await page.screenshot({ path: `${SHOTS}/monitor-counts.png`, fullPage: true });
 });
 
@@ -150,12 +151,16 @@ async function big(page, check, name) {
   await page.keyboard.press("End");
   await page.waitForFunction((n) => document.activeElement && document.activeElement.getAttribute("aria-rowindex") === String(n + 1), a.nodes.total);
   check(await rows() < 60, "End: the last row in focus, few rows drawn");
+  const focused = () => page.evaluate(() => Number(document.activeElement && document.activeElement.getAttribute("aria-rowindex")));
   await page.keyboard.press("PageUp");
+  await page.waitForFunction((n) => Number(document.activeElement?.getAttribute("aria-rowindex")) < n + 1, a.nodes.total);
+  const up = await focused();
   await page.keyboard.press("ArrowUp");
-  const at = Number(await page.evaluate(() => document.activeElement.getAttribute("aria-rowindex")));
-  check(at < a.nodes.total + 1 && at > a.nodes.total - 30, "Page Up and the arrows move the focus: row " + at);
+  await page.waitForFunction((u) => Number(document.activeElement?.getAttribute("aria-rowindex")) === u - 1, up);
+  check(up > a.nodes.total - 30 && await focused() === up - 1, `Page Up and the arrows move the focus: rows ${up}, ${await focused()}`);
   await page.keyboard.press("Home");
-  await page.waitForFunction(() => document.activeElement && document.activeElement.getAttribute("aria-rowindex") === "2");
+  await page.waitForFunction(() => document.activeElement && document.activeElement.getAttribute("aria-rowindex") === "2", null, { timeout: 10000 })
+    .catch(async () => { throw new Error("Home: the focus is on " + await page.evaluate(() => document.activeElement.outerHTML.slice(0, 120))); });
   check(await page.evaluate(() => document.activeElement.getAttribute("data-health")) === "failed", "Home: the first row, a failed node");
   await page.click('.hcount[data-health="degraded"]');
   await page.waitForFunction(() => location.hash.includes("health=degraded"));
