@@ -40,7 +40,7 @@ local M = {}
 M.IDLE = 600 -- seconds without a use before a cache stops
 M.SAMPLE = 60 -- seconds between samples (history)
 M.HISTORY = 60 -- samples kept (an hour)
-M.PAGE = 500 -- objects per list page
+M.PAGE = 500 -- objects per list page (as kubectl; 2,000 saved ~10% of a cold build for 60 MB more RSS)
 
 local caches = {}
 local counts = { lists = 0, watches = 0 }

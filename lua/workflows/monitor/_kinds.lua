@@ -46,16 +46,18 @@ local function bad_condition(c)
 end
 M.bad_condition = bad_condition
 
-local RES = { requests = true, limits = true }
-local CONTAINER = { resources = RES }
+-- a pod's projection is as small as it can be (each kept table costs
+-- a Lua allocation, and a list decodes 60,000 pods): of a container only
+-- its GPU and EFA requests (the API server fills an extended resource's
+-- request in from its limit, so requests say it), of a condition what the
+-- pending list shows
+local CONTAINER = { resources = { requests = { [M.GPU] = true, [M.EFA] = true } } }
+local CONDITION = { type = true, status = true, reason = true, message = true, lastTransitionTime = true }
 
--- a container's request of resource (a limit stands for a missing request,
--- as the API server defaults extended resources)
+-- a container's request of resource
 local function request(c, resource)
   local r = c.resources or {}
-  local v = (r.requests or {})[resource]
-  if v == nil then v = (r.limits or {})[resource] end
-  return qty(v)
+  return qty((r.requests or {})[resource])
 end
 
 local function pod_request(spec, resource)
@@ -88,8 +90,9 @@ M.KINDS = {
         gpu_cap = qty(cap[M.GPU]), gpu_alloc = qty(alloc[M.GPU]), efa_cap = qty(cap[M.EFA]), efa_alloc = qty(alloc[M.EFA]) }
     end },
   { name = "pods", api_version = "v1", kind = "Pod", split = true,
-    keep = { metadata = META_SHORT, spec = { nodeName = true, nodeSelector = true, containers = CONTAINER,
-      initContainers = CONTAINER }, status = { phase = true, conditions = true } },
+    keep = { metadata = { name = true, namespace = true, resourceVersion = true, creationTimestamp = true },
+      spec = { nodeName = true, nodeSelector = { [M.GROUP] = true, [M.TYPE] = true }, containers = CONTAINER,
+        initContainers = CONTAINER }, status = { phase = true, conditions = CONDITION } },
     reduce = function(o)
       local spec, st = o.spec or {}, o.status or {}
       local rec = { ns = o.metadata.namespace, name = o.metadata.name, node = spec.nodeName, phase = st.phase or "Unknown",

@@ -2,7 +2,11 @@
 -- watch-backed cache of its Kubernetes objects (hypd.k8s.cache: one
 -- paginated list per kind, then watches; the first call builds it, every
 -- later call and the /ws topic monitor:<cluster> read it). The answer's
--- shape is the Monitoring page's contract (docs/tools.md).
+-- shape is the Monitoring page's contract (docs/architecture.md, "Monitoring
+-- at scale"): cluster, region, cache, nodes, instance_groups, gpus, pending,
+-- pods, services, deployments, inference_endpoints, jumpstart_models,
+-- pytorch_jobs, ray_jobs, operations, events, history, utilisation (or
+-- utilisation_absent), absent_kinds, errors, waited.
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"

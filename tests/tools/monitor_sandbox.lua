@@ -1,5 +1,5 @@
--- The sandbox process of tests/bench/monitor_bench.lua (not a bench of its
--- own: make bench runs *_bench.lua): an EKS cluster "bench-mon" whose
+-- The sandbox process of tests/bench/monitor_bench.lua (here, not in
+-- tests/bench/, which make bench runs whole): an EKS cluster "bench-mon" whose
 -- Kubernetes API holds 2,000 nodes in four instance groups and 60,000
 -- pods, each a training pod as the API server returns it (containers with
 -- env, resources, volume mounts; volumes; status with conditions and
