@@ -46,6 +46,14 @@ export function useToolDef(name) {
   return { def, error };
 }
 
+// the word a person types to confirm a destructive call: the value of its
+// first required string parameter (the cluster tag, the storage name...), or the tool's name
+export function confirmWord(def, p) {
+  const props = (def.input_schema && def.input_schema.properties) || {};
+  const k = (def.input_schema.required || []).find((n) => props[n] && props[n].type === "string" && typeof p[n] === "string" && p[n]);
+  return k ? p[k] : def.name;
+}
+
 // <Section title id loading empty="..." error actions>children</Section>
 export function Section({ title, id, loading, error, empty, emptyHint, actions, children }) {
   return html`<section class="csec" id=${id} aria-labelledby=${id + "-h"} aria-busy=${loading ? "true" : "false"}>

@@ -80,12 +80,12 @@ export function Act({ kind = "mutating", onClick, children, class: cls = "", dis
   return why ? html`<span class="needs-scope" title=${why}>${btn}</span>` : btn;
 }
 
-// <Confirm open title items=[names] kept=[{name, why}] lost="what is lost" typeToConfirm="name"
+// <Confirm open title items=[names] [itemsLabel="This will remove:"] kept=[{name, why}] lost="what is lost" typeToConfirm="name"
 //   action="Delete" onConfirm onClose/>: a modal dialog (focus stays inside,
 //   Escape closes) that names what will be removed, and what stays and why;
 //   its content exists only while open (a page can hold several: one
 //   #confirm-type at a time)
-export function Confirm({ open, title, items = [], kept = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
+export function Confirm({ open, title, items = [], itemsLabel = "This will remove:", kept = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
   const ref = useRef(null);
   const [typed, setTyped] = useState("");
   useEffect(() => {
@@ -99,7 +99,7 @@ export function Confirm({ open, title, items = [], kept = [], lost, typeToConfir
       onCancel=${(e) => { e.preventDefault(); onClose && onClose(); }}>
     ${open && html`<form method="dialog" onSubmit=${(e) => { e.preventDefault(); if (ok) { onConfirm(); } }}>
       <h2 id="confirm-title">${title}</h2>
-      ${items.length > 0 && html`<p>This will remove:</p><ul class="confirm-items">${items.map((i) => html`<li><code>${i}</code></li>`)}</ul>`}
+      ${items.length > 0 && html`<p>${itemsLabel}</p><ul class="confirm-items">${items.map((i) => html`<li><code>${i}</code></li>`)}</ul>`}
       ${kept.length > 0 && html`<p>This keeps:</p><ul class="confirm-kept">${kept.map((k) => html`<li><code>${k.name}</code>: <span class="plan-why">${k.why}</span></li>`)}</ul>`}
       ${lost && html`<p class="lost"><strong>What is lost:</strong> ${lost}</p>`}
       ${typeToConfirm && html`<p><label for="confirm-type">Type <code>${typeToConfirm}</code> to confirm</label>

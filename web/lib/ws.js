@@ -9,11 +9,14 @@
 //                          "open" means events may have been missed: refetch)
 //   on("msg:" + type, fn) every other message of that type (logs.line,
 //                          logs.end, error...), as the server sent it
+// subscribe(topic) -> unsubscribe: a page's own topic ("monitor:NAME"),
+// subscribed again after each reconnect, dropped when its last user leaves
 // send(msg) sends a message while the connection is open (false otherwise);
 // reconnect() drops the connection as a network failure would (it comes back).
 import { token } from "./api.js";
 
 const listeners = new Map(); // topic -> Set of functions
+const wantedTopics = new Map(); // a page's own topics -> how many users
 let sock = null;
 let delay = 500;
 let timer = null;
@@ -45,7 +48,7 @@ function connect() {
     try { msg = JSON.parse(m.data); } catch { return; }
     if (msg.type === "ready") {
       delay = 500;
-      s.send(JSON.stringify({ type: "subscribe", topics: ["operations", "state"] }));
+      s.send(JSON.stringify({ type: "subscribe", topics: ["operations", "state", ...wantedTopics.keys()] }));
       setStatus("open");
     } else if (msg.type === "event") {
       emit(msg.topic, msg.event);
@@ -87,6 +90,22 @@ export function reconnect() {
   const s = sock;
   delay = 200;
   s.close();
+}
+
+// subscribe(topic) -> a function that drops it (the server's refusal of a
+// topic it does not know comes as on("msg:error") with its name)
+export function subscribe(topic) {
+  wantedTopics.set(topic, (wantedTopics.get(topic) || 0) + 1);
+  if (wantedTopics.get(topic) === 1) send({ type: "subscribe", topics: [topic] });
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    const n = (wantedTopics.get(topic) || 1) - 1;
+    if (n > 0) return wantedTopics.set(topic, n);
+    wantedTopics.delete(topic);
+    send({ type: "unsubscribe", topics: [topic] });
+  };
 }
 
 // on(topic, fn) -> a function that removes the listener

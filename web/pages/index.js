@@ -8,5 +8,5 @@
 //     view: ({ params, query }) => html`...`,  // a Preact component
 //   }
 // The session (who, tools, clusters) is useSession() from /lib/session.js.
-export default ["clusters", "create", "cluster", "training", "training_job", "inference", "inference_detail", "models",
+export default ["clusters", "create", "cluster", "training", "training_job", "inference", "inference_detail", "models", "monitor", "diagnostics",
   "operations", "operation", "tools", "tool"];

@@ -15,14 +15,7 @@ import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Json, Loading } from "/lib/ui.js";
 import { denied, useSession } from "/lib/session.js";
 import { KIND_LABEL } from "./tools.js";
-
-// the word a person types to confirm a destructive call: the value of its
-// first required string parameter (the cluster tag, the storage name...), or the tool's name
-function confirmWord(def, p) {
-  const props = (def.input_schema && def.input_schema.properties) || {};
-  const k = (def.input_schema.required || []).find((n) => props[n] && props[n].type === "string" && typeof p[n] === "string" && p[n]);
-  return k ? p[k] : def.name;
-}
+import { confirmWord } from "/lib/cluster-ui.js";
 
 // Files: the modules a tool loads, each with its file and origin; a file of
 // the playbook directory over a built-in one is marked overridden
