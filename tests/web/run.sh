@@ -60,5 +60,5 @@ login=${login%)}
 sandbox=${sandbox##*=}
 
 HYPD=$HYPD HYPD_STATE=$tmp/state HYPD_URL=$url HYPD_TOKEN=$token HYPD_LOGIN=$login HYPD_PLAYBOOKS=$tmp/playbooks \
-	HYPD_SANDBOX=$sandbox HYPD_SERVE_OUT=$tmp/serve.out HYPD_SHOTS=$SHOTS tap "the browser scenarios" timeout -k 5 900 node $DIR/ui.mjs
+	HYPD_SANDBOX=$sandbox HYPD_SERVE_OUT=$tmp/serve.out HYPD_SHOTS=$SHOTS tap "the browser scenarios" timeout -k 5 1500 node $DIR/ui.mjs
 finish
