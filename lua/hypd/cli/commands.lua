@@ -251,8 +251,10 @@ description; --skills NAME prints that skill.
   quiet = true,
   signals = true,
   check = function(o)
-    if o[1] and not o.skills then return "unexpected argument '" .. o[1] .. "' (hypd tools --skills NAME prints a skill)" end
-    if o[2] then return "unexpected argument '" .. o[2] .. "' (--skills takes one NAME)" end
+    if o[1] and not o.skills then return "unexpected argument '" .. o[1] .. "' for tools (see hypd tools --help)" end
+    if o[2] then
+      return "unexpected argument '" .. o[2] .. "' for tools --skills, which takes one NAME (see hypd tools --help)"
+    end
   end,
   run = function(o)
     if o.skills then return require("hypd.cli._registry").skills { name = o[1], json = o.json == true } end
