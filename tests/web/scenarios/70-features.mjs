@@ -13,6 +13,9 @@ await scenario("toggle the training operator on and see the actual state read ba
   await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
   await page.waitForSelector('[data-feature="training_operator"][data-enabled="true"][data-pending="false"]', { timeout: 15000 });
   check(await page.isChecked("#feat-training_operator"), "the switch is on");
+  // the read-back may say a part is still coming up (partial) a moment before it is all enabled
+  await page.waitForFunction(() => (document.querySelector('[data-feature="training_operator"] .feature-state')?.textContent || "").includes("enabled"),
+    null, { timeout: 30000 }).catch(() => {});
   check((await page.textContent('[data-feature="training_operator"] .feature-state')).includes("enabled"), "the state read back is enabled");
   await page.reload();
   await page.waitForSelector('[data-feature="training_operator"][data-enabled="true"]');
