@@ -27,7 +27,13 @@
 -- minimum, maximum, min_length, max_length, items (a spec), properties (an
 -- object's fields, each a spec: any other field is refused), description,
 -- decision (a person must make it), secret (never stored or logged), fixed
--- (cannot change once created).
+-- (cannot change once created); for a person's form: label (a human label,
+-- "Cluster name"), help (what the choice means for a person: capacity,
+-- cost, what cannot change later; description stays the agent's wording),
+-- group (M.GROUPS: "decisions" shown first, "more" folded under more
+-- options; absent: "decisions" for a decision or required parameter, else
+-- "more") and order (an integer: its place in its group; a table's order is
+-- lost in Lua).
 -- A string value is at most max_length characters, M.MAX_STRING when the
 -- spec gives none, checked before its pattern runs.
 --
@@ -55,7 +61,9 @@ local SCOPE_RANK = { read = 1, operate = 2, admin = 3 }
 local TYPES = { string = true, integer = true, number = true, boolean = true, array = true, object = true }
 local SPEC_KEYS = { type = true, required = true, default = true, enum = true, pattern = true, minimum = true,
   maximum = true, min_length = true, max_length = true, items = true, description = true, decision = true,
-  secret = true, fixed = true, properties = true, pattern_help = true }
+  secret = true, fixed = true, properties = true, pattern_help = true, label = true, help = true, group = true,
+  order = true }
+M.GROUPS = { decisions = 1, more = 2 } -- a form's groups of parameters, in the order they are shown
 
 -- the keys a definition may have (tool{} and define refuse any other)
 M.DEF_KEYS = { name = true, summary = true, description = true, kind = true, params = true, result = true,
@@ -65,8 +73,9 @@ M.K8S_VERBS = { get = true, list = true, watch = true, logs = true, proxy = true
   patch = true, update = true, delete = true }
 
 -- a staged tool's plan parameter (added to every staged tool)
-M.PLAN = { type = "boolean", default = false, description = "Only plan: run the read half of every step and " ..
-  "answer what would be created, changed or deleted (with the fields that differ), changing nothing." }
+M.PLAN = { type = "boolean", default = false, label = "Only plan", group = "more", order = 1000,
+  description = "Only plan: run the read half of every step and answer what would be created, changed or deleted " ..
+    "(with the fields that differ), changing nothing." }
 
 local registry, order = {}, {}
 M.changed = nil -- fn(): the registry changed (MCP sends tools/list_changed)
@@ -100,6 +109,18 @@ local function check_spec(tname, pname, spec)
   end
   if spec.pattern_help ~= nil and (type(spec.pattern_help) ~= "string" or not spec.pattern) then
     bad_def(tname, "param " .. pname .. ": pattern_help is the pattern said in words (a string beside pattern)")
+  end
+  for _, k in ipairs({ "label", "help" }) do
+    if spec[k] ~= nil and (type(spec[k]) ~= "string" or spec[k] == "") then
+      bad_def(tname, "param " .. pname .. ": " .. k .. " is " .. (k == "label" and "a human label (a non-empty string)"
+        or "the web help for a person (a non-empty string)"))
+    end
+  end
+  if spec.group ~= nil and not M.GROUPS[spec.group] then
+    bad_def(tname, "param " .. pname .. ": group is \"decisions\" or \"more\"")
+  end
+  if spec.order ~= nil and math.type(spec.order) ~= "integer" then
+    bad_def(tname, "param " .. pname .. ": order is an integer (its place in its group)")
   end
   if spec.pattern and not regex.compile(spec.pattern) then
     bad_def(tname, "param " .. pname .. ": " .. select(2, regex.compile(spec.pattern)))
@@ -330,6 +351,8 @@ local function spec_schema(spec)
   if spec.secret then s.writeOnly = true end
   if spec.decision then s["x-hypd-decision"] = true end
   if spec.fixed then s["x-hypd-fixed"] = true end
+  s["x-hypd-label"], s["x-hypd-help"], s["x-hypd-order"] = spec.label, spec.help, spec.order
+  s["x-hypd-group"] = spec.group or ((spec.decision or spec.required) and "decisions" or "more")
   return s
 end
 

@@ -8,7 +8,7 @@ return tool {
     "Zone IDs are what capacity reservations and training plans name; zone names differ between accounts.",
   kind = "read",
   aws = { "ec2:DescribeAvailabilityZones" },
-  params = { region = P.region },
+  params = P.form({}, { "region" }, { region = P.region }),
   result = { type = "object", properties = { region = { type = "string" }, zones = { type = "array", items = {
     type = "object", properties = { name = { type = "string" }, zone_id = { type = "string" },
       state = { type = "string" } } } } } },

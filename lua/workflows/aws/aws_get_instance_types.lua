@@ -47,13 +47,15 @@ return tool {
     "accelerator memory and EFA interfaces. Use gpu_only to see only accelerated types.",
   kind = "read",
   aws = { "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes" },
-  params = {
+  params = P.form({},
+    { "gpu_only", "zone", "region" },
+    {
     region = P.region,
     zone = { type = "string", pattern = "^([a-z]{2}-[a-z]+-\\d[a-z]|[a-z]{3,4}\\d-az\\d+)$",
       pattern_help = "an Availability Zone name like us-west-2a or a zone ID like usw2-az1",
       description = "an Availability Zone name (us-west-2a) or zone ID (usw2-az1)" },
     gpu_only = { type = "boolean", default = false, description = "only types with GPUs or Neuron accelerators" },
-  },
+  }),
   result = { type = "object", properties = { region = { type = "string" }, zone = { type = "string" },
     instance_types = { type = "array", items = { type = "object", properties = {
       name = { type = "string" }, vcpus = { type = "integer" }, memory_gib = { type = "number" },

@@ -35,7 +35,9 @@ return tool {
     "iam:TagOpenIDConnectProvider", "iam:GetRole", "iam:CreateRole", "iam:TagRole", "iam:UpdateAssumeRolePolicy",
     "iam:GetRolePolicy", "iam:PutRolePolicy" },
   k8s = { "get", "list", "apply" },
-  params = {
+  params = P.form({ "kuberay", "load_balancer_controller" },
+    { "adopt_existing", "cluster", "region" },
+    {
     cluster = P.with(P.cluster, { description = "EKS cluster name (default: the active cluster; see cluster_switch)" }),
     region = P.region,
     kuberay = { type = "boolean", default = false, decision = true,
@@ -50,7 +52,7 @@ return tool {
       description = "Also bring what hypd did not make to hypd's configuration: add-ons are updated (version, " ..
         "service account role; never deleted), objects of the same name applied over (forced). Without it " ..
         "they are kept as they are and reported." },
-  },
+  }),
   target = steps.target,
   validate = steps.validate,
   steps = {

@@ -43,13 +43,18 @@ for k, spec in pairs(FP.PARAMS) do FEATURES[k] = bare(spec) end
 local params = {
   cluster_tag = P.with(P.cluster_tag, { required = true, decision = true, fixed = true,
     description = "Short lowercase name of the cluster (3 to 32 characters: a-z, 0-9, '-'); it names every " ..
-      "resource (EKS cluster hypd-<tag>, HyperPod cluster hypd-<tag>-hp, ...). Ask the person; never invent it." }),
+      "resource (EKS cluster hypd-<tag>, HyperPod cluster hypd-<tag>-hp, ...). Ask the person; never invent it.",
+    help = P.CLUSTER_TAG_HELP }),
   region = P.region,
   eks = { type = "object", description = "Stage 1's options, as cluster_create_eks takes them (its rules apply " ..
       "and are checked before anything is made): kubernetes_version, vpc_cidr, public_subnet_cidrs, " ..
       "private_subnet_cidrs.",
-    properties = { kubernetes_version = { type = "string" }, vpc_cidr = { type = "string" },
-      public_subnet_cidrs = CIDRS, private_subnet_cidrs = CIDRS } },
+    label = "EKS network options", help = "The Kubernetes version and the VPC's address blocks; hypd picks " ..
+      "them when left empty. They cannot change once the cluster exists.",
+    properties = { kubernetes_version = { type = "string", label = "Kubernetes version", order = 1 },
+      vpc_cidr = { type = "string", label = "VPC address block", order = 2 },
+      public_subnet_cidrs = P.with(CIDRS, { label = "Public subnet blocks", order = 3 }),
+      private_subnet_cidrs = P.with(CIDRS, { label = "Private subnet blocks", order = 4 }) } },
   kuberay = { type = "boolean", default = false,
     description = "Stage 3 also installs the KubeRay operator (Ray clusters and jobs)" },
   instance_type = P.with(P.instance_type, { required = true, decision = true,
@@ -60,14 +65,19 @@ local params = {
   instance_group = P.with(P.instance_group, { description = "the first instance group's name (default <tag>-ig)" }),
   s3_storage = { type = "boolean", default = true,
     description = "Stage 5: an S3 bucket mounted as the claim s3-claim (Mountpoint for S3); its bucket is made " ..
-      "while EKS is still creating" },
+      "while EKS is still creating",
+    help = "A new S3 bucket the cluster's pods read datasets from and write checkpoints to (mounted at /s3). " ..
+      "S3 bills for what it stores." },
   s3_bucket = { type = "string", pattern = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
     pattern_help = "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' and '-'",
     description = "an existing bucket to mount instead of hypd's own hypd-<tag>-data-..." },
   fsx_storage = { type = "boolean", default = false,
     description = "Stage 5: also an FSx for Lustre file system (1.2 TiB PERSISTENT_2) as the claim fsx-claim, in " ..
-      "the HyperPod compute subnet" },
-  features = { type = "object", properties = FEATURES,
+      "the HyperPod compute subnet",
+    help = "A 1.2 TiB FSx for Lustre file system beside the instances, for fast shared reads; it is billed " ..
+      "by the hour for its whole size, used or not." },
+  features = { type = "object", properties = FEATURES, help = "Turned on once the HyperPod cluster is ready; " ..
+      "each can be turned on or off later on the cluster's Features page.",
     description = "Managed features to turn on once the HyperPod cluster is InService, as " ..
       "hyperpod_update_advanced_features takes them (its schema describes each), e.g. {\"training_operator\": true}" },
 }
@@ -90,7 +100,10 @@ return tool {
     "done); plan = true lists every resource.",
   kind = "mutating",
   aws = AWS,
-  params = params,
+  params = P.form({ "cluster_tag", "availability_zone", "instance_type", "instance_count", "capacity_type", "training_plan" },
+    { "s3_storage", "fsx_storage", "features", "instance_group", "volume_size_gb", "deep_health_checks", "efa_only",
+      "threads_per_core", "kuberay", "s3_bucket", "eks", "region" },
+    params),
   status_tool = "cluster_get_creation_status",
   target = pipeline.target,
   steps = {

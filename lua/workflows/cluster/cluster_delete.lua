@@ -40,13 +40,15 @@ return tool {
     "iam:DeletePolicy", "iam:ListOpenIDConnectProviders", "iam:GetOpenIDConnectProvider",
     "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "fsx:DeleteFileSystem", "s3:ListBuckets", "s3:HeadBucket",
     "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket" },
-  params = {
+  params = P.form({ "cluster_tag" },
+    { "force", "region" },
+    {
     cluster_tag = P.with(P.cluster_tag, { required = true, decision = true,
       description = "the tag of the cluster to delete: everything tagged hypd:cluster-tag=<tag> goes" }),
     region = P.region,
     force = { type = "boolean", default = false,
       description = "also delete storage that holds data (an S3 bucket with objects); without it, kept and reported" },
-  },
+  }),
   target = function(p) return "delete/" .. (p.region or hypd.aws.region()) .. "/" .. p.cluster_tag end,
   steps = {
     { name = "check", run = function(ctx)

@@ -75,11 +75,13 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",
     "sagemaker:ListClusters", "sagemaker:DescribeCluster" },
   k8s = { "list" },
-  params = {
+  params = P.form({ "node_group" },
+    { "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     node_group = P.with(ng.node_group, { required = true, decision = true,
       description = "the EKS managed node group to delete (cluster_list_instance_groups lists them)" }),
-  },
+  }),
   target = ng.target,
   steps = {
     { name = "check", run = check },

@@ -50,11 +50,13 @@ return tool {
     "now, changes.",
   kind = "read",
   aws = { "eks:DescribeCluster", "ec2:DescribeVpcs", "ec2:DescribeNatGateways", "sagemaker:DescribeCluster" },
-  params = {
+  params = P.form({},
+    { "cluster_tag", "operation_id", "wait_seconds" },
+    {
     operation_id = P.with(P.operation_id, { description = "what cluster_create or cluster_create_eks returned" }),
     cluster_tag = P.with(P.cluster_tag, { description = "find the latest operation for this tag instead" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     local view
     if p.operation_id then

@@ -23,7 +23,9 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:DescribeAddonVersions", "eks:DescribeAddon", "iam:GetOpenIDConnectProvider",
     "iam:GetRole", "iam:GetRolePolicy" },
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "kuberay", "load_balancer_controller", "operation_id", "cluster", "region", "wait_seconds" },
+    {
     cluster = P.with(P.cluster, { description = "EKS cluster name (default: the active cluster)" }),
     region = P.region,
     operation_id = P.with(P.operation_id, { description = "a cluster_configure_dependencies operation (default: " ..
@@ -33,7 +35,7 @@ return tool {
     load_balancer_controller = { type = "boolean", description = "include the AWS Load Balancer Controller " ..
       "(default: whether the latest operation asked for it)" },
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     local info = irsa.cluster(ctx, p)
     -- the view now; with wait_seconds, settled once nothing runs on the

@@ -31,13 +31,15 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:DescribeNodegroup" },
   k8s = { "list" },
-  params = {
+  params = P.form({},
+    { "node_group", "operation_id", "cluster", "region", "wait_seconds" },
+    {
     operation_id = P.with(P.operation_id, { description = "what cluster_scale_node_group or " ..
       "cluster_delete_node_group returned" }),
     cluster = P.cluster, region = P.region,
     node_group = P.with(ng.node_group, { description = "the node group (with cluster, the latest operation on it)" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     -- read() -> the operation (with the child it runs, and the top-level
     -- one at work on the node group when that is another) and the live group

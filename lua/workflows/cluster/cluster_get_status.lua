@@ -81,7 +81,9 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListAddons", "eks:DescribeAddon", "sagemaker:ListClusters",
     "sagemaker:DescribeCluster" },
-  params = { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds },
+  params = P.form({},
+    { "cluster", "region", "wait_seconds" },
+    { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds }),
   run = function(ctx, p)
     local watch -- the cluster's name and tag, once read
     local sigs, settled = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })

@@ -30,11 +30,13 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies",
     "sts:GetCallerIdentity", "sagemaker:ListClusters", "sagemaker:DescribeCluster" },
   k8s = { "get", "apply" },
-  params = {
+  params = P.form({ "cluster" },
+    { "region" },
+    {
     cluster = P.with(P.cluster, { required = true, decision = true,
       description = "Name of the EKS cluster to adopt (cluster_list shows the region's clusters)" }),
     region = P.region,
-  },
+  }),
   result = { type = "object", properties = { cluster = { type = "string" }, region = { type = "string" },
     arn = { type = "string" }, version = { type = "string" }, authentication_mode = { type = "string" },
     principal = { type = "string" }, kubernetes_access = { type = "string" }, hyperpod = { type = "object" },

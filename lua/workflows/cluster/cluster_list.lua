@@ -17,7 +17,7 @@ return tool {
     "groups, subnets, NAT gateway, FSx file systems, S3 buckets), each with the command that removes them.",
   kind = "read",
   aws = AWS,
-  params = { region = P.region },
+  params = P.form({}, { "region" }, { region = P.region }),
   result = { type = "object", properties = { region = { type = "string" }, active = { type = "string" },
     clusters = { type = "array", items = { type = "object", properties = {
       name = { type = "string" }, status = { type = "string" }, version = { type = "string" },

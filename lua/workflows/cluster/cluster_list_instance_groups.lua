@@ -13,7 +13,9 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "sagemaker:ListClusters",
     "sagemaker:DescribeCluster" },
   k8s = { "list" },
-  params = { cluster = P.cluster, region = P.region },
+  params = P.form({},
+    { "cluster", "region" },
+    { cluster = P.cluster, region = P.region }),
   result = { type = "object", properties = {
     cluster = { type = "string" }, region = { type = "string" }, hyperpod_cluster = { type = "string" },
     kubernetes = { type = "string" },

@@ -138,7 +138,9 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:UpdateNodegroupConfig",
     "eks:DescribeUpdate", "sagemaker:ListClusters", "sagemaker:DescribeCluster" },
   k8s = { "list" },
-  params = {
+  params = P.form({ "node_group", "desired_size", "min_size", "max_size" },
+    { "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     node_group = P.with(ng.node_group, { required = true, decision = true }),
     desired_size = { type = "integer", minimum = 0, maximum = 1000, required = true, decision = true,
@@ -147,7 +149,7 @@ return tool {
       description = "the group's new minimum size (default: kept)" },
     max_size = { type = "integer", minimum = 1, maximum = 1000, decision = true,
       description = "the group's new maximum size (default: kept)" },
-  },
+  }),
   target = ng.target,
   steps = {
     { name = "check", run = check },

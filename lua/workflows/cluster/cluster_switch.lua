@@ -13,7 +13,9 @@ return tool {
   kind = "mutating",
   status_tool = "cluster_get_status",
   aws = { "eks:DescribeCluster", "eks:ListClusters" },
-  params = { cluster = P.with(P.cluster, { required = true, description = "EKS cluster name" }), region = P.region },
+  params = P.form({ "cluster" },
+    { "region" },
+    { cluster = P.with(P.cluster, { required = true, description = "EKS cluster name" }), region = P.region }),
   result = { type = "object", properties = { active = { type = "object" }, previous = { type = "object" },
     known = { type = "object" }, status_tool = { type = "string" } } },
   run = function(ctx, p)

@@ -110,11 +110,13 @@ return tool {
     "eks:ListAssociatedAccessPolicies", "sts:GetCallerIdentity", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
     "sagemaker:ListClusterNodes", "logs:FilterLogEvents", "servicequotas:ListServiceQuotas", "iam:GetRole" },
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "operation_id", "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     operation_id = P.with(P.operation_id, { description = "the cluster_create, cluster_create_eks or " ..
       "hyperpod_create operation (default: the latest one on the cluster)" }),
-  },
+  }),
   result = F.RESULT,
   run = function(ctx, p)
     local v

@@ -270,8 +270,11 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list" },
-  params = { name = P.with(I.NAME_PARAM, { description = "the endpoint: InferenceEndpointConfig, JumpStartModel or " ..
+  params = P.form({ "name" },
+    { "namespace", "cluster", "region" },
+    { name = P.with(I.NAME_PARAM, { description = "the endpoint: InferenceEndpointConfig, JumpStartModel or " ..
       "hypd deployment name (inference_list)" }), namespace = I.NS_PARAM, cluster = P.cluster, region = P.region },
+      { name = "Endpoint" }),
   result = F.RESULT,
   run = function(ctx, p)
     local e = hp.eks(ctx, p)

@@ -103,13 +103,15 @@ return tool {
   kind = "read",
   aws = cap.aws("sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"),
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "instance_group", "node", "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     node = { type = "string", pattern = "^(hyperpod-)?i-[a-f0-9]{8}([a-f0-9]{9})?$",
       pattern_help = "a Kubernetes node name like hyperpod-i-0123456789abcdef0 or its instance id",
       description = "the node to diagnose (Kubernetes node name hyperpod-i-... or instance id); absent: every node" },
     instance_group = P.with(P.instance_group, { description = "only the nodes of this instance group" }),
-  },
+  }),
   result = F.RESULT,
   run = function(ctx, p)
     local e, d = cap.cluster(ctx, p)

@@ -186,12 +186,14 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "logs" },
-  params = {
+  params = P.form({ "job" },
+    { "namespace", "cluster", "region" },
+    {
     job = { type = "string", required = true, pattern = K8S_NAME, max_length = 63, pattern_help = "a Kubernetes name",
       description = "the HyperPodPyTorchJob, RayJob or batch Job name (training_list_jobs, job_list)" },
     namespace = { type = "string", default = "default", pattern = K8S_NAME, max_length = 63,
       pattern_help = "a Kubernetes namespace name", description = "the job's namespace" },
-    cluster = P.cluster, region = P.region },
+    cluster = P.cluster, region = P.region }),
   result = F.RESULT,
   run = function(ctx, p)
     local e = hp.eks(ctx, p)

@@ -13,11 +13,12 @@ local M = {}
 M.ID = "^(hyperpod-)?i-[a-f0-9]{8}([a-f0-9]{9})?$"
 M.MAX = 100
 
--- params(text [, decision]) -> a node tool's parameters: cluster, region,
--- and nodes (described by text; a decision for the destructive ones)
-function M.params(text, decision)
+-- params(text [, decision [, help]]) -> a node tool's parameters: cluster,
+-- region, and nodes (described by text for an agent and by help for a
+-- person; a decision for the destructive ones)
+function M.params(text, decision, help)
   return { cluster = P.cluster, region = P.region,
-    nodes = { type = "array", required = true, decision = decision or nil,
+    nodes = { type = "array", required = true, decision = decision or nil, help = help,
       items = { type = "string", pattern = M.ID, pattern_help = "an instance id like i-0123456789abcdef0 or a " ..
         "Kubernetes node name like hyperpod-i-0123456789abcdef0" },
       description = text .. " One to " .. M.MAX .. " nodes, each an instance id (i-...) or its Kubernetes node " ..

@@ -161,7 +161,10 @@ return tool {
   kind = "mutating",
   aws = AWS,
   k8s = { "list" },
-  params = params,
+  params = P.form({ "instance_group", "availability_zone", "instance_type", "instance_count", "capacity_type", "training_plan" },
+    { "volume_size_gb", "deep_health_checks", "efa_only", "dedicated_subnet", "threads_per_core", "kubernetes_labels",
+      "cluster", "region" },
+    params),
   status_tool = "hyperpod_get_creation_status",
   target = function(p) return create.target(p) .. "/" .. p.instance_group end,
   steps = {

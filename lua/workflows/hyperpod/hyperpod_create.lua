@@ -52,7 +52,10 @@ return tool {
   kind = "mutating",
   aws = AWS,
   k8s = { "list" },
-  params = params,
+  params = P.form({ "availability_zone", "instance_type", "instance_count", "capacity_type", "training_plan" },
+    { "instance_group", "volume_size_gb", "deep_health_checks", "efa_only", "threads_per_core", "node_recovery",
+      "cluster", "region" },
+    params),
   status_tool = "hyperpod_get_creation_status",
   target = create.target,
   steps = {

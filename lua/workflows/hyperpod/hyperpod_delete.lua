@@ -200,12 +200,14 @@ return tool {
   kind = "destructive",
   status_tool = "operation_get",
   aws = AWS,
-  params = {
+  params = P.form({ "force" },
+    { "cluster", "region" },
+    {
     cluster = P.cluster,
     region = P.region,
     force = { type = "boolean", default = false, decision = true,
       description = "also delete the lifecycle bucket when it holds objects hypd did not upload: they are lost" },
-  },
+  }),
   target = function(p) return "hyperpod-delete/" .. create.target(p):gsub("^hyperpod/", "") end,
   steps = {
     { name = "check", run = check },

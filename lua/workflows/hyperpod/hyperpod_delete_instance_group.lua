@@ -19,12 +19,15 @@ return tool {
   kind = "destructive",
   aws = cap.aws("sagemaker:UpdateCluster"),
   k8s = { "get", "list" },
-  params = {
+  params = P.form({ "instance_group" },
+    { "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     instance_group = P.with(P.instance_group, { required = true, decision = true,
       description = "the instance group to delete, with all its instances (ask the person: the work on them stops " ..
-        "and their local data is lost)" }),
-  },
+        "and their local data is lost)",
+      help = "The group goes with all its instances: the work on them stops and their local data is lost." }),
+  }),
   status_tool = "hyperpod_list_instance_groups",
   target = function(p) return cap.target(p, "group/" .. p.instance_group) end,
   steps = {

@@ -54,13 +54,15 @@ return tool {
     "iam:DeletePolicyVersion", "iam:DeletePolicy", "iam:GetOpenIDConnectProvider",
     "s3:HeadBucket", "s3:GetBucketTagging", "s3:ListObjectsV2", "s3:DeleteObjects", "s3:DeleteBucket" },
   k8s = { "get", "list", "delete" },
-  params = {
+  params = P.form({ "features" },
+    { "cluster", "hyperpod_cluster", "region" },
+    {
     cluster = P.cluster,
     hyperpod_cluster = F.HYPERPOD_CLUSTER,
     region = P.region,
     features = { type = "array", required = true, decision = true, items = { type = "string", enum = F.ORDER },
       description = "the features to turn off (a list, or a,b,c): " .. table.concat(F.ORDER, ", ") },
-  },
+  }),
   target = S.target,
   steps = {
     { name = "check", run = function(ctx) S.check(ctx, wants(ctx.params), "disable") end },

@@ -28,7 +28,9 @@ return tool {
     "iam:ListAttachedRolePolicies", "iam:GetPolicy", "iam:GetOpenIDConnectProvider", "s3:HeadBucket",
     "s3:GetBucketTagging" },
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "features", "operation_id", "cluster", "hyperpod_cluster", "region", "wait_seconds" },
+    {
     cluster = P.cluster,
     hyperpod_cluster = F.HYPERPOD_CLUSTER,
     region = P.region,
@@ -37,7 +39,7 @@ return tool {
     operation_id = P.with(P.operation_id, { description = "the operation to follow (default: the latest one " ..
       "changing this cluster's features)" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     local env = F.env(ctx, p)
     local target = S.target { cluster = env.eks, region = env.region }

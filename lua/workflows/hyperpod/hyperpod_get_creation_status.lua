@@ -64,14 +64,16 @@ return tool {
   kind = "read",
   aws = { "sagemaker:DescribeCluster", "eks:DescribeCluster" },
   k8s = { "list" },
-  params = {
+  params = P.form({},
+    { "operation_id", "cluster", "region", "wait_seconds" },
+    {
     operation_id = P.with(P.operation_id, { description = "what hyperpod_create or hyperpod_add_instance_group " ..
       "returned" }),
     cluster = P.with(P.cluster, { description = "find the latest operation for this EKS cluster instead " ..
       "(default: the active cluster)" }),
     region = P.region,
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     local view
     if p.operation_id then

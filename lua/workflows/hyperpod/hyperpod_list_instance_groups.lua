@@ -35,13 +35,15 @@ return tool {
     "change.",
   kind = "read",
   aws = cap.aws("ec2:DescribeSubnets"),
-  params = {
+  params = P.form({},
+    { "operation_id", "cluster", "region", "wait_seconds" },
+    {
     cluster = P.cluster, region = P.region,
     operation_id = P.with(P.operation_id, { description = "a capacity operation to follow (what " ..
       "hyperpod_scale_instance_group, hyperpod_delete_instance_group or hyperpod_update_software returned); " ..
       "default: the latest one running on this cluster" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   result = { type = "object", properties = {
     hyperpod_cluster = { type = "object" }, instance_groups = { type = "array", items = { type = "object",
       properties = { subnets = { type = "array" }, security_groups = { type = "array" }, storage = { type = "array" },

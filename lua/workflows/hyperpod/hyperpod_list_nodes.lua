@@ -52,14 +52,16 @@ return tool {
   kind = "read",
   aws = cap.aws("sagemaker:ListClusterNodes"),
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "instance_group", "page_size", "page_token", "cluster", "region", "wait_seconds" },
+    {
     cluster = P.cluster, region = P.region,
     instance_group = P.with(P.instance_group, { description = "only the nodes of this instance group" }),
     page_size = { type = "integer", minimum = 1, maximum = 100, default = 50, description = "nodes per page (1 to 100)" },
     page_token = { type = "string", max_length = 8192,
       description = "next_page_token of the previous page (absent: the first page)" },
     wait_seconds = P.wait_seconds,
-  },
+  }),
   result = { type = "object", properties = { nodes = { type = "array" }, next_page_token = { type = "string" },
     hyperpod_cluster = { type = "string" }, kubernetes_error = { type = "string" }, changed = { type = "boolean" },
     operation = { type = "object" }, waited = { type = "object" } } },

@@ -4,6 +4,7 @@
 -- per node (a failure carries `Code` here, not `ErrorCode`), and refuses a
 -- node already shutting down (InvalidNodeStatus), so a repeated call
 -- deletes nothing twice.
+local P = require "_params"
 local N = require "hyperpod._nodes"
 local cap = require "_capacity"
 
@@ -15,7 +16,10 @@ return tool {
     "the nodes accepted and those refused. Follow it with hyperpod_list_nodes (wait_seconds).",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchDeleteClusterNodes"),
-  params = N.params("The nodes to delete (ask the person: they and their local data are gone for good).", true),
+  params = P.form({ "nodes" },
+    { "cluster", "region" },
+    N.params("The nodes to delete (ask the person: they and their local data are gone for good).", true,
+      "The nodes to remove from their group for good: their work stops and their local volumes are wiped.")),
   result = N.RESULT,
   status_tool = "hyperpod_list_nodes",
   run = N.runner("BatchDeleteClusterNodes", 99, "Code"),

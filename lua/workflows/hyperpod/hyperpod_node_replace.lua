@@ -5,6 +5,7 @@
 -- deleting. A quick tool, like the other node operations: SageMaker answers
 -- at once per node, and refuses a node already being replaced
 -- (InstanceIdInUse), so a repeated call replaces nothing twice.
+local P = require "_params"
 local N = require "hyperpod._nodes"
 local cap = require "_capacity"
 
@@ -17,7 +18,10 @@ return tool {
     "hyperpod_list_nodes (wait_seconds).",
   kind = "destructive",
   aws = cap.aws("sagemaker:BatchReplaceClusterNodes"),
-  params = N.params("The nodes to replace (ask the person: their local data is lost).", true),
+  params = P.form({ "nodes" },
+    { "cluster", "region" },
+    N.params("The nodes to replace (ask the person: their local data is lost).", true,
+      "Each node is swapped for a new instance: its work stops and its local volumes are wiped.")),
   result = N.RESULT,
   status_tool = "hyperpod_list_nodes",
   run = N.runner("BatchReplaceClusterNodes", 25, "ErrorCode"),

@@ -31,9 +31,12 @@ local params = {
     description = "the instance group to scale (hyperpod_list_instance_groups lists them)" }),
   instance_count = P.with(P.instance_count, { required = true, decision = true,
     description = "how many instances the group should have; 0 keeps the group with no instances (ask the " ..
-      "person: instances cost money, and removing them stops the work on them)" }),
+      "person: instances cost money, and removing them stops the work on them)",
+    help = "Each instance is billed while it runs; 0 keeps the group with no instances. Removing instances " ..
+      "stops the work on them." }),
   min_instance_count = P.with(P.instance_count, { description = "the group's MinInstanceCount: how many " ..
-    "instances must be up for the group to be InService (default: the group's current minimum, kept)" }),
+    "instances must be up for the group to be InService (default: the group's current minimum, kept)",
+    help = "How many instances must be up for the group to count as ready (empty: kept as it is)." }),
   capacity_type = fixed(P.capacity_type, "The group's capacity type (on-demand, spot or training-plan)."),
   training_plan = fixed(P.training_plan, "The training plan (name or ARN) whose reservation the group uses."),
   efa_only = { type = "boolean", fixed = true, description = "Whether the group's instances have an " ..
@@ -59,7 +62,10 @@ return tool {
   kind = "mutating",
   aws = cap.aws("sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
   k8s = { "get", "list" },
-  params = params,
+  params = P.form({ "instance_group", "instance_count" },
+    { "min_instance_count", "capacity_type", "training_plan", "availability_zone", "subnet_id", "efa_only", "cluster",
+      "region" },
+    params),
   status_tool = "hyperpod_list_instance_groups",
   target = function(p) return cap.target(p, "group/" .. p.instance_group) end,
   steps = {

@@ -65,7 +65,10 @@ return tool {
     "ec2:DescribeSubnets", "ec2:DescribeRouteTables", "ec2:DescribeVpcEndpoints", "ec2:CreateTags",
     "ec2:CreateVpcEndpoint", "ec2:ModifyVpcEndpoint" },
   k8s = { "get", "list", "apply" },
-  params = params,
+  params = P.form({ "training_operator", "inference_operator", "tiered_checkpointing", "karpenter", "fsx_csi_driver",
+      "kuberay_operator", "cert_manager" },
+    { "cluster", "hyperpod_cluster", "region" },
+    params),
   target = S.target,
   steps = {
     { name = "check", run = function(ctx) S.check(ctx, wants(ctx.params), "enable") end },

@@ -42,7 +42,9 @@ return tool {
     "wait_seconds); plan = true shows what would be updated.",
   kind = "mutating",
   aws = cap.aws("sagemaker:UpdateClusterSoftware"),
-  params = {
+  params = P.form({},
+    { "image_id", "instance_groups", "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     instance_groups = { type = "array", items = P.instance_group,
       description = "the instance groups to update (default: all of them)" },
@@ -50,7 +52,7 @@ return tool {
       pattern_help = "an AMI ID like ami-0123456789abcdef0, or default",
       description = "the image to move to: a HyperPod public or custom AMI ID, or default (default: the latest " ..
         "release of each group's image)" },
-  },
+  }),
   status_tool = "hyperpod_list_instance_groups",
   target = function(p)
     local names = {}

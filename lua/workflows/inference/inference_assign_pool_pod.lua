@@ -101,7 +101,9 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "patch", "apply" },
   status_tool = "inference_get",
-  params = {
+  params = P.form({ "pool", "model", "count" },
+    { "pods", "service", "scheme", "namespace", "cluster", "region" },
+    {
     pool = P.with(I.NAME_PARAM, { description = "the model pool's name" }),
     model = P.with(I.NAME_PARAM, { decision = true, description = "the model the pods serve: the label value " ..
       "business=<model> and the name of its Service" }),
@@ -114,7 +116,7 @@ return tool {
     scheme = { type = "string", enum = { "internal", "internet-facing" }, default = "internal",
       description = "the NLB's scheme for service=external" },
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
-  },
+  }),
   validate = function(p)
     if (p.count == nil) == (p.pods == nil) or (p.pods and #p.pods == 0) then
       local msg = "count: give count or pods (one of them)"

@@ -116,16 +116,20 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "logs", "proxy" },
-  params = {
+  params = P.form({ "prompt", "name" },
+    { "messages", "max_tokens", "temperature", "model", "timeout_seconds", "namespace", "cluster", "region" },
+    {
     name = P.with(S.NAME, { required = true,
       description = "the inference deployment's name (inference_list lists them)" }),
     namespace = S.NS, cluster = P.cluster, region = P.region,
     messages = { type = "array", description = "the chat: [{role, content}], in order",
       items = { type = "object", properties = {
-        role = { type = "string", required = true, enum = { "system", "user", "assistant", "tool" } },
-        content = { type = "string", required = true, max_length = 200000 } } } },
+        role = { type = "string", required = true, enum = { "system", "user", "assistant", "tool" }, label = "Role",
+          order = 1 },
+        content = { type = "string", required = true, max_length = 200000, label = "Content", order = 2 } } },
+      help = "A whole conversation, message by message, instead of one prompt." },
     prompt = { type = "string", min_length = 1, max_length = 200000,
-      description = "one user message (instead of messages)" },
+      description = "one user message (instead of messages)", help = "What you ask the model." },
     model = { type = "string", min_length = 1, max_length = 256,
       description = "the model name the server serves (default: the first on its /v1/models)" },
     max_tokens = { type = "integer", minimum = 1, maximum = 131072, default = 256,
@@ -133,7 +137,7 @@ return tool {
     temperature = { type = "number", minimum = 0, maximum = 2, default = 0.7, description = "sampling temperature" },
     timeout_seconds = { type = "integer", minimum = 1, maximum = 600, default = 120,
       description = "how long to wait for the answer" },
-  },
+  }, { name = "Endpoint" }),
   validate = function(p)
     if (p.messages == nil) == (p.prompt == nil) then
       hypd.errors.refuse(p.messages and "prompt" or "messages", "one_of",

@@ -72,9 +72,11 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "delete" },
   status_tool = "inference_list",
-  params = { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
+  params = P.form({ "name" },
+    { "force", "namespace", "cluster", "region" },
+    { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
     force = { type = "boolean", default = false,
-      description = "delete a model pool even while some of its workers serve models" } },
+      description = "delete a model pool even while some of its workers serve models" } }, { name = "Endpoint" }),
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = { { name = "delete", run = run } },
 }

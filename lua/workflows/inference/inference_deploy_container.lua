@@ -158,7 +158,10 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:ListPodIdentityAssociations" },
   k8s = { "get", "list", "apply" },
   status_tool = "inference_get",
-  params = {
+  params = P.form({ "name", "instance_type", "gpus", "replicas", "service" },
+    { "args", "command", "engine", "env", "health_path", "image",
+      "port", "scheme", "secret_env", "storage_claim", "namespace", "cluster", "region" },
+    {
     name = P.with(I.NAME_PARAM, { decision = true }),
     namespace = I.NS_PARAM,
     engine = { type = "string", enum = { "vllm", "sglang", "custom" }, default = "custom",
@@ -198,7 +201,7 @@ return tool {
     secret_env = { type = "object", description = "environment variables from Kubernetes Secrets: " ..
       "{NAME: \"<secret name>/<key>\"}, e.g. {\"HF_TOKEN\": \"hf-token/token\"}" },
     cluster = P.cluster, region = P.region,
-  },
+  }, { name = "Endpoint name" }),
   validate = C.validate,
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = {

@@ -93,7 +93,10 @@ return tool {
   status_tool = "inference_get",
   aws = M.aws(),
   k8s = { "get", "list", "apply" },
-  params = params,
+  params = P.form({ "name", "model_id", "instance_type", "replicas", "accept_eula" },
+    { "model_version", "endpoint_name", "max_deploy_seconds", "tls_certificate_output_s3_uri", "namespace", "cluster",
+      "region" },
+    params, { name = "Endpoint name" }),
   target = M.target,
   steps = {
     { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only

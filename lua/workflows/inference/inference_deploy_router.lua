@@ -239,7 +239,9 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "apply" },
   status_tool = "inference_get",
-  params = {
+  params = P.form({ "service_type", "workers" },
+    { "name", "image", "policy", "port", "replicas", "service_name", "namespace", "cluster", "region" },
+    {
     workers = { type = "array", required = true, decision = true, items = KNAME,
       description = "the SGLang worker deployments to route to, by name" },
     name = P.with(KNAME, { default = "sglang-router", description = "the router Deployment's name" }),
@@ -255,7 +257,7 @@ return tool {
     service_type = { type = "string", enum = { "ClusterIP", "LoadBalancer" }, default = "ClusterIP",
       decision = true, description = "ClusterIP (inside the cluster) or LoadBalancer (an external load balancer)" },
     cluster = P.cluster, region = P.region,
-  },
+  }, { name = "Router name" }),
   validate = function(p)
     if #p.workers == 0 then hypd.errors.refuse("workers", "min_items", "workers: name at least one SGLang worker deployment") end
     local seen = {}

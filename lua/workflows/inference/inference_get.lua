@@ -24,11 +24,14 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "logs" },
-  params = { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
+  params = P.form({ "name" },
+    { "events", "tail_lines", "namespace", "cluster", "region", "wait_seconds" },
+    { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
     wait_seconds = P.wait_seconds,
     tail_lines = { type = "integer", default = 10, minimum = 0, maximum = 1000,
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
+    { name = "Endpoint" }),
   run = function(ctx, p)
     local e = require("_hyperpod").eks(ctx, p)
     local target = I.target({ cluster = e.name, region = e.region }, p.namespace .. "/" .. p.name)

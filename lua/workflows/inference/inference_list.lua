@@ -16,10 +16,12 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list" },
-  params = { cluster = P.cluster, region = P.region,
+  params = P.form({},
+    { "kind", "namespace", "cluster", "region" },
+    { cluster = P.cluster, region = P.region,
     namespace = { type = "string", pattern = I.DNS, max_length = 63, pattern_help = "a Kubernetes namespace name",
       description = "only this namespace (default: all)" },
-    kind = { type = "string", enum = I.KINDS, description = "only this kind" } },
+    kind = { type = "string", enum = I.KINDS, description = "only this kind" } }),
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)

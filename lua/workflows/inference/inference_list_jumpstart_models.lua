@@ -17,7 +17,9 @@ return tool {
     "deploying it needs accept_eula=true). Nothing is created.",
   kind = "read",
   aws = { "sagemaker:ListHubContents", "sagemaker:DescribeHubContent" },
-  params = {
+  params = P.form({},
+    { "max_results", "name_contains", "next_token", "task", "region" },
+    {
     region = P.region,
     name_contains = { type = "string", pattern = "^[A-Za-z0-9._-]{1,63}$", pattern_help = "part of a model id",
       description = "only models whose id contains this (case-insensitive)" },
@@ -25,7 +27,7 @@ return tool {
       description = "only models of this task (text-generation, sentence-similarity, ...)" },
     max_results = { type = "integer", minimum = 1, maximum = 100, default = 20, description = "models per page" },
     next_token = { type = "string", pattern = "^[0-9]{1,6}$", description = "the previous page's next_token" },
-  },
+  }),
   run = function(ctx, p)
     if p.region then ctx.region = p.region end
     local input = { HubName = M.HUB, HubContentType = "Model", NameContains = p.name_contains, MaxResults = 100,

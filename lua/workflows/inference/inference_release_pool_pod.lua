@@ -85,7 +85,9 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "patch", "delete" },
   status_tool = "inference_get",
-  params = {
+  params = P.form({},
+    { "count", "model", "pods", "pool", "namespace", "cluster", "region" },
+    {
     pods = { type = "array", items = { type = "string", pattern = I.DNS, max_length = 253,
       pattern_help = "a pod name" }, description = "release exactly these pods" },
     model = P.with(I.NAME_PARAM, { required = false, description = "release pods of this model" }),
@@ -93,7 +95,7 @@ return tool {
       description = "with model: how many of its pods to release (default: all)" },
     pool = P.with(I.NAME_PARAM, { required = false, description = "only pods of this pool" }),
     namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
-  },
+  }),
   validate = function(p)
     if not p.pods and not p.model then
       local msg = "pods: give pods, or model (with count)"

@@ -58,9 +58,11 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "patch" },
   status_tool = "inference_get",
-  params = { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
+  params = P.form({ "name", "replicas" },
+    { "namespace", "cluster", "region" },
+    { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
     replicas = { type = "integer", required = true, decision = true, minimum = 0, maximum = 100,
-      description = "how many replicas (pods) it should run" } },
+      description = "how many replicas (pods) it should run" } }, { name = "Endpoint" }),
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = { { name = "scale", run = run } },
 }

@@ -151,7 +151,10 @@ return tool {
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "apply" },
   status_tool = "inference_get",
-  params = {
+  params = P.form({ "name", "min_replicas", "max_replicas", "threshold" },
+    { "query", "metric_type", "activation_threshold", "polling_interval", "cooldown_period", "server_address",
+      "scaled_object_name", "namespace", "cluster", "region" },
+    {
     name = P.with(S.NAME, { required = true, description = "the Deployment to scale (an inference deployment)" }),
     namespace = S.NS,
     scaled_object_name = P.with(S.NAME, { description = "the ScaledObject's name (default <name>-scaler)" }),
@@ -175,7 +178,7 @@ return tool {
     cooldown_period = { type = "integer", minimum = 0, maximum = 86400, default = 300,
       description = "seconds after the last active check before scaling to min_replicas 0 (KEDA's default 300)" },
     cluster = P.cluster, region = P.region,
-  },
+  }, { name = "Endpoint" }),
   validate = function(p)
     if p.min_replicas > p.max_replicas then
       local msg = string.format("min_replicas (%d) must not exceed max_replicas (%d)", p.min_replicas, p.max_replicas)

@@ -37,8 +37,10 @@ return tool {
   kind = "destructive",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "delete" },
-  params = { cluster = P.cluster, region = P.region, name = P.with(B.NAME, { required = true }),
-    namespace = B.NAMESPACE },
+  params = P.form({ "name" },
+    { "namespace", "cluster", "region" },
+    { cluster = P.cluster, region = P.region, name = P.with(B.NAME, { required = true }),
+    namespace = B.NAMESPACE }, { name = "Job" }),
   status_tool = "job_list",
   target = function(p)
     local region, cluster = P.where(p)

@@ -147,7 +147,9 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "logs" },
-  params = {
+  params = P.form({ "name", "kind" },
+    { "container", "pod", "since_seconds", "tail", "namespace", "cluster", "region" },
+    {
     kind = { type = "string", required = true, enum = L.KINDS,
       description = "what name is: training_job, job (a batch Job), deployment, inference, pod" },
     name = { type = "string", required = true, pattern = KNAME.pattern, max_length = 253,
@@ -163,7 +165,7 @@ return tool {
     since_seconds = { type = "integer", minimum = 1, maximum = 30 * 86400,
       description = "only lines written in the last this many seconds" },
     cluster = P.cluster, region = P.region,
-  },
+  }, { name = "Workload" }),
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = L.connect(ctx, e)

@@ -103,12 +103,15 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },
   k8s = { "get", "list", "logs" },
-  params = { name = P.with(B.NAME, { description = "the Job's name (model_download's name)" }),
+  params = P.form({},
+    { "name", "events", "operation_id", "tail_lines", "namespace", "cluster", "region", "wait_seconds" },
+    { name = P.with(B.NAME, { description = "the Job's name (model_download's name)" }),
     namespace = B.NAMESPACE, operation_id = P.operation_id, cluster = P.cluster, region = P.region,
     wait_seconds = P.wait_seconds,
     tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
+    { name = "Job" }),
   validate = function(p)
     if not p.name and not p.operation_id then
       hypd.errors.refuse("name", "required", "give name (the Job's) or operation_id (model_download's)", { prefix = "field" })

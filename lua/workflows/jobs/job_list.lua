@@ -17,9 +17,11 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "list" },
-  params = { cluster = P.cluster, region = P.region,
+  params = P.form({},
+    { "namespace", "cluster", "region" },
+    { cluster = P.cluster, region = P.region,
     namespace = { type = "string", pattern = B.NAMESPACE.pattern, max_length = 63,
-      pattern_help = B.NAMESPACE.pattern_help, description = "only this namespace (default: all)" } },
+      pattern_help = B.NAMESPACE.pattern_help, description = "only this namespace (default: all)" } }),
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)

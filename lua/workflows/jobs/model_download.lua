@@ -338,7 +338,9 @@ return tool {
   status_tool = "job_get_status",
   aws = { "eks:DescribeCluster", "s3:ListObjectsV2" },
   k8s = { "get", "list", "logs", "apply" },
-  params = params,
+  params = P.form({ "model_id" },
+    { "name", "claim_name", "destination", "hf_token", "revision", "namespace", "cluster", "region" },
+    params, { name = "Download job name" }),
   validate = validate,
   target = function(p)
     local region, cluster = P.where(p)

@@ -114,13 +114,15 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list", "watch", "proxy" },
-  params = {
+  params = P.form({},
+    { "instance_group", "namespace", "cluster", "region", "wait_seconds" },
+    {
     cluster = P.cluster, region = P.region,
     namespace = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
       description = "only this namespace's pods, pending pods, workloads and events (nodes and GPUs stay whole)" },
     instance_group = P.with(P.instance_group, { description = "only this instance group's nodes, GPUs and pending demand" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     local target = ctx:cluster(p)
     local c = hypd.k8s.cache { cluster = target.name, region = target.region, kinds = K.KINDS, sample = V.sample }

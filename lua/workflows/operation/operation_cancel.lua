@@ -10,7 +10,9 @@ return tool {
   kind = "mutating",
   status_tool = "operation_get",
   audit = false, -- the operation layer records it, whichever front end asks
-  params = { operation_id = P.with(P.operation_id, { required = true, description = "the operation to cancel" }) },
+  params = P.form({ "operation_id" },
+    {},
+    { operation_id = P.with(P.operation_id, { required = true, description = "the operation to cancel" }) }),
   result = require "operation._view",
   run = function(_, p)
     local v, err = hypd.operations.cancel(p.operation_id)

@@ -11,7 +11,9 @@ return tool {
     "With wait_seconds it answers at once when the operation has ended, else as soon as its phase or " ..
     "status changes, else when the time is up; waited says which (the children show each child's phase).",
   kind = "read",
-  params = { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds },
+  params = P.form({ "operation_id" },
+    { "wait_seconds" },
+    { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds }),
   result = require "operation._view",
   run = function(_, p)
     local view = hypd.operations.get(p.operation_id)

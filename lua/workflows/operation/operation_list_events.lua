@@ -19,9 +19,11 @@ return tool {
     "operation.cancelled. With wait_seconds it answers as soon as a new event exists or the operation has " ..
     "ended, so a follower sees every phase and note with a few calls.",
   kind = "read",
-  params = { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds,
+  params = P.form({ "operation_id" },
+    { "after", "limit", "wait_seconds" },
+    { operation_id = P.with(P.operation_id, { required = true }), wait_seconds = P.wait_seconds,
     after = { type = "integer", minimum = 0, default = 0, description = "the seq of the last event you saw" },
-    limit = { type = "integer", minimum = 1, maximum = 1000, default = 200, description = "at most this many" } },
+    limit = { type = "integer", minimum = 1, maximum = 1000, default = 200, description = "at most this many" } }),
   result = { type = "object", properties = { events = { type = "array", items = EVENT }, next = { type = "integer" },
     status = { type = "string" }, phase = { type = "string" }, waited = { type = "object" } } },
   run = function(_, p)

@@ -158,7 +158,9 @@ return tool {
     "iam:ListAttachedRolePolicies", "iam:ListOpenIDConnectProviders", "iam:PassRole",
     "iam:CreateServiceLinkedRole", "sagemaker:ListClusters", "sagemaker:DescribeCluster" },
   k8s = { "get", "list", "watch", "apply" },
-  params = params,
+  params = P.form({ "storage_capacity_gib", "deployment_type", "throughput" },
+    { "availability_zone", "file_system_id", "claim_name", "namespace", "cluster", "region" },
+    params),
   target = S.target,
   steps = {
     { name = "check", run = check, on_call = true }, -- refused on the call (hypd.tool.operations): reads only

@@ -248,7 +248,9 @@ return tool {
     "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket", "fsx:DescribeFileSystems",
     "fsx:DeleteFileSystem", "ec2:DescribeSecurityGroups", "ec2:DeleteSecurityGroup" },
   k8s = { "get", "list", "watch", "delete" },
-  params = {
+  params = P.form({ "claim_name", "delete_bucket", "delete_file_system", "force" },
+    { "namespace", "cluster", "region" },
+    {
     cluster = P.cluster,
     region = P.region,
     claim_name = P.with(S.claim_name, { required = true, decision = true,
@@ -260,7 +262,7 @@ return tool {
       description = "also delete the FSx file system (hypd's own only; needs force, since it may hold data)" },
     force = { type = "boolean", default = false, decision = true,
       description = "delete the bucket or file system even when it holds data: everything in it is lost" },
-  },
+  }),
   target = S.target,
   steps = {
     { name = "find", run = find },

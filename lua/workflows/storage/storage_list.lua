@@ -88,12 +88,14 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:DescribeAddon", "fsx:DescribeFileSystems", "s3:HeadBucket" },
   k8s = { "get", "list" },
-  params = {
+  params = P.form({},
+    { "operation_id", "cluster", "region", "wait_seconds" },
+    {
     cluster = P.cluster,
     region = P.region,
     operation_id = P.with(P.operation_id, { description = "a storage tool's operation to report (and wait for)" }),
     wait_seconds = P.wait_seconds,
-  },
+  }),
   run = function(ctx, p)
     -- read() -> the storages now, the operation named (with the child it
     -- runs) and the top-level operation at work on the cluster's storage

@@ -14,7 +14,9 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", "s3:HeadBucket", "s3:ListObjectsV2" },
   k8s = { "get" },
-  params = {
+  params = P.form({},
+    { "bucket", "claim_name", "page_size", "page_token", "prefix", "namespace", "cluster", "region" },
+    {
     cluster = P.cluster,
     region = P.region,
     claim_name = P.with(S.claim_name, { description = "the claim of an S3 storage (storage_list shows them)" }),
@@ -28,7 +30,7 @@ return tool {
       description = "next_page_token of the previous page of the same listing" },
     page_size = { type = "integer", minimum = 1, maximum = 1000, default = 100,
       description = "at most this many folders and objects per page" },
-  },
+  }),
   run = function(ctx, p)
     local bucket, region, base = p.bucket, nil, ""
     local out = {}

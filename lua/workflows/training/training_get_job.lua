@@ -109,10 +109,13 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster", table.unpack(MX.ACTIONS) },
   k8s = { "get", "list", "logs" },
-  params = { name = NAME, namespace = NS, cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
+  params = P.form({ "name" },
+    { "events", "tail_lines", "namespace", "cluster", "region", "wait_seconds" },
+    { name = NAME, namespace = NS, cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
     tail_lines = { type = "integer", default = 20, minimum = 0, maximum = 1000,
       description = "the last log lines shown per pod" },
     events = { type = "integer", default = 20, minimum = 0, maximum = 200, description = "the newest events shown" } },
+    { name = "Job" }),
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)

@@ -31,7 +31,9 @@ return tool {
   kind = "read",
   aws = actions,
   k8s = { "get", "list" },
-  params = { name = NAME, namespace = { type = "string", default = "default",
+  params = P.form({},
+    { "name", "experiment", "history", "mlflow", "run", "namespace", "cluster", "region" },
+    { name = NAME, namespace = { type = "string", default = "default",
       pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63, pattern_help = "a Kubernetes namespace name",
       description = "the job's namespace" },
     cluster = P.cluster, region = P.region,
@@ -44,7 +46,7 @@ return tool {
         "mlflow-tracking-server/[A-Za-z0-9-]+$", pattern_help = "a tracking server name or ARN",
       description = "the tracking server, with experiment and run (default: the cluster's, hypd-<tag>-mlflow)" },
     history = { type = "integer", default = 20, minimum = 1, maximum = 1000,
-      description = "the last points of loss and throughput shown" } },
+      description = "the last points of loss and throughput shown" } }, { name = "Job" }),
   validate = function(p)
     if not p.name and not (p.experiment and p.run) then
       hypd.errors.refuse("name", "required", "name: give the job's name, or experiment and run")

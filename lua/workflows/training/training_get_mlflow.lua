@@ -18,10 +18,12 @@ return tool {
     "waits up to that long for the status to change (creation takes about 20 minutes).",
   kind = "read",
   aws = { "eks:DescribeCluster", "sagemaker:DescribeMlflowTrackingServer", "sagemaker:ListMlflowTrackingServers" },
-  params = { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
+  params = P.form({},
+    { "name", "cluster", "region", "wait_seconds" },
+    { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds,
     name = { type = "string", pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$|^arn:aws[a-z-]*:sagemaker:",
       max_length = 2048, pattern_help = "a tracking server name or ARN",
-      description = "the tracking server (default: the cluster's, hypd-<tag>-mlflow)" } },
+      description = "the tracking server (default: the cluster's, hypd-<tag>-mlflow)" } }, { name = "Tracking server" }),
   run = function(ctx, p)
     local name = p.name and ML.name_of(p.name)
     local cl

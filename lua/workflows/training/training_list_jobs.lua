@@ -15,9 +15,11 @@ return tool {
   kind = "read",
   aws = { "eks:DescribeCluster" },
   k8s = { "get", "list" },
-  params = { cluster = P.cluster, region = P.region,
+  params = P.form({},
+    { "namespace", "cluster", "region" },
+    { cluster = P.cluster, region = P.region,
     namespace = { type = "string", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63,
-      pattern_help = "a Kubernetes namespace name", description = "only this namespace (default: all)" } },
+      pattern_help = "a Kubernetes namespace name", description = "only this namespace (default: all)" } }),
   run = function(ctx, p)
     local e = hp.eks(ctx, p)
     local conn = ctx:k8s(e.name)

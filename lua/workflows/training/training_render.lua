@@ -1,4 +1,5 @@
 -- training_render: a recipe's objects for review, before submission.
+local P = require "_params"
 local R = require "training._recipe"
 
 return tool {
@@ -10,7 +11,8 @@ return tool {
     "cluster. `hypd call training_render recipe=pytorch-torchrun params:='{...}'` prints them as JSON. " ..
     "training_list_recipes gives each recipe's parameters.",
   kind = "read",
-  params = { recipe = R.recipe, params = R.params },
+  params = P.form({ "recipe", "params" },
+    {  }, { recipe = R.recipe, params = R.params }),
   result = { type = "object", properties = { recipe = { type = "string" }, params = { type = "object" },
     objects = { type = "array", items = { type = "object" } } } },
   run = function(ctx, p)

@@ -159,7 +159,9 @@ return tool {
     "iam:PutRolePolicy", "iam:PassRole", "sagemaker:DescribeMlflowTrackingServer",
     "sagemaker:CreateMlflowTrackingServer", "sagemaker:UpdateMlflowTrackingServer", "sagemaker:ListTags",
     "sagemaker:AddTags" },
-  params = {
+  params = P.form({ "name", "size" },
+    { "automatic_model_registration", "bucket", "mlflow_version", "pod_access", "role", "namespace", "cluster", "region" },
+    {
     cluster = P.cluster, region = P.region,
     name = { type = "string", pattern = NAME, max_length = 256, decision = true,
       pattern_help = "a tracking server name: letters, digits and '-'",
@@ -182,7 +184,7 @@ return tool {
     namespace = { type = "string", default = "default", pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
       max_length = 63, pattern_help = "a Kubernetes namespace name",
       description = "where the jobs run (the service account's namespace)" },
-  },
+  }, { name = "Tracking server name" }),
   target = function(p)
     local region, cluster = P.where(p)
     return string.format("mlflow/%s/%s/%s", region, cluster, tostring(p.name or "default"))

@@ -137,7 +137,9 @@ return tool {
   kind = "mutating",
   aws = cap.aws("sagemaker:DescribeMlflowTrackingServer"),
   k8s = { "get", "list", "apply" },
-  params = { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region,
+  params = P.form({ "recipe", "params" },
+    { "mlflow", "cluster", "region" },
+    { recipe = R.recipe, params = R.params, cluster = P.cluster, region = P.region,
     mlflow = { type = "string", max_length = 2048,
       pattern = "^none$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,255}$|^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:" ..
         "mlflow-tracking-server/[A-Za-z0-9-]+$",
@@ -145,7 +147,7 @@ return tool {
       description = "the MLflow tracking server the job reports to (name or ARN; none: no MLflow). Default: the " ..
         "cluster's own (hypd-<tag>-mlflow, training_setup_mlflow) when it exists. The job gets " ..
         "MLFLOW_TRACKING_URI (the server's ARN) and MLFLOW_EXPERIMENT_NAME (params.mlflow.experiment_name, " ..
-        "default the job name); the recipes report loss and throughput to it" } },
+        "default the job name); the recipes report loss and throughput to it" } }),
   status_tool = "training_get_job",
   -- bad recipe parameters are refused at the call, before an operation starts
   validate = function(p)
