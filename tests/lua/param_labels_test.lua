@@ -117,3 +117,15 @@ t.test("the endpoint call opens with the prompt; the advanced features with the 
   t.eq(f["x-hypd-label"], "Karpenter autoscaling")
   t.eq(f.properties.enabled["x-hypd-label"], "On")
 end)
+
+t.test("MCP's tools/list leaves the person's form keys out; the agent keeps each description", function()
+  local mcp = require "hypd.api.mcp"
+  local d = tool.get("cluster_create")
+  local x = mcp.mcp_tool({ name = d.name, summary = d.summary, description = d.description,
+    input_schema = tool.input_schema(d) })
+  local tag = x.inputSchema.properties.cluster_tag
+  t.eq({ tag["x-hypd-label"], tag["x-hypd-help"], tag["x-hypd-group"], tag["x-hypd-order"] }, {})
+  t.like(tag.description, "Ask the person")
+  t.eq(x.inputSchema.properties.features.properties.karpenter["x-hypd-label"], nil, "nested ones too")
+  t.eq(tool.input_schema(d).properties.cluster_tag["x-hypd-label"], "Cluster name", "the registry's schema keeps them")
+end)

@@ -248,6 +248,21 @@ end
 
 methods.ping = function() return json.object() end
 
+-- for_agent(schema) -> a copy without the keys of a person's form
+-- (x-hypd-label, -help, -group, -order: the web and REST have them): an
+-- agent reads each parameter's description, and pays for every byte of
+-- tools/list
+local FORM_KEYS = { ["x-hypd-label"] = true, ["x-hypd-help"] = true, ["x-hypd-group"] = true,
+  ["x-hypd-order"] = true }
+local function for_agent(s)
+  if type(s) ~= "table" then return s end
+  local out = {}
+  for k, v in pairs(s) do
+    if not FORM_KEYS[k] then out[k] = for_agent(v) end
+  end
+  return setmetatable(out, getmetatable(s))
+end
+
 -- mcp_tool(d) -> the MCP Tool for a backend description
 function M.mcp_tool(d)
   local desc = d.description or d.summary or d.name
@@ -255,7 +270,7 @@ function M.mcp_tool(d)
     desc = desc .. "\n\nMutating: returns an operation_id at once; call " .. d.status_tool .. " every " ..
       op.POLL_AFTER .. " s until status is succeeded/failed."
   end
-  local out = { name = d.name, title = d.summary, description = desc, inputSchema = d.input_schema,
+  local out = { name = d.name, title = d.summary, description = desc, inputSchema = for_agent(d.input_schema),
     annotations = { title = d.summary, readOnlyHint = d.kind == "read", destructiveHint = d.kind == "destructive",
       idempotentHint = d.kind == "read" or d.staged == true, openWorldHint = true } }
   if type(out.inputSchema) ~= "table" then out.inputSchema = { type = "object", properties = json.object() } end
