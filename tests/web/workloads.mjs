@@ -36,7 +36,8 @@ return {
 }
 
 // fill(page, formId, values): each value into the form's field of that name,
-// when the form has it (a select by its value, a checkbox by true/false);
+// when the form has it (a select by its value, a checkbox by true/false;
+// a folded one unfolded);
 // answers the names filled
 export async function fill(page, form, values) {
   const done = [];
@@ -44,7 +45,8 @@ export async function fill(page, form, values) {
     const sel = `#${form}-${k.replace(/[^A-Za-z0-9_-]+/g, "-")}`;
     const el = await page.$(sel);
     if (!el) continue;
-    const tag = await el.evaluate((e) => e.tagName + ":" + (e.type || ""));
+    // a field folded under "More options" is unfolded first
+    const tag = await el.evaluate((e) => { const d = e.closest("details:not([open])"); if (d) d.open = true; return e.tagName + ":" + (e.type || ""); });
     if (tag.startsWith("SELECT")) {
       // its choices may come from a read tool: wait for the option
       await page.waitForSelector(`${sel} option[value="${String(v)}"]`, { state: "attached", timeout: 15000 });

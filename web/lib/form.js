@@ -1,11 +1,18 @@
 // One generic form for a tool's JSON Schema (GET /api/v1/tools/{name}
 // input_schema). Types: string, integer, number, boolean, enum (a select),
 // arrays (rows to add and remove), objects with properties (a fieldset),
-// free-form objects (JSON), and unions of types (a choice of which). The
-// x-hypd extensions: x-hypd-decision (marked as a choice the person must
-// make), x-hypd-fixed (read-only when the form edits something that exists),
-// x-hypd-pattern-help, writeOnly (a secret: a password field); a string of
-// maxLength 16384 or more (a prompt, a script) is a textarea.
+// free-form objects (JSON), and unions of types (a choice of which; a
+// feature, boolean or {enabled, options}, is a switch with its options
+// shown when on). The x-hypd extensions: x-hypd-label (the field's label;
+// its key is shown small beside it), x-hypd-help (the help under it, else
+// its description), x-hypd-group and x-hypd-order (fields by group, then
+// order: "decisions" first, "more" folded in a <details> that opens when
+// it holds an invalid or required field), x-hypd-decision (marked as a
+// choice the person must make), x-hypd-fixed (read-only when the form edits
+// something that exists), x-hypd-pattern-help, writeOnly (a secret: a
+// password field); a string of maxLength 16384 or more (a prompt, a script)
+// is a textarea. A field of an optional object is marked required only once
+// that object is given.
 //
 //   <SchemaForm schema id="run" values={prefill} hide={["plan"]}
 //     existing={false} fixedReason="..." errors={ApiError}
@@ -13,8 +20,11 @@
 //     actions={[{label: "Plan", plan: true}, {label: "Run", kind: "mutating"}]}
 //     onSubmit={(params, action) => ...}/>
 //
-// choices[field] is a function (values) -> [value | {value, label}], or
-// {load, deps: ["other_field"]} to load again when those fields change.
+// choices[field] is a function (values) -> [value | {value, label, group}],
+// or {load, deps: ["other_field"], unknown: (value, values) -> "why"} to
+// load again when those fields change (options with a group are shown in
+// an <optgroup> each, in the order they come; a value the list does not
+// hold is flagged with unknown's words).
 // The server's VALIDATION errors (errors.fields[].field, paths like
 // "features.training_operator.enabled" or "public_subnet_cidrs[1]") are
 // shown next to the field they name; any that name no shown field are
@@ -27,6 +37,17 @@ const isMap = (s) => typesOf(s)[0] === "object" && (!s.properties || Object.keys
 const join = (base, key) => (typeof key === "number" ? `${base}[${key}]` : base ? `${base}.${key}` : key);
 const domId = (prefix, path) => prefix + "-" + path.replace(/[^A-Za-z0-9_-]+/g, "-");
 const stripPath = (msg, path) => (msg && msg.startsWith(path + ": ") ? msg.slice(path.length + 2) : msg);
+const GROUPS = { decisions: 1, more: 2 };
+// byForm(props) -> [key, spec] by group ("decisions" first), then order; a
+// schema without them: its decisions first, then the schema's order
+const rank = (p) => GROUPS[p["x-hypd-group"]] || (p["x-hypd-decision"] ? 1 : 1.5);
+export const byForm = (props) => Object.entries(props || {}).sort(([, p], [, q]) =>
+  rank(p) - rank(q) || (p["x-hypd-order"] ?? 1e9) - (q["x-hypd-order"] ?? 1e9));
+// a feature: true or false, or {enabled, options...}: a switch
+const isFeature = (s, types) => types.includes("boolean") && types.includes("object") && !!(s.properties && s.properties.enabled);
+// filled(s, o): an object field holds something besides its defaults (its fields' required marks then hold)
+const filled = (s, o) => Object.entries(o || {}).some(([k, v]) => v !== undefined && v !== "" && !(Array.isArray(v) && !v.length) &&
+  JSON.stringify(v) !== JSON.stringify(((s.properties || {})[k] || {}).default));
 
 // initial(schema, given) -> the form's starting value for one field
 function initial(s, given) {
@@ -84,7 +105,8 @@ function useChoices(choices, values) {
       const load = typeof c === "function" ? c : c.load;
       setState((s) => ({ ...s, [k]: { ...(s[k] || {}), loading: true } }));
       Promise.resolve().then(() => load(values)).then(
-        (list) => live && setState((s) => ({ ...s, [k]: { list: (list || []).map((x) => (typeof x === "object" ? x : { value: x, label: String(x) })) } })),
+        (list) => live && setState((s) => ({ ...s, [k]: { list: (list || []).map((x) => (typeof x === "object" ? x : { value: x, label: String(x) })),
+          unknown: (v) => (typeof c === "object" && c.unknown ? c.unknown(v, values) : null) } })),
         (e) => live && setState((s) => ({ ...s, [k]: { error: e.message || String(e) } })));
     }
     return () => { live = false; };
@@ -94,7 +116,8 @@ function useChoices(choices, values) {
 
 function Help({ s, id }) {
   const bits = [];
-  if (s.description) bits.push(s.description.replace(/([^.!?])\s*$/, "$1."));
+  const text = s["x-hypd-help"] || s.description;
+  if (text) bits.push(text.replace(/([^.!?])\s*$/, "$1."));
   if (s["x-hypd-pattern-help"]) bits.push("Format: " + s["x-hypd-pattern-help"] + ".");
   if (s.minimum !== undefined || s.maximum !== undefined)
     bits.push(`From ${s.minimum ?? "−∞"} to ${s.maximum ?? "∞"}.`);
@@ -107,19 +130,37 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
   const id = domId(ctx.prefix, idPath || path);
   ctx.shown.add(path);
   const types = typesOf(s);
+  const title = s["x-hypd-label"] || name;
+  // the key, small beside a human label (not for an array's rows)
+  const key = s["x-hypd-label"] && !/\d$/.test(name) ? html`<code class="param-key">${name}</code>` : null;
   // a union's errors show beside the control of the type chosen
   const errs = types.length > 1 ? [] : ctx.errors.filter((e) => e.field === path);
   const decision = !!s["x-hypd-decision"];
   const fixed = !!s["x-hypd-fixed"];
   const readOnly = fixed && ctx.existing;
-  const describedBy = [s.description || s["x-hypd-pattern-help"] ? id + "-help" : "", errs.length ? id + "-err" : "",
+  const describedBy = [s["x-hypd-help"] || s.description || s["x-hypd-pattern-help"] ? id + "-help" : "", errs.length ? id + "-err" : "",
     readOnly ? id + "-fixed" : ""].filter(Boolean).join(" ") || undefined;
   const common = { id, name: path, "aria-describedby": describedBy, "aria-invalid": errs.length ? "true" : undefined,
     "aria-required": required ? "true" : undefined, disabled: readOnly || ctx.disabled, readOnly };
   let control;
   let group = false; // a fieldset of its own (objects, arrays, unions)
+  let unknown = null; // why a chosen value is not among the choices loaded
   const choice = ctx.choices[path];
-  if (types.length > 1) {
+  if (isFeature(s, types)) {
+    group = true;
+    const on = value === true || (!!value && typeof value === "object" && value.enabled === true);
+    const opts = value && typeof value === "object" ? value : {};
+    const options = byForm(s.properties).filter(([k]) => k !== "enabled");
+    control = html`<div class="feature-switch">
+      <div class="check"><label class="toggle" for=${id}>
+        <input type="checkbox" role="switch" ...${common} checked=${on} aria-checked=${on ? "true" : "false"}
+          onChange=${(e) => onChange(e.target.checked ? (options.some(([k]) => opts[k] !== undefined) ? { ...opts, enabled: true } : true) : undefined)}/>
+        <span class="toggle-track" aria-hidden="true"><span class="toggle-knob"></span></span>
+        <span class="toggle-label">${title}</span></label> ${key}</div>
+      ${on && options.length > 0 && html`<div class="object feature-options">${options.map(([k, p]) => html`<${Field} ctx=${ctx} s=${p} path=${join(path, k)}
+        name=${k} value=${opts[k]} onChange=${(v) => onChange({ ...opts, enabled: true, [k]: v })}/>`)}</div>`}
+    </div>`;
+  } else if (types.length > 1) {
     group = true;
     const cur = types.find((t) => (t === "boolean" ? typeof value === "boolean" : t === "object" ? value && typeof value === "object" && !Array.isArray(value)
       : t === "array" ? Array.isArray(value) : t === "string" ? typeof value === "string" : typeof value === "number")) || types[0];
@@ -134,10 +175,14 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
   } else if (choice && (choice.list || choice.loading)) {
     const list = choice.list || [];
     const known = list.some((o) => String(o.value) === String(value ?? ""));
-    control = html`<select ...${common} onChange=${(e) => onChange(e.target.value === "" ? undefined : e.target.value)}>
+    const opt = (o) => html`<option value=${o.value} selected=${String(o.value) === String(value ?? "")}>${o.label ?? o.value}</option>`;
+    const groups = [...new Set(list.filter((o) => o.group).map((o) => o.group))];
+    unknown = !known && !choice.loading && value !== undefined && value !== "" ? choice.unknown(value) : null;
+    control = html`<select ...${common} aria-invalid=${unknown || errs.length ? "true" : undefined} onChange=${(e) => onChange(e.target.value === "" ? undefined : e.target.value)}>
       <option value="" selected=${value === undefined || value === ""}>${choice.loading ? "Loading choices…" : required ? "— choose —" : "— not set —"}</option>
-      ${!known && value !== undefined && value !== "" && html`<option value=${value} selected>${value}</option>`}
-      ${list.map((o) => html`<option value=${o.value} selected=${String(o.value) === String(value ?? "")}>${o.label ?? o.value}</option>`)}
+      ${!known && value !== undefined && value !== "" && html`<option value=${value} selected>${value}${unknown ? " (not offered)" : ""}</option>`}
+      ${groups.length ? [...groups.map((g) => html`<optgroup label=${g}>${list.filter((o) => o.group === g).map(opt)}</optgroup>`), ...list.filter((o) => !o.group).map(opt)]
+        : list.map(opt)}
     </select>`;
   } else if (s.enum) {
     control = html`<select ...${common} onChange=${(e) => onChange(e.target.value === "" ? undefined : s.enum.find((x) => String(x) === e.target.value))}>
@@ -155,18 +200,19 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
     const items = s.items || {};
     control = html`<div class="array">
       ${list.map((x, i) => html`<div class="array-row">
-        <${Field} ctx=${ctx} s=${{ ...items, description: undefined }} path=${join(path, i)} name=${`${name} ${i + 1}`} value=${x}
+        <${Field} ctx=${ctx} s=${{ ...items, description: undefined, "x-hypd-help": undefined }} path=${join(path, i)} name=${`${title} ${i + 1}`} value=${x}
           onChange=${(v) => onChange(list.map((y, j) => (j === i ? v : y)))} nested=${true}/>
-        <button type="button" class="btn btn-small" disabled=${readOnly || ctx.disabled} aria-label=${`remove ${name} ${i + 1}`}
+        <button type="button" class="btn btn-small" disabled=${readOnly || ctx.disabled} aria-label=${`remove ${title} ${i + 1}`}
           onClick=${() => onChange(list.filter((_, j) => j !== i))}>Remove</button></div>`)}
       <button type="button" class="btn btn-small" id=${id + "-add"} disabled=${readOnly || ctx.disabled}
-        onClick=${() => onChange([...list, initial(items) ?? (typesOf(items)[0] === "object" ? {} : "")])}>Add ${name}</button>
+        onClick=${() => onChange([...list, initial(items) ?? (typesOf(items)[0] === "object" ? {} : "")])}>Add ${title}</button>
     </div>`;
   } else if (types[0] === "object" && !isMap(s)) {
     group = true;
     const o = value && typeof value === "object" ? value : {};
-    const req = new Set(s.required || []);
-    control = html`<div class="object">${Object.entries(s.properties).map(([k, p]) => html`<${Field} ctx=${ctx} s=${p} path=${join(path, k)} name=${k}
+    // a field of an optional object is required once the object is given
+    const req = new Set(required || filled(s, o) ? s.required || [] : []);
+    control = html`<div class="object">${byForm(s.properties).map(([k, p]) => html`<${Field} ctx=${ctx} s=${p} path=${join(path, k)} name=${k}
       value=${o[k]} required=${req.has(k)} onChange=${(v) => onChange({ ...o, [k]: v })}/>`)}</div>`;
   } else if (types[0] === "object" || types.length === 0) {
     control = html`<${JsonInput} common=${common} value=${value} onChange=${onChange} ctx=${ctx} path=${path}/>`;
@@ -185,13 +231,16 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
   const tail = html`<${Help} s=${s} id=${id + "-help"}/>
     ${readOnly && html`<p class="fixed-reason" id=${id + "-fixed"}>Read-only: ${ctx.fixedReason || "fixed when it was created; it cannot change now"}.</p>`}
     ${choice && choice.error && html`<p class="help">Choices could not be loaded (${choice.error}); type a value.</p>`}
+    ${unknown && html`<p class="field-error" id=${id + "-err"} data-field=${path} data-unknown="true">${unknown}</p>`}
     ${errs.map((e) => html`<p class="field-error" id=${id + "-err"} data-field=${path}>${stripPath(e.message, path)}</p>`)}`;
   if (group) {
-    return html`<fieldset class=${cls + " group"} data-path=${path}><legend>${name} ${marks}</legend>${control}${tail}</fieldset>`;
+    // a feature: its switch is its label; its options follow it
+    if (isFeature(s, types)) return html`<div class=${cls + " feature-field"} data-path=${path}>${control}${tail}</div>`;
+    return html`<fieldset class=${cls + " group"} data-path=${path}><legend>${title} ${key} ${marks}</legend>${control}${tail}</fieldset>`;
   }
-  const label = html`<label for=${id}>${name}</label>`;
+  const label = html`<label for=${id}>${title}</label>`;
   return html`<div class=${cls} data-path=${path}>
-    ${types[0] === "boolean" && !s.enum ? html`<div class="check">${control} ${label} ${marks}</div>` : html`<div class="label-row">${label} ${marks}</div>${control}`}
+    ${types[0] === "boolean" && !s.enum ? html`<div class="check">${control} ${label} ${key} ${marks}</div>` : html`<div class="label-row">${label} ${key} ${marks}</div>${control}`}
     ${tail}</div>`;
 }
 
@@ -226,9 +275,16 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
   const ctx = { prefix: id, errors: (errors && errors.fields) || [], shown: new Set(), existing, fixedReason, choices: loaded,
     disabled, local };
   const hidden = new Set(hide);
-  // decisions first, then the rest in the schema's order
-  const names = Object.keys(props).filter((k) => !hidden.has(k));
-  const ordered = [...names.filter((k) => props[k]["x-hypd-decision"]), ...names.filter((k) => !props[k]["x-hypd-decision"])];
+  // by group ("decisions" first), then order; the rest ("more") folded
+  const ordered = byForm(props).map(([k]) => k).filter((k) => !hidden.has(k));
+  const more = ordered.filter((k) => props[k]["x-hypd-group"] === "more");
+  const main = ordered.filter((k) => props[k]["x-hypd-group"] !== "more");
+  // the folded options open by themselves when one of them is invalid or required
+  const top = (f) => String(f).split(/[.[]/)[0];
+  const mustOpen = more.some((k) => required.has(k)) || ctx.errors.some((e) => more.includes(top(e.field))) ||
+    [...local.keys()].some((p) => more.includes(top(p)));
+  const [moreOpen, setMoreOpen] = useState(false);
+  useEffect(() => { if (mustOpen) setMoreOpen(true); }, [mustOpen, errors]);
   const submit = (action) => {
     const params = {};
     for (const [k, p] of Object.entries(props)) {
@@ -237,8 +293,14 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     }
     onSubmit && onSubmit(params, action);
   };
-  const fields = ordered.map((k) => html`<${Field} ctx=${ctx} s=${props[k]} path=${k} name=${k} value=${values[k]}
-    required=${required.has(k)} onChange=${(v) => setValues((o) => ({ ...o, [k]: v }))}/>`);
+  const field = (k) => html`<${Field} ctx=${ctx} s=${props[k]} path=${k} name=${k} value=${values[k]}
+    required=${required.has(k)} onChange=${(v) => setValues((o) => ({ ...o, [k]: v }))}/>`;
+  // with no decisions, the other fields are the form (nothing to fold them under)
+  const fields = main.length === 0 ? more.map(field) : html`${main.map(field)}
+    ${more.length > 0 && html`<details class="more-options" id=${id + "-more"} open=${moreOpen}
+      onToggle=${(e) => setMoreOpen(e.currentTarget.open)}>
+      <summary>More options <span class="muted">(${more.length}: ${more.slice(0, 4).map((k) => props[k]["x-hypd-label"] || k).join(", ")}${more.length > 4 ? ", …" : ""})</span></summary>
+      ${more.map(field)}</details>`}`;
   const hasDecision = ordered.some((k) => props[k]["x-hypd-decision"]);
   return html`<form class="schema-form" id=${id} noValidate onSubmit=${(e) => { e.preventDefault(); submit(actions[actions.length - 1]); }}>
     ${hasDecision && html`<p class="help legend-decision"><span class="mark mark-decision">your decision</span> marks the choices you must make; the rest have defaults or are computed.</p>`}

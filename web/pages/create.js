@@ -1,6 +1,6 @@
 // The create wizard (#/create, then #/create?op=ID): cluster_create's
-// decisions (the fields its schema marks x-hypd-decision; the rest folded
-// under "More options"), zones and instance types from the read tools; the
+// decisions (its schema's "decisions" group, cluster name first; the rest
+// folded under "More options" by the form), zones and instance types from the read tools; the
 // plan (cluster_create with plan = true) grouped by what it makes, with the
 // computed parts (VPC and subnets with CIDRs, roles, buckets, the HyperPod
 // cluster); on confirmation the run, and its five stages (the operation's
@@ -160,22 +160,16 @@ function Progress({ id }) {
 
 function Wizard() {
   const { def, error } = useToolDef(TOOL);
-  const [more, setMore] = useState(false);
   const [errors, setErrors] = useState(null);
   const [busy, setBusy] = useState(false);
   const [plan, setPlan] = useState(null); // {params, value}
   const [ask, setAsk] = useState(false);
   if (error) return html`<${ErrorBox} error=${error}/>`;
   if (!def) return html`<${Loading} what="Loading cluster_create's form"/>`;
-  const props = def.input_schema.properties || {};
-  const others = Object.keys(props).filter((k) => !props[k]["x-hypd-decision"] && k !== "plan");
   const doPlan = async (p) => {
     setBusy(true); setErrors(null); setPlan(null);
-    try { setPlan({ params: p, value: await callTool(TOOL, { ...p, plan: true }) }); } catch (e) {
-      setErrors(e);
-      // an error on a folded option unfolds them, so that it shows beside its field
-      if ((e.fields || []).some((f) => others.includes(String(f.field).split(/[.[]/)[0]))) setMore(true);
-    } finally { setBusy(false); }
+    // an error on a folded option unfolds them (the form does), so that it shows beside its field
+    try { setPlan({ params: p, value: await callTool(TOOL, { ...p, plan: true }) }); } catch (e) { setErrors(e); } finally { setBusy(false); }
   };
   const run = async () => {
     setAsk(false); setBusy(true);
@@ -190,10 +184,7 @@ function Wizard() {
     <div class="wizard">
       <section class="wizard-form" aria-label="decisions">
         <p class="muted">${def.summary}. Only the decisions are asked; hypd computes the rest (shown in the plan).</p>
-        <button type="button" class="btn btn-small more-toggle" id="more-options" aria-expanded=${more ? "true" : "false"} aria-controls="create-form"
-          onClick=${() => setMore(!more)}>${more ? "Fewer options" : `More options (${others.length})`}</button>
-        ${!more && html`<span class="muted small"> ${others.join(", ")}: defaults apply</span>`}
-        <${SchemaForm} schema=${def.input_schema} id="create-form" hide=${more ? ["plan"] : ["plan", ...others]} errors=${errors} busy=${busy}
+        <${SchemaForm} schema=${def.input_schema} id="create-form" hide=${["plan"]} errors=${errors} busy=${busy}
           choices=${standard(def.input_schema)} actions=${[{ label: "Plan", kind: def.kind }]} onSubmit=${doPlan}/>
       </section>
       <section class="wizard-plan" aria-label="plan" aria-live="polite">

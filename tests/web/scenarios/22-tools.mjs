@@ -28,6 +28,7 @@ await scenario("an invalid form value shows the server's error next to its field
   check(await page.$eval("[data-path=cluster_tag]", (e) => e.classList.contains("decision") && /your decision/.test(e.textContent)),
     "cluster_tag is marked as a decision");
   await page.fill("[name=cluster_tag]", "BAD TAG");
+  await page.click("#tool-form-more > summary"); // the subnets are among the folded options
   await page.click("#tool-form-public_subnet_cidrs-add");
   await page.fill("[name='public_subnet_cidrs[0]']", "10.192.0.0/24");
   await page.click("#tool-form-public_subnet_cidrs-add");

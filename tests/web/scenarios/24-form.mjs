@@ -49,8 +49,8 @@ await scenario("the generic form: types, unions, arrays, a secret, choices from 
   await page.click("#t-tags-add");
   await page.fill("[name='tags[0]']", "a");
   await page.fill("[name='limits.cpu']", "4");
-  await page.selectOption("#t-feature-as", "object");
-  await page.check("[name='feature.enabled']");
+  check(!(await page.$("[name='feature.version']")), "a feature's options are hidden while it is off");
+  await page.click("label[for=t-feature]");
   await page.fill("[name='feature.version']", "v2");
   await page.fill("[name=labels]", '{"k": "v"}');
   await page.click("#t-run");

@@ -8,10 +8,10 @@ const STAGES = ["cluster_create_eks", "cluster_configure_dependencies", "hyperpo
 await scenario("create a cluster through the wizard: plan, confirm, five stages complete", async (page, check) => {
   await decide(page, { tag: "wz-one", count: 2 });
   check(!(await page.isVisible("#create-form-volume_size_gb")), "the other options are folded away");
-  await page.click("#more-options");
+  await page.click("#create-form-more > summary");
   await page.waitForSelector("#create-form-volume_size_gb");
   // the training operator, so that all five stages run
-  await page.check("#create-form-features-training_operator-boolean");
+  await page.click("label[for=create-form-features-training_operator]");
   await page.click("#create-form-plan");
   await page.waitForSelector(".grouped-plan");
   const creates = Number(await page.textContent('[data-count="create"] strong'));

@@ -63,7 +63,9 @@ await needing(["inference_deploy_container", "inference_get", "inference_call_mo
   await deploy(page, name, { name: "talk", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
   await page.click('tr[data-endpoint="talk"] a');
   await page.waitForSelector("#prompt-form-prompt");
+  check((await page.$eval("#prompt-form > [data-path]", (f) => f.dataset.path)) === "prompt", "the prompt is the form's first field");
   await page.fill("#prompt-form-prompt", "Say hello in one word.");
+  await page.click("#prompt-form-more > summary");
   await page.fill("#prompt-form-timeout_seconds", "20");
   await page.click("#prompt-form-send");
   await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
