@@ -74,7 +74,72 @@ function M.params(image, extra)
       "recipe logs loss and throughput to it (training_submit fills it from its mlflow parameter)" },
   }
   for k, v in pairs(extra or {}) do p[k] = v end
-  return p
+  return M.form(p)
+end
+
+-- a person's words for the recipes' parameters (a recipe's own label wins)
+M.LABELS = { job_name = "Job name", namespace = "Namespace", image = "Container image", instance_type = "Instance type",
+  instance_group = "Instance group", replicas = "Nodes", gpus_per_node = "GPUs per node", efa_per_node = "EFA per node",
+  storage_claim = "Storage claim", max_retries = "Restarts after a failure", mlflow = "MLflow tracking",
+  log_monitoring = "Log monitoring rules", hang_detection = "Hang detection", elastic = "Elastic training",
+  checkpointless = "Checkpointless training", model = "Model", dataset = "Dataset", dataset_dir = "Dataset folder",
+  epochs = "Epochs", finetuning_type = "Fine-tuning type", learning_rate = "Learning rate", template = "Chat template",
+  mode = "Training mode", train_type = "Training type", script = "Training script", args = "Script arguments",
+  launcher = "Launcher", algorithm = "Algorithm", ray_version = "Ray version", train_files = "Training data",
+  val_files = "Validation data", tracking_uri = "Tracking server", experiment_name = "Experiment",
+  service_account = "Service account", min_replicas = "Fewest nodes", max_replicas = "Most nodes",
+  replica_increment_step = "Step", start_pattern = "Start line", progress_pattern = "Progress line",
+  start_cutoff_seconds = "Start within (seconds)", progress_frequency_seconds = "Longest gap between progress lines (seconds)" }
+-- the form's order: these decisions first, the recipe's own decisions, the
+-- recipe's other parameters, then these
+local FIRST = { "job_name", "instance_type", "replicas" }
+local LAST = { "image", "instance_group", "gpus_per_node", "efa_per_node", "storage_claim", "max_retries",
+  "hang_detection", "log_monitoring", "elastic", "checkpointless", "mlflow", "namespace" }
+
+local NESTED = { tracking_uri = 1, experiment_name = 2, service_account = 3, min_replicas = 1, max_replicas = 2,
+  replica_increment_step = 3, start_pattern = 1, start_cutoff_seconds = 2, progress_pattern = 3,
+  progress_frequency_seconds = 4 }
+
+-- labelled(spec, key) -> a copy of spec whose nested fields have their labels too
+local function labelled(spec, key)
+  local c = {}
+  for k, v in pairs(spec) do c[k] = v end
+  c.label = c.label or M.LABELS[key]
+  if spec.properties then
+    c.properties = {}
+    local names = {}
+    for k in pairs(spec.properties) do names[#names + 1] = k end
+    table.sort(names, function(x, y) return (NESTED[x] or 99) < (NESTED[y] or 99) or
+      ((NESTED[x] or 99) == (NESTED[y] or 99) and x < y) end)
+    for i, k in ipairs(names) do
+      c.properties[k] = labelled(spec.properties[k], k)
+      c.properties[k].order = c.properties[k].order or i
+    end
+  end
+  return c
+end
+
+-- form(p) -> p with each parameter's label, group and order for the web
+-- form (hypd.tool.registry): decisions first; elastic training, an option
+-- a person turns to, among the rest
+function M.form(p)
+  local rank, names = {}, {}
+  for i, k in ipairs(FIRST) do rank[k] = i end
+  for i, k in ipairs(LAST) do rank[k] = 1000 + i end
+  for k in pairs(p) do names[#names + 1] = k end
+  local function decision(k) return k ~= "elastic" and (p[k].decision or p[k].required) end
+  table.sort(names, function(a, b)
+    local ra = rank[a] or (decision(a) and 100 or 500)
+    local rb = rank[b] or (decision(b) and 100 or 500)
+    if ra ~= rb then return ra < rb end
+    return a < b
+  end)
+  local out = {}
+  for i, k in ipairs(names) do
+    out[k] = labelled(p[k], k)
+    out[k].order, out[k].group = i, decision(k) and "decisions" or "more"
+  end
+  return out
 end
 
 -- mlflow(p) -> nil | {uri, experiment, run}: where the job reports
@@ -275,7 +340,7 @@ function M.hpj_params(image, extra)
   local p = M.params(image, extra)
   for k, v in pairs(M.MONITORING) do p[k] = v end
   for k, v in pairs(M.ELASTIC) do p[k] = v end
-  return p
+  return M.form(p)
 end
 
 -- path(description [, required]) -> the spec of a path under /s3

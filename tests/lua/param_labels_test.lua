@@ -129,3 +129,31 @@ t.test("MCP's tools/list leaves the person's form keys out; the agent keeps each
   t.eq(x.inputSchema.properties.features.properties.karpenter["x-hypd-label"], nil, "nested ones too")
   t.eq(tool.input_schema(d).properties.cluster_tag["x-hypd-label"], "Cluster name", "the registry's schema keeps them")
 end)
+
+t.test("every built-in recipe labels its parameters; elastic training is among the more options", function()
+  local n = 0
+  local dispatch = require "hypd.tool.dispatch"
+  local list = assert(dispatch.call("training_list_recipes", {}, { name = "t", scope = "read", front = "test" }))
+  for _, r in ipairs(list.recipes) do
+    if r.source == "built-in" then
+      t.ok(not r.error, r.name .. " loads")
+      local s = r.params
+      walk(s, "", function(path, p)
+        if not path:find("[]", 1, true) then
+          n = n + 1
+          t.ok(type(p["x-hypd-label"]) == "string", r.name .. "." .. path .. " has a label")
+        end
+      end)
+      local decisions, first = {}, nil
+      for k, p in pairs(s.properties) do
+        if p["x-hypd-group"] == "decisions" then
+          decisions[#decisions + 1] = k
+          if not first or p["x-hypd-order"] < s.properties[first]["x-hypd-order"] then first = k end
+        end
+      end
+      t.eq(first, "job_name", r.name .. ": the job's name first")
+      if s.properties.elastic then t.eq(s.properties.elastic["x-hypd-group"], "more", r.name .. ": elastic is an option") end
+    end
+  end
+  t.ok(n > 60, n .. " recipe parameters checked")
+end)
