@@ -144,14 +144,13 @@ t.test("every built-in recipe labels its parameters; elastic training is among t
           t.ok(type(p["x-hypd-label"]) == "string", r.name .. "." .. path .. " has a label")
         end
       end)
-      local decisions, first = {}, nil
+      local lead
       for k, p in pairs(s.properties) do
-        if p["x-hypd-group"] == "decisions" then
-          decisions[#decisions + 1] = k
-          if not first or p["x-hypd-order"] < s.properties[first]["x-hypd-order"] then first = k end
+        if p["x-hypd-group"] == "decisions" and (not lead or p["x-hypd-order"] < s.properties[lead]["x-hypd-order"]) then
+          lead = k
         end
       end
-      t.eq(first, "job_name", r.name .. ": the job's name first")
+      t.eq(lead, "job_name", r.name .. ": the job's name first")
       if s.properties.elastic then t.eq(s.properties.elastic["x-hypd-group"], "more", r.name .. ": elastic is an option") end
     end
   end
