@@ -81,7 +81,7 @@ return tool {
   aws = { "eks:DescribeCluster", "eks:DescribeAddon", "s3:HeadBucket", "s3:CreateBucket", "s3:GetBucketTagging",
     "s3:PutBucketTagging", "sts:GetCallerIdentity" },
   k8s = { "get", "list", "watch", "apply" },
-  params = P.form({ "bucket" }, { "claim_name", "mount_options", "namespace", "cluster", "region" }, params),
+  params = P.form({ "claim_name", "bucket" }, { "mount_options", "namespace", "cluster", "region" }, params),
   target = S.target,
   steps = {
     { name = "check", run = check },

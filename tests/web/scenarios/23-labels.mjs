@@ -6,7 +6,7 @@
 // endpoint call opens with the prompt; an optional object's fields are not
 // marked required until it is given.
 import { URL, scenario, signIn } from "../lib.mjs";
-import { choose, openAt } from "../clusters.mjs";
+import { call, choose, cluster, openAt } from "../clusters.mjs";
 import { unlabelled } from "../api.mjs";
 
 // fields(page, form) -> the form's top-level field paths, in the order shown
@@ -95,4 +95,26 @@ await scenario("labels: an optional object's fields are marked required only onc
   await page.fill("#o-elastic-step", "2");
   await page.waitForSelector("[data-path='elastic.min_replicas'] .mark-required");
   check(true, "required once the group holds a value");
+});
+
+await scenario("labels: on the Features page a feature that is on shows its options, read back, and applies them", async (page, check) => {
+  const name = await cluster("lbl-feat", { s3_storage: false, features: { tiered_checkpointing: { enabled: true, memory_percentage: 30 } } });
+  await openAt(page, `/cluster/${name}?tab=features`);
+  await page.waitForSelector('[data-feature="tiered_checkpointing"][data-enabled="true"][data-pending="false"]');
+  check(!(await page.$('[data-feature="training_operator"] [data-options]')), "a feature that is off shows no options");
+  await page.click('[data-options="tiered_checkpointing"] > summary');
+  const field = "#feat-opts-tiered_checkpointing-memory_percentage";
+  await page.waitForSelector(field);
+  check((await page.textContent(`label[for=${field.slice(1)}]`)) === "Memory for checkpoints (%)", "its option has a human label");
+  check((await page.inputValue(field)) === "30", "with the value read back");
+  await page.fill(field, "40");
+  await page.click("#feat-opts-tiered_checkpointing-apply-options");
+  await page.waitForFunction(() => location.hash.includes("op=op-"));
+  await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForSelector('[data-feature="tiered_checkpointing"][data-pending="false"] [data-options]', { timeout: 15000 });
+  await page.click('[data-options="tiered_checkpointing"] > summary').catch(() => {});
+  await page.waitForFunction((f) => document.querySelector(f) && document.querySelector(f).value === "40", field, { timeout: 15000 }).catch(() => {});
+  check((await page.inputValue(field)) === "40", "applied: 40 is read back");
+  const after = await call("hyperpod_get_advanced_features", { cluster: name });
+  check(after.features.tiered_checkpointing.memory_percentage === 40, "the cluster holds 40");
 });

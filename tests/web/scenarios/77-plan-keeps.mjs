@@ -14,6 +14,7 @@ await scenario("a plan shows each kept resource with its reason", async (page, c
   check(keeps.every((e) => typeof e.why === "string" && e.why.length > 0), "the server gives each keep its reason");
   await openAt(page, "/tools/storage_delete");
   await page.waitForSelector("[name=claim_name]");
+  await page.click("#tool-form-more > summary"); // the cluster is among the folded options
   await choose(page, "[name=cluster]", name);
   await page.fill("[name=claim_name]", "s3-claim");
   await page.click("#tool-form-plan");

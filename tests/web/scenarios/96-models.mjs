@@ -16,7 +16,10 @@ await needing(TOOLS, "models: download a model from its form, follow the job and
   check(!!tokenField, "the token field is a password field");
   const filled = await fill(page, "download-form", { model_id: "Qwen/Qwen2.5-0.5B-Instruct", model: "Qwen/Qwen2.5-0.5B-Instruct" });
   check(filled.length > 0, "the form takes the model id");
-  if (tokenField) await tokenField.fill(SECRET);
+  if (tokenField) {
+    await tokenField.evaluate((e) => { e.closest("details").open = true; }); // folded under More options
+    await tokenField.fill(SECRET);
+  }
   await page.click("#download-form-download");
   await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
   await page.waitForSelector(".download[data-job]", { timeout: 30000 });
