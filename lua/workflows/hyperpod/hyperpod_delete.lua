@@ -207,7 +207,7 @@ return tool {
     region = P.region,
     force = { type = "boolean", default = false, decision = true,
       description = "also delete the lifecycle bucket when it holds objects hypd did not upload: they are lost" },
-  }),
+  }, { force = "Delete the lifecycle bucket with files hypd did not upload" }),
   target = function(p) return "hyperpod-delete/" .. create.target(p):gsub("^hyperpod/", "") end,
   steps = {
     { name = "check", run = check },

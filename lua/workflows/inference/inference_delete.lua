@@ -76,7 +76,8 @@ return tool {
     { "force", "namespace", "cluster", "region" },
     { name = I.NAME_PARAM, namespace = I.NS_PARAM, cluster = P.cluster, region = P.region,
     force = { type = "boolean", default = false,
-      description = "delete a model pool even while some of its workers serve models" } }, { name = "Endpoint" }),
+      description = "delete a model pool even while some of its workers serve models" } },
+    { name = "Endpoint", force = "Delete a pool that serves models" }),
   target = function(p) return I.target(p, tostring(p.namespace) .. "/" .. tostring(p.name)) end,
   steps = { { name = "delete", run = run } },
 }

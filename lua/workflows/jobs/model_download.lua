@@ -340,7 +340,7 @@ return tool {
   k8s = { "get", "list", "logs", "apply" },
   params = P.form({ "model_id" },
     { "name", "claim_name", "destination", "hf_token", "revision", "namespace", "cluster", "region" },
-    params, { name = "Download job name" }),
+    params, { name = "Download job name", model_id = "Hugging Face model" }),
   validate = validate,
   target = function(p)
     local region, cluster = P.where(p)

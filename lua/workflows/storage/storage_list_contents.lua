@@ -30,7 +30,7 @@ return tool {
       description = "next_page_token of the previous page of the same listing" },
     page_size = { type = "integer", minimum = 1, maximum = 1000, default = 100,
       description = "at most this many folders and objects per page" },
-  }),
+  }, { bucket = "Bucket" }),
   run = function(ctx, p)
     local bucket, region, base = p.bucket, nil, ""
     local out = {}
