@@ -114,11 +114,12 @@ function useChoices(choices, values) {
   return state;
 }
 
-function Help({ s, id }) {
+// the help under a field (a field picked from a list needs no format)
+function Help({ s, id, picked }) {
   const bits = [];
   const text = s["x-hypd-help"] || s.description;
   if (text) bits.push(text.replace(/([^.!?])\s*$/, "$1."));
-  if (s["x-hypd-pattern-help"]) bits.push("Format: " + s["x-hypd-pattern-help"] + ".");
+  if (s["x-hypd-pattern-help"] && !picked) bits.push("Format: " + s["x-hypd-pattern-help"] + ".");
   if (s.minimum !== undefined || s.maximum !== undefined)
     bits.push(`From ${s.minimum ?? "−∞"} to ${s.maximum ?? "∞"}.`);
   if (s.default !== undefined && typeof s.default !== "object") bits.push(`Default: ${String(s.default)}.`);
@@ -228,7 +229,7 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
     ${fixed && !ctx.existing && html`<span class="mark mark-fixed" title="It cannot change once created">fixed once created</span>`}
     ${s.writeOnly && html`<span class="mark mark-secret" title="Never stored or logged">secret</span>`}`;
   const cls = "field" + (decision ? " decision" : "") + (errs.length ? " invalid" : "") + (readOnly ? " readonly" : "");
-  const tail = html`<${Help} s=${s} id=${id + "-help"}/>
+  const tail = html`<${Help} s=${s} id=${id + "-help"} picked=${!!(choice && choice.list && choice.list.length)}/>
     ${readOnly && html`<p class="fixed-reason" id=${id + "-fixed"}>Read-only: ${ctx.fixedReason || "fixed when it was created; it cannot change now"}.</p>`}
     ${choice && choice.error && html`<p class="help">Choices could not be loaded (${choice.error}); type a value.</p>`}
     ${unknown && html`<p class="field-error" id=${id + "-err"} data-field=${path} data-unknown="true">${unknown}</p>`}
