@@ -180,7 +180,8 @@ function Field({ ctx, s, path, idPath, name, value, onChange, required, union })
     const groups = [...new Set(list.filter((o) => o.group).map((o) => o.group))];
     unknown = !known && !choice.loading && value !== undefined && value !== "" ? choice.unknown(value) : null;
     control = html`<select ...${common} aria-invalid=${unknown || errs.length ? "true" : undefined}
-      aria-describedby=${[describedBy, unknown && id + "-err"].filter(Boolean).join(" ") || undefined} onChange=${(e) => onChange(e.target.value === "" ? undefined : e.target.value)}>
+      aria-describedby=${[describedBy, unknown && id + "-err"].filter(Boolean).join(" ") || undefined}
+      aria-busy=${choice.loading ? "true" : "false"} onChange=${(e) => onChange(e.target.value === "" ? undefined : e.target.value)}>
       <option value="" selected=${value === undefined || value === ""}>${choice.loading ? "Loading choices…" : required ? "— choose —" : "— not set —"}</option>
       ${!known && value !== undefined && value !== "" && html`<option value=${value} selected>${value}${unknown ? " (not offered)" : ""}</option>`}
       ${groups.length ? [...groups.map((g) => html`<optgroup label=${g}>${list.filter((o) => o.group === g).map(opt)}</optgroup>`), ...list.filter((o) => !o.group).map(opt)]

@@ -24,7 +24,8 @@ await scenario("instance types: grouped GPU, Trainium/Inferentia, CPU; GPUs, mem
   if (!a || !b) throw new Error("the sandbox should offer ml.p5.48xlarge in some zones only: " + zones.map((z) => z + (has(z) ? "+" : "-")).join(" "));
   await openAt(page, "/create");
   await choose(page, "#create-form-availability_zone", a);
-  await page.waitForSelector('#create-form-instance_type optgroup option[value="ml.p5.48xlarge"]', { state: "attached" });
+  // the zone's list, once loaded (the region's may show a moment before)
+  await page.waitForSelector('#create-form-instance_type[aria-busy="false"] optgroup option[value="ml.p5.48xlarge"]', { state: "attached" });
   const o = await options(page);
   check(JSON.stringify(o.groups) === JSON.stringify(["GPU", "Trainium / Inferentia", "CPU"]), "the groups in order: " + o.groups.join(", "));
   const want = offered[a].map((t) => t.name).sort();
@@ -40,6 +41,7 @@ await scenario("instance types: grouped GPU, Trainium/Inferentia, CPU; GPUs, mem
   // another zone: another list, and the chosen type flagged
   await choose(page, "#create-form-availability_zone", b);
   await page.waitForSelector("[data-path=instance_type] [data-unknown]");
+  await page.waitForSelector('#create-form-instance_type[aria-busy="false"]', { state: "attached" });
   const o2 = await options(page);
   check(!o2.values.includes("ml.p5.48xlarge"), `${b} does not list ml.p5.48xlarge`);
   check(JSON.stringify([...o2.values].sort()) === JSON.stringify(offered[b].map((t) => t.name).sort()), `the list is what ${b} offers`);
