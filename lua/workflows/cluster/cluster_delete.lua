@@ -30,7 +30,7 @@ return tool {
   status_tool = "operation_get",
   calls = { "storage_list", "storage_delete", "hyperpod_delete", "inference_delete" },
   k8s = { "get", "list", "delete" },
-  aws = { "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
+  aws = { "pricing:GetProducts", "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
     "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway", "ec2:DeleteSubnet", "ec2:DeleteSecurityGroup", "ec2:DeleteVpc",
     "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",

@@ -57,7 +57,7 @@ return tool {
     "different value is refused. Follow it with hyperpod_list_instance_groups (operation_id, " ..
     "wait_seconds); plan = true shows the change.",
   kind = "mutating",
-  aws = cap.aws("sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
+  aws = cap.aws("pricing:GetProducts", "sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
   k8s = { "get", "list" },
   params = params,
   status_tool = "hyperpod_list_instance_groups",

@@ -151,7 +151,7 @@ return tool {
     "plan = true lists what it would make.",
   kind = "mutating",
   status_tool = "storage_list",
-  aws = { "eks:DescribeCluster", "eks:DescribeAddon", "eks:CreateAddon", "eks:CreatePodIdentityAssociation",
+  aws = { "pricing:GetProducts", "eks:DescribeCluster", "eks:DescribeAddon", "eks:CreateAddon", "eks:CreatePodIdentityAssociation",
     "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:CreateSecurityGroup",
     "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateTags", "fsx:DescribeFileSystems", "fsx:CreateFileSystem",
     "fsx:TagResource", "iam:GetRole", "iam:CreateRole", "iam:TagRole", "iam:AttachRolePolicy",
