@@ -147,6 +147,7 @@ t.test("without pricing:GetProducts in the policy the plan stands, with cost_err
   t.eq(r and r.cost, nil)
   t.like(r and r.cost_error or "", "pricing:GetProducts")
   t.ok(not (r and r.cost_error or ""):find("\n"), "one line")
+  policy.set(nil)
 end)
 
 t.test("hypd iam-policy grants pricing:GetProducts to the tools that price", function()
@@ -158,4 +159,27 @@ t.test("hypd iam-policy grants pricing:GetProducts to the tools that price", fun
     end
   end
   t.ok(found, "pricing:GetProducts is in the policy")
+end)
+
+t.test("a running cluster's groups each cost count x price in hyperpod_list_instance_groups, with the total; " ..
+  "a scale plan costs the new count", function()
+  local Hp = dofile("tests/lua/hyperpod_helpers.lua")
+  require("hypd.core").virtual(true)
+  t.cleanup(function() require("hypd.core").virtual(false) end)
+  t.eq(require("hypd.tool.operations").wait(Hp.E.start { cluster_tag = "cst" }).status, "succeeded")
+  local v = Hp.run("hyperpod_create", { instance_type = "ml.g5.12xlarge", instance_count = 2,
+    availability_zone = "us-west-2a" })
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local inst = price("AmazonSageMaker", { instanceName = "ml.g5.12xlarge", component = "HyperPod" })
+  local r, err = dispatch.call("hyperpod_list_instance_groups", {}, WHO)
+  t.ok(r, json.encode(err))
+  local g = r and r.instance_groups[1] or {}
+  t.eq(g.current_count, 2)
+  near(g.cost and g.cost.hourly, 2 * inst, "the group's running cost")
+  near(r and r.cost and r.cost.hourly, 2 * inst, "the cluster's total")
+  near(r and r.cost and r.cost.monthly, math.floor(2 * inst * 730 * 100 + 0.5) / 100, "a month of 730 hours")
+  local p = dispatch.call("hyperpod_scale_instance_group", { instance_group = g.name, instance_count = 3,
+    plan = true }, WHO)
+  near(p and p.cost and p.cost.hourly, 3 * inst, "the scale plan costs the group at its new count: " ..
+    json.encode(p and (p.cost or p.cost_error)))
 end)
