@@ -22,12 +22,13 @@ local function price(service, filters)
   local out = assert(aws.call("pricing", "GetProducts", { ServiceCode = service, Filters = list },
     { region = "us-east-1" }))
   local doc = out.PriceList[1] and json.decode(out.PriceList[1])
-  for _, term in pairs(doc and doc.terms.OnDemand or {}) do
-    for _, d in pairs(term.priceDimensions) do return tonumber(d.pricePerUnit.USD) end
-  end
+  local _, term = next(doc and doc.terms.OnDemand or {})
+  local _, d = next(term and term.priceDimensions or {})
+  return d and tonumber(d.pricePerUnit.USD)
 end
 
-local function near(a, b, msg) t.ok(type(a) == "number" and math.abs(a - b) < 1e-6, (msg or "") .. ": " ..
+-- near(a, b, msg [, tol]): hourly figures are rounded to 4 places, monthly ones to cents
+local function near(a, b, msg, tol) t.ok(type(a) == "number" and math.abs(a - b) < (tol or 1e-6), (msg or "") .. ": " ..
   tostring(a) .. " vs " .. tostring(b)) end
 
 local function create_plan(itype, count, zone)
@@ -182,4 +183,27 @@ t.test("a running cluster's groups each cost count x price in hyperpod_list_inst
     plan = true }, WHO)
   near(p and p.cost and p.cost.hourly, 3 * inst, "the scale plan costs the group at its new count: " ..
     json.encode(p and (p.cost or p.cost_error)))
+end)
+
+t.test("a teardown that keeps a file system that may hold data says what it keeps costs", function()
+  require("hypd.core").virtual(true)
+  t.cleanup(function() require("hypd.core").virtual(false) end)
+  local op = require "hypd.tool.operations"
+  local function run(name, params) return op.wait(assert(dispatch.call(name, params, WHO)).operation_id) end
+  t.eq(run("cluster_configure_dependencies", {}).status, "succeeded")
+  local s = run("storage_create_fsx", {})
+  t.eq(s.status, "succeeded", json.encode(s.error))
+  local per_gb = price("AmazonFSx", { deploymentOption = "Persistent_2", throughputCapacity = "125" })
+  t.ok(per_gb, "the sandbox prices PERSISTENT_2 at 125 MB/s/TiB")
+  local v = run("cluster_delete", { cluster_tag = "cst" })
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  local r = v.result or {}
+  local fs
+  for _, k in ipairs(r.kept or {}) do if k.type == "fsx:file-system" then fs = k end end
+  t.ok(fs, "the file system is kept: " .. json.encode(r.kept))
+  local c = r.kept_cost
+  t.ok(c, "the kept cost: " .. json.encode(r.kept_cost_error))
+  local item = c and c.items[1]
+  t.eq(item and item.type, "fsx")
+  near(c and c.hourly, (item and item.quantity or 0) * per_gb / 730, "capacity x price per GB-month / 730", 5e-5)
 end)

@@ -167,7 +167,12 @@ return tool {
     { name = "forget", run = function(ctx)
       local name = Names.eks(ctx.params.cluster_tag)
       if not ctx.plan then hypd.clusters.forget(name, ctx:aws_region()) end
-      ctx.state.result = { cluster_tag = ctx.params.cluster_tag, kept = ctx.state.kept or hypd.json.array() }
+      local kept = ctx.state.kept or hypd.json.array()
+      ctx.state.result = { cluster_tag = ctx.params.cluster_tag, kept = kept }
+      -- what stays costs this much an hour and a month (or why that is not known)
+      if not ctx.plan then
+        ctx.state.result.kept_cost, ctx.state.result.kept_cost_error = require("_kept_cost").of(kept, ctx:aws_region())
+      end
     end },
   },
 }
