@@ -43,7 +43,8 @@ import botocore.session
 SERVICES = ["sagemaker", "eks", "ec2", "iam", "sts", "s3", "fsx",
             "cloudformation", "ssm", "logs", "service-quotas",
             "sagemaker-runtime",  # for the sandbox (InvokeEndpoint); hypd does not call it
-            "elbv2"]  # for the sandbox (the NLBs its Load Balancer Controller makes); hypd does not call it
+            "elbv2",  # for the sandbox (the NLBs its Load Balancer Controller makes); hypd does not call it
+            "pricing"]  # the Price List API: the on-demand prices of what plans create (hypd.cost)
 # hypd names a service by its IAM action prefix (the guardrail, hypd
 # iam-policy and the sandbox's policy read "service:Operation" that way):
 # botocore's name when the two differ

@@ -16,6 +16,7 @@
 --   hypd.clusters   active(), get, list; set_active{name, region, arn} and
 --                   record (a mutating or destructive tool), forget (a destructive one)
 --   hypd.cidr       IPv4 blocks; hypd.yaml decode, decode_all
+--   hypd.cost       estimate(things, region): on-demand prices (pricing:GetProducts)
 --   hypd.manifests  load(name, vars), text, list: the Kubernetes manifests
 --                   kept as YAML in the Lua tree (lua/manifests/)
 --   hypd.recipes    list, get, validate, render: the training recipes (recipes/)
@@ -28,6 +29,7 @@
 -- target run under an inert guard: they call no tool and write no state.
 local aws = require "hypd.aws"
 local cidr = require "hypd.cidr"
+local cost = require "hypd.cost"
 local clusters = require "hypd.clusters"
 local config = require "hypd.config"
 local dispatch = require "hypd.tool.dispatch"
@@ -404,6 +406,8 @@ function M.table(name, sandbox)
     operations = operations_api(),
     clusters = clusters_api(),
     cidr = copy(cidr),
+    -- cost.estimate(things, region) -> cost | nil, cost_error (pricing:GetProducts; hypd.cost)
+    cost = { estimate = cost.estimate, HOURS_PER_MONTH = cost.HOURS_PER_MONTH },
     yaml = { decode = yaml.decode, decode_all = yaml.decode_all },
     -- regex.compile(src) -> re | nil, err (the JSON Schema pattern subset; re:test(s), re:match(s))
     regex = regex_api(),

@@ -96,12 +96,14 @@ t.test("on an empty account the plan lists every resource of the stage, each lat
     end
   end
   t.eq(refused, 0, "no audit event but the reads sent")
-  t.eq(reads, 7, "each read sent is audited once")
+  -- 7 reads of the account, and the prices of its EKS cluster and NAT gateway (pricing:GetProducts)
+  t.eq(reads, 9, "each read sent is audited once")
   t.eq(#op.list { tool = "cluster_create_eks" }, ops_before, "no operation recorded")
   -- only reads were sent, and none about a planned thing (the VPC's subnets, routes, groups; the new role's policies)
   for k in pairs(sent) do t.eq(aws.class(k:match("^(%S+) (%S+)$")), "read", k) end
   t.eq(sent, { ["ec2 DescribeAvailabilityZones"] = 1, ["ec2 DescribeVpcs"] = 1, ["ec2 DescribeInternetGateways"] = 1,
-    ["ec2 DescribeAddresses"] = 1, ["iam GetRole"] = 1, ["eks DescribeCluster"] = 1, ["sts GetCallerIdentity"] = 1 })
+    ["ec2 DescribeAddresses"] = 1, ["iam GetRole"] = 1, ["eks DescribeCluster"] = 1, ["sts GetCallerIdentity"] = 1,
+    ["pricing GetProducts"] = 2 })
   -- every planned id an entry names is the id of an earlier entry
   local ids = {}
   for i, e in ipairs(p.plan) do

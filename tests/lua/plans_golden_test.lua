@@ -194,7 +194,8 @@ local function lines(d)
   if r then
     local entries = listed(r.plan or {})
     local head = {}
-    for k, v in pairs(r) do if k ~= "plan" then head[k] = v end end
+    -- the plan's cost (and cost_error) is the Price List's, checked against it by cost_test
+    for k, v in pairs(r) do if k ~= "plan" and k ~= "cost" and k ~= "cost_error" then head[k] = v end end
     out[1] = "ok " .. canonical(head, norm)
     for _, e in ipairs(entries) do out[#out + 1] = "  " .. canonical(e, norm) end
   else

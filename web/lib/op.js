@@ -10,6 +10,7 @@ import * as ws from "./ws.js";
 import { cancelOperation, getOperation, operationEvents } from "./api.js";
 import { href } from "./router.js";
 import { Act, Confirm, ErrorBox, Json, Loading, Pill, Time, duration } from "./ui.js";
+import { CostView } from "./cost.js";
 
 const running = (v) => v && v.status === "running";
 
@@ -134,6 +135,8 @@ export function OperationView({ id }) {
       <tbody>${view.children.map((c) => html`<tr data-op=${c.operation_id}><td><a href=${href("/operations/" + c.operation_id)}>${c.tool}</a></td>
         <td data-label="Status"><${Pill} status=${c.status}/></td><td data-label="Phase">${c.phase}</td><td data-label="Started"><${Time} t=${c.created_at}/></td></tr>`)}</tbody></table></div></section>`}
     ${view.status === "failed" || view.status === "cancelled" ? html`<section><h2>Error</h2><${ErrorBox} error=${view.error || { message: view.phase }}/></section>` : null}
+    ${view.result && (view.result.kept_cost || view.result.kept_cost_error) && html`<${CostView} cost=${view.result.kept_cost}
+      error=${view.result.kept_cost_error} title=${`What it kept (${(view.result.kept || []).length}) costs while it stays`}/>`}
     ${view.status === "succeeded" && html`<section><h2>Result</h2><${Json} value=${view.result}/></section>`}
     <${Log} events=${events} start=${view.created_at}/>
     <${Confirm} open=${asking} title=${`Cancel ${view.tool}?`} kind="mutating" action="Cancel operation"

@@ -2,8 +2,10 @@
 // answers ({create, change, delete, keep, plan: [{action, type, name, id,
 // fields, changes, why}]}), as counts and a table of rows, like Terraform's
 // plan. A kept resource (and a stage planned later) shows why: a keep
-// without its reason reads as a resource forgotten.
+// without its reason reads as a resource forgotten. What the plan costs
+// (plan.cost, or why not: plan.cost_error) comes first (lib/cost.js).
 import { html } from "/vendor/preact-htm.js";
+import { CostView } from "/lib/cost.js";
 
 const SIGN = { create: "+", change: "~", delete: "−", keep: "=" };
 
@@ -18,6 +20,7 @@ export function PlanView({ plan }) {
     <p class="plan-counts">
       ${["create", "change", "delete", "keep"].map((k) => html`<span class=${"plan-count plan-" + k}><strong>${plan[k] || 0}</strong> to ${k}</span> `)}
     </p>
+    <${CostView} cost=${plan.cost} error=${plan.cost_error} title="What it costs"/>
     ${rows.length === 0 ? html`<p class="muted">Nothing to do: everything is as it should be.</p>` : html`
     <table class="table plan-rows"><thead><tr><th scope="col">Action</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Details</th></tr></thead>
     <tbody>${rows.map((r) => html`<tr class=${"plan-row plan-" + r.action} data-action=${r.action}>

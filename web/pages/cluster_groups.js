@@ -9,6 +9,7 @@ import { standard } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { Follow, Section, useMutation, useRead, useToolDef } from "/lib/cluster-ui.js";
+import { perHourMonth } from "/lib/cost.js";
 
 const FIXED_REASON = "fixed when the group was created (HyperPod cannot change it); add a new group for another value";
 
@@ -43,16 +44,19 @@ export default function Groups({ cluster, query, reloadStatus }) {
     emptyHint=${noHp ? html`Create one with <a href=${href("/tools/hyperpod_create")}><code>hyperpod_create</code></a>, or a whole cluster with <a href=${href("/create")}>the wizard</a>.` : "Add one: a GPU group for work, or a CPU group for system pods."}
     actions=${html`<${Act} kind="mutating" id="group-add" class="btn-small" onClick=${() => open("add")}>Add an instance group</${Act}>`}>
     <div class="table-wrap cwrap"><table class="table groups stack">
-      <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th>
+      <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th><th scope="col">Running cost</th>
         <th scope="col">Fixed at create <span class="muted small">(read-only)</span></th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${g.name}>
         <td><code>${g.name}</code></td><td data-label="Status"><${Pill} status=${g.status}/></td>
         <td class="num" data-label="Instances"><span class="count" data-current=${g.current_count}>${g.current_count}</span> <span class="muted">of ${g.target_count}</span></td>
         <td data-label="Type"><code>${g.instance_type}</code></td>
+        <td class="small group-cost" data-label="Running cost">${g.cost ? perHourMonth(g.cost.hourly, g.cost.monthly) : g.cost_unknown ? html`<span class="muted" title=${g.cost_unknown}>price unknown</span>` : "—"}</td>
         <td class="small" data-label="Fixed" title=${FIXED_REASON}>${g.capacity_type} · ${(g.subnets || []).map((s) => s.availability_zone).join(", ") || "—"}${g.efa_only ? " · efa-only" : ""}${g.training_plan ? " · plan " + g.training_plan : ""}</td>
         <td class="row-actions"><${Act} kind="mutating" class="btn-small" data-scale=${g.name} onClick=${() => open("scale:" + g.name)}>Scale</${Act}>
           <${Act} kind="destructive" class="btn-small" data-delete=${g.name} onClick=${() => setAsk(g)}>Delete</${Act}></td></tr>`)}</tbody>
     </table></div>
+    ${r.data && (r.data.cost ? html`<p class="groups-cost">Running cost of the groups: <strong>${perHourMonth(r.data.cost.hourly, r.data.cost.monthly)}</strong> <span class="muted">(on-demand list prices, 730 hours a month)</span></p>`
+      : r.data.cost_error ? html`<p class="muted groups-cost">No cost shown: ${r.data.cost_error}</p>` : "")}
   </${Section}>
   ${form === "add" && html`<${ToolForm} tool="hyperpod_add_instance_group" id="add-group" label="Add the group" mut=${mut} cluster=${cluster}
     values=${{}} onCancel=${() => setQuery({ form: "" })}/>`}

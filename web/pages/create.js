@@ -14,6 +14,7 @@ import { standard } from "/lib/choices.js";
 import { useOperation, elapsed } from "/lib/op.js";
 import { href, navigate } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill, duration } from "/lib/ui.js";
+import { CostView, costText } from "/lib/cost.js";
 import { useToolDef } from "/lib/cluster-ui.js";
 
 const TOOL = "cluster_create";
@@ -188,14 +189,15 @@ function Wizard() {
           choices=${standard(def.input_schema)} actions=${[{ label: "Plan", kind: def.kind }]} onSubmit=${doPlan}/>
       </section>
       <section class="wizard-plan" aria-label="plan" aria-live="polite">
-        ${plan ? html`<h2>The plan for <code>${plan.params.cluster_tag}</code></h2><${GroupedPlan} plan=${plan.value}/>
+        ${plan ? html`<h2>The plan for <code>${plan.params.cluster_tag}</code></h2><${CostView} cost=${plan.value.cost} error=${plan.value.cost_error} title="What it costs"/>
+          <${GroupedPlan} plan=${plan.value}/>
           <p class="sticky-actions"><${Act} kind=${def.kind} id="create-run" disabled=${busy} onClick=${() => setAsk(true)}>Create this cluster</${Act}>
             <button type="button" class="btn" onClick=${() => setPlan(null)}>Change the decisions</button></p>`
           : html`<div class="empty"><p class="empty-title">No plan yet.</p><p>Make the decisions, then Plan: hypd answers what it would create, changing nothing.</p></div>`}
       </section>
     </div>
     <${Confirm} open=${ask} kind="mutating" title=${plan ? `Create ${plan.params.cluster_tag}?` : ""} action="Create it"
-      items=${[]} lost=${plan ? `hypd creates ${plan.value.create || 0} resources (${plan.params.instance_count} × ${plan.params.instance_type}): they cost money from the moment they exist. It takes about half an hour in AWS.` : ""}
+      items=${[]} lost=${plan ? `hypd creates ${plan.value.create || 0} resources (${plan.params.instance_count} × ${plan.params.instance_type}): they cost money from the moment they exist${plan.value.cost ? `: ${costText(plan.value.cost)} at on-demand list prices` : ""}. It takes about half an hour in AWS.` : ""}
       onConfirm=${run} onClose=${() => setAsk(false)}/>`;
 }
 

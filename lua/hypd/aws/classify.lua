@@ -63,7 +63,7 @@ M.REST_ACTIONS = {
 -- the models hypd has, each under the name requests sign with, and the
 -- IAM prefix of its actions where that is not the model's name
 local MODELS = { "sagemaker", "sagemaker-runtime", "eks", "ec2", "iam", "sts", "s3", "fsx", "ssm", "cloudformation",
-  "logs", "servicequotas" }
+  "logs", "servicequotas", "pricing" }
 local IAM_PREFIX = { ["sagemaker-runtime"] = "sagemaker" }
 
 local by_signing -- signing name -> { {id, model}, ... }

@@ -42,7 +42,7 @@ M.OPERATION_ATTEMPTS = 8
 -- its IAM action prefix (botocore's "service-quotas" is "servicequotas")
 M.SERVICES = {
   sagemaker = false, eks = false, ec2 = false, iam = false, sts = false, s3 = false,
-  fsx = false, ssm = false, cloudformation = true, logs = true, servicequotas = true,
+  fsx = false, ssm = false, cloudformation = true, logs = true, servicequotas = true, pricing = true,
 }
 
 local models = {}

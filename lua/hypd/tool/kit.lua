@@ -189,13 +189,22 @@ end
 
 local function what(spec) return (spec.label or spec.type) .. " " .. spec.name end
 
-local function plan_entry(ctx, action, spec, extra)
+-- the object each plan entry was planned from (what exists: the one it
+-- changes, keeps or deletes), for what reads a plan beyond its fields
+-- (hypd.cost prices a kept file system by its capacity)
+local sources = setmetatable({}, { __mode = "k" })
+
+local function plan_entry(ctx, action, spec, extra, obj)
   ctx.planned = ctx.planned or json.array()
   local e = { action = action, type = spec.type, name = spec.name }
   for k, v in pairs(extra or {}) do e[k] = v end
   ctx.planned[#ctx.planned + 1] = e
+  if type(obj) == "table" then sources[e] = obj end
   return e
 end
+
+-- source(entry) -> the object a plan entry was planned from, or nil
+function M.source(e) return sources[e] end
 
 local function check_owned(ctx, spec, obj)
   if not spec.owned then return end
@@ -253,7 +262,7 @@ local function converge(ctx, spec, obj)
   end
   if not diff then return obj, false end
   if ctx.plan then
-    plan_entry(ctx, "change", spec, { id = id_of(spec, obj), changes = diff })
+    plan_entry(ctx, "change", spec, { id = id_of(spec, obj), changes = diff }, obj)
     return obj, true
   end
   if not spec.update then
@@ -376,7 +385,7 @@ local function kept(ctx, spec, obj, why)
   end
   list[#list + 1] = { type = spec.type, name = spec.name, id = obj and id_of(spec, obj), why = why }
   ctx.state.kept = list
-  if ctx.plan then plan_entry(ctx, "keep", spec, { id = obj and id_of(spec, obj), why = why }) end
+  if ctx.plan then plan_entry(ctx, "keep", spec, { id = obj and id_of(spec, obj), why = why }, obj) end
   if not ctx.plan then ctx:progress(what(spec) .. " kept: " .. tostring(why)) end
   return "kept", why
 end
@@ -400,7 +409,7 @@ function M.absent(ctx, spec)
   if type(why) == "function" then why = why(obj) end
   if why then return kept(ctx, spec, obj, why) end
   if ctx.plan then
-    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj), fields = spec.fields })
+    plan_entry(ctx, "delete", spec, { id = id_of(spec, obj), fields = spec.fields }, obj)
     return "delete"
   end
   ctx:phase("deleting " .. what(spec))

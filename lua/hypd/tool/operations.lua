@@ -14,6 +14,7 @@
 local aws = require "hypd.aws"
 local clusters = require "hypd.clusters"
 local core = require "hypd.core"
+local cost = require "hypd.cost"
 local ctx_base = require "hypd.tool.ctx"
 local errors = require "hypd.errors"
 local guard = require "hypd.tool.guard"
@@ -378,6 +379,14 @@ end
 -- plan(def, params, caller) -> {tool, target, plan = [...], create, change,
 -- delete}: the steps run with ctx.plan in this task, read-only by the
 -- guardrail; nothing is recorded (hypd.tool.kit says how ensure plans)
+-- prices(def) -> true when the tool reads prices (declares pricing:GetProducts)
+local function prices(def)
+  for _, a in ipairs(def.aws or {}) do
+    if a == "pricing:GetProducts" then return true end
+  end
+  return false
+end
+
 function M.plan(def, params, caller)
   local ctx = ctx_base.new { tool = def, params = params, caller = caller, plan = true,
     progress = caller and caller.progress }
@@ -388,6 +397,10 @@ function M.plan(def, params, caller)
   if not ok then return nil, errors.is(err) and err or errors.new("INTERNAL", tostring(err)) end
   local out = kit.summary(ctx)
   out.tool, out.target = def.name, target_of(def, params)
+  if prices(def) then -- what it creates or keeps costs this much (hypd.cost); a price not read never fails a plan
+    local okc, c, why = pcall(guard.with, g, cost.of_plan, out.plan, ctx.region or params.region, kit.source)
+    if okc then out.cost, out.cost_error = c, why else out.cost_error = tostring(c) end
+  end
   return out
 end
 

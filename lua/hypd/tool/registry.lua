@@ -398,7 +398,12 @@ M.PLAN_RESULT = { type = "object", properties = { tool = { type = "string" }, ta
   plan = { type = "array", items = { type = "object", properties = {
     action = { type = "string", description = "create, change, delete, keep or later" },
     type = { type = "string" }, name = { type = "string" }, id = { type = "string" },
-    fields = { type = "object" }, changes = { type = "object" }, why = { type = "string" } } } } } }
+    fields = { type = "object" }, changes = { type = "object" }, why = { type = "string" } } } },
+  cost = { type = "object", description = "what the plan creates or keeps costs an hour and a month (USD, on-demand " ..
+    "list prices; monthly = 730 hours); items priced, unpriced with why; saved_*: what it deletes (hypd.cost)",
+    properties = { items = { type = "array", items = { type = "object" } },
+      unpriced = { type = "array", items = { type = "object" } } } },
+  cost_error = { type = "string", description = "why no price could be read (the plan itself stands)" } } }
 
 -- output_schema(def) -> the JSON Schema of what a call returns
 function M.output_schema(def)

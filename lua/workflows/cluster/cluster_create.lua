@@ -84,7 +84,7 @@ local params = {
 for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
 -- the early work runs in this operation; each stage's tool declares its own
-local AWS = { "sts:GetCallerIdentity", "eks:DescribeCluster", "sagemaker:DescribeCluster" }
+local AWS = { "sts:GetCallerIdentity", "eks:DescribeCluster", "sagemaker:DescribeCluster", "pricing:GetProducts" }
 for _, a in ipairs(pipeline.AWS) do AWS[#AWS + 1] = a end
 
 return tool {

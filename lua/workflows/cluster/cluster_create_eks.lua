@@ -64,7 +64,8 @@ return tool {
     "caller as cluster admin. 8 to 12 minutes. The only decision is cluster_tag: ask the person. Follow " ..
     "it with cluster_get_creation_status; safe to call again; plan = true lists what it would create.",
   kind = "mutating",
-  aws = { "ec2:Describe*", "ec2:CreateVpc", "ec2:ModifyVpcAttribute", "ec2:CreateSubnet", "ec2:ModifySubnetAttribute",
+  aws = { "pricing:GetProducts",
+    "ec2:Describe*", "ec2:CreateVpc", "ec2:ModifyVpcAttribute", "ec2:CreateSubnet", "ec2:ModifySubnetAttribute",
     "ec2:CreateInternetGateway", "ec2:AttachInternetGateway", "ec2:AllocateAddress", "ec2:CreateNatGateway",
     "ec2:CreateRouteTable", "ec2:CreateRoute", "ec2:ReplaceRoute", "ec2:AssociateRouteTable",
     "ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupIngress", "ec2:CreateTags",

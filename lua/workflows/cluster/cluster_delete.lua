@@ -30,7 +30,7 @@ return tool {
   status_tool = "operation_get",
   calls = { "storage_list", "storage_delete", "hyperpod_delete", "inference_delete" },
   k8s = { "get", "list", "delete" },
-  aws = { "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
+  aws = { "pricing:GetProducts", "ec2:Describe*", "ec2:DeleteVpcEndpoints", "ec2:DeleteNatGateway", "ec2:ReleaseAddress",
     "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
     "ec2:DeleteInternetGateway", "ec2:DeleteSubnet", "ec2:DeleteSecurityGroup", "ec2:DeleteVpc",
     "eks:DescribeCluster", "eks:DeleteCluster", "eks:ListNodegroups", "eks:DescribeNodegroup", "eks:DeleteNodegroup",
@@ -169,7 +169,12 @@ return tool {
     { name = "forget", run = function(ctx)
       local name = Names.eks(ctx.params.cluster_tag)
       if not ctx.plan then hypd.clusters.forget(name, ctx:aws_region()) end
-      ctx.state.result = { cluster_tag = ctx.params.cluster_tag, kept = ctx.state.kept or hypd.json.array() }
+      local kept = ctx.state.kept or hypd.json.array()
+      ctx.state.result = { cluster_tag = ctx.params.cluster_tag, kept = kept }
+      -- what stays costs this much an hour and a month (or why that is not known)
+      if not ctx.plan then
+        ctx.state.result.kept_cost, ctx.state.result.kept_cost_error = require("_kept_cost").of(kept, ctx:aws_region())
+      end
     end },
   },
 }

@@ -145,7 +145,7 @@ local function result(ctx)
     existed = st.exists, nodes = st.nodes, notes = d.notes }
 end
 
-local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
+local AWS = { "pricing:GetProducts", "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:UpdateCluster", "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes",
   "servicequotas:ListServiceQuotas", "iam:PassRole" }
 for _, a in ipairs(subnet.AWS) do AWS[#AWS + 1] = a end

@@ -33,7 +33,7 @@ local params = {
 }
 for k, spec in pairs(setup.GROUP_PARAMS) do params[k] = spec end
 
-local AWS = { "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
+local AWS = { "pricing:GetProducts", "eks:DescribeCluster", "sagemaker:ListClusters", "sagemaker:DescribeCluster",
   "sagemaker:CreateCluster", "sagemaker:UpdateCluster", "sagemaker:AddTags", "sagemaker:ListTags",
   "sagemaker:DescribeTrainingPlan", "sagemaker:ListClusterNodes", "servicequotas:ListServiceQuotas", "iam:PassRole" }
 for _, list in ipairs { require("hyperpod._subnet").AWS, setup.AWS_ROLE, setup.AWS_LIFECYCLE } do

@@ -182,7 +182,8 @@ local function forget(ctx)
     hyperpod_cluster = st.hyperpod_name, deleted = st.deleted or json.array(), kept = st.kept or json.array() }
 end
 
-local AWS = { "eks:DescribeCluster", "sts:GetCallerIdentity", "sagemaker:DescribeCluster", "sagemaker:ListClusters",
+local AWS = { "pricing:GetProducts",
+  "eks:DescribeCluster", "sts:GetCallerIdentity", "sagemaker:DescribeCluster", "sagemaker:ListClusters",
   "sagemaker:ListTags", "sagemaker:DeleteCluster", "ec2:DescribeSubnets", "ec2:DescribeVpcEndpoints",
   "ec2:DescribeRouteTables", "ec2:DescribeVpcs", "ec2:DeleteVpcEndpoints", "ec2:DisassociateRouteTable",
   "ec2:DeleteRouteTable", "ec2:DeleteSubnet", "ec2:DisassociateVpcCidrBlock", "fsx:DescribeFileSystems" }

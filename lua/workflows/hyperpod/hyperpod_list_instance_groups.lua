@@ -34,7 +34,7 @@ return tool {
     "operation_id it adds that operation's status and phase; with wait_seconds it answers at the first " ..
     "change.",
   kind = "read",
-  aws = cap.aws("ec2:DescribeSubnets"),
+  aws = cap.aws("ec2:DescribeSubnets", "pricing:GetProducts"),
   params = P.form({},
     { "operation_id", "cluster", "region", "wait_seconds" },
     {
@@ -48,7 +48,11 @@ return tool {
     hyperpod_cluster = { type = "object" }, instance_groups = { type = "array", items = { type = "object",
       properties = { subnets = { type = "array" }, security_groups = { type = "array" }, storage = { type = "array" },
         deep_health_checks = { type = "array" } } } },
-    operation = { type = "object" }, waited = { type = "object" } } },
+    operation = { type = "object" }, waited = { type = "object" },
+    cost = { type = "object", description = "what the groups cost an hour and a month as they run (USD, on-demand " ..
+      "list prices, 730 hours a month); each group has its own cost (or cost_unknown)",
+      properties = { items = { type = "array" }, unpriced = { type = "array" } } },
+    cost_error = { type = "string" } } },
   run = function(ctx, p)
     local e = require("_hyperpod").eks(ctx, p)
     local prefix = cap.target({ cluster = e.name, region = e.region })
@@ -71,6 +75,8 @@ return tool {
         failure_message = d.FailureMessage, node_recovery = d.NodeRecovery,
         node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
         instance_groups = groups }
+      -- what the groups cost while they run (never fails the read: cost_error says why there is none)
+      out.cost, out.cost_error = cap.priced(groups, e.region)
       if op then
         out.operation = { operation_id = op.operation_id, tool = op.tool, status = op.status, phase = op.phase,
           target = op.target, error = op.error, result = op.result, seconds = op.seconds,

@@ -60,7 +60,7 @@ return tool {
     "different value is refused. Follow it with hyperpod_list_instance_groups (operation_id, " ..
     "wait_seconds); plan = true shows the change.",
   kind = "mutating",
-  aws = cap.aws("sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
+  aws = cap.aws("pricing:GetProducts", "sagemaker:UpdateCluster", "ec2:DescribeSubnets", "iam:PassRole"),
   k8s = { "get", "list" },
   params = P.form({ "instance_group", "instance_count" },
     { "min_instance_count", "capacity_type", "training_plan", "availability_zone", "subnet_id", "efa_only", "cluster",
