@@ -123,7 +123,7 @@ function DownloadForm({ cluster, view }) {
   return html`<section class="panel form-panel" aria-label="download a model"><h2>Download from Hugging Face <span class="muted small"><code>model_download</code></span></h2>
       ${error ? html`<${ErrorBox} error=${error}/>` : !def ? html`<${Loading} what="Loading the form"/>` : html`
         <p class="muted small">${def.summary}. A token is kept in a Kubernetes Secret and never shown or logged.</p>
-        ${(ended === "failed" || ended === "cancelled") && html`<p class="notice" id="download-kept" role="status">The download ${ended}: its
+        ${(ended === "failed" || ended === "cancelled") && html`<p class="notice warn" id="download-kept" role="status">The download ${ended}: its
           fields are as you typed them, to change or try again (a token is never kept: give it again).</p>`}
         <${SchemaForm} key=${n} schema=${schema} id="download-form" hide=${HIDE} errors=${errors} busy=${busy}
           actions=${[{ label: "Download", kind: def.kind }]} onSubmit=${submit} draft=${draft}/>`}
