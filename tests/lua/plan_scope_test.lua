@@ -126,6 +126,7 @@ t.test("MCP over HTTP: a read token's tools/call of cluster_create with plan ans
       return post("/mcp", { jsonrpc = "2.0", id = 3, method = "tools/call",
         params = { name = "cluster_create", arguments = with() } }, mcp_headers(sid))
     end)
+    t.eq(st, 200, "a tool's refusal is a result, not an HTTP error")
     r = body.result or {}
     t.eq(r.isError, true)
     t.eq(((r.structuredContent or {}).error or {}).code, "FORBIDDEN")
