@@ -20,7 +20,6 @@ local store = require "hypd.store"
 local tools = require "hypd.tool.loader"
 
 local sbx = H.sandbox_here() -- kept: the server stops when collected
-local SANDBOX = "http://127.0.0.1:" .. sbx.port
 local dir = H.tmpdir()
 H.write(dir .. "/plan_grabber.lua", [[
 return tool {
@@ -57,15 +56,7 @@ local function with(extra)
   return out
 end
 
--- what AWS saw (the sandbox's audit): its mutations as "service:Operation"
-local function sandbox_mutations()
-  local resp = assert(http.request { url = SANDBOX .. "/_sandbox/audit" })
-  local out = {}
-  for _, e in ipairs(json.decode(resp.body) or {}) do
-    if not e.refused then out[#out + 1] = e.service .. ":" .. e.operation end
-  end
-  return out
-end
+local function sandbox_mutations() return H.sandbox_mutations(sbx.port) end
 
 local function operations() return #(store.op_list { limit = 100000 } or {}) end
 

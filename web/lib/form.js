@@ -253,7 +253,7 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     <${Leftover} ctx=${ctx} errors=${errors}/>
     <div class="form-actions">
       ${actions.map((a, i) => html`<${Act} kind=${a.plan ? "read" : a.kind || "mutating"} quiet=${!!a.plan} doing=${a.plan ? undefined : a.doing} type=${i === actions.length - 1 ? "submit" : "button"}
-        class=${a.plan ? "btn-plan" : "btn-run"} id=${id + "-" + a.label.toLowerCase().replace(/\W+/g, "-")} disabled=${busy || disabled}
+        class=${a.plan ? "btn-plan" + (actions.length === 1 ? " btn-primary" : "") : "btn-run"} id=${id + "-" + a.label.toLowerCase().replace(/\W+/g, "-")} disabled=${busy || disabled}
         onClick=${i === actions.length - 1 ? undefined : () => submit(a)}>${a.label}</${Act}>`)}
       ${draft && html`<button type="button" class="btn btn-small form-clear" id=${id + "-clear"} disabled=${busy}
         onClick=${() => { dropDraft(draft); typed.current = false; setValues(start({})); }}>Clear the form</button>`}
