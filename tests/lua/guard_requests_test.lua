@@ -184,14 +184,7 @@ local ADMIN_TOKEN = auth.create { name = "rest-admin", scope = "admin" }
 t.cleanup(function() srv:stop(); os.execute("rm -rf " .. H.quote(dir)) end)
 
 -- the sandbox's audit log (what AWS saw): its mutations as "service:Operation"
-local function sandbox_audit()
-  local resp = assert(http.request { url = SANDBOX .. "/_sandbox/audit" })
-  local out = {}
-  for _, e in ipairs(json.decode(resp.body) or {}) do
-    if not e.refused then out[#out + 1] = e.service .. ":" .. e.operation end
-  end
-  return out
-end
+local function sandbox_audit() return H.sandbox_mutations(sbx.port) end
 
 local function mark()
   local evs = store.events(0, 1000000) or {}

@@ -119,6 +119,18 @@ function M.sandbox_here(opts)
   return srv, { region = env.AWS_REGION }
 end
 
+-- sandbox_mutations(port) -> the sandbox's audit log (what AWS saw): its
+-- mutations as "service:Operation", those its policy refused left out
+function M.sandbox_mutations(port)
+  local http, json = require "hypd.http", require "hypd.json"
+  local resp = assert(http.request { url = "http://127.0.0.1:" .. port .. "/_sandbox/audit" })
+  local out = {}
+  for _, e in ipairs(json.decode(resp.body) or {}) do
+    if not e.refused then out[#out + 1] = e.service .. ":" .. e.operation end
+  end
+  return out
+end
+
 -- with_env(env, dir, cmd) runs cmd with the sandbox's AWS environment (and
 -- no other AWS session or profile); client state in dir/client
 function M.with_env(env, dir, cmd)

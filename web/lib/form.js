@@ -28,9 +28,13 @@
 // The server's VALIDATION errors (errors.fields[].field, paths like
 // "features.training_operator.enabled" or "public_subnet_cidrs[1]") are
 // shown next to the field they name; any that name no shown field are
-// listed above the buttons.
+// listed above the buttons. draft="key": what the person types is kept in
+// sessionStorage under that key (web/lib/draft.js; secrets never), restored
+// on a reload over the given values, and a "Clear the form" button drops it;
+// the page drops it (dropDraft) once the form's call is accepted.
 import { html, useEffect, useMemo, useRef, useState } from "/vendor/preact-htm.js";
 import { Act } from "./ui.js";
+import { dropDraft, loadDraft, saveDraft } from "./draft.js";
 
 const typesOf = (s) => (Array.isArray(s.type) ? s.type : s.type ? [s.type] : s.enum ? ["string"] : s.properties ? ["object"] : []);
 const isMap = (s) => typesOf(s)[0] === "object" && (!s.properties || Object.keys(s.properties).length === 0);
@@ -261,18 +265,20 @@ function JsonInput({ common, value, onChange, ctx, path }) {
 }
 
 export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], existing = false, fixedReason, errors, choices,
-  actions = [{ label: "Run", kind: "mutating" }], onSubmit, busy = false, disabled = false }) {
+  actions = [{ label: "Run", kind: "mutating" }], onSubmit, busy = false, disabled = false, draft }) {
   const props = (schema && schema.properties) || {};
   const required = new Set((schema && schema.required) || []);
-  const start = () => {
+  const start = (kept = loadDraft(draft) || {}) => {
     const o = {};
-    for (const [k, p] of Object.entries(props)) { const v = initial(p, given[k]); if (v !== undefined) o[k] = v; }
+    for (const [k, p] of Object.entries(props)) { const v = initial(p, kept[k] !== undefined ? kept[k] : given[k]); if (v !== undefined) o[k] = v; }
     return o;
   };
-  const [values, setValues] = useState(start);
+  const [values, setValues] = useState(() => start());
+  const typed = useRef(false); // the person changed a field: the draft follows
+  useEffect(() => { if (draft && typed.current) saveDraft(draft, values, schema); }, [values]);
   const givenKey = JSON.stringify(given);
   const first = useRef(true);
-  useEffect(() => { if (first.current) { first.current = false; return; } setValues(start()); }, [givenKey, schema]);
+  useEffect(() => { if (first.current) { first.current = false; return; } setValues(start()); }, [givenKey, schema, draft]);
   const loaded = useChoices(choices, values);
   const local = useMemo(() => new Map(), [schema]);
   const ctx = { prefix: id, errors: (errors && errors.fields) || [], shown: new Set(), existing, fixedReason, choices: loaded,
@@ -297,7 +303,7 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     onSubmit && onSubmit(params, action);
   };
   const field = (k) => html`<${Field} ctx=${ctx} s=${props[k]} path=${k} name=${k} value=${values[k]}
-    required=${required.has(k)} onChange=${(v) => setValues((o) => ({ ...o, [k]: v }))}/>`;
+    required=${required.has(k)} onChange=${(v) => { typed.current = true; setValues((o) => ({ ...o, [k]: v })); }}/>`;
   // with no decisions, the other fields are the form (nothing to fold them under)
   const fields = main.length === 0 ? more.map(field) : html`${main.map(field)}
     ${more.length > 0 && html`<details class="more-options" id=${id + "-more"} open=${moreOpen}
@@ -311,9 +317,11 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     ${fields}
     <${Leftover} ctx=${ctx} errors=${errors}/>
     <div class="form-actions">
-      ${actions.map((a, i) => html`<${Act} kind=${a.kind || "mutating"} quiet=${!!a.plan} type=${i === actions.length - 1 ? "submit" : "button"}
-        class=${a.plan ? "btn-plan" : "btn-run"} id=${id + "-" + a.label.toLowerCase().replace(/\W+/g, "-")} disabled=${busy || disabled}
+      ${actions.map((a, i) => html`<${Act} kind=${a.plan ? "read" : a.kind || "mutating"} quiet=${!!a.plan} doing=${a.plan ? undefined : a.doing} type=${i === actions.length - 1 ? "submit" : "button"}
+        class=${a.plan ? "btn-plan" + (actions.length === 1 ? " btn-primary" : "") : "btn-run"} id=${id + "-" + a.label.toLowerCase().replace(/\W+/g, "-")} disabled=${busy || disabled}
         onClick=${i === actions.length - 1 ? undefined : () => submit(a)}>${a.label}</${Act}>`)}
+      ${draft && html`<button type="button" class="btn btn-small form-clear" id=${id + "-clear"} disabled=${busy}
+        onClick=${() => { dropDraft(draft); typed.current = false; setValues(start({})); }}>Clear the form</button>`}
       ${busy && html`<span class="muted" role="status">Working…</span>`}
     </div>
   </form>`;

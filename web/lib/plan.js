@@ -4,8 +4,25 @@
 // plan. A kept resource (and a stage planned later) shows why: a keep
 // without its reason reads as a resource forgotten. What the plan costs
 // (plan.cost, or why not: plan.cost_error) comes first (lib/cost.js).
-import { html } from "/vendor/preact-htm.js";
+//
+// usePlanFocus(key) -> ref: on the section that holds a plan (tabindex -1,
+// named by its heading); each time key changes to a new plan, the section
+// takes focus (a screen reader reads its heading) and scrolls into view,
+// at once when the person prefers reduced motion.
+import { html, useEffect, useRef } from "/vendor/preact-htm.js";
 import { CostView } from "/lib/cost.js";
+
+export function usePlanFocus(key) {
+  const ref = useRef(null);
+  useEffect(() => {
+    const el = ref.current;
+    if (!key || !el) return;
+    const still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    el.focus({ preventScroll: true });
+    el.scrollIntoView({ behavior: still ? "auto" : "smooth", block: "start" });
+  }, [key]);
+  return ref;
+}
 
 const SIGN = { create: "+", change: "~", delete: "−", keep: "=" };
 

@@ -7,9 +7,11 @@ export const KIND_SCOPE = { read: "read", mutating: "operate", destructive: "adm
 export const Session = createContext(null);
 export const useSession = () => useContext(Session);
 
-// denied(who, kind) -> null when the scope allows a tool of this kind, else why not
-export function denied(who, kind) {
+// denied(who, kind [, doing]) -> null when the scope allows a tool of this kind, else why not
+// (doing: what the button does, "applying": a plan needs only read, so a read token plans)
+export function denied(who, kind, doing) {
   const need = KIND_SCOPE[kind] || "admin";
   if (who && (SCOPES[who.scope] || 0) >= SCOPES[need]) return null;
+  if (doing) return `Your token (${who ? who.name : "?"}) has scope ${who ? who.scope : "none"}: it can plan; ${doing} needs scope ${need}`;
   return `Needs a token with scope ${need}; this one (${who ? who.name : "?"}) has scope ${who ? who.scope : "none"}`;
 }

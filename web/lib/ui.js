@@ -70,9 +70,10 @@ export function Json({ value }) {
 
 // <Act kind="mutating" onClick=...>Run</Act>: a button the token's scope may
 // disable; the reason is its tooltip and its accessible description
-export function Act({ kind = "mutating", onClick, children, class: cls = "", disabled, type = "button", quiet = false, ...rest }) {
+// (doing="applying": the reason names what needs the scope)
+export function Act({ kind = "mutating", onClick, children, class: cls = "", disabled, type = "button", quiet = false, doing, ...rest }) {
   const who = useSession()?.who;
-  const why = denied(who, kind);
+  const why = denied(who, kind, doing);
   const btn = html`<button type=${type} class=${"btn " + (kind === "destructive" ? "btn-danger " : kind === "read" || quiet ? "" : "btn-primary ") + cls}
     disabled=${!!why || disabled} aria-disabled=${why ? "true" : undefined} title=${why || rest.title}
     data-needs=${why ? "scope" : undefined} onClick=${onClick} ...${rest}>${children}</button>`;
@@ -80,12 +81,14 @@ export function Act({ kind = "mutating", onClick, children, class: cls = "", dis
   return why ? html`<span class="needs-scope" title=${why}>${btn}</span>` : btn;
 }
 
-// <Confirm open title items=[names] [itemsLabel="This will remove:"] kept=[{name, why}] lost="what is lost" typeToConfirm="name"
+// <Confirm open title items=[names] [itemsLabel="This will remove:"] kept=[{name, why}] lost="what is lost"
+//   [lostLabel="What is lost:"] typeToConfirm="name"
 //   action="Delete" onConfirm onClose/>: a modal dialog (focus stays inside,
 //   Escape closes) that names what will be removed, and what stays and why;
 //   its content exists only while open (a page can hold several: one
 //   #confirm-type at a time)
-export function Confirm({ open, title, items = [], itemsLabel = "This will remove:", kept = [], lost, typeToConfirm, action = "Delete", onConfirm, onClose, kind = "destructive" }) {
+export function Confirm({ open, title, items = [], itemsLabel = "This will remove:", kept = [], lost, lostLabel = "What is lost:", typeToConfirm,
+  action = "Delete", onConfirm, onClose, kind = "destructive" }) {
   const ref = useRef(null);
   const [typed, setTyped] = useState("");
   useEffect(() => {
@@ -101,7 +104,7 @@ export function Confirm({ open, title, items = [], itemsLabel = "This will remov
       <h2 id="confirm-title">${title}</h2>
       ${items.length > 0 && html`<p>${itemsLabel}</p><ul class="confirm-items">${items.map((i) => html`<li><code>${i}</code></li>`)}</ul>`}
       ${kept.length > 0 && html`<p>This keeps:</p><ul class="confirm-kept">${kept.map((k) => html`<li><code>${k.name}</code>: <span class="plan-why">${k.why}</span></li>`)}</ul>`}
-      ${lost && html`<p class="lost"><strong>What is lost:</strong> ${lost}</p>`}
+      ${lost && html`<p class="lost"><strong>${lostLabel}</strong> ${lost}</p>`}
       ${typeToConfirm && html`<p><label for="confirm-type">Type <code>${typeToConfirm}</code> to confirm</label>
         <input id="confirm-type" autocomplete="off" value=${typed} onInput=${(e) => setTyped(e.target.value)}/></p>`}
       <div class="dialog-actions">

@@ -2,7 +2,9 @@
 // in the URL): health, group, Kubernetes readiness; reboot
 // (hyperpod_node_reboot), replace (hyperpod_node_replace: wipes local
 // volumes) and delete (hyperpod_node_delete) the selected nodes after a
-// confirmation that names them and what is lost.
+// confirmation that names them and says what happens: a reboot what it
+// removes from service, a replace or a delete what is lost; those two,
+// which lose the nodes' local data, ask for the first node's id typed.
 import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { setQuery } from "/lib/router.js";
@@ -10,12 +12,17 @@ import { Act, Confirm, ErrorBox, Pill, Time } from "/lib/ui.js";
 import { Section, useRead } from "/lib/cluster-ui.js";
 
 const ACTIONS = {
-  reboot: { tool: "hyperpod_node_reboot", kind: "mutating", label: "Reboot", verb: "reboot",
-    lost: "The work running on them stops while they restart; their local volumes are kept." },
-  replace: { tool: "hyperpod_node_replace", kind: "destructive", label: "Replace", verb: "replace",
-    lost: "Each is swapped for a new instance: its local volumes (/opt/sagemaker, instance storage) are WIPED and the work on it stops." },
-  delete: { tool: "hyperpod_node_delete", kind: "destructive", label: "Delete", verb: "delete",
-    lost: "They are terminated and their group's count lowered: the work on them stops and their local data is gone for good." },
+  reboot: { tool: "hyperpod_node_reboot", kind: "mutating", label: "Reboot", itemsLabel: "This will reboot:",
+    lostLabel: "This will remove from service, until each is Running and Ready again:",
+    lost: "the pods running on them, which stop; a Deployment's pods and a training job's (as its restart policy allows) " +
+      "start again, a bare pod does not. Their local volumes are kept." },
+  replace: { tool: "hyperpod_node_replace", kind: "destructive", label: "Replace", itemsLabel: "This will replace:", typed: true,
+    lost: "each instance is terminated and swapped for a new one: everything on its local volumes is WIPED (the root volume, " +
+      "the instance store at /opt/dlami/nvme, the EBS volume at /opt/sagemaker) and the pods on it stop. Copy what you need " +
+      "to S3 or FSx first." },
+  delete: { tool: "hyperpod_node_delete", kind: "destructive", label: "Delete", itemsLabel: "This will remove:", typed: true,
+    lost: "they are terminated and their group's count lowered, so they are not replaced: the pods on them stop and their " +
+      "local data is gone for good." },
 };
 
 export default function Nodes({ cluster, query }) {
@@ -71,7 +78,8 @@ export default function Nodes({ cluster, query }) {
     ${(outcome.value.succeeded || []).map((s) => html` <code>${typeof s === "string" ? s : s.node || s.instance_id || JSON.stringify(s)}</code>`)}
     ${(outcome.value.failed || []).map((f) => html`<div class="field-error">${typeof f === "string" ? f : `${f.node || f.instance_id}: ${f.message || f.error || JSON.stringify(f)}`}</div>`)}</div>`}
   <${Confirm} open=${!!ask} kind=${ask ? ACTIONS[ask].kind : "mutating"} title=${ask ? `${ACTIONS[ask].label} ${sel.size} ${sel.size === 1 ? "node" : "nodes"}?` : ""}
-    action=${ask ? ACTIONS[ask].label : ""} items=${[...sel].map(named)} lost=${ask ? ACTIONS[ask].lost : ""}
-    typeToConfirm=${ask === "delete" && sel.size ? [...sel][0] : undefined}
+    action=${ask ? ACTIONS[ask].label : ""} items=${[...sel].map(named)} itemsLabel=${ask ? ACTIONS[ask].itemsLabel : undefined}
+    lost=${ask ? ACTIONS[ask].lost : ""} lostLabel=${ask ? ACTIONS[ask].lostLabel : undefined}
+    typeToConfirm=${ask && ACTIONS[ask].typed && sel.size ? [...sel][0] : undefined}
     onConfirm=${() => act(ask)} onClose=${() => setAsk(null)}/>`;
 }

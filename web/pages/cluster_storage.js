@@ -5,6 +5,7 @@
 // after a typed confirmation that says what is kept and what is lost).
 import { html, useState } from "/vendor/preact-htm.js";
 import { SchemaForm } from "/lib/form.js";
+import { dropDraft } from "/lib/draft.js";
 import { setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
 import { Follow, Section, bytes, useMutation, useRead, useToolDef } from "/lib/cluster-ui.js";
@@ -16,7 +17,8 @@ function CreateForm({ tool, label, cluster, mut, onDone }) {
   return html`<div class="panel form-panel" data-tool=${tool}><h3>${label} <span class="muted small"><code>${tool}</code></span></h3>
     <p class="muted small">${def.summary}.</p>
     <${SchemaForm} schema=${def.input_schema} id=${"form-" + tool} hide=${["cluster", "plan", "operation_id"]} errors=${mut.error} busy=${mut.busy}
-      actions=${[{ label: "Create", kind: def.kind }]} onSubmit=${async (p) => { if (await mut.run(tool, { ...p, cluster })) onDone(); }}/>
+      actions=${[{ label: "Create", kind: def.kind }]} draft=${`storage:${tool}:${cluster}`}
+      onSubmit=${async (p) => { if (await mut.run(tool, { ...p, cluster })) { dropDraft(`storage:${tool}:${cluster}`); onDone(); } }}/>
     <button type="button" class="btn btn-small" onClick=${onDone}>Cancel</button></div>`;
 }
 

@@ -8,6 +8,7 @@ import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool, listOperations } from "/lib/api.js";
 import * as ws from "/lib/ws.js";
 import { SchemaForm } from "/lib/form.js";
+import { dropDraft } from "/lib/draft.js";
 import { href, navigate } from "/lib/router.js";
 import { useSession } from "/lib/session.js";
 import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
@@ -52,12 +53,12 @@ function Import({ onDone }) {
   if (!def) return html`<${Loading} what="Loading the import form"/>`;
   const submit = async (p) => {
     setBusy(true); setErrors(null); setDone(null);
-    try { const r = await callTool("cluster_import", p); setDone(r); onDone(); } catch (e) { setErrors(e); } finally { setBusy(false); }
+    try { const r = await callTool("cluster_import", p); dropDraft("clusters:cluster_import"); setDone(r); onDone(); } catch (e) { setErrors(e); } finally { setBusy(false); }
   };
   return html`<div class="import">
     <p class="muted">${def.summary}.</p>
     <${SchemaForm} schema=${def.input_schema} id="import-form" errors=${errors} busy=${busy}
-      actions=${[{ label: "Import", kind: def.kind }]} onSubmit=${submit}/>
+      actions=${[{ label: "Import", kind: def.kind }]} onSubmit=${submit} draft="clusters:cluster_import"/>
     ${done && html`<p class="notice" role="status">Imported <a href=${href("/cluster/" + done.cluster)}><code>${done.cluster}</code></a>${done.active ? " and made active" : ""}.
       ${(done.notes || []).map((n) => html`<br/><span class="muted">${typeof n === "string" ? n : JSON.stringify(n)}</span>`)}</p>`}
   </div>`;

@@ -6,8 +6,12 @@
 // cluster); on confirmation the run, and its five stages (the operation's
 // children) in a live progress panel with a timeline of phases. Everything
 // after the run is read from the operation, so a reload shows the same.
+// The decisions are a draft ("create:cluster_create", web/lib/draft.js)
+// until the run is accepted; "Start again" after a failed or cancelled
+// creation puts its parameters back as the draft. The plan takes focus and
+// scrolls into view; a read token plans, and only Create needs operate.
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
-import { useSession } from "/lib/session.js";
+import { denied, useSession } from "/lib/session.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { standard } from "/lib/choices.js";
@@ -16,8 +20,11 @@ import { href, navigate } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill, duration } from "/lib/ui.js";
 import { CostView, costText } from "/lib/cost.js";
 import { useToolDef } from "/lib/cluster-ui.js";
+import { dropDraft, saveDraft } from "/lib/draft.js";
+import { usePlanFocus } from "/lib/plan.js";
 
 const TOOL = "cluster_create";
+const DRAFT = "create:" + TOOL;
 const STAGES = [
   { tool: "cluster_create_eks", title: "EKS cluster", what: "VPC, subnets, NAT, roles, the EKS control plane", step: "eks" },
   { tool: "cluster_configure_dependencies", title: "Dependencies", what: "OIDC provider, add-ons, device plugins, health agents", step: "dependencies" },
@@ -133,8 +140,16 @@ export function Timeline({ view, compact }) {
     })}</ol>`;
 }
 
+// "Start again": the failed creation's parameters (its record holds no
+// secret: hypd.tool.registry public) become the wizard's draft
+function again(def, view) {
+  saveDraft(DRAFT, view.params || {}, def && def.input_schema);
+  navigate("/create", {});
+}
+
 function Progress({ id }) {
   const { view, error, note } = useOperation(id);
+  const { def } = useToolDef(TOOL);
   const { refreshClusters } = useSession();
   const ok = view && view.operation_id === id && view.status === "succeeded";
   useEffect(() => { if (ok) refreshClusters(); }, [ok]);
@@ -154,7 +169,8 @@ function Progress({ id }) {
     <${Timeline} view=${view}/>
     ${view.status === "succeeded" && html`<p class="notice" role="status">The cluster <a href=${href("/cluster/" + (result.cluster || "hypd-" + tag))}><code>${result.cluster || "hypd-" + tag}</code></a>${" "}is ready${result.hyperpod_cluster ? html` with HyperPod cluster <code>${result.hyperpod_cluster}</code>` : ""}.</p>`}
     ${(view.status === "failed" || view.status === "cancelled") && html`<${ErrorBox} error=${view.error || { message: view.phase }}/>
-      <p>Running it again finds what was made and goes on. <a href=${href("/create")}>Start again</a></p>`}
+      <p>Running it again finds what was made and goes on. <button type="button" class="btn btn-small" id="start-again"
+        onClick=${() => again(def, view)}>Start again</button> <span class="muted small">(with these decisions, to change or keep)</span></p>`}
     <p><a href=${href("/operations/" + id)}>The operation's full log</a></p>
   </section>`;
 }
@@ -165,6 +181,8 @@ function Wizard() {
   const [busy, setBusy] = useState(false);
   const [plan, setPlan] = useState(null); // {params, value}
   const [ask, setAsk] = useState(false);
+  const planRef = usePlanFocus(plan);
+  const { who } = useSession();
   if (error) return html`<${ErrorBox} error=${error}/>`;
   if (!def) return html`<${Loading} what="Loading cluster_create's form"/>`;
   const doPlan = async (p) => {
@@ -176,6 +194,7 @@ function Wizard() {
     setAsk(false); setBusy(true);
     try {
       const r = await callTool(TOOL, plan.params);
+      dropDraft(DRAFT); // accepted: the decisions are the operation's now
       navigate("/create", { op: r.operation_id });
     } catch (e) { setErrors(e); setPlan(null); } finally { setBusy(false); }
   };
@@ -186,19 +205,36 @@ function Wizard() {
       <section class="wizard-form" aria-label="decisions">
         <p class="muted">${def.summary}. Only the decisions are asked; hypd computes the rest (shown in the plan).</p>
         <${SchemaForm} schema=${def.input_schema} id="create-form" hide=${["plan"]} errors=${errors} busy=${busy}
-          choices=${standard(def.input_schema)} actions=${[{ label: "Plan", kind: def.kind }]} onSubmit=${doPlan}/>
+          choices=${standard(def.input_schema)} actions=${[{ label: "Plan", plan: true, kind: def.kind }]} onSubmit=${doPlan} draft=${DRAFT}/>
       </section>
-      <section class="wizard-plan" aria-label="plan" aria-live="polite">
-        ${plan ? html`<h2>The plan for <code>${plan.params.cluster_tag}</code></h2><${CostView} cost=${plan.value.cost} error=${plan.value.cost_error} title="What it costs"/>
+      <section class="wizard-plan" id="wizard-plan" tabindex="-1" ref=${planRef} aria-label=${plan ? undefined : "plan"}
+          aria-labelledby=${plan ? "wizard-plan-h" : undefined} aria-live="polite">
+        ${plan ? html`<h2 id="wizard-plan-h">The plan for <code>${plan.params.cluster_tag}</code></h2><${CostView} cost=${plan.value.cost} error=${plan.value.cost_error} title="What it costs"/>
           <${GroupedPlan} plan=${plan.value}/>
-          <p class="sticky-actions"><${Act} kind=${def.kind} id="create-run" disabled=${busy} onClick=${() => setAsk(true)}>Create this cluster</${Act}>
+          ${denied(who, def.kind, "applying") && html`<p class="notice" id="apply-scope">${denied(who, def.kind, "applying")}.</p>`}
+          <p class="sticky-actions"><${Act} kind=${def.kind} id="create-run" doing="applying" disabled=${busy} onClick=${() => setAsk(true)}>Create this cluster</${Act}>
             <button type="button" class="btn" onClick=${() => setPlan(null)}>Change the decisions</button></p>`
           : html`<div class="empty"><p class="empty-title">No plan yet.</p><p>Make the decisions, then Plan: hypd answers what it would create, changing nothing.</p></div>`}
       </section>
     </div>
     <${Confirm} open=${ask} kind="mutating" title=${plan ? `Create ${plan.params.cluster_tag}?` : ""} action="Create it"
-      items=${[]} lost=${plan ? `hypd creates ${plan.value.create || 0} resources (${plan.params.instance_count} × ${plan.params.instance_type}): they cost money from the moment they exist${plan.value.cost ? `: ${costText(plan.value.cost)} at on-demand list prices` : ""}. It takes about half an hour in AWS.` : ""}
+      itemsLabel="This will create:" items=${plan ? made(plan) : []}
+      lost=${plan ? "nothing that exists now is changed or removed. If the creation is cancelled or fails half-way, what it made so far " +
+        "stays, and what runs costs money (the NAT gateway, the EKS control plane, the instances" +
+        (plan.value.cost ? `: ${costText(plan.value.cost)} at on-demand list prices` : "") + "), until you run it again (it goes on " +
+        "from what was made) or delete the cluster (cluster_delete). It takes about half an hour in AWS." : ""}
       onConfirm=${run} onClose=${() => setAsk(false)}/>`;
+}
+
+// made(plan) -> what the confirmation names: the counts of what the plan creates, by kind, and the instances
+function made(plan) {
+  const rows = (plan.value.plan || []).filter((r) => r.action === "create");
+  const by = new Map();
+  for (const r of rows) { const fam = (r.type || "other").split(":")[0]; by.set(fam, (by.get(fam) || 0) + 1); }
+  const out = [...by.entries()].map(([fam, n]) => `${n} × ${(FAMILY[fam] || fam).split(":")[0]}`);
+  const hp = (plan.value.plan || []).find((r) => r.type === "sagemaker:cluster");
+  for (const g of (hp && hp.fields && hp.fields.InstanceGroups) || []) out.push(`${g.InstanceCount} × ${g.InstanceType} in group ${g.InstanceGroupName}`);
+  return out;
 }
 
 function Create({ query }) {

@@ -7,6 +7,7 @@
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
+import { dropDraft } from "/lib/draft.js";
 import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
@@ -36,18 +37,20 @@ export function ToolForm({ tool, cluster, values = {}, hide = [], choices, label
   const [busy, setBusy] = useState(false);
   const [op, setOp] = useState(null);
   const [result, setResult] = useState(null);
+  const draft = `inference:${tool}:${cluster || ""}:${JSON.stringify(values)}`; // what the person typed, per form and target
   if (error) return html`<${ErrorBox} error=${error}/>`;
   if (!def) return html`<${Loading} what="Loading the form"/>`;
   const submit = async (p) => {
     setBusy(true); setErrors(null); setResult(null); setOp(null);
     try {
       const r = await callTool(tool, { ...p, ...values, ...(cluster ? { cluster } : {}) });
+      if (def.kind !== "read") dropDraft(draft);
       if (r.operation_id) setOp(r.operation_id); else { setResult(r); onResult && onResult(r); }
     } catch (e) { setErrors(e); } finally { setBusy(false); }
   };
   return html`<div class="tool-form-box" data-tool=${tool}>
     <${SchemaForm} schema=${def.input_schema} id=${id || "form-" + tool} values=${values} hide=${[...HIDE, ...hide, ...Object.keys(values)]}
-      errors=${errors} busy=${busy} choices=${choices} actions=${[{ label, kind: def.kind }]} onSubmit=${submit}/>
+      errors=${errors} busy=${busy} choices=${choices} actions=${[{ label, kind: def.kind }]} onSubmit=${submit} draft=${draft}/>
     ${op && html`<${Follow} key=${op} id=${op} onDone=${(v) => onResult && onResult(v.result, v)} onClose=${() => setOp(null)}/>`}
     ${result && html`<p class="notice small" role="status">Done${result.name ? html`: <code>${result.name}</code>` : ""}.</p>`}
   </div>`;

@@ -4,7 +4,10 @@
 // operation; job_get_status's long poll, by the operation's id until the
 // Job is known; the Job's live logs), then the files it wrote, listed from
 // the storage (storage_list_contents). The Jobs so far are job_list's.
-import { html, useMemo, useState } from "/vendor/preact-htm.js";
+// The form's fields are a draft (web/lib/draft.js; never the token) until
+// the download succeeds: a refused call or a failed download keeps them.
+import { html, useEffect, useMemo, useState } from "/vendor/preact-htm.js";
+import { dropDraft } from "/lib/draft.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { LogView } from "/lib/logs.js";
@@ -99,12 +102,17 @@ function Downloads({ cluster }) {
   </${Section}>`;
 }
 
-function DownloadForm({ cluster }) {
+// <DownloadForm cluster view/>: view is the followed operation's (a download of this form, or none)
+function DownloadForm({ cluster, view }) {
   const { def, error } = useToolDef("model_download");
+  const draft = "models:model_download:" + cluster;
+  const ended = view && view.tool === "model_download" ? view.status : null;
   const [errors, setErrors] = useState(null);
   const [busy, setBusy] = useState(false);
   const schema = useMemo(() => def && secrets(def.input_schema), [def]);
   const [n, setN] = useState(0); // a new form after each download: the token is not kept in the page
+  // the download done, its fields are too; failed, they stay as typed
+  useEffect(() => { if (ended === "succeeded") { dropDraft(draft); setN((x) => x + 1); } }, [ended, draft]);
   const submit = async (p) => {
     setBusy(true); setErrors(null);
     try {
@@ -115,8 +123,10 @@ function DownloadForm({ cluster }) {
   return html`<section class="panel form-panel" aria-label="download a model"><h2>Download from Hugging Face <span class="muted small"><code>model_download</code></span></h2>
       ${error ? html`<${ErrorBox} error=${error}/>` : !def ? html`<${Loading} what="Loading the form"/>` : html`
         <p class="muted small">${def.summary}. A token is kept in a Kubernetes Secret and never shown or logged.</p>
+        ${(ended === "failed" || ended === "cancelled") && html`<p class="notice warn" id="download-kept" role="status">The download ${ended}: its
+          fields are as you typed them, to change or try again (a token is never kept: give it again).</p>`}
         <${SchemaForm} key=${n} schema=${schema} id="download-form" hide=${HIDE} errors=${errors} busy=${busy}
-          actions=${[{ label: "Download", kind: def.kind }]} onSubmit=${submit}/>`}
+          actions=${[{ label: "Download", kind: def.kind }]} onSubmit=${submit} draft=${draft}/>`}
     </section>`;
 }
 
@@ -136,7 +146,7 @@ function Models({ query }) {
     <p class="muted">Models are downloaded from Hugging Face into the cluster's S3 storage (mounted at <code>/s3</code> in training and inference pods) by a CPU-only Kubernetes Job, so no GPU idles while files move.</p>
     ${missing.length > 0 && html`<${Missing} tools=${missing} what=${missing.includes("model_download") ? "Downloading a model" : "Part of this page"}/>`}
     ${!cluster && html`<${Empty} title="No active cluster.">Pick or <a href=${href("/create")}>create</a> a cluster first.</${Empty}>`}
-    ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster}/>`}
+    ${cluster && has("model_download") && html`<${DownloadForm} cluster=${cluster} view=${v}/>`}
     ${query.op && html`<${Follow} key=${query.op} id=${query.op} onView=${setOpView} onClose=${() => setQuery({ op: "" })}/>`}
     ${follow && html`<${Progress} key=${query.job} cluster=${cluster} job=${query.job} namespace=${query.namespace || "default"} has=${has}/>`}
     ${running && made && html`<section class="panel download" aria-label="the download" data-job=${made[1]} data-phase="Running">

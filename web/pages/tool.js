@@ -4,13 +4,17 @@
 // A read tool's result is shown as JSON; a staged tool can be planned
 // ("Plan": the rows it would create, change, delete or keep) before it
 // runs, and its operation is followed live (its id goes into the URL, so a
-// reload finds it again); a destructive tool asks first.
+// reload finds it again); a destructive tool asks first. A plan takes focus
+// and scrolls into view; a read token plans (planning changes nothing) and
+// only Run is disabled. What the person typed is kept as a draft
+// ("tool:NAME") until the call is accepted.
 import { html, useEffect, useState } from "/vendor/preact-htm.js";
 import { callTool, getTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
 import { standard } from "/lib/choices.js";
 import { OperationView } from "/lib/op.js";
-import { PlanView } from "/lib/plan.js";
+import { PlanView, usePlanFocus } from "/lib/plan.js";
+import { dropDraft } from "/lib/draft.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Json, Loading } from "/lib/ui.js";
 import { denied, useSession } from "/lib/session.js";
@@ -38,6 +42,8 @@ function Tool({ params, query }) {
   const [result, setResult] = useState(null); // {kind: "read"|"plan", value, params}
   const [ask, setAsk] = useState(null);       // params waiting for a destructive confirmation
   const { who } = useSession();
+  const planRef = usePlanFocus(result && result.kind === "plan" ? result : null);
+  const draft = "tool:" + name;
   useEffect(() => { getTool(name).then(setDef, setLoadErr); }, [name]);
   if (loadErr) return html`<h1>${name}</h1><${ErrorBox} error=${loadErr}/><p><a href=${href("/tools")}>All tools</a></p>`;
   if (!def) return html`<${Loading} what="Loading the tool"/>`;
@@ -46,6 +52,7 @@ function Tool({ params, query }) {
     setErrors(null);
     try {
       const r = await callTool(name, plan ? { ...p, plan: true } : p);
+      if (!plan && def.kind !== "read") dropDraft(draft); // accepted: the draft's work is done
       if (r && r.operation_id && !plan) { setResult(null); setQuery({ op: r.operation_id }); }
       else setResult({ kind: plan ? "plan" : "result", value: r, params: p });
     } catch (e) {
@@ -75,7 +82,8 @@ function Tool({ params, query }) {
     setErrors(null);
     setAsk({ params: p, items, kept });
   };
-  const actions = def.staged ? [{ label: "Plan", plan: true, kind: def.kind }, { label: "Run", kind: def.kind }] : [{ label: "Run", kind: def.kind }];
+  const actions = def.staged ? [{ label: "Plan", plan: true, kind: def.kind }, { label: "Run", kind: def.kind, doing: "applying" }]
+    : [{ label: "Run", kind: def.kind }];
   return html`<p class="crumbs"><a href=${href("/tools")}>Tools</a> / <code>${name}</code></p>
     <h1><code>${name}</code> <span class=${"kind kind-" + def.kind}>${KIND_LABEL[def.kind] || def.kind}</span></h1>
     <p class="summary">${def.summary}</p>
@@ -84,17 +92,19 @@ function Tool({ params, query }) {
       ${def.status_tool && html` Followed with <a href=${href("/tools/" + def.status_tool)}><code>${def.status_tool}</code></a>.`}</p></details>
     ${(def.overridden_by || []).length > 0 && html`<p class="notice" id="overridden-notice">Overridden by the playbook directory: ${def.overridden_by.map((f, i) => html`${i ? ", " : ""}<code>${f}</code>`)}.</p>`}
     <${Files} def=${def}/>
-    ${denied(who, def.kind) && html`<p class="notice" id="scope-notice">${denied(who, def.kind)}: its form is shown, but it cannot be run with this token.</p>`}
+    ${denied(who, def.kind) && html`<p class="notice" id="scope-notice">${def.staged ? html`${denied(who, def.kind, "applying")}. Plan shows what
+      it would do, changing nothing.` : html`${denied(who, def.kind)}: its form is shown, but it cannot be run with this token.`}</p>`}
     <div class="tool-layout">
       <section class="tool-form" aria-label="parameters">
         <${SchemaForm} schema=${def.input_schema} id="tool-form" hide=${def.staged ? ["plan"] : []} errors=${errors} busy=${busy}
-          choices=${standard(def.input_schema)} actions=${actions} onSubmit=${submit}/>
+          choices=${standard(def.input_schema)} actions=${actions} onSubmit=${submit} draft=${draft}/>
       </section>
       <section class="tool-out" aria-label="result" aria-live="polite">
         ${query.op && html`<div class="op-panel"><p><a href=${href("/operations/" + query.op)}>Open the operation page</a></p>
           <${OperationView} id=${query.op}/></div>`}
-        ${result && result.kind === "plan" && html`<h2>Plan</h2><${PlanView} plan=${result.value}/>
-          <p><${Act} kind=${def.kind} id="plan-run" onClick=${() => submit(result.params, { label: "Run" })}>Run this plan</${Act}></p>`}
+        ${result && result.kind === "plan" && html`<section class="plan-out" id="plan-out" tabindex="-1" ref=${planRef} aria-labelledby="plan-h">
+          <h2 id="plan-h">Plan</h2><${PlanView} plan=${result.value}/>
+          <p><${Act} kind=${def.kind} id="plan-run" doing="applying" onClick=${() => submit(result.params, { label: "Run" })}>Run this plan</${Act}></p></section>`}
         ${result && result.kind === "result" && html`<h2>Result</h2><${Json} value=${result.value}/>`}
       </section>
     </div>

@@ -7,6 +7,7 @@
 import { html, useMemo, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { SchemaForm } from "/lib/form.js";
+import { dropDraft } from "/lib/draft.js";
 import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
@@ -33,10 +34,12 @@ function RecipeForm({ recipe, cluster, query }) {
   const schemaKey = JSON.stringify(recipe.params);
   const schema = useMemo(() => recipe.params, [schemaKey]);
   const choices = useMemo(() => (schema.properties && schema.properties.instance_type ? { instance_type: clusterTypes(cluster) } : undefined), [schemaKey, cluster]);
+  const draft = `training:${recipe.name}:${cluster || ""}`;
   const submit = async (params) => {
     setBusy(true); setErrors(null);
     try {
       const r = await callTool("training_submit", { recipe: recipe.name, params, ...(cluster ? { cluster } : {}) });
+      dropDraft(draft);
       setReview(null);
       setQuery({ op: r.operation_id });
     } catch (e) { setErrors(e); } finally { setBusy(false); }
@@ -57,7 +60,7 @@ function RecipeForm({ recipe, cluster, query }) {
       <code>/s3/checkpoints/JOB</code> and <code>/s3/outputs/JOB</code>.${cluster ? html` Submitted to cluster <code>${cluster}</code>.` : " No cluster is active: pick one above."}</p>
     <div class="tool-layout">
       <div><${SchemaForm} schema=${schema} id="recipe-form" choices=${choices} errors=${errorsUnder(errors, "params")} busy=${busy}
-        actions=${[{ label: "Review", kind: "read", plan: true }, { label: "Submit", kind: "mutating" }]} onSubmit=${run}/></div>
+        actions=${[{ label: "Review", kind: "read", plan: true }, { label: "Submit", kind: "mutating" }]} onSubmit=${run} draft=${draft}/></div>
       <div aria-live="polite">
         ${review && html`<section class="review" aria-label="review"><h3>What Submit applies</h3>
           <p class="small">${review.objects.map((o) => html`<span class="chip"><code>${o.kind}</code> ${o.metadata && o.metadata.namespace}/${o.metadata && o.metadata.name}</span> `)}</p>

@@ -3,7 +3,7 @@
 -- registry and the operations:
 --
 --   dispatch.call(name, args, caller) -> result | nil, err: the scope
---     (registry.allowed), the arguments (registry.validate), then the
+--     (registry.allowed: a plan needs only read), the arguments (registry.validate), then the
 --     work: a staged tool's plan or operation (hypd.tool.operations), a
 --     read tool's or a quick mutation's run(ctx, params) under its guard
 --   dispatch.hooks: fn(name, def, result, err) after every call (metrics
@@ -64,7 +64,8 @@ function M.call(name, args, caller)
       { fields = { { field = "name", rule = "unknown", message = "no such tool" } } })
   else
     local ok, params
-    ok, err = registry.allowed(def, caller)
+    -- a plan (plan = true to a staged tool) changes nothing: a read scope may ask for one
+    ok, err = registry.allowed(def, caller, def.steps ~= nil and type(args) == "table" and args.plan == true)
     if ok then params, err = registry.validate(def, args) end
     if params then
       local planning = def.steps and params.plan

@@ -666,13 +666,16 @@ end
 
 -- scopes -------------------------------------------------------------------------
 
--- allowed(def, caller) -> true | nil, FORBIDDEN err
-function M.allowed(def, caller)
-  local need = M.KINDS[def.kind]
+-- allowed(def, caller, plan) -> true | nil, FORBIDDEN err. plan: the call
+-- asks a staged tool for its plan, which changes nothing (its steps run
+-- under a guard that refuses every mutation: hypd.tool.guard), so a read
+-- scope may ask; applying needs the tool's own scope.
+function M.allowed(def, caller, plan)
+  local need = (plan and def.steps) and "read" or M.KINDS[def.kind]
   local have = caller and caller.scope or "read"
   if (SCOPE_RANK[have] or 0) < SCOPE_RANK[need] then
     return errors.fail("FORBIDDEN", string.format("%s is a %s tool and needs a token with scope %s; this one " ..
-      "has %s", def.name, def.kind, need, tostring(have)))
+      "has %s%s", def.name, def.kind, need, tostring(have), def.steps and " (it may still plan: plan = true)" or ""))
   end
   return true
 end

@@ -1,5 +1,6 @@
 // A read-scope token (made with `hypd token create` beside the running
-// server): every mutating and destructive button is disabled, with the
+// server): every mutating and destructive button is disabled (Plan, which
+// changes nothing, is not), with the
 // reason as its tooltip; read tools still run; a request forced past the
 // UI is refused by the server (403).
 import { BAD_REQUEST, URL, scenario, signIn } from "../lib.mjs";
@@ -13,7 +14,7 @@ await scenario("a read-scope token: mutating buttons are disabled, and the serve
   await page.goto(URL + "/#/tools/cluster_create_eks");
   await page.waitForSelector("#tool-form-run");
   check(await page.$eval("#tool-form-run", (b) => b.disabled), "Run is disabled");
-  check(await page.$eval("#tool-form-plan", (b) => b.disabled), "Plan is disabled");
+  check(await page.$eval("#tool-form-plan", (b) => !b.disabled), "Plan is enabled: planning changes nothing (41-readonly-plan plans)");
   const why = await page.getAttribute("#tool-form-run", "title");
   check(/scope operate/.test(why || ""), "the tooltip says why: " + why);
   check(await page.$eval("#cluster-switch", (s) => s.disabled), "the cluster switcher is disabled");
