@@ -3,7 +3,7 @@
 // Inference page and prompted, each stop screenshotted and judged by axe.
 import { URL, needing } from "../lib.mjs";
 import { openAt } from "../clusters.mjs";
-import { fill, lines, trainingCluster } from "../workloads.mjs";
+import { fill, lines, prompt, trainingCluster } from "../workloads.mjs";
 import { stop } from "../walks.mjs";
 
 const TOOLS = ["training_submit", "training_get_job", "inference_deploy_container", "inference_call_model", "inference_delete"];
@@ -34,15 +34,7 @@ await needing(TOOLS, "walk, ML engineer: submit a job and follow it to its logs,
   await page.waitForFunction(() => /1 of 1/.test(document.querySelector('tr[data-endpoint="walk-chat"]')?.textContent || ""), null, { timeout: 30000 });
   check(true, "the endpoint is listed ready, 1 of 1, without a reload");
   await page.click('tr[data-endpoint="walk-chat"] a');
-  await page.waitForSelector("#prompt-form-prompt");
-  await page.fill("#prompt-form-prompt", "Say hello in one word.");
-  await page.fill("#prompt-form-timeout_seconds", "20");
-  await page.click("#prompt-form-send");
-  await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
-  const error = (await page.textContent("#prompt .form-errors").catch(() => "")).trim();
-  check(!error, "the prompt is answered without an error: " + error);
-  check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
-  check(/\d/.test(await page.textContent("#prompt-latency").catch(() => "")), "with its latency in figures");
+  await prompt(page, check);
   await stop(page, check, "ml", "4-prompt");
   await page.click("#endpoint-delete");
   await page.waitForSelector("dialog[open]");
