@@ -10,18 +10,20 @@ import { OperationView } from "./op.js";
 import { setQuery } from "./router.js";
 import { Empty, ErrorBox, Loading } from "./ui.js";
 
+// moving(status) -> true for a state a thing leaves by itself (Creating, Pending, Running...)
+const MOVING = /^(pending|creating|updating|deleting|starting|provisioning|scaling|inprogress|systemupdating|rebooting|replacing|terminating|shuttingdown|initializing|containercreating|podinitializing|restarting|running|created|partlyready|notjoined|notready)$/;
+export const moving = (status) => MOVING.test(String(status ?? "").toLowerCase().replace(/[^a-z]/g, ""));
+// onCluster(ev, cluster) -> true when an operation event's target names the cluster ("hyperpod/<region>/<cluster>/...")
+export const onCluster = (ev, cluster) => !!cluster && String(ev.target || "").split("/").slice(2).includes(cluster);
+
 // useRead(tool, params, {cluster, moving}) -> {data, error, loading, reload}:
 // a read tool's answer, read again when params change or reload() is
 // called, and by itself from /ws: when an operation ends, a resource
 // changes, the connection comes back (events may have been missed), and
 // (given cluster) when an operation on that cluster changes phase. Those
-// re-reads are at most one a second. moving(data) -> true when what is
+// re-reads are at most one a second. opts.moving(data) -> true when what is
 // shown changes by itself with no event (a job's pods, a deployment's
 // replicas): read again every 5 s while it says so.
-// moving(status) -> true for a state a thing leaves by itself (Creating, Pending, Running...)
-const MOVING = /^(pending|creating|updating|deleting|starting|provisioning|scaling|inprogress|systemupdating|rebooting|replacing|terminating|shuttingdown|initializing|containercreating|podinitializing|restarting|running|created|partlyready|notjoined|notready)$/;
-export const moving = (status) => MOVING.test(String(status ?? "").toLowerCase().replace(/[^a-z]/g, ""));
-export const onCluster = (ev, cluster) => !!cluster && String(ev.target || "").split("/").slice(2).includes(cluster);
 export function useRead(tool, params, { cluster, moving } = {}) {
   const [st, setSt] = useState({ data: null, error: null, loading: true });
   const [n, setN] = useState(0);
@@ -44,7 +46,8 @@ export function useRead(tool, params, { cluster, moving } = {}) {
       if ((ev.status && ev.status !== "running") || (ev.kind === "operation.phase" && onCluster(ev, cluster))) soon();
     });
     const offState = ws.on("state", soon);
-    const offStatus = ws.on("status", (s) => { if (s === "open") soon(); });
+    let down = false; // a reconnect (closed, then open again), not the first connection
+    const offStatus = ws.on("status", (s) => { if (s === "closed") down = true; else if (s === "open" && down) { down = false; soon(); } });
     return () => { clearTimeout(timer); offOps(); offState(); offStatus(); };
   }, [cluster]);
   const still = !!(moving && st.data && !st.loading && moving(st.data));
