@@ -25,6 +25,8 @@ await needing(DEPLOY, "inference: deploy a container and a model pool from the f
   const name = await cluster("ui-infer", { instance_count: 3 });
   const filled = await deploy(page, name, { name: "chat", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
   check(filled.length === 5, "the form has the fields asked for: " + filled.join(", "));
+  // the list reads again by itself (it may first show the deployment starting, 0 of 1)
+  await page.waitForFunction(() => /1 of 1/.test(document.querySelector('tr[data-endpoint="chat"]')?.textContent || ""), null, { timeout: 30000 }).catch(() => {});
   check(/1 of 1/.test(await page.textContent('tr[data-endpoint="chat"]')), "the list shows it ready, 1 of 1");
   await page.click('tr[data-endpoint="chat"] a');
   await page.waitForSelector("#replicas");
