@@ -187,6 +187,41 @@ t.test("a group on a Scheduled training plan is made in the plan's zone; its nod
   has(events, "is Scheduled: its instances join when it becomes Active", "said why it did not wait")
 end)
 
+t.test("a group being added is listed from the start: Pending with its operation until HyperPod lists it, " ..
+  "then Creating, then InService with no operation", function()
+  local dispatch = require "hypd.tool.dispatch"
+  local list = function(extra)
+    local out, err = dispatch.call("hyperpod_list_instance_groups", extra or {}, E.WHO)
+    t.ok(out, "the list answers: " .. json.encode(err))
+    for _, g in ipairs(out and out.instance_groups or {}) do if g.name == "live" then return g, out end end
+    return nil, out
+  end
+  local acc = assert(dispatch.call("hyperpod_add_instance_group", { instance_group = "live",
+    instance_type = "ml.m5.2xlarge", instance_count = 1, availability_zone = "us-west-2a" }, E.WHO))
+  local g = list()
+  t.ok(g, "the group is listed while its operation runs, before UpdateCluster")
+  if not g then return end
+  t.eq({ g.status, g.pending, g.instance_type, g.target_count, g.current_count },
+    { "Pending", true, "ml.m5.2xlarge", 1, 0 })
+  t.eq({ g.operation.operation_id, g.operation.tool, g.operation.status },
+    { acc.operation_id, "hyperpod_add_instance_group", "running" })
+  local seen = { [g.status] = true }
+  for _ = 1, 50 do
+    g = list { operation_id = acc.operation_id, wait_seconds = 60 }
+    if not g or not g.operation then break end
+    seen[g.status] = true
+    t.eq(g.operation.operation_id, acc.operation_id, "each listing names the operation at work on the group")
+  end
+  t.ok(seen.Creating, "HyperPod's Creating is shown while the operation runs: " .. json.encode(seen))
+  t.eq(op.wait(acc.operation_id).status, "succeeded")
+  g = list()
+  t.eq({ g.status, g.pending, g.operation }, { "InService", nil, nil }, "once done, the group is as HyperPod says")
+  local other = select(2, list())
+  for _, x in ipairs(other.instance_groups) do
+    t.ok(not x.pending, x.name .. ": no other group is pending")
+  end
+end)
+
 t.cleanup(function()
   E.restore_all()
   srv:stop()

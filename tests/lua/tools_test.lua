@@ -82,13 +82,24 @@ t.test("cluster_list marks the clusters hypd manages; cluster_switch and cluster
   local _, forbidden = call("cluster_switch", { cluster = "hypd-demo" }, READ)
   t.eq(forbidden.code, "FORBIDDEN")
   local seen
-  local unsub = op.subscribe(function(ev) if ev.kind == "resource.changed" then seen = ev end end)
+  local changes = {}
+  local unsub = op.subscribe(function(ev)
+    if ev.kind == "resource.changed" then changes[#changes + 1] = ev end
+    if ev.kind == "resource.changed" and ev.resource == "active_cluster" then seen = ev end
+  end)
   local sw = assert(call("cluster_switch", { cluster = "hypd-demo" }))
   unsub()
+  t.eq(changes[#changes] and { changes[#changes].resource, changes[#changes].tool, changes[#changes].cluster },
+    { "tool", "cluster_switch", "hypd-demo" }, "a quick mutation that succeeds is a resource.changed event naming it")
   t.eq(sw.active.name, "hypd-demo")
   t.eq({ seen.resource, seen.name, seen.region }, { "active_cluster", "hypd-demo", "us-west-2" },
     "a resource.changed event")
+  changes = {}
+  unsub = op.subscribe(function(ev) if ev.kind == "resource.changed" then changes[#changes + 1] = ev end end)
   local _, missing = call("cluster_switch", { cluster = "nope" })
+  assert(call("cluster_get_status", {}, READ))
+  unsub()
+  t.eq(#changes, 0, "neither a refused mutation nor a read is a change")
   t.eq(missing.code, "NOT_FOUND", "named for a person, with the clusters there are")
   t.like(missing.message, "the clusters there are: [^;]*hypd%-demo")
   local st = assert(call("cluster_get_status", {}, READ))

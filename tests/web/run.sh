@@ -31,9 +31,10 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then skip "$WHAT
 if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then skip "$WHAT" "node is older than 20"; finish; fi
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" -eq 0 ]; then mk/deps.sh web >"$tmp/apt.log" 2>&1; fi
 if [ ! -x /usr/bin/chromium ]; then skip "$WHAT" "Debian's chromium is absent (apt-get install chromium)"; finish; fi
-if [ "$(node -p "require('./$DIR/node_modules/playwright-core/package.json').version" 2>/dev/null)" != 1.65.1 ]; then
+if [ "$(node -p "require('./$DIR/node_modules/playwright-core/package.json').version" 2>/dev/null)" != 1.65.1 ] ||
+	[ "$(node -p "require('./$DIR/node_modules/axe-core/package.json').version" 2>/dev/null)" != 4.14.1 ]; then
 	if ! (cd "$DIR" && timeout 180 npm ci --no-audit --no-fund) >"$tmp/npm.log" 2>&1; then
-		result "not ok" "npm ci installs the pinned playwright-core"
+		result "not ok" "npm ci installs the pinned playwright-core and axe-core"
 		comment "$tmp/npm.log"
 		finish
 	fi

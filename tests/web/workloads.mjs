@@ -61,3 +61,20 @@ export async function fill(page, form, values) {
 
 // lines(page, sel) -> the texts of the log view's lines
 export const lines = (page, sel = "#logs") => page.$$eval(`${sel} .loglines li[data-pod] .log-line`, (xs) => xs.map((x) => x.textContent));
+
+// prompt(page, check): on an endpoint's page, the test prompt box sent a
+// short prompt; checks that the model answers, with no error and its latency
+export async function prompt(page, check) {
+  await page.waitForSelector("#prompt-form-prompt");
+  check((await page.$eval("#prompt-form > [data-path]", (f) => f.dataset.path)) === "prompt", "the prompt is the form's first field");
+  await page.fill("#prompt-form-prompt", "Say hello in one word.");
+  // the timeout is among the more options, folded
+  if (!(await page.isVisible("#prompt-form-timeout_seconds"))) await page.click("#prompt-form-more > summary");
+  await page.fill("#prompt-form-timeout_seconds", "20");
+  await page.click("#prompt-form-send");
+  await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
+  const error = (await page.textContent("#prompt .form-errors").catch(() => "")).trim();
+  check(!error, "no error: " + error);
+  check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
+  check(/\d/.test(await page.textContent("#prompt-latency").catch(() => "")), "with its latency");
+}

@@ -10,9 +10,21 @@ import { OperationView } from "./op.js";
 import { setQuery } from "./router.js";
 import { Empty, ErrorBox, Loading } from "./ui.js";
 
-// useRead(tool, params) -> {data, error, loading, reload}: a read tool's
-// answer, read again when params change or reload() is called
-export function useRead(tool, params) {
+// moving(status) -> true for a state a thing leaves by itself (Creating, Pending, Running...)
+const MOVING = /^(pending|creating|updating|deleting|starting|provisioning|scaling|inprogress|systemupdating|rebooting|replacing|terminating|shuttingdown|initializing|containercreating|podinitializing|restarting|running|created|partlyready|notjoined|notready)$/;
+export const moving = (status) => MOVING.test(String(status ?? "").toLowerCase().replace(/[^a-z]/g, ""));
+// onCluster(ev, cluster) -> true when an operation event's target names the cluster ("hyperpod/<region>/<cluster>/...")
+export const onCluster = (ev, cluster) => !!cluster && String(ev.target || "").split("/").slice(2).includes(cluster);
+
+// useRead(tool, params, {cluster, moving}) -> {data, error, loading, reload}:
+// a read tool's answer, read again when params change or reload() is
+// called, and by itself from /ws: when an operation ends, a resource
+// changes, the connection comes back (events may have been missed), and
+// (given cluster) when an operation on that cluster changes phase. Those
+// re-reads are at most one a second. opts.moving(data) -> true when what is
+// shown changes by itself with no event (a job's pods, a deployment's
+// replicas): read again every 5 s while it says so.
+export function useRead(tool, params, { cluster, moving } = {}) {
   const [st, setSt] = useState({ data: null, error: null, loading: true });
   const [n, setN] = useState(0);
   const key = JSON.stringify(params);
@@ -23,14 +35,27 @@ export function useRead(tool, params) {
       (error) => live && setSt((s) => ({ data: s.data, error, loading: false })));
     return () => { live = false; };
   }, [tool, key, n]);
-  // read again (once things settle) when an operation ends or a resource changes
   useEffect(() => {
     let timer = null;
-    const soon = () => { clearTimeout(timer); timer = setTimeout(() => setN((x) => x + 1), 400); };
-    const offOps = ws.on("operations", (ev) => { if (ev.status && ev.status !== "running") soon(); });
+    let last = 0;
+    const soon = () => {
+      if (timer) return;
+      timer = setTimeout(() => { timer = null; last = Date.now(); setN((x) => x + 1); }, Math.max(400, last + 1000 - Date.now()));
+    };
+    const offOps = ws.on("operations", (ev) => {
+      if ((ev.status && ev.status !== "running") || (ev.kind === "operation.phase" && onCluster(ev, cluster))) soon();
+    });
     const offState = ws.on("state", soon);
-    return () => { clearTimeout(timer); offOps(); offState(); };
-  }, []);
+    let down = false; // a reconnect (closed, then open again), not the first connection
+    const offStatus = ws.on("status", (s) => { if (s === "closed") down = true; else if (s === "open" && down) { down = false; soon(); } });
+    return () => { clearTimeout(timer); offOps(); offState(); offStatus(); };
+  }, [cluster]);
+  const still = !!(moving && st.data && !st.loading && moving(st.data));
+  useEffect(() => {
+    if (!still) return undefined;
+    const i = setTimeout(() => setN((x) => x + 1), 5000);
+    return () => clearTimeout(i);
+  }, [still, st.data]);
   return { ...st, reload: () => setN((x) => x + 1) };
 }
 

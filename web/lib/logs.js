@@ -13,10 +13,14 @@
 // lines training_get_job shows per pod), and the view says so.
 //   useLogs(target, {fallback, hasTool, tail}) -> {lines, mode, ended, note, error}
 //   <LogView target fallback/>: the lines with their pod names, autoscroll
-//   that pauses when you scroll up (or press Pause), the mode shown.
+//   that pauses when you scroll up (or press Pause), the mode shown; a
+//   search that filters and marks the lines as you type, timestamps shown
+//   or hidden, the lines downloaded as a .txt file (web/lib/logfind.js);
+//   for a finished workload, the lines its finished pods kept, said so.
 import { html, useEffect, useLayoutEffect, useRef, useState } from "/vendor/preact-htm.js";
 import { callTool } from "./api.js";
 import * as ws from "./ws.js";
+import { Marked, asText, download, matches, stampOf } from "./logfind.js";
 
 const MAX = 5000; // lines kept in the view
 const REPLAY_TAIL = 5000; // the tail asked for after a reconnect
@@ -154,21 +158,19 @@ const MODE = {
   snapshot: "last lines, read every few seconds", unavailable: "unavailable",
 };
 
-const clock = (t) => {
-  if (!t) return "";
-  const d = new Date(typeof t === "number" ? t * 1000 : t);
-  return isNaN(d) ? String(t) : d.toISOString().slice(11, 19);
-};
-
-// <LogView target={kind, name, namespace?, cluster?, container?} fallback hasTool title finished/>
-// (finished: the workload is done and has no pods, so no lines is expected)
-export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs", finished = false }) {
-  const { lines, mode, ended, note, error } = useLogs(target, { fallback, hasTool });
+// <LogView target={kind, name, namespace?, cluster?, container?} fallback hasTool title done finished/>
+// (done: the workload has finished, so the lines are what its pods kept;
+// finished: it is done and has no pods, so no lines is expected)
+export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs", done = false, finished = false }) {
+  const { lines, mode, ended, note, error } = useLogs(target, { fallback, hasTool, tail: done ? REPLAY_TAIL : 200 });
   const [paused, setPaused] = useState(false);
   const [pod, setPod] = useState("");
+  const [q, setQ] = useState("");
+  const [stamps, setStamps] = useState(true);
   const box = useRef(null);
   const pods = [...new Set(lines.map((l) => l.pod).filter(Boolean))];
-  const shown = pod ? lines.filter((l) => l.pod === pod) : lines;
+  const ofPod = pod ? lines.filter((l) => l.pod === pod) : lines;
+  const shown = q ? ofPod.filter((l) => matches(l, q)) : ofPod;
   useLayoutEffect(() => {
     const el = box.current;
     if (el && !paused) el.scrollTop = el.scrollHeight;
@@ -179,6 +181,7 @@ export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs"
     const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 24;
     if (!atEnd && !paused) setPaused(true);
   };
+  const save = () => download(`${target && target.name || "logs"}${pod ? "-" + pod : ""}${q ? "-matching" : ""}.txt`, asText(shown));
   return html`<section class="logview" id=${id} aria-label=${title} data-mode=${mode} data-ended=${ended ? ended.reason : undefined}>
     <div class="logview-head">
       <h2>${title}</h2>
@@ -191,12 +194,23 @@ export function LogView({ target, fallback, hasTool, title = "Logs", id = "logs"
       <button type="button" class="btn btn-small" id=${id + "-pause"} aria-pressed=${paused ? "true" : "false"}
         onClick=${() => setPaused(!paused)}>${paused ? "Resume autoscroll" : "Pause autoscroll"}</button>
     </div>
+    <div class="log-tools">
+      <label class="small" for=${id + "-find"}>Search</label>
+      <input type="search" id=${id + "-find"} class="log-find" value=${q} placeholder="text in a line or a pod's name" aria-describedby=${id + "-found"}
+        onInput=${(e) => setQ(e.target.value)} onKeyDown=${(e) => { if (e.key === "Escape" && q) { e.preventDefault(); setQ(""); } }}/>
+      <span class="small log-found" id=${id + "-found"} role="status" aria-live="polite">${q ? `${shown.length} of ${ofPod.length} ${ofPod.length === 1 ? "line matches" : "lines match"}` : ""}</span>
+      <label class="small log-stamps"><input type="checkbox" id=${id + "-stamps"} checked=${stamps} onChange=${(e) => setStamps(e.target.checked)}/> Timestamps</label>
+      <button type="button" class="btn btn-small" id=${id + "-download"} disabled=${shown.length === 0} onClick=${save}
+        title="The lines shown (the pod and search filters applied), with their times and pods, as a text file">Download ${shown.length} ${shown.length === 1 ? "line" : "lines"} (.txt)</button>
+    </div>
     ${note && html`<p class="notice log-note">${note}. ${mode === "snapshot" ? "Showing the last lines of each pod instead, read again every few seconds."
       : mode === "unavailable" ? "Nor does it have job_get_logs, so no lines can be shown here." : "Reading them with job_get_logs every few seconds instead."}</p>`}
+    ${done && lines.length > 0 && html`<p class="notice log-kept">It has finished: these are the lines its finished pods kept (a pod that ended keeps
+      its containers' logs until it is deleted with the workload).</p>`}
     ${error && html`<p class="field-error">${error.message}</p>`}
-    <ol class="loglines" ref=${box} onScroll=${onScroll} tabindex="0" aria-live="off" data-lines=${lines.length}>
-      ${shown.length === 0 && html`<li class="muted log-empty">${ended ? "No lines." : finished ? "No lines: the workload has finished and its pods are gone." : mode === "unavailable" ? "No logs can be read here." : "No lines yet."}</li>`}
-      ${shown.map((l) => html`<li data-pod=${l.pod} data-via=${l.via}><span class="log-pod">${l.pod}</span><span class="log-time">${clock(l.time)}</span><span class="log-line">${l.line}</span></li>`)}
+    <ol class=${"loglines" + (stamps ? "" : " no-stamps")} ref=${box} onScroll=${onScroll} tabindex="0" aria-live="off" aria-label=${title + ": lines"} data-lines=${lines.length} data-shown=${shown.length}>
+      ${shown.length === 0 && html`<li class="muted log-empty">${q && ofPod.length ? `No line holds “${q}”.` : ended ? "No lines." : finished ? "No lines: the workload has finished and its pods are gone." : mode === "unavailable" ? "No logs can be read here." : "No lines yet."}</li>`}
+      ${shown.map((l) => html`<li data-pod=${l.pod} data-via=${l.via}><span class="log-pod">${q ? html`<${Marked} text=${l.pod} q=${q}/>` : l.pod}</span>${stamps && html`<time class="log-time" datetime=${typeof l.time === "string" ? l.time : undefined}>${stampOf(l.time)}</time>`}<span class="log-line">${q ? html`<${Marked} text=${l.line} q=${q}/>` : l.line}</span></li>`)}
     </ol>
     ${paused && html`<p class="small muted">Autoscroll is paused. <button type="button" class="linkish" onClick=${() => setPaused(false)}>Follow the newest lines</button></p>`}
     ${ended && html`<p class="small muted log-end">The stream ended: ${ended.reason}${ended.message ? " (" + ended.message + ")" : ""}.</p>`}

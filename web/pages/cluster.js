@@ -49,7 +49,7 @@ function Cluster({ params, query }) {
 }
 
 function ClusterOf({ name, query }) {
-  const st = useRead("cluster_get_status", { cluster: name });
+  const st = useRead("cluster_get_status", { cluster: name }, { cluster: name });
   const tab = TABS.find((t) => t.id === query.tab) || TABS[0];
   const View = tab.view;
   const go = (id) => navigate("/cluster/" + name, { tab: id });

@@ -8,9 +8,11 @@ import { SchemaForm } from "/lib/form.js";
 import { standard } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Loading, Pill } from "/lib/ui.js";
-import { Follow, Section, useMutation, useRead, useToolDef } from "/lib/cluster-ui.js";
+import { Follow, Section, moving, useMutation, useRead, useToolDef } from "/lib/cluster-ui.js";
 import { perHourMonth } from "/lib/cost.js";
 
+const OP_WORD = { hyperpod_add_instance_group: "being added", hyperpod_scale_instance_group: "being scaled",
+  hyperpod_delete_instance_group: "being deleted", hyperpod_update_software: "software update" };
 const FIXED_REASON = "fixed when the group was created (HyperPod cannot change it); add a new group for another value";
 
 function ToolForm({ tool, id, values, hide, existing, mut, cluster, onCancel, label }) {
@@ -30,7 +32,9 @@ function ToolForm({ tool, id, values, hide, existing, mut, cluster, onCancel, la
 }
 
 export default function Groups({ cluster, query, reloadStatus }) {
-  const r = useRead("hyperpod_list_instance_groups", { cluster });
+  // live: re-read at the phases of the cluster's operations, and every 5 s while a group is in transition
+  const r = useRead("hyperpod_list_instance_groups", { cluster }, { cluster,
+    moving: (d) => (d.instance_groups || []).some((g) => moving(g.status)) || moving(d.hyperpod_cluster && d.hyperpod_cluster.status) });
   const mut = useMutation(query);
   const [ask, setAsk] = useState(null);
   const form = query.form; // "add" or "scale:NAME"
@@ -38,22 +42,28 @@ export default function Groups({ cluster, query, reloadStatus }) {
   const groups = (r.data && r.data.instance_groups) || [];
   const scaling = form && form.startsWith("scale:") ? groups.find((g) => g.name === form.slice(6)) : null;
   const done = () => { r.reload(); reloadStatus(); };
+  const running = (o) => o && o.status === "running";
+  const work = r.data && r.data.operation && (running(r.data.operation.top) ? r.data.operation.top : running(r.data.operation) ? r.data.operation : null);
   const noHp = r.error && /no HyperPod|NOT_FOUND/i.test(r.error.code + " " + r.error.message);
   return html`<${Section} id="groups" title="Instance groups" loading=${r.loading && !r.data} error=${noHp ? null : r.error}
     empty=${noHp ? "This cluster has no HyperPod cluster yet." : groups.length === 0 ? "No instance groups." : null}
     emptyHint=${noHp ? html`Create one with <a href=${href("/tools/hyperpod_create")}><code>hyperpod_create</code></a>, or a whole cluster with <a href=${href("/create")}>the wizard</a>.` : "Add one: a GPU group for work, or a CPU group for system pods."}
     actions=${html`<${Act} kind="mutating" id="group-add" class="btn-small" onClick=${() => open("add")}>Add an instance group</${Act}>`}>
+    ${work && html`<p class="notice small cluster-op" role="status">At work on this cluster: <a href=${href("/operations/" + work.operation_id)}><code>${work.tool}</code></a>
+      ${work.phase ? html` (${work.phase})` : ""}${r.data.hyperpod_cluster && moving(r.data.hyperpod_cluster.status) ? html` · HyperPod cluster <${Pill} status=${r.data.hyperpod_cluster.status}/>` : ""}</p>`}
     <div class="table-wrap cwrap"><table class="table groups stack">
       <thead><tr><th scope="col">Group</th><th scope="col">Status</th><th scope="col">Instances</th><th scope="col">Type</th><th scope="col">Running cost</th>
         <th scope="col">Fixed at create <span class="muted small">(read-only)</span></th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${g.name}>
-        <td><code>${g.name}</code></td><td data-label="Status"><${Pill} status=${g.status}/></td>
+        <td><code>${g.name}</code></td><td data-label="Status"><${Pill} status=${g.status}/>${g.operation && html`<div class="small group-op">
+          <a href=${href("/operations/" + g.operation.operation_id)}>${OP_WORD[g.operation.tool] || g.operation.tool}</a>: ${g.operation.phase || g.operation.status}</div>`}
+          ${g.pending && html`<div class="muted small">requested; HyperPod does not list it yet</div>`}</td>
         <td class="num" data-label="Instances"><span class="count" data-current=${g.current_count}>${g.current_count}</span> <span class="muted">of ${g.target_count}</span></td>
         <td data-label="Type"><code>${g.instance_type}</code></td>
         <td class="small group-cost" data-label="Running cost">${g.cost ? perHourMonth(g.cost.hourly, g.cost.monthly) : g.cost_unknown ? html`<span class="muted" title=${g.cost_unknown}>price unknown</span>` : "—"}</td>
         <td class="small" data-label="Fixed" title=${FIXED_REASON}>${g.capacity_type} · ${(g.subnets || []).map((s) => s.availability_zone).join(", ") || "—"}${g.efa_only ? " · efa-only" : ""}${g.training_plan ? " · plan " + g.training_plan : ""}</td>
-        <td class="row-actions"><${Act} kind="mutating" class="btn-small" data-scale=${g.name} onClick=${() => open("scale:" + g.name)}>Scale</${Act}>
-          <${Act} kind="destructive" class="btn-small" data-delete=${g.name} onClick=${() => setAsk(g)}>Delete</${Act}></td></tr>`)}</tbody>
+        <td class="row-actions">${!g.pending && html`<${Act} kind="mutating" class="btn-small" data-scale=${g.name} onClick=${() => open("scale:" + g.name)}>Scale</${Act}>
+          <${Act} kind="destructive" class="btn-small" data-delete=${g.name} onClick=${() => setAsk(g)}>Delete</${Act}>`}</td></tr>`)}</tbody>
     </table></div>
     ${r.data && (r.data.cost ? html`<p class="groups-cost">Running cost of the groups: <strong>${perHourMonth(r.data.cost.hourly, r.data.cost.monthly)}</strong> <span class="muted">(on-demand list prices, 730 hours a month)</span></p>`
       : r.data.cost_error ? html`<p class="muted groups-cost">No cost shown: ${r.data.cost_error}</p>` : "")}

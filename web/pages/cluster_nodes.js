@@ -9,7 +9,7 @@ import { html, useState } from "/vendor/preact-htm.js";
 import { callTool } from "/lib/api.js";
 import { setQuery } from "/lib/router.js";
 import { Act, Confirm, ErrorBox, Pill, Time } from "/lib/ui.js";
-import { Section, useRead } from "/lib/cluster-ui.js";
+import { Section, moving, useRead } from "/lib/cluster-ui.js";
 
 const ACTIONS = {
   reboot: { tool: "hyperpod_node_reboot", kind: "mutating", label: "Reboot", itemsLabel: "This will reboot:",
@@ -28,7 +28,8 @@ const ACTIONS = {
 export default function Nodes({ cluster, query }) {
   const [page, setPage] = useState({ token: undefined, prev: [] });
   const group = query.group || "";
-  const r = useRead("hyperpod_list_nodes", { cluster, page_size: 50, ...(group ? { instance_group: group } : {}), ...(page.token ? { page_token: page.token } : {}) });
+  const r = useRead("hyperpod_list_nodes", { cluster, page_size: 50, ...(group ? { instance_group: group } : {}), ...(page.token ? { page_token: page.token } : {}) },
+    { cluster, moving: (d) => (d.nodes || []).some((n) => moving(n.instance_status) || (n.kubernetes && !n.kubernetes.ready)) });
   const [sel, setSel] = useState(new Set());
   const [ask, setAsk] = useState(null); // action key
   const [outcome, setOutcome] = useState(null);
@@ -57,17 +58,17 @@ export default function Nodes({ cluster, query }) {
         ${[...new Set(groups.concat(group ? [group] : []))].map((g) => html`<option value=${g} selected=${g === group}>${g}</option>`)}
       </select>
       ${r.data && r.data.kubernetes_error && html`<span class="field-error">Kubernetes: ${r.data.kubernetes_error}</span>`}</div>
-    <div class="table-wrap cwrap"><table class="table nodes">
+    <div class="table-wrap cwrap"><table class="table nodes stack">
       <thead><tr><th scope="col"><span class="sr-only">Select</span></th><th scope="col">Node</th><th scope="col">Group</th><th scope="col">Instance</th>
         <th scope="col">Health</th><th scope="col">Kubernetes</th><th scope="col">Launched</th></tr></thead>
       <tbody>${nodes.map((n) => html`<tr data-node=${n.instance_id} class=${sel.has(n.instance_id) ? "row-selected" : ""}>
-        <td><input type="checkbox" id=${"sel-" + n.instance_id} aria-label=${"select " + n.instance_id} checked=${sel.has(n.instance_id)} onChange=${() => toggle(n.instance_id)}/></td>
-        <td><label for=${"sel-" + n.instance_id}><code>${n.instance_id}</code></label><div class="muted small"><code>${n.node_name}</code></div></td>
-        <td>${n.instance_group}<div class="muted small">${n.instance_type}</div></td>
-        <td><${Pill} status=${n.instance_status} message=${n.status_message}/></td>
-        <td><${Pill} status=${n.health_status} title=${"HyperPod health: " + n.health_status}/></td>
-        <td>${n.kubernetes ? html`<${Pill} status=${n.kubernetes.ready ? "Ready" : n.kubernetes.joined ? "NotReady" : "not joined"}/>` : html`<span class="muted">unknown</span>`}</td>
-        <td class="small">${n.launch_time ? html`<${Time} t=${Date.parse(n.launch_time) / 1000}/>` : ""}</td></tr>`)}</tbody>
+        <td class="cell-select"><input type="checkbox" id=${"sel-" + n.instance_id} aria-label=${"select " + n.instance_id} checked=${sel.has(n.instance_id)} onChange=${() => toggle(n.instance_id)}/></td>
+        <td class="cell-title"><label for=${"sel-" + n.instance_id}><code>${n.instance_id}</code></label><div class="muted small"><code>${n.node_name}</code></div></td>
+        <td data-label="Group">${n.instance_group}<div class="muted small">${n.instance_type}</div></td>
+        <td data-label="Instance"><${Pill} status=${n.instance_status} message=${n.status_message}/></td>
+        <td data-label="Health"><${Pill} status=${n.health_status} title=${"HyperPod health: " + n.health_status}/></td>
+        <td data-label="Kubernetes">${n.kubernetes ? html`<${Pill} status=${n.kubernetes.ready ? "Ready" : n.kubernetes.joined ? "NotReady" : "not joined"}/>` : html`<span class="muted">unknown</span>`}</td>
+        <td class="small" data-label="Launched">${n.launch_time ? html`<${Time} t=${Date.parse(n.launch_time) / 1000}/>` : ""}</td></tr>`)}</tbody>
     </table></div>
     <p class="pager">${page.prev.length > 0 && html`<button type="button" class="btn btn-small" onClick=${() => setPage((p) => ({ token: p.prev[p.prev.length - 1], prev: p.prev.slice(0, -1) }))}>Previous page</button>`}
       ${r.data && r.data.next_page_token && html`<button type="button" class="btn btn-small" onClick=${() => setPage((p) => ({ token: r.data.next_page_token, prev: [...p.prev, p.token] }))}>Next page</button>`}</p>

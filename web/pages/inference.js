@@ -11,7 +11,7 @@ import { dropDraft } from "/lib/draft.js";
 import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Confirm, Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
-import { Follow, Section, useRead, useToolDef } from "/lib/cluster-ui.js";
+import { Follow, Section, moving, useRead, useToolDef } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, lacking, useCluster, useHas } from "/lib/workload.js";
 
 export const HIDE = ["cluster", "region", "plan", "wait_seconds"];
@@ -121,7 +121,8 @@ function Pool({ pool, cluster, has }) {
 }
 
 function Endpoints({ cluster, has, n }) {
-  const r = useRead("inference_list", cluster ? { cluster } : {});
+  // live: re-read when operations on the cluster move, and every 5 s while an endpoint is not ready
+  const r = useRead("inference_list", cluster ? { cluster } : {}, { cluster, moving: (d) => (d.deployments || []).some((e) => moving(state(e))) });
   useEffect(() => { if (n) r.reload(); }, [n]);
   const list = (r.data && r.data.deployments) || [];
   const pools = list.filter((e) => kindOf(e) === "pool");

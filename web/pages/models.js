@@ -73,7 +73,7 @@ function Progress({ cluster, job, namespace, has }) {
       ${(d.pods || []).length > 0 && html`<p class="small">${d.pods.map((x) => html`<span class="chip"><code>${x.name}</code> ${x.phase}${x.node ? " on " + x.node : ""}</span> `)}</p>`}`
       : !st.error && html`<${Loading} what="Reading the job"/>`}
     ${name && html`<${LogView} target=${{ kind: "job", name, namespace: d.namespace, ...(cluster ? { cluster } : {}) }} hasTool=${has}
-      finished=${FINAL.test(ph || "") && (d.pods || []).length === 0} title="The job's logs" id="job-logs"/>`}
+      done=${FINAL.test(ph || "")} finished=${FINAL.test(ph || "") && (d.pods || []).length === 0} title="The job's logs" id="job-logs"/>`}
     ${w && w.claim_name && has("storage_list_contents") && FINAL.test(ph || "") && html`<${Files} key=${ph} cluster=${cluster} claim=${w.claim_name}
       namespace=${d.namespace} prefix=${w.destination + "/"}/>`}
   </section>`;

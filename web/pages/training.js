@@ -11,7 +11,7 @@ import { dropDraft } from "/lib/draft.js";
 import { clusterTypes } from "/lib/choices.js";
 import { href, setQuery } from "/lib/router.js";
 import { Act, Empty, ErrorBox, Loading, Pill, Time } from "/lib/ui.js";
-import { Follow, Section, useRead } from "/lib/cluster-ui.js";
+import { Follow, Section, moving, useRead } from "/lib/cluster-ui.js";
 import { ClusterPick, Missing, Yaml, errorsUnder, lacking, useCluster, useHas } from "/lib/workload.js";
 
 const TOOLS = ["training_list_recipes", "training_render", "training_submit", "training_list_jobs", "training_get_job"];
@@ -81,7 +81,8 @@ function Submitted({ id, cluster }) {
 }
 
 function Jobs({ cluster }) {
-  const r = useRead("training_list_jobs", cluster ? { cluster } : {});
+  // live: re-read when operations on the cluster move, and every 5 s while a job runs (its pods change by themselves)
+  const r = useRead("training_list_jobs", cluster ? { cluster } : {}, { cluster, moving: (d) => (d.jobs || []).some((j) => moving(j.phase)) });
   const jobs = (r.data && r.data.jobs) || [];
   return html`<${Section} id="training-jobs" title="Jobs" loading=${r.loading && !r.data} error=${r.error}
       empty=${r.data && jobs.length === 0 ? "No training jobs yet." : null} emptyHint="Pick a recipe above, fill in its form, review the objects and submit."

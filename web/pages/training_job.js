@@ -71,7 +71,7 @@ function Job({ params, query }) {
       <tbody>${d.pods.map((x) => html`<tr data-pod=${x.name}><td><code>${x.name}</code>${x.role && html` <span class="muted small">${x.role}</span>`}</td><td data-label="Phase"><${Pill} status=${x.phase}/></td>
         <td data-label="Node"><code class="wrap">${x.node || "—"}</code></td><td data-label="Restarts" class="num">${x.restarts}</td></tr>`)}</tbody></table></div>`}
     </section>
-    <${LogView} target=${{ kind: "training_job", name, namespace, ...(cluster ? { cluster } : {}) }} fallback=${fallback} hasTool=${has} finished=${!!DONE[d.phase] && (d.pods || []).length === 0} title="Logs"/>
+    <${LogView} target=${{ kind: "training_job", name, namespace, ...(cluster ? { cluster } : {}) }} fallback=${fallback} hasTool=${has} done=${!!DONE[d.phase]} finished=${!!DONE[d.phase] && (d.pods || []).length === 0} title="Logs"/>
     <section aria-labelledby="cond-h"><h2 id="cond-h">Conditions</h2>
       ${(d.conditions || []).length === 0 ? html`<p class="muted">None yet.</p>` : html`<ul class="plain conditions">${d.conditions.map((c) => html`<li>
         <span class=${"cond cond-" + (c.status === "True" ? "true" : "false")} title=${c.reason}><span aria-hidden="true">${c.status === "True" ? "✓" : "○"}</span> ${c.type}${c.status === "True" ? "" : " (no longer)"}</span> <span class="small">${c.message}</span> <span class="muted small"><${Time} t=${stamp(c.lastTransitionTime)}/></span></li>`)}</ul>`}

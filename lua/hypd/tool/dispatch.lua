@@ -5,7 +5,9 @@
 --   dispatch.call(name, args, caller) -> result | nil, err: the scope
 --     (registry.allowed: a plan needs only read), the arguments (registry.validate), then the
 --     work: a staged tool's plan or operation (hypd.tool.operations), a
---     read tool's or a quick mutation's run(ctx, params) under its guard
+--     read tool's or a quick mutation's run(ctx, params) under its guard;
+--     a quick mutation that succeeds is a resource.changed event
+--     {resource = "tool", tool, cluster} (hypd.tool.operations.changed)
 --   dispatch.hooks: fn(name, def, result, err) after every call (metrics
 --     observe calls this way)
 --
@@ -49,6 +51,11 @@ local function invoke(def, params, caller)
   if def.kind ~= "read" and def.audit ~= false then
     store.event("audit", nil, { tool = def.name, caller = caller and caller.name,
       front = caller and caller.front, params = registry.public(def, params) })
+  end
+  if def.kind ~= "read" then
+    -- what a quick mutation changed no operation reports: a resource.changed
+    -- event (the /ws topic state), so the lists a browser shows read again
+    operations.changed("tool", { tool = def.name, cluster = type(params.cluster) == "string" and params.cluster or nil })
   end
   return result
 end

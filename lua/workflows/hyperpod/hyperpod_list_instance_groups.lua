@@ -1,6 +1,10 @@
 -- hyperpod_list_instance_groups: the HyperPod instance groups of a cluster,
 -- read from DescribeCluster (and EC2 for the zones of their subnets); the
--- status tool of the capacity tools, following their operations.
+-- status tool of the capacity tools, following their operations. Each group
+-- names the capacity operation running on it; a group that
+-- hyperpod_add_instance_group is making is listed (status Pending, from the
+-- operation's parameters) before its UpdateCluster, so a list shows it
+-- from the start.
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
@@ -25,6 +29,35 @@ local function operation(p, prefix)
   end
 end
 
+-- group_of(prefix, target) -> the group a capacity operation works on:
+-- "<prefix>/<group>" (an add), "<prefix>/group/<group>" (a scale or a delete)
+local function group_of(prefix, target)
+  target = tostring(target)
+  if target:sub(1, #prefix + 1) ~= prefix .. "/" then return nil end
+  local rest = target:sub(#prefix + 2)
+  return rest:match("^group/([^/]+)$") or rest:match("^([^/]+)$")
+end
+
+-- working(prefix) -> group name -> the short view of the capacity
+-- operation running on it (the oldest when several do)
+local function working(prefix)
+  local out = {}
+  for _, v in ipairs(hypd.operations.list { status = "running", limit = 50 }) do
+    local name = TOOLS[v.tool] and group_of(prefix, v.target)
+    if name then out[name] = { view = v, short = R.short(v) } end
+  end
+  return out
+end
+
+-- pending(name, v) -> the entry of a group an add operation is making that
+-- DescribeCluster does not list yet: what the operation asked for
+local function pending(name, v)
+  local p = v.params or {}
+  return { name = name, status = "Pending", pending = true, instance_type = p.instance_type, current_count = 0,
+    target_count = p.instance_count, capacity_type = p.capacity_type or "on-demand", efa_only = p.efa_only == true,
+    subnets = hypd.json.array(), storage = hypd.json.array(), deep_health_checks = hypd.json.array() }
+end
+
 return tool {
   name = "hyperpod_list_instance_groups",
   summary = "The instance groups of the active (or named) HyperPod cluster: counts, status, capacity and settings",
@@ -32,7 +65,9 @@ return tool {
     "status, counts, capacity type, subnets, health checks and software. The status tool of " ..
     "hyperpod_scale_instance_group, hyperpod_delete_instance_group and hyperpod_update_software: with " ..
     "operation_id it adds that operation's status and phase; with wait_seconds it answers at the first " ..
-    "change.",
+    "change. Each group names the capacity operation running on it (operation); a group " ..
+    "hyperpod_add_instance_group is adding is listed at once, status Pending (pending = true) until " ..
+    "HyperPod lists it (Creating).",
   kind = "read",
   aws = cap.aws("ec2:DescribeSubnets", "pricing:GetProducts"),
   params = P.form({},
@@ -69,8 +104,22 @@ return tool {
         end
       end
       local zones = cap.zones(ctx, ids)
-      local groups = hypd.json.array()
-      for _, g in ipairs(d.InstanceGroups or {}) do groups[#groups + 1] = cap.view(d, g, zones) end
+      local groups, listed, at = hypd.json.array(), {}, working(prefix)
+      for _, g in ipairs(d.InstanceGroups or {}) do
+        local v = cap.view(d, g, zones)
+        v.operation, listed[v.name] = at[v.name] and at[v.name].short, true
+        groups[#groups + 1] = v
+      end
+      local adding = {}
+      for name, w in pairs(at) do
+        if not listed[name] and w.view.tool == "hyperpod_add_instance_group" then adding[#adding + 1] = name end
+      end
+      table.sort(adding)
+      for _, name in ipairs(adding) do
+        local g = pending(name, at[name].view)
+        g.operation = at[name].short
+        groups[#groups + 1] = g
+      end
       local out = { hyperpod_cluster = { name = d.ClusterName, arn = d.ClusterArn, status = d.ClusterStatus,
         failure_message = d.FailureMessage, node_recovery = d.NodeRecovery,
         node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
@@ -93,7 +142,7 @@ return tool {
         and x.operation or nil) }
       for _, g in ipairs(x.instance_groups) do
         parts[#parts + 1] = tostring(g.name) .. "=" .. tostring(g.status) .. "/" .. tostring(g.current_count) .. "/" ..
-          tostring(g.target_count)
+          tostring(g.target_count) .. "/" .. tostring(g.operation and g.operation.phase)
       end
       return table.concat(parts, " ")
     end

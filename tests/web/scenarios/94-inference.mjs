@@ -5,7 +5,7 @@
 // its latency from the test prompt box.
 import { URL, needing } from "../lib.mjs";
 import { cluster, openAt } from "../clusters.mjs";
-import { fill } from "../workloads.mjs";
+import { fill, prompt } from "../workloads.mjs";
 
 const DEPLOY = ["inference_deploy_container", "inference_list", "inference_get", "inference_scale", "inference_delete",
   "inference_assign_pool_pod", "inference_release_pool_pod"];
@@ -25,6 +25,8 @@ await needing(DEPLOY, "inference: deploy a container and a model pool from the f
   const name = await cluster("ui-infer", { instance_count: 3 });
   const filled = await deploy(page, name, { name: "chat", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
   check(filled.length === 5, "the form has the fields asked for: " + filled.join(", "));
+  // the list reads again by itself (it may first show the deployment starting, 0 of 1)
+  await page.waitForFunction(() => /1 of 1/.test(document.querySelector('tr[data-endpoint="chat"]')?.textContent || ""), null, { timeout: 30000 }).catch(() => {});
   check(/1 of 1/.test(await page.textContent('tr[data-endpoint="chat"]')), "the list shows it ready, 1 of 1");
   await page.click('tr[data-endpoint="chat"] a');
   await page.waitForSelector("#replicas");
@@ -62,15 +64,5 @@ await needing(["inference_deploy_container", "inference_get", "inference_call_mo
   const name = "hypd-ui-infer";
   await deploy(page, name, { name: "talk", engine: "vllm", gpus: 1, instance_type: "ml.g5.2xlarge", replicas: 1 });
   await page.click('tr[data-endpoint="talk"] a');
-  await page.waitForSelector("#prompt-form-prompt");
-  check((await page.$eval("#prompt-form > [data-path]", (f) => f.dataset.path)) === "prompt", "the prompt is the form's first field");
-  await page.fill("#prompt-form-prompt", "Say hello in one word.");
-  await page.click("#prompt-form-more > summary");
-  await page.fill("#prompt-form-timeout_seconds", "20");
-  await page.click("#prompt-form-send");
-  await page.waitForSelector("#prompt-answer, #prompt .form-errors", { timeout: 60000 });
-  const error = (await page.textContent("#prompt .form-errors").catch(() => "")).trim();
-  check(!error, "no error: " + error);
-  check(((await page.textContent("#prompt-answer").catch(() => "")) || "").trim().length > 0, "the model answers");
-  check(await page.isVisible("#prompt-latency").catch(() => false), "with its latency");
+  await prompt(page, check);
 });

@@ -1,0 +1,54 @@
+// The platform engineer's walk: a cluster created through the wizard
+// from its plan (and its cost, when the plan shows one), then its nodes
+// and features operated: a node rebooted after the confirmation naming it,
+// the training operator switched on and read back. Each stop is
+// screenshotted and judged by axe.
+import { scenario } from "../lib.mjs";
+import { decide } from "../clusters.mjs";
+import { costShown, stop } from "../walks.mjs";
+
+await scenario("walk, platform engineer: create a cluster from its plan, reboot a node, switch a feature on", async (page, check) => {
+  await decide(page, { tag: "walk-plat", count: 1 });
+  await stop(page, check, "platform", "1-decisions");
+  await page.click("#create-form-plan");
+  await page.waitForSelector(".grouped-plan");
+  const creates = Number(await page.textContent('[data-count="create"] strong'));
+  check(creates > 20, `the plan counts what it creates (${creates})`);
+  check((await page.textContent(".computed")).includes("hypd-walk-plat-hp"), "the plan names the HyperPod cluster it makes");
+  // part A (cost) adds the plan's cost; when the plan shows one, it is a figure above zero
+  const cost = costShown(await page.textContent(".grouped-plan"));
+  check(cost.every((c) => c > 0), "a cost shown on the plan is a figure above zero: " + cost.join(", "));
+  await stop(page, check, "platform", "2-plan");
+  await page.click("#create-run");
+  await page.waitForSelector("dialog[open]");
+  check((await page.textContent("dialog[open]")).includes("ml.g5.2xlarge"), "the confirmation says what it creates");
+  await page.click("dialog[open] button[type=submit]");
+  await page.waitForSelector('.progress[data-status="succeeded"]', { timeout: 90000 });
+  await stop(page, check, "platform", "3-created");
+  await page.click(".progress .notice a");
+  await page.waitForSelector(".summary-facts");
+  check((await page.textContent(".summary-facts")).includes("InService"), "the cluster is InService");
+
+  await page.click("#tab-nodes");
+  await page.waitForSelector("tr[data-node]");
+  const id = await page.getAttribute("tr[data-node]", "data-node");
+  check(/Ready/.test(await page.textContent(`tr[data-node="${id}"]`)), "its node is Ready in Kubernetes");
+  await page.check(`#sel-${id}`);
+  await page.click('[data-node-action="reboot"]');
+  await page.waitForSelector("dialog[open]");
+  check((await page.textContent("dialog[open]")).includes(id), "the reboot's confirmation names the node");
+  await stop(page, check, "platform", "4-reboot-confirm");
+  await page.click("dialog[open] button[type=submit]");
+  await page.waitForSelector(".node-outcome");
+  check(/1 of 1 accepted/.test(await page.textContent(".node-outcome")), "the reboot is accepted");
+
+  await page.click("#tab-features");
+  await page.waitForSelector('[data-feature="training_operator"][data-enabled="false"]');
+  await page.click('label[for="feat-training_operator"]');
+  await page.waitForSelector('.follow[data-status="succeeded"]', { timeout: 60000 });
+  await page.waitForSelector('[data-feature="training_operator"][data-enabled="true"][data-pending="false"]', { timeout: 20000 });
+  await page.waitForFunction(() => (document.querySelector('[data-feature="training_operator"] .feature-state')?.textContent || "").includes("enabled"),
+    null, { timeout: 30000 }).catch(() => {});
+  check((await page.textContent('[data-feature="training_operator"] .feature-state')).includes("enabled"), "the training operator is on, read back as enabled");
+  await stop(page, check, "platform", "5-features");
+});
