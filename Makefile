@@ -1,7 +1,7 @@
 # hypd: `make` builds build/hypd, `make run` starts it, `make test` runs every
 # suite, `make asan` runs them all under AddressSanitizer and UBSan.
 
-PKGS    := lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat yaml-0.1
+PKGS    := lua5.4 libcurl libcjson openssl libmicrohttpd sqlite3 expat yaml-0.1 zlib
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2

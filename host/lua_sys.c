@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <zlib.h>
 
 #include "creds.h"
 #include "jobs.h"
@@ -388,6 +389,43 @@ static int l_digest(lua_State *L)
 	return 1;
 }
 
+/* sys.gzip(data [, level]) -> data as one gzip member (RFC 1952, no name,
+ * time 0: the same bytes for the same data), level 1..9 (default 9); the
+ * output buffer is Lua's (deflateBound), zlib's state is freed before any raise */
+static int l_gzip(lua_State *L)
+{
+	size_t len;
+	const char *data = luaL_checklstring(L, 1, &len);
+	int level = (int)luaL_optinteger(L, 2, 9);
+	z_stream z;
+	luaL_Buffer b;
+	char *out;
+	uLong cap;
+	int rc;
+
+	luaL_argcheck(L, level >= 1 && level <= 9, 2, "a level from 1 to 9");
+	memset(&z, 0, sizeof z);
+	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK)
+		return hx_raise(L, "INTERNAL", "gzip: deflateInit2 failed");
+	cap = deflateBound(&z, (uLong)len) + 32;
+	deflateEnd(&z);
+	out = luaL_buffinitsize(L, &b, (size_t)cap);
+	memset(&z, 0, sizeof z);
+	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK)
+		return hx_raise(L, "INTERNAL", "gzip: deflateInit2 failed");
+	z.next_in = (Bytef *)data;
+	z.avail_in = (uInt)len;
+	z.next_out = (Bytef *)out;
+	z.avail_out = (uInt)cap;
+	rc = deflate(&z, Z_FINISH);
+	cap = z.total_out;
+	deflateEnd(&z);
+	if (rc != Z_STREAM_END)
+		return hx_raise(L, "INTERNAL", "gzip: deflate did not finish (%d)", rc);
+	luaL_pushresultsize(&b, (size_t)cap);
+	return 1;
+}
+
 /* sys.random_bytes(n) -> n cryptographically random bytes */
 static int l_random_bytes(lua_State *L)
 {
@@ -534,6 +572,7 @@ static const luaL_Reg sys_funcs[] = {
 	{ "b64encode", l_b64encode },
 	{ "b64decode", l_b64decode },
 	{ "digest", l_digest },
+	{ "gzip", l_gzip },
 	{ "random_bytes", l_random_bytes },
 	{ "tls_cert", l_tls_cert },
 	{ NULL, NULL },

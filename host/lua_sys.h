@@ -2,7 +2,7 @@
  * lua_sys: module "hypd.sys", the system functions: the environment
  * (setenv), standard input (stdin_line, read on a worker), terminals
  * (isatty), files and directories (listdir, stat, write_private,
- * remove), bytes (b64encode, b64decode, digest, random_bytes) and
+ * remove), bytes (b64encode, b64decode, digest, gzip, random_bytes) and
  * certificates (tls_cert, a binding of tlsgen.h).
  */
 #ifndef HYPD_LUA_SYS_H

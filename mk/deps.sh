@@ -7,7 +7,7 @@
 set -eu
 
 PACKAGES="gcc make pkg-config liblua5.4-dev libcurl4-openssl-dev libcjson-dev \
-libssl-dev libmicrohttpd-dev libsqlite3-dev libexpat1-dev libyaml-dev lua-check sqlite3 openssl clang libclang-rt-14-dev python3"
+libssl-dev libmicrohttpd-dev libsqlite3-dev libexpat1-dev libyaml-dev zlib1g-dev lua-check sqlite3 openssl clang libclang-rt-14-dev python3"
 BENCH_PACKAGES="wrk"
 WEB_PACKAGES="chromium" # the web UI's browser tests (tests/web/run.sh)
 

@@ -93,6 +93,44 @@ function M.sandbox_process(dir, args)
   return nil, pid
 end
 
+-- serve_process(state [, listen [, args]]) -> p | nil, why: `hypd serve --sandbox`
+-- under the virtual clock on the state directory, in the background, once
+-- it printed its address: p.url, p.port, p.token (the token it printed),
+-- p.login (its sign-in link's code), p.out(), p.stop() (SIGTERM, then waits
+-- up to 15 s for it to exit). listen: "127.0.0.1:PORT" (a restart on the
+-- same port), default 127.0.0.1:0; args: more words for hypd serve, quoted.
+function M.serve_process(state, listen, args)
+  local out = state .. "/serve.out"
+  os.remove(out)
+  local p = io.popen(string.format("HYPD_CLOCK=virtual %s --state %s serve --sandbox --listen %s %s >%s " ..
+    "2>>%s/serve.err </dev/null & echo $!", M.hypd, quote(state), listen or "127.0.0.1:0", args or "", quote(out),
+    quote(state)))
+  local pid = p:read("l")
+  p:close()
+  local s = { pid = pid, out = function() return M.read(out) or "" end }
+  function s.stop()
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    for _ = 1, 750 do
+      if not os.execute("kill -0 " .. pid .. " 2>/dev/null") then return true end
+      os.execute("sleep 0.02")
+    end
+    return false
+  end
+  for _ = 1, 750 do
+    local text = s.out()
+    s.url, s.token = text:match("listening on (http://[%d.:]+)"), text:match("export HYPD_TOKEN=(%S+)")
+    s.login = text:match("/#login=([%w_-]+)")
+    if s.url and s.token and s.login and text:find("stops it", 1, true) then
+      s.port = tonumber(s.url:match(":(%d+)$"))
+      return s
+    end
+    if not os.execute("kill -0 " .. pid .. " 2>/dev/null") then break end
+    os.execute("sleep 0.02")
+  end
+  s.stop()
+  return nil, "hypd serve did not start: " .. (M.read(state .. "/serve.err") or "") .. s.out()
+end
+
 -- sandbox_here([opts]) -> srv, OPTS: the sandbox in this process, and this
 -- process's AWS environment pointed at it the standard way, as `hypd serve
 -- --sandbox` does: AWS_ENDPOINT_URL, the sandbox's keys and region, and no

@@ -8,7 +8,7 @@
 --   POST /api/v1/auth/login {code}       a sign-in link's one-time code for a token (no token)
 --   GET  /api/v1/auth/whoami             {name, scope, id} of the caller's token
 --   POST /api/v1/auth/logout             Sign out: revokes the caller's token if a sign-in made it
---   GET  /api/v1/tools                   {tools = [{name, kind, scope, summary, description,
+--   GET  /api/v1/tools                   (ETag, 304, gzip) {tools = [{name, kind, scope, summary, description,
 --                                          status_tool, staged, input_schema, output_schema, source,
 --                                          hash, overrides, overridden_by, modules}]}
 --   GET  /api/v1/tools/{name}            one of those
@@ -28,6 +28,7 @@
 -- to the log), 502/504 (AWS or the network failed; an AWS 4xx keeps its
 -- status).
 local auth = require "hypd.api.auth"
+local cache = require "hypd.api.http_cache"
 local config = require "hypd.config"
 local dispatch = require "hypd.tool.dispatch"
 local errors = require "hypd.errors"
@@ -218,10 +219,16 @@ function handlers.whoami(_, caller)
   return M.json_response(200, { name = caller.name, scope = caller.scope, id = caller.token_id })
 end
 
-function handlers.tools()
+-- GET /tools: the same for every caller, so kept and revalidated by its
+-- hash (ETag; If-None-Match -> 304) and gzipped when accepted
+-- (hypd.api.http_cache): a reload or a playbook change changes the hash
+function handlers.tools(req)
   local errs = json.array()
   for i, e in ipairs(loader.errors()) do errs[i] = { file = e.file, message = e.message } end
-  return M.json_response(200, { tools = M.registry(), errors = errs })
+  local resp = M.json_response(200, { tools = M.registry(), errors = errs },
+    { ["cache-control"] = "private, no-cache" })
+  if resp.status ~= 200 then return resp end
+  return cache.answer(req, resp)
 end
 
 function handlers.tool_get(_, _, name)

@@ -12,7 +12,11 @@
 -- percent-decoding, so no request reaches a file outside web/; "/" is
 -- index.html. Every response carries a strict Content-Security-Policy (no
 -- inline scripts or styles, nothing from another origin), nosniff and
--- frame-ancestors 'none'.
+-- frame-ancestors 'none'. Every file has a strong ETag (its content's
+-- hash, computed once for the compiled-in files), is revalidated at each
+-- use (Cache-Control: no-cache; If-None-Match -> 304 without a body) and is
+-- gzipped when the client accepts it (hypd.api.http_cache).
+local cache = require "hypd.api.http_cache"
 local core = require "hypd.core"
 
 local M = {}
@@ -61,6 +65,8 @@ local function read(file)
   return (core.embedded("web." .. file:gsub("/", ".")))
 end
 
+local embedded = {} -- file -> its entity (hypd.api.http_cache), made once: the binary's files do not change
+
 function M.handle(req)
   if req.method ~= "GET" and req.method ~= "HEAD" then return nil end
   local file = M.clean(req.path)
@@ -68,13 +74,18 @@ function M.handle(req)
   local ext = file:match("%.([%w]+)$")
   local ctype = ext and TYPES[ext]
   if not ctype then return nil end
-  local body = read(file)
-  if not body then return nil end
-  local h = { ["content-type"] = ctype,
-    -- the page is always fresh; modules are revalidated (they change with the binary)
-    ["cache-control"] = file == "index.html" and "no-store" or "no-cache" }
+  local e = not M.dir and embedded[file]
+  if not e then
+    local body = read(file)
+    if not body then return nil end
+    e = cache.entity(body)
+    if not M.dir then embedded[file] = e end
+  end
+  -- revalidated at every use (ETag, 304): module imports carry no version in
+  -- their URLs, so no name may be kept unasked
+  local h = { ["content-type"] = ctype, ["cache-control"] = "no-cache" }
   for k, v in pairs(M.HEADERS) do h[k] = v end
-  return { status = 200, headers = h, body = req.method == "HEAD" and "" or body }
+  return cache.answer(req, { status = 200, headers = h, body = e.body }, e)
 end
 
 return M
