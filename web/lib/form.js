@@ -292,7 +292,8 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
   const top = (f) => String(f).split(/[.[]/)[0];
   const mustOpen = more.some((k) => required.has(k)) || ctx.errors.some((e) => more.includes(top(e.field))) ||
     [...local.keys()].some((p) => more.includes(top(p)));
-  const [moreOpen, setMoreOpen] = useState(false);
+  // and when a kept draft holds one of them, so that what is kept shows
+  const [moreOpen, setMoreOpen] = useState(() => Object.keys(loadDraft(draft) || {}).some((k) => more.includes(k)));
   useEffect(() => { if (mustOpen) setMoreOpen(true); }, [mustOpen, errors]);
   const submit = (action) => {
     const params = {};
