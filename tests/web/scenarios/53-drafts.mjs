@@ -19,7 +19,7 @@ const stored = (page) => page.evaluate(() => Object.keys(sessionStorage).filter(
 
 await scenario("a reload keeps the wizard's decisions and a tool form's fields, never a secret; Clear the form drops them", async (page, check) => {
   await decide(page, { tag: "draft-one", count: 3 });
-  await page.click("#more-options");
+  await page.click("#create-form-more > summary");
   await page.fill("#create-form-volume_size_gb", "321");
   await page.reload();
   await page.waitForSelector("#create-form-cluster_tag");
