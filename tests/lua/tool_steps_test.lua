@@ -65,14 +65,15 @@ local function code(src)
 end
 
 -- step_tables(src) -> the line numbers of table constructors with both a
--- name and a run field of their own
+-- name and a run field of their own, the run not a string (a table of
+-- labels may name both words)
 local function step_tables(src)
   local found = {}
   local function walk(text, offset)
     for s, body in text:gmatch("()(%b{})") do
       local inner = body:sub(2, -2)
       local own = inner:gsub("%b{}", function(b) return (b:gsub("[^\n]", " ")) end)
-      if own:find("%f[%w_]name%s*=[^=]") and own:find("%f[%w_]run%s*=[^=]") then
+      if own:find("%f[%w_]name%s*=[^=]") and own:find('%f[%w_]run%s*=%s*[^=%s"]') then
         local _, lines = src:sub(1, offset + s - 1):gsub("\n", "")
         found[#found + 1] = lines + 1
       end
@@ -133,6 +134,7 @@ end)
 t.test("the rules see what they look for", function()
   t.eq(step_tables(code('local M = {}\nM.steps = {\n  { name = "check", run = check },\n}\n')), { 3 })
   t.eq(step_tables(code('return { name = name, on_call = true,\n  run = function(ctx) end }\n')), { 1 })
+  t.eq(step_tables(code('M.LABELS = { name = "Name", run = "MLflow run" }\n')), {})
   t.eq(step_tables(code('local x = { name = "a", spec = { run = 1 } }\n-- { name = "b", run = f }\n' ..
     'local s = "{ name = 1, run = 2 }"\nif a.name == b.run then end\n')), {})
 end)
