@@ -14,7 +14,9 @@ import names from "/pages/index.js";
 
 const root = document.getElementById("app");
 
-function SignIn({ message }) {
+// the sign-in page; replaced: the token was the one hypd serve --sandbox
+// (make run) prints, replaced by a new one when the server started again
+function SignIn({ message, replaced }) {
   const [value, setValue] = useState("");
   return html`<main class="signin">
     <form onSubmit=${(e) => { e.preventDefault(); token.set(value.trim()); start(); }}>
@@ -24,8 +26,38 @@ function SignIn({ message }) {
       <input id="token" type="password" autocomplete="off" aria-describedby="token-help" value=${value} onInput=${(e) => setValue(e.target.value)}/>
       <button id="signin" class="btn btn-primary" type="submit">Sign in</button>
       <p id="message" role="alert">${message || ""}</p>
+      ${replaced && html`<p id="restarted" class="notice"><code>make run</code> prints a new token and a new
+        one-time sign-in link at every start: open the link from its latest output (the line <q>web UI … once
+        with this link: …/#login=…</q>), or paste the token it printed. A sign-in through a link, and a token
+        made with <code>hypd token create</code>, stay valid across restarts.</p>`}
     </form>
   </main>`;
+}
+
+// the one connection banner: shown while /ws is down after it was open
+// (past a short grace, so a quick reconnect shows nothing) or a call found
+// no server; gone when both answer again. Pages show no error box for it.
+function ConnectionBanner() {
+  const [down, setDown] = useState(false);
+  useEffect(() => {
+    let wsDown = false, apiDown = false, wasOpen = ws.status === "open", t = null;
+    const update = () => {
+      clearTimeout(t);
+      if (wsDown || apiDown) t = setTimeout(() => setDown(true), 1500);
+      else setDown(false);
+    };
+    const offS = ws.on("status", (s) => {
+      if (s === "open") { wasOpen = true; wsDown = false; } else if (wasOpen) wsDown = true;
+      update();
+    });
+    const net = (e) => { apiDown = !e.detail; update(); };
+    window.addEventListener("hypd:network", net);
+    return () => { offS(); window.removeEventListener("hypd:network", net); clearTimeout(t); };
+  }, []);
+  if (!down) return null;
+  return html`<div id="connection-banner" class="connection-banner" role="status">
+    <strong>Connection to hypd lost.</strong> Reconnecting… What the pages show may be out of date; they read again
+    when it is back. Running operations are the server's: they go on, or resume when it starts again.</div>`;
 }
 
 // the running operations, kept live: {id: {operation_id, tool, phase, status}}
@@ -141,6 +173,7 @@ function App({ who }) {
         <span id="who" class="who" title=${`token ${who.name}, scope ${who.scope}`}>${who.name} <span class=${"scope scope-" + who.scope}>${who.scope}</span></span>
         <button class="btn btn-small" id="signout" onClick=${async () => { await logout().catch(() => {}); token.clear(); ws.stop(); history.replaceState(null, "", location.pathname); start(); }}>Sign out</button>
       </header>
+      <${ConnectionBanner}/>
       <nav id="nav" class="nav" aria-label="Main">
         <ul>${nav.map((p) => html`<li><a href=${href(p.navPath || p.path.replace(/\/:[^/]*\?$/, ""))} aria-current=${current(p) ? "page" : undefined}>${p.nav}</a></li>`)}</ul>
       </nav>
@@ -170,12 +203,23 @@ async function start() {
     who = await whoami();
   } catch (e) {
     token.clear();
-    return render(html`<${SignIn} message=${e.message}/>`, root);
+    const replaced = !!(e.detail && e.detail.reason === "replaced");
+    return render(html`<${SignIn} replaced=${replaced} message=${replaced
+      ? "The server started again, and the token this tab held (the one it printed before) is replaced." : e.message}/>`, root);
   }
   ws.start();
   if (parse().path === "/") history.replaceState(null, "", href("/clusters"));
   render(html`<${App} who=${who}/>`, root);
 }
 
-window.addEventListener("hypd:unauthorized", () => { token.clear(); ws.stop(); render(html`<${SignIn} message="The token is no longer valid; sign in again."/>`, root); });
+// a refused token (a REST 401 or /ws's 4401): signed out, with the server's reason
+window.addEventListener("hypd:unauthorized", (e) => {
+  const err = e.detail || {};
+  token.clear();
+  ws.stop();
+  const replaced = !!(err.detail && err.detail.reason === "replaced");
+  render(html`<${SignIn} replaced=${replaced} message=${replaced
+    ? "Signed out: the server started again, and the token this tab held (the one it printed before) is replaced."
+    : "Signed out: " + (err.message || "the token is no longer valid") + "."}/>`, root);
+});
 start();

@@ -93,7 +93,7 @@ function M.public(err)
   return setmetatable(out, mt)
 end
 
--- view(err) -> {code, message, fields, retry_after, service, operation,
+-- view(err) -> {code, message, fields, retry_after, reason, service, operation,
 -- request_id, status}: what every front end (REST, MCP, the CLI) shows of
 -- an error, the same everywhere. An INTERNAL error shows its code only
 -- (the details go to the log).
@@ -118,6 +118,7 @@ function M.view(err)
     out.status = math.tointeger(tonumber(e.status))
   end
   out.retry_after = e.retry_after
+  out.reason = type(e.reason) == "string" and e.reason or nil
   return out
 end
 

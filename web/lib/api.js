@@ -1,6 +1,8 @@
 // hypd's REST API from the browser: every call carries the tab's token
 // (session storage "hypd.token", never a URL, cookie or local storage).
 // Errors are thrown as ApiError {code, message, fields: [{field, rule, message}], status}.
+// Each call tells window "hypd:network" (detail: whether the server answered)
+// for the one connection banner; a 401 tells "hypd:unauthorized" (detail: the ApiError).
 const KEY = "hypd.token";
 
 export const token = {
@@ -32,8 +34,10 @@ export async function api(path, opts = {}) {
       headers, signal: opts.signal, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
   } catch (e) {
     if (e.name === "AbortError") throw e;
+    window.dispatchEvent(new CustomEvent("hypd:network", { detail: false }));
     throw new ApiError(0, { error: { code: "NETWORK", message: "the server cannot be reached: " + e.message } });
   }
+  window.dispatchEvent(new CustomEvent("hypd:network", { detail: true }));
   const body = await r.json().catch(() => ({}));
   if (!r.ok) {
     const err = new ApiError(r.status, body);

@@ -60,6 +60,8 @@ export function Empty({ title, children }) {
 // <ErrorBox error=ApiError/>
 export function ErrorBox({ error }) {
   if (!error) return null;
+  // no server: the shell's one connection banner says so; the page reads again when it is back
+  if (error.code === "NETWORK") return html`<p class="muted not-read">Not read yet: waiting for the connection.</p>`;
   return html`<div class="error-box" role="alert"><strong>${error.code || "ERROR"}</strong> ${error.message}
     ${error.fields && error.fields.length > 0 && html`<ul>${error.fields.map((f) => html`<li><code>${f.field}</code>: ${f.message}</li>`)}</ul>`}</div>`;
 }

@@ -11,6 +11,8 @@
 //                          logs.end, error...), as the server sent it
 // subscribe(topic) -> unsubscribe: a page's own topic ("monitor:NAME"),
 // subscribed again after each reconnect, dropped when its last user leaves
+// A refusal of the token (close code 4401) tells window "hypd:unauthorized"
+// with the server's message, as a REST 401 does.
 // send(msg) sends a message while the connection is open (false otherwise);
 // reconnect() drops the connection as a network failure would (it comes back).
 import { token } from "./api.js";
@@ -21,6 +23,7 @@ let sock = null;
 let delay = 500;
 let timer = null;
 let wanted = false;
+let refusal = null; // the server's last refusal of the token, before its 4401
 export let status = "closed";
 
 function emit(topic, ev) {
@@ -54,6 +57,7 @@ function connect() {
       emit(msg.topic, msg.event);
       if (msg.topic === "operations" && msg.event && msg.event.operation_id) emit("operation:" + msg.event.operation_id, msg.event);
     } else if (typeof msg.type === "string") {
+      if (msg.type === "error" && msg.code === "UNAUTHORIZED") refusal = msg;
       emit("msg:" + msg.type, msg);
     }
   };
@@ -61,6 +65,12 @@ function connect() {
     if (sock !== s) return;
     sock = null;
     setStatus("closed");
+    if (ev.code === 4401 && wanted) {
+      // the token is refused (revoked, expired, or replaced at a restart): the tab signs out saying why
+      const r = refusal || { message: "the token is no longer valid" };
+      window.dispatchEvent(new CustomEvent("hypd:unauthorized", { detail: { code: "UNAUTHORIZED", message: r.message, detail: r } }));
+    }
+    refusal = null;
     if (!wanted || ev.code === 4401) return; // signed out, or the token is refused
     timer = setTimeout(connect, delay);
     delay = Math.min(delay * 2, 30000);

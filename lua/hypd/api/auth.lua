@@ -15,6 +15,10 @@
 --     ttl: seconds until it expires (none: it does not)
 --   auth.list() -> { {id, name, scope, created_at, last_used_at, expires_at}, ... }
 --   auth.revoke(name_or_id) -> info | nil, err (NOT_FOUND)
+--   auth.replace(name) -> the tokens named name revoked as replaced at a
+--     start (hypd serve --sandbox prints a new one at each): a request with
+--     one is refused saying so (UNAUTHORIZED, reason "replaced"), not as an
+--     unknown token. The store keeps the M.REPLACED_KEPT newest hashes only.
 --   auth.sign_out(key) -> info, revoked | nil, err: the token check()
 --     answered with key, revoked when a sign-in made it
 --     (Sign out: POST /api/v1/auth/logout revokes the caller's own token)
@@ -42,6 +46,8 @@ local sys = require "hypd.sys"
 local M = {}
 
 M.PREFIX = "auth/tokens/"
+M.REPLACED = "auth/replaced/" -- <sha256 hex> = { name, replaced_at }
+M.REPLACED_KEPT = 20
 M.SCOPES = { read = 1, operate = 2, admin = 3 }
 M.MAX_FAILURES = 10   -- failed authentications per peer ...
 M.WINDOW = 60         -- ... within this many seconds, then 429
@@ -158,6 +164,20 @@ function M.revoke_hash(h, rec)
   return info(h, rec)
 end
 
+function M.replace(name)
+  local now = core.wall()
+  for h, rec in pairs(all()) do
+    if rec.name == name then
+      M.revoke_hash(h, rec)
+      assert(store.put(M.REPLACED .. h, { name = rec.name, replaced_at = now }))
+    end
+  end
+  local old = {}
+  for key, rec in pairs(assert(store.list(M.REPLACED))) do old[#old + 1] = { key = key, at = rec.replaced_at or 0 } end
+  table.sort(old, function(a, b) return a.at > b.at end)
+  for i = M.REPLACED_KEPT + 1, #old do store.delete(old[i].key) end
+end
+
 -- sign_out(key) -> info, revoked: the token check() answered with key (its
 -- whole hash) is revoked when a sign-in made it; one made with hypd token
 -- create is kept (revoked = false: hypd token revoke ends it)
@@ -188,7 +208,7 @@ function M.blocked(peer)
 end
 
 local sweeps = 0
-local function failed(peer, message)
+local function failed(peer, message, extra)
   peer = peer or "?"
   sweeps = sweeps + 1
   if sweeps % 256 == 0 then -- forget peers whose failures are all old
@@ -197,7 +217,7 @@ local function failed(peer, message)
   local list = recent(peer)
   list[#list + 1] = core.mono()
   failures[peer] = list
-  return errors.fail("UNAUTHORIZED", message)
+  return errors.fail("UNAUTHORIZED", message, extra)
 end
 
 -- reset() forgets the failures (tests)
@@ -258,6 +278,13 @@ function M.check(header, peer)
     if expired then
       return failed(peer, "the bearer token " .. tostring(rec.name) .. " expired at " ..
         os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(rec.expires_at)) .. " (sign in again)")
+    end
+    local gone = h and store.get(M.REPLACED .. h)
+    if gone then
+      return failed(peer, "the token " .. tostring(gone.name) .. " was replaced when the server started again at " ..
+        os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(gone.replaced_at or 0)) .. ": hypd serve --sandbox (make run) " ..
+        "prints a new token and sign-in link at every start; open the sign-in link it printed last, or paste " ..
+        "the token it printed", { reason = "replaced" })
     end
     return failed(peer, "the bearer token is not valid (revoked?)")
   end

@@ -175,9 +175,7 @@ function M.start(opts)
   local label
   if opts.sandbox then
     -- a loopback demo: a fresh admin token at every start, printed
-    for _, t in ipairs(auth.list()) do
-      if t.name == "sandbox" then auth.revoke(t.id) end
-    end
+    auth.replace("sandbox")
     info.token = assert(auth.create { name = "sandbox", scope = "admin" })
     label = "sandbox token (new at every start, scope admin): "
   elseif not had_tokens then

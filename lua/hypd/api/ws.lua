@@ -138,7 +138,8 @@ function M.handler(req)
   return { websocket = function(ws)
     local user, err = authenticate(ws, req)
     if not user then
-      send(ws, { type = "error", message = err and err.message or "unauthorized" })
+      send(ws, { type = "error", code = err and err.code or "UNAUTHORIZED",
+        message = err and err.message or "unauthorized", reason = err and err.reason or nil })
       ws:close(4401, "unauthorized")
       return
     end
