@@ -1,10 +1,10 @@
 // The platform engineer's walk: a cluster created through the wizard
-// from its plan (and its cost, when the plan shows one), then its nodes
+// from its plan and its cost (the API's for the same decisions), then its nodes
 // and features operated: a node rebooted after the confirmation naming it,
 // the training operator switched on and read back. Each stop is
 // screenshotted and judged by axe.
 import { scenario } from "../lib.mjs";
-import { decide } from "../clusters.mjs";
+import { call, decide } from "../clusters.mjs";
 import { costShown, stop } from "../walks.mjs";
 
 await scenario("walk, platform engineer: create a cluster from its plan, reboot a node, switch a feature on", async (page, check) => {
@@ -15,9 +15,15 @@ await scenario("walk, platform engineer: create a cluster from its plan, reboot 
   const creates = Number(await page.textContent('[data-count="create"] strong'));
   check(creates > 20, `the plan counts what it creates (${creates})`);
   check((await page.textContent(".computed")).includes("hypd-walk-plat-hp"), "the plan names the HyperPod cluster it makes");
-  // part A (cost) adds the plan's cost; when the plan shows one, it is a figure above zero
-  const cost = costShown(await page.textContent(".grouped-plan"));
-  check(cost.every((c) => c > 0), "a cost shown on the plan is a figure above zero: " + cost.join(", "));
+  // the plan's cost is the one the API plans for the same decisions, with a row for the instances it creates
+  const planned = await call("cluster_create", { cluster_tag: "walk-plat", availability_zone: "us-west-2a",
+    instance_type: "ml.g5.2xlarge", instance_count: 1, plan: true });
+  const total = await page.textContent(".cost-total strong").catch(() => "");
+  check(planned.cost && planned.cost.hourly > 0, "the API's plan has a cost: " + JSON.stringify(planned.cost_error || null));
+  check(planned.cost && costShown(total)[0] === Number(planned.cost.hourly.toFixed(planned.cost.hourly < 1 ? 3 : 2)),
+    `the plan shows the hourly cost the API plans: ${total} against ${planned.cost && planned.cost.hourly}`);
+  const row = await page.textContent('.cost-item[data-type="instance"]').catch(() => "");
+  check(/ml\.g5\.2xlarge/.test(row), "a cost row for the ml.g5.2xlarge it creates: " + row);
   await stop(page, check, "platform", "2-plan");
   await page.click("#create-run");
   await page.waitForSelector("dialog[open]");
