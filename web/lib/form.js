@@ -293,7 +293,14 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
   const mustOpen = more.some((k) => required.has(k)) || ctx.errors.some((e) => more.includes(top(e.field))) ||
     [...local.keys()].some((p) => more.includes(top(p)));
   // and when a kept draft holds one of them, so that what is kept shows
-  const [moreOpen, setMoreOpen] = useState(() => Object.keys(loadDraft(draft) || {}).some((k) => more.includes(k)));
+  // (once the schema gives the folded fields: after a reload it comes later)
+  const [moreOpen, setMoreOpen] = useState(false);
+  const draftLooked = useRef(false);
+  useEffect(() => {
+    if (draftLooked.current || more.length === 0) return;
+    draftLooked.current = true;
+    if (Object.keys(loadDraft(draft) || {}).some((k) => more.includes(k))) setMoreOpen(true);
+  }, [more.length, draft]);
   useEffect(() => { if (mustOpen) setMoreOpen(true); }, [mustOpen, errors]);
   const submit = (action) => {
     const params = {};

@@ -91,7 +91,7 @@ function Log({ events, start }) {
   if (!events.length) return null;
   return html`<details class="oplog" open=${events.length < 40}>
     <summary>Log (${events.length} events)</summary>
-    <ol class="log">${events.map((e) => html`<li><span class="log-t">+${duration((e.at || start) - start)}</span>${" "}<span class="log-k">${e.kind.replace(/^operation\./, "")}</span> ${e.message || e.phase || ""}</li>`)}</ol>
+    <ol class="log" tabindex="0" aria-label="Events">${events.map((e) => html`<li><span class="log-t">+${duration((e.at || start) - start)}</span>${" "}<span class="log-k">${e.kind.replace(/^operation\./, "")}</span> ${e.message || e.phase || ""}</li>`)}</ol>
   </details>`;
 }
 

@@ -33,6 +33,7 @@ await scenario("a reload keeps the wizard's decisions and a tool form's fields, 
   await page.goto(URL + "/#/tools/model_download");
   await page.waitForSelector("#tool-form-model_id");
   await page.fill("#tool-form-model_id", "Qwen/Qwen3-0.6B");
+  await page.click("#tool-form-more > summary"); // the token and the folder are among the other options
   await page.fill("#tool-form-hf_token", SECRET);
   await page.fill("#tool-form-destination", "models/kept");
   await page.reload();
