@@ -107,6 +107,8 @@ t.test("cluster_list_instance_groups lists EKS node groups and HyperPod groups o
   t.eq(out.hyperpod_cluster, HP)
   local g = by_name(out.instance_groups)
   t.eq(#out.instance_groups, 5, "three node groups and two instance groups")
+  t.like(g.system.cost_unknown or "", "EKS node group", "hypd does not price an EKS node group's EC2 instances")
+  g.system.cost_unknown = nil
   t.eq(g.system, { name = "system", kind = "eks-nodegroup", instance_types = { "m5.large" }, current = 2, desired = 2,
     min = 1, max = 3, status = "ACTIVE", capacity_type = "on-demand", ami_type = "AL2023_x86_64_STANDARD",
     version = c.version })
