@@ -14,8 +14,9 @@ local GONE = { DELETING = true, DELETED = true, FAILED = true } -- FSx lifecycle
 -- running_cost(ctx, c, tag, h) -> cost | nil, cost_error: what the cluster
 -- runs costs an hour and a month: its EKS control plane, the NAT gateways
 -- and FSx file systems hypd made for it (they carry its tag), the HyperPod
--- instance groups by their current count. Never raises: a read that fails
--- is the one-line cost_error.
+-- instance groups by their current count; its EKS managed node groups are
+-- listed unpriced (EC2 instances). Never raises: a read that fails is the
+-- one-line cost_error.
 local function running_cost(ctx, c, tag, h)
   local ok, cost, why = pcall(function()
     local things = { { type = "eks", name = c.name, action = "running" } }
@@ -38,7 +39,13 @@ local function running_cost(ctx, c, tag, h)
     for _, t in ipairs(GC.instances(h and h.describe.InstanceGroups, "running", h and h.name)) do
       things[#things + 1] = t
     end
-    return hypd.cost.estimate(things, ctx:aws_region())
+    local out, why = hypd.cost.estimate(things, ctx:aws_region())
+    -- an EKS managed node group runs EC2 instances, which hypd does not price: named, not left out silently
+    for _, g in ipairs(out and hypd.aws.all("eks", "ListNodegroups", { clusterName = c.name }, ctx:aws_opts()) or {}) do
+      out.unpriced[#out.unpriced + 1] = { type = "eks-nodegroup", name = g, action = "running",
+        why = "hypd prices HyperPod instances, not an EKS node group's EC2 instances" }
+    end
+    return out, why
   end)
   if ok then return cost, why end
   local e = cost
@@ -120,7 +127,8 @@ return tool {
     "the time is up).",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListAddons", "eks:DescribeAddon", "sagemaker:ListClusters",
-    "sagemaker:DescribeCluster", "ec2:DescribeNatGateways", "fsx:DescribeFileSystems", "pricing:GetProducts" },
+    "sagemaker:DescribeCluster", "ec2:DescribeNatGateways", "fsx:DescribeFileSystems", "eks:ListNodegroups",
+    "pricing:GetProducts" },
   params = P.form({},
     { "cluster", "region", "wait_seconds" },
     { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds }),
