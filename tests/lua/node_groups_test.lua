@@ -129,15 +129,15 @@ end)
 t.test("cluster_get_status names the EKS node groups its cost leaves unpriced (EC2 instances), never a figure",
   function()
   local out = assert(dispatch.call("cluster_get_status", {}, READ))
-  local c = out.cost
-  t.ok(c, "a cost: " .. json.encode(out.cost_error))
+  local cost = out.cost
+  t.ok(cost, "a cost: " .. json.encode(out.cost_error))
   local names = {}
-  for _, u in ipairs(c and c.unpriced or {}) do
+  for _, u in ipairs(cost and cost.unpriced or {}) do
     if u.type == "eks-nodegroup" then names[#names + 1] = u.name; t.like(u.why, "EC2") end
   end
   table.sort(names)
   t.eq(names, { "gpu-zero", "spot", "system" })
-  for _, i in ipairs(c and c.items or {}) do t.ok(i.type ~= "eks-nodegroup", "no node group priced") end
+  for _, i in ipairs(cost and cost.items or {}) do t.ok(i.type ~= "eks-nodegroup", "no node group priced") end
 end)
 
 t.test("cluster_list_instance_groups refuses an unknown cluster, naming the field", function()
