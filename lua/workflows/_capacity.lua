@@ -114,30 +114,6 @@ local function list(t)
 end
 
 -- view(d, g, zones) -> what hyperpod_list_instance_groups shows of a group
--- priced(groups, region) -> cost | nil, cost_error: each group's running
--- cost (its current count at the on-demand price of its type) set on the
--- group as cost = {hourly, monthly, unit_price} or cost_unknown = why, and
--- the total of them (the caller declares pricing:GetProducts)
-function M.priced(groups, region)
-  local things = {}
-  for i, g in ipairs(groups) do
-    things[i] = { type = "instance", instance_type = g.instance_type, quantity = g.current_count or 0,
-      name = g.name, action = "running" }
-  end
-  local c, why = hypd.cost.estimate(things, region)
-  if not c then return nil, why end
-  local by = {}
-  for _, it in ipairs(c.items) do by[it.name] = it end
-  for _, u in ipairs(c.unpriced) do by[u.name] = u end
-  for _, g in ipairs(groups) do
-    local it = by[g.name]
-    if it and it.hourly then g.cost = { hourly = it.hourly, monthly = it.monthly, unit_price = it.unit_price,
-      currency = "USD" }
-    elseif it then g.cost_unknown = it.why end
-  end
-  return c
-end
-
 function M.view(d, g, zones)
   local storage = hypd.json.array()
   for _, s in ipairs(g.InstanceStorageConfigs or {}) do

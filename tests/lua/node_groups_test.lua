@@ -107,6 +107,8 @@ t.test("cluster_list_instance_groups lists EKS node groups and HyperPod groups o
   t.eq(out.hyperpod_cluster, HP)
   local g = by_name(out.instance_groups)
   t.eq(#out.instance_groups, 5, "three node groups and two instance groups")
+  t.like(g.system.cost_unknown or "", "EKS node group", "hypd does not price an EKS node group's EC2 instances")
+  g.system.cost_unknown = nil
   t.eq(g.system, { name = "system", kind = "eks-nodegroup", instance_types = { "m5.large" }, current = 2, desired = 2,
     min = 1, max = 3, status = "ACTIVE", capacity_type = "on-demand", ami_type = "AL2023_x86_64_STANDARD",
     version = c.version })
@@ -122,6 +124,20 @@ t.test("cluster_list_instance_groups lists EKS node groups and HyperPod groups o
   -- the same for a cluster named explicitly
   local named = assert(dispatch.call("cluster_list_instance_groups", { cluster = EKS, region = "us-west-2" }, READ))
   t.eq(#named.instance_groups, 5)
+end)
+
+t.test("cluster_get_status names the EKS node groups its cost leaves unpriced (EC2 instances), never a figure",
+  function()
+  local out = assert(dispatch.call("cluster_get_status", {}, READ))
+  local cost = out.cost
+  t.ok(cost, "a cost: " .. json.encode(out.cost_error))
+  local names = {}
+  for _, u in ipairs(cost and cost.unpriced or {}) do
+    if u.type == "eks-nodegroup" then names[#names + 1] = u.name; t.like(u.why, "EC2") end
+  end
+  table.sort(names)
+  t.eq(names, { "gpu-zero", "spot", "system" })
+  for _, i in ipairs(cost and cost.items or {}) do t.ok(i.type ~= "eks-nodegroup", "no node group priced") end
 end)
 
 t.test("cluster_list_instance_groups refuses an unknown cluster, naming the field", function()

@@ -39,7 +39,8 @@ return tool {
     "iam:DeleteRole", "iam:ListPolicies", "iam:GetPolicy", "iam:ListPolicyVersions", "iam:DeletePolicyVersion",
     "iam:DeletePolicy", "iam:ListOpenIDConnectProviders", "iam:GetOpenIDConnectProvider",
     "iam:DeleteOpenIDConnectProvider", "fsx:DescribeFileSystems", "fsx:DeleteFileSystem", "s3:ListBuckets", "s3:HeadBucket",
-    "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket" },
+    "s3:GetBucketTagging", "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket",
+    "sagemaker:DescribeCluster" },
   params = P.form({ "cluster_tag" },
     { "force", "region" },
     {

@@ -1,12 +1,57 @@
--- cluster_get_status: one EKS cluster, its add-ons, its HyperPod cluster
--- and the operations running on it.
+-- cluster_get_status: one EKS cluster, its add-ons, its HyperPod cluster,
+-- the operations running on it and what it runs costs.
+local GC = require "_group_cost"
 local Names = require "_names"
 local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
 local hp = require "cluster._hyperpods"
+local net = require "_network"
 
 local PACE = 15 -- seconds between looks while a caller waits for a change
+local GONE = { DELETING = true, DELETED = true, FAILED = true } -- FSx lifecycles that are not billed as running
+
+-- running_cost(ctx, c, tag, h) -> cost | nil, cost_error: what the cluster
+-- runs costs an hour and a month: its EKS control plane, the NAT gateways
+-- and FSx file systems hypd made for it (they carry its tag), the HyperPod
+-- instance groups by their current count; its EKS managed node groups are
+-- listed unpriced (EC2 instances). Never raises: a read that fails is the
+-- one-line cost_error.
+local function running_cost(ctx, c, tag, h)
+  local ok, cost, why = pcall(function()
+    local things = { { type = "eks", name = c.name, action = "running" } }
+    if tag then
+      local f = { net.filter("tag:" .. Names.TAG, tag) }
+      local vpc = (c.resourcesVpcConfig or {}).vpcId
+      if vpc then f[2] = net.filter("vpc-id", vpc) end
+      for _, n in ipairs(ctx:call("ec2", "DescribeNatGateways", { Filter = f }).NatGateways or {}) do
+        if n.State == "pending" or n.State == "available" then
+          things[#things + 1] = { type = "nat", name = net.tag_value(n.Tags, "Name") or n.NatGatewayId,
+            action = "running" }
+        end
+      end
+      for _, fs in ipairs(hypd.aws.all("fsx", "DescribeFileSystems", {}, ctx:aws_opts())) do
+        if net.tag_value(fs.Tags, Names.TAG) == tag and not GONE[fs.Lifecycle] then
+          things[#things + 1] = GC.fsx(fs, "running", net.tag_value(fs.Tags, "Name") or fs.FileSystemId)
+        end
+      end
+    end
+    for _, t in ipairs(GC.instances(h and h.describe.InstanceGroups, "running", h and h.name)) do
+      things[#things + 1] = t
+    end
+    local out, why = hypd.cost.estimate(things, ctx:aws_region())
+    -- an EKS managed node group runs EC2 instances, which hypd does not price: named, not left out silently
+    for _, g in ipairs(out and hypd.aws.all("eks", "ListNodegroups", { clusterName = c.name }, ctx:aws_opts()) or {}) do
+      out.unpriced[#out.unpriced + 1] = { type = "eks-nodegroup", name = g, action = "running",
+        why = "hypd prices HyperPod instances, not an EKS node group's EC2 instances" }
+    end
+    return out, why
+  end)
+  if ok then return cost, why end
+  local e = cost
+  local msg = type(e) == "table" and ((e.code and (e.code .. ": ") or "") .. tostring(e.message)) or tostring(e)
+  return nil, "the cost could not be read: " .. msg:gsub("%s+", " ")
+end
 
 -- view(ctx, p) -> the status, and a signature of what can change in it
 local function view(ctx, p)
@@ -56,6 +101,7 @@ local function view(ctx, p)
       vpc_id = (c.resourcesVpcConfig or {}).vpcId, subnet_ids = (c.resourcesVpcConfig or {}).subnetIds,
       managed = tag ~= nil, cluster_tag = tag },
     addons = addons, hyperpod = hyperpod, operations = ops }
+  out.cost, out.cost_error = running_cost(ctx, c, tag, h)
   -- what a waiting caller watches: every status and running phase
   local sig = { tostring(c.status), tostring(hyperpod and hyperpod.status) }
   for _, a in ipairs(addons) do sig[#sig + 1] = a.name .. "=" .. tostring(a.status) end
@@ -74,13 +120,15 @@ return tool {
   summary = "EKS status, version, endpoint, add-ons, HyperPod instance groups and running operations",
   description = "Reports one EKS cluster (the active one unless named): status, Kubernetes version, endpoint, " ..
     "authentication mode and VPC; its EKS add-ons with versions and status; the attached HyperPod cluster " ..
-    "with each instance group's type and current/target count; and hypd operations running on it. With " ..
+    "with each instance group's type and current/target count; hypd operations running on it; and what it " ..
+    "runs costs an hour and a month (cost: EKS, NAT gateways, instance groups, FSx). With " ..
     "wait_seconds it answers at once when nothing is in progress " ..
     "(waited.ended = settled), else as soon as one of those statuses, or a running operation's phase, changes (or when " ..
     "the time is up).",
   kind = "read",
   aws = { "eks:DescribeCluster", "eks:ListAddons", "eks:DescribeAddon", "sagemaker:ListClusters",
-    "sagemaker:DescribeCluster" },
+    "sagemaker:DescribeCluster", "ec2:DescribeNatGateways", "fsx:DescribeFileSystems", "eks:ListNodegroups",
+    "pricing:GetProducts" },
   params = P.form({},
     { "cluster", "region", "wait_seconds" },
     { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds }),

@@ -16,6 +16,7 @@ local create = require "hyperpod._create"
 local lifecycle = require "_lifecycle"
 local net = require "_network"
 local td = require "_teardown_pieces"
+local KC = require "_kept_cost"
 local S = require "_storage"
 local json = hypd.json
 
@@ -180,6 +181,8 @@ local function forget(ctx)
   end
   st.result = { eks_cluster = st.eks_name, region = st.region, cluster_tag = st.tag,
     hyperpod_cluster = st.hyperpod_name, deleted = st.deleted or json.array(), kept = st.kept or json.array() }
+  -- what stays costs this much an hour and a month (or why that is not known)
+  st.result.kept_cost, st.result.kept_cost_error = KC.of(st.result.kept, st.region)
 end
 
 local AWS = { "pricing:GetProducts",

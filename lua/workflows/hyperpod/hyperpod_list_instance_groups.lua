@@ -9,6 +9,7 @@ local P = require "_params"
 local R = require "_running"
 local W = require "_wait"
 local cap = require "_capacity"
+local GC = require "_group_cost"
 
 local TOOLS = { hyperpod_scale_instance_group = true, hyperpod_delete_instance_group = true,
   hyperpod_update_software = true, hyperpod_add_instance_group = true }
@@ -125,7 +126,7 @@ return tool {
         node_provisioning_mode = d.NodeProvisioningMode, eks_cluster = e.name, region = e.region },
         instance_groups = groups }
       -- what the groups cost while they run (never fails the read: cost_error says why there is none)
-      out.cost, out.cost_error = cap.priced(groups, e.region)
+      out.cost, out.cost_error = GC.priced(groups, e.region)
       if op then
         out.operation = { operation_id = op.operation_id, tool = op.tool, status = op.status, phase = op.phase,
           target = op.target, error = op.error, result = op.result, seconds = op.seconds,
