@@ -8,6 +8,7 @@ import { useSession } from "/lib/session.js";
 import { Empty, ErrorBox, Loading, Pill } from "/lib/ui.js";
 import { useRead } from "/lib/cluster-ui.js";
 import { DeleteCluster } from "/lib/cluster-delete.js";
+import { costText } from "/lib/cost.js";
 import Groups from "./cluster_groups.js";
 import Nodes from "./cluster_nodes.js";
 import Deps from "./cluster_deps.js";
@@ -34,6 +35,9 @@ function Summary({ status }) {
     <div><dt>VPC</dt><dd><code>${eks.vpc_id}</code> <span class="muted">auth ${eks.authentication_mode}</span></dd></div>
     <div><dt>Add-ons</dt><dd>${addons.length} <span class="muted">(${addons.filter((a) => a.status === "ACTIVE").length} active)</span>
       ${addons.length > 0 && html`<details class="addons"><summary>list</summary><ul class="plain">${addons.map((a) => html`<li><code>${a.name}</code> ${a.version} <${Pill} status=${a.status} message=${a.message}/></li>`)}</ul></details>`}</dd></div>
+    ${(status.cost || status.cost_error) && html`<div><dt>Running cost</dt><dd class="cluster-cost">${status.cost
+      ? html`<strong>${costText(status.cost)}</strong> <span class="muted">(${(status.cost.items || []).map((i) => i.type === "instance" ? i.instance_type + " × " + i.quantity : i.type.toUpperCase()).join(", ")}; on-demand list prices)</span>`
+      : html`<span class="muted">not shown: ${status.cost_error}</span>`}</dd></div>`}
     ${hp && (hp.instance_groups || []).length > 0 && html`<div><dt>Capacity</dt><dd>${hp.instance_groups.map((g) => html`<span class="chip"><code>${g.name}</code> ${g.current}/${g.target} × ${g.instance_type}</span> `)}</dd></div>`}
   </dl>`;
 }

@@ -1,7 +1,8 @@
 // Cost where decisions are made: the create wizard's plan shows what the
 // cluster costs an hour and a month (its instances priced, the figure the
 // plan tool answers), the confirmation names it, and the cluster's
-// instance groups page shows each group's running cost and the total.
+// instance groups page shows each group's running cost and the total, and
+// the cluster's summary what the whole cluster costs to run.
 import { scenario } from "../lib.mjs";
 import { call, cluster, decide, openAt } from "../clusters.mjs";
 
@@ -40,4 +41,11 @@ await scenario("the instance groups page shows each group's running cost and the
   const sum = await page.textContent(".groups-cost");
   check(sum.includes(`${money(r.cost.hourly, 2)} an hour`) && sum.includes(`${money(r.cost.monthly, 0)} a month`),
     "the total of the groups");
+  const st = await call("cluster_get_status", { cluster: name });
+  check(st.cost && st.cost.hourly > g.cost.hourly, "the cluster's status prices more than its groups (EKS, NAT): " +
+    JSON.stringify(st.cost_error || null));
+  await page.waitForSelector(".cluster-cost strong");
+  const facts = await page.textContent(".cluster-cost");
+  check(facts.includes(`${money(st.cost.hourly, 2)} an hour`) && facts.includes("ml.g5.2xlarge × 1"),
+    `the summary shows the cluster's running cost and what it is for (${facts})`);
 });
