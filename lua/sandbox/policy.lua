@@ -123,6 +123,16 @@ local function validate(doc)
     if not ok then return nil, err end
     ok, err = strings(st, st.Resource ~= nil and "Resource" or "NotResource", i, check_resource)
     if not ok then return nil, err end
+    if st.Condition ~= nil then
+      if type(st.Condition) ~= "table" or is_list(st.Condition) then
+        return bad("Statement " .. i .. ": Condition must be an object of operators")
+      end
+      for op, block in pairs(st.Condition) do
+        if type(block) ~= "table" or is_list(block) then
+          return bad("Statement " .. i .. ": Condition " .. tostring(op) .. " must be an object of condition keys")
+        end
+      end
+    end
   end
   return true
 end

@@ -100,8 +100,31 @@ local function ec2_arn(ctx, id)
   return kind and ctx:arn(kind .. "/" .. id, "ec2") or nil
 end
 
+-- association(ctx, id) -> the ARNs an association id stands for: a route
+-- table association's route table and subnet, a VPC CIDR association's VPC
+local function association(ctx, id)
+  local view = ctx:view("ec2")
+  if id:match("^rtbassoc%-") then
+    for _, t in ipairs(view:list("rtb")) do
+      for _, a in ipairs(t.Associations or {}) do
+        if a.RouteTableAssociationId == id then
+          return { ctx:arn("route-table/" .. t.RouteTableId, "ec2"), a.SubnetId and ctx:arn("subnet/" .. a.SubnetId, "ec2") }
+        end
+      end
+    end
+  elseif id:match("^vpc%-cidr%-assoc%-") then
+    for _, v in ipairs(view:list("vpc")) do
+      for _, a in ipairs(v.CidrBlockAssociationSet or {}) do
+        if a.AssociationId == id then return { ctx:arn("vpc/" .. v.VpcId, "ec2") } end
+      end
+    end
+  end
+  return {}
+end
+
 local function ec2(ctx, op, input)
   if op:match("^Describe") then return {} end
+  if str(input.AssociationId) then return association(ctx, input.AssociationId) end
   if EC2_CREATE[op] then return { ctx:arn(EC2_CREATE[op] .. "/*", "ec2") } end
   local list = EC2_ID_LISTS[op]
   if list then
@@ -225,14 +248,24 @@ local function from_table(ctx, action, input)
   if not templates then return nil end
   local service = action:match("^([^:]+):")
   local out = {}
+  local function add(r) out[#out + 1] = r:sub(1, 4) == "arn:" and r or ctx:arn(r, service) end
   for _, tpl in ipairs(templates) do
-    local member = tpl:match("{(%w+)}")
-    if not member then
-      out[#out + 1] = ctx:arn(tpl, service)
-    else
-      for _, v in ipairs(as_list(input[member])) do
-        if str(v) then out[#out + 1] = ctx:arn((tpl:gsub("{%w+}", (v:gsub("%%", "%%%%")))), service) end
+    tpl = tpl:gsub("{:region}", ctx.region or "")
+    local members = {}
+    for m in tpl:gmatch("{(%w+)}") do members[#members + 1] = m end
+    if #members == 0 then
+      add(tpl)
+    elseif #members == 1 then -- a list member: one resource per element
+      for _, v in ipairs(as_list(input[members[1]])) do
+        if str(v) then add((tpl:gsub("{%w+}", (v:gsub("%%", "%%%%"))))) end
       end
+    else -- every member present, each a string
+      local whole = true
+      local r = tpl:gsub("{(%w+)}", function(m)
+        if not str(input[m]) then whole = false return "" end
+        return input[m]
+      end)
+      if whole then add(r) end
     end
   end
   return out

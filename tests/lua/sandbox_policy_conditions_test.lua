@@ -179,6 +179,27 @@ t.test("resource scoping: EC2 CreateSubnet is authorized on the new subnet and o
   t.like(err.message, esc(implicit("ec2:CreateSubnet", EC2_ARN .. "vpc/" .. R.vpcs[2])))
 end)
 
+t.test("resource scoping: DisassociateRouteTable is authorized on the association's route table and subnet", function()
+  set_policy(nil)
+  local rtb = call("ec2", "CreateRouteTable", { VpcId = R.vpcs[1] }).RouteTable.RouteTableId
+  local assoc = call("ec2", "AssociateRouteTable", { RouteTableId = rtb, SubnetId = R.subnets[1][1] }).AssociationId
+  t.eq(set_policy(doc(allow("ec2:DisassociateRouteTable", EC2_ARN .. "route-table/rtb-other"))), 200)
+  local err = refused("ec2", "DisassociateRouteTable", { AssociationId = assoc }, "UnauthorizedOperation")
+  t.like(err.message, esc(implicit("ec2:DisassociateRouteTable", EC2_ARN .. "route-table/" .. rtb)))
+  t.eq(set_policy(doc(allow("ec2:DisassociateRouteTable", { EC2_ARN .. "route-table/" .. rtb,
+    EC2_ARN .. "subnet/" .. R.subnets[1][1] }))), 200)
+  t.ok(call("ec2", "DisassociateRouteTable", { AssociationId = assoc }), "allowed on both")
+end)
+
+t.test("a Condition IAM would reject as malformed is refused when the policy is set", function()
+  local status, body = set_policy(doc(allow("iam:ListRoles", "*", "aws:username")))
+  t.eq(status, 400)
+  t.like(body, "Condition must be an object")
+  status, body = set_policy(doc(allow("iam:ListRoles", "*", { StringEquals = "alice" })))
+  t.eq(status, 400)
+  t.like(body, "Condition StringEquals must be an object of condition keys")
+end)
+
 t.test("policy variables: Resource role/${aws:username}-* names the caller's own roles", function()
   set_policy(nil)
   call("iam", "CreateRole", { RoleName = "sandbox-own", AssumeRolePolicyDocument = TRUST })
@@ -310,6 +331,41 @@ t.test("a service's trust with aws:SourceAccount / aws:SourceArn: EKS and SageMa
   t.eq(serr and serr.code, "ValidationException")
   t.ok(not (serr and serr.message or ""):find("cannot be assumed", 1, true),
     "past the role check, SageMaker judges the rest")
+end)
+
+t.test("the trust policies hypd writes (IRSA, HyperPod add-ons) let in the service accounts they name, no other", function()
+  local playbook = require "hypd.playbook"
+  local irsa, feat = playbook.load("_irsa"), playbook.load("hyperpod._feat_iam")
+  local host = "oidc.eks.us-west-2.amazonaws.com/id/HYPD0123456789"
+  local provider = call("iam", "CreateOpenIDConnectProvider", { Url = "https://" .. host,
+    ClientIDList = { "sts.amazonaws.com", "another-audience" }, ThumbprintList = { string.rep("b", 40) } })
+    .OpenIDConnectProviderArn
+  local n = 0
+  local function role(trust)
+    n = n + 1
+    return call("iam", "CreateRole", { RoleName = "hypd-trust-" .. n,
+      AssumeRolePolicyDocument = type(trust) == "string" and trust or json.encode(trust) }).Role.Arn
+  end
+  local function assume(arn, sa, aud)
+    local out, err = try("sts", "AssumeRoleWithWebIdentity", { RoleArn = arn, RoleSessionName = "hypd",
+      WebIdentityToken = jwt { iss = "https://" .. host, sub = "system:serviceaccount:" .. sa,
+        aud = aud or "sts.amazonaws.com", exp = os.time() + 3600 } })
+    return out ~= nil, err and err.code
+  end
+  local info = { issuer = "https://" .. host, partition = "aws", account = "123456789012", name = "c" }
+  local a = role(irsa.trust(info, "kube-system", "s3-csi-driver-sa"))
+  t.eq({ assume(a, "kube-system:s3-csi-driver-sa") }, { true }, "_irsa: the named service account")
+  t.eq({ assume(a, "kube-system:other") }, { false, "AccessDenied" }, "_irsa: another service account")
+  t.eq({ assume(a, "kube-system:s3-csi-driver-sa", "another-audience") }, { false, "AccessDenied" },
+    "_irsa: another audience")
+  local env = { oidc_host = host, oidc_arn = provider }
+  local b = role(feat.trust_oidc(env, { "kubeflow:*" }))
+  t.eq({ assume(b, "kubeflow:training-operator") }, { true }, "_feat_iam: a wildcard subject (StringLike)")
+  t.eq({ assume(b, "default:training-operator") }, { false, "AccessDenied" }, "_feat_iam: outside the wildcard")
+  local c = role(feat.trust_oidc(env, { "ns1:sa1", "ns2:sa2" }))
+  t.eq({ assume(c, "ns1:sa1") }, { true }, "_feat_iam: the first of two subjects")
+  t.eq({ assume(c, "ns2:sa2") }, { true }, "_feat_iam: the second")
+  t.eq({ assume(c, "ns1:sa2") }, { false, "AccessDenied" }, "_feat_iam: a mix of the two is neither")
 end)
 
 -- --- boto3 against a `hypd sandbox` process -----------------------------------------

@@ -6,9 +6,10 @@
 --
 -- arns["service:Action"] = { template, ... }: each template is the
 -- resource part of an ARN in the action's service (the request's region and
--- account), "{Member}" standing for the request's member Member (each
--- element when it is a list); a template whose member the request lacks
--- names no resource. Every resource named must be allowed, as IAM requires
+-- account), or a whole ARN ("arn:..."; {:region} the request's region);
+-- "{Member}" stands for the request's member Member (each element when it
+-- is a list and the template names no other member); a template whose
+-- member the request lacks names no resource. Every resource named must be allowed, as IAM requires
 -- for an action on several resource types (EC2's CreateSubnet is
 -- authorized on the new subnet and on the VPC it goes in).
 --
@@ -51,6 +52,11 @@ M.arns = {
   ["ec2:ModifyVpcAttribute"] = { "vpc/{VpcId}" },
   ["ec2:ReleaseAddress"] = { "elastic-ip/{AllocationId}" },
   ["sagemaker:DescribeEndpoint"] = { "endpoint/{EndpointName}" },
+  -- SageMaker's public hub belongs to the account "aws"
+  ["sagemaker:DescribeHubContent"] = {
+    "arn:aws:sagemaker:{:region}:aws:hub-content/{HubName}/{HubContentType}/{HubContentName}" },
+  ["sagemaker:ListHubContents"] = { "arn:aws:sagemaker:{:region}:aws:hub/{HubName}" },
+  ["sagemaker:ListHubContentVersions"] = { "arn:aws:sagemaker:{:region}:aws:hub/{HubName}" },
   ["logs:FilterLogEvents"] = { "log-group:{logGroupName}" },
   ["logs:GetLogEvents"] = { "log-group:{logGroupName}" },
   ["logs:DescribeLogStreams"] = { "log-group:{logGroupName}" },
