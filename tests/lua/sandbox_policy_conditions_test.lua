@@ -198,6 +198,11 @@ t.test("a Condition IAM would reject as malformed is refused when the policy is 
   status, body = set_policy(doc(allow("iam:ListRoles", "*", { StringEquals = "alice" })))
   t.eq(status, 400)
   t.like(body, "Condition StringEquals must be an object of condition keys")
+  -- and IAM itself refuses such a document
+  set_policy(nil)
+  local _, err = try("iam", "CreatePolicy", { PolicyName = "bad-condition", PolicyDocument = json.encode(
+    doc(allow("iam:ListRoles", "*", { StringEquals = "alice" }))) })
+  t.eq({ err and err.code, err and err.message }, { "MalformedPolicyDocument", "Syntax errors in policy." })
 end)
 
 t.test("policy variables: Resource role/${aws:username}-* names the caller's own roles", function()
