@@ -160,7 +160,7 @@ t.test("setup without a policy: roles, two VPCs with subnets, a tagged VPC", fun
   t.eq(#R.subnets[2], 2)
 end)
 
-t.test("resource scoping: CreateRole on role/hypd-* is allowed, on role/other refused naming the role", function()
+t.test("resource scoping: CreateRole on role/hypd-* allowed, role/other refused; CreateSubnet needs its VPC too", function()
   t.eq(set_policy(doc(allow("iam:CreateRole", "arn:aws:iam::*:role/hypd-*"))), 200)
   t.eq(call("iam", "CreateRole", { RoleName = "hypd-scoped", AssumeRolePolicyDocument = TRUST }).Role.Arn,
     ROLE_ARN .. "hypd-scoped")
@@ -170,12 +170,10 @@ t.test("resource scoping: CreateRole on role/hypd-* is allowed, on role/other re
   err = refused("iam", "CreateRole", { RoleName = "hypd-x", Path = "/svc/", AssumeRolePolicyDocument = TRUST },
     "AccessDenied")
   t.eq(err.message, implicit("iam:CreateRole", ROLE_ARN .. "svc/hypd-x"))
-end)
-
-t.test("resource scoping: EC2 CreateSubnet is authorized on the new subnet and on the VPC it goes in", function()
+  -- EC2's CreateSubnet is authorized on the new subnet and on the VPC it goes in
   t.eq(set_policy(doc(allow("ec2:CreateSubnet", { EC2_ARN .. "subnet/*", EC2_ARN .. "vpc/" .. R.vpcs[1] }))), 200)
   t.like(call("ec2", "CreateSubnet", { VpcId = R.vpcs[1], CidrBlock = "10.41.9.0/24" }).Subnet.SubnetId, "^subnet%-")
-  local err = refused("ec2", "CreateSubnet", { VpcId = R.vpcs[2], CidrBlock = "10.42.9.0/24" }, "UnauthorizedOperation")
+  err = refused("ec2", "CreateSubnet", { VpcId = R.vpcs[2], CidrBlock = "10.42.9.0/24" }, "UnauthorizedOperation")
   t.like(err.message, esc(implicit("ec2:CreateSubnet", EC2_ARN .. "vpc/" .. R.vpcs[2])))
 end)
 
@@ -279,6 +277,7 @@ local function jwt(claims)
 end
 
 t.test("an OIDC trust policy: the service account it names is let in, another is refused", function()
+  set_policy(nil) -- trust, not the caller's policy, is what this test is about
   local host = "oidc.eks.us-west-2.amazonaws.com/id/COND0123456789"
   local provider = call("iam", "CreateOpenIDConnectProvider", { Url = "https://" .. host,
     ClientIDList = { "sts.amazonaws.com" }, ThumbprintList = { string.rep("a", 40) } }).OpenIDConnectProviderArn
@@ -305,9 +304,23 @@ t.test("an OIDC trust policy: the service account it names is let in, another is
   t.ok((assume("system:serviceaccount:jobs:trainer")), "any service account of namespace jobs")
   no, nerr = assume("system:serviceaccount:kube-system:s3-csi")
   t.fails(no, nerr, "AccessDenied", "outside the namespace")
+  -- every operator of the trust is held, not only the String ones: another provider's ARN refuses
+  local function provider_trust(provider_arn)
+    return json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+      Principal = { Federated = provider }, Action = "sts:AssumeRoleWithWebIdentity",
+      Condition = { StringEquals = { [host .. ":aud"] = "sts.amazonaws.com" },
+        ArnEquals = { ["aws:FederatedProvider"] = provider_arn } } } } }
+  end
+  call("iam", "UpdateAssumeRolePolicy", { RoleName = "hypd-irsa", PolicyDocument = provider_trust(provider) })
+  t.ok((assume("system:serviceaccount:jobs:trainer")), "ArnEquals on the token's provider holds")
+  call("iam", "UpdateAssumeRolePolicy", { RoleName = "hypd-irsa",
+    PolicyDocument = provider_trust("arn:aws:iam::123456789012:oidc-provider/elsewhere") })
+  no, nerr = assume("system:serviceaccount:jobs:trainer")
+  t.fails(no, nerr, "AccessDenied", "ArnEquals on another provider refuses")
 end)
 
 t.test("a service's trust with aws:SourceAccount / aws:SourceArn: EKS and SageMaker are held to them", function()
+  set_policy(nil) -- trust, not the caller's policy, is what this test is about
   local function trust(service, cond)
     return json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow", Principal = { Service = service },
       Action = "sts:AssumeRole", Condition = cond } } }
@@ -339,6 +352,7 @@ t.test("a service's trust with aws:SourceAccount / aws:SourceArn: EKS and SageMa
 end)
 
 t.test("the trust policies hypd writes (IRSA, HyperPod add-ons) let in the service accounts they name, no other", function()
+  set_policy(nil) -- trust, not the caller's policy, is what this test is about
   local playbook = require "hypd.playbook"
   local irsa, feat = playbook.load("_irsa"), playbook.load("hyperpod._feat_iam")
   local host = "oidc.eks.us-west-2.amazonaws.com/id/HYPD0123456789"
