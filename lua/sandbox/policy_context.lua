@@ -16,7 +16,7 @@
 --   plain HTTP, so that is what the request was sent over),
 --   aws:RequestTag/<key> and aws:TagKeys (from the request's tags: Tags as
 --   a list of {Key, Value} or a map, tags, TagSpecifications[].Tags,
---   Tagging.TagSet), aws:ResourceTag/<key> (and <service>:ResourceTag/<key>)
+--   Tagging.TagSet, S3's Tagging header), aws:ResourceTag/<key> (and <service>:ResourceTag/<key>)
 --   from the tags the sandbox holds for the check's resource (EC2
 --   resources, IAM roles, EKS clusters, SageMaker clusters, S3 buckets),
 --   aws:ResourceAccount, iam:PassedToService (on iam:PassRole),
@@ -68,6 +68,13 @@ local function request_tags(input)
     if type(spec) == "table" then tag_map(spec.Tags, tags) end
   end
   if type(input.Tagging) == "table" then tag_map(input.Tagging.TagSet, tags) end
+  if type(input.Tagging) == "string" then -- S3's x-amz-tagging: k1=v1&k2=v2, URL-encoded
+    local function dec(x) return (x:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)) end
+    for pair in input.Tagging:gmatch("[^&]+") do
+      local k, v = pair:match("^([^=]*)=?(.*)$")
+      if k ~= "" then tags[dec(k)] = dec(v) end
+    end
+  end
   if next(tags) == nil then return nil end
   return tags
 end

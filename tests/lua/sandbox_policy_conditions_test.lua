@@ -245,6 +245,25 @@ t.test("aws:RequestTag and aws:TagKeys on EC2 CreateVpc: tagged as required, or 
     TagSpecifications = { { ResourceType = "vpc", Tags = tags { team = "ml", cost = "x" } } } }, "UnauthorizedOperation")
 end)
 
+t.test("aws:RequestTag on S3 PutObject: the object's x-amz-tagging, and aws:ResourceTag on the bucket", function()
+  set_policy(nil)
+  call("s3", "CreateBucket", { Bucket = "cond-data", CreateBucketConfiguration = { LocationConstraint = "us-west-2" } })
+  call("s3", "PutBucketTagging", { Bucket = "cond-data", Tagging = { TagSet = tags { team = "ml" } } })
+  t.eq(set_policy(doc(allow("s3:PutObject", "arn:aws:s3:::cond-data/*",
+    { StringEquals = { ["aws:RequestTag/class"] = "scratch space" } }),
+    allow("s3:ListBucket", "*", { StringEquals = { ["aws:ResourceTag/team"] = "ml" } }))), 200)
+  t.ok(call("s3", "PutObject", { Bucket = "cond-data", Key = "a", Body = "x", Tagging = "class=scratch%20space" }),
+    "tagged as the policy requires")
+  local err = refused("s3", "PutObject", { Bucket = "cond-data", Key = "b", Body = "x", Tagging = "class=keep" },
+    "AccessDenied")
+  t.eq(err.message, implicit("s3:PutObject", '"arn:aws:s3:::cond-data/b"'))
+  t.ok(call("s3", "ListObjectsV2", { Bucket = "cond-data" }).Contents, "the bucket tagged team=ml is listed")
+  set_policy(nil)
+  call("s3", "PutBucketTagging", { Bucket = "cond-data", Tagging = { TagSet = tags { team = "ops" } } })
+  t.eq(set_policy(doc(allow("s3:ListBucket", "*", { StringEquals = { ["aws:ResourceTag/team"] = "ml" } }))), 200)
+  refused("s3", "ListObjectsV2", { Bucket = "cond-data" }, "AccessDenied")
+end)
+
 t.test("aws:ResourceTag on EC2 DeleteVpc: the tagged VPC may go, an untagged one not; a Deny on a tag wins", function()
   t.eq(set_policy(doc(allow("ec2:DeleteVpc", "*", { StringEquals = { ["aws:ResourceTag/team"] = "ml" } }))), 200)
   local err = refused("ec2", "DeleteVpc", { VpcId = R.vpcs[2] }, "UnauthorizedOperation")
