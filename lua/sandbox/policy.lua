@@ -20,9 +20,13 @@
 --   and ?, each of the ARN's six colon-separated parts matched on its own
 --   (a wildcard does not span parts), case-sensitive. A request with no resource ARN (below) is matched only
 --   by Resource "*".
+--   Condition: every operator AWS defines, with IfExists and the
+--   ForAnyValue:/ForAllValues: set prefixes (sandbox.policy_conditions),
+--   against the request's context (sandbox.policy_context); a statement
+--   whose Condition does not hold does not apply. Policy variables
+--   (${aws:username}, ${aws:PrincipalAccount}, ...) in Resource and
+--   NotResource and in String/Arn condition values.
 -- Not evaluated (said here, never silently pretended):
---   Condition blocks are ignored (a statement with a Condition applies as if
---   it had none); policy variables (${aws:username}) are matched literally;
 --   no resource-based policies, permission boundaries, SCPs or session
 --   policies; an assumed-role session is held to this policy, not to its
 --   role's policies.
@@ -31,40 +35,14 @@
 -- without a signature) and the sandbox's /_sandbox/* routes are not subject
 -- to the policy.
 --
--- The action is service:Operation (the IAM prefix is the service name),
--- except S3, where IAM's names differ (ListObjectsV2 is s3:ListBucket,
--- HeadObject and GetObject s3:GetObject, UploadPart s3:PutObject, ...).
--- The resource ARN, where the operation names one clearly:
---   iam   the role (RoleName, with its path when the role exists), the
---         instance profile (InstanceProfileName, before RoleName), the policy
---         (PolicyArn; CreatePolicy: Path and PolicyName), the OIDC provider
---   sts   AssumeRole: RoleArn
---   ec2   Create<Type> and AllocateAddress: "<type>/*" (vpc/*, subnet/*,
---         security-group/*, ...); otherwise the resource an id names
---         (RouteTableId, GroupId, InternetGatewayId, NatGatewayId, SubnetId,
---         VpcId, AllocationId, VpcEndpointId, in that order; CreateTags and
---         DeleteTags: every id of Resources, by its prefix); Describe*: none
---   eks   cluster/<name> for operations on a cluster (name; Create*/List* of
---         its add-ons, access entries, pod identity associations and node
---         groups by clusterName); an add-on, access entry, pod identity
---         association or node group by the ARN of its record (none when it
---         does not exist);
---         resourceArn for tag operations
---   sagemaker  cluster/* for CreateCluster; the cluster's ARN (ClusterName
---         as an ARN, or the record's) otherwise; mlflow-tracking-server/<name>,
---         training-plan/<name>; ResourceArn for tag operations
---   s3    arn:aws:s3:::bucket, or bucket/key for object operations;
---         DeleteObjects: every key; CopyObject: s3:PutObject on the target
---         and s3:GetObject on the source
---   fsx   file-system/* for CreateFileSystem, file-system/<id>, ResourceARN
--- Every other request has no resource (only Resource "*" matches it, and
--- the message names none).
---
--- iam:PassRole, as AWS checks it: eks CreateCluster (roleArn),
--- CreatePodIdentityAssociation (roleArn) and CreateNodegroup (nodeRole), sagemaker CreateCluster and
--- UpdateCluster (every InstanceGroups[].ExecutionRole, and ClusterRole) and
--- CreateMlflowTrackingServer (RoleArn) also need iam:PassRole on each role
--- ARN, checked after the operation's own action.
+-- What a request asks for (its action, the resources it is authorized on,
+-- the roles it passes with iam:PassedToService) is sandbox.policy_resources
+-- (its table in sandbox.data.policy_resources); the request context the
+-- conditions read is sandbox.policy_context; the operators are
+-- sandbox.policy_conditions.
+local C = require "sandbox.policy_conditions"
+local PC = require "sandbox.policy_context"
+local R = require "sandbox.policy_resources"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
 local sys = require "hypd.sys"
@@ -145,6 +123,16 @@ local function validate(doc)
     if not ok then return nil, err end
     ok, err = strings(st, st.Resource ~= nil and "Resource" or "NotResource", i, check_resource)
     if not ok then return nil, err end
+    if st.Condition ~= nil then
+      if type(st.Condition) ~= "table" or is_list(st.Condition) then
+        return bad("Statement " .. i .. ": Condition must be an object of operators")
+      end
+      for op, block in pairs(st.Condition) do
+        if type(block) ~= "table" or is_list(block) then
+          return bad("Statement " .. i .. ": Condition " .. tostring(op) .. " must be an object of condition keys")
+        end
+      end
+    end
   end
   return true
 end
@@ -195,9 +183,13 @@ local function arn_parts(s)
   return { a, p, svc, r, acct, res }
 end
 
-local function resource_matches(pattern, resource)
+local function resource_matches(pattern, resource, ctx)
   if pattern == "*" then return true end
   if resource == nil then return false end
+  if pattern:find("${", 1, true) then
+    pattern = C.substitute(pattern, ctx or {})
+    if not pattern then return false end
+  end
   local pp, rp = arn_parts(pattern), arn_parts(resource)
   -- "a wildcard can't span segments": a pattern of fewer parts matches no ARN
   if not pp then return false end
@@ -212,27 +204,32 @@ local function action_matches(pattern, action)
   return glob(pattern:lower(), action:lower())
 end
 
-local function any(list, fn, x)
+local function any(list, fn, x, ctx)
   for _, p in ipairs(as_list(list)) do
-    if fn(p, x) then return true end
+    if fn(p, x, ctx) then return true end
   end
   return false
 end
 
-local function applies(st, action, resource)
+local function applies(st, action, resource, ctx)
   local a
   if st.Action ~= nil then a = any(st.Action, action_matches, action)
   else a = not any(st.NotAction, action_matches, action) end
   if not a then return false end
-  if st.Resource ~= nil then return any(st.Resource, resource_matches, resource) end
-  return not any(st.NotResource, resource_matches, resource)
+  local r
+  if st.Resource ~= nil then r = any(st.Resource, resource_matches, resource, ctx)
+  else r = not any(st.NotResource, resource_matches, resource, ctx) end
+  return r and C.holds(st.Condition, ctx)
 end
 
--- evaluate(doc, action, resource) -> "allow" | "deny" (explicit) | "implicit"
-function M.evaluate(doc, action, resource)
+-- evaluate(doc, action, resource [, context]) -> "allow" | "deny"
+-- (explicit) | "implicit"; context: the request's condition keys
+-- (sandbox.policy_conditions.context; none when omitted)
+function M.evaluate(doc, action, resource, ctx)
   local allowed = false
+  ctx = ctx or {}
   for _, st in ipairs(as_list(doc.Statement)) do
-    if applies(st, action, resource) then
+    if applies(st, action, resource, ctx) then
       if st.Effect == "Deny" then return "deny" end
       allowed = true
     end
@@ -242,207 +239,8 @@ end
 
 -- --- what a request asks for -------------------------------------------------------
 
--- S3 operations whose IAM action has another name
-local S3_ACTIONS = {
-  ListObjects = "ListBucket", ListObjectsV2 = "ListBucket", HeadBucket = "ListBucket",
-  ListObjectVersions = "ListBucketVersions", ListBuckets = "ListAllMyBuckets",
-  HeadObject = "GetObject", CreateMultipartUpload = "PutObject", UploadPart = "PutObject",
-  UploadPartCopy = "PutObject", CompleteMultipartUpload = "PutObject", CopyObject = "PutObject",
-  DeleteObjects = "DeleteObject", ListParts = "ListMultipartUploadParts",
-  ListMultipartUploads = "ListBucketMultipartUploads",
-  GetBucketEncryption = "GetEncryptionConfiguration", PutBucketEncryption = "PutEncryptionConfiguration",
-  DeleteBucketEncryption = "PutEncryptionConfiguration",
-  GetPublicAccessBlock = "GetBucketPublicAccessBlock", PutPublicAccessBlock = "PutBucketPublicAccessBlock",
-  DeletePublicAccessBlock = "PutBucketPublicAccessBlock", DeleteBucketTagging = "PutBucketTagging",
-  GetBucketLifecycleConfiguration = "GetLifecycleConfiguration",
-  PutBucketLifecycleConfiguration = "PutLifecycleConfiguration", DeleteBucketLifecycle = "PutLifecycleConfiguration",
-  DeleteObjectTagging = "DeleteObjectTagging",
-}
-
--- action(service, operation) -> the IAM action a request needs
-function M.action(service, operation)
-  if service == "s3" then return "s3:" .. (S3_ACTIONS[operation] or operation) end
-  if service == "sagemaker-runtime" then return "sagemaker:" .. operation end -- IAM's prefix for both
-  return service .. ":" .. operation
-end
-
-local function str(v) return type(v) == "string" and v ~= "" and v or nil end
-
--- ec2: what an id names, by its prefix
-local EC2_ID = { vpc = "vpc", subnet = "subnet", sg = "security-group", rtb = "route-table",
-  igw = "internet-gateway", nat = "natgateway", eipalloc = "elastic-ip", vpce = "vpc-endpoint", i = "instance",
-  eni = "network-interface", vol = "volume", lt = "launch-template", sgr = "security-group-rule" }
-local EC2_CREATE = { CreateVpc = "vpc", CreateSubnet = "subnet", CreateSecurityGroup = "security-group",
-  CreateRouteTable = "route-table", CreateInternetGateway = "internet-gateway", CreateNatGateway = "natgateway",
-  CreateVpcEndpoint = "vpc-endpoint", AllocateAddress = "elastic-ip", CreateNetworkInterface = "network-interface",
-  CreateVolume = "volume", CreateLaunchTemplate = "launch-template" }
-local EC2_IDS = { "RouteTableId", "GroupId", "InternetGatewayId", "NatGatewayId", "SubnetId", "VpcId", "AllocationId",
-  "VpcEndpointId", "InstanceId", "NetworkInterfaceId", "VolumeId" }
-local EC2_ID_LISTS = { CreateTags = "Resources", DeleteTags = "Resources", DeleteVpcEndpoints = "VpcEndpointIds",
-  TerminateInstances = "InstanceIds", StopInstances = "InstanceIds", StartInstances = "InstanceIds" }
-
-local function ec2_arn(ctx, id)
-  local kind = EC2_ID[id:match("^(%w+)%-") or ""]
-  return kind and ctx:arn(kind .. "/" .. id, "ec2") or nil
-end
-
-local function ec2(ctx, op, input)
-  if op:match("^Describe") then return {} end
-  if EC2_CREATE[op] then return { ctx:arn(EC2_CREATE[op] .. "/*", "ec2") } end
-  local list = EC2_ID_LISTS[op]
-  if list then
-    local out = {}
-    for _, id in ipairs(as_list(input[list])) do
-      if type(id) == "string" then out[#out + 1] = ec2_arn(ctx, id) end
-    end
-    return out
-  end
-  for _, k in ipairs(EC2_IDS) do
-    local id = str(input[k])
-    if id then return { ec2_arn(ctx, id) } end
-  end
-  return {}
-end
-
-local function iam(ctx, op, input)
-  local view = ctx:view("iam")
-  local function path(p) return str(p) or "/" end
-  if str(input.InstanceProfileName) then
-    local p = view:get("instance_profile", input.InstanceProfileName)
-    return { p and p.Arn or ctx:arn("instance-profile" .. path(input.Path) .. input.InstanceProfileName, "iam") }
-  end
-  if str(input.RoleName) then
-    local r = op ~= "CreateRole" and view:get("role", input.RoleName)
-    return { r and r.Arn or ctx:arn("role" .. path(input.Path) .. input.RoleName, "iam") }
-  end
-  if str(input.PolicyArn) then return { input.PolicyArn } end
-  if op == "CreatePolicy" and str(input.PolicyName) then
-    return { ctx:arn("policy" .. path(input.Path) .. input.PolicyName, "iam") }
-  end
-  if str(input.OpenIDConnectProviderArn) then return { input.OpenIDConnectProviderArn } end
-  if op == "CreateOpenIDConnectProvider" and str(input.Url) then
-    return { ctx:arn("oidc-provider/" .. input.Url:gsub("^https://", ""):gsub("/$", ""), "iam") }
-  end
-  if str(input.UserName) then return { ctx:arn("user" .. path(input.Path) .. input.UserName, "iam") } end
-  return {}
-end
-
-local function eks(ctx, op, input)
-  if str(input.resourceArn) then return { input.resourceArn } end
-  local view = ctx:view("eks")
-  local cluster = str(input.clusterName)
-  if str(input.name) and not cluster then return { ctx:arn("cluster/" .. input.name, "eks") } end
-  if not cluster then return {} end
-  if op:match("^Create") or op:match("^List[A-Z]%l+s$") or op == "ListPodIdentityAssociations"
-      or op == "ListAccessEntries" then
-    return { ctx:arn("cluster/" .. cluster, "eks") }
-  end
-  local rec, field
-  if str(input.addonName) then
-    rec, field = view:get("addon", cluster .. "/" .. input.addonName), "addonArn"
-  elseif str(input.principalArn) then
-    rec, field = view:get("access_entry", cluster .. "/" .. input.principalArn), "accessEntryArn"
-  elseif str(input.associationId) then
-    rec, field = view:get("pod_identity", cluster .. "/" .. input.associationId), "associationArn"
-  elseif str(input.nodegroupName) then
-    rec, field = view:get("nodegroup", cluster .. "/" .. input.nodegroupName), "nodegroupArn"
-  else
-    return { ctx:arn("cluster/" .. cluster, "eks") }
-  end
-  return { rec and rec[field] or nil }
-end
-
-local function sagemaker(ctx, op, input)
-  if str(input.ResourceArn) then return { input.ResourceArn } end
-  local name = str(input.ClusterName)
-  if name then
-    if op == "CreateCluster" then return { ctx:arn("cluster/*", "sagemaker") } end
-    if name:sub(1, 4) == "arn:" then return { name } end
-    local c = ctx:view("sagemaker"):get("cluster", name)
-    return { c and c.ClusterArn or nil }
-  end
-  if str(input.TrackingServerName) then
-    return { ctx:arn("mlflow-tracking-server/" .. input.TrackingServerName, "sagemaker") }
-  end
-  if str(input.TrainingPlanName) then return { ctx:arn("training-plan/" .. input.TrainingPlanName, "sagemaker") } end
-  return {}
-end
-
-local function s3_arn(bucket, key) return "arn:aws:s3:::" .. bucket .. (key and "/" .. key or "") end
-
-local function unescape(s) return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)) end
-
--- s3(ctx, op, input) -> resources, plus extra { action, resource } checks
-local function s3(_, op, input)
-  local bucket = str(input.Bucket)
-  if not bucket then return {} end
-  if op == "DeleteObjects" then
-    local out = {}
-    for _, o in ipairs(as_list((input.Delete or {}).Objects)) do
-      if type(o) == "table" and str(o.Key) then out[#out + 1] = s3_arn(bucket, o.Key) end
-    end
-    return out
-  end
-  if op == "CopyObject" and str(input.CopySource) then
-    local src = unescape(input.CopySource:gsub("%?versionId=.*$", ""))
-    local sb, sk = src:match("^/?([^/]+)/(.+)$")
-    return { s3_arn(bucket, str(input.Key)) }, sb and { { "s3:GetObject", s3_arn(sb, sk) } } or nil
-  end
-  return { s3_arn(bucket, str(input.Key)) }
-end
-
-local function fsx(ctx, op, input)
-  if str(input.ResourceARN) then return { input.ResourceARN } end
-  if op == "CreateFileSystem" then return { ctx:arn("file-system/*", "fsx") } end
-  if str(input.FileSystemId) then return { ctx:arn("file-system/" .. input.FileSystemId, "fsx") } end
-  return {}
-end
-
-local function sts(_, op, input)
-  if op == "AssumeRole" and str(input.RoleArn) then return { input.RoleArn } end
-  return {}
-end
-
-local RESOURCES = { ec2 = ec2, iam = iam, eks = eks, sagemaker = sagemaker, s3 = s3, fsx = fsx, sts = sts }
-
--- the roles an operation hands to a service: iam:PassRole on each
-local function passed_roles(service, op, input)
-  local roles = {}
-  local function add(v) if str(v) then roles[#roles + 1] = v end end
-  if service == "eks" and (op == "CreateCluster" or op == "CreatePodIdentityAssociation") then
-    add(input.roleArn)
-  elseif service == "eks" and op == "CreateNodegroup" then
-    add(input.nodeRole)
-  elseif service == "sagemaker" and (op == "CreateCluster" or op == "UpdateCluster") then
-    for _, g in ipairs(as_list(input.InstanceGroups)) do
-      if type(g) == "table" then add(g.ExecutionRole) end
-    end
-    add(input.ClusterRole)
-  elseif service == "sagemaker" and op == "CreateMlflowTrackingServer" then
-    add(input.RoleArn)
-  end
-  local seen, out = {}, {}
-  for _, r in ipairs(roles) do
-    if not seen[r] then seen[r], out[#out + 1] = true, r end
-  end
-  return out
-end
-
--- checks(ctx, service, operation, input) -> list of { action, resource|nil }
--- that must all be allowed, in the order AWS checks them
-function M.checks(ctx, service, operation, input)
-  input = type(input) == "table" and input or {}
-  local action = M.action(service, operation)
-  local fn = RESOURCES[service]
-  local resources, extra = {}, nil
-  if fn then resources, extra = fn(ctx, operation, input) end
-  local out = {}
-  if #resources == 0 then out[1] = { action } end
-  for _, r in ipairs(resources) do out[#out + 1] = { action, r } end
-  for _, c in ipairs(extra or {}) do out[#out + 1] = c end
-  for _, role in ipairs(passed_roles(service, operation, input)) do out[#out + 1] = { "iam:PassRole", role } end
-  return out
-end
+M.action = R.action
+M.checks = R.checks
 
 -- --- the refusal -------------------------------------------------------------------
 
@@ -495,9 +293,10 @@ function M.authorize(ctx, service, operation, input, protocol)
   local doc = current
   if not doc then return nil end
   if EXEMPT[M.action(service, operation)] then return nil end
+  local base = PC.request(ctx, service, operation, input)
   for _, c in ipairs(M.checks(ctx, service, operation, input)) do
     local action, resource = c[1], c[2]
-    local verdict = M.evaluate(doc, action, resource)
+    local verdict = M.evaluate(doc, action, resource, PC.check(ctx, base, c))
     if verdict ~= "allow" then
       local d = DENIED[protocol] or DENIED.query
       local explicit = verdict == "deny"

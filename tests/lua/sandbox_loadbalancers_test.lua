@@ -3,7 +3,8 @@
 -- NLB on `aws-load-balancer-type: nlb`) for a plain LoadBalancer Service;
 -- a Service for the AWS Load Balancer Controller (`aws-load-balancer-type:
 -- external`) stays pending until that controller runs and its IAM role may
--- create load balancers (AccessDenied, event FailedDeployModel, before),
+-- create load balancers (AccessDenied, event FailedDeployModel, before;
+-- and before that, while its role's trust policy does not let its pods in),
 -- then gets its NLB;
 -- a Service turned into a ClusterIP loses its address.
 local t = require "hypd.tap"
@@ -82,13 +83,49 @@ t.test("a Service for the AWS Load Balancer Controller stays pending until the c
     return table.concat(out, "\n")
   end
   t.like(message() or "", "AccessDenied.*elasticloadbalancing:CreateLoadBalancer")
-  -- a role without the permission: the same
-  local trust = require("hypd.json").encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
-    Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" } } } }
-  local role = call("iam", "CreateRole", { RoleName = "lb-a-lbc", AssumeRolePolicyDocument = trust }).Role
+  -- IRSA: a role whose trust names another service account: the web
+  -- identity of kube-system/default is refused by STS
+  local json = require "hypd.json"
+  local issuer = call("eks", "DescribeCluster", { name = "lb-a" }).cluster.identity.oidc.issuer
+  local oidc = issuer:gsub("^https://", "")
+  local provider = call("iam", "CreateOpenIDConnectProvider", { Url = issuer, ClientIDList = { "sts.amazonaws.com" },
+    ThumbprintList = { string.rep("c", 40) } }).OpenIDConnectProviderArn
+  local irsa = call("iam", "CreateRole", { RoleName = "lb-a-irsa", AssumeRolePolicyDocument = json.encode {
+    Version = "2012-10-17", Statement = { { Effect = "Allow", Principal = { Federated = provider },
+      Action = "sts:AssumeRoleWithWebIdentity", Condition = { StringEquals = {
+        [oidc .. ":sub"] = "system:serviceaccount:kube-system:aws-load-balancer-controller",
+        [oidc .. ":aud"] = "sts.amazonaws.com" } } } } } }).Role
+  if not conn:get("v1", "ServiceAccount", "default", { namespace = "kube-system" }) then
+    assert(conn:create { apiVersion = "v1", kind = "ServiceAccount",
+      metadata = { name = "default", namespace = "kube-system" } })
+  end
+  assert(conn:patch("v1", "ServiceAccount", "default", { metadata = { annotations = {
+    ["eks.amazonaws.com/role-arn"] = irsa.Arn } } }, { namespace = "kube-system" }))
+  task.sleep(120)
+  t.eq(host("api"), nil, "a role that does not trust the controller's service account makes no NLB")
+  t.like(message() or "", "WebIdentityErr: failed to retrieve credentials\ncaused by: AccessDenied: Not " ..
+    "authorized to perform sts:AssumeRoleWithWebIdentity")
+  assert(conn:patch("v1", "ServiceAccount", "default", { metadata = { annotations = {
+    ["eks.amazonaws.com/role-arn"] = json.null } } }, { namespace = "kube-system" }))
+  -- a role whose trust policy does not let EKS Pod Identity in (no
+  -- sts:TagSession, and held to another cluster's aws:SourceArn): the
+  -- controller gets no credentials
+  local untrusting = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" },
+    Condition = { ArnEquals = { ["aws:SourceArn"] = "arn:aws:eks:us-west-2:123456789012:cluster/other" } } } } }
+  local role = call("iam", "CreateRole", { RoleName = "lb-a-lbc", AssumeRolePolicyDocument = untrusting }).Role
   -- given through EKS Pod Identity (IRSA's annotation is lb_controller_test's)
   call("eks", "CreatePodIdentityAssociation", { clusterName = "lb-a", namespace = "kube-system",
     serviceAccount = "default", roleArn = role.Arn })
+  task.sleep(120)
+  t.eq(host("api"), nil, "a role EKS Pod Identity may not assume makes no NLB")
+  t.like(message() or "", "EKS Pod Identity cannot assume role " .. role.Arn:gsub("%-", "%%-"))
+  -- a role without the permission: the same
+  local trust = json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow",
+    Principal = { Service = "pods.eks.amazonaws.com" }, Action = { "sts:AssumeRole", "sts:TagSession" },
+    Condition = { ArnEquals = { ["aws:SourceArn"] = "arn:aws:eks:us-west-2:123456789012:cluster/lb-a" },
+      StringEquals = { ["aws:SourceAccount"] = "123456789012" } } } } }
+  call("iam", "UpdateAssumeRolePolicy", { RoleName = "lb-a-lbc", PolicyDocument = trust })
   task.sleep(120)
   t.eq(host("api"), nil, "a role that may not create load balancers makes none")
   t.like(message() or "", "assumed%-role/lb%-a%-lbc/.*not authorized to perform: elasticloadbalancing:CreateLoadBalancer")

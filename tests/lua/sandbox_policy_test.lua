@@ -105,9 +105,9 @@ local VERDICTS = {
     "arn:aws:s3:::open/k", "allow" },
   { { { Effect = "Allow", Action = "*", NotResource = "arn:aws:s3:::secret/*" } }, "s3:ListAllMyBuckets", nil,
     "allow" },
-  -- Condition is not evaluated: the statement applies as if it had none
+  -- a Condition on a key the request context lacks does not hold: the Deny does not apply
   { { { Effect = "Deny", Action = "*", Resource = "*", Condition = { Bool = { ["aws:SecureTransport"] = "false" } } },
-    allow "*" }, "ec2:DescribeVpcs", nil, "deny" },
+    allow "*" }, "ec2:DescribeVpcs", nil, "allow" },
 }
 
 t.test("policy evaluation, case by case: explicit deny, allow, implicit deny", function()

@@ -18,6 +18,7 @@
 local auth = require "sandbox.auth"
 local core = require "hypd.core"
 local json = require "hypd.json"
+local PC = require "sandbox.policy_context"
 local policy = require "sandbox.policy"
 local Q = require "sandbox._codec_query"
 local state = require "sandbox.state"
@@ -157,7 +158,11 @@ function M.handle(req)
   local doc = policy.get()
   if doc and route then
     local action = M.SERVICE .. ":" .. route[3]
-    local verdict = policy.evaluate(doc, action, s.TrackingServerArn)
+    -- the request context its conditions read (the caller, the region, ...)
+    local pctx = { principal = principal, region = region,
+      view = function(_, name) return state.view(name == "iam" and "global" or region, name) end }
+    local context = PC.check(pctx, PC.request(pctx, M.SERVICE, route[3], {}), { action, s.TrackingServerArn })
+    local verdict = policy.evaluate(doc, action, s.TrackingServerArn, context)
     if verdict ~= "allow" then
       return aws_error { code = "AccessDeniedException", status = 403, message = string.format("User: %s is not " ..
         "authorized to perform: %s on resource: %s because %s", principal.arn, action, s.TrackingServerArn,

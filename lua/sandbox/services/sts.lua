@@ -1,9 +1,14 @@
 -- sandbox STS (global): who is calling, and sessions for IAM roles.
 -- AssumeRole and AssumeRoleWithWebIdentity read the role from IAM's
--- records, evaluate its trust policy (principals, actions and the
--- StringEquals/StringLike conditions web identity federation uses) and
+-- records, evaluate its trust policy (principals, actions and its
+-- conditions: sts:ExternalId, sts:RoleSessionName, aws:PrincipalArn,
+-- aws:PrincipalAccount, aws:SourceIdentity for AssumeRole; for web
+-- identity <issuer>:sub, <issuer>:aud, <issuer>:amr and
+-- aws:FederatedProvider, the issuer without https://) and
 -- issue session credentials through sandbox.auth, which then verifies
 -- requests signed with them (ExpiredToken once they expire).
+local PC = require "sandbox.policy_context"
+local T = require "sandbox.policy_trust"
 local auth = require "sandbox.auth"
 local json = require "hypd.json"
 local sys = require "hypd.sys"
@@ -19,70 +24,11 @@ local function as_list(v)
   return { v }
 end
 
--- glob(pattern, s): IAM's * and ? wildcards, case-sensitive
-local function glob(pattern, s)
-  local lp = pattern:gsub("[%^%$%(%)%%%.%[%]%+%-]", "%%%0"):gsub("%*", ".*"):gsub("%?", ".")
-  return s:match("^" .. lp .. "$") ~= nil
-end
-
-local function action_matches(st, action)
-  if st.Action ~= nil then
-    for _, a in ipairs(as_list(st.Action)) do
-      if glob(a:lower(), action:lower()) then return true end
-    end
-    return false
-  end
-  for _, a in ipairs(as_list(st.NotAction)) do
-    if glob(a:lower(), action:lower()) then return false end
-  end
-  return true
-end
-
--- conditions(st, values) -> whether StringEquals/StringLike (and their
--- negations) hold for the request's context keys; other operators are
--- taken as satisfied
-local function conditions(st, values)
-  for op, block in pairs(st.Condition or {}) do
-    local base = op:gsub("^ForAnyValue:", ""):gsub("^ForAllValues:", ""):gsub("IfExists$", "")
-    local like = base == "StringLike" or base == "StringNotLike"
-    local negate = base == "StringNotEquals" or base == "StringNotLike"
-    if base == "StringEquals" or base == "StringNotEquals" or like or negate then
-      for key, expected in pairs(block) do
-        local actual = values[key:lower()]
-        local hit = false
-        if actual ~= nil then
-          for _, e in ipairs(as_list(expected)) do
-            if (like and glob(e, actual)) or (not like and e == actual) then hit = true end
-          end
-        end
-        if hit == negate then return false end
-      end
-    end
-  end
-  return true
-end
-
--- trusts(doc, action, principal_fn, values) -> whether the trust policy lets it in
+-- trusts(doc, action, principal_fn, values) -> whether the trust policy
+-- lets it in (sandbox.policy_trust: principals, actions and every condition
+-- operator against the request's context keys)
 local function trusts(doc, action, principal_fn, values)
-  local allowed = false
-  for _, st in ipairs(as_list(doc.Statement)) do
-    if action_matches(st, action) and conditions(st, values or {}) then
-      local p = st.Principal
-      local hit = p == "*"
-      if type(p) == "table" then
-        for ptype, vals in pairs(p) do
-          for _, v in ipairs(as_list(vals)) do
-            if principal_fn(ptype, v) then hit = true end
-          end
-        end
-      end
-      if hit then
-        if st.Effect == "Deny" then return false end
-        allowed = true
-      end
-    end
-  end
-  return allowed
+  return T.allows(doc, action, principal_fn, values)
 end
 
 local function validation(ctx, value, field, constraint)
@@ -168,7 +114,9 @@ function ops.AssumeRole(ctx, input)
     if v == "*" or names[v] then return true end
     local rn = v:match("^arn:aws:iam::%d+:role/.-([^/]+)$")
     return session_role ~= nil and rn == session_role
-  end, { ["sts:externalid"] = input.ExternalId, ["aws:principalarn"] = p.arn })
+  end, { ["sts:ExternalId"] = input.ExternalId, ["aws:PrincipalArn"] = (PC.principal_arn(p)),
+         ["aws:PrincipalAccount"] = ACCOUNT, ["sts:RoleSessionName"] = input.RoleSessionName,
+         ["aws:SourceIdentity"] = input.SourceIdentity, ["aws:userid"] = p.user_id })
   if not ok then ctx.error("AccessDenied", denied, 403) end
   local seconds = duration(ctx, input, role)
   local packed = check_policy(ctx, input)
@@ -260,8 +208,9 @@ function ops.AssumeRoleWithWebIdentity(ctx, input)
   local role = role_of(ctx, input.RoleArn)
   local denied = "Not authorized to perform sts:AssumeRoleWithWebIdentity"
   if not role then ctx.error("AccessDenied", denied, 403) end
-  local values = { [(host .. ":sub"):lower()] = doc.sub, [(host .. ":aud"):lower()] = audience,
-                   [(host .. ":amr"):lower()] = doc.amr, [(host .. ":oaud"):lower()] = audience }
+  local values = { [host .. ":sub"] = doc.sub, [host .. ":aud"] = audience, [host .. ":amr"] = doc.amr,
+                   [host .. ":oaud"] = audience, ["aws:FederatedProvider"] = provider.Arn,
+                   ["sts:RoleSessionName"] = input.RoleSessionName }
   local ok = trusts(json.decode(role.AssumeRolePolicyDocument) or {}, "sts:AssumeRoleWithWebIdentity",
     function(ptype, v) return ptype == "Federated" and v == provider.Arn end, values)
   if not ok then ctx.error("AccessDenied", denied, 403) end

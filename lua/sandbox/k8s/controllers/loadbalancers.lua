@@ -12,8 +12,10 @@
 --     event SuccessfullyReconciled. Without it such a Service stays
 --     <pending>, as it does on EKS. The controller calls ELB as the IAM
 --     role of its service account (IRSA, eks.amazonaws.com/role-arn, or
---     an EKS Pod Identity association): a
---     role that is missing, or whose policies (inline and attached) do not
+--     an EKS Pod Identity association): a role that is missing, whose
+--     trust policy does not let the service account's pods assume it
+--     (sandbox.policy_trust, conditions included), or whose policies
+--     (inline and attached) do not
 --     allow elasticloadbalancing:CreateLoadBalancer, makes no NLB: the
 --     Service stays <pending> with the controller's Warning
 --     FailedDeployModel (AccessDenied), as on EKS.
@@ -38,6 +40,7 @@ local objects = require "sandbox.k8s.objects"
 local policies = require "sandbox.services.iam.policies"
 local policy = require "sandbox.policy"
 local state = require "sandbox.state"
+local trust = require "sandbox.policy_trust"
 
 local M = {}
 M.PROVISION = 5
@@ -59,16 +62,53 @@ local function lbc_ready(ctl)
   return d and ((d.status or {}).readyReplicas or 0) > 0, d
 end
 
+-- untrusted(ctl, role, via, ns, sa) -> nil when the role's trust policy
+-- lets the service account's pods assume it, else the error the SDK in the
+-- controller's pod logs: through IRSA, sts:AssumeRoleWithWebIdentity from
+-- the cluster's OIDC provider with <issuer>:sub
+-- system:serviceaccount:<ns>:<sa> and <issuer>:aud sts.amazonaws.com;
+-- through EKS Pod Identity, pods.eks.amazonaws.com calling sts:AssumeRole
+-- and sts:TagSession for the cluster (aws:SourceAccount, aws:SourceArn)
+local function untrusted(ctl, role, via, ns, sa)
+  local region = ctl.region or "us-west-2"
+  local c = state.view(region, "eks"):get("cluster", ctl.cl.name)
+  local doc = trust.doc(role.AssumeRolePolicyDocument)
+  if via == "irsa" then
+    local issuer = c and c.identity and c.identity.oidc and c.identity.oidc.issuer or ""
+    local host = issuer:gsub("^https://", "")
+    local provider = state.view("global", "iam"):get("oidc", host)
+    local ok = provider and trust.allows(doc, "sts:AssumeRoleWithWebIdentity",
+      function(ptype, v) return ptype == "Federated" and v == provider.Arn end,
+      { [host .. ":sub"] = "system:serviceaccount:" .. ns .. ":" .. sa, [host .. ":aud"] = "sts.amazonaws.com" })
+    if ok then return nil end
+    if not provider then
+      return "WebIdentityErr: failed to retrieve credentials\ncaused by: InvalidIdentityToken: No OpenIDConnect " ..
+        "provider found in your account for " .. issuer
+    end
+    return "WebIdentityErr: failed to retrieve credentials\ncaused by: AccessDenied: Not authorized to perform " ..
+      "sts:AssumeRoleWithWebIdentity"
+  end
+  local context = { ["aws:SourceAccount"] = (tostring(role.Arn):match("::(%d+):")),
+    ["aws:SourceArn"] = c and c.arn }
+  local function svc(ptype, v) return ptype == "Service" and v == "pods.eks.amazonaws.com" end
+  if trust.allows(doc, "sts:AssumeRole", svc, context) and trust.allows(doc, "sts:TagSession", svc, context) then
+    return nil
+  end
+  return "AccessDeniedException: EKS Pod Identity cannot assume role " .. role.Arn .. ": its trust policy must " ..
+    "let pods.eks.amazonaws.com call sts:AssumeRole and sts:TagSession"
+end
+
 -- denied(ctl, d) -> nil when the controller's role may make an NLB, else
 -- the AccessDenied message it would log
 local function denied(ctl, d)
   local sa_name = (((d.spec or {}).template or {}).spec or {}).serviceAccountName or "default"
   local sa = ctl.cl:get(ctl:r("", "v1", "serviceaccounts"), d.metadata.namespace, sa_name)
   local arn = sa and ((sa.metadata or {}).annotations or {})["eks.amazonaws.com/role-arn"]
+  local via = arn and "irsa" or nil
   if not arn then -- EKS Pod Identity, when the service account has an association
     for _, a in ipairs(state.view(ctl.region or "us-west-2", "eks"):list("pod_identity")) do
       if a.clusterName == ctl.cl.name and a.namespace == d.metadata.namespace and a.serviceAccount == sa_name then
-        arn = a.roleArn
+        arn, via = a.roleArn, "pod-identity"
       end
     end
   end
@@ -83,6 +123,8 @@ local function denied(ctl, d)
   if not role then
     return "WebIdentityErr: failed to retrieve credentials: role " .. arn .. " does not exist"
   end
+  local refused = untrusted(ctl, role, via, d.metadata.namespace, sa_name)
+  if refused then return refused end
   local docs = {}
   for _, text in pairs(role.inline or {}) do docs[#docs + 1] = text end
   for _, parn in ipairs(role.attached or {}) do

@@ -59,7 +59,9 @@ function ops.CreateCluster(ctx, input)
   if not PLATFORM[version] then
     bad(ctx, "unsupported Kubernetes version " .. tostring(version))
   end
-  if not D.role(ctx, input.roleArn) then
+  local role = D.role(ctx, input.roleArn)
+  if not role or not require("sandbox.policy_trust").service(ctx, role, "eks.amazonaws.com",
+      ctx:arn("cluster/" .. name)) then
     bad(ctx, "Role with arn: " .. tostring(input.roleArn) .. ", does not exist or is not assumable by EKS.")
   end
   local vpc_in = input.resourcesVpcConfig or {}

@@ -205,6 +205,14 @@ function M.parse_policy(ctx, text, kind)
         malformed(ctx, "Actions/Conditions must be prefaced by a vendor, e.g., iam, sdb, ec2, etc.")
       end
     end
+    if st.Condition ~= nil then -- an object of operators, each an object of condition keys
+      if type(st.Condition) ~= "table" or json.is_array(st.Condition) or #st.Condition > 0 then
+        malformed(ctx, "Syntax errors in policy.")
+      end
+      for _, block in pairs(st.Condition) do
+        if type(block) ~= "table" or json.is_array(block) or #block > 0 then malformed(ctx, "Syntax errors in policy.") end
+      end
+    end
     if kind == "trust" then
       if st.Principal == nil and st.NotPrincipal == nil then malformed(ctx, "Missing required field Principal") end
       if st.Resource ~= nil or st.NotResource ~= nil then malformed(ctx, "Has prohibited field Resource") end

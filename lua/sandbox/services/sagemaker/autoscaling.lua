@@ -17,28 +17,10 @@ M.SERVICE = "hyperpod.sagemaker.amazonaws.com"
 M.MAX_ADD = 50                -- nodes one BatchAddClusterNodes may add
 M.JOIN = { 240, 480 }         -- seconds a new node takes to come up
 
-local function urldecode(s)
-  return (tostring(s):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
-end
-
--- trusts(role, service) -> true when the role's trust policy lets service assume it
-function M.trusts(role, service)
-  local doc = role.AssumeRolePolicyDocument
-  if type(doc) == "string" and doc:sub(1, 1) == "%" then doc = urldecode(doc) end
-  doc = type(doc) == "string" and json.decode(doc) or doc
-  if type(doc) ~= "table" then return false end
-  local statements = doc.Statement
-  if statements and statements.Effect then statements = { statements } end
-  for _, st in ipairs(statements or {}) do
-    local svc = type(st.Principal) == "table" and st.Principal.Service
-    local actions = type(st.Action) == "table" and st.Action or { st.Action }
-    local assume = false
-    for _, a in ipairs(actions) do assume = assume or a == "sts:AssumeRole" or a == "sts:*" end
-    local named = false
-    for _, s in ipairs(type(svc) == "table" and svc or { svc }) do named = named or s == service end
-    if st.Effect == "Allow" and assume and named then return true end
-  end
-  return false
+-- trusts(ctx, role, service) -> true when the role's trust policy lets
+-- service assume it for the cluster (ctx.source_arn), conditions included
+function M.trusts(ctx, role, service)
+  return require("sandbox.policy_trust").service(ctx, role, service, ctx.source_arn)
 end
 
 -- check_role(ctx, input, c): the ClusterRole of a CreateCluster or UpdateCluster
@@ -59,7 +41,7 @@ end
 function M.check_trust(ctx, arn)
   local role = D.role(ctx, arn)
   if not role then C.invalid(ctx, "ClusterRole " .. tostring(arn) .. " does not exist.") end
-  if not M.trusts(role, M.SERVICE) then
+  if not M.trusts(ctx, role, M.SERVICE) then
     C.invalid(ctx, "ClusterRole " .. arn .. " cannot be assumed by " .. M.SERVICE .. ": its trust policy must " ..
       "allow " .. M.SERVICE .. " to call sts:AssumeRole.")
   end

@@ -106,6 +106,7 @@ function ops.CreateCluster(ctx, input)
     end
   end
   local seen = {}
+  ctx.source_arn = ctx:arn("cluster/" .. ctx.hex(12)) -- the roles are checked for the cluster being made
   for i, g in ipairs(groups) do
     C.check_group(ctx, g, input.VpcConfig, "instanceGroups." .. i .. ".member")
     if not orch or not orch.Eks then
@@ -117,7 +118,7 @@ function ops.CreateCluster(ctx, input)
   check_settings(ctx, input)
   require("sandbox.services.sagemaker.quotas").check(ctx, name, groups)
   local c = {
-    ClusterName = name, ClusterArn = ctx:arn("cluster/" .. ctx.hex(12)), ClusterStatus = "Creating",
+    ClusterName = name, ClusterArn = ctx.source_arn, ClusterStatus = "Creating",
     CreationTime = ctx.now(), VpcConfig = input.VpcConfig, Orchestrator = input.Orchestrator,
     NodeRecovery = input.NodeRecovery or "Automatic", TieredStorageConfig = input.TieredStorageConfig,
     NodeProvisioningMode = input.NodeProvisioningMode, ClusterRole = input.ClusterRole,
@@ -296,6 +297,7 @@ end
 
 function ops.UpdateCluster(ctx, input)
   local c = C.get(ctx, input.ClusterName)
+  ctx.source_arn = c.ClusterArn -- the roles it passes are checked for this cluster
   ctx.target = c.ClusterName
   if c.ClusterStatus ~= "InService" then
     C.invalid(ctx, "Cluster " .. c.ClusterName .. " is in " .. c.ClusterStatus .. " status; it can be updated only " ..

@@ -85,22 +85,12 @@ function M.lustre(ctx, dns, mount)
   return false
 end
 
--- assumable(role, service) -> true when the role's trust policy lets the
--- service principal call sts:AssumeRole (SageMaker assumes the execution role)
-function M.assumable(role, service)
-  local doc = type(role.AssumeRolePolicyDocument) == "string" and json.decode(role.AssumeRolePolicyDocument)
-  local function has(v, want)
-    if type(v) == "string" then return v == want or v == "*" or (want:find("^sts:") and v == "sts:*") end
-    for _, x in ipairs(type(v) == "table" and v or {}) do if has(x, want) then return true end end
-    return false
-  end
-  local sts = type(doc) == "table" and doc.Statement or {}
-  if sts.Effect then sts = { sts } end
-  for _, st in ipairs(sts) do
-    if st.Effect == "Allow" and type(st.Principal) == "table" and has(st.Principal.Service, service)
-      and has(st.Action, "sts:AssumeRole") then return true end
-  end
-  return false
+-- assumable(ctx, role, service) -> true when the role's trust policy lets
+-- the service principal call sts:AssumeRole (SageMaker assumes the execution
+-- role), with aws:SourceAccount and aws:SourceArn the cluster's
+-- (ctx.source_arn: the cluster the request creates or updates)
+function M.assumable(ctx, role, service)
+  return require("sandbox.policy_trust").service(ctx, role, service, ctx.source_arn)
 end
 
 -- check_group(ctx, spec, cluster_vpc, where): one ClusterInstanceGroupSpecification
@@ -126,7 +116,7 @@ function M.check_group(ctx, g, cluster_vpc, where)
     M.invalid(ctx, "ThreadsPerCore for instance group " .. name .. " must be 1 or 2.")
   end
   local role = D.role(ctx, g.ExecutionRole)
-  if not role or not M.assumable(role, "sagemaker.amazonaws.com") then
+  if not role or not M.assumable(ctx, role, "sagemaker.amazonaws.com") then
     M.invalid(ctx, "The execution role " .. tostring(g.ExecutionRole) .. " for instance group " .. name ..
       " does not exist or cannot be assumed by SageMaker.")
   end
