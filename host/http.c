@@ -354,7 +354,14 @@ static void classify(struct xfer *x, CURLcode rc)
 		/* the connection broke: the request may have reached the server */
 		r->error_code = "RESET";
 		snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
-	} else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR ||
+	} else if (rc == CURLE_SSL_CONNECT_ERROR) {
+		/* the TLS handshake broke (a reset in it, a server that
+		 * stopped): no byte of the request was sent, so it is as safe
+		 * to send again as a connection never made */
+		r->error_code = "CONNECT";
+		snprintf(r->error, sizeof r->error, "TLS handshake: %s",
+			 curl_easy_strerror(rc));
+	} else if (rc == CURLE_PEER_FAILED_VERIFICATION ||
 		   rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM) {
 		r->error_code = "TLS";
 		snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));

@@ -61,9 +61,11 @@ typedef struct {
 	size_t nheaders;          /* entries in headers */
 	char *body;               /* response body, NUL-terminated */
 	size_t body_len;          /* bytes of body */
-	const char *error_code;   /* NULL, or TIMEOUT, CONNECT (nothing sent),
+	const char *error_code;   /* NULL, or TIMEOUT, CONNECT (nothing sent:
+				     no connection, or a TLS handshake that
+				     broke), TLS (the certificate refused),
 				     RESET (connection broke; the request may
-				     have arrived), TLS, TOO_LARGE, CANCELLED,
+				     have arrived), TOO_LARGE, CANCELLED,
 				     HTTP (other transport failures) */
 	char error[256];          /* what failed, for people */
 	double seconds;           /* total time of the transfer */

@@ -22,8 +22,9 @@
 --
 -- resp = { status = 200, headers = { ["content-type"] = ... } (lower-case
 -- names), body = "...", seconds = 0.01 }. Any HTTP status is a response;
--- only transport failures return nil, err (TIMEOUT, CONNECT, RESET, TLS,
--- TOO_LARGE, CANCELLED, HTTP, VALIDATION).
+-- only transport failures return nil, err (TIMEOUT, CONNECT: nothing was
+-- sent, no connection or a TLS handshake that broke; RESET, TLS: the
+-- certificate refused; TOO_LARGE, CANCELLED, HTTP, VALIDATION).
 --
 -- Streaming (Kubernetes watches, followed logs): the body as it arrives.
 --
