@@ -150,20 +150,19 @@ local function http_req(self, method, path, headers)
 end
 
 -- request(method, path, opts) -> response | nil, err. Reads are retried on
--- 429, 5xx and transport failures; a write only when its connection was
--- never made (nothing was sent, so once more is as safe as the first try).
+-- 429, 5xx and transport failures; a write only when nothing of it was
+-- sent (CONNECT: no connection, or a TLS handshake that broke), as safe
+-- again as the first try. Up to 4 tries, with a growing pause between.
 function Conn:request(method, path, opts)
   opts = opts or {}
   local req = http_req(self, method, path, opts.headers)
   req.body, req.timeout = opts.body, opts.timeout or self.timeout
-  if method ~= "GET" then
-    local resp, err = http.request(req)
-    if not resp and err.code == "CONNECT" then resp, err = http.request(req) end
-    return resp, err
-  end
+  local write = method ~= "GET"
   for attempt = 1, 4 do
     local resp, err = http.request(req)
-    if attempt == 4 or (resp and resp.status < 500 and resp.status ~= 429) then return resp, err end
+    local again = resp and (resp.status >= 500 or resp.status == 429) or not resp
+    if write then again = not resp and err.code == "CONNECT" end
+    if attempt == 4 or not again then return resp, err end
     task.sleep(math.min(2, 0.1 * 2 ^ attempt) * (0.5 + math.random() / 2))
   end
 end
