@@ -16,6 +16,8 @@ local proxy = require "sandbox.k8s.proxy"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
+local structural = require "sandbox.k8s.structural"
+local typed = require "sandbox.k8s.typed"
 local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 local sys = require "hypd.sys"
@@ -346,9 +348,31 @@ local function object(r, rt, req, q)
   if not obj then return nil, nil, failure(err) end
   err = check_identity(r, rt, obj)
   if err then return nil, nil, failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  -- decoding into the built-in kind's types, then strict decoding, then
+  -- a custom resource's schema (after its unknown fields are pruned)
+  local refused = typed.check(r, obj)
+  if refused then return nil, nil, failure(refused) end
+  local warnings
+  refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return nil, nil, failure(refused) end
+  refused = structural.check(r, obj)
   if refused then return nil, nil, failure(refused) end
   return obj, warnings
+end
+
+-- patched(r, out) -> nil | the answer: a patched object the API server
+-- cannot decode into the built-in kind's types (422, the patch is
+-- invalid, as the patcher words it) or whose custom resource schema refuses it
+local function patched(r, out)
+  local err = typed.error(r, out)
+  if err then
+    local why = string.format("Invalid value: %q: %s", json.encode(out), err)
+    return fail(422, "Invalid", ' "" is invalid: patch: ' .. why,
+      { causes = { { reason = "FieldValueInvalid", message = why, field = "patch" } } })
+  end
+  local refused = structural.check(r, out)
+  if refused then return failure(refused) end
+  return nil
 end
 
 -- create, update, patch and delete take dry: under dryRun=All the answer is
@@ -452,6 +476,8 @@ local function patch(cl, r, rt, req, q, dry)
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
         ": " .. text, d)
     end
+    local invalid = structural.check(r, out)
+    if invalid then return failure(invalid) end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
       if not created then return failure(st) end
@@ -489,6 +515,8 @@ local function patch(cl, r, rt, req, q, dry)
     return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
+  local invalid = patched(r, out)
+  if invalid then return invalid end
   out.metadata.resourceVersion = live.metadata.resourceVersion
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end
