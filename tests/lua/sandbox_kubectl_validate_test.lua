@@ -286,3 +286,39 @@ t.test("an object of each CRD with a typed schema is refused at a field of the w
     t.ok(rc ~= 0, kind .. ": nothing was created")
   end
 end)
+
+t.test("a built-in kind's validation: an image required, a selector that must select, a Job's restart policy", function()
+  if not K.ready then return K.skip() end
+  local rc, out, err = kubectl("apply -f " .. file("web-noimage",
+    (deployment("web-noimage", "1"):gsub("        image: nginx:1%.27\n", ""))))
+  t.ok(rc ~= 0, out)
+  t.eq(err, "The Deployment \"web-noimage\" is invalid: spec.template.spec.containers[0].image: Required value\n")
+  local never = deployment("web-never", "1", "      restartPolicy: Never\n"):gsub("        app: web%-never\n    spec",
+    "        app: other\n    spec")
+  rc, out, err = kubectl("create -f " .. file("web-never", never))
+  t.ok(rc ~= 0, out)
+  t.eq(err, "The Deployment \"web-never\" is invalid: \n" ..
+    "* spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"other\"}: `selector` does not match " ..
+    "template `labels`\n" ..
+    "* spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"\n")
+  local JOB = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\nspec:\n  template:\n    spec:\n" ..
+    "      containers:\n      - name: once\n        image: busybox\n"
+  rc, out, err = kubectl("apply -f " .. file("job", JOB))
+  t.ok(rc ~= 0, out)
+  t.eq(err, "The Job \"once\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported " ..
+    "values: \"OnFailure\", \"Never\"\n")
+  local resp = K.conn(V):request("POST", "/apis/batch/v1/namespaces/default/jobs",
+    { body = json.encode(require("hypd.yaml").decode(JOB)), headers = { ["content-type"] = "application/json" } })
+  local st = resp and json.decode(resp.body) or {}
+  t.eq({ resp and resp.status, st.message, st.details and st.details.group }, { 422, "Job.batch \"once\" is invalid: " ..
+    "spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+    "batch" })
+  rc, out, err = kubectl("apply -f " .. file("job-never", JOB .. "      restartPolicy: Never\n"))
+  t.eq({ rc, out }, { 0, "job.batch/once created\n" }, err)
+  rc, out, err = kubectl("create service clusterip web --tcp=80:8080 --dry-run=client -o yaml")
+  t.eq(rc, 0, err)
+  rc, out, err = kubectl("apply -f " .. file("svc", out:gsub("type: ClusterIP", "type: Public")))
+  t.ok(rc ~= 0, out)
+  t.eq(err, "The Service \"web\" is invalid: spec.type: Unsupported value: \"Public\": supported values: " ..
+    "\"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"\n")
+end)

@@ -16,6 +16,7 @@ local proxy = require "sandbox.k8s.proxy"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
+local field_rules = require "sandbox.k8s.field_rules"
 local structural = require "sandbox.k8s.structural"
 local typed = require "sandbox.k8s.typed"
 local validate = require "sandbox.k8s.validate"
@@ -355,22 +356,23 @@ local function object(r, rt, req, q)
   local warnings
   refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
   if refused then return nil, nil, failure(refused) end
-  refused = structural.check(r, obj)
+  refused = structural.check(r, obj) or rt.sub ~= "status" and field_rules.check(r, obj)
   if refused then return nil, nil, failure(refused) end
   return obj, warnings
 end
 
--- patched(r, out) -> nil | the answer: a patched object the API server
--- cannot decode into the built-in kind's types (422, the patch is
--- invalid, as the patcher words it) or whose custom resource schema refuses it
-local function patched(r, out)
+-- patched(r, out, sub) -> nil | the answer: a patched object the API
+-- server cannot decode into the built-in kind's types (422, the patch is
+-- invalid, as the patcher words it), or that its validation (a custom
+-- resource's schema, a built-in kind's field rules) refuses
+local function patched(r, out, sub)
   local err = typed.error(r, out)
   if err then
     local why = string.format("Invalid value: %q: %s", json.encode(out), err)
     return fail(422, "Invalid", ' "" is invalid: patch: ' .. why,
       { causes = { { reason = "FieldValueInvalid", message = why, field = "patch" } } })
   end
-  local refused = structural.check(r, out)
+  local refused = structural.check(r, out) or sub ~= "status" and field_rules.check(r, out)
   if refused then return failure(refused) end
   return nil
 end
@@ -476,7 +478,7 @@ local function patch(cl, r, rt, req, q, dry)
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
         ": " .. text, d)
     end
-    local invalid = structural.check(r, out)
+    local invalid = structural.check(r, out) or rt.sub ~= "status" and field_rules.check(r, out)
     if invalid then return failure(invalid) end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
@@ -515,7 +517,7 @@ local function patch(cl, r, rt, req, q, dry)
     return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
-  local invalid = patched(r, out)
+  local invalid = patched(r, out, rt.sub)
   if invalid then return invalid end
   out.metadata.resourceVersion = live.metadata.resourceVersion
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })

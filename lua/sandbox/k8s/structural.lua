@@ -22,9 +22,10 @@ local M = {}
 
 local REASON = { Invalid = "FieldValueInvalid", TypeInvalid = "FieldValueTypeInvalid",
   Required = "FieldValueRequired", NotSupported = "FieldValueNotSupported", TooLong = "FieldValueTooLong",
-  TooMany = "FieldValueTooMany" }
+  TooMany = "FieldValueTooMany", Duplicate = "FieldValueDuplicate", NotFound = "FieldValueNotFound" }
 local WORDS = { Invalid = "Invalid value", TypeInvalid = "Invalid value", Required = "Required value",
-  NotSupported = "Unsupported value", TooLong = "Too long", TooMany = "Too many" }
+  NotSupported = "Unsupported value", TooLong = "Too long", TooMany = "Too many", Duplicate = "Duplicate value",
+  NotFound = "Not found" }
 
 -- kind(v) -> the JSON type kube-openapi names for a value
 local function kind(v)
@@ -59,7 +60,7 @@ local function body(e)
   if e.type == "Required" or e.type == "TooLong" then
     s = WORDS[e.type]
   else
-    s = WORDS[e.type] .. ": " .. render(e.value)
+    s = WORDS[e.type] .. ": " .. (e.shown or render(e.value)) -- shown: a value as Go prints it
   end
   if e.detail and e.detail ~= "" then s = s .. ": " .. e.detail end
   return s
@@ -209,6 +210,8 @@ walk = function(s, v, path, out, top)
   end
 end
 
+-- errors(schema, obj) -> the field errors, sorted (kube-openapi's order
+-- follows Go's map order, which is none)
 function M.errors(schema, obj)
   local out = {}
   walk(schema, obj, "", out, true)
