@@ -49,7 +49,7 @@ spec:
 EXTRA]]):gsub("NAME", name):gsub("REPLICAS", replicas):gsub("EXTRA", extra or "")
 end
 
-t.test("kubectl apply of a Deployment with replicas: one is refused by the decoder, as the API server refuses it",
+t.test("kubectl apply of a Deployment with replicas: one is refused by the decoder (server-side: by the typed patch)",
   function()
   if not K.ready then return K.skip() end
   local f = file("web-one", deployment("web-one", "one"))
@@ -58,6 +58,11 @@ t.test("kubectl apply of a Deployment with replicas: one is refused by the decod
   t.eq(err, "Error from server (BadRequest): error when creating " .. f:gsub("'", "\"") .. ": Deployment in version " ..
     "\"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field " ..
     "DeploymentSpec.spec.replicas of type int32\n")
+  -- server-side apply: structured-merge-diff cannot make the typed patch object
+  rc, out, err = kubectl("apply --server-side -f " .. f)
+  t.ok(rc ~= 0, "refused: " .. out)
+  t.eq(err, "Error from server (BadRequest): failed to create typed patch object (default/web-one; apps/v1, " ..
+    "Kind=Deployment): .spec.replicas: expected numeric (int or float), got string\n")
   rc = kubectl("get deployment web-one")
   t.ok(rc ~= 0, "nothing was created")
 end)

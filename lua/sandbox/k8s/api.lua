@@ -444,6 +444,11 @@ local function patch(cl, r, rt, req, q, dry)
     end
     err = check_identity(r, rt, body)
     if err then return failure(err) end
+    local typed_err = typed.apply_error(r, body)
+    if typed_err then
+      return fail(400, "BadRequest", string.format("failed to create typed patch object (%s; %s, Kind=%s): %s",
+        (rt.ns and rt.ns .. "/" or "") .. rt.name, resources.gv(r), r.kind, typed_err))
+    end
     local refused, warnings = validate.check(r, body, q.fieldValidation, "apply",
       (rt.ns and rt.ns .. "/" or "") .. rt.name)
     if refused then return failure(refused) end

@@ -144,6 +144,7 @@ Reader.__index = Reader
 -- type_error(value word, Go type): encoding/json's UnmarshalTypeError
 -- with the context of the field being read; the first one is kept
 function Reader:type_error(what, go_type)
+  self.first = self.first or { path = table.concat(self.path), go_type = go_type, what = what }
   self.saved = self.saved or string.format("json: cannot unmarshal %s into Go struct field %s.%s of type %s", what,
     self.struct, table.concat(self.stack, "."), go_type)
 end
@@ -200,14 +201,24 @@ function Reader:value(ty, v)
   end
   if special == "list" then
     if w ~= "array" then self:type_error(w, go_name(ty)) return nil end
-    for _, x in ipairs(v) do
-      local err = self:value(desc[1][2], x)
+    for i, x in ipairs(v) do
+      local err = self:item(i, x, function() return self:value(desc[1][2], x) end)
       if err then return err end
     end
     return nil
   end
   if w ~= "object" then self:type_error(w, go_name(ty)) return nil end
   return self:message(ty, v)
+end
+
+-- item(i, x, read): a list's element, named in the path as
+-- structured-merge-diff names it (by its name key when it has one)
+function Reader:item(i, x, read)
+  local key = type(x) == "table" and type(x.name) == "string" and string.format("[name=%q]", x.name)
+  self.path[#self.path + 1] = key or "[" .. (i - 1) .. "]"
+  local err = read()
+  self.path[#self.path] = nil
+  return err
 end
 
 -- field(f, v) -> nil | an UnmarshalJSON error: one field of a struct
@@ -217,15 +228,17 @@ function Reader:field(f, v)
   if ty == "map" then
     if w ~= "object" then self:type_error(w, "map[string]" .. go_name(f[4])) return nil end
     for _, k in ipairs(sorted_keys(v)) do
+      self.path[#self.path + 1] = "." .. k
       local err = self:value(f[4], v[k])
+      self.path[#self.path] = nil
       if err then return err end
     end
     return nil
   end
   if f[3]:find("r", 1, true) then
     if w ~= "array" then self:type_error(w, "[]" .. go_name(ty)) return nil end
-    for _, x in ipairs(v) do
-      local err = self:value(ty, x)
+    for i, x in ipairs(v) do
+      local err = self:item(i, x, function() return self:value(ty, x) end)
       if err then return err end
     end
     return nil
@@ -245,8 +258,10 @@ function Reader:message(full, obj)
     if f then
       self.struct = name
       self.stack[#self.stack + 1] = k
+      self.path[#self.path + 1] = "." .. k
       local err = self:field(f, obj[k])
       self.stack[#self.stack] = nil
+      self.path[#self.path] = nil
       if err then return err end
     end
   end
@@ -254,12 +269,33 @@ function Reader:message(full, obj)
   return nil
 end
 
-function M.error(r, obj)
+local function read(r, obj)
   if r.crd then return nil end
   local full = protobuf.for_kind(r.group == "" and r.version or r.group .. "/" .. r.version, r.kind)
   if not full or type(obj) ~= "table" then return nil end
-  local reader = setmetatable({ stack = {}, struct = full:match("([^.]+)$") }, Reader)
-  return reader:message(full, obj) or reader.saved
+  local reader = setmetatable({ stack = {}, path = {}, struct = full:match("([^.]+)$") }, Reader)
+  return reader, reader:message(full, obj)
+end
+
+function M.error(r, obj)
+  local reader, err = read(r, obj)
+  return reader and (err or reader.saved)
+end
+
+-- Go's %T of a JSON value read as unstructured
+local GO_T = { string = "string", bool = "bool", object = "map[string]interface {}", array = "[]interface {}" }
+
+-- apply_error(r, obj) -> nil | the text structured-merge-diff gives a
+-- server-side apply whose value of a numeric field is no number (its
+-- typed patch object cannot be made): ".spec.replicas: expected numeric
+-- (int or float), got string"; the other mismatches are not judged here
+function M.apply_error(r, obj)
+  local reader = read(r, obj)
+  local f = reader and reader.first
+  if not f or not f.go_type:match("^u?int%d+$") and not f.go_type:match("^float%d+$") or not GO_T[f.what] then
+    return nil
+  end
+  return string.format("%s: expected numeric (int or float), got %s", f.path, GO_T[f.what])
 end
 
 -- check(r, obj) -> nil | Status: a create's or an update's body that the
