@@ -326,4 +326,11 @@ t.test("a built-in kind's validation: an image required, a selector that must se
   t.ok(rc ~= 0, out)
   t.eq(err, "The Service \"web\" is invalid: spec.type: Unsupported value: \"Public\": supported values: " ..
     "\"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"\n")
+  -- a core kind is named by its kind alone
+  resp = K.conn(V):request("POST", "/api/v1/namespaces/default/services", { body = json.encode {
+    apiVersion = "v1", kind = "Service", metadata = { name = "bad-ip" },
+    spec = { clusterIP = "192.0.2.1", ports = { { port = 80 } } } }, headers = { ["content-type"] = "application/json" } })
+  st = resp and json.decode(resp.body) or {}
+  t.eq(resp and resp.status, 422)
+  t.like(st.message, "^Service \"bad%-ip\" is invalid: spec%.clusterIPs: Invalid value: %[%]string{\"192%.0%.2%.1\"}")
 end)
