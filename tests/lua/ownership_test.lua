@@ -100,7 +100,13 @@ local FAMILIES = {
     delete = function(ns, x) return "inference_delete", { name = x, namespace = ns } end,
     foreign = function(x, ns)
       return { apiVersion = IAPI, kind = "InferenceEndpointConfig", metadata = { name = x, namespace = ns },
-        spec = { modelName = x, replicas = 1, instanceType = GPU, worker = { image = "vllm/vllm-openai:latest" } } }
+        -- what the CRD's schema requires: the model's source and the worker's port, mount and resources
+        spec = { modelName = x, replicas = 1, instanceType = GPU,
+          modelSourceConfig = { modelSourceType = "s3", s3Storage = { bucketName = "models-owners", region = "us-west-2" },
+            modelLocation = "models/qwen" },
+          worker = { image = "vllm/vllm-openai:latest", modelInvocationPort = { containerPort = 8000 },
+            modelVolumeMount = { name = "model-weights", mountPath = "/opt/ml/model" },
+            resources = { limits = { ["nvidia.com/gpu"] = 1 } } } } }
     end },
   { family = "inference-jumpstart", tool = "inference_deploy_jumpstart",
     make = function(ns, x)

@@ -8,8 +8,9 @@ local M = {}
 
 local function invalid(r, name, field, why, reason)
   return { kind = "Status", apiVersion = "v1", metadata = json.object(), status = "Failure", code = 422,
-    reason = "Invalid", message = string.format("%s.%s %q is invalid: %s: %s", r.kind, r.group ~= "" and r.group
-      or "core", name, field, why),
+    -- the kind qualified by its group (a core kind by none: `Service "x" is invalid`)
+    reason = "Invalid", message = string.format("%s %q is invalid: %s: %s", r.group ~= "" and r.kind .. "." .. r.group
+      or r.kind, name, field, why),
     details = { name = name, group = r.group ~= "" and r.group or nil, kind = r.kind,
       causes = { { reason = reason or "FieldValueInvalid", message = why, field = field } } } }
 end

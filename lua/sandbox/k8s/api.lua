@@ -16,6 +16,9 @@ local proxy = require "sandbox.k8s.proxy"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
 local tbl = require "sandbox.k8s.table"
+local field_rules = require "sandbox.k8s.field_rules"
+local structural = require "sandbox.k8s.structural"
+local typed = require "sandbox.k8s.typed"
 local validate = require "sandbox.k8s.validate"
 local core = require "hypd.core"
 local sys = require "hypd.sys"
@@ -346,9 +349,32 @@ local function object(r, rt, req, q)
   if not obj then return nil, nil, failure(err) end
   err = check_identity(r, rt, obj)
   if err then return nil, nil, failure(err) end
-  local refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  -- decoding into the built-in kind's types, then strict decoding, then
+  -- a custom resource's schema (after its unknown fields are pruned)
+  local refused = typed.check(r, obj)
+  if refused then return nil, nil, failure(refused) end
+  local warnings
+  refused, warnings = validate.check(r, obj, q.fieldValidation, "decode")
+  if refused then return nil, nil, failure(refused) end
+  refused = structural.check(r, obj) or rt.sub ~= "status" and field_rules.check(r, obj)
   if refused then return nil, nil, failure(refused) end
   return obj, warnings
+end
+
+-- patched(r, out, sub) -> nil | the answer: a patched object the API
+-- server cannot decode into the built-in kind's types (422, the patch is
+-- invalid, as the patcher words it), or that its validation (a custom
+-- resource's schema, a built-in kind's field rules) refuses
+local function patched(r, out, sub)
+  local err = typed.error(r, out)
+  if err then
+    local why = string.format("Invalid value: %q: %s", json.encode(out), err)
+    return fail(422, "Invalid", ' "" is invalid: patch: ' .. why,
+      { causes = { { reason = "FieldValueInvalid", message = why, field = "patch" } } })
+  end
+  local refused = structural.check(r, out) or sub ~= "status" and field_rules.check(r, out)
+  if refused then return failure(refused) end
+  return nil
 end
 
 -- create, update, patch and delete take dry: under dryRun=All the answer is
@@ -418,6 +444,11 @@ local function patch(cl, r, rt, req, q, dry)
     end
     err = check_identity(r, rt, body)
     if err then return failure(err) end
+    local typed_err = typed.apply_error(r, body)
+    if typed_err then
+      return fail(400, "BadRequest", string.format("failed to create typed patch object (%s; %s, Kind=%s): %s",
+        (rt.ns and rt.ns .. "/" or "") .. rt.name, resources.gv(r), r.kind, typed_err))
+    end
     local refused, warnings = validate.check(r, body, q.fieldValidation, "apply",
       (rt.ns and rt.ns .. "/" or "") .. rt.name)
     if refused then return failure(refused) end
@@ -452,6 +483,8 @@ local function patch(cl, r, rt, req, q, dry)
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
         ": " .. text, d)
     end
+    local invalid = structural.check(r, out) or rt.sub ~= "status" and field_rules.check(r, out)
+    if invalid then return failure(invalid) end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
       if not created then return failure(st) end
@@ -489,6 +522,8 @@ local function patch(cl, r, rt, req, q, dry)
     return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
+  local invalid = patched(r, out, rt.sub)
+  if invalid then return invalid end
   out.metadata.resourceVersion = live.metadata.resourceVersion
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
   if not updated then return failure(st) end

@@ -140,4 +140,154 @@ M.InferenceEndpointConfig = obj("InferenceEndpointConfig deploys a model from S3
 -- every field the operator's CRD has
 M.InferenceEndpointConfig.properties.spec.properties.worker["x-kubernetes-preserve-unknown-fields"] = true
 
+-- the add-ons' other CRDs, after their upstream schemas (KEDA 2, Karpenter
+-- v1, cert-manager v1, the HyperPod inference and Karpenter CRDs): the
+-- typed fields hypd and its users write, the rest open
+local function map_of(items, d) return { type = "object", additionalProperties = items, description = d } end
+local function with(s, extra) for k, v in pairs(extra) do s[k] = v end return s end
+local DURATION = "^(([0-9]+(s|m|h))+|Never)$"
+
+M.ScaledObject = obj("ScaledObject scales a Deployment (or another scalable target) between minReplicaCount and " ..
+  "maxReplicaCount on the values of its triggers, under KEDA.", {
+  spec = obj("The scaling of the target.", {
+    scaleTargetRef = obj("The object scaled.", {
+      apiVersion = str("The API version of the target."), kind = str("The kind of the target (Deployment)."),
+      name = str("The name of the target."), envSourceContainerName = str("The container whose environment the " ..
+        "triggers read."),
+    }, { "name" }),
+    pollingInterval = int("How often, in seconds, the triggers are read."),
+    cooldownPeriod = int("How long, in seconds, after the last active trigger before scaling to minReplicaCount."),
+    initialCooldownPeriod = int("How long, in seconds, after creation before the first cooldown."),
+    idleReplicaCount = int("The replicas while no trigger is active."),
+    minReplicaCount = int("The fewest replicas."),
+    maxReplicaCount = int("The most replicas."),
+    advanced = open("The HPA's behavior and scaling modifiers."),
+    fallback = obj("The replicas kept while the triggers fail.", {
+      failureThreshold = int("How many failed reads before the fallback."), replicas = int("The fallback replicas."),
+    }, { "failureThreshold", "replicas" }),
+    triggers = arr(obj("A source of a metric.", {
+      type = str("The scaler: prometheus, aws-cloudwatch, cpu, memory..."),
+      name = str("The trigger's name."),
+      metadata = map_of({ type = "string" }, "The scaler's settings, every value a string."),
+      metricType = str("How the metric is compared: AverageValue, Value or Utilization."),
+      useCachedMetrics = bool("Whether the metric is cached between polls."),
+      authenticationRef = obj("The TriggerAuthentication of the trigger.", {
+        name = str("Its name."), kind = str("TriggerAuthentication or ClusterTriggerAuthentication."),
+      }, { "name" }),
+    }, { "metadata", "type" }), "What the replicas follow."),
+  }, { "scaleTargetRef", "triggers" }),
+  status = open("The observed state: conditions, the HPA's name, the health of the triggers."),
+})
+
+local TAINT = obj("A taint of the nodes.", {
+  key = str("The taint's key."), value = str("The taint's value."),
+  effect = str("The taint's effect.", { "NoSchedule", "PreferNoSchedule", "NoExecute" }),
+  timeAdded = { type = "string", format = "date-time", description = "When the taint was added." },
+}, { "effect", "key" })
+
+M.NodePool = obj("NodePool is a Karpenter pool of nodes: the template of the nodes it launches, the limits of " ..
+  "the pool and when its nodes are disrupted.", {
+  spec = obj("The pool.", {
+    template = obj("The nodes the pool launches.", {
+      metadata = obj("The labels and annotations of the nodes.", {
+        labels = map_of({ type = "string" }, "Labels."), annotations = map_of({ type = "string" }, "Annotations."),
+      }),
+      spec = obj("The nodes' class, requirements and taints.", {
+        nodeClassRef = obj("The node class of the pool's nodes.", {
+          group = str("The node class's API group."), kind = str("The node class's kind."),
+          name = str("The node class's name."),
+        }, { "group", "kind", "name" }),
+        requirements = arr(obj("A requirement on the nodes' labels.", {
+          key = with(str("The label's key."), { maxLength = 316 }),
+          operator = str("How the label is matched.", { "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt" }),
+          values = arr({ type = "string" }, "The values of In, NotIn, Gt and Lt."),
+          minValues = with(int("The fewest distinct values the pool's instance types must offer."),
+            { minimum = 1, maximum = 50 }),
+        }, { "key", "operator" }), "The labels the launched nodes must have."),
+        taints = arr(TAINT, "The taints of the nodes."),
+        startupTaints = arr(TAINT, "The taints the nodes start with."),
+        expireAfter = with(str("How long a node lives before it is replaced, or Never."), { pattern = DURATION }),
+        terminationGracePeriod = str("How long a node's draining may take."),
+      }, { "nodeClassRef", "requirements" }),
+    }, { "spec" }),
+    disruption = obj("When the pool's nodes are disrupted.", {
+      consolidationPolicy = str("Which nodes consolidation may remove.", { "WhenEmpty", "WhenEmptyOrUnderutilized" }),
+      consolidateAfter = with(str("How long after a pod was added or removed a node may be consolidated, or Never."),
+        { pattern = DURATION }),
+      budgets = arr(obj("How many nodes may be disrupted at once.", {
+        nodes = with(str("A number or a percentage of the pool's nodes."),
+          { pattern = "^((100|[0-9]{1,2})%|[0-9]+)$" }),
+        schedule = str("A cron schedule when the budget applies."), duration = str("How long it applies."),
+        reasons = arr(str("A disruption reason.", { "Underutilized", "Empty", "Drifted" }), "The reasons it limits."),
+      }, { "nodes" }), "The disruption budgets."),
+    }),
+    limits = map_of({ ["x-kubernetes-int-or-string"] = true }, "The most resources (cpu, memory, nvidia.com/gpu) " ..
+      "the pool's nodes may have together."),
+    weight = with(int("The pool's priority among pools."), { minimum = 1, maximum = 100 }),
+  }, { "template" }),
+  status = open("The observed state: the resources of the pool's nodes, conditions."),
+})
+
+M.HyperpodNodeClass = obj("HyperpodNodeClass names the HyperPod instance groups whose instances a Karpenter " ..
+  "NodePool of the cluster launches.", {
+  spec = with(obj("The node class.", {
+    instanceGroups = arr({ type = "string" }, "The instance groups of the HyperPod cluster."),
+  }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+  status = open("The observed state: each instance group's instance types, capacity and subnets, conditions."),
+})
+
+M.JumpStartModel = obj("JumpStartModel deploys a model of the SageMaker JumpStart hub as an inference endpoint " ..
+  "on a HyperPod EKS cluster under the HyperPod inference operator.", {
+  spec = with(obj("The model, the server it runs on and the endpoint.", {
+    model = with(obj("The JumpStart model.", {
+      modelHubName = str("The hub (SageMakerPublicHub)."), modelId = str("The model's id."),
+      modelVersion = str("The model's version."), acceptEula = bool("Whether the model's EULA is accepted."),
+    }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+    server = with(obj("The model server.", { instanceType = str("The ml. instance type the server runs on.") }),
+      { ["x-kubernetes-preserve-unknown-fields"] = true }),
+    replicas = int("The number of model server pods."),
+    maxDeployTimeInSeconds = int("How long, in seconds, the deployment may take."),
+    sageMakerEndpoint = obj("The SageMaker endpoint to register.", { name = str("The endpoint's name.") }),
+    tlsConfig = open("TLS for the endpoint: tlsCertificateOutputS3Uri."),
+  }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+  status = open("The observed state: conditions, the deployment's and endpoint's states."),
+})
+
+local ISSUER_REF = obj("The issuer of the certificate.", {
+  name = str("The issuer's name."), kind = str("Issuer or ClusterIssuer."), group = str("The issuer's API group."),
+}, { "name" })
+
+M.Certificate = obj("Certificate asks cert-manager for a TLS certificate from an issuer, kept in a Secret.", {
+  spec = with(obj("The certificate.", {
+    secretName = str("The Secret the certificate and its key are written to."),
+    issuerRef = ISSUER_REF,
+    commonName = str("The certificate's common name."),
+    dnsNames = arr({ type = "string" }, "The DNS names of the certificate."),
+    ipAddresses = arr({ type = "string" }, "The IP addresses of the certificate."),
+    uris = arr({ type = "string" }, "The URIs of the certificate."),
+    duration = str("How long the certificate is valid (a Go duration)."),
+    renewBefore = str("How long before its expiry it is renewed."),
+    isCA = bool("Whether the certificate is a CA's."),
+    usages = arr({ type = "string" }, "The key usages."),
+    revisionHistoryLimit = int("How many CertificateRequests are kept."),
+    privateKey = obj("The certificate's key.", {
+      algorithm = str("The key's algorithm.", { "RSA", "ECDSA", "Ed25519" }),
+      encoding = str("The key's encoding.", { "PKCS1", "PKCS8" }),
+      rotationPolicy = str("Whether a renewal makes a new key.", { "Never", "Always" }),
+      size = { type = "integer", description = "The key's size in bits." },
+    }),
+  }, { "issuerRef", "secretName" }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+  status = open("The observed state: conditions, notBefore, notAfter, renewalTime, revision."),
+})
+
+M.Issuer = obj("Issuer is a cert-manager issuer of certificates in its namespace: self-signed, a CA, ACME, Vault.", {
+  spec = with(obj("The issuer.", {
+    selfSigned = obj("A self-signed issuer.", { crlDistributionPoints = arr({ type = "string" }, "CRL URLs.") }),
+    ca = with(obj("An issuer signing with a CA kept in a Secret.", { secretName = str("The CA's Secret.") },
+      { "secretName" }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+    acme = open("An ACME issuer."), vault = open("A Vault issuer."), venafi = open("A Venafi issuer."),
+  }), { ["x-kubernetes-preserve-unknown-fields"] = true }),
+  status = open("The observed state: conditions."),
+})
+
 return M
