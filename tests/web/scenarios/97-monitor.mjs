@@ -66,12 +66,24 @@ await needing(TOOLS, "monitoring: a NotReady node made through the Kubernetes AP
   await page.waitForSelector('#monitor-live:not([data-live="connecting"])', { timeout: 15000 }).catch(() => {});
   const live = await page.getAttribute("#monitor-live", "data-live");
   const before = Number(await page.getAttribute("#monitor-live", "data-updates"));
-  const failed = await count(page, '.hcount[data-health="failed"]');
+  // the count the page started from is the tool's (the first snapshot is in)
+  const failed = (await monitor({ cluster: name })).nodes.by_health.failed;
+  await page.waitForFunction((n) => Number(document.querySelector('.hcount[data-health="failed"]')?.getAttribute("data-count") ??
+    document.querySelector('.hcount[data-health="failed"]')?.textContent) === n, failed, { timeout: 15000 }).catch(() => {});
   const k = await kube(name);
   await createNodes(k, [node("ext-bad", { group: "ext", ready: "False", message: "PLEG is not healthy: pleg was last seen active 3m0s ago" })]);
   await page.waitForSelector('#attention li[data-node="ext-bad"]', { timeout: 20000 });
   check(/PLEG is not healthy/.test(await page.textContent('#attention li[data-node="ext-bad"]')), "its message is shown beside it");
-  check(await count(page, '.hcount[data-health="failed"]') === failed + 1, "the failed count went up by one");
+  // another node of the cluster may change meanwhile: the page's count is the tool's, and it counts the new one
+  const now = await monitor({ cluster: name });
+  const bad = now.nodes.items.find((n) => n.name === "ext-bad");
+  check(bad && bad.health === "failed", "the tool counts the new node failed: " + JSON.stringify(bad && bad.health));
+  const shown = await page.waitForFunction((n) => {
+    const e = document.querySelector('.hcount[data-health="failed"]');
+    return e && Number(e.getAttribute("data-count") ?? e.textContent) === n;
+  }, now.nodes.by_health.failed, { timeout: 15000 }).then(() => true, () => false);
+  check(shown && now.nodes.by_health.failed >= failed + 1,
+    `the failed count went up with it (${failed} -> page and tool ${now.nodes.by_health.failed})`);
   check(await page.$eval('#nodes-table tr.vrow', (e) => e.getAttribute("data-node")) === "ext-bad", "failed nodes come first in the table");
   const color = await page.$eval('#attention li[data-node="ext-bad"]', (e) => getComputedStyle(e).borderLeftColor);
   const red = await page.evaluate(() => { const d = document.createElement("span"); d.className = "bad-text"; document.body.append(d); const c = getComputedStyle(d).color; d.remove(); return c; });
