@@ -28,10 +28,21 @@
 -- decoded (chunk signatures are not checked here) and their trailers read
 -- as headers. HEAD answers keep the object's content-length header with an
 -- empty body; other answers with a Content-Length member carry #body.
--- Unknown input members are ignored; lengths, patterns and enums are not
--- checked (the models do not carry them).
+-- Unknown input members are ignored.
+--
+-- Every decoded input is then checked against the model's constraints
+-- (enum, min, max, pattern: hypd.aws.constraints, the checker hypd's
+-- client uses too), before any handler sees it, as AWS validates before it
+-- acts: JSON and REST-JSON services answer ValidationException and the
+-- query services ValidationError, "N validation errors detected: Value 'x'
+-- at 'instanceGroups.1.member.instanceType' failed to satisfy constraint:
+-- ..." (every failure, joined with "; "); EC2 answers
+-- InvalidParameterValue for the first one. S3 is not checked this way
+-- (constraints.applies).
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local constraints = require "hypd.aws.constraints"
+local Q = require "sandbox._codec_query"
 
 local M = {}
 
@@ -122,6 +133,37 @@ local function failure(proto, kind, detail, code)
   return { code = code or c[kind], message = message, status = status }
 end
 
+local function lcfirst(s) return (s:gsub("^%u", string.lower)) end
+
+-- how each protocol names a member in its constraint errors
+local CORAL = {
+  field = function(p, m) local n = lcfirst(m.name or m[1]) return p == "" and n or p .. "." .. n end,
+  item = function(p, i) return p .. "." .. i .. ".member" end,
+}
+local PATHS = {
+  json = CORAL, ["rest-json"] = CORAL, query = CORAL,
+  ec2 = {
+    field = function(p, m) local n = Q.ec2_name(m) return p == "" and n or p .. "." .. n end,
+    item = function(p, i) return p .. "." .. i end,
+  },
+}
+
+-- broken(model, proto, operation, input) -> nil, or the error of the
+-- constraints input breaks
+local function broken(model, proto, operation, input)
+  local op = model.operations[operation]
+  if not PATHS[proto] or not op or not op.input then return nil end
+  local found = constraints.check(model, op.input, input, PATHS[proto])
+  if #found == 0 then return nil end
+  if proto == "ec2" then
+    local f = found[1]
+    return { code = "InvalidParameterValue", status = 400, message = string.format(
+      "Value (%s) for parameter %s is invalid. %s", f.value, f.path, f.rule) }
+  end
+  return { code = proto == "query" and "ValidationError" or "ValidationException", status = 400,
+    message = constraints.coral(found) }
+end
+
 local function request(req)
   local r = { headers = {} }
   r.method = type(req.method) == "string" and req.method:upper() or "POST"
@@ -144,6 +186,8 @@ local function decode(service, req)
   local proto = model.metadata.protocol
   local a, b, c, d = IMPL[proto].decode(model, request(type(req) == "table" and req or {}))
   if not a then return nil, failure(proto, b, c, d) end
+  local err = broken(model, proto, a, b)
+  if err then return nil, err end
   return { operation = a, input = b, service = service, bucket = proto == "rest-xml" and c or nil }
 end
 
