@@ -135,9 +135,11 @@ end
 
 local function lcfirst(s) return (s:gsub("^%u", string.lower)) end
 
--- how each protocol names a member in its constraint errors
+-- how each protocol names a member in its constraint errors: AWS's Java
+-- services by the member's own name, lowerCamel, wherever it travels (a
+-- URI label too); EC2 by its query name
 local CORAL = {
-  field = function(p, m) local n = lcfirst(m.name or m[1]) return p == "" and n or p .. "." .. n end,
+  field = function(p, m) local n = lcfirst(m[1]) return p == "" and n or p .. "." .. n end,
   item = function(p, i) return p .. "." .. i .. ".member" end,
 }
 local PATHS = {

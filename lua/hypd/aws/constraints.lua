@@ -67,7 +67,7 @@ local function translate(p)
       elseif e == "u" then
         local hex = p:sub(i + 2, i + 5)
         local n = hex:match("^%x%x%x%x$") and tonumber(hex, 16)
-        if not n or n > 126 then return nil, "the escape \\u" .. hex end
+        if not n or n > 127 then return nil, "the escape \\u" .. hex end
         local ch = string.char(n)
         out[#out + 1] = ch:match("[%w%c ]") and ch or "\\" .. ch
         i = i + 6
