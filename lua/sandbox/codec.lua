@@ -37,7 +37,8 @@
 -- query services ValidationError, "N validation errors detected: Value 'x'
 -- at 'instanceGroups.1.member.instanceType' failed to satisfy constraint:
 -- ..." (every failure, joined with "; "); EC2 answers
--- InvalidParameterValue for the first one. S3 is not checked this way
+-- InvalidParameterValue and EKS InvalidParameterException, in their own
+-- words, for the first one. S3 is not checked this way
 -- (constraints.applies).
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
@@ -150,6 +151,26 @@ local PATHS = {
   },
 }
 
+-- eks_message(f) -> EKS's words for a broken constraint: EKS answers
+-- InvalidParameterException for the first one, naming the member ("The
+-- clusterName parameter contains invalid characters. It should conform to
+-- the regular expression ...", "maxSize can't be less than 1")
+local function eks_message(f)
+  local leaf = f.path:match("([%a][%w]*)$") or f.path
+  local n = type(f.limit) == "number" and constraints.number_text(f.limit) or nil
+  if f.kind == "pattern" then
+    return string.format('The %s parameter contains invalid characters. It should conform to the regular ' ..
+      'expression "%s"', leaf, f.limit)
+  elseif f.kind == "min_value" then return leaf .. " can't be less than " .. n
+  elseif f.kind == "max_value" then return leaf .. " can't be greater than " .. n
+  elseif f.kind == "max_length" then return leaf .. " can't be longer than " .. n
+  elseif f.kind == "min_length" then return leaf .. " can't be shorter than " .. n
+  elseif f.kind == "enum" then
+    return string.format("%s is not a valid %s: it must be one of %s", f.value, leaf, table.concat(f.limit, ", "))
+  end
+  return string.format("The %s parameter has an invalid value: %s", leaf, f.rule)
+end
+
 -- broken(model, proto, operation, input) -> nil, or the error of the
 -- constraints input breaks
 local function broken(model, proto, operation, input)
@@ -157,6 +178,9 @@ local function broken(model, proto, operation, input)
   if not PATHS[proto] or not op or not op.input then return nil end
   local found = constraints.check(model, op.input, input, PATHS[proto])
   if #found == 0 then return nil end
+  if model.metadata.endpointPrefix == "eks" then
+    return { code = "InvalidParameterException", status = 400, message = eks_message(found[1]) }
+  end
   if proto == "ec2" then
     local f = found[1]
     return { code = "InvalidParameterValue", status = 400, message = string.format(

@@ -7,7 +7,12 @@
 --
 --   local found = constraints.check(model, "CreateClusterRequest", input, paths)
 --   -- found = { { path = "nodeRecovery", value = "Sometimes",
---   --             rule = "Member must satisfy enum value set: [Automatic, None]" }, ... }
+--   --             rule = "Member must satisfy enum value set: [Automatic, None]",
+--   --             kind = "enum", limit = { "Automatic", "None" } }, ... }
+--   -- kind: enum | min_length | max_length | min_value | max_value | pattern
+--   -- | items (a list's scalar items) | keys | values (a map's); limit: the
+--   -- set, the number or the pattern (items/keys/values: the inner rules'
+--   -- { kind, limit } list)
 --
 -- paths = { field = function(path, member) -> path, item = function(path, i)
 -- -> path } names members as the caller reports them (AWS's
@@ -71,7 +76,7 @@ local function translate(p)
         local ch = string.char(n)
         out[#out + 1] = ch:match("[%w%c ]") and ch or "\\" .. ch
         i = i + 6
-      elseif e ~= "" and e:match("%p") then
+      elseif e ~= "" and (e:match("%p") or e == " ") then
         out[#out + 1] = "\\" .. e
         i = i + 2
       else
@@ -144,6 +149,7 @@ local function number_text(n)
   end
   return tostring(n)
 end
+M.number_text = number_text
 
 -- length(v) -> the number of characters of a string (bytes when it is not
 -- UTF-8), of entries of a list or map
@@ -154,27 +160,30 @@ local function length(v)
   return n
 end
 
--- rules(lim, v, kind) -> the rules value v of kind breaks (in AWS's order)
+local function rule(out, text, kind, limit) out[#out + 1] = { text = text, kind = kind, limit = limit } end
+
+-- rules(lim, v, kind) -> the rules value v of kind breaks (in AWS's order),
+-- each { text, kind, limit }
 local function rules(lim, v, kind, out)
   out = out or {}
   if not lim then return out end
   if kind == "number" then
     if type(v) ~= "number" then return out end
     if lim.min and v < lim.min then
-      out[#out + 1] = "Member must have value greater than or equal to " .. number_text(lim.min)
+      rule(out, "Member must have value greater than or equal to " .. number_text(lim.min), "min_value", lim.min)
     end
     if lim.max and v > lim.max then
-      out[#out + 1] = "Member must have value less than or equal to " .. number_text(lim.max)
+      rule(out, "Member must have value less than or equal to " .. number_text(lim.max), "max_value", lim.max)
     end
     return out
   end
   if kind == "string" and type(v) ~= "string" then return out end
   local n = length(v)
   if lim.max and n > lim.max then
-    out[#out + 1] = "Member must have length less than or equal to " .. number_text(lim.max)
+    rule(out, "Member must have length less than or equal to " .. number_text(lim.max), "max_length", lim.max)
   end
   if lim.min and n < lim.min then
-    out[#out + 1] = "Member must have length greater than or equal to " .. number_text(lim.min)
+    rule(out, "Member must have length greater than or equal to " .. number_text(lim.min), "min_length", lim.min)
   end
   if kind ~= "string" then return out end
   if lim.enum then
@@ -183,14 +192,14 @@ local function rules(lim, v, kind, out)
       if e == v then found = true break end
     end
     if not found then
-      out[#out + 1] = "Member must satisfy enum value set: [" .. table.concat(lim.enum, ", ") .. "]"
+      rule(out, "Member must satisfy enum value set: [" .. table.concat(lim.enum, ", ") .. "]", "enum", lim.enum)
     end
   end
   if lim.pattern then
     local re = compile(lim.pattern)
     local counts = lim.pattern:find("{%d") ~= nil
     if re and not (counts and v:find("[\128-\255]")) and not re:test(v) then
-      out[#out + 1] = "Member must satisfy regular expression pattern: " .. lim.pattern
+      rule(out, "Member must satisfy regular expression pattern: " .. lim.pattern, "pattern", lim.pattern)
     end
   end
   return out
@@ -219,8 +228,24 @@ M.show = show
 
 local MAX_FOUND = 20
 
-local function add(found, path, v, rule)
-  if #found < MAX_FOUND then found[#found + 1] = { path = path, value = show(v), rule = rule } end
+local function add(found, path, v, r)
+  if #found < MAX_FOUND then
+    found[#found + 1] = { path = path, value = show(v), rule = r.text, kind = r.kind, limit = r.limit }
+  end
+end
+
+-- gather(into, seen, broken): the distinct rules of a collection's items
+local function gather(into, seen, broken)
+  for _, r in ipairs(broken) do
+    if not seen[r.text] then seen[r.text] = true; into[#into + 1] = r end
+  end
+end
+
+-- wrapped(head, broken, kind) -> one rule for a collection's broken items
+local function wrapped(head, broken, kind)
+  local texts, inner = {}, {}
+  for i, r in ipairs(broken) do texts[i], inner[i] = r.text, { kind = r.kind, limit = r.limit } end
+  return { text = head .. ": [" .. table.concat(texts, ", ") .. "]", kind = kind, limit = inner }
 end
 
 local walk
@@ -264,12 +289,8 @@ walk = function(model, head, v, path, paths, found)
       local item, t = S.ref(shape[2])
       if S.SCALAR[item] then
         local broken, seen = {}, {}
-        for _, x in ipairs(v) do
-          for _, r in ipairs(scalar_rules(model, item, t, x)) do
-            if not seen[r] then seen[r] = true; broken[#broken + 1] = r end
-          end
-        end
-        if #broken > 0 then add(found, path, v, "Member must satisfy constraint: [" .. table.concat(broken, ", ") .. "]") end
+        for _, x in ipairs(v) do gather(broken, seen, scalar_rules(model, item, t, x)) end
+        if #broken > 0 then add(found, path, v, wrapped("Member must satisfy constraint", broken, "items")) end
       else
         for i, x in ipairs(v) do walk(model, item, x, paths.item(path, i), paths, found) end
       end
@@ -281,20 +302,16 @@ walk = function(model, head, v, path, paths, found)
       for k in pairs(v) do keys[#keys + 1] = tostring(k) end
       table.sort(keys)
       for _, k in ipairs(keys) do
-        for _, r in ipairs(scalar_rules(model, key, kt, k)) do
-          if not kseen[r] then kseen[r] = true; kbroken[#kbroken + 1] = r end
-        end
+        gather(kbroken, kseen, scalar_rules(model, key, kt, k))
         local x = v[k]
         if S.SCALAR[val] then
-          for _, r in ipairs(S.present(x) and scalar_rules(model, val, vt, x) or {}) do
-            if not vseen[r] then vseen[r] = true; vbroken[#vbroken + 1] = r end
-          end
+          gather(vbroken, vseen, S.present(x) and scalar_rules(model, val, vt, x) or {})
         else
           walk(model, val, x, paths.field(path, { k }), paths, found)
         end
       end
-      if #kbroken > 0 then add(found, path, v, "Map keys must satisfy constraint: [" .. table.concat(kbroken, ", ") .. "]") end
-      if #vbroken > 0 then add(found, path, v, "Map value must satisfy constraint: [" .. table.concat(vbroken, ", ") .. "]") end
+      if #kbroken > 0 then add(found, path, v, wrapped("Map keys must satisfy constraint", kbroken, "keys")) end
+      if #vbroken > 0 then add(found, path, v, wrapped("Map value must satisfy constraint", vbroken, "values")) end
     end
   end
 end
