@@ -3,9 +3,9 @@
 
     python3 mk/aws_models.py [--out lua/hypd/aws/models] [service...]
 
-Each model keeps only what serialization, parsing, retries and pagination
-need (no documentation, enums, errors or validation limits except
-`required`). A model file is `return { metadata, operations, shapes }`:
+Each model keeps only what serialization, parsing, retries, pagination
+and input validation need (no documentation or errors). A model file is
+`return { metadata, operations, shapes, limits }`:
 
   metadata   = { protocol, apiVersion, endpointPrefix, signingName, ... }
   operations = { Name = { method, uri, input, output, result_wrapper,
@@ -13,7 +13,8 @@ need (no documentation, enums, errors or validation limits except
                  host_prefix, auth, input_name, input_xmlns, status } }
   shapes     = { Name = { "structure", { member... }, required = {...},
                           payload = "Body", union = true }
-               | { "list", member } | { "map", key, value } }
+               | { "list", member, min =, max = } | { "map", key, value, min =, max = } }
+  limits     = { ShapeName = { enum = {...}, min =, max =, pattern = "..." } }
 
 A member (or a list member, map key or value) is a reference: a string, or
 a table { ref, <traits> } when it has traits. A reference names a shape of
@@ -27,6 +28,17 @@ the target shape and the member as botocore does:
   attr      xmlAttribute       ts        timestampFormat
   jsonvalue true               idem      idempotencyToken
   host      hostLabel
+  c         the name of the scalar shape in `limits` whose constraints the
+            value must meet (only on references reachable from an
+            operation's input)
+
+Constraints, as botocore states them: `enum` (the values a string takes),
+`min`/`max` (a string's or blob's length, a list's or map's number of
+entries, a number's value), `pattern` (a Java regular expression the whole
+string matches). Lists and maps carry their min/max themselves; scalars are
+inlined, so a reference names their constraints in `limits` (one entry per
+set of constraints, named by the first scalar shape that has it, shared by
+every member that uses it).
 
 Every operation has a class, "read" | "mutating" | "deleting", by the
 rules written beside CLASS_VERBS below; the operations no rule covers
@@ -60,6 +72,7 @@ TRAITS = [("location", "loc"), ("locationName", "name"),
           ("xmlNamespace", "xmlns"), ("xmlAttribute", "attr"),
           ("timestampFormat", "ts"), ("jsonvalue", "jsonvalue"),
           ("idempotencyToken", "idem"), ("hostLabel", "host")]
+LIMIT_KEYS = ("enum", "min", "max", "pattern")
 SHAPE_TRAITS = {"locationName", "queryName", "flattened", "xmlNamespace",
                 "timestampFormat", "xmlAttribute"}
 
@@ -249,6 +262,8 @@ def render_inline(v):
         return "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, float):
+        return repr(v)
     if isinstance(v, str):
         return lua_str(v)
     if isinstance(v, list):
@@ -273,9 +288,38 @@ class Builder:
         self.shapes = model["shapes"]
         self.paginators = paginators
         self.out_shapes = {}
+        self.limits = {}  # scalar shape name -> its constraints
+        self.limit_names = {}  # constraints (as text) -> the shape name that names them
+        self.owner = None  # the shape whose members are being visited
+        self.inputs = set()  # shapes reachable from an operation's input
+        for op in model["operations"].values():
+            if op.get("input"):
+                self.reach(op["input"]["shape"])
         for name in self.shapes:
             if name in SCALARS:
                 sys.exit("shape %s collides with a scalar type name" % name)
+
+    def reach(self, name):
+        if name in self.inputs:
+            return
+        self.inputs.add(name)
+        shape = self.shapes[name]
+        refs = list(shape.get("members", {}).values())
+        refs += [shape[k] for k in ("member", "key", "value") if k in shape]
+        for r in refs:
+            self.reach(r["shape"])
+
+    def limit(self, name):
+        """The constraints of a scalar shape, or None."""
+        shape = self.shapes[name]
+        out = {}
+        for k in LIMIT_KEYS:
+            if k in shape:
+                v = shape[k]
+                if isinstance(v, float) and v.is_integer() and k != "pattern":
+                    v = int(v)
+                out[k] = v
+        return out or None
 
     def traits_of(self, ref):
         """Effective traits of a reference: the shape's, then the ref's."""
@@ -313,6 +357,15 @@ class Builder:
             head = name
             self.visit(name)
         traits = self.traits_of(ref)
+        if typ in SCALARS and self.owner in self.inputs:
+            lim = self.limit(name)
+            if lim:
+                # shapes with the same constraints share one entry (the
+                # first name that carries them)
+                key = repr(sorted(lim.items()))
+                canon = self.limit_names.setdefault(key, name)
+                self.limits[canon] = lim
+                traits["c"] = canon
         if not traits:
             return head
         d = {1: head}
@@ -325,6 +378,7 @@ class Builder:
         shape = self.shapes[name]
         self.out_shapes[name] = None  # cycles
         typ = shape["type"]
+        owner, self.owner = self.owner, name
         if typ == "structure":
             members = []
             for mname, mref in shape.get("members", {}).items():
@@ -349,6 +403,11 @@ class Builder:
             out = {1: "map", 2: self.ref(shape["key"]), 3: self.ref(shape["value"])}
         else:
             sys.exit("unexpected shape type %s for %s" % (typ, name))
+        if typ in ("list", "map") and name in self.inputs:
+            for k in ("min", "max"):
+                if k in shape:
+                    out[k] = int(shape[k])
+        self.owner = owner
         self.out_shapes[name] = out
 
     def op_class(self, name, method):
@@ -429,6 +488,11 @@ def generate(session, service, version):
     for name in sorted(b.out_shapes):
         head = lua_key(name) + " = "
         lines.append(head + render(b.out_shapes[name], 0, len(head)) + ",")
+    lines.append("},")
+    lines.append("limits = {")
+    for name in sorted(b.limits):
+        head = lua_key(name) + " = "
+        lines.append(head + render(b.limits[name], 0, len(head)) + ",")
     lines.append("},")
     lines.append("}")
     return "\n".join(lines) + "\n", len(ops), len(b.out_shapes), b

@@ -214,14 +214,14 @@ CASES = [
         "<Arn>arn:aws:sts::%s:assumed-role/hp/me</Arn><UserId>AROAEXAMPLE:me</UserId><Account>%s</Account>"
         % (ACCOUNT, ACCOUNT)))),
     ("sts", "AssumeRole", "", {
-        "RoleArn": "arn:aws:iam::%s:role/hp" % ACCOUNT, "RoleSessionName": "hypd session",
+        "RoleArn": "arn:aws:iam::%s:role/hp" % ACCOUNT, "RoleSessionName": "hypd-session",
         "PolicyArns": [{"arn": "arn:aws:iam::aws:policy/ReadOnlyAccess"}], "DurationSeconds": 3600,
         "Tags": [{"Key": "team", "Value": "ml & ops"}],
     }, (200, XML_H, query_ok("AssumeRole", STS_NS,
         "<Credentials><AccessKeyId>ASIAEXAMPLE</AccessKeyId><SecretAccessKey>secret</SecretAccessKey>"
         "<SessionToken>token+/=</SessionToken><Expiration>2023-11-14T23:13:20Z</Expiration></Credentials>"
-        "<AssumedRoleUser><AssumedRoleId>AROAEXAMPLE:hypd session</AssumedRoleId>"
-        "<Arn>arn:aws:sts::%s:assumed-role/hp/hypd session</Arn></AssumedRoleUser>"
+        "<AssumedRoleUser><AssumedRoleId>AROAEXAMPLE:hypd-session</AssumedRoleId>"
+        "<Arn>arn:aws:sts::%s:assumed-role/hp/hypd-session</Arn></AssumedRoleUser>"
         "<PackedPolicySize>6</PackedPolicySize><SourceIdentity/>" % ACCOUNT))),
     ("sts", "AssumeRole", "denied", {"RoleArn": "arn:aws:iam::%s:role/nope" % ACCOUNT, "RoleSessionName": "s1"},
      (403, XML_H, query_error("Sender", "AccessDenied",

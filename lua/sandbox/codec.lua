@@ -28,10 +28,22 @@
 -- decoded (chunk signatures are not checked here) and their trailers read
 -- as headers. HEAD answers keep the object's content-length header with an
 -- empty body; other answers with a Content-Length member carry #body.
--- Unknown input members are ignored; lengths, patterns and enums are not
--- checked (the models do not carry them).
+-- Unknown input members are ignored.
+--
+-- Every decoded input is then checked against the model's constraints
+-- (enum, min, max, pattern: hypd.aws.constraints, the checker hypd's
+-- client uses too), before any handler sees it, as AWS validates before it
+-- acts: JSON and REST-JSON services answer ValidationException and the
+-- query services ValidationError, "N validation errors detected: Value 'x'
+-- at 'instanceGroups.1.member.instanceType' failed to satisfy constraint:
+-- ..." (every failure, joined with "; "); EC2 answers
+-- InvalidParameterValue and EKS InvalidParameterException, in their own
+-- words, for the first one. S3 is not checked this way
+-- (constraints.applies).
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
+local constraints = require "hypd.aws.constraints"
+local Q = require "sandbox._codec_query"
 
 local M = {}
 
@@ -122,6 +134,62 @@ local function failure(proto, kind, detail, code)
   return { code = code or c[kind], message = message, status = status }
 end
 
+local function lcfirst(s) return (s:gsub("^%u", string.lower)) end
+
+-- how each protocol names a member in its constraint errors: AWS's Java
+-- services by the member's own name, lowerCamel, wherever it travels (a
+-- URI label too); EC2 by its query name
+local CORAL = {
+  field = function(p, m) local n = lcfirst(m[1]) return p == "" and n or p .. "." .. n end,
+  item = function(p, i) return p .. "." .. i .. ".member" end,
+}
+local PATHS = {
+  json = CORAL, ["rest-json"] = CORAL, query = CORAL,
+  ec2 = {
+    field = function(p, m) local n = Q.ec2_name(m) return p == "" and n or p .. "." .. n end,
+    item = function(p, i) return p .. "." .. i end,
+  },
+}
+
+-- eks_message(f) -> EKS's words for a broken constraint: EKS answers
+-- InvalidParameterException for the first one, naming the member ("The
+-- clusterName parameter contains invalid characters. It should conform to
+-- the regular expression ...", "maxSize can't be less than 1")
+local function eks_message(f)
+  local leaf = f.path:match("([%a][%w]*)$") or f.path
+  local n = type(f.limit) == "number" and constraints.number_text(f.limit) or nil
+  if f.kind == "pattern" then
+    return string.format('The %s parameter contains invalid characters. It should conform to the regular ' ..
+      'expression "%s"', leaf, f.limit)
+  elseif f.kind == "min_value" then return leaf .. " can't be less than " .. n
+  elseif f.kind == "max_value" then return leaf .. " can't be greater than " .. n
+  elseif f.kind == "max_length" then return leaf .. " can't be longer than " .. n
+  elseif f.kind == "min_length" then return leaf .. " can't be shorter than " .. n
+  elseif f.kind == "enum" then
+    return string.format("%s is not a valid %s: it must be one of %s", f.value, leaf, table.concat(f.limit, ", "))
+  end
+  return string.format("The %s parameter has an invalid value: %s", leaf, f.rule)
+end
+
+-- broken(model, proto, operation, input) -> nil, or the error of the
+-- constraints input breaks
+local function broken(model, proto, operation, input)
+  local op = model.operations[operation]
+  if not PATHS[proto] or not op or not op.input then return nil end
+  local found = constraints.check(model, op.input, input, PATHS[proto])
+  if #found == 0 then return nil end
+  if model.metadata.endpointPrefix == "eks" then
+    return { code = "InvalidParameterException", status = 400, message = eks_message(found[1]) }
+  end
+  if proto == "ec2" then
+    local f = found[1]
+    return { code = "InvalidParameterValue", status = 400, message = string.format(
+      "Value (%s) for parameter %s is invalid. %s", f.value, f.path, f.rule) }
+  end
+  return { code = proto == "query" and "ValidationError" or "ValidationException", status = 400,
+    message = constraints.coral(found) }
+end
+
 local function request(req)
   local r = { headers = {} }
   r.method = type(req.method) == "string" and req.method:upper() or "POST"
@@ -144,6 +212,8 @@ local function decode(service, req)
   local proto = model.metadata.protocol
   local a, b, c, d = IMPL[proto].decode(model, request(type(req) == "table" and req or {}))
   if not a then return nil, failure(proto, b, c, d) end
+  local err = broken(model, proto, a, b)
+  if err then return nil, err end
   return { operation = a, input = b, service = service, bucket = proto == "rest-xml" and c or nil }
 end
 

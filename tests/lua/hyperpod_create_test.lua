@@ -370,13 +370,15 @@ t.test("a count above the account's Service Quotas quota is refused with the num
   has(e.message, "2 ml.g5.12xlarge asked, 2 in use by HyperPod clusters in us-west-2, quota 3", "the numbers")
   has(e.message, "raise the Service Quotas quota 'ml.g5.12xlarge for cluster usage' (code " .. q.quota_code ..
     ", service sagemaker) to at least 4", "the quota to raise")
-  -- SageMaker itself holds to the quota, as AWS does
+  -- SageMaker itself holds to the quota, as AWS does (in the demo cluster's
+  -- security groups: a VpcConfig names at least one)
+  local sgs = call("sagemaker", "DescribeCluster", { ClusterName = "hypd-demo-hp" }).VpcConfig.SecurityGroupIds
   local _, err = try("sagemaker", "CreateCluster", { ClusterName = "quota-probe", InstanceGroups = { {
     InstanceGroupName = "g", InstanceType = "ml.g5.12xlarge", InstanceCount = 2,
     ExecutionRole = DEMO.view.result.execution_role_arn,
     LifeCycleConfig = { SourceS3Uri = DEMO.view.result.lifecycle_s3_uri, OnCreate = "on_create.sh" } } },
-    VpcConfig = { SecurityGroupIds = {}, Subnets = { DEMO.view.result.subnet_id } } })
-  t.eq(err and err.code, "ResourceLimitExceeded")
+    VpcConfig = { SecurityGroupIds = sgs, Subnets = { DEMO.view.result.subnet_id } } })
+  t.eq(err and err.code, "ResourceLimitExceeded", err and err.message)
   t.like(err.message, "'ml%.g5%.12xlarge for cluster usage' is 3 Instances, with current utilization of 2 Instances")
   -- within the quota it goes ahead (the plan shows it)
   local p = plan({ cluster = REFUSE, instance_type = "ml.g5.12xlarge", instance_count = 1,

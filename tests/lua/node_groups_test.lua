@@ -15,6 +15,14 @@ local dispatch = require "hypd.tool.dispatch"
 local clusters, core, json, k8s, op, task, tool = require "hypd.clusters", require "hypd.core", require "hypd.json",
   require "hypd.k8s", require "hypd.tool.operations", require "hypd.task", require "hypd.tool.registry"
 local call, mark, since = E.call, E.mark, E.since
+
+-- default_sg(subnet) -> the default security group of the subnet's VPC (a
+-- HyperPod VpcConfig names 1 to 5 security groups)
+local function default_sg(subnet)
+  local vpc = call("ec2", "DescribeSubnets", { SubnetIds = { subnet } }).Subnets[1].VpcId
+  return call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "vpc-id", Values = { vpc } },
+    { Name = "group-name", Values = { "default" } } } }).SecurityGroups[1].GroupId
+end
 local WHO, READ = E.WHO, E.READ
 local ADMIN = { name = "admin", scope = "admin", front = "test" }
 
@@ -89,7 +97,7 @@ t.test("a cluster with two managed node groups (one at zero, one spot) and a Hyp
     call("eks", "CreateNodegroup", g)
   end
   call("sagemaker", "CreateCluster", { ClusterName = HP, Orchestrator = { Eks = { ClusterArn = c.arn } },
-    VpcConfig = { Subnets = { subnets[1] }, SecurityGroupIds = {} },
+    VpcConfig = { Subnets = { subnets[1] }, SecurityGroupIds = { default_sg(subnets[1]) } },
     InstanceGroups = {
       { InstanceGroupName = "workers", InstanceType = "ml.g5.8xlarge", InstanceCount = 2, ExecutionRole = exec },
       { InstanceGroupName = "idle", InstanceType = "ml.c5.xlarge", InstanceCount = 0, ExecutionRole = exec },

@@ -18,14 +18,14 @@ local CLUSTER = { name = "eks1", arn = "arn:aws:eks:us-west-2:1:cluster/eks1", c
   status = "ACTIVE", resourcesVpcConfig = { subnetIds = { "subnet-0123456789" }, endpointPublicAccess = true },
   certificateAuthority = { data = "LS0t" }, tags = { team = "ml" } }
 local GROUP = { InstanceGroupName = "workers", InstanceType = "ml.g5.8xlarge", InstanceCount = 2,
-  LifeCycleConfig = { SourceS3Uri = "s3://b/lc/", OnCreate = "on_create.sh" }, ExecutionRole = "arn:aws:iam::1:role/exec",
-  ThreadsPerCore = 1 }
+  LifeCycleConfig = { SourceS3Uri = "s3://b/lc/", OnCreate = "on_create.sh" },
+  ExecutionRole = "arn:aws:iam::123456789012:role/exec", ThreadsPerCore = 1 }
 local BODY = "hello \0 world\255"
 
 -- { service, operation, params = ..., output = ... }: every protocol
 local CASES = {
   { "sts", "GetCallerIdentity", params = {}, output = { UserId = "AIDA1", Account = "123456789012", Arn = "arn:me" } },
-  { "sts", "AssumeRole", params = { RoleArn = "arn:aws:iam::1:role/hp", RoleSessionName = "s & t",
+  { "sts", "AssumeRole", params = { RoleArn = "arn:aws:iam::1:role/hp", RoleSessionName = "s=t,u@v",
     DurationSeconds = 3600, Tags = TAGS, PolicyArns = { { arn = "arn:aws:iam::aws:policy/ReadOnly" } } },
     output = { Credentials = { AccessKeyId = "ASIA", SecretAccessKey = "s", SessionToken = "t+/=",
       Expiration = T0 }, AssumedRoleUser = { AssumedRoleId = "AROA:s", Arn = "arn:x" }, PackedPolicySize = 6 } },
@@ -84,7 +84,7 @@ local CASES = {
   { "eks", "ListAddons", params = { clusterName = "eks1", maxResults = 10, nextToken = "tok/1+2 =3" },
     output = { addons = { "vpc-cni", "coredns" }, nextToken = "n" } },
   { "sagemaker", "CreateCluster", params = { ClusterName = "hp1", InstanceGroups = { GROUP },
-    Orchestrator = { Eks = { ClusterArn = "arn:aws:eks:us-west-2:1:cluster/e" } }, NodeRecovery = "Automatic" },
+    Orchestrator = { Eks = { ClusterArn = "arn:aws:eks:us-west-2:123456789012:cluster/e" } }, NodeRecovery = "Automatic" },
     output = { ClusterArn = "arn:aws:sagemaker:us-west-2:1:cluster/abc" } },
   { "sagemaker", "DescribeCluster", params = { ClusterName = "hp1" },
     output = { ClusterName = "hp1", ClusterArn = "arn:c", ClusterStatus = "InService", CreationTime = T1,
@@ -419,9 +419,14 @@ t.test("query (IAM, STS): InvalidAction and ValidationError", function()
   fails("iam", form("Action=ListRoles&MaxItems=ten"), "ValidationError", 400, "'ten' at 'maxItems'")
   fails("iam", { headers = { ["content-type"] = "application/json" }, body = '{"Action":"ListRoles"}' },
     "MalformedQueryString")
-  local call = assert(codec.decode("iam", { method = "GET", path = "/", query = "Action=GetRole&RoleName=a%2Bb+c",
+  local call = assert(codec.decode("iam", { method = "GET", path = "/", query = "Action=GetRole&RoleName=a%2Bb%40c",
     headers = {}, body = "" }))
-  t.eq(call.input, { RoleName = "a+b c" }, "GET with the parameters in the query string")
+  t.eq(call.input, { RoleName = "a+b@c" }, "GET with the parameters in the query string")
+  -- "+" is a space: a role name cannot hold one, and the refusal quotes the decoded value
+  err = fails("iam", { method = "GET", path = "/", query = "Action=GetRole&RoleName=a%2Bb+c", headers = {}, body = "" },
+    "ValidationError")
+  t.like(err.message, "Value 'a%+b c' at 'roleName' failed to satisfy constraint: Member must satisfy regular " ..
+    "expression pattern: ", "a + in the query string is a space")
 end)
 
 t.test("EC2: InvalidAction, MissingParameter, InvalidParameterValue", function()

@@ -13,7 +13,8 @@ local task = require "hypd.task"
 local srv = assert(sandbox.start { listen = "127.0.0.1:0",
   credentials = { [os.getenv("AWS_ACCESS_KEY_ID")] = os.getenv("AWS_SECRET_ACCESS_KEY") } })
 local port = srv.port
-local OPTS = { endpoint_url = "http://127.0.0.1:" .. port, region = "us-west-2" }
+-- (check_constraints = false: what the sandbox refuses is under test, not the client)
+local OPTS = { endpoint_url = "http://127.0.0.1:" .. port, region = "us-west-2", check_constraints = false }
 
 local function call(op, params, region)
   return aws.call("ec2", op, params or {}, region and { endpoint_url = OPTS.endpoint_url, region = region } or OPTS)

@@ -20,6 +20,14 @@ local quotas = require "sandbox.services.servicequotas"
 local function call(service, op, params) return aws.call(service, op, params or {}, OPTS) end
 local function try(service, op, params) return aws.try(service, op, params or {}, OPTS) end
 
+-- default_sg(subnet) -> the default security group of the subnet's VPC (a
+-- HyperPod VpcConfig names 1 to 5 security groups)
+local function default_sg(subnet)
+  local vpc = call("ec2", "DescribeSubnets", { SubnetIds = { subnet } }).Subnets[1].VpcId
+  return call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "vpc-id", Values = { vpc } },
+    { Name = "group-name", Values = { "default" } } } }).SecurityGroups[1].GroupId
+end
+
 local function refused(code, pattern, service, op, params)
   local out, err = try(service, op, params)
   t.eq(out, nil, service .. " " .. op .. " is refused")
@@ -76,7 +84,7 @@ end
 
 local function cluster(name, groups, extra)
   local p = { ClusterName = name, InstanceGroups = groups, Orchestrator = { Eks = { ClusterArn = S.eks_arn } },
-    VpcConfig = { SecurityGroupIds = {}, Subnets = { S.a } }, NodeProvisioningMode = "Continuous" }
+    VpcConfig = { SecurityGroupIds = { default_sg(S.a) }, Subnets = { S.a } }, NodeProvisioningMode = "Continuous" }
   for k, v in pairs(extra or {}) do p[k] = v end
   return p
 end
@@ -94,7 +102,7 @@ end)
 t.test("an instance group's override subnet must be in the cluster's VPC", function()
   refused("ValidationException", "is not in " .. S.vpc:gsub("%-", "%%-") .. ", the VPC of the cluster's VpcConfig",
     "sagemaker",
-    "CreateCluster", cluster("st4-x", { group { OverrideVpcConfig = { SecurityGroupIds = {},
+    "CreateCluster", cluster("st4-x", { group { OverrideVpcConfig = { SecurityGroupIds = { default_sg(S.elsewhere) },
       Subnets = { S.elsewhere } } } }))
 end)
 
@@ -105,11 +113,11 @@ t.test("a group on a training plan cannot be Spot; a Scheduled plan is taken and
   t.eq(zone, "us-west-2b")
   refused("ValidationException", "cannot be Spot", "sagemaker", "CreateCluster", cluster("st4-x", { group {
     InstanceType = "ml.p4d.24xlarge", TrainingPlanArn = tp.TrainingPlanArn, CapacityRequirements = { Spot = {} },
-    OverrideVpcConfig = { SecurityGroupIds = {}, Subnets = { S.b } } } }))
+    OverrideVpcConfig = { SecurityGroupIds = { default_sg(S.b) }, Subnets = { S.b } } } }))
   local t0 = core.now()
   call("sagemaker", "CreateCluster", cluster("st4-plan", { group { InstanceType = "ml.p4d.24xlarge",
     InstanceCount = 2, TrainingPlanArn = tp.TrainingPlanArn,
-    OverrideVpcConfig = { SecurityGroupIds = {}, Subnets = { S.b } } } }))
+    OverrideVpcConfig = { SecurityGroupIds = { default_sg(S.b) }, Subnets = { S.b } } } }))
   local waited = wait(function()
     return call("sagemaker", "DescribeCluster", { ClusterName = "st4-plan" }).ClusterStatus == "InService"
   end)

@@ -20,6 +20,14 @@ local ctx = {}
 
 local function call(service, op, params) return aws.call(service, op, params, OPTS) end
 
+-- default_sg(subnet) -> the default security group of the subnet's VPC (a
+-- HyperPod VpcConfig names 1 to 5 security groups)
+local function default_sg(subnet)
+  local vpc = call("ec2", "DescribeSubnets", { SubnetIds = { subnet } }).Subnets[1].VpcId
+  return call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "vpc-id", Values = { vpc } },
+    { Name = "group-name", Values = { "default" } } } }).SecurityGroups[1].GroupId
+end
+
 -- polls like a workflow: describe, sleep 30 s of (virtual) time, until done
 local function wait_for(what, fn, want, max_minutes)
   local deadline = core.now() + (max_minutes or 60) * 60
@@ -97,7 +105,7 @@ t.test("a HyperPod cluster reaches InService with its nodes running", virtual(fu
     InstanceGroups = { { InstanceGroupName = "workers", InstanceType = "ml.g5.8xlarge", InstanceCount = 2,
       ExecutionRole = ctx.exec_role, ThreadsPerCore = 1,
       LifeCycleConfig = { SourceS3Uri = "s3://prov-lifecycle/scripts/", OnCreate = "on_create.sh" } } },
-    VpcConfig = { Subnets = { ctx.subnets[3] }, SecurityGroupIds = {} },
+    VpcConfig = { Subnets = { ctx.subnets[3] }, SecurityGroupIds = { default_sg(ctx.subnets[3]) } },
     NodeRecovery = "Automatic" }).ClusterArn
   t.like(arn, "^arn:aws:sagemaker:us%-west%-2:123456789012:cluster/")
   wait_for("the HyperPod cluster", function()

@@ -8,7 +8,11 @@
 --
 -- Operation and parameter names are the API's own (botocore models), so the
 -- AWS documentation reads directly onto playbooks. opts: region, profile,
--- max_attempts, timeout (seconds per attempt), endpoint_url, s3_path_style.
+-- max_attempts, timeout (seconds per attempt), endpoint_url, s3_path_style,
+-- check_constraints (false sends values that break the model's enum,
+-- length, range or pattern constraints, as botocore's
+-- parameter_validation=False does, to see what the service answers; by
+-- default they fail here as VALIDATION).
 -- Errors: { code = "ResourceNotFoundException", message, status, request_id,
 -- service, operation, retryable, attempts }. Credentials stay in C: Lua
 -- names a profile (or nothing) and the engine signs each request.
@@ -169,7 +173,8 @@ function M.try(service, operation, params, opts)
   local cfg = _aws.config(profile)
   local ep, eperr = endpoints.resolve(model.metadata, region, profile, opts)
   if not ep then return errors.fail("VALIDATION", eperr, { field = "endpoint_url" }) end
-  local req, err = protocol.build(model, operation, params or {})
+  local req, err = protocol.build(model, operation, params or {},
+    { check_constraints = opts.check_constraints ~= false })
   if not req then
     err.service, err.operation = service, operation
     return nil, err

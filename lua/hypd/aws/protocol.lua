@@ -16,7 +16,10 @@
 -- zero), blobs as raw strings, lists as json.array tables. AWS errors are
 -- { code = "ResourceNotFoundException", message, status, request_id,
 -- type = "Sender" | nil }; bad parameters fail with VALIDATION naming the
--- field ("Filters[1].Name") before anything is built.
+-- field ("Filters[1].Name") before anything is built, and so do values
+-- that break the model's constraints (hypd.aws.constraints: enum, length,
+-- range, pattern), which the service would refuse.
+local constraints = require "hypd.aws.constraints"
 local errors = require "hypd.errors"
 local S = require "hypd.aws.shape"
 local sys = require "hypd.sys"
@@ -37,6 +40,24 @@ local function impl(model)
     errors.raise("INTERNAL", "hypd speaks no AWS protocol '" .. tostring(model.metadata.protocol) .. "'")
   end
   return require(name)
+end
+
+-- the client names members as a playbook writes them: Filters[1].Name
+local PATHS = {
+  field = function(p, m) return p == "" and m[1] or p .. "." .. m[1] end,
+  item = function(p, i) return p .. "[" .. i .. "]" end,
+}
+
+-- broken(model, op, params) -> nil, or a VALIDATION error naming the first
+-- member whose value breaks a constraint, the value and the rule
+local function broken(model, op, params)
+  local found = constraints.check(model, op.input, params, PATHS)
+  if #found == 0 then return nil end
+  local f = found[1]
+  local more = #found > 1 and string.format(" (and %d more)", #found - 1) or ""
+  return errors.new("VALIDATION", string.format("invalid parameter %s: value '%s' breaks the %s model's " ..
+    "constraint: %s%s", f.path, f.value, model.metadata.serviceId or "service", f.rule, more),
+    { field = f.path, constraint = f.rule, value = f.value })
 end
 
 local function operation(model, name)
@@ -66,12 +87,14 @@ local function host_prefix(op, params)
   return prefix
 end
 
--- build(model, op_name, params) -> request table, or nil, err
-function M.build(model, name, params)
+-- build(model, op_name, params, opts) -> request table, or nil, err
+-- (opts.check_constraints = false: the model's constraints are not checked)
+function M.build(model, name, params, opts)
   local op, err = operation(model, name)
   if not op then return nil, err end
   params = params or {}
   err = S.validate(model, op.input, params)
+    or (not opts or opts.check_constraints ~= false) and broken(model, op, params) or nil
   if err then return nil, err end
   local filled
   local tok = op.idempotency_token

@@ -1177,7 +1177,7 @@ UploadSigningCertificate = {
 shapes = {
 AcceptDelegationRequestRequest = {
   "structure",
-  { { "DelegationRequestId", "string" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" } },
   required = { "DelegationRequestId" },
 },
 AccessDetail = {
@@ -1213,41 +1213,41 @@ AccessKeyMetadata = {
   "structure",
   { { "UserName", "string" }, { "AccessKeyId", "string" }, { "Status", "string" }, { "CreateDate", "timestamp" } },
 },
-ActionNameListType = { "list", "string" },
+ActionNameListType = { "list", { "string", c = "ActionNameType" } },
 AddClientIDToOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "ClientID", "string" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" }, { "ClientID", "string", c = "clientIDType" } },
   required = { "OpenIDConnectProviderArn", "ClientID" },
 },
 AddRoleToInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "RoleName", "string" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" }, { "RoleName", "string", c = "roleNameType" } },
   required = { "InstanceProfileName", "RoleName" },
 },
 AddUserToGroupRequest = {
   "structure",
-  { { "GroupName", "string" }, { "UserName", "string" } },
+  { { "GroupName", "string", c = "instanceProfileNameType" }, { "UserName", "string", c = "instanceProfileNameType" } },
   required = { "GroupName", "UserName" },
 },
 ArnListType = { "list", "string" },
 AssociateDelegationRequestRequest = {
   "structure",
-  { { "DelegationRequestId", "string" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" } },
   required = { "DelegationRequestId" },
 },
 AttachGroupPolicyRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PolicyArn", "string" } },
+  { { "GroupName", "string", c = "instanceProfileNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "GroupName", "PolicyArn" },
 },
 AttachRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyArn", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "RoleName", "PolicyArn" },
 },
 AttachUserPolicyRequest = {
   "structure",
-  { { "UserName", "string" }, { "PolicyArn", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "UserName", "PolicyArn" },
 },
 AttachedPermissionsBoundary = {
@@ -1258,30 +1258,38 @@ AttachedPolicy = { "structure", { { "PolicyName", "string" }, { "PolicyArn", "st
 CertificationMapType = { "map", "string", "string" },
 ChangePasswordRequest = {
   "structure",
-  { { "OldPassword", "string" }, { "NewPassword", "string" } },
+  { { "OldPassword", "string", c = "passwordType" }, { "NewPassword", "string", c = "passwordType" } },
   required = { "OldPassword", "NewPassword" },
 },
 ContextEntry = {
   "structure",
-  { { "ContextKeyName", "string" }, { "ContextKeyValues", "ContextKeyValueListType" }, { "ContextKeyType", "string" } },
+  {
+    { "ContextKeyName", "string", c = "ContextKeyNameType" },
+    { "ContextKeyValues", "ContextKeyValueListType" },
+    { "ContextKeyType", "string", c = "ContextKeyTypeEnum" },
+  },
 },
 ContextEntryListType = { "list", "ContextEntry" },
 ContextKeyNamesResultListType = { "list", "string" },
 ContextKeyValueListType = { "list", "string" },
-CreateAccessKeyRequest = { "structure", { { "UserName", "string" } } },
+CreateAccessKeyRequest = { "structure", { { "UserName", "string", c = "instanceProfileNameType" } } },
 CreateAccessKeyResponse = { "structure", { { "AccessKey", "AccessKey" } }, required = { "AccessKey" } },
-CreateAccountAliasRequest = { "structure", { { "AccountAlias", "string" } }, required = { "AccountAlias" } },
+CreateAccountAliasRequest = {
+  "structure",
+  { { "AccountAlias", "string", c = "accountAliasType" } },
+  required = { "AccountAlias" },
+},
 CreateDelegationRequestRequest = {
   "structure",
   {
-    { "OwnerAccountId", "string" },
-    { "Description", "string" },
+    { "OwnerAccountId", "string", c = "accountIdType" },
+    { "Description", "string", c = "delegationRequestDescriptionType" },
     { "Permissions", "DelegationPermission" },
-    { "RequestMessage", "string" },
-    { "RequestorWorkflowId", "string" },
-    { "RedirectUrl", "string" },
-    { "NotificationChannel", "string" },
-    { "SessionDuration", "integer" },
+    { "RequestMessage", "string", c = "requestMessageType" },
+    { "RequestorWorkflowId", "string", c = "requestorWorkflowIdType" },
+    { "RedirectUrl", "string", c = "redirectUrlType" },
+    { "NotificationChannel", "string", c = "notificationChannelType" },
+    { "SessionDuration", "integer", c = "sessionDurationType" },
     { "OnlySendByOwner", "boolean" },
   },
   required = { "Description", "Permissions", "RequestorWorkflowId", "NotificationChannel", "SessionDuration" },
@@ -1290,11 +1298,19 @@ CreateDelegationRequestResponse = {
   "structure",
   { { "ConsoleDeepLink", "string" }, { "DelegationRequestId", "string" } },
 },
-CreateGroupRequest = { "structure", { { "Path", "string" }, { "GroupName", "string" } }, required = { "GroupName" } },
+CreateGroupRequest = {
+  "structure",
+  { { "Path", "string", c = "pathType" }, { "GroupName", "string", c = "instanceProfileNameType" } },
+  required = { "GroupName" },
+},
 CreateGroupResponse = { "structure", { { "Group", "Group" } }, required = { "Group" } },
 CreateInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "Path", "string" }, { "Tags", "tagListType" } },
+  {
+    { "InstanceProfileName", "string", c = "instanceProfileNameType" },
+    { "Path", "string", c = "pathType" },
+    { "Tags", "tagListType" },
+  },
   required = { "InstanceProfileName" },
 },
 CreateInstanceProfileResponse = {
@@ -1304,13 +1320,17 @@ CreateInstanceProfileResponse = {
 },
 CreateLoginProfileRequest = {
   "structure",
-  { { "UserName", "string" }, { "Password", "string" }, { "PasswordResetRequired", "boolean" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "Password", "string", c = "passwordType" },
+    { "PasswordResetRequired", "boolean" },
+  },
 },
 CreateLoginProfileResponse = { "structure", { { "LoginProfile", "LoginProfile" } }, required = { "LoginProfile" } },
 CreateOpenIDConnectProviderRequest = {
   "structure",
   {
-    { "Url", "string" },
+    { "Url", "string", c = "clientIDType" },
     { "ClientIDList", "clientIDListType" },
     { "ThumbprintList", "thumbprintListType" },
     { "Tags", "tagListType" },
@@ -1324,10 +1344,10 @@ CreateOpenIDConnectProviderResponse = {
 CreatePolicyRequest = {
   "structure",
   {
-    { "PolicyName", "string" },
-    { "Path", "string" },
-    { "PolicyDocument", "string" },
-    { "Description", "string" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+    { "Path", "string", c = "policyPathType" },
+    { "PolicyDocument", "string", c = "policyDocumentType" },
+    { "Description", "string", c = "policyDescriptionType" },
     { "Tags", "tagListType" },
   },
   required = { "PolicyName", "PolicyDocument" },
@@ -1335,19 +1355,23 @@ CreatePolicyRequest = {
 CreatePolicyResponse = { "structure", { { "Policy", "Policy" } } },
 CreatePolicyVersionRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "PolicyDocument", "string" }, { "SetAsDefault", "boolean" } },
+  {
+    { "PolicyArn", "string", c = "arnType" },
+    { "PolicyDocument", "string", c = "policyDocumentType" },
+    { "SetAsDefault", "boolean" },
+  },
   required = { "PolicyArn", "PolicyDocument" },
 },
 CreatePolicyVersionResponse = { "structure", { { "PolicyVersion", "PolicyVersion" } } },
 CreateRoleRequest = {
   "structure",
   {
-    { "Path", "string" },
-    { "RoleName", "string" },
-    { "AssumeRolePolicyDocument", "string" },
-    { "Description", "string" },
-    { "MaxSessionDuration", "integer" },
-    { "PermissionsBoundary", "string" },
+    { "Path", "string", c = "pathType" },
+    { "RoleName", "string", c = "roleNameType" },
+    { "AssumeRolePolicyDocument", "string", c = "policyDocumentType" },
+    { "Description", "string", c = "delegationRequestDescriptionType" },
+    { "MaxSessionDuration", "integer", c = "roleMaxSessionDurationType" },
+    { "PermissionsBoundary", "string", c = "arnType" },
     { "Tags", "tagListType" },
   },
   required = { "RoleName", "AssumeRolePolicyDocument" },
@@ -1356,24 +1380,32 @@ CreateRoleResponse = { "structure", { { "Role", "Role" } }, required = { "Role" 
 CreateSAMLProviderRequest = {
   "structure",
   {
-    { "SAMLMetadataDocument", "string" },
-    { "Name", "string" },
+    { "SAMLMetadataDocument", "string", c = "SAMLMetadataDocumentType" },
+    { "Name", "string", c = "SAMLProviderNameType" },
     { "Tags", "tagListType" },
-    { "AssertionEncryptionMode", "string" },
-    { "AddPrivateKey", "string" },
+    { "AssertionEncryptionMode", "string", c = "assertionEncryptionModeType" },
+    { "AddPrivateKey", "string", c = "privateKeyType" },
   },
   required = { "SAMLMetadataDocument", "Name" },
 },
 CreateSAMLProviderResponse = { "structure", { { "SAMLProviderArn", "string" }, { "Tags", "tagListType" } } },
 CreateServiceLinkedRoleRequest = {
   "structure",
-  { { "AWSServiceName", "string" }, { "Description", "string" }, { "CustomSuffix", "string" } },
+  {
+    { "AWSServiceName", "string", c = "instanceProfileNameType" },
+    { "Description", "string", c = "delegationRequestDescriptionType" },
+    { "CustomSuffix", "string", c = "roleNameType" },
+  },
   required = { "AWSServiceName" },
 },
 CreateServiceLinkedRoleResponse = { "structure", { { "Role", "Role" } } },
 CreateServiceSpecificCredentialRequest = {
   "structure",
-  { { "UserName", "string" }, { "ServiceName", "string" }, { "CredentialAgeDays", "integer" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "ServiceName", "string" },
+    { "CredentialAgeDays", "integer", c = "credentialAgeDays" },
+  },
   required = { "UserName", "ServiceName" },
 },
 CreateServiceSpecificCredentialResponse = {
@@ -1382,13 +1414,22 @@ CreateServiceSpecificCredentialResponse = {
 },
 CreateUserRequest = {
   "structure",
-  { { "Path", "string" }, { "UserName", "string" }, { "PermissionsBoundary", "string" }, { "Tags", "tagListType" } },
+  {
+    { "Path", "string", c = "pathType" },
+    { "UserName", "string", c = "roleNameType" },
+    { "PermissionsBoundary", "string", c = "arnType" },
+    { "Tags", "tagListType" },
+  },
   required = { "UserName" },
 },
 CreateUserResponse = { "structure", { { "User", "User" } } },
 CreateVirtualMFADeviceRequest = {
   "structure",
-  { { "Path", "string" }, { "VirtualMFADeviceName", "string" }, { "Tags", "tagListType" } },
+  {
+    { "Path", "string", c = "pathType" },
+    { "VirtualMFADeviceName", "string", c = "virtualMFADeviceName" },
+    { "Tags", "tagListType" },
+  },
   required = { "VirtualMFADeviceName" },
 },
 CreateVirtualMFADeviceResponse = {
@@ -1398,12 +1439,12 @@ CreateVirtualMFADeviceResponse = {
 },
 DeactivateMFADeviceRequest = {
   "structure",
-  { { "UserName", "string" }, { "SerialNumber", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "SerialNumber", "string", c = "serialNumberType" } },
   required = { "SerialNumber" },
 },
 DelegationPermission = {
   "structure",
-  { { "PolicyTemplateArn", "string" }, { "Parameters", "policyParameterListType" } },
+  { { "PolicyTemplateArn", "string", c = "arnType" }, { "Parameters", "policyParameterListType" } },
 },
 DelegationRequest = {
   "structure",
@@ -1432,85 +1473,120 @@ DelegationRequest = {
 },
 DeleteAccessKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "AccessKeyId", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "AccessKeyId", "string", c = "accessKeyIdType" } },
   required = { "AccessKeyId" },
 },
-DeleteAccountAliasRequest = { "structure", { { "AccountAlias", "string" } }, required = { "AccountAlias" } },
+DeleteAccountAliasRequest = {
+  "structure",
+  { { "AccountAlias", "string", c = "accountAliasType" } },
+  required = { "AccountAlias" },
+},
 DeleteGroupPolicyRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PolicyName", "string" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+  },
   required = { "GroupName", "PolicyName" },
 },
-DeleteGroupRequest = { "structure", { { "GroupName", "string" } }, required = { "GroupName" } },
+DeleteGroupRequest = {
+  "structure",
+  { { "GroupName", "string", c = "instanceProfileNameType" } },
+  required = { "GroupName" },
+},
 DeleteInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" } },
   required = { "InstanceProfileName" },
 },
-DeleteLoginProfileRequest = { "structure", { { "UserName", "string" } } },
+DeleteLoginProfileRequest = { "structure", { { "UserName", "string", c = "roleNameType" } } },
 DeleteOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" } },
   required = { "OpenIDConnectProviderArn" },
 },
-DeletePolicyRequest = { "structure", { { "PolicyArn", "string" } }, required = { "PolicyArn" } },
+DeletePolicyRequest = { "structure", { { "PolicyArn", "string", c = "arnType" } }, required = { "PolicyArn" } },
 DeletePolicyVersionRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "VersionId", "string" } },
+  { { "PolicyArn", "string", c = "arnType" }, { "VersionId", "string", c = "policyVersionIdType" } },
   required = { "PolicyArn", "VersionId" },
 },
-DeleteRolePermissionsBoundaryRequest = { "structure", { { "RoleName", "string" } }, required = { "RoleName" } },
+DeleteRolePermissionsBoundaryRequest = {
+  "structure",
+  { { "RoleName", "string", c = "roleNameType" } },
+  required = { "RoleName" },
+},
 DeleteRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyName", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PolicyName", "string", c = "instanceProfileNameType" } },
   required = { "RoleName", "PolicyName" },
 },
-DeleteRoleRequest = { "structure", { { "RoleName", "string" } }, required = { "RoleName" } },
-DeleteSAMLProviderRequest = { "structure", { { "SAMLProviderArn", "string" } }, required = { "SAMLProviderArn" } },
+DeleteRoleRequest = { "structure", { { "RoleName", "string", c = "roleNameType" } }, required = { "RoleName" } },
+DeleteSAMLProviderRequest = {
+  "structure",
+  { { "SAMLProviderArn", "string", c = "arnType" } },
+  required = { "SAMLProviderArn" },
+},
 DeleteSSHPublicKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "SSHPublicKeyId", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "SSHPublicKeyId", "string", c = "publicKeyIdType" } },
   required = { "UserName", "SSHPublicKeyId" },
 },
 DeleteServerCertificateRequest = {
   "structure",
-  { { "ServerCertificateName", "string" } },
+  { { "ServerCertificateName", "string", c = "instanceProfileNameType" } },
   required = { "ServerCertificateName" },
 },
-DeleteServiceLinkedRoleRequest = { "structure", { { "RoleName", "string" } }, required = { "RoleName" } },
+DeleteServiceLinkedRoleRequest = {
+  "structure",
+  { { "RoleName", "string", c = "roleNameType" } },
+  required = { "RoleName" },
+},
 DeleteServiceLinkedRoleResponse = { "structure", { { "DeletionTaskId", "string" } }, required = { "DeletionTaskId" } },
 DeleteServiceSpecificCredentialRequest = {
   "structure",
-  { { "UserName", "string" }, { "ServiceSpecificCredentialId", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "ServiceSpecificCredentialId", "string", c = "publicKeyIdType" } },
   required = { "ServiceSpecificCredentialId" },
 },
 DeleteSigningCertificateRequest = {
   "structure",
-  { { "UserName", "string" }, { "CertificateId", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "CertificateId", "string", c = "certificateIdType" } },
   required = { "CertificateId" },
 },
-DeleteUserPermissionsBoundaryRequest = { "structure", { { "UserName", "string" } }, required = { "UserName" } },
+DeleteUserPermissionsBoundaryRequest = {
+  "structure",
+  { { "UserName", "string", c = "roleNameType" } },
+  required = { "UserName" },
+},
 DeleteUserPolicyRequest = {
   "structure",
-  { { "UserName", "string" }, { "PolicyName", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "PolicyName", "string", c = "instanceProfileNameType" } },
   required = { "UserName", "PolicyName" },
 },
-DeleteUserRequest = { "structure", { { "UserName", "string" } }, required = { "UserName" } },
-DeleteVirtualMFADeviceRequest = { "structure", { { "SerialNumber", "string" } }, required = { "SerialNumber" } },
+DeleteUserRequest = {
+  "structure",
+  { { "UserName", "string", c = "instanceProfileNameType" } },
+  required = { "UserName" },
+},
+DeleteVirtualMFADeviceRequest = {
+  "structure",
+  { { "SerialNumber", "string", c = "serialNumberType" } },
+  required = { "SerialNumber" },
+},
 DeletionTaskFailureReasonType = { "structure", { { "Reason", "string" }, { "RoleUsageList", "RoleUsageListType" } } },
 DetachGroupPolicyRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PolicyArn", "string" } },
+  { { "GroupName", "string", c = "instanceProfileNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "GroupName", "PolicyArn" },
 },
 DetachRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyArn", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "RoleName", "PolicyArn" },
 },
 DetachUserPolicyRequest = {
   "structure",
-  { { "UserName", "string" }, { "PolicyArn", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "PolicyArn", "string", c = "arnType" } },
   required = { "UserName", "PolicyArn" },
 },
 DisableOrganizationsRootCredentialsManagementRequest = { "structure", {} },
@@ -1526,10 +1602,10 @@ DisableOrganizationsRootSessionsResponse = {
 EnableMFADeviceRequest = {
   "structure",
   {
-    { "UserName", "string" },
-    { "SerialNumber", "string" },
-    { "AuthenticationCode1", "string" },
-    { "AuthenticationCode2", "string" },
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "SerialNumber", "string", c = "serialNumberType" },
+    { "AuthenticationCode1", "string", c = "authenticationCodeType" },
+    { "AuthenticationCode2", "string", c = "authenticationCodeType" },
   },
   required = { "UserName", "SerialNumber", "AuthenticationCode1", "AuthenticationCode2" },
 },
@@ -1576,24 +1652,35 @@ FeaturesListType = { "list", "string" },
 GenerateCredentialReportResponse = { "structure", { { "State", "string" }, { "Description", "string" } } },
 GenerateOrganizationsAccessReportRequest = {
   "structure",
-  { { "EntityPath", "string" }, { "OrganizationsPolicyId", "string" } },
+  {
+    { "EntityPath", "string", c = "organizationsEntityPathType" },
+    { "OrganizationsPolicyId", "string", c = "organizationsPolicyIdType" },
+  },
   required = { "EntityPath" },
 },
 GenerateOrganizationsAccessReportResponse = { "structure", { { "JobId", "string" } } },
 GenerateServiceLastAccessedDetailsRequest = {
   "structure",
-  { { "Arn", "string" }, { "Granularity", "string" } },
+  { { "Arn", "string", c = "arnType" }, { "Granularity", "string", c = "AccessAdvisorUsageGranularityType" } },
   required = { "Arn" },
 },
 GenerateServiceLastAccessedDetailsResponse = { "structure", { { "JobId", "string" } } },
-GetAccessKeyLastUsedRequest = { "structure", { { "AccessKeyId", "string" } }, required = { "AccessKeyId" } },
+GetAccessKeyLastUsedRequest = {
+  "structure",
+  { { "AccessKeyId", "string", c = "accessKeyIdType" } },
+  required = { "AccessKeyId" },
+},
 GetAccessKeyLastUsedResponse = {
   "structure",
   { { "UserName", "string" }, { "AccessKeyLastUsed", "AccessKeyLastUsed" } },
 },
 GetAccountAuthorizationDetailsRequest = {
   "structure",
-  { { "Filter", "entityListType" }, { "MaxItems", "integer" }, { "Marker", "string" } },
+  {
+    { "Filter", "entityListType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
+  },
 },
 GetAccountAuthorizationDetailsResponse = {
   "structure",
@@ -1620,7 +1707,7 @@ GetContextKeysForCustomPolicyRequest = {
 GetContextKeysForPolicyResponse = { "structure", { { "ContextKeyNames", "ContextKeyNamesResultListType" } } },
 GetContextKeysForPrincipalPolicyRequest = {
   "structure",
-  { { "PolicySourceArn", "string" }, { "PolicyInputList", "SimulationPolicyListType" } },
+  { { "PolicySourceArn", "string", c = "arnType" }, { "PolicyInputList", "SimulationPolicyListType" } },
   required = { "PolicySourceArn" },
 },
 GetCredentialReportResponse = {
@@ -1629,7 +1716,7 @@ GetCredentialReportResponse = {
 },
 GetDelegationRequestRequest = {
   "structure",
-  { { "DelegationRequestId", "string" }, { "DelegationPermissionCheck", "boolean" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" }, { "DelegationPermissionCheck", "boolean" } },
   required = { "DelegationRequestId" },
 },
 GetDelegationRequestResponse = {
@@ -1642,7 +1729,10 @@ GetDelegationRequestResponse = {
 },
 GetGroupPolicyRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PolicyName", "string" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+  },
   required = { "GroupName", "PolicyName" },
 },
 GetGroupPolicyResponse = {
@@ -1652,7 +1742,11 @@ GetGroupPolicyResponse = {
 },
 GetGroupRequest = {
   "structure",
-  { { "GroupName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "GroupName" },
 },
 GetGroupResponse = {
@@ -1662,7 +1756,7 @@ GetGroupResponse = {
 },
 GetHumanReadableSummaryRequest = {
   "structure",
-  { { "EntityArn", "string" }, { "Locale", "string" } },
+  { { "EntityArn", "string", c = "arnType" }, { "Locale", "string", c = "localeType" } },
   required = { "EntityArn" },
 },
 GetHumanReadableSummaryResponse = {
@@ -1671,7 +1765,7 @@ GetHumanReadableSummaryResponse = {
 },
 GetInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" } },
   required = { "InstanceProfileName" },
 },
 GetInstanceProfileResponse = {
@@ -1679,11 +1773,11 @@ GetInstanceProfileResponse = {
   { { "InstanceProfile", "InstanceProfile" } },
   required = { "InstanceProfile" },
 },
-GetLoginProfileRequest = { "structure", { { "UserName", "string" } } },
+GetLoginProfileRequest = { "structure", { { "UserName", "string", c = "roleNameType" } } },
 GetLoginProfileResponse = { "structure", { { "LoginProfile", "LoginProfile" } }, required = { "LoginProfile" } },
 GetMFADeviceRequest = {
   "structure",
-  { { "SerialNumber", "string" }, { "UserName", "string" } },
+  { { "SerialNumber", "string", c = "serialNumberType" }, { "UserName", "string", c = "roleNameType" } },
   required = { "SerialNumber" },
 },
 GetMFADeviceResponse = {
@@ -1698,7 +1792,7 @@ GetMFADeviceResponse = {
 },
 GetOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" } },
   required = { "OpenIDConnectProviderArn" },
 },
 GetOpenIDConnectProviderResponse = {
@@ -1713,7 +1807,12 @@ GetOpenIDConnectProviderResponse = {
 },
 GetOrganizationsAccessReportRequest = {
   "structure",
-  { { "JobId", "string" }, { "MaxItems", "integer" }, { "Marker", "string" }, { "SortKey", "string" } },
+  {
+    { "JobId", "string", c = "jobIDType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
+    { "SortKey", "string", c = "sortKeyType" },
+  },
   required = { "JobId" },
 },
 GetOrganizationsAccessReportResponse = {
@@ -1735,17 +1834,17 @@ GetOutboundWebIdentityFederationInfoResponse = {
   "structure",
   { { "IssuerIdentifier", "string" }, { "JwtVendingEnabled", "boolean" } },
 },
-GetPolicyRequest = { "structure", { { "PolicyArn", "string" } }, required = { "PolicyArn" } },
+GetPolicyRequest = { "structure", { { "PolicyArn", "string", c = "arnType" } }, required = { "PolicyArn" } },
 GetPolicyResponse = { "structure", { { "Policy", "Policy" } } },
 GetPolicyVersionRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "VersionId", "string" } },
+  { { "PolicyArn", "string", c = "arnType" }, { "VersionId", "string", c = "policyVersionIdType" } },
   required = { "PolicyArn", "VersionId" },
 },
 GetPolicyVersionResponse = { "structure", { { "PolicyVersion", "PolicyVersion" } } },
 GetRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyName", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PolicyName", "string", c = "instanceProfileNameType" } },
   required = { "RoleName", "PolicyName" },
 },
 GetRolePolicyResponse = {
@@ -1753,9 +1852,13 @@ GetRolePolicyResponse = {
   { { "RoleName", "string" }, { "PolicyName", "string" }, { "PolicyDocument", "string" } },
   required = { "RoleName", "PolicyName", "PolicyDocument" },
 },
-GetRoleRequest = { "structure", { { "RoleName", "string" } }, required = { "RoleName" } },
+GetRoleRequest = { "structure", { { "RoleName", "string", c = "roleNameType" } }, required = { "RoleName" } },
 GetRoleResponse = { "structure", { { "Role", "Role" } }, required = { "Role" } },
-GetSAMLProviderRequest = { "structure", { { "SAMLProviderArn", "string" } }, required = { "SAMLProviderArn" } },
+GetSAMLProviderRequest = {
+  "structure",
+  { { "SAMLProviderArn", "string", c = "arnType" } },
+  required = { "SAMLProviderArn" },
+},
 GetSAMLProviderResponse = {
   "structure",
   {
@@ -1770,13 +1873,17 @@ GetSAMLProviderResponse = {
 },
 GetSSHPublicKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "SSHPublicKeyId", "string" }, { "Encoding", "string" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "SSHPublicKeyId", "string", c = "publicKeyIdType" },
+    { "Encoding", "string", c = "encodingType" },
+  },
   required = { "UserName", "SSHPublicKeyId", "Encoding" },
 },
 GetSSHPublicKeyResponse = { "structure", { { "SSHPublicKey", "SSHPublicKey" } } },
 GetServerCertificateRequest = {
   "structure",
-  { { "ServerCertificateName", "string" } },
+  { { "ServerCertificateName", "string", c = "instanceProfileNameType" } },
   required = { "ServerCertificateName" },
 },
 GetServerCertificateResponse = {
@@ -1786,7 +1893,11 @@ GetServerCertificateResponse = {
 },
 GetServiceLastAccessedDetailsRequest = {
   "structure",
-  { { "JobId", "string" }, { "MaxItems", "integer" }, { "Marker", "string" } },
+  {
+    { "JobId", "string", c = "jobIDType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
+  },
   required = { "JobId" },
 },
 GetServiceLastAccessedDetailsResponse = {
@@ -1805,7 +1916,12 @@ GetServiceLastAccessedDetailsResponse = {
 },
 GetServiceLastAccessedDetailsWithEntitiesRequest = {
   "structure",
-  { { "JobId", "string" }, { "ServiceNamespace", "string" }, { "MaxItems", "integer" }, { "Marker", "string" } },
+  {
+    { "JobId", "string", c = "jobIDType" },
+    { "ServiceNamespace", "string", c = "serviceNamespaceType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
+  },
   required = { "JobId", "ServiceNamespace" },
 },
 GetServiceLastAccessedDetailsWithEntitiesResponse = {
@@ -1823,7 +1939,7 @@ GetServiceLastAccessedDetailsWithEntitiesResponse = {
 },
 GetServiceLinkedRoleDeletionStatusRequest = {
   "structure",
-  { { "DeletionTaskId", "string" } },
+  { { "DeletionTaskId", "string", c = "maxItemsType" } },
   required = { "DeletionTaskId" },
 },
 GetServiceLinkedRoleDeletionStatusResponse = {
@@ -1833,7 +1949,7 @@ GetServiceLinkedRoleDeletionStatusResponse = {
 },
 GetUserPolicyRequest = {
   "structure",
-  { { "UserName", "string" }, { "PolicyName", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "PolicyName", "string", c = "instanceProfileNameType" } },
   required = { "UserName", "PolicyName" },
 },
 GetUserPolicyResponse = {
@@ -1841,7 +1957,7 @@ GetUserPolicyResponse = {
   { { "UserName", "string" }, { "PolicyName", "string" }, { "PolicyDocument", "string" } },
   required = { "UserName", "PolicyName", "PolicyDocument" },
 },
-GetUserRequest = { "structure", { { "UserName", "string" } } },
+GetUserRequest = { "structure", { { "UserName", "string", c = "instanceProfileNameType" } } },
 GetUserResponse = { "structure", { { "User", "User" } }, required = { "User" } },
 Group = {
   "structure",
@@ -1879,13 +1995,23 @@ InstanceProfile = {
   },
   required = { "Path", "InstanceProfileName", "InstanceProfileId", "Arn", "CreateDate", "Roles" },
 },
-ListAccessKeysRequest = { "structure", { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListAccessKeysRequest = {
+  "structure",
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
+},
 ListAccessKeysResponse = {
   "structure",
   { { "AccessKeyMetadata", "accessKeyMetadataListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
   required = { "AccessKeyMetadata" },
 },
-ListAccountAliasesRequest = { "structure", { { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListAccountAliasesRequest = {
+  "structure",
+  { { "Marker", "string", c = "markerType" }, { "MaxItems", "integer", c = "maxItemsType" } },
+},
 ListAccountAliasesResponse = {
   "structure",
   { { "AccountAliases", "accountAliasListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
@@ -1893,7 +2019,12 @@ ListAccountAliasesResponse = {
 },
 ListAttachedGroupPoliciesRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "PathPrefix", "string", c = "policyPathType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "GroupName" },
 },
 ListAttachedGroupPoliciesResponse = {
@@ -1902,7 +2033,12 @@ ListAttachedGroupPoliciesResponse = {
 },
 ListAttachedRolePoliciesRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "PathPrefix", "string", c = "policyPathType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "RoleName" },
 },
 ListAttachedRolePoliciesResponse = {
@@ -1911,7 +2047,12 @@ ListAttachedRolePoliciesResponse = {
 },
 ListAttachedUserPoliciesRequest = {
   "structure",
-  { { "UserName", "string" }, { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "PathPrefix", "string", c = "policyPathType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "UserName" },
 },
 ListAttachedUserPoliciesResponse = {
@@ -1920,7 +2061,11 @@ ListAttachedUserPoliciesResponse = {
 },
 ListDelegationRequestsRequest = {
   "structure",
-  { { "OwnerId", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "OwnerId", "string", c = "ownerIdType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListDelegationRequestsResponse = {
   "structure",
@@ -1929,12 +2074,12 @@ ListDelegationRequestsResponse = {
 ListEntitiesForPolicyRequest = {
   "structure",
   {
-    { "PolicyArn", "string" },
-    { "EntityFilter", "string" },
-    { "PathPrefix", "string" },
-    { "PolicyUsageFilter", "string" },
-    { "Marker", "string" },
-    { "MaxItems", "integer" },
+    { "PolicyArn", "string", c = "arnType" },
+    { "EntityFilter", "string", c = "EntityType" },
+    { "PathPrefix", "string", c = "pathType" },
+    { "PolicyUsageFilter", "string", c = "PolicyUsageType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
   },
   required = { "PolicyArn" },
 },
@@ -1950,7 +2095,11 @@ ListEntitiesForPolicyResponse = {
 },
 ListGroupPoliciesRequest = {
   "structure",
-  { { "GroupName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "GroupName" },
 },
 ListGroupPoliciesResponse = {
@@ -1960,7 +2109,11 @@ ListGroupPoliciesResponse = {
 },
 ListGroupsForUserRequest = {
   "structure",
-  { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "UserName" },
 },
 ListGroupsForUserResponse = {
@@ -1968,7 +2121,14 @@ ListGroupsForUserResponse = {
   { { "Groups", "groupListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
   required = { "Groups" },
 },
-ListGroupsRequest = { "structure", { { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListGroupsRequest = {
+  "structure",
+  {
+    { "PathPrefix", "string", c = "pathPrefixType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
+},
 ListGroupsResponse = {
   "structure",
   { { "Groups", "groupListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
@@ -1976,7 +2136,11 @@ ListGroupsResponse = {
 },
 ListInstanceProfileTagsRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "InstanceProfileName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "InstanceProfileName" },
 },
 ListInstanceProfileTagsResponse = {
@@ -1986,7 +2150,11 @@ ListInstanceProfileTagsResponse = {
 },
 ListInstanceProfilesForRoleRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "RoleName" },
 },
 ListInstanceProfilesForRoleResponse = {
@@ -1996,7 +2164,11 @@ ListInstanceProfilesForRoleResponse = {
 },
 ListInstanceProfilesRequest = {
   "structure",
-  { { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "PathPrefix", "string", c = "pathPrefixType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListInstanceProfilesResponse = {
   "structure",
@@ -2005,7 +2177,11 @@ ListInstanceProfilesResponse = {
 },
 ListMFADeviceTagsRequest = {
   "structure",
-  { { "SerialNumber", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "SerialNumber", "string", c = "serialNumberType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "SerialNumber" },
 },
 ListMFADeviceTagsResponse = {
@@ -2013,7 +2189,14 @@ ListMFADeviceTagsResponse = {
   { { "Tags", "tagListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
   required = { "Tags" },
 },
-ListMFADevicesRequest = { "structure", { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListMFADevicesRequest = {
+  "structure",
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
+},
 ListMFADevicesResponse = {
   "structure",
   { { "MFADevices", "mfaDeviceListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
@@ -2021,7 +2204,11 @@ ListMFADevicesResponse = {
 },
 ListOpenIDConnectProviderTagsRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "OpenIDConnectProviderArn", "string", c = "arnType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "OpenIDConnectProviderArn" },
 },
 ListOpenIDConnectProviderTagsResponse = {
@@ -2045,7 +2232,11 @@ ListPoliciesGrantingServiceAccessEntry = {
 },
 ListPoliciesGrantingServiceAccessRequest = {
   "structure",
-  { { "Marker", "string" }, { "Arn", "string" }, { "ServiceNamespaces", "serviceNamespaceListType" } },
+  {
+    { "Marker", "string", c = "markerType" },
+    { "Arn", "string", c = "arnType" },
+    { "ServiceNamespaces", "serviceNamespaceListType" },
+  },
   required = { "Arn", "ServiceNamespaces" },
 },
 ListPoliciesGrantingServiceAccessResponse = {
@@ -2060,12 +2251,12 @@ ListPoliciesGrantingServiceAccessResponse = {
 ListPoliciesRequest = {
   "structure",
   {
-    { "Scope", "string" },
+    { "Scope", "string", c = "policyScopeType" },
     { "OnlyAttached", "boolean" },
-    { "PathPrefix", "string" },
-    { "PolicyUsageFilter", "string" },
-    { "Marker", "string" },
-    { "MaxItems", "integer" },
+    { "PathPrefix", "string", c = "policyPathType" },
+    { "PolicyUsageFilter", "string", c = "PolicyUsageType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
   },
 },
 ListPoliciesResponse = {
@@ -2074,7 +2265,11 @@ ListPoliciesResponse = {
 },
 ListPolicyTagsRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "PolicyArn", "string", c = "arnType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "PolicyArn" },
 },
 ListPolicyTagsResponse = {
@@ -2084,7 +2279,11 @@ ListPolicyTagsResponse = {
 },
 ListPolicyVersionsRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "PolicyArn", "string", c = "arnType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "PolicyArn" },
 },
 ListPolicyVersionsResponse = {
@@ -2093,7 +2292,11 @@ ListPolicyVersionsResponse = {
 },
 ListRolePoliciesRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "RoleName" },
 },
 ListRolePoliciesResponse = {
@@ -2103,7 +2306,11 @@ ListRolePoliciesResponse = {
 },
 ListRoleTagsRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "RoleName" },
 },
 ListRoleTagsResponse = {
@@ -2111,7 +2318,14 @@ ListRoleTagsResponse = {
   { { "Tags", "tagListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
   required = { "Tags" },
 },
-ListRolesRequest = { "structure", { { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListRolesRequest = {
+  "structure",
+  {
+    { "PathPrefix", "string", c = "pathPrefixType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
+},
 ListRolesResponse = {
   "structure",
   { { "Roles", "roleListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
@@ -2119,7 +2333,11 @@ ListRolesResponse = {
 },
 ListSAMLProviderTagsRequest = {
   "structure",
-  { { "SAMLProviderArn", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "SAMLProviderArn", "string", c = "arnType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "SAMLProviderArn" },
 },
 ListSAMLProviderTagsResponse = {
@@ -2131,7 +2349,11 @@ ListSAMLProvidersRequest = { "structure", {} },
 ListSAMLProvidersResponse = { "structure", { { "SAMLProviderList", "SAMLProviderListType" } } },
 ListSSHPublicKeysRequest = {
   "structure",
-  { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListSSHPublicKeysResponse = {
   "structure",
@@ -2139,7 +2361,11 @@ ListSSHPublicKeysResponse = {
 },
 ListServerCertificateTagsRequest = {
   "structure",
-  { { "ServerCertificateName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "ServerCertificateName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "ServerCertificateName" },
 },
 ListServerCertificateTagsResponse = {
@@ -2149,7 +2375,11 @@ ListServerCertificateTagsResponse = {
 },
 ListServerCertificatesRequest = {
   "structure",
-  { { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "PathPrefix", "string", c = "pathPrefixType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListServerCertificatesResponse = {
   "structure",
@@ -2163,11 +2393,11 @@ ListServerCertificatesResponse = {
 ListServiceSpecificCredentialsRequest = {
   "structure",
   {
-    { "UserName", "string" },
+    { "UserName", "string", c = "roleNameType" },
     { "ServiceName", "string" },
     { "AllUsers", "boolean" },
-    { "Marker", "string" },
-    { "MaxItems", "integer" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
   },
 },
 ListServiceSpecificCredentialsResponse = {
@@ -2180,7 +2410,11 @@ ListServiceSpecificCredentialsResponse = {
 },
 ListSigningCertificatesRequest = {
   "structure",
-  { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListSigningCertificatesResponse = {
   "structure",
@@ -2189,7 +2423,11 @@ ListSigningCertificatesResponse = {
 },
 ListUserPoliciesRequest = {
   "structure",
-  { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "UserName" },
 },
 ListUserPoliciesResponse = {
@@ -2199,7 +2437,11 @@ ListUserPoliciesResponse = {
 },
 ListUserTagsRequest = {
   "structure",
-  { { "UserName", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
   required = { "UserName" },
 },
 ListUserTagsResponse = {
@@ -2207,7 +2449,14 @@ ListUserTagsResponse = {
   { { "Tags", "tagListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
   required = { "Tags" },
 },
-ListUsersRequest = { "structure", { { "PathPrefix", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } } },
+ListUsersRequest = {
+  "structure",
+  {
+    { "PathPrefix", "string", c = "pathPrefixType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
+},
 ListUsersResponse = {
   "structure",
   { { "Users", "userListType" }, { "IsTruncated", "boolean" }, { "Marker", "string" } },
@@ -2215,7 +2464,11 @@ ListUsersResponse = {
 },
 ListVirtualMFADevicesRequest = {
   "structure",
-  { { "AssignmentStatus", "string" }, { "Marker", "string" }, { "MaxItems", "integer" } },
+  {
+    { "AssignmentStatus", "string", c = "assignmentStatusType" },
+    { "Marker", "string", c = "markerType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+  },
 },
 ListVirtualMFADevicesResponse = {
   "structure",
@@ -2302,7 +2555,11 @@ PolicyGroup = { "structure", { { "GroupName", "string" }, { "GroupId", "string" 
 PolicyGroupListType = { "list", "PolicyGroup" },
 PolicyParameter = {
   "structure",
-  { { "Name", "string" }, { "Values", "policyParameterValuesListType" }, { "Type", "string" } },
+  {
+    { "Name", "string", c = "policyParameterNameType" },
+    { "Values", "policyParameterValuesListType" },
+    { "Type", "string", c = "PolicyParameterTypeEnum" },
+  },
 },
 PolicyRole = { "structure", { { "RoleName", "string" }, { "RoleId", "string" } } },
 PolicyRoleListType = { "list", "PolicyRole" },
@@ -2320,59 +2577,71 @@ PolicyVersion = {
 Position = { "structure", { { "Line", "integer" }, { "Column", "integer" } } },
 PutGroupPolicyRequest = {
   "structure",
-  { { "GroupName", "string" }, { "PolicyName", "string" }, { "PolicyDocument", "string" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+    { "PolicyDocument", "string", c = "policyDocumentType" },
+  },
   required = { "GroupName", "PolicyName", "PolicyDocument" },
 },
 PutRolePermissionsBoundaryRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PermissionsBoundary", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PermissionsBoundary", "string", c = "arnType" } },
   required = { "RoleName", "PermissionsBoundary" },
 },
 PutRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyName", "string" }, { "PolicyDocument", "string" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+    { "PolicyDocument", "string", c = "policyDocumentType" },
+  },
   required = { "RoleName", "PolicyName", "PolicyDocument" },
 },
 PutUserPermissionsBoundaryRequest = {
   "structure",
-  { { "UserName", "string" }, { "PermissionsBoundary", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "PermissionsBoundary", "string", c = "arnType" } },
   required = { "UserName", "PermissionsBoundary" },
 },
 PutUserPolicyRequest = {
   "structure",
-  { { "UserName", "string" }, { "PolicyName", "string" }, { "PolicyDocument", "string" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "PolicyName", "string", c = "instanceProfileNameType" },
+    { "PolicyDocument", "string", c = "policyDocumentType" },
+  },
   required = { "UserName", "PolicyName", "PolicyDocument" },
 },
 RejectDelegationRequestRequest = {
   "structure",
-  { { "DelegationRequestId", "string" }, { "Notes", "string" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" }, { "Notes", "string", c = "notesType" } },
   required = { "DelegationRequestId" },
 },
 RemoveClientIDFromOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "ClientID", "string" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" }, { "ClientID", "string", c = "clientIDType" } },
   required = { "OpenIDConnectProviderArn", "ClientID" },
 },
 RemoveRoleFromInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "RoleName", "string" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" }, { "RoleName", "string", c = "roleNameType" } },
   required = { "InstanceProfileName", "RoleName" },
 },
 RemoveUserFromGroupRequest = {
   "structure",
-  { { "GroupName", "string" }, { "UserName", "string" } },
+  { { "GroupName", "string", c = "instanceProfileNameType" }, { "UserName", "string", c = "instanceProfileNameType" } },
   required = { "GroupName", "UserName" },
 },
 ResetServiceSpecificCredentialRequest = {
   "structure",
-  { { "UserName", "string" }, { "ServiceSpecificCredentialId", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "ServiceSpecificCredentialId", "string", c = "publicKeyIdType" } },
   required = { "ServiceSpecificCredentialId" },
 },
 ResetServiceSpecificCredentialResponse = {
   "structure",
   { { "ServiceSpecificCredential", "ServiceSpecificCredential" } },
 },
-ResourceNameListType = { "list", "string" },
+ResourceNameListType = { "list", { "string", c = "ResourceNameType" } },
 ResourceSpecificResult = {
   "structure",
   {
@@ -2389,10 +2658,10 @@ ResourceSpecificResultListType = { "list", "ResourceSpecificResult" },
 ResyncMFADeviceRequest = {
   "structure",
   {
-    { "UserName", "string" },
-    { "SerialNumber", "string" },
-    { "AuthenticationCode1", "string" },
-    { "AuthenticationCode2", "string" },
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "SerialNumber", "string", c = "serialNumberType" },
+    { "AuthenticationCode1", "string", c = "authenticationCodeType" },
+    { "AuthenticationCode2", "string", c = "authenticationCodeType" },
   },
   required = { "UserName", "SerialNumber", "AuthenticationCode1", "AuthenticationCode2" },
 },
@@ -2459,7 +2728,7 @@ SSHPublicKeyMetadata = {
 },
 SendDelegationTokenRequest = {
   "structure",
-  { { "DelegationRequestId", "string" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" } },
   required = { "DelegationRequestId" },
 },
 ServerCertificate = {
@@ -2531,12 +2800,12 @@ ServiceSpecificCredentialsListType = { "list", "ServiceSpecificCredentialMetadat
 ServicesLastAccessed = { "list", "ServiceLastAccessed" },
 SetDefaultPolicyVersionRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "VersionId", "string" } },
+  { { "PolicyArn", "string", c = "arnType" }, { "VersionId", "string", c = "policyVersionIdType" } },
   required = { "PolicyArn", "VersionId" },
 },
 SetSecurityTokenServicePreferencesRequest = {
   "structure",
-  { { "GlobalEndpointTokenVersion", "string" } },
+  { { "GlobalEndpointTokenVersion", "string", c = "globalEndpointTokenVersion" } },
   required = { "GlobalEndpointTokenVersion" },
 },
 SigningCertificate = {
@@ -2557,13 +2826,13 @@ SimulateCustomPolicyRequest = {
     { "PermissionsBoundaryPolicyInputList", "SimulationPolicyListType" },
     { "ActionNames", "ActionNameListType" },
     { "ResourceArns", "ResourceNameListType" },
-    { "ResourcePolicy", "string" },
-    { "ResourceOwner", "string" },
-    { "CallerArn", "string" },
+    { "ResourcePolicy", "string", c = "policyDocumentType" },
+    { "ResourceOwner", "string", c = "ResourceNameType" },
+    { "CallerArn", "string", c = "ResourceNameType" },
     { "ContextEntries", "ContextEntryListType" },
-    { "ResourceHandlingOption", "string" },
-    { "MaxItems", "integer" },
-    { "Marker", "string" },
+    { "ResourceHandlingOption", "string", c = "ResourceHandlingOptionType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
   },
   required = { "PolicyInputList", "ActionNames" },
 },
@@ -2574,22 +2843,22 @@ SimulatePolicyResponse = {
 SimulatePrincipalPolicyRequest = {
   "structure",
   {
-    { "PolicySourceArn", "string" },
+    { "PolicySourceArn", "string", c = "arnType" },
     { "PolicyInputList", "SimulationPolicyListType" },
     { "PermissionsBoundaryPolicyInputList", "SimulationPolicyListType" },
     { "ActionNames", "ActionNameListType" },
     { "ResourceArns", "ResourceNameListType" },
-    { "ResourcePolicy", "string" },
-    { "ResourceOwner", "string" },
-    { "CallerArn", "string" },
+    { "ResourcePolicy", "string", c = "policyDocumentType" },
+    { "ResourceOwner", "string", c = "ResourceNameType" },
+    { "CallerArn", "string", c = "ResourceNameType" },
     { "ContextEntries", "ContextEntryListType" },
-    { "ResourceHandlingOption", "string" },
-    { "MaxItems", "integer" },
-    { "Marker", "string" },
+    { "ResourceHandlingOption", "string", c = "ResourceHandlingOptionType" },
+    { "MaxItems", "integer", c = "maxItemsType" },
+    { "Marker", "string", c = "markerType" },
   },
   required = { "PolicySourceArn", "ActionNames" },
 },
-SimulationPolicyListType = { "list", "string" },
+SimulationPolicyListType = { "list", { "string", c = "policyDocumentType" } },
 Statement = {
   "structure",
   {
@@ -2600,45 +2869,49 @@ Statement = {
   },
 },
 StatementListType = { "list", "Statement" },
-Tag = { "structure", { { "Key", "string" }, { "Value", "string" } }, required = { "Key", "Value" } },
+Tag = {
+  "structure",
+  { { "Key", "string", c = "tagKeyType" }, { "Value", "string", c = "tagValueType" } },
+  required = { "Key", "Value" },
+},
 TagInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "Tags", "tagListType" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" }, { "Tags", "tagListType" } },
   required = { "InstanceProfileName", "Tags" },
 },
 TagMFADeviceRequest = {
   "structure",
-  { { "SerialNumber", "string" }, { "Tags", "tagListType" } },
+  { { "SerialNumber", "string", c = "serialNumberType" }, { "Tags", "tagListType" } },
   required = { "SerialNumber", "Tags" },
 },
 TagOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "Tags", "tagListType" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" }, { "Tags", "tagListType" } },
   required = { "OpenIDConnectProviderArn", "Tags" },
 },
 TagPolicyRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "Tags", "tagListType" } },
+  { { "PolicyArn", "string", c = "arnType" }, { "Tags", "tagListType" } },
   required = { "PolicyArn", "Tags" },
 },
 TagRoleRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Tags", "tagListType" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "Tags", "tagListType" } },
   required = { "RoleName", "Tags" },
 },
 TagSAMLProviderRequest = {
   "structure",
-  { { "SAMLProviderArn", "string" }, { "Tags", "tagListType" } },
+  { { "SAMLProviderArn", "string", c = "arnType" }, { "Tags", "tagListType" } },
   required = { "SAMLProviderArn", "Tags" },
 },
 TagServerCertificateRequest = {
   "structure",
-  { { "ServerCertificateName", "string" }, { "Tags", "tagListType" } },
+  { { "ServerCertificateName", "string", c = "instanceProfileNameType" }, { "Tags", "tagListType" } },
   required = { "ServerCertificateName", "Tags" },
 },
 TagUserRequest = {
   "structure",
-  { { "UserName", "string" }, { "Tags", "tagListType" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "Tags", "tagListType" } },
   required = { "UserName", "Tags" },
 },
 TrackedActionLastAccessed = {
@@ -2653,151 +2926,187 @@ TrackedActionLastAccessed = {
 TrackedActionsLastAccessed = { "list", "TrackedActionLastAccessed" },
 UntagInstanceProfileRequest = {
   "structure",
-  { { "InstanceProfileName", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "InstanceProfileName", "string", c = "instanceProfileNameType" }, { "TagKeys", "tagKeyListType" } },
   required = { "InstanceProfileName", "TagKeys" },
 },
 UntagMFADeviceRequest = {
   "structure",
-  { { "SerialNumber", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "SerialNumber", "string", c = "serialNumberType" }, { "TagKeys", "tagKeyListType" } },
   required = { "SerialNumber", "TagKeys" },
 },
 UntagOpenIDConnectProviderRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" }, { "TagKeys", "tagKeyListType" } },
   required = { "OpenIDConnectProviderArn", "TagKeys" },
 },
 UntagPolicyRequest = {
   "structure",
-  { { "PolicyArn", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "PolicyArn", "string", c = "arnType" }, { "TagKeys", "tagKeyListType" } },
   required = { "PolicyArn", "TagKeys" },
 },
 UntagRoleRequest = {
   "structure",
-  { { "RoleName", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "TagKeys", "tagKeyListType" } },
   required = { "RoleName", "TagKeys" },
 },
 UntagSAMLProviderRequest = {
   "structure",
-  { { "SAMLProviderArn", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "SAMLProviderArn", "string", c = "arnType" }, { "TagKeys", "tagKeyListType" } },
   required = { "SAMLProviderArn", "TagKeys" },
 },
 UntagServerCertificateRequest = {
   "structure",
-  { { "ServerCertificateName", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "ServerCertificateName", "string", c = "instanceProfileNameType" }, { "TagKeys", "tagKeyListType" } },
   required = { "ServerCertificateName", "TagKeys" },
 },
 UntagUserRequest = {
   "structure",
-  { { "UserName", "string" }, { "TagKeys", "tagKeyListType" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "TagKeys", "tagKeyListType" } },
   required = { "UserName", "TagKeys" },
 },
 UpdateAccessKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "AccessKeyId", "string" }, { "Status", "string" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "AccessKeyId", "string", c = "accessKeyIdType" },
+    { "Status", "string", c = "statusType" },
+  },
   required = { "AccessKeyId", "Status" },
 },
 UpdateAccountPasswordPolicyRequest = {
   "structure",
   {
-    { "MinimumPasswordLength", "integer" },
+    { "MinimumPasswordLength", "integer", c = "minimumPasswordLengthType" },
     { "RequireSymbols", "boolean" },
     { "RequireNumbers", "boolean" },
     { "RequireUppercaseCharacters", "boolean" },
     { "RequireLowercaseCharacters", "boolean" },
     { "AllowUsersToChangePassword", "boolean" },
-    { "MaxPasswordAge", "integer" },
-    { "PasswordReusePrevention", "integer" },
+    { "MaxPasswordAge", "integer", c = "maxPasswordAgeType" },
+    { "PasswordReusePrevention", "integer", c = "passwordReusePreventionType" },
     { "HardExpiry", "boolean" },
   },
 },
 UpdateAssumeRolePolicyRequest = {
   "structure",
-  { { "RoleName", "string" }, { "PolicyDocument", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "PolicyDocument", "string", c = "policyDocumentType" } },
   required = { "RoleName", "PolicyDocument" },
 },
 UpdateDelegationRequestRequest = {
   "structure",
-  { { "DelegationRequestId", "string" }, { "Notes", "string" } },
+  { { "DelegationRequestId", "string", c = "delegationRequestIdType" }, { "Notes", "string", c = "notesType" } },
   required = { "DelegationRequestId" },
 },
 UpdateGroupRequest = {
   "structure",
-  { { "GroupName", "string" }, { "NewPath", "string" }, { "NewGroupName", "string" } },
+  {
+    { "GroupName", "string", c = "instanceProfileNameType" },
+    { "NewPath", "string", c = "pathType" },
+    { "NewGroupName", "string", c = "instanceProfileNameType" },
+  },
   required = { "GroupName" },
 },
 UpdateLoginProfileRequest = {
   "structure",
-  { { "UserName", "string" }, { "Password", "string" }, { "PasswordResetRequired", "boolean" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "Password", "string", c = "passwordType" },
+    { "PasswordResetRequired", "boolean" },
+  },
   required = { "UserName" },
 },
 UpdateOpenIDConnectProviderThumbprintRequest = {
   "structure",
-  { { "OpenIDConnectProviderArn", "string" }, { "ThumbprintList", "thumbprintListType" } },
+  { { "OpenIDConnectProviderArn", "string", c = "arnType" }, { "ThumbprintList", "thumbprintListType" } },
   required = { "OpenIDConnectProviderArn", "ThumbprintList" },
 },
 UpdateRoleDescriptionRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Description", "string" } },
+  { { "RoleName", "string", c = "roleNameType" }, { "Description", "string", c = "delegationRequestDescriptionType" } },
   required = { "RoleName", "Description" },
 },
 UpdateRoleDescriptionResponse = { "structure", { { "Role", "Role" } } },
 UpdateRoleRequest = {
   "structure",
-  { { "RoleName", "string" }, { "Description", "string" }, { "MaxSessionDuration", "integer" } },
+  {
+    { "RoleName", "string", c = "roleNameType" },
+    { "Description", "string", c = "delegationRequestDescriptionType" },
+    { "MaxSessionDuration", "integer", c = "roleMaxSessionDurationType" },
+  },
   required = { "RoleName" },
 },
 UpdateRoleResponse = { "structure", {} },
 UpdateSAMLProviderRequest = {
   "structure",
   {
-    { "SAMLMetadataDocument", "string" },
-    { "SAMLProviderArn", "string" },
-    { "AssertionEncryptionMode", "string" },
-    { "AddPrivateKey", "string" },
-    { "RemovePrivateKey", "string" },
+    { "SAMLMetadataDocument", "string", c = "SAMLMetadataDocumentType" },
+    { "SAMLProviderArn", "string", c = "arnType" },
+    { "AssertionEncryptionMode", "string", c = "assertionEncryptionModeType" },
+    { "AddPrivateKey", "string", c = "privateKeyType" },
+    { "RemovePrivateKey", "string", c = "privateKeyIdType" },
   },
   required = { "SAMLProviderArn" },
 },
 UpdateSAMLProviderResponse = { "structure", { { "SAMLProviderArn", "string" } } },
 UpdateSSHPublicKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "SSHPublicKeyId", "string" }, { "Status", "string" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "SSHPublicKeyId", "string", c = "publicKeyIdType" },
+    { "Status", "string", c = "statusType" },
+  },
   required = { "UserName", "SSHPublicKeyId", "Status" },
 },
 UpdateServerCertificateRequest = {
   "structure",
-  { { "ServerCertificateName", "string" }, { "NewPath", "string" }, { "NewServerCertificateName", "string" } },
+  {
+    { "ServerCertificateName", "string", c = "instanceProfileNameType" },
+    { "NewPath", "string", c = "pathType" },
+    { "NewServerCertificateName", "string", c = "instanceProfileNameType" },
+  },
   required = { "ServerCertificateName" },
 },
 UpdateServiceSpecificCredentialRequest = {
   "structure",
-  { { "UserName", "string" }, { "ServiceSpecificCredentialId", "string" }, { "Status", "string" } },
+  {
+    { "UserName", "string", c = "roleNameType" },
+    { "ServiceSpecificCredentialId", "string", c = "publicKeyIdType" },
+    { "Status", "string", c = "statusType" },
+  },
   required = { "ServiceSpecificCredentialId", "Status" },
 },
 UpdateSigningCertificateRequest = {
   "structure",
-  { { "UserName", "string" }, { "CertificateId", "string" }, { "Status", "string" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "CertificateId", "string", c = "certificateIdType" },
+    { "Status", "string", c = "statusType" },
+  },
   required = { "CertificateId", "Status" },
 },
 UpdateUserRequest = {
   "structure",
-  { { "UserName", "string" }, { "NewPath", "string" }, { "NewUserName", "string" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "NewPath", "string", c = "pathType" },
+    { "NewUserName", "string", c = "roleNameType" },
+  },
   required = { "UserName" },
 },
 UploadSSHPublicKeyRequest = {
   "structure",
-  { { "UserName", "string" }, { "SSHPublicKeyBody", "string" } },
+  { { "UserName", "string", c = "roleNameType" }, { "SSHPublicKeyBody", "string", c = "privateKeyType" } },
   required = { "UserName", "SSHPublicKeyBody" },
 },
 UploadSSHPublicKeyResponse = { "structure", { { "SSHPublicKey", "SSHPublicKey" } } },
 UploadServerCertificateRequest = {
   "structure",
   {
-    { "Path", "string" },
-    { "ServerCertificateName", "string" },
-    { "CertificateBody", "string" },
-    { "PrivateKey", "string" },
-    { "CertificateChain", "string" },
+    { "Path", "string", c = "pathType" },
+    { "ServerCertificateName", "string", c = "instanceProfileNameType" },
+    { "CertificateBody", "string", c = "privateKeyType" },
+    { "PrivateKey", "string", c = "privateKeyType" },
+    { "CertificateChain", "string", c = "certificateChainType" },
     { "Tags", "tagListType" },
   },
   required = { "ServerCertificateName", "CertificateBody", "PrivateKey" },
@@ -2808,7 +3117,7 @@ UploadServerCertificateResponse = {
 },
 UploadSigningCertificateRequest = {
   "structure",
-  { { "UserName", "string" }, { "CertificateBody", "string" } },
+  { { "UserName", "string", c = "instanceProfileNameType" }, { "CertificateBody", "string", c = "privateKeyType" } },
   required = { "CertificateBody" },
 },
 UploadSigningCertificateResponse = {
@@ -2861,10 +3170,10 @@ accessKeyMetadataListType = { "list", "AccessKeyMetadata" },
 accountAliasListType = { "list", "string" },
 attachedPoliciesListType = { "list", "AttachedPolicy" },
 certificateListType = { "list", "SigningCertificate" },
-clientIDListType = { "list", "string" },
+clientIDListType = { "list", { "string", c = "clientIDType" } },
 delegationRequestsListType = { "list", "DelegationRequest" },
 entityDetailsListType = { "list", "EntityDetails" },
-entityListType = { "list", "string" },
+entityListType = { "list", { "string", c = "EntityType" } },
 groupDetailListType = { "list", "GroupDetail" },
 groupListType = { "list", "Group" },
 groupNameListType = { "list", "string" },
@@ -2876,20 +3185,114 @@ policyDocumentVersionListType = { "list", "PolicyVersion" },
 policyGrantingServiceAccessListType = { "list", "PolicyGrantingServiceAccess" },
 policyListType = { "list", "Policy" },
 policyNameListType = { "list", "string" },
-policyParameterListType = { "list", "PolicyParameter" },
-policyParameterValuesListType = { "list", "string" },
+policyParameterListType = { "list", "PolicyParameter", max = 50 },
+policyParameterValuesListType = { "list", { "string", c = "policyParameterValueType" } },
 privateKeyList = { "list", "SAMLPrivateKey" },
 roleDetailListType = { "list", "RoleDetail" },
 roleListType = { "list", "Role" },
 rolePermissionRestrictionArnListType = { "list", "string" },
 serverCertificateMetadataListType = { "list", "ServerCertificateMetadata" },
-serviceNamespaceListType = { "list", "string" },
+serviceNamespaceListType = { "list", { "string", c = "serviceNamespaceType" }, min = 1, max = 200 },
 summaryMapType = { "map", "string", "integer" },
-tagKeyListType = { "list", "string" },
-tagListType = { "list", "Tag" },
-thumbprintListType = { "list", "string" },
+tagKeyListType = { "list", { "string", c = "tagKeyType" }, max = 50 },
+tagListType = { "list", "Tag", max = 50 },
+thumbprintListType = { "list", { "string", c = "thumbprintType" } },
 userDetailListType = { "list", "UserDetail" },
 userListType = { "list", "User" },
 virtualMFADeviceListType = { "list", "VirtualMFADevice" },
+},
+limits = {
+AccessAdvisorUsageGranularityType = { enum = { "SERVICE_LEVEL", "ACTION_LEVEL" } },
+ActionNameType = { min = 3, max = 128 },
+ContextKeyNameType = { min = 5, max = 256 },
+ContextKeyTypeEnum = {
+  enum = {
+    "string",
+    "stringList",
+    "numeric",
+    "numericList",
+    "boolean",
+    "booleanList",
+    "ip",
+    "ipList",
+    "binary",
+    "binaryList",
+    "date",
+    "dateList",
+  },
+},
+EntityType = { enum = { "User", "Role", "Group", "LocalManagedPolicy", "AWSManagedPolicy" } },
+PolicyParameterTypeEnum = { enum = { "string", "stringList" } },
+PolicyUsageType = { enum = { "PermissionsPolicy", "PermissionsBoundary" } },
+ResourceHandlingOptionType = { min = 1, max = 64 },
+ResourceNameType = { min = 1, max = 2048 },
+SAMLMetadataDocumentType = { min = 1000, max = 10000000 },
+SAMLProviderNameType = { min = 1, max = 128, pattern = "[\\w._-]+" },
+accessKeyIdType = { min = 16, max = 128, pattern = "[\\w]+" },
+accountAliasType = { min = 3, max = 63, pattern = "^[a-z0-9]([a-z0-9]|-(?!-)){1,61}[a-z0-9]$" },
+accountIdType = { pattern = "\\d{12}" },
+arnType = { min = 20, max = 2048 },
+assertionEncryptionModeType = { enum = { "Required", "Allowed" } },
+assignmentStatusType = { enum = { "Assigned", "Unassigned", "Any" } },
+authenticationCodeType = { min = 6, max = 6, pattern = "[\\d]+" },
+certificateChainType = { min = 1, max = 2097152, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+certificateIdType = { min = 24, max = 128, pattern = "[\\w]+" },
+clientIDType = { min = 1, max = 255 },
+credentialAgeDays = { min = 1, max = 36600 },
+delegationRequestDescriptionType = { max = 1000, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u00A1-\\u00FF]*" },
+delegationRequestIdType = { min = 16, max = 128, pattern = "[\\w-]+" },
+encodingType = { enum = { "SSH", "PEM" } },
+globalEndpointTokenVersion = { enum = { "v1Token", "v2Token" } },
+instanceProfileNameType = { min = 1, max = 128, pattern = "[\\w+=,.@-]+" },
+jobIDType = { min = 36, max = 36 },
+localeType = { min = 2, max = 12 },
+markerType = { min = 1, max = 320, pattern = "[\\u0020-\\u00FF]+" },
+maxItemsType = { min = 1, max = 1000 },
+maxPasswordAgeType = { min = 1, max = 1095 },
+minimumPasswordLengthType = { min = 6, max = 128 },
+notesType = { max = 500, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u00A1-\\u00FF]*" },
+notificationChannelType = { min = 2, max = 400, pattern = "^[a-zA-Z0-9:_.-]+$" },
+organizationsEntityPathType = { min = 19, max = 427, pattern = "^o-[0-9a-z]{10,32}\\/r-[0-9a-z]{4,32}[0-9a-z-\\/]*" },
+organizationsPolicyIdType = { pattern = "^p-[0-9a-zA-Z_]{8,128}$" },
+ownerIdType = { min = 20, max = 2048, pattern = "^[a-zA-Z0-9:/+=,.@_-]+$" },
+passwordReusePreventionType = { min = 1, max = 24 },
+passwordType = { min = 1, max = 128, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+pathPrefixType = { min = 1, max = 512, pattern = "\\u002F[\\u0021-\\u007F]*" },
+pathType = { min = 1, max = 512, pattern = "(\\u002F)|(\\u002F[\\u0021-\\u007E]+\\u002F)" },
+policyDescriptionType = { max = 1000 },
+policyDocumentType = { min = 1, max = 131072, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+policyParameterNameType = { min = 5, max = 256, pattern = "[ -~]+" },
+policyParameterValueType = { pattern = "[ -~]+" },
+policyPathType = { min = 1, max = 512, pattern = "((/[A-Za-z0-9\\.,\\+@=_-]+)*)/" },
+policyScopeType = { enum = { "All", "AWS", "Local" } },
+policyVersionIdType = { pattern = "v[1-9][0-9]*(\\.[A-Za-z0-9-]*)?" },
+privateKeyIdType = { min = 22, max = 64, pattern = "[A-Z0-9]+" },
+privateKeyType = { min = 1, max = 16384, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+publicKeyIdType = { min = 20, max = 128, pattern = "[\\w]+" },
+redirectUrlType = {
+  min = 1,
+  max = 255,
+  pattern = "^http(s?)://[a-zA-Z0-9._/-]*(\\?[a-zA-Z0-9._=&-]*)?(#[a-zA-Z0-9._/-]*)?$",
+},
+requestMessageType = { max = 200, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u00A1-\\u00FF]*" },
+requestorWorkflowIdType = { min = 5, max = 400, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u00A1-\\u00FF]+" },
+roleMaxSessionDurationType = { min = 3600, max = 43200 },
+roleNameType = { min = 1, max = 64, pattern = "[\\w+=,.@-]+" },
+serialNumberType = { min = 9, max = 256, pattern = "[\\w+=/:,.@-]+" },
+serviceNamespaceType = { min = 1, max = 64, pattern = "[\\w-]*" },
+sessionDurationType = { min = 300, max = 43200 },
+sortKeyType = {
+  enum = {
+    "SERVICE_NAMESPACE_ASCENDING",
+    "SERVICE_NAMESPACE_DESCENDING",
+    "LAST_AUTHENTICATED_TIME_ASCENDING",
+    "LAST_AUTHENTICATED_TIME_DESCENDING",
+  },
+},
+statusType = { enum = { "Active", "Inactive", "Expired" } },
+tagKeyType = { min = 1, max = 128, pattern = "[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]+" },
+tagValueType = { min = 0, max = 256, pattern = "[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*" },
+thumbprintType = { min = 40, max = 40 },
+virtualMFADeviceName = { min = 1, pattern = "[\\w+=,.@-]+" },
 },
 }

@@ -10,6 +10,7 @@
 -- Lookups accept a few spellings so a layout change shows up as a clear
 -- validation error rather than a crash.
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = {}
 
@@ -106,11 +107,13 @@ end
 function M.between(a, b) return math.random(a, b) end
 
 -- page(ctx, items, max, token, limit, code) -> slice, next_token: opaque
--- offset tokens; a bad token or maxResults answers `code`
+-- offset tokens (base64, as AWS's are: Service Quotas' model requires
+-- ^[a-zA-Z0-9/+]*={0,2}$); a bad token or maxResults answers `code`
 function M.page(ctx, items, max, token, limit, code)
   local start = 1
   if token ~= nil and token ~= "" then
-    start = tonumber(tostring(token):match("^page%-(%d+)$"))
+    local raw = tostring(token):match("^[%w/+]+=*$") and sys.b64decode(tostring(token))
+    start = tonumber(tostring(raw or ""):match("^page%-(%d+)$"))
     if not start or start < 1 then ctx.error(code, "The nextToken provided is invalid.") end
   end
   max = max and math.tointeger(max) or limit
@@ -119,7 +122,7 @@ function M.page(ctx, items, max, token, limit, code)
   end
   local out = json.array()
   for i = start, math.min(#items, start + max - 1) do out[#out + 1] = items[i] end
-  local nxt = start + max <= #items and ("page-" .. (start + max)) or nil
+  local nxt = start + max <= #items and sys.b64encode("page-" .. (start + max)) or nil
   return out, nxt
 end
 
