@@ -49,15 +49,17 @@ local PATHS = {
 }
 
 -- broken(model, op, params) -> nil, or a VALIDATION error naming the first
--- member whose value breaks a constraint, the value and the rule
+-- member whose value breaks a constraint and the rule; the value is quoted
+-- cut short (errors.echo) and kept out of the error's fields, since a
+-- parameter may carry a secret
 local function broken(model, op, params)
   local found = constraints.check(model, op.input, params, PATHS)
   if #found == 0 then return nil end
   local f = found[1]
   local more = #found > 1 and string.format(" (and %d more)", #found - 1) or ""
   return errors.new("VALIDATION", string.format("invalid parameter %s: value '%s' breaks the %s model's " ..
-    "constraint: %s%s", f.path, f.value, model.metadata.serviceId or "service", f.rule, more),
-    { field = f.path, constraint = f.rule, value = f.value })
+    "constraint: %s%s", f.path, errors.echo(f.value, 40), model.metadata.serviceId or "service", f.rule, more),
+    { field = f.path, constraint = f.rule })
 end
 
 local function operation(model, name)
