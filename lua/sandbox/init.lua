@@ -45,7 +45,7 @@ local task = require "hypd.task"
 local M = {}
 
 M.SERVICES = { "sts", "iam", "ec2", "s3", "eks", "sagemaker", "fsx", "servicequotas", "sagemaker-runtime", "logs",
-  "elasticloadbalancing", "pricing" }
+  "elasticloadbalancing", "pricing", "cloudformation", "ssm" }
 M.speed = 1
 M.default_region = "us-west-2"
 local services = {}

@@ -11,6 +11,7 @@
 -- The EKS side tells us when its instances or groups change (sync); the
 -- handler compares the cluster's node group instances with the Nodes this
 -- controller owns (annotation sandbox.hypd.io/nodegroup-instance).
+local amis = require "sandbox.services.eks.amis"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
 local node_ = require "sandbox.k8s.controllers._node"
@@ -44,7 +45,8 @@ local function labels_of(ctl, i, ng)
   for k, v in pairs(node_.labels(ctl, i, i.dns)) do l[k] = v end
   l[M.NODEGROUP] = ng.nodegroupName
   l[M.CAPACITY] = ng.capacityType or "ON_DEMAND"
-  l["eks.amazonaws.com/nodegroup-image"] = "ami-0" .. node_.stable_hex(ng.nodegroupArn .. (ng.releaseVersion or ""), 16)
+  l["eks.amazonaws.com/nodegroup-image"] = amis.image_id(ng.nodegroupArn:match("^arn:[^:]+:eks:([^:]+):"),
+    ng.amiType, ng.releaseVersion)
   l["eks.amazonaws.com/sourceLaunchTemplateId"] = "lt-0" .. node_.stable_hex(ng.nodegroupArn .. "lt", 16)
   l["eks.amazonaws.com/sourceLaunchTemplateVersion"] = "1"
   l["k8s.io/cloud-provider-aws"] = node_.stable_hex(ctl.cl.name, 16) .. node_.stable_hex(ctl.cl.name .. "/", 16)

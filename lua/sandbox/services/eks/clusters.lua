@@ -1,6 +1,6 @@
 -- EKS clusters: CreateCluster, DescribeCluster, ListClusters, DeleteCluster,
--- UpdateClusterConfig, DescribeUpdate (of a cluster, an add-on or a node
--- group). Records: "cluster" (id name) and "update" (id "<cluster>/<updateId>").
+-- UpdateClusterConfig, DescribeUpdate and ListUpdates (of a cluster, an
+-- add-on or a node group). Records: "cluster" (id name) and "update" (id "<cluster>/<updateId>").
 local D = require "sandbox.services.eks.deps"
 local json = require "hypd.json"
 
@@ -302,6 +302,34 @@ function ops.DescribeUpdate(ctx, input)
     ctx.error("ResourceNotFoundException", "No update found for ID: " .. tostring(input.updateId) .. ".", 404)
   end
   return { update = M.update_view(u) }
+end
+
+-- ListUpdates: the ids of the updates of a cluster, or of one of its node
+-- groups or add-ons when named, oldest first, paged as EKS pages
+function ops.ListUpdates(ctx, input)
+  M.get(ctx, input.name)
+  if input.nodegroupName then
+    D.child(ctx, "nodegroup", input.name, input.nodegroupName,
+      "No node group found for name: " .. tostring(input.nodegroupName) .. ".")
+  end
+  if input.addonName then
+    D.child(ctx, "addon", input.name, input.addonName,
+      "No addon: " .. tostring(input.addonName) .. " found in cluster: " .. tostring(input.name))
+  end
+  local mine = {}
+  for _, u in ipairs(ctx.state:list("update")) do
+    if u.clusterName == input.name and u.nodegroupName == input.nodegroupName and u.addonName == input.addonName then
+      mine[#mine + 1] = u
+    end
+  end
+  table.sort(mine, function(a, b)
+    if a.createdAt ~= b.createdAt then return a.createdAt < b.createdAt end
+    return a.id < b.id
+  end)
+  local ids = {}
+  for i, u in ipairs(mine) do ids[i] = u.id end
+  local page, nxt = D.page(ctx, ids, input.maxResults, input.nextToken, 100, "InvalidParameterException")
+  return { updateIds = page, nextToken = nxt }
 end
 
 return M

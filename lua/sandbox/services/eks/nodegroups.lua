@@ -15,6 +15,7 @@
 -- EC2 does not have fails the creation with Ec2InstanceTypeDoesNotExist.
 local C = require "sandbox.services.eks.clusters"
 local D = require "sandbox.services.eks.deps"
+local amis = require "sandbox.services.eks.amis"
 local json = require "hypd.json"
 local log = require "hypd.log"
 local types = require "sandbox.data.instance_types"
@@ -26,9 +27,7 @@ M.CAPACITY_TYPES = { ON_DEMAND = true, SPOT = true, CAPACITY_BLOCK = true }
 M.EFFECTS = { NO_SCHEDULE = true, NO_EXECUTE = true, PREFER_NO_SCHEDULE = true }
 M.DEFAULT_SCALING = { minSize = 1, maxSize = 2, desiredSize = 2 }
 M.DEFAULT_TYPE = "t3.medium"
-local RELEASE_DATE = "20251103"
-local KUBELET = { ["1.28"] = "1.28.15", ["1.29"] = "1.29.15", ["1.30"] = "1.30.14", ["1.31"] = "1.31.10",
-  ["1.32"] = "1.32.6", ["1.33"] = "1.33.3", ["1.34"] = "1.34.1" }
+local KUBELET = amis.KUBELET
 
 local function key(cluster, name) return cluster .. "/" .. name end
 
@@ -170,7 +169,7 @@ function ops.CreateNodegroup(ctx, input)
   local ng = {
     key = key(c.name, name), nodegroupName = name, clusterName = c.name,
     nodegroupArn = ctx:arn(string.format("nodegroup/%s/%s/%s", c.name, name, id)),
-    version = version, releaseVersion = input.releaseVersion or (KUBELET[version] .. "-" .. RELEASE_DATE),
+    version = version, releaseVersion = input.releaseVersion or amis.release(version),
     createdAt = now, modifiedAt = now, status = "CREATING", capacityType = capacity, scalingConfig = scaling,
     instanceTypes = itypes, subnets = D.list(subnets), amiType = input.amiType or ami_type(version, itypes),
     nodeRole = input.nodeRole, labels = input.labels or json.object(), taints = D.list(input.taints),
