@@ -187,6 +187,19 @@ local function unsigned(svc, req)
   return op ~= nil and op.auth == "none"
 end
 
+-- not_simulated(svc, req) -> the error for a request of a simulated service
+-- that the sandbox recognizes and does not simulate, or nil: S3's POST
+-- Object (a browser form upload, authorized by the policy in its form
+-- fields rather than a signature) answers S3's NotImplemented, not the
+-- AccessDenied an unsigned request would get
+local function not_simulated(svc, req)
+  if model(svc).metadata.protocol == "rest-xml" and req.method == "POST" and
+      (req.headers["content-type"] or ""):lower():find("multipart/form-data", 1, true) then
+    return { code = "NotImplemented", status = 501,
+      message = "POST Object (browser form upload) is not simulated by the hypd sandbox" }
+  end
+end
+
 -- canonical(v) -> a text equal for equal values (keys sorted): what a
 -- repeated idempotency token's parameters are compared by
 local function canonical(v)
@@ -215,6 +228,8 @@ function M.handle(req)
     return codec.encode_error(svc, nil, { code = e[1], status = e[2], message = "The hypd sandbox does not " ..
       "simulate the service '" .. tostring(scoped or svc) .. "'" }, rctx)
   end
+  local unsupported = not_simulated(svc, req)
+  if unsupported then return codec.encode_error(svc, nil, unsupported, rctx) end
   local injected = faults.on_request(svc, proto)
   if injected and injected.reset then return { status = 0 } end
   if injected then return codec.encode_error(svc, nil, injected, rctx) end

@@ -134,6 +134,62 @@ print(json.dumps(out, default=str))
   t.like(v.no_update, "^ResourceNotFoundException: No update found for ID")
 end)
 
+t.test("iam get-user answers the caller, NoSuchEntity for another name, ValidationError for a role session", function()
+  if not have_boto3() then return t.skip("boto3 is absent") end
+  local rc, out, err = H.with_env(env, dir, [[python3 -c '
+import boto3, json
+iam = boto3.client("iam")
+def code(f):
+  try: f(); return "none"
+  except iam.exceptions.ClientError as e: return e.response["Error"]["Code"] + ": " + e.response["Error"]["Message"]
+me = iam.get_user()["User"]
+named = iam.get_user(UserName=me["UserName"])["User"]
+trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+  "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sts:AssumeRole"}]})
+role = iam.create_role(RoleName="inspect-user", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+c = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName="inspect")["Credentials"]
+as_role = boto3.client("iam", aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+  aws_session_token=c["SessionToken"])
+print(json.dumps({"me": me, "named": named, "other": code(lambda: iam.get_user(UserName="nobody")),
+  "session": code(lambda: as_role.get_user())}, default=str))
+']])
+  t.eq(rc, 0, err)
+  local v = json.decode(out)
+  t.eq({ v.me.UserName, v.me.Arn, v.me.UserId, v.me.Path }, { "sandbox", "arn:aws:iam::123456789012:user/sandbox",
+    "AIDAHYPDSANDBOX00001", "/" })
+  t.eq(v.named, v.me)
+  t.eq(v.other, "NoSuchEntity: The user with name nobody cannot be found.")
+  t.eq(v.session, "ValidationError: Must specify userName when calling with non-User credentials")
+end)
+
+t.test("an S3 POST Object (browser form upload) answers 501 NotImplemented, not AccessDenied", function()
+  if H.sh("python3 -c 'import boto3, requests'") ~= 0 then return t.skip("boto3 or requests is absent") end
+  local rc, out, err = H.with_env(env, dir, [[python3 -c '
+import boto3, requests
+s3 = boto3.client("s3")
+s3.create_bucket(Bucket="inspect-form", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+p = s3.generate_presigned_post("inspect-form", "upload.txt")
+r = requests.post(p["url"], data=p["fields"], files={"file": ("upload.txt", b"hello")})
+print(r.status_code, r.text)
+']])
+  t.eq(rc, 0, err)
+  t.like(out, "^501 ")
+  t.like(out, "<Code>NotImplemented</Code><Message>POST Object %(browser form upload%) is not simulated")
+end)
+
+t.test("hypd doctor lists only endpoints of services the sandbox serves", function()
+  local rc, out = H.with_env(env, dir, H.hypd .. " doctor --json")
+  t.eq(rc, 0, out)
+  local served = {}
+  for _, name in ipairs(require("sandbox").SERVICES) do served[name] = true end
+  local listed = 0
+  for name in pairs(json.decode(out).endpoints) do
+    listed = listed + 1
+    t.ok(served[name], "the sandbox serves " .. name)
+  end
+  t.ok(listed >= 10, "doctor listed the services hypd calls: " .. listed)
+end)
+
 t.test("the sandbox stops", function()
   if pid then os.execute("kill -TERM " .. pid .. " 2>/dev/null; sleep 0.3") end
   t.ok(pid, "it had a process id")
