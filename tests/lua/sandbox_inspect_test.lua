@@ -134,6 +134,61 @@ print(json.dumps(out, default=str))
   t.like(v.no_update, "^ResourceNotFoundException: No update found for ID")
 end)
 
+t.test("ec2 describe-instances lists a managed node group's instances with the AMI SSM names, and no others", function()
+  if not have_boto3() then return t.skip("boto3 is absent") end
+  local rc, out, err = H.with_env(env, dir, [[python3 -c '
+import boto3, json, time
+iam, ec2, eks, ssm = boto3.client("iam"), boto3.client("ec2"), boto3.client("eks"), boto3.client("ssm")
+def code(f):
+  try: f(); return "none"
+  except ec2.exceptions.ClientError as e: return e.response["Error"]["Code"] + ": " + e.response["Error"]["Message"]
+out = {"before": ec2.describe_instances()["Reservations"]}
+trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+  "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+role = iam.create_role(RoleName="inspect-node", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+for p in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"):
+  iam.attach_role_policy(RoleName="inspect-node", PolicyArn="arn:aws:iam::aws:policy/" + p)
+c = eks.describe_cluster(name="inspect")["cluster"]
+eks.create_nodegroup(clusterName="inspect", nodegroupName="ng", nodeRole=role,
+  subnets=c["resourcesVpcConfig"]["subnetIds"], scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 2})
+for _ in range(300):
+  ng = eks.describe_nodegroup(clusterName="inspect", nodegroupName="ng")["nodegroup"]
+  if ng["status"] != "CREATING": break
+  time.sleep(0.1)
+out["ng"] = {"status": ng["status"], "amiType": ng["amiType"], "releaseVersion": ng["releaseVersion"], "version": ng["version"]}
+out["all"] = ec2.describe_instances()["Reservations"]
+out["by_tag"] = ec2.describe_instances(Filters=[{"Name": "tag:eks:nodegroup-name", "Values": ["ng"]},
+  {"Name": "instance-state-name", "Values": ["running"]}])["Reservations"]
+out["stopped"] = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["stopped"]}])["Reservations"]
+first = out["all"][0]["Instances"][0]["InstanceId"] if out["all"] else "i-0000000000000000f"
+out["by_id"] = ec2.describe_instances(InstanceIds=[first])["Reservations"]
+out["missing"] = code(lambda: ec2.describe_instances(InstanceIds=["i-0123456789abcdef0"]))
+out["bad_filter"] = code(lambda: ec2.describe_instances(Filters=[{"Name": "flavour", "Values": ["x"]}]))
+base = "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/x86_64/standard/recommended/" % ng["version"]
+out["ssm_image"] = ssm.get_parameter(Name=base + "image_id")["Parameter"]["Value"]
+out["ssm_release"] = ssm.get_parameter(Name=base + "release_version")["Parameter"]["Value"]
+eks.update_nodegroup_config(clusterName="inspect", nodegroupName="ng", scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 3})
+out["ng_updates"] = eks.list_updates(name="inspect", nodegroupName="ng")["updateIds"]
+print(json.dumps(out, default=str))
+']])
+  t.eq(rc, 0, err)
+  local v = json.decode(out)
+  t.eq(v.before, {})
+  t.eq({ v.ng.status, v.ng.amiType }, { "ACTIVE", "AL2023_x86_64_STANDARD" })
+  t.eq(#v.all, 2)
+  local x = v.all[1] and v.all[1].Instances[1] or {}
+  t.like(x.InstanceId, "^i%-0%x+$")
+  t.eq({ x.State and x.State.Name, x.InstanceType, v.all[1].OwnerId }, { "running", "t3.medium", "123456789012" })
+  t.eq(x.ImageId, v.ssm_image)
+  t.eq(v.ng.releaseVersion, v.ssm_release)
+  t.eq(#v.by_tag, 2)
+  t.eq(v.stopped, {})
+  t.eq(#v.by_id, 1)
+  t.eq(v.missing, "InvalidInstanceID.NotFound: The instance ID 'i-0123456789abcdef0' does not exist")
+  t.eq(v.bad_filter, "InvalidParameterValue: The filter 'flavour' is invalid")
+  t.eq(#v.ng_updates, 1)
+end)
+
 t.test("iam get-user answers the caller, NoSuchEntity for another name, ValidationError for a role session", function()
   if not have_boto3() then return t.skip("boto3 is absent") end
   local rc, out, err = H.with_env(env, dir, [[python3 -c '

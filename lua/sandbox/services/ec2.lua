@@ -1,7 +1,8 @@
 -- sandbox.services.ec2: the EC2 networking a HyperPod cluster stands on:
 -- availability zones and instance types, VPCs, subnets, internet and NAT
 -- gateways, elastic IPs, route tables, security groups, VPC endpoints,
--- tags and filters, regions. Every operation honours DryRun; every
+-- tags and filters, regions, the instances of EKS managed node groups.
+-- Every operation honours DryRun; every
 -- Describe* the model pages honours MaxResults and NextToken (ec2/paging).
 --
 -- Records (ctx.view("ec2") for other services), keyed by their id, each
@@ -17,7 +18,7 @@
 local M = { scope = "regional", operations = {}, transitions = {} }
 
 local FAMILIES = { "common", "zones", "vpc", "gateways", "routes", "endpoints", "security_groups",
-  "interfaces", "regions" }
+  "interfaces", "regions", "instances" }
 local model = require "hypd.aws.models.ec2"
 local paging = require "sandbox.services.ec2.paging"
 
