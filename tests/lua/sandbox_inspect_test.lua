@@ -167,7 +167,8 @@ out["bad_filter"] = code(lambda: ec2.describe_instances(Filters=[{"Name": "flavo
 base = "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/x86_64/standard/recommended/" % ng["version"]
 out["ssm_image"] = ssm.get_parameter(Name=base + "image_id")["Parameter"]["Value"]
 out["ssm_release"] = ssm.get_parameter(Name=base + "release_version")["Parameter"]["Value"]
-eks.update_nodegroup_config(clusterName="inspect", nodegroupName="ng", scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 3})
+eks.update_nodegroup_config(clusterName="inspect", nodegroupName="ng",
+  scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 3})
 out["ng_updates"] = eks.list_updates(name="inspect", nodegroupName="ng")["updateIds"]
 print(json.dumps(out, default=str))
 ']])
