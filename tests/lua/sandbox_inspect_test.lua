@@ -218,6 +218,40 @@ print(json.dumps({"me": me, "named": named, "other": code(lambda: iam.get_user(U
   t.eq(v.session, "ValidationError: Must specify userName when calling with non-User credentials")
 end)
 
+t.test("iam simulate-principal-policy evaluates a role's inline and attached policies", function()
+  if not have_boto3() then return t.skip("boto3 is absent") end
+  local rc, out, err = H.with_env(env, dir, [==[python3 -c '
+import boto3, json
+iam = boto3.client("iam")
+trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+  "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+arn = iam.create_role(RoleName="inspect-sim", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+iam.put_role_policy(RoleName="inspect-sim", PolicyName="reads", PolicyDocument=json.dumps({"Version": "2012-10-17",
+  "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"},
+                {"Effect": "Deny", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/secret/*"}]}))
+iam.attach_role_policy(RoleName="inspect-sim", PolicyArn="arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy")
+r = iam.simulate_principal_policy(PolicySourceArn=arn, ActionNames=["s3:GetObject", "s3:PutObject",
+  "ec2:AssignPrivateIpAddresses"], ResourceArns=["arn:aws:s3:::b/x", "arn:aws:s3:::b/secret/k"])["EvaluationResults"]
+def code(f):
+  try: f(); return "none"
+  except iam.exceptions.ClientError as e: return e.response["Error"]["Code"] + ": " + e.response["Error"]["Message"]
+print(json.dumps({"results": [[e["EvalActionName"], e["EvalResourceName"], e["EvalDecision"],
+  [m["SourcePolicyId"] + "/" + m["SourcePolicyType"] for m in e["MatchedStatements"]]] for e in r],
+  "no_role": code(lambda: iam.simulate_principal_policy(PolicySourceArn=arn + "-gone", ActionNames=["s3:GetObject"]))}))
+']==])
+  t.eq(rc, 0, err)
+  local v = json.decode(out)
+  t.eq(v.results, {
+    { "s3:GetObject", "arn:aws:s3:::b/x", "allowed", { "reads/role" } },
+    { "s3:GetObject", "arn:aws:s3:::b/secret/k", "explicitDeny", { "reads/role" } },
+    { "s3:PutObject", "arn:aws:s3:::b/x", "implicitDeny", {} },
+    { "s3:PutObject", "arn:aws:s3:::b/secret/k", "implicitDeny", {} },
+    { "ec2:AssignPrivateIpAddresses", "arn:aws:s3:::b/x", "allowed", { "AmazonEKS_CNI_Policy/aws-managed" } },
+    { "ec2:AssignPrivateIpAddresses", "arn:aws:s3:::b/secret/k", "allowed", { "AmazonEKS_CNI_Policy/aws-managed" } },
+  })
+  t.eq(v.no_role, "NoSuchEntity: The role with name inspect-sim-gone cannot be found.")
+end)
+
 t.test("an S3 POST Object (browser form upload) answers 501 NotImplemented, not AccessDenied", function()
   if H.sh("python3 -c 'import boto3, requests'") ~= 0 then return t.skip("boto3 or requests is absent") end
   local rc, out, err = H.with_env(env, dir, [[python3 -c '

@@ -6,7 +6,7 @@
 -- URL-encoded, as IAM does. The families live in sandbox/services/iam/*.lua.
 local M = { scope = "global", operations = {}, transitions = {} }
 
-for _, family in ipairs { "roles", "policies", "providers", "users" } do
+for _, family in ipairs { "roles", "policies", "providers", "users", "simulate" } do
   for name, fn in pairs(require("sandbox.services.iam." .. family).operations) do
     M.operations[name] = fn
   end
