@@ -26,9 +26,12 @@ await scenario("instance types: grouped GPU, Trainium/Inferentia, CPU; GPUs, mem
   await choose(page, "#create-form-availability_zone", a);
   // the zone's list, once loaded (the region's may show a moment before)
   await page.waitForSelector('#create-form-instance_type[aria-busy="false"] optgroup option[value="ml.p5.48xlarge"]', { state: "attached" });
+  // (the zone's read may not have begun when the region's list is drawn: wait up to 10 s for a list of the zone's size)
+  const want = offered[a].map((t) => t.name).sort();
+  await page.waitForFunction((n) => document.querySelectorAll("#create-form-instance_type optgroup option").length === n,
+    want.length, { timeout: 10000 }).catch(() => {});
   const o = await options(page);
   check(JSON.stringify(o.groups) === JSON.stringify(["GPU", "Trainium / Inferentia", "CPU"]), "the groups in order: " + o.groups.join(", "));
-  const want = offered[a].map((t) => t.name).sort();
   check(JSON.stringify([...o.values].sort()) === JSON.stringify(want), `the list is exactly what ${a} offers (${o.values.length} of ${want.length})`);
   const p5 = o.texts["ml.p5.48xlarge"];
   check(/8 × NVIDIA H100 80 GiB/.test(p5) && /192 vCPU/.test(p5) && /2048 GiB/.test(p5) && /EFA × 32/.test(p5), "a GPU option shows its GPUs, memory and EFA: " + p5);
@@ -42,6 +45,8 @@ await scenario("instance types: grouped GPU, Trainium/Inferentia, CPU; GPUs, mem
   await choose(page, "#create-form-availability_zone", b);
   await page.waitForSelector("[data-path=instance_type] [data-unknown]");
   await page.waitForSelector('#create-form-instance_type[aria-busy="false"]', { state: "attached" });
+  await page.waitForFunction((n) => document.querySelectorAll("#create-form-instance_type optgroup option").length === n,
+    offered[b].length, { timeout: 10000 }).catch(() => {});
   const o2 = await options(page);
   check(!o2.values.includes("ml.p5.48xlarge"), `${b} does not list ml.p5.48xlarge`);
   check(JSON.stringify([...o2.values].sort()) === JSON.stringify(offered[b].map((t) => t.name).sort()), `the list is what ${b} offers`);
