@@ -166,6 +166,20 @@ function M.errors(r, obj)
   elseif group_kind == "batch/CronJob" then
     local job = ((spec.jobTemplate or {}).spec or {})
     pod_spec((job.template or {}).spec, "spec.jobTemplate.spec.template.spec", JOB, out)
+  elseif group_kind == "storage.k8s.io/StorageClass" then
+    -- ValidateStorageClass
+    if type(obj.provisioner) ~= "string" or obj.provisioner == "" then
+      out[#out + 1] = { type = "Required", field = "provisioner" }
+    end
+    local reclaim, binding = { "Delete", "Retain" }, { "Immediate", "WaitForFirstConsumer" }
+    if obj.reclaimPolicy ~= nil and not one_of(obj.reclaimPolicy, reclaim) then
+      out[#out + 1] = { type = "NotSupported", field = "reclaimPolicy", value = obj.reclaimPolicy,
+        detail = quoted(reclaim) }
+    end
+    if obj.volumeBindingMode ~= nil and not one_of(obj.volumeBindingMode, binding) then
+      out[#out + 1] = { type = "NotSupported", field = "volumeBindingMode", value = obj.volumeBindingMode,
+        detail = quoted(binding) }
+    end
   elseif group_kind == "/Service" then
     local types = { "ClusterIP", "ExternalName", "LoadBalancer", "NodePort" }
     if spec.type ~= nil and not one_of(spec.type, types) then
