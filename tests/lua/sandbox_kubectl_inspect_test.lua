@@ -165,4 +165,51 @@ t.test("kubectl logs --timestamps prints RFC3339Nano times from the sandbox's cl
   t.eq(#lines(out), 0, out)
 end)
 
+t.test("node Leases are renewed every 10 s and Ready heartbeats posted every 5 min as simulated time passes", function()
+  if not S.ready then return skip() end
+  local nodes = get_json("get nodes") or { items = {} }
+  t.ok(#nodes.items > 0)
+  local first = {}
+  for _, n in ipairs(nodes.items) do
+    local l = get_json("get lease -n kube-node-lease " .. n.metadata.name) or { spec = {} }
+    first[n.metadata.name] = epoch(l.spec.renewTime)
+  end
+  -- a container that sleeps in steps moves the simulated clock on past 5 min
+  local rc0, _, err0 = kubectl("run ticker --image=busybox:1.36 --restart=Never -- sh -c " ..
+    H.quote('for i in $(seq 1 40); do echo "tick $i"; sleep 10; done'))
+  t.eq(rc0, 0, err0)
+  t.ok(until_ok(function()
+    local _, o = kubectl("logs ticker")
+    return (o or ""):find("tick 33", 1, true)
+  end, 300), "the ticker runs 5 simulated minutes")
+  local now = sandbox_now("leases-now")
+  local rc, out, err = kubectl("get leases -n kube-node-lease -o json")
+  t.eq(rc, 0, err)
+  local list = require("hypd.json").decode(out) or { items = {} }
+  t.eq(#list.items, #nodes.items, "a Lease per node")
+  for _, l in ipairs(list.items) do
+    local name = l.metadata.name
+    local renew = epoch(l.spec.renewTime)
+    -- the node joined long enough ago that its kubelet has renewed since
+    t.ok(now - (epoch(l.metadata.creationTimestamp) or now) > 20, name .. ": the Lease is older than 20 s")
+    t.ok(renew and now and now - renew <= 11 and renew >= (first[name] or math.huge),
+      name .. ": renewed in the last 10 s: " .. tostring(l.spec.renewTime) .. ", first " .. tostring(first[name]) ..
+      ", now " .. tostring(now))
+    t.like(l.spec.renewTime, "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%d%d%d%dZ$", "a MicroTime")
+  end
+  for _, n in ipairs((get_json("get nodes") or { items = {} }).items) do
+    local seen = 0
+    for _, c in ipairs(n.status.conditions or {}) do
+      if c.type == "Ready" or c.type == "MemoryPressure" or c.type == "DiskPressure" or c.type == "PIDPressure" then
+        seen = seen + 1
+        local hb = epoch(c.lastHeartbeatTime)
+        t.ok(hb and now - hb <= 301 and hb >= epoch(c.lastTransitionTime),
+          n.metadata.name .. ": " .. c.type .. " heartbeat in the last 5 min: " .. tostring(c.lastHeartbeatTime) ..
+            ", now " .. tostring(now))
+      end
+    end
+    t.eq(seen, 4, "the kubelet's four conditions")
+  end
+end)
+
 t.test("cleanup", function() S.cleanup() end)

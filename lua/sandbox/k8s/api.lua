@@ -6,6 +6,7 @@
 -- authentication happens before (sandbox.k8s).
 local discovery = require "sandbox.k8s.discovery"
 local disruption = require "sandbox.k8s.controllers.disruption"
+local heartbeats = require "sandbox.k8s.heartbeats"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local metrics = require "sandbox.k8s.metrics"
@@ -924,6 +925,7 @@ function M.handle(cl, req, user)
     if dry == nil then return failure(st) end
     return scale(cl, r, rt, req, q, verb, dry)
   end
+  if verb == "list" or verb == "watch" or verb == "get" then heartbeats.refresh(cl, r, rt.ns, rt.name) end
   if verb == "list" then return list(cl, r, rt, q, req) end
   if verb == "watch" then return watch(cl, r, rt, q, req) end
   if verb == "get" then return get(cl, r, rt, req) end
