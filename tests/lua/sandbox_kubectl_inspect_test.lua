@@ -73,6 +73,26 @@ t.test("a StorageClass a user applies gets the API server's defaults; one with n
   t.eq(rc, 0, err)
 end)
 
+t.test("a StorageClass's provisioner, parameters, reclaimPolicy and volumeBindingMode cannot change; its labels can",
+  function()
+  if not S.ready then return skip() end
+  local rc, out, err = kubectl("patch sc gp2 -p " .. H.quote('{"reclaimPolicy":"Retain"}'))
+  t.ok(rc ~= 0, "refused")
+  t.like((out or "") .. (err or ""), 'The StorageClass "gp2" is invalid: reclaimPolicy: Forbidden: ' ..
+    "updates to reclaimPolicy are forbidden%.")
+  rc, out, err = kubectl("patch sc gp2 --type=merge -p " .. H.quote('{"parameters":{"type":"gp3"}}'))
+  t.ok(rc ~= 0, "refused")
+  t.like((out or "") .. (err or ""), "parameters: Forbidden: updates to parameters are forbidden%.")
+  rc, out, err = kubectl("patch sc gp2 --type=merge -p " .. H.quote('{"volumeBindingMode":"Immediate"}'))
+  t.ok(rc ~= 0, "refused")
+  t.like((out or "") .. (err or ""), 'volumeBindingMode: Invalid value: "Immediate": field is immutable')
+  rc, out, err = kubectl("label sc gp2 team=ml")
+  t.eq(rc, 0, (out or "") .. (err or ""))
+  local sc = get_json("get sc gp2") or {}
+  t.eq(sc.reclaimPolicy, "Delete")
+  t.eq((sc.parameters or {}).type, "gp2")
+end)
+
 t.test("the CSI add-ons' drivers are CSIDriver objects, and every node has a CSINode", function()
   if not S.ready then return skip() end
   local rc, _, err = S.kc.sh([[python3 -c '
