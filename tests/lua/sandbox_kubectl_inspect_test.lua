@@ -217,7 +217,9 @@ t.test("node Leases are renewed every 10 s and Ready heartbeats posted every 5 m
       ", now " .. tostring(now))
     t.like(l.spec.renewTime, "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%d%d%d%dZ$", "a MicroTime")
   end
-  for _, n in ipairs((get_json("get nodes") or { items = {} }).items) do
+  -- a get of the node (what kubectl describe node does) shows its kubelet's last status report
+  for _, listed in ipairs(nodes.items) do
+    local n = get_json("get node " .. listed.metadata.name) or { metadata = {}, status = {} }
     local seen = 0
     for _, c in ipairs(n.status.conditions or {}) do
       if c.type == "Ready" or c.type == "MemoryPressure" or c.type == "DiskPressure" or c.type == "PIDPressure" then
