@@ -93,6 +93,24 @@ t.test("a StorageClass's provisioner, parameters, reclaimPolicy and volumeBindin
   t.eq((sc.parameters or {}).type, "gp2")
 end)
 
+t.test("a claim of the gp2 class waits for its first consumer, as the PersistentVolume controller says", function()
+  if not S.ready then return skip() end
+  local f = S.dir .. "/pvc.yaml"
+  H.write(f, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  storageClassName: gp2\n" ..
+    "  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n")
+  local rc, out, err = kubectl("apply -f " .. H.quote(f))
+  t.eq(rc, 0, err)
+  t.ok(until_ok(function()
+    rc, out = kubectl("get events --field-selector involvedObject.name=data")
+    return rc == 0 and out:find("WaitForFirstConsumer", 1, true)
+  end), "the claim's event")
+  t.like(out, "Normal%s+WaitForFirstConsumer%s+persistentvolumeclaim/data%s+waiting for first consumer to be " ..
+    "created before binding")
+  t.eq(((get_json("get pvc data") or {}).status or {}).phase, "Pending")
+  rc, out, err = kubectl("delete pvc data")
+  t.eq(rc, 0, (out or "") .. (err or ""))
+end)
+
 t.test("the CSI add-ons' drivers are CSIDriver objects, and every node has a CSINode", function()
   if not S.ready then return skip() end
   local rc, _, err = S.kc.sh([[python3 -c '
