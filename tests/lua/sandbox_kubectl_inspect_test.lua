@@ -39,15 +39,20 @@ t.test("storage.k8s.io/v1 is discovered with its kinds", function()
   t.like(out, "storageclasses%s+sc%s+storage%.k8s%.io/v1%s+false%s+StorageClass", "sc, cluster-scoped")
 end)
 
-t.test("kubectl get storageclass shows the default gp2 class EKS makes", function()
+t.test("kubectl get storageclass shows the gp2 class EKS makes (the default one below Kubernetes 1.30)", function()
   if not S.ready then return skip() end
+  local v = get_json("version") or {}
+  local minor = tonumber(((v.serverVersion or {}).minor or ""):match("%d+"))
+  t.ok(minor, "the server's minor version: " .. tostring((v.serverVersion or {}).minor))
+  local default = minor and minor < 30
   local rc, out, err = kubectl("get storageclass")
   t.eq(rc, 0, err)
   local l = lines(out)
   t.like(l[1] or "", "^NAME%s+PROVISIONER%s+RECLAIMPOLICY%s+VOLUMEBINDINGMODE%s+ALLOWVOLUMEEXPANSION%s+AGE$")
-  t.like(l[2] or "", "^gp2 %(default%)%s+kubernetes%.io/aws%-ebs%s+Delete%s+WaitForFirstConsumer%s+false%s+%S+$")
+  t.like(l[2] or "", "^gp2" .. (default and " %(default%)" or "") .. "%s+kubernetes%.io/aws%-ebs%s+Delete%s+" ..
+    "WaitForFirstConsumer%s+false%s+%S+$")
   local sc = get_json("get sc gp2") or {}
-  t.eq(((sc.metadata or {}).annotations or {})["storageclass.kubernetes.io/is-default-class"], "true")
+  t.eq(((sc.metadata or {}).annotations or {})["storageclass.kubernetes.io/is-default-class"], default and "true" or nil)
   t.eq(sc.provisioner, "kubernetes.io/aws-ebs")
   t.eq((sc.parameters or {}).type, "gp2")
   t.eq((sc.parameters or {}).fsType, "ext4")
