@@ -152,6 +152,23 @@ by_kind["batch/Job"] = function(_, r, obj)
   return nil
 end
 
+-- storage.k8s.io/v1 StorageClass: SetDefaults_StorageClass
+by_kind["storage.k8s.io/StorageClass"] = function(_, _, obj)
+  if obj.reclaimPolicy == nil or obj.reclaimPolicy == "" then obj.reclaimPolicy = "Delete" end
+  if obj.volumeBindingMode == nil or obj.volumeBindingMode == "" then obj.volumeBindingMode = "Immediate" end
+end
+
+-- storage.k8s.io/v1 CSIDriver: SetDefaults_CSIDriver
+by_kind["storage.k8s.io/CSIDriver"] = function(_, _, obj)
+  local spec = obj.spec or json.object()
+  obj.spec = spec
+  for k, v in pairs { attachRequired = true, podInfoOnMount = false, storageCapacity = false,
+    requiresRepublish = false, seLinuxMount = false, fsGroupPolicy = "ReadWriteOnceWithFSType" } do
+    if spec[k] == nil then spec[k] = v end
+  end
+  if spec.volumeLifecycleModes == nil then spec.volumeLifecycleModes = { "Persistent" } end
+end
+
 -- the service CIDR EKS gives a cluster (IPv4) and the first IP, the
 -- `kubernetes` Service's; kube-dns is 10.100.0.10 there
 M.SERVICE_CIDR, M.KUBERNETES_IP = "10.100.0.0/16", "10.100.0.1"

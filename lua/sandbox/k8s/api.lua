@@ -6,6 +6,7 @@
 -- authentication happens before (sandbox.k8s).
 local discovery = require "sandbox.k8s.discovery"
 local disruption = require "sandbox.k8s.controllers.disruption"
+local heartbeats = require "sandbox.k8s.heartbeats"
 local json = require "hypd.json"
 local merge = require "sandbox.k8s.merge"
 local metrics = require "sandbox.k8s.metrics"
@@ -365,14 +366,15 @@ end
 -- server cannot decode into the built-in kind's types (422, the patch is
 -- invalid, as the patcher words it), or that its validation (a custom
 -- resource's schema, a built-in kind's field rules) refuses
-local function patched(r, out, sub)
+local function patched(r, out, sub, live)
   local err = typed.error(r, out)
   if err then
     local why = string.format("Invalid value: %q: %s", json.encode(out), err)
     return fail(422, "Invalid", ' "" is invalid: patch: ' .. why,
       { causes = { { reason = "FieldValueInvalid", message = why, field = "patch" } } })
   end
-  local refused = structural.check(r, out) or sub ~= "status" and field_rules.check(r, out)
+  local refused = structural.check(r, out) or sub ~= "status" and (field_rules.check(r, out) or
+    field_rules.check_update(r, live, out))
   if refused then return failure(refused) end
   return nil
 end
@@ -391,6 +393,8 @@ end
 local function replace(cl, r, rt, req, q, dry)
   local obj, warnings, answer = object(r, rt, req, q)
   if not obj then return answer end
+  local refused = rt.sub ~= "status" and field_rules.check_update(r, cl:get(r, rt.ns, rt.name), obj)
+  if refused then return failure(refused) end
   local out, st = cl:update(r, obj, { manager = manager(req, q), subresource = rt.sub, check_rv = true, dry = dry })
   if not out then return failure(st) end
   return warned(reply(200, out), warnings)
@@ -483,7 +487,8 @@ local function patch(cl, r, rt, req, q, dry)
       return fail(409, "Conflict", "Apply failed with " .. #conflicts .. " conflict" .. (#conflicts > 1 and "s" or "") ..
         ": " .. text, d)
     end
-    local invalid = structural.check(r, out) or rt.sub ~= "status" and field_rules.check(r, out)
+    local invalid = structural.check(r, out) or rt.sub ~= "status" and (field_rules.check(r, out) or
+      field_rules.check_update(r, live, out))
     if invalid then return failure(invalid) end
     if not live then
       local created, st = cl:create(r, out, { dry = dry })
@@ -522,7 +527,7 @@ local function patch(cl, r, rt, req, q, dry)
     return fail(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media " ..
       "types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
   end
-  local invalid = patched(r, out, rt.sub)
+  local invalid = patched(r, out, rt.sub, live)
   if invalid then return invalid end
   out.metadata.resourceVersion = live.metadata.resourceVersion
   local updated, st = cl:update(r, out, { manager = mgr, subresource = rt.sub, dry = dry })
@@ -924,6 +929,7 @@ function M.handle(cl, req, user)
     if dry == nil then return failure(st) end
     return scale(cl, r, rt, req, q, verb, dry)
   end
+  if verb == "list" or verb == "watch" or verb == "get" then heartbeats.refresh(cl, r, rt.ns, rt.name) end
   if verb == "list" then return list(cl, r, rt, q, req) end
   if verb == "watch" then return watch(cl, r, rt, q, req) end
   if verb == "get" then return get(cl, r, rt, req) end

@@ -11,6 +11,7 @@
 -- errors(r, obj) -> { {type, field, value, detail} } in the order the
 -- validation finds them; check(r, obj) -> nil | Status (422 Invalid,
 -- sandbox.k8s.structural words it)
+local merge = require "sandbox.k8s.merge"
 local structural = require "sandbox.k8s.structural"
 
 local M = {}
@@ -166,6 +167,20 @@ function M.errors(r, obj)
   elseif group_kind == "batch/CronJob" then
     local job = ((spec.jobTemplate or {}).spec or {})
     pod_spec((job.template or {}).spec, "spec.jobTemplate.spec.template.spec", JOB, out)
+  elseif group_kind == "storage.k8s.io/StorageClass" then
+    -- ValidateStorageClass
+    if type(obj.provisioner) ~= "string" or obj.provisioner == "" then
+      out[#out + 1] = { type = "Required", field = "provisioner" }
+    end
+    local reclaim, binding = { "Delete", "Retain" }, { "Immediate", "WaitForFirstConsumer" }
+    if obj.reclaimPolicy ~= nil and not one_of(obj.reclaimPolicy, reclaim) then
+      out[#out + 1] = { type = "NotSupported", field = "reclaimPolicy", value = obj.reclaimPolicy,
+        detail = quoted(reclaim) }
+    end
+    if obj.volumeBindingMode ~= nil and not one_of(obj.volumeBindingMode, binding) then
+      out[#out + 1] = { type = "NotSupported", field = "volumeBindingMode", value = obj.volumeBindingMode,
+        detail = quoted(binding) }
+    end
   elseif group_kind == "/Service" then
     local types = { "ClusterIP", "ExternalName", "LoadBalancer", "NodePort" }
     if spec.type ~= nil and not one_of(spec.type, types) then
@@ -184,6 +199,32 @@ function M.errors(r, obj)
     end
   end
   return out
+end
+
+-- update_errors(r, old, new) -> the field errors of what an update may not
+-- change (ValidateStorageClassUpdate)
+function M.update_errors(r, old, new)
+  local out = {}
+  if r.group == "storage.k8s.io" and r.kind == "StorageClass" then
+    for _, k in ipairs { "parameters", "provisioner", "reclaimPolicy" } do
+      if not merge.equal(old[k], new[k]) then
+        out[#out + 1] = { type = "Forbidden", field = k, detail = "updates to " .. k .. " are forbidden." }
+      end
+    end
+    if new.volumeBindingMode ~= old.volumeBindingMode then
+      out[#out + 1] = { type = "Invalid", field = "volumeBindingMode", value = new.volumeBindingMode,
+        detail = "field is immutable" }
+    end
+  end
+  return out
+end
+
+-- check_update(r, old, new) -> nil | Status: the update refused
+function M.check_update(r, old, new)
+  if r.crd or type(old) ~= "table" or type(new) ~= "table" then return nil end
+  local errs = M.update_errors(r, old, new)
+  if #errs == 0 then return nil end
+  return structural.invalid(r, (new.metadata or {}).name, errs)
 end
 
 function M.check(r, obj)

@@ -72,6 +72,17 @@ local function seed(cl)
       spec = { clusterIP = require("sandbox.k8s.admit").KUBERNETES_IP,
         ports = { { name = "https", port = 443, protocol = "TCP", targetPort = 443 } } } })
   end
+  -- the StorageClass EKS makes in every cluster (the in-tree EBS provisioner's gp2); the default one
+  -- only below Kubernetes 1.30 (EKS no longer marks it default on clusters created at 1.30 or later)
+  local sc = cl.reg:find("storage.k8s.io", "v1", "storageclasses")
+  if not cl:get(sc, nil, "gp2") then
+    local major, minor = tostring(cl.version or ""):match("^(%d+)%.(%d+)")
+    local old = major and (tonumber(major) < 1 or tonumber(major) == 1 and tonumber(minor) < 30)
+    cl:create(sc, { apiVersion = "storage.k8s.io/v1", kind = "StorageClass", metadata = { name = "gp2",
+      annotations = old and { ["storageclass.kubernetes.io/is-default-class"] = "true" } or nil },
+      provisioner = "kubernetes.io/aws-ebs", parameters = { type = "gp2", fsType = "ext4" },
+      reclaimPolicy = "Delete", volumeBindingMode = "WaitForFirstConsumer" })
+  end
   local sa = cl.reg:find("", "v1", "serviceaccounts")
   for _, n in ipairs { "default", "kube-system", "kube-public", "kube-node-lease" } do
     if not cl:get(sa, n, "default") then cl:create(sa, { metadata = { name = "default", namespace = n } }) end

@@ -37,6 +37,13 @@ local BUILTIN = {
   { "autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", true, { "hpa" }, status = true },
   { "", "v1", "persistentvolumes", "PersistentVolume", false, { "pv" }, status = true },
   { "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, { "pvc" }, status = true },
+  -- storage.k8s.io: EKS's gp2 StorageClass (sandbox.k8s seed), the CSI add-ons' CSIDrivers
+  -- (controllers.addons) and each node's CSINode (controllers.csinodes)
+  { "storage.k8s.io", "v1", "storageclasses", "StorageClass", false, { "sc" }, status = false },
+  { "storage.k8s.io", "v1", "csidrivers", "CSIDriver", false, {}, status = false },
+  { "storage.k8s.io", "v1", "csinodes", "CSINode", false, {}, status = false },
+  { "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", false, {}, status = true },
+  { "storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", true, {}, status = false },
   { "apps", "v1", "deployments", "Deployment", true, { "deploy" }, status = true, scale = true, all = true },
   { "apps", "v1", "replicasets", "ReplicaSet", true, { "rs" }, status = true, scale = true, all = true },
   { "apps", "v1", "statefulsets", "StatefulSet", true, { "sts" }, status = true, scale = true, all = true },

@@ -22,10 +22,11 @@ local M = {}
 
 local REASON = { Invalid = "FieldValueInvalid", TypeInvalid = "FieldValueTypeInvalid",
   Required = "FieldValueRequired", NotSupported = "FieldValueNotSupported", TooLong = "FieldValueTooLong",
-  TooMany = "FieldValueTooMany", Duplicate = "FieldValueDuplicate", NotFound = "FieldValueNotFound" }
+  TooMany = "FieldValueTooMany", Duplicate = "FieldValueDuplicate", NotFound = "FieldValueNotFound",
+  Forbidden = "FieldValueForbidden" }
 local WORDS = { Invalid = "Invalid value", TypeInvalid = "Invalid value", Required = "Required value",
   NotSupported = "Unsupported value", TooLong = "Too long", TooMany = "Too many", Duplicate = "Duplicate value",
-  NotFound = "Not found" }
+  NotFound = "Not found", Forbidden = "Forbidden" }
 
 -- kind(v) -> the JSON type kube-openapi names for a value
 local function kind(v)
@@ -57,7 +58,7 @@ end
 -- the text of one field error, as field.Error.ErrorBody renders it
 local function body(e)
   local s
-  if e.type == "Required" or e.type == "TooLong" then
+  if e.type == "Required" or e.type == "TooLong" or e.type == "Forbidden" then
     s = WORDS[e.type]
   else
     s = WORDS[e.type] .. ": " .. (e.shown or render(e.value)) -- shown: a value as Go prints it

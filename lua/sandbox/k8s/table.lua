@@ -371,6 +371,31 @@ local COLUMNS = {
       for _, x in ipairs((p.spec or {}).accessModes or {}) do out[#out + 1] = m[x] or x end
       return table.concat(out, ",") end },
     { "StorageClass", "string", function(p) return (p.spec or {}).storageClassName or "<unset>" end }, AGE },
+  -- the printers' printStorageClass, printCSIDriver, printCSINode, printVolumeAttachment
+  StorageClass = { { "Name", "string", function(c)
+      local default = (c.metadata.annotations or {})["storageclass.kubernetes.io/is-default-class"] == "true"
+      return c.metadata.name .. (default and " (default)" or "") end, format = "name" },
+    { "Provisioner", "string", function(c) return c.provisioner or "" end },
+    { "ReclaimPolicy", "string", function(c) return c.reclaimPolicy or "Delete" end },
+    { "VolumeBindingMode", "string", function(c) return c.volumeBindingMode or "Immediate" end },
+    { "AllowVolumeExpansion", "string", function(c) return tostring(c.allowVolumeExpansion == true) end }, AGE },
+  CSIDriver = { NAME,
+    { "AttachRequired", "boolean", function(d) return (d.spec or {}).attachRequired ~= false end },
+    { "PodInfoOnMount", "boolean", function(d) return (d.spec or {}).podInfoOnMount == true end },
+    { "StorageCapacity", "boolean", function(d) return (d.spec or {}).storageCapacity == true end },
+    { "TokenRequests", "string", function(d)
+      local out = {}
+      for _, x in ipairs((d.spec or {}).tokenRequests or {}) do out[#out + 1] = x.audience or "" end
+      return #out > 0 and table.concat(out, ",") or "<unset>" end },
+    { "RequiresRepublish", "boolean", function(d) return (d.spec or {}).requiresRepublish == true end },
+    { "Modes", "string", function(d)
+      local m = (d.spec or {}).volumeLifecycleModes or {}
+      return #m > 0 and table.concat(m, ",") or "<none>" end }, AGE },
+  CSINode = { NAME, { "Drivers", "integer", function(n) return #((n.spec or {}).drivers or {}) end }, AGE },
+  VolumeAttachment = { NAME, { "Attacher", "string", function(v) return (v.spec or {}).attacher or "" end },
+    { "PV", "string", function(v) return ((v.spec or {}).source or {}).persistentVolumeName or "" end },
+    { "Node", "string", function(v) return (v.spec or {}).nodeName or "" end },
+    { "Attached", "boolean", function(v) return (v.status or {}).attached == true end }, AGE },
   CustomResourceDefinition = { NAME, { "Created At", "date", function(c) return c.metadata.creationTimestamp end } },
 }
 

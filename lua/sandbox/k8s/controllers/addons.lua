@@ -1,7 +1,8 @@
 -- sandbox.k8s.controllers.addons: EKS add-ons show up in the cluster as
 -- what they install: their Deployments and DaemonSets (in the add-on's
 -- namespace, created when missing) and, for the HyperPod training and
--- inference operators, their CRDs. The objects carry the labels EKS puts
+-- inference operators, their CRDs; a CSI driver's add-on registers its
+-- CSIDriver (storage.k8s.io, cluster-scoped). The objects carry the labels EKS puts
 -- on them (app.kubernetes.io/managed-by: EKS, eks.amazonaws.com/component)
 -- and the annotation sandbox.hypd.io/addon naming the add-on; an add-on
 -- that is deleted (or never became ACTIVE) has none. A new add-on version
@@ -32,7 +33,8 @@ local METRICS = { ACTIVE = true, UPDATING = true, DEGRADED = true }
 -- what each add-on runs: { kind, name, image = ECR repository, replicas,
 -- host = hostNetwork, app = k8s-app label, labels = extra pod labels, ns,
 -- sa = its service account (default: its name) }; crds names plurals of
--- resources.CRDS
+-- resources.CRDS; csi = the CSIDriver a CSI driver's add-on registers
+-- ({ name, spec as its chart sets it }: the API server's defaults fill the rest)
 M.MANIFESTS = {
   ["vpc-cni"] = { { "DaemonSet", "aws-node", image = "amazon-k8s-cni", host = true, app = "aws-node" } },
   coredns = { { "Deployment", "coredns", replicas = 2, image = "eks/coredns", app = "kube-dns" } },
@@ -47,9 +49,11 @@ M.MANIFESTS = {
     crds = { "certificates", "issuers" } },
   ["aws-mountpoint-s3-csi-driver"] = {
     { "Deployment", "s3-csi-controller", image = "mountpoint-s3-csi-driver", sa = "s3-csi-driver-sa" },
-    { "DaemonSet", "s3-csi-node", image = "mountpoint-s3-csi-driver", host = true, sa = "s3-csi-driver-sa" } },
+    { "DaemonSet", "s3-csi-node", image = "mountpoint-s3-csi-driver", host = true, sa = "s3-csi-driver-sa" },
+    csi = { "s3.csi.aws.com", { attachRequired = false, podInfoOnMount = true } } },
   ["aws-fsx-csi-driver"] = { { "Deployment", "fsx-csi-controller", replicas = 2, image = "aws-fsx-csi-driver" },
-    { "DaemonSet", "fsx-csi-node", image = "aws-fsx-csi-driver" } },
+    { "DaemonSet", "fsx-csi-node", image = "aws-fsx-csi-driver" },
+    csi = { "fsx.csi.aws.com", { attachRequired = false } } },
   ["amazon-sagemaker-hyperpod-training-operator"] = {
     { "Deployment", "hp-training-operator-hp-training-controller-manager", image = "hyperpod-training-operator",
       labels = { ["hp-training-control-plane"] = "hp-training-controller-manager" } },
@@ -107,6 +111,16 @@ local function crd(a, plural)
   end
 end
 
+-- csidriver(a, csi) -> the CSIDriver of add-on a, with SetDefaults_CSIDriver's defaults
+local function csidriver(a, csi)
+  local spec = { attachRequired = true, podInfoOnMount = false, storageCapacity = false, requiresRepublish = false,
+    seLinuxMount = false, fsGroupPolicy = "ReadWriteOnceWithFSType", volumeLifecycleModes = { "Persistent" } }
+  for k, v in pairs(csi[2]) do spec[k] = v end
+  return { apiVersion = "storage.k8s.io/v1", kind = "CSIDriver", metadata = { name = csi[1],
+    labels = { ["app.kubernetes.io/managed-by"] = "EKS", ["eks.amazonaws.com/component"] = a.addonName },
+    annotations = { [M.ANN] = a.addonName } }, spec = spec }
+end
+
 -- account(a, item, ns) -> the ServiceAccount a workload of add-on a runs as
 local function account(a, item, ns)
   local ann = { [M.ANN] = a.addonName }
@@ -125,6 +139,7 @@ ctl_.handlers.addons = function(ctl)
   local dr, dsr = ctl:r("apps", "v1", "deployments"), ctl:r("apps", "v1", "daemonsets")
   local crdr = ctl:r("apiextensions.k8s.io", "v1", "customresourcedefinitions")
   local sar = ctl:r("", "v1", "serviceaccounts")
+  local csir = ctl:r("storage.k8s.io", "v1", "csidrivers")
   local want, keys, spaces = {}, {}, {}
   local list = state.view(ctl.region, "eks"):list("addon")
   table.sort(list, function(x, y) return x.addonName < y.addonName end)
@@ -138,6 +153,7 @@ ctl_.handlers.addons = function(ctl)
         local obj = crd(a, plural)
         if obj then want[#want + 1] = { crdr, obj } end
       end
+      if man.csi then want[#want + 1] = { csir, csidriver(a, man.csi) } end
       for _, item in ipairs(man) do
         local ns = item.ns or home
         spaces[ns] = spaces[ns] or a.addonName
@@ -171,7 +187,7 @@ ctl_.handlers.addons = function(ctl)
       cl:update(r, c, { manager = "eks" })
     end
   end
-  for _, r in ipairs { dr, dsr, crdr, sar } do
+  for _, r in ipairs { dr, dsr, crdr, sar, csir } do
     for _, o in ipairs(cl:list(r)) do
       if ours(o) and not keys[id(r, o)] then cl:delete(r, o.metadata.namespace, o.metadata.name) end
     end

@@ -27,6 +27,7 @@
 --   loadbalancers  LoadBalancer Services' addresses (cloud provider, AWS Load Balancer Controller)
 --   keda           KEDA ScaledObjects (prometheus triggers) while KEDA runs
 --   leases         each node's Lease in kube-node-lease, as its kubelet keeps it
+--   csinodes       each node's CSINode: the CSI drivers the add-ons register
 --   certmanager    cert-manager's Issuers and Certificates (self-signed) while cert-manager runs
 --
 -- and what they share: _ctl (the Ctl and its reconcile loop), _aws (the
@@ -39,7 +40,7 @@ local M = {}
 
 M.MODULES = { "nodes", "nodegroups", "scheduler", "kubelet", "deployments", "statefulsets", "endpoints", "jobs",
   "cronjobs", "disruption", "quotas", "daemonsets", "hyperpod_jobs", "rayjobs", "addons", "volumes", "karpenter",
-  "inference", "loadbalancers", "keda", "leases", "certmanager" }
+  "inference", "loadbalancers", "keda", "leases", "csinodes", "certmanager" }
 
 local mods = {}
 for i, name in ipairs(M.MODULES) do mods[i] = require("sandbox.k8s.controllers." .. name) end

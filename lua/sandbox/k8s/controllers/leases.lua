@@ -1,8 +1,8 @@
 -- sandbox.k8s.controllers.leases: each node's Lease in kube-node-lease
 -- (coordination.k8s.io/v1, named after the node, owned by it), as the
 -- kubelet keeps one: holderIdentity the node, leaseDurationSeconds 40,
--- renewTime when the node last changed (the simulated kubelet sends no
--- periodic heartbeat, so neither is the Lease renewed on a timer).
+-- renewTime when the node joined; the renewals every 10 s are written as
+-- a client reads the Leases (sandbox.k8s.heartbeats), not on a timer.
 -- kubectl describe node reads it.
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local core = require "hypd.core"

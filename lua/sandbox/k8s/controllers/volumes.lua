@@ -14,7 +14,9 @@
 --     capacity};
 --   * a claim that names a volume bound to another claim, or one too small,
 --     stays Pending with a FailedBinding event; so does one no volume fits
---     (there is no dynamic provisioning here);
+--     (there is no dynamic provisioning here); one of an existing
+--     StorageClass waits as for a provisioner (Normal WaitForFirstConsumer,
+--     or ExternalProvisioning under Immediate binding);
 --   * when its claim goes, a Retain volume is Released (its claimRef kept)
 --     and a Delete volume is deleted; when its volume goes, a Bound claim is
 --     Lost.
@@ -70,12 +72,12 @@ local function set_phase(ctl, r, obj, p)
   return ctl_.put_status(ctl, r, obj, st)
 end
 
-local function failed(ctl, pvc, message)
+local function failed(ctl, pvc, message, etype, reason)
   local mem = ctl:memo("volumes")
   local k = ctl_.key(pvc)
   if mem[k] == message then return end -- said once, as the controller dedups its events
   mem[k] = message
-  ctl_.event(ctl, pvc, "Warning", "FailedBinding", message, "persistentvolume-controller")
+  ctl_.event(ctl, pvc, etype or "Warning", reason or "FailedBinding", message, "persistentvolume-controller")
 end
 
 local function bind(ctl, pv, pvc, chosen)
@@ -143,7 +145,18 @@ ctl_.handlers.pvc = function(ctl, k)
     if class_of(pvc.spec) == "" then
       return failed(ctl, pvc, "no persistent volumes available for this claim and no storage class is set")
     end
-    return failed(ctl, pvc, "storageclass.storage.k8s.io \"" .. class_of(pvc.spec) .. "\" not found")
+    local sc = ctl.cl:get(ctl:r("storage.k8s.io", "v1", "storageclasses"), nil, class_of(pvc.spec))
+    if not sc then
+      return failed(ctl, pvc, "storageclass.storage.k8s.io \"" .. class_of(pvc.spec) .. "\" not found")
+    end
+    -- a class of a provisioner: the claim waits (nothing here provisions volumes)
+    if sc.volumeBindingMode == "WaitForFirstConsumer" then
+      return failed(ctl, pvc, "waiting for first consumer to be created before binding", "Normal",
+        "WaitForFirstConsumer")
+    end
+    return failed(ctl, pvc, string.format("Waiting for a volume to be created either by the external provisioner " ..
+      "'%s' or manually by the system administrator. If volume creation is delayed, please verify that the " ..
+      "provisioner is running and correctly registered.", sc.provisioner or ""), "Normal", "ExternalProvisioning")
   end
   bind(ctl, best.pv, pvc, true)
 end
