@@ -45,22 +45,14 @@ local PC = require "sandbox.policy_context"
 local R = require "sandbox.policy_resources"
 local errors = require "hypd.errors"
 local json = require "hypd.json"
+local policy_values = require "sandbox.policy_values"
 local sys = require "hypd.sys"
 
 local M = {}
 
 local current -- the policy document in force, or nil
 
--- a JSON array, or a Lua sequence (a table built in Lua carries no mark)
-local function is_list(v)
-  return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil)))
-end
-
-local function as_list(v)
-  if v == nil or v == json.null then return {} end
-  if is_list(v) then return v end
-  return { v }
-end
+local is_list, as_list = policy_values.is_list, policy_values.as_list
 
 -- --- the document -------------------------------------------------------------
 

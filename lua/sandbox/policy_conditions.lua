@@ -29,18 +29,11 @@
 --   ${?}, ${$} for the literal characters) in String and Arn values; a
 --   variable the context lacks makes that value match nothing.
 local json = require "hypd.json"
+local policy_values = require "sandbox.policy_values"
 
 local M = {}
 
-local function is_list(v)
-  return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil)))
-end
-
-local function as_list(v)
-  if v == nil or v == json.null then return {} end
-  if is_list(v) then return v end
-  return { v }
-end
+local is_list, as_list = policy_values.is_list, policy_values.as_list
 
 function M.context(t)
   local out = {}

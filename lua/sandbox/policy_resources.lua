@@ -41,20 +41,12 @@
 -- and CreatePodIdentityAssociation, sagemaker CreateCluster, UpdateCluster
 -- and CreateMlflowTrackingServer), with iam:PassedToService the service the
 -- role goes to.
-local json = require "hypd.json"
+local policy_values = require "sandbox.policy_values"
 local data = require "sandbox.data.policy_resources"
 
 local M = {}
 
-local function is_list(v)
-  return type(v) == "table" and (json.is_array(v) or (not json.is_object(v) and (v[1] ~= nil or next(v) == nil)))
-end
-
-local function as_list(v)
-  if v == nil or v == json.null then return {} end
-  if is_list(v) then return v end
-  return { v }
-end
+local as_list = policy_values.as_list
 
 -- S3 operations whose IAM action has another name
 local S3_ACTIONS = {
