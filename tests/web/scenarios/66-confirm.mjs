@@ -38,7 +38,8 @@ await scenario("reboot says what it removes; Replace needs the node's id typed; 
   check(!(await page.isDisabled(submit)), "the node's id typed enables it");
   await page.screenshot({ path: `${process.env.HYPD_SHOTS || "/tmp"}/66-confirm-replace.png` });
   await close(page);
-  check(!(await page.$("dialog[open]")), "Keep it closes the dialog, nothing replaced");
+  const closed = await page.waitForSelector("dialog[open]", { state: "detached", timeout: 5000 }).then(() => true, () => false);
+  check(closed, "Keep it closes the dialog, nothing replaced");
 
   await page.goto(URL + "/#/create"); // signed in already
   await decisions(page, { tag: "confirm-one", count: 2 });
