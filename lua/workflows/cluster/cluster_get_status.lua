@@ -53,7 +53,9 @@ local function running_cost(ctx, c, tag, h)
   return nil, "the cost could not be read: " .. msg:gsub("%s+", " ")
 end
 
--- view(ctx, p) -> the status, and a signature of what can change in it
+-- view(ctx, p) -> the status, a signature of what can change in it, whether
+-- it is settled, and what running_cost reads (priced once, for the answer,
+-- not at each look of a wait)
 local function view(ctx, p)
   local target = ctx:cluster(p)
   local name = target.name
@@ -101,7 +103,6 @@ local function view(ctx, p)
       vpc_id = (c.resourcesVpcConfig or {}).vpcId, subnet_ids = (c.resourcesVpcConfig or {}).subnetIds,
       managed = tag ~= nil, cluster_tag = tag },
     addons = addons, hyperpod = hyperpod, operations = ops }
-  out.cost, out.cost_error = running_cost(ctx, c, tag, h)
   -- what a waiting caller watches: every status and running phase
   local sig = { tostring(c.status), tostring(hyperpod and hyperpod.status) }
   for _, a in ipairs(addons) do sig[#sig + 1] = a.name .. "=" .. tostring(a.status) end
@@ -112,7 +113,7 @@ local function view(ctx, p)
   local moving = #ops > 0 or W.any_moving(sig) ~= nil
   for _, a in ipairs(addons) do moving = moving or W.moving(a.status) end
   for _, g in ipairs(hyperpod and hyperpod.instance_groups or {}) do moving = moving or W.moving(g.status) end
-  return out, table.concat(sig, " "), not moving
+  return out, table.concat(sig, " "), not moving, { c = c, tag = tag, h = h }
 end
 
 return tool {
@@ -134,7 +135,8 @@ return tool {
     { cluster = P.cluster, region = P.region, wait_seconds = P.wait_seconds }),
   run = function(ctx, p)
     local watch -- the cluster's name and tag, once read
-    local sigs, settled = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
+    local sigs, settled, facts = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" }),
+      setmetatable({}, { __mode = "k" })
     local out, waited = W.follow(p.wait_seconds, { every = PACE,
       quick = function()
         return R.fingerprint(watch and function(target)
@@ -142,13 +144,15 @@ return tool {
         end)
       end,
       read = function()
-        local o, sig, calm = view(ctx, p)
+        local o, sig, calm, f = view(ctx, p)
         watch = { name = o.eks.name, tag = o.eks.cluster_tag }
-        sigs[o], settled[o] = sig, calm
+        sigs[o], settled[o], facts[o] = sig, calm, f
         return o
       end,
       settled = function(o) return settled[o] end,
       signature = function(o) return sigs[o] end })
+    local f = facts[out]
+    if f then out.cost, out.cost_error = running_cost(ctx, f.c, f.tag, f.h) end
     out.waited = waited
     return out
   end,
