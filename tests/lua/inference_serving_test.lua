@@ -223,6 +223,71 @@ t.test("kubectl proxy and curl: a chat completion POSTed through the API server'
   os.execute("kill " .. tostring(pid) .. " 2>/dev/null")
 end)
 
+-- background(dir, args, out) -> the pid of `kubectl args` run in the
+-- background with the sandbox's environment, its output to out
+local function background(args, out)
+  local parts = {}
+  for k, v in pairs(S.env) do parts[#parts + 1] = k .. "=" .. H.quote(v) end
+  local p = io.popen(string.format("env -u AWS_SESSION_TOKEN -u AWS_PROFILE %s kubectl --kubeconfig %s %s >%s 2>&1 & " ..
+    "echo $!", table.concat(parts, " "), H.quote(S.kc.kc), args, H.quote(out)))
+  local pid = p:read("l")
+  p:close()
+  return pid
+end
+
+t.test("kubectl port-forward to the vLLM Service: curl on the local port gets its answers, one connection or many", function()
+  if not S.ready then return skip() end
+  local out = S.dir .. "/pf.out"
+  local pid = background("port-forward svc/qwen 0:8000", out)
+  local port = until_ok(function() return (H.read(out) or ""):match("Forwarding from 127%.0%.0%.1:(%d+) %-> 8000") end)
+  t.ok(port, "kubectl forwards: " .. tostring(H.read(out)))
+  if port then
+    local base = "http://127.0.0.1:" .. port
+    local rc, text, err = H.sh("curl -s -f " .. base .. "/v1/models")
+    t.eq(rc, 0, err)
+    local models = json.decode(text or "") or {}
+    t.eq(models.data and models.data[1].id, "qwen-7b", text)
+    -- two requests on one kept-alive connection, then a POST with a body
+    rc, text = H.sh("curl -s -f -w '[%{http_code}]\\n' " .. base .. "/health " .. base .. "/v1/models")
+    t.eq(rc, 0)
+    t.like(text or "", "^%[200%]\n.*\"id\":\"qwen%-7b\".*%[200%]\n$")
+    local body = json.encode { model = "qwen-7b", messages = { { role = "user", content = "Say hi" } }, max_tokens = 8 }
+    rc, text, err = H.sh(string.format("curl -s -f -X POST -H 'Content-Type: application/json' -d %s %s/v1/chat/completions",
+      H.quote(body), base))
+    t.eq(rc, 0, err)
+    local a = json.decode(text or "") or {}
+    t.eq({ a.object, a.model, a.usage and a.usage.completion_tokens }, { "chat.completion", "qwen-7b", 8 }, text)
+    t.like(a.choices and a.choices[1].message.content or "", "^Simulated answer from qwen%-7b")
+    -- the server's own 404 comes through as it is
+    rc, text = H.sh("curl -s -o /dev/null -w '%{http_code}' " .. base .. "/nope")
+    t.eq({ rc, text }, { 0, "404" })
+    t.like(H.read(out) or "", "Handling connection for " .. port, "kubectl saw the connections")
+  end
+  os.execute("kill " .. tostring(pid) .. " 2>/dev/null")
+end)
+
+t.test("kubectl port-forward to a port nothing listens on: the connection ends and kubectl prints the kubelet's error", function()
+  if not S.ready then return skip() end
+  local pod = conn:list("v1", "Pod", { namespace = "default", labels = { app = "qwen" } })[1]
+  local out = S.dir .. "/pf9999.out"
+  local pid = background("port-forward pod/" .. pod.metadata.name .. " 0:9999", out)
+  local port = until_ok(function() return (H.read(out) or ""):match("Forwarding from 127%.0%.0%.1:(%d+) %-> 9999") end)
+  t.ok(port, "kubectl forwards: " .. tostring(H.read(out)))
+  if port then
+    local rc = H.sh("curl -s -m 20 http://127.0.0.1:" .. port .. "/v1/models")
+    t.ok(rc ~= 0, "curl gets no answer")
+    local said = until_ok(function()
+      local text = H.read(out) or ""
+      return text:match("error forwarding port 9999 to pod [^\n]*connection refused") and text
+    end)
+    t.ok(said, "kubectl prints the error: " .. tostring(H.read(out)))
+  end
+  os.execute("kill " .. tostring(pid) .. " 2>/dev/null")
+  -- a reader (the view policy) may not open one: port-forward asks create on pods/portforward
+  local rc, _, err = kubectl("auth can-i create pods/portforward")
+  t.eq(rc, 0, err)
+end)
+
 t.test("no ready endpoints: the proxy answers the API server's 503, and inference_call_model names the state", function()
   if not S.ready then return skip() end
   -- more GPUs than any node has: the pod stays Pending, the Service has no endpoints

@@ -13,6 +13,7 @@ local metrics = require "sandbox.k8s.metrics"
 local objects = require "sandbox.k8s.objects"
 local pods = require "sandbox.k8s.logs"
 local protobuf = require "sandbox.k8s.protobuf"
+local portforward = require "sandbox.k8s.portforward"
 local proxy = require "sandbox.k8s.proxy"
 local resources = require "sandbox.k8s.resources"
 local select = require "sandbox.k8s.select"
@@ -809,19 +810,18 @@ token_request = function(cl, r, rt, req)
     status = { token = token, expirationTimestamp = objects.rfc3339(now + seconds) } })
 end
 
--- the pods' streaming subresources: the simulated containers run no
--- processes and listen on no ports, so the sandbox refuses them with a
--- Status (400 BadRequest, as the API server answers when the kubelet
--- cannot serve one) that kubectl prints, after the pod itself is found
+-- the pods' streaming subresources: port-forward reaches the programs
+-- that listen in a pod (sandbox.k8s.portforward); the simulated containers
+-- run no processes, so exec and attach are refused with a Status (400
+-- BadRequest, as the API server answers when the kubelet cannot serve
+-- one) that kubectl prints, after the pod itself is found
 STREAMS = { exec = "exec", attach = "attach", portforward = "port-forward" }
 
 refuse_stream = function(cl, r, rt, what)
   local pod = cl:get(r, rt.ns, rt.name)
   if not pod then return fail(404, "NotFound", string.format('pods "%s" not found', rt.name), objects.details(r, rt.name)) end
-  local why = what == "port-forward" and "listen on no ports; reach a simulated model server through its Service"
-    or "run no processes; read their output with kubectl logs"
   return fail(400, "BadRequest", string.format('%s is not offered by the hypd sandbox: the containers of pod "%s" ' ..
-    "are simulated and %s", what, rt.name, why))
+    "are simulated and run no processes; read their output with kubectl logs", what, rt.name))
 end
 
 local VERB = { GET = "get", POST = "create", PUT = "update", PATCH = "patch", DELETE = "delete" }
@@ -887,6 +887,9 @@ function M.handle(cl, req, user)
   local q = parse_query(req.query)
   local verb = VERB[req.method]
   if not verb then return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource") end
+  -- a stream is created, whether by a SPDY POST or a WebSocket GET (the
+  -- API server asks create of a WebSocket upgrade since 1.30)
+  if stream and req.method == "GET" then verb = "create" end
   if not rt.name then
     if verb == "get" then verb = truthy(q.watch) and "watch" or "list" end
     if verb == "delete" then verb = "deletecollection" end
@@ -902,6 +905,11 @@ function M.handle(cl, req, user)
   if stream then
     if req.method ~= "GET" and req.method ~= "POST" then
       return fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    end
+    if stream == "port-forward" then
+      local pod = cl:get(r, rt.ns, rt.name)
+      if not pod then return fail(404, "NotFound", string.format('pods "%s" not found', rt.name), objects.details(r, rt.name)) end
+      return portforward.serve(cl, pod, req)
     end
     return refuse_stream(cl, r, rt, stream)
   end

@@ -62,30 +62,40 @@ local function unreachable(why)
   return fail(503, "ServiceUnavailable", "error trying to reach service: " .. why)
 end
 
+-- listener(cl, pod, port) -> answer(req) -> {status, headers, body} | nil
+-- (started, not yet listening), of the program that listens on port in a
+-- running pod | nil when none does
+function M.listener(cl, pod, port)
+  local ctl = cl.controllers
+  local running = (pod.status or {}).phase == "Running" and not pod.metadata.deletionTimestamp
+  for _, c in ipairs(running and ctl and pod.spec.containers or {}) do
+    local p = programs.find(pod, c)
+    if p and p.http then
+      for _, n in ipairs(programs.ports(p, pod, c)) do
+        if n == port then
+          return function(req)
+            local out = p.http(programs.env(ctl, pod, c), req)
+            if not out then return nil end
+            local h = {}
+            for k, v in pairs(out.headers or {}) do h[k:lower()] = v end
+            h["content-type"] = h["content-type"] or "application/json"
+            return { status = out.status or 200, headers = h, body = out.body or "" }
+          end
+        end
+      end
+    end
+  end
+end
+
 -- reach(cl, pod, scheme, ip, port, req, rest) -> the answer of the program
 -- that listens on port in pod | nil, the transport's error
 local function reach(cl, pod, scheme, ip, port, req, rest)
-  local ctl = cl.controllers
-  local running = (pod.status or {}).phase == "Running" and not pod.metadata.deletionTimestamp
-  for _, c in ipairs(running and pod.spec.containers or {}) do
-    local p = programs.find(pod, c)
-    if p and p.http then
-      local listens = false
-      for _, n in ipairs(programs.ports(p, pod, c)) do listens = listens or n == port end
-      if listens then
-        if scheme == "https" then return nil, "tls: first record does not look like a TLS handshake" end
-        local path = rest == "" and "/" or rest
-        local out = ctl and p.http(programs.env(ctl, pod, c), { method = req.method, path = path, query = req.query,
-          headers = req.headers or {}, body = req.body or "", port = port, peer = req.peer or "10.0.0.2" })
-        if out then
-          local h = {}
-          for k, v in pairs(out.headers or {}) do h[k:lower()] = v end
-          h["content-type"] = h["content-type"] or "application/json"
-          return { status = out.status or 200, headers = h, body = out.body or "" }
-        end
-        break -- started, not yet listening (loading)
-      end
-    end
+  local answer = M.listener(cl, pod, port)
+  if answer then
+    if scheme == "https" then return nil, "tls: first record does not look like a TLS handshake" end
+    local out = answer { method = req.method, path = rest == "" and "/" or rest, query = req.query,
+      headers = req.headers or {}, body = req.body or "", port = port, peer = req.peer or "10.0.0.2" }
+    if out then return out end
   end
   return nil, "dial tcp " .. ip .. ":" .. tostring(port) .. ": connect: connection refused"
 end
