@@ -44,11 +44,14 @@
 -- null"); EC2 (MissingParameter), REST-JSON and S3 refuse absent members
 -- first, in their decoders. A sensitive member's value is never echoed
 -- ("Value at 'password' failed ..."). S3 is not checked this way
--- (constraints.applies).
+-- (constraints.applies): it refuses some enums in its own words, one at a
+-- time (InvalidStorageClass, InvalidArgument, MalformedXML for a body,
+-- sandbox._codec_s3_rules says which and why).
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
 local constraints = require "hypd.aws.constraints"
 local Q = require "sandbox._codec_query"
+local S3_RULES = require "sandbox._codec_s3_rules"
 
 local M = {}
 
@@ -185,7 +188,12 @@ local REQUIRED_LISTED = { json = true, query = true }
 -- constraints input breaks
 local function broken(model, proto, operation, input)
   local op = model.operations[operation]
-  if not PATHS[proto] or not op or not op.input then return nil end
+  if not op or not op.input then return nil end
+  if proto == "rest-xml" then
+    return S3_RULES.error(model, op.input, constraints.check(model, op.input, input, S3_RULES.PATHS, { all = true }),
+      input)
+  end
+  if not PATHS[proto] then return nil end
   local found = constraints.check(model, op.input, input, PATHS[proto], { required = REQUIRED_LISTED[proto] })
   if #found == 0 then return nil end
   if model.metadata.endpointPrefix == "eks" then
@@ -221,7 +229,7 @@ local function decode(service, req)
   end
   local proto = model.metadata.protocol
   local a, b, c, d = IMPL[proto].decode(model, request(type(req) == "table" and req or {}))
-  if not a then return nil, failure(proto, b, c, d) end
+  if not a then return nil, proto == "rest-xml" and b == "type" and S3_RULES.type_error(c) or failure(proto, b, c, d) end
   local err = broken(model, proto, a, b)
   if err then return nil, err end
   return { operation = a, input = b, service = service, bucket = proto == "rest-xml" and c or nil }

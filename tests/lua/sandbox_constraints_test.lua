@@ -7,9 +7,11 @@
 -- the service's validation code (ValidationException for JSON and
 -- REST-JSON services, ValidationError for the query ones, EC2's
 -- InvalidParameterValue, EKS's InvalidParameterException) naming the
--- member, and for the Coral services the constraint in AWS's words. Then the
--- two cases the issue names, and hypd's own client refusing before it
--- sends.
+-- member, and for the Coral services the constraint in AWS's words; S3's
+-- parameters whose refusal is known here, S3's code (the rest of S3 is in
+-- sandbox_s3_constraints_test). Then the cases the issues name (absent
+-- members listed with broken ones, sensitive values never echoed), and
+-- hypd's own client refusing before it sends.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local aws = require "hypd.aws"
@@ -66,8 +68,16 @@ local function plain(s) return (s:gsub("%p", "%%%0")) end
 -- why(case) -> nil when the sandbox must refuse the case, or why it is not
 -- a case of these checks
 local CATALOG = { ec2 = { InstanceType = true } }
+-- the S3 parameters whose bad value S3 refuses in words known here (by the
+-- member as boto3 names it): their code (sandbox_s3_constraints_test has
+-- the rest of S3's answers)
+local S3_CODE = { StorageClass = "InvalidStorageClass", ServerSideEncryption = "InvalidArgument",
+  EncodingType = "InvalidArgument", ["CreateBucketConfiguration.LocationConstraint"] = "InvalidLocationConstraint" }
 local function why_not(case)
-  if not CODE[case.protocol] then return "S3 (REST-XML) answers by operation, not by the model" end
+  if case.protocol == "rest-xml" then
+    if case.kind == "enum" and S3_CODE[case.member] then return nil end
+    return "S3 answers by parameter in its own words; not known here for this one"
+  end
   if case.kind == "pattern" and not constraints.pattern_support(case.pattern) then
     return "pattern not expressible in hypd.regex: " .. case.pattern
   end
@@ -107,7 +117,9 @@ for _, key in ipairs(order) do
         local msg = c.message or ""
         local want, rule = CODE[c.protocol], true
         local named
-        if c.service == "eks" then -- EKS's own words, naming the member
+        if c.protocol == "rest-xml" then -- S3: one code per parameter, no member named
+          want, named = S3_CODE[c.member], true
+        elseif c.service == "eks" then -- EKS's own words, naming the member
           want, named = "InvalidParameterException", msg:find(c.coral:match("([%a][%w]*)$"), 1, true)
         elseif c.protocol == "ec2" then
           named = msg:find("parameter " .. c.wire .. " ", 1, true)

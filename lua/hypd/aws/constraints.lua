@@ -8,7 +8,8 @@
 --   local found = constraints.check(model, "CreateClusterRequest", input, paths, { required = true })
 --   -- found = { { path = "nodeRecovery", value = "Sometimes",
 --   --             rule = "Member must satisfy enum value set: [Automatic, None]",
---   --             kind = "enum", limit = { "Automatic", "None" } }, ... }
+--   --             kind = "enum", limit = { "Automatic", "None" },
+--   --             shape = "ClusterNodeRecovery" (a scalar's limits entry) }, ... }
 --   -- kind: enum | min_length | max_length | min_value | max_value | pattern
 --   -- | items (a list's scalar items) | keys | values (a map's) | required;
 --   -- limit: the set, the number or the pattern (items/keys/values: the
@@ -50,7 +51,8 @@ local S = require "hypd.aws.shape"
 local M = {}
 
 -- the protocols whose services validate requests by the model (S3's
--- REST-XML answers with its own per-operation errors, not by the model)
+-- REST-XML answers with its own per-parameter errors, not by the model:
+-- sandbox._codec_s3_rules says which of its constraints S3 enforces)
 local CHECKED = { json = true, ["rest-json"] = true, query = true, ec2 = true }
 
 -- enums a service checks against its own catalog instead, with its own
@@ -241,10 +243,10 @@ local MAX_FOUND = 20
 
 -- add(found, path, v, r, hidden): one failure; a hidden (sensitive) value
 -- is not kept
-local function add(found, path, v, r, hidden)
+local function add(found, path, v, r, hidden, shape)
   if #found < MAX_FOUND then
     found[#found + 1] = { path = path, value = not hidden and show(v) or nil, sensitive = hidden or nil,
-      rule = r.text, kind = r.kind, limit = r.limit }
+      rule = r.text, kind = r.kind, limit = r.limit, shape = shape }
   end
 end
 
@@ -296,7 +298,7 @@ local function value(W, head, traits, v, path, hidden)
   if not S.present(v) then return end
   if S.SCALAR[head] then
     hidden = hidden or sensitive(W.model, traits)
-    for _, r in ipairs(scalar_rules(W.model, head, traits, v)) do add(W.found, path, v, r, hidden) end
+    for _, r in ipairs(scalar_rules(W.model, head, traits, v)) do add(W.found, path, v, r, hidden, traits.c) end
     return
   end
   walk(W, head, v, path, hidden)
@@ -363,10 +365,13 @@ end
 
 -- check(model, input_shape, input, paths, opts) -> the constraints input
 -- breaks (a list, empty when none; at most 20), in model order (opts:
--- { required = true } adds the absent required members)
+-- { required = true } adds the absent required members; { all = true }
+-- checks a model applies() leaves out, for a caller that picks what its
+-- service enforces: sandbox._codec_s3_rules). A scalar's failure names its
+-- limits entry as shape.
 function M.check(model, head, input, paths, opts)
   local found = {}
-  if head and M.applies(model) and (model.limits or opts and opts.required) then
+  if head and (M.applies(model) or opts and opts.all) and (model.limits or opts and opts.required) then
     walk({ model = model, paths = paths, found = found, required = opts and opts.required }, head, input, "")
   end
   return found
