@@ -14,7 +14,7 @@ and input validation need (no documentation or errors). A model file is
   shapes     = { Name = { "structure", { member... }, required = {...},
                           payload = "Body", union = true }
                | { "list", member, min =, max = } | { "map", key, value, min =, max = } }
-  limits     = { ShapeName = { enum = {...}, min =, max =, pattern = "..." } }
+  limits     = { ShapeName = { enum = {...}, min =, max =, pattern = "...", sensitive = true } }
 
 A member (or a list member, map key or value) is a reference: a string, or
 a table { ref, <traits> } when it has traits. A reference names a shape of
@@ -39,6 +39,11 @@ string matches). Lists and maps carry their min/max themselves; scalars are
 inlined, so a reference names their constraints in `limits` (one entry per
 set of constraints, named by the first scalar shape that has it, shared by
 every member that uses it).
+
+`sensitive = true` (botocore's "sensitive": passwords, secrets, tokens)
+marks a scalar's entry in `limits` (an entry of its own, constraints or
+not) and a list, map or structure shape of an input: a service never
+echoes such a value in an error, and neither do hypd's checks.
 
 Every operation has a class, "read" | "mutating" | "deleting", by the
 rules written beside CLASS_VERBS below; the operations no rule covers
@@ -319,6 +324,8 @@ class Builder:
                 if isinstance(v, float) and v.is_integer() and k != "pattern":
                     v = int(v)
                 out[k] = v
+        if shape.get("sensitive"):
+            out["sensitive"] = True
         return out or None
 
     def traits_of(self, ref):
@@ -407,6 +414,8 @@ class Builder:
             for k in ("min", "max"):
                 if k in shape:
                     out[k] = int(shape[k])
+        if shape.get("sensitive") and name in self.inputs:
+            out["sensitive"] = True
         self.owner = owner
         self.out_shapes[name] = out
 

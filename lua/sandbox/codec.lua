@@ -38,12 +38,20 @@
 -- at 'instanceGroups.1.member.instanceType' failed to satisfy constraint:
 -- ..." (every failure, joined with "; "); EC2 answers
 -- InvalidParameterValue and EKS InvalidParameterException, in their own
--- words, for the first one. S3 is not checked this way
--- (constraints.applies).
+-- words, for the first one. The JSON and query (Coral) services list an
+-- absent required member in the same message, in member order ("Value
+-- null at 'clusterName' failed to satisfy constraint: Member must not be
+-- null"); EC2 (MissingParameter), REST-JSON and S3 refuse absent members
+-- first, in their decoders. A sensitive member's value is never echoed
+-- ("Value at 'password' failed ..."). S3 is not checked this way
+-- (constraints.applies): it refuses some enums in its own words, one at a
+-- time (InvalidStorageClass, InvalidArgument, MalformedXML for a body,
+-- sandbox._codec_s3_rules says which and why).
 local json = require "hypd.json"
 local S = require "hypd.aws.shape"
 local constraints = require "hypd.aws.constraints"
 local Q = require "sandbox._codec_query"
+local S3_RULES = require "sandbox._codec_s3_rules"
 
 local M = {}
 
@@ -166,17 +174,27 @@ local function eks_message(f)
   elseif f.kind == "max_length" then return leaf .. " can't be longer than " .. n
   elseif f.kind == "min_length" then return leaf .. " can't be shorter than " .. n
   elseif f.kind == "enum" then
-    return string.format("%s is not a valid %s: it must be one of %s", f.value, leaf, table.concat(f.limit, ", "))
+    return string.format("%s is not a valid %s: it must be one of %s", f.value or "The value", leaf,
+      table.concat(f.limit, ", "))
   end
   return string.format("The %s parameter has an invalid value: %s", leaf, f.rule)
 end
+
+-- the protocols whose services list absent required members with the
+-- broken constraints (the others' decoders refuse them first)
+local REQUIRED_LISTED = { json = true, query = true }
 
 -- broken(model, proto, operation, input) -> nil, or the error of the
 -- constraints input breaks
 local function broken(model, proto, operation, input)
   local op = model.operations[operation]
-  if not PATHS[proto] or not op or not op.input then return nil end
-  local found = constraints.check(model, op.input, input, PATHS[proto])
+  if not op or not op.input then return nil end
+  if proto == "rest-xml" then
+    return S3_RULES.error(model, op.input, constraints.check(model, op.input, input, S3_RULES.PATHS, { all = true }),
+      input)
+  end
+  if not PATHS[proto] then return nil end
+  local found = constraints.check(model, op.input, input, PATHS[proto], { required = REQUIRED_LISTED[proto] })
   if #found == 0 then return nil end
   if model.metadata.endpointPrefix == "eks" then
     return { code = "InvalidParameterException", status = 400, message = eks_message(found[1]) }
@@ -184,7 +202,7 @@ local function broken(model, proto, operation, input)
   if proto == "ec2" then
     local f = found[1]
     return { code = "InvalidParameterValue", status = 400, message = string.format(
-      "Value (%s) for parameter %s is invalid. %s", f.value, f.path, f.rule) }
+      "Value %sfor parameter %s is invalid. %s", f.value and "(" .. f.value .. ") " or "", f.path, f.rule) }
   end
   return { code = proto == "query" and "ValidationError" or "ValidationException", status = 400,
     message = constraints.coral(found) }
@@ -211,7 +229,7 @@ local function decode(service, req)
   end
   local proto = model.metadata.protocol
   local a, b, c, d = IMPL[proto].decode(model, request(type(req) == "table" and req or {}))
-  if not a then return nil, failure(proto, b, c, d) end
+  if not a then return nil, proto == "rest-xml" and b == "type" and S3_RULES.type_error(c) or failure(proto, b, c, d) end
   local err = broken(model, proto, a, b)
   if err then return nil, err end
   return { operation = a, input = b, service = service, bucket = proto == "rest-xml" and c or nil }

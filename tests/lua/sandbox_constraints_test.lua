@@ -7,9 +7,11 @@
 -- the service's validation code (ValidationException for JSON and
 -- REST-JSON services, ValidationError for the query ones, EC2's
 -- InvalidParameterValue, EKS's InvalidParameterException) naming the
--- member, and for the Coral services the constraint in AWS's words. Then the
--- two cases the issue names, and hypd's own client refusing before it
--- sends.
+-- member, and for the Coral services the constraint in AWS's words; S3's
+-- parameters whose refusal is known here, S3's code (the rest of S3 is in
+-- sandbox_s3_constraints_test). Then the cases the issues name (absent
+-- members listed with broken ones, sensitive values never echoed), and
+-- hypd's own client refusing before it sends.
 local t = require "hypd.tap"
 local json = require "hypd.json"
 local aws = require "hypd.aws"
@@ -66,8 +68,16 @@ local function plain(s) return (s:gsub("%p", "%%%0")) end
 -- why(case) -> nil when the sandbox must refuse the case, or why it is not
 -- a case of these checks
 local CATALOG = { ec2 = { InstanceType = true } }
+-- the S3 parameters whose bad value S3 refuses in words known here (by the
+-- member as boto3 names it): their code (sandbox_s3_constraints_test has
+-- the rest of S3's answers)
+local S3_CODE = { StorageClass = "InvalidStorageClass", ServerSideEncryption = "InvalidArgument",
+  EncodingType = "InvalidArgument", ["CreateBucketConfiguration.LocationConstraint"] = "InvalidLocationConstraint" }
 local function why_not(case)
-  if not CODE[case.protocol] then return "S3 (REST-XML) answers by operation, not by the model" end
+  if case.protocol == "rest-xml" then
+    if case.kind == "enum" and S3_CODE[case.member] then return nil end
+    return "S3 answers by parameter in its own words; not known here for this one"
+  end
   if case.kind == "pattern" and not constraints.pattern_support(case.pattern) then
     return "pattern not expressible in hypd.regex: " .. case.pattern
   end
@@ -107,7 +117,9 @@ for _, key in ipairs(order) do
         local msg = c.message or ""
         local want, rule = CODE[c.protocol], true
         local named
-        if c.service == "eks" then -- EKS's own words, naming the member
+        if c.protocol == "rest-xml" then -- S3: one code per parameter, no member named
+          want, named = S3_CODE[c.member], true
+        elseif c.service == "eks" then -- EKS's own words, naming the member
           want, named = "InvalidParameterException", msg:find(c.coral:match("([%a][%w]*)$"), 1, true)
         elseif c.protocol == "ec2" then
           named = msg:find("parameter " .. c.wire .. " ", 1, true)
@@ -175,6 +187,102 @@ t.test("AWS reports every broken constraint, joined with '; ', in model order", 
     "Member must satisfy regular expression pattern: ")
   t.like(r.message, "; Value '%-1' at 'instanceGroups%.1%.member%.instanceCount' failed to satisfy constraint: " ..
     "Member must have value greater than or equal to 0; Value 'Sometimes' at 'nodeRecovery'")
+end)
+
+t.test("SageMaker lists absent required members with the broken constraints, in member order", function()
+  local r = boto("sagemaker", "create_cluster", { NodeRecovery = "Sometimes",
+    InstanceGroups = { { InstanceType = "ml.c5.xlarge", InstanceCount = 1,
+      ExecutionRole = "arn:aws:iam::123456789012:role/none",
+      LifeCycleConfig = { SourceS3Uri = "s3://b/lc/", OnCreate = "on_create.sh" } } } })
+  t.eq(r.code, "ValidationException")
+  t.eq(r.message, "3 validation errors detected: " ..
+    "Value null at 'clusterName' failed to satisfy constraint: Member must not be null; " ..
+    "Value null at 'instanceGroups.1.member.instanceGroupName' failed to satisfy constraint: " ..
+    "Member must not be null; " ..
+    "Value 'Sometimes' at 'nodeRecovery' failed to satisfy constraint: Member must satisfy enum value set: " ..
+    "[Automatic, None]")
+  -- absent alone: the same words as before
+  r = boto("sagemaker", "describe_cluster", {})
+  t.eq(r.code, "ValidationException")
+  t.eq(r.message, "1 validation error detected: Value null at 'clusterName' failed to satisfy constraint: " ..
+    "Member must not be null")
+end)
+
+t.test("IAM (query) lists absent members with broken ones and never echoes a password", function()
+  local secret = "hunter2-" .. string.rep("s", 121)
+  local r = boto("iam", "change_password", { OldPassword = secret })
+  t.eq(r.code, "ValidationError")
+  t.eq(r.message, "2 validation errors detected: " ..
+    "Value at 'oldPassword' failed to satisfy constraint: Member must have length less than or equal to 128; " ..
+    "Value null at 'newPassword' failed to satisfy constraint: Member must not be null")
+  r = boto("iam", "create_role", { RoleName = string.rep("r", 65) })
+  t.eq(r.code, "ValidationError")
+  t.like(r.message, "^2 validation errors detected: Value 'r+' at 'roleName' failed to satisfy constraint: " ..
+    "Member must have length less than or equal to 64; Value null at 'assumeRolePolicyDocument' failed to " ..
+    "satisfy constraint: Member must not be null$")
+  -- a member that only shared a secret's constraints is not secret (CertificateBody is a public key)
+  r = boto("iam", "upload_signing_certificate", { CertificateBody = "" })
+  t.eq(r.message, "1 validation error detected: Value '' at 'certificateBody' failed to satisfy constraint: " ..
+    "Member must have length greater than or equal to 1")
+end)
+
+t.test("EC2 and EKS keep refusing an absent member first, in their own words", function()
+  local r = boto("ec2", "create_subnet", { CidrBlock = "10.0.0.0/24" })
+  t.eq(r.code, "MissingParameter")
+  t.eq(r.message, "The request must contain the parameter VpcId")
+  r = boto("eks", "create_nodegroup", { clusterName = "bad name", nodegroupName = "ng", subnets = { "s" } })
+  t.eq(r.code, "ValidationException")
+  t.eq(r.message, "1 validation error detected: Value null at 'nodeRole' failed to satisfy constraint: " ..
+    "Member must not be null")
+end)
+
+t.test("a sensitive member's value stays out of the sandbox's answer and hypd's client error", function()
+  local secret = "Sup3r-" .. string.rep("x", 200)
+  local r = boto("iam", "create_login_profile", { UserName = "u", Password = secret })
+  t.eq(r.code, "ValidationError")
+  t.eq(r.message, "1 validation error detected: Value at 'password' failed to satisfy constraint: " ..
+    "Member must have length less than or equal to 128")
+  local req, err = protocol.build(aws.model("iam"), "CreateLoginProfile", { UserName = "u", Password = secret })
+  t.eq(req, nil)
+  t.eq(err.code, "VALIDATION")
+  t.eq(err.field, "Password")
+  t.eq(err.message, "invalid parameter Password: its value (sensitive, not shown) breaks the IAM model's " ..
+    "constraint: Member must have length less than or equal to 128")
+  t.eq(json.encode(err):find("Sup3r", 1, true), nil, "the secret is nowhere in the error")
+  -- a plain member of the same request is still quoted
+  req, err = protocol.build(aws.model("iam"), "CreateLoginProfile", { UserName = "has space", Password = "p" })
+  t.eq(req, nil)
+  t.like(err.message, "^invalid parameter UserName: value 'has space' breaks")
+end)
+
+t.test("inside a sensitive list, map or structure nothing is shown; required members are listed on request", function()
+  local m = { metadata = { protocol = "json", endpointPrefix = "x" },
+    limits = { N = { max = 3 }, P = { max = 3, sensitive = true } },
+    shapes = {
+      In = { "structure", { { "Name", "string", c = "N" }, { "Pass", "string", c = "P" }, { "Keys", "Keys" },
+        { "Creds", "Creds" }, { "Tags", "Tags" } }, required = { "Name", "Creds" } },
+      Keys = { "list", { "string", c = "N" }, max = 1, sensitive = true },
+      Creds = { "structure", { { "User", "string", c = "N" } }, sensitive = true },
+      Tags = { "map", "string", { "string", c = "P" } },
+    } }
+  local paths = { field = function(p, mm) return p == "" and mm[1] or p .. "." .. mm[1] end,
+    item = function(p, i) return p .. "." .. i end }
+  local found = constraints.check(m, "In", { Pass = "secret", Keys = { "k1", "k2" }, Tags = { a = "secret" } }, paths)
+  t.eq(#found, 3, "without opts.required, absent members are the caller's")
+  found = constraints.check(m, "In", { Pass = "secret", Keys = { "key1", "k2" }, Creds = { User = "secret" },
+    Tags = { a = "secret" } }, paths, { required = true })
+  local msg = constraints.coral(found)
+  t.eq(msg, "6 validation errors detected: " ..
+    "Value null at 'Name' failed to satisfy constraint: Member must not be null; " ..
+    "Value at 'Pass' failed to satisfy constraint: Member must have length less than or equal to 3; " ..
+    "Value at 'Keys' failed to satisfy constraint: Member must have length less than or equal to 1; " ..
+    "Value at 'Keys' failed to satisfy constraint: Member must satisfy constraint: " ..
+    "[Member must have length less than or equal to 3]; " ..
+    "Value at 'Creds.User' failed to satisfy constraint: Member must have length less than or equal to 3; " ..
+    "Value at 'Tags' failed to satisfy constraint: Map value must satisfy constraint: " ..
+    "[Member must have length less than or equal to 3]")
+  t.eq(msg:find("secret", 1, true), nil, "no secret echoed")
+  for _, f in ipairs(found) do t.eq(f.value, nil, f.path .. " has no value") end
 end)
 
 t.test("EC2 CreateVpc with AmazonProvidedIpv6CidrBlock=yes is refused", function()

@@ -5,14 +5,26 @@
 -- (hypd.aws.protocol), and the sandbox refuses what AWS refuses, before any
 -- handler runs (sandbox.codec).
 --
---   local found = constraints.check(model, "CreateClusterRequest", input, paths)
+--   local found = constraints.check(model, "CreateClusterRequest", input, paths, { required = true })
 --   -- found = { { path = "nodeRecovery", value = "Sometimes",
 --   --             rule = "Member must satisfy enum value set: [Automatic, None]",
---   --             kind = "enum", limit = { "Automatic", "None" } }, ... }
+--   --             kind = "enum", limit = { "Automatic", "None" },
+--   --             shape = "ClusterNodeRecovery" (a scalar's limits entry) }, ... }
 --   -- kind: enum | min_length | max_length | min_value | max_value | pattern
---   -- | items (a list's scalar items) | keys | values (a map's); limit: the
---   -- set, the number or the pattern (items/keys/values: the inner rules'
---   -- { kind, limit } list)
+--   -- | items (a list's scalar items) | keys | values (a map's) | required;
+--   -- limit: the set, the number or the pattern (items/keys/values: the
+--   -- inner rules' { kind, limit } list)
+--
+-- opts.required: a required member that is absent is reported in the same
+-- list, in member order, as AWS's Coral services do ("Value null at
+-- 'clusterName' failed to satisfy constraint: Member must not be null",
+-- kind "required", no value). Without it the caller checks required
+-- members itself (hypd's client does, before any constraint).
+--
+-- A sensitive member (the model's "sensitive" shapes: passwords, secrets,
+-- tokens; and whatever sits inside a sensitive list, map or structure) is
+-- reported with sensitive = true and no value: AWS writes "Value at 'x'
+-- failed to satisfy constraint: ...", never the value.
 --
 -- paths = { field = function(path, member) -> path, item = function(path, i)
 -- -> path } names members as the caller reports them (AWS's
@@ -39,7 +51,8 @@ local S = require "hypd.aws.shape"
 local M = {}
 
 -- the protocols whose services validate requests by the model (S3's
--- REST-XML answers with its own per-operation errors, not by the model)
+-- REST-XML answers with its own per-parameter errors, not by the model:
+-- sandbox._codec_s3_rules says which of its constraints S3 enforces)
 local CHECKED = { json = true, ["rest-json"] = true, query = true, ec2 = true }
 
 -- enums a service checks against its own catalog instead, with its own
@@ -228,11 +241,16 @@ M.show = show
 
 local MAX_FOUND = 20
 
-local function add(found, path, v, r)
+-- add(found, path, v, r, hidden): one failure; a hidden (sensitive) value
+-- is not kept
+local function add(found, path, v, r, hidden, shape)
   if #found < MAX_FOUND then
-    found[#found + 1] = { path = path, value = show(v), rule = r.text, kind = r.kind, limit = r.limit }
+    found[#found + 1] = { path = path, value = not hidden and show(v) or nil, sensitive = hidden or nil,
+      rule = r.text, kind = r.kind, limit = r.limit, shape = shape }
   end
 end
+
+local NULL = { text = "Member must not be null", kind = "required" }
 
 -- gather(into, seen, broken): the distinct rules of a collection's items
 local function gather(into, seen, broken)
@@ -250,49 +268,74 @@ end
 
 local walk
 
+-- limits_of(model, traits) -> the constraints a scalar reference names, or nil
+local function limits_of(model, traits)
+  return traits.c and model.limits and model.limits[traits.c] or nil
+end
+
 -- scalar_rules(model, head, traits, v) -> the rules a scalar value breaks
 local function scalar_rules(model, head, traits, v)
   local kind = SCALAR_KIND[head]
-  if not kind or not traits.c then return {} end
-  local lim = model.limits and model.limits[traits.c]
+  local lim = limits_of(model, traits)
+  if not kind or not lim then return {} end
   local catalog = CATALOG[model.metadata.endpointPrefix]
-  if lim and lim.enum and catalog and catalog[traits.c] then
+  if lim.enum and catalog and catalog[traits.c] then
     lim = { min = lim.min, max = lim.max, pattern = lim.pattern }
   end
   return rules(lim, v, kind)
 end
 
--- value(model, head, traits, v, path, paths, found): one member's value
-local function value(model, head, traits, v, path, paths, found)
-  if not S.present(v) then return end
-  if S.SCALAR[head] then
-    for _, r in ipairs(scalar_rules(model, head, traits, v)) do add(found, path, v, r) end
-    return
-  end
-  walk(model, head, v, path, paths, found)
+-- sensitive(model, traits) -> whether a scalar reference's values are secret
+local function sensitive(model, traits)
+  local lim = limits_of(model, traits)
+  return lim ~= nil and lim.sensitive == true
 end
 
-walk = function(model, head, v, path, paths, found)
+-- W = { model, paths, found, required }: one walk's state
+
+-- value(W, head, traits, v, path, hidden): one member's value
+local function value(W, head, traits, v, path, hidden)
+  if not S.present(v) then return end
+  if S.SCALAR[head] then
+    hidden = hidden or sensitive(W.model, traits)
+    for _, r in ipairs(scalar_rules(W.model, head, traits, v)) do add(W.found, path, v, r, hidden, traits.c) end
+    return
+  end
+  walk(W, head, v, path, hidden)
+end
+
+walk = function(W, head, v, path, hidden)
+  local model, paths, found = W.model, W.paths, W.found
   if type(v) ~= "table" or #found >= MAX_FOUND then return end
   local typ, shape = S.kind(model, head)
+  hidden = hidden or (shape and shape.sensitive == true)
   if typ == "structure" then
     local idx = S.index(shape)
+    local req = {}
+    if W.required then
+      for _, name in ipairs(shape.required or {}) do req[name] = true end
+    end
     for _, m in ipairs(shape[2]) do
       local x = v[m[1]]
       if idx[m[1]] and S.present(x) then
-        value(model, m[2], m, x, paths.field(path, m), paths, found)
+        value(W, m[2], m, x, paths.field(path, m), hidden)
+      elseif req[m[1]] and #found < MAX_FOUND then
+        found[#found + 1] = { path = paths.field(path, m), rule = NULL.text, kind = NULL.kind }
       end
     end
   elseif typ == "list" or typ == "map" then
-    for _, r in ipairs(rules(shape, v, "collection")) do add(found, path, v, r) end
+    for _, r in ipairs(rules(shape, v, "collection")) do add(found, path, v, r, hidden) end
     if typ == "list" then
       local item, t = S.ref(shape[2])
       if S.SCALAR[item] then
         local broken, seen = {}, {}
         for _, x in ipairs(v) do gather(broken, seen, scalar_rules(model, item, t, x)) end
-        if #broken > 0 then add(found, path, v, wrapped("Member must satisfy constraint", broken, "items")) end
+        if #broken > 0 then
+          add(found, path, v, wrapped("Member must satisfy constraint", broken, "items"),
+            hidden or sensitive(model, t))
+        end
       else
-        for i, x in ipairs(v) do walk(model, item, x, paths.item(path, i), paths, found) end
+        for i, x in ipairs(v) do walk(W, item, x, paths.item(path, i), hidden) end
       end
     else
       local key, kt = S.ref(shape[2])
@@ -307,29 +350,41 @@ walk = function(model, head, v, path, paths, found)
         if S.SCALAR[val] then
           gather(vbroken, vseen, S.present(x) and scalar_rules(model, val, vt, x) or {})
         else
-          walk(model, val, x, paths.field(path, { k }), paths, found)
+          walk(W, val, x, paths.field(path, { k }), hidden)
         end
       end
-      if #kbroken > 0 then add(found, path, v, wrapped("Map keys must satisfy constraint", kbroken, "keys")) end
-      if #vbroken > 0 then add(found, path, v, wrapped("Map value must satisfy constraint", vbroken, "values")) end
+      -- a map is shown whole: a secret key or value hides all of it
+      local secret = hidden or sensitive(model, kt) or S.SCALAR[val] and sensitive(model, vt)
+      if #kbroken > 0 then add(found, path, v, wrapped("Map keys must satisfy constraint", kbroken, "keys"), secret) end
+      if #vbroken > 0 then
+        add(found, path, v, wrapped("Map value must satisfy constraint", vbroken, "values"), secret)
+      end
     end
   end
 end
 
--- check(model, input_shape, input, paths) -> the constraints input breaks
--- (a list, empty when none; at most 20), in model order
-function M.check(model, head, input, paths)
+-- check(model, input_shape, input, paths, opts) -> the constraints input
+-- breaks (a list, empty when none; at most 20), in model order (opts:
+-- { required = true } adds the absent required members; { all = true }
+-- checks a model applies() leaves out, for a caller that picks what its
+-- service enforces: sandbox._codec_s3_rules). A scalar's failure names its
+-- limits entry as shape.
+function M.check(model, head, input, paths, opts)
   local found = {}
-  if head and M.applies(model) and model.limits then walk(model, head, input, "", paths, found) end
+  if head and (M.applies(model) or opts and opts.all) and (model.limits or opts and opts.required) then
+    walk({ model = model, paths = paths, found = found, required = opts and opts.required }, head, input, "")
+  end
   return found
 end
 
 -- coral(found) -> "N validation error(s) detected: Value 'v' at 'p' failed
 -- to satisfy constraint: rule; ...", AWS's message for a list of failures
+-- ("Value null at" for an absent member, "Value at" for a sensitive one)
 function M.coral(found)
   local parts = {}
   for i, f in ipairs(found) do
-    parts[i] = string.format("Value '%s' at '%s' failed to satisfy constraint: %s", f.value, f.path, f.rule)
+    local v = f.kind == "required" and "null " or f.value and "'" .. f.value .. "' " or ""
+    parts[i] = string.format("Value %sat '%s' failed to satisfy constraint: %s", v, f.path, f.rule)
   end
   return string.format("%d validation error%s detected: %s", #parts, #parts == 1 and "" or "s",
     table.concat(parts, "; "))

@@ -51,14 +51,16 @@ local PATHS = {
 -- broken(model, op, params) -> nil, or a VALIDATION error naming the first
 -- member whose value breaks a constraint and the rule; the value is quoted
 -- cut short (errors.echo) and kept out of the error's fields, since a
--- parameter may carry a secret
+-- parameter may carry a secret; a member the model marks sensitive is
+-- not quoted at all
 local function broken(model, op, params)
   local found = constraints.check(model, op.input, params, PATHS)
   if #found == 0 then return nil end
   local f = found[1]
   local more = #found > 1 and string.format(" (and %d more)", #found - 1) or ""
-  return errors.new("VALIDATION", string.format("invalid parameter %s: value '%s' breaks the %s model's " ..
-    "constraint: %s%s", f.path, errors.echo(f.value, 40), model.metadata.serviceId or "service", f.rule, more),
+  local what = f.value and "value '" .. errors.echo(f.value, 40) .. "'" or "its value (sensitive, not shown)"
+  return errors.new("VALIDATION", string.format("invalid parameter %s: %s breaks the %s model's " ..
+    "constraint: %s%s", f.path, what, model.metadata.serviceId or "service", f.rule, more),
     { field = f.path, constraint = f.rule })
 end
 

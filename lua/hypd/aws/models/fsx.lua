@@ -2033,7 +2033,7 @@ WindowsFsrmConfiguration = {
 limits = {
 AccessPointPolicy = { min = 1, max = 200000 },
 ActiveDirectoryFullyQualifiedName = { min = 1, max = 255, pattern = "^[^\\u0000\\u0085\\u2028\\u2029\\r\\n]{1,255}$" },
-AdminPassword = { min = 8, max = 50, pattern = "^[^\\u0000\\u0085\\u2028\\u2029\\r\\n]{8,50}$" },
+AdminPassword = { min = 8, max = 50, pattern = "^[^\\u0000\\u0085\\u2028\\u2029\\r\\n]{8,50}$", sensitive = true },
 Aggregate = { min = 5, max = 6, pattern = "^(aggr[0-9]{1,2})$" },
 AggregateListMultiplier = { min = 1, max = 200 },
 AlternateDNSName = { min = 4, max = 253, pattern = "^[^\\u0000\\u0085\\u2028\\u2029\\r\\n]{4,253}$" },
@@ -2067,7 +2067,7 @@ DataRepositoryTaskType = {
 },
 DeleteFileSystemOpenZFSOption = { enum = { "DELETE_CHILD_VOLUMES_AND_SNAPSHOTS" } },
 DirectoryId = { min = 12, max = 12, pattern = "^d-[0-9a-f]{10}$" },
-DirectoryPassword = { min = 1, max = 256, pattern = "^.{1,256}$" },
+DirectoryPassword = { min = 1, max = 256, pattern = "^.{1,256}$", sensitive = true },
 DiskIopsConfigurationMode = { enum = { "AUTOMATIC", "USER_PROVISIONED" } },
 DriveCacheType = { enum = { "NONE", "READ" } },
 EventType = { enum = { "NEW", "CHANGED", "DELETED" } },

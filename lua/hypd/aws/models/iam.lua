@@ -3095,7 +3095,7 @@ UpdateUserRequest = {
 },
 UploadSSHPublicKeyRequest = {
   "structure",
-  { { "UserName", "string", c = "roleNameType" }, { "SSHPublicKeyBody", "string", c = "privateKeyType" } },
+  { { "UserName", "string", c = "roleNameType" }, { "SSHPublicKeyBody", "string", c = "publicKeyMaterialType" } },
   required = { "UserName", "SSHPublicKeyBody" },
 },
 UploadSSHPublicKeyResponse = { "structure", { { "SSHPublicKey", "SSHPublicKey" } } },
@@ -3104,7 +3104,7 @@ UploadServerCertificateRequest = {
   {
     { "Path", "string", c = "pathType" },
     { "ServerCertificateName", "string", c = "instanceProfileNameType" },
-    { "CertificateBody", "string", c = "privateKeyType" },
+    { "CertificateBody", "string", c = "publicKeyMaterialType" },
     { "PrivateKey", "string", c = "privateKeyType" },
     { "CertificateChain", "string", c = "certificateChainType" },
     { "Tags", "tagListType" },
@@ -3117,7 +3117,10 @@ UploadServerCertificateResponse = {
 },
 UploadSigningCertificateRequest = {
   "structure",
-  { { "UserName", "string", c = "instanceProfileNameType" }, { "CertificateBody", "string", c = "privateKeyType" } },
+  {
+    { "UserName", "string", c = "instanceProfileNameType" },
+    { "CertificateBody", "string", c = "publicKeyMaterialType" },
+  },
   required = { "CertificateBody" },
 },
 UploadSigningCertificateResponse = {
@@ -3256,7 +3259,7 @@ organizationsEntityPathType = { min = 19, max = 427, pattern = "^o-[0-9a-z]{10,3
 organizationsPolicyIdType = { pattern = "^p-[0-9a-zA-Z_]{8,128}$" },
 ownerIdType = { min = 20, max = 2048, pattern = "^[a-zA-Z0-9:/+=,.@_-]+$" },
 passwordReusePreventionType = { min = 1, max = 24 },
-passwordType = { min = 1, max = 128, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+passwordType = { min = 1, max = 128, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+", sensitive = true },
 pathPrefixType = { min = 1, max = 512, pattern = "\\u002F[\\u0021-\\u007F]*" },
 pathType = { min = 1, max = 512, pattern = "(\\u002F)|(\\u002F[\\u0021-\\u007E]+\\u002F)" },
 policyDescriptionType = { max = 1000 },
@@ -3267,8 +3270,9 @@ policyPathType = { min = 1, max = 512, pattern = "((/[A-Za-z0-9\\.,\\+@=_-]+)*)/
 policyScopeType = { enum = { "All", "AWS", "Local" } },
 policyVersionIdType = { pattern = "v[1-9][0-9]*(\\.[A-Za-z0-9-]*)?" },
 privateKeyIdType = { min = 22, max = 64, pattern = "[A-Z0-9]+" },
-privateKeyType = { min = 1, max = 16384, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
+privateKeyType = { min = 1, max = 16384, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+", sensitive = true },
 publicKeyIdType = { min = 20, max = 128, pattern = "[\\w]+" },
+publicKeyMaterialType = { min = 1, max = 16384, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
 redirectUrlType = {
   min = 1,
   max = 255,

@@ -42,7 +42,13 @@ InvokeEndpointAsyncInput = {
     { "EndpointName", "string", loc = "uri", name = "EndpointName", c = "EndpointName" },
     { "ContentType", "string", loc = "header", name = "X-Amzn-SageMaker-Content-Type", c = "Header" },
     { "Accept", "string", loc = "header", name = "X-Amzn-SageMaker-Accept", c = "Header" },
-    { "CustomAttributes", "string", loc = "header", name = "X-Amzn-SageMaker-Custom-Attributes", c = "Header" },
+    {
+      "CustomAttributes",
+      "string",
+      loc = "header",
+      name = "X-Amzn-SageMaker-Custom-Attributes",
+      c = "CustomAttributesHeader",
+    },
     { "InferenceId", "string", loc = "header", name = "X-Amzn-SageMaker-Inference-Id", c = "InferenceId" },
     { "InputLocation", "string", loc = "header", name = "X-Amzn-SageMaker-InputLocation", c = "InputLocationHeader" },
     {
@@ -85,7 +91,13 @@ InvokeEndpointInput = {
     { "Body", "blob", c = "BodyBlob" },
     { "ContentType", "string", loc = "header", name = "Content-Type", c = "Header" },
     { "Accept", "string", loc = "header", name = "Accept", c = "Header" },
-    { "CustomAttributes", "string", loc = "header", name = "X-Amzn-SageMaker-Custom-Attributes", c = "Header" },
+    {
+      "CustomAttributes",
+      "string",
+      loc = "header",
+      name = "X-Amzn-SageMaker-Custom-Attributes",
+      c = "CustomAttributesHeader",
+    },
     { "TargetModel", "string", loc = "header", name = "X-Amzn-SageMaker-Target-Model", c = "TargetModelHeader" },
     { "TargetVariant", "string", loc = "header", name = "X-Amzn-SageMaker-Target-Variant", c = "EndpointName" },
     {
@@ -141,7 +153,13 @@ InvokeEndpointWithResponseStreamInput = {
     { "Body", "blob", c = "BodyBlob" },
     { "ContentType", "string", loc = "header", name = "Content-Type", c = "Header" },
     { "Accept", "string", loc = "header", name = "X-Amzn-SageMaker-Accept", c = "Header" },
-    { "CustomAttributes", "string", loc = "header", name = "X-Amzn-SageMaker-Custom-Attributes", c = "Header" },
+    {
+      "CustomAttributes",
+      "string",
+      loc = "header",
+      name = "X-Amzn-SageMaker-Custom-Attributes",
+      c = "CustomAttributesHeader",
+    },
     { "TargetVariant", "string", loc = "header", name = "X-Amzn-SageMaker-Target-Variant", c = "EndpointName" },
     {
       "TargetContainerHostname",
@@ -186,7 +204,8 @@ ResponseStream = {
 },
 },
 limits = {
-BodyBlob = { max = 6291456 },
+BodyBlob = { max = 6291456, sensitive = true },
+CustomAttributesHeader = { max = 1024, pattern = "\\p{ASCII}*", sensitive = true },
 EnableExplanationsHeader = { min = 1, max = 64, pattern = ".*" },
 EndpointName = { max = 63, pattern = "^[a-zA-Z0-9](-*[a-zA-Z0-9])*" },
 FilenameHeader = { min = 1, max = 32, pattern = "^(?!.*\\..*\\.)[a-zA-Z0-9][a-zA-Z0-9-_\\.]*$" },

@@ -12409,7 +12409,7 @@ OidcConfig = {
   "structure",
   {
     { "ClientId", "string", c = "ClientId" },
-    { "ClientSecret", "string", c = "ClientId" },
+    { "ClientSecret", "string", c = "ClientSecret" },
     { "Issuer", "string", c = "OidcEndpoint" },
     { "AuthorizationEndpoint", "string", c = "OidcEndpoint" },
     { "TokenEndpoint", "string", c = "OidcEndpoint" },
@@ -15887,6 +15887,7 @@ ClarifyTextLanguage = {
   },
 },
 ClientId = { min = 1, max = 1024, pattern = "[ -~]+" },
+ClientSecret = { min = 1, max = 1024, pattern = "[ -~]+", sensitive = true },
 ClientToken = { min = 1, max = 36, pattern = "[a-zA-Z0-9-]+" },
 ClusterArn = { min = 0, max = 256, pattern = "arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]*:[0-9]{12}:cluster/[a-z0-9]{12}" },
 ClusterAutoScalerType = { enum = { "Karpenter" } },
@@ -16576,7 +16577,7 @@ MlflowAppStatus = {
 MlflowVersion = { min = 0, max = 16, pattern = "[0-9]*.[0-9]*.[0-9]*" },
 ModelApprovalStatus = { enum = { "Approved", "Rejected", "PendingManualApproval" } },
 ModelArn = { min = 20, max = 2048, pattern = "arn:aws[a-z\\-]*:sagemaker:[a-z0-9\\-]*:[0-9]{12}:model/.*" },
-ModelCardContent = { min = 0, max = 100000, pattern = ".*" },
+ModelCardContent = { min = 0, max = 100000, pattern = ".*", sensitive = true },
 ModelCardExportJobArn = {
   min = 0,
   max = 256,

@@ -225,7 +225,11 @@ GetAccessKeyInfoRequest = {
 GetAccessKeyInfoResponse = { "structure", { { "Account", "string" } } },
 GetCallerIdentityRequest = { "structure", {} },
 GetCallerIdentityResponse = { "structure", { { "UserId", "string" }, { "Account", "string" }, { "Arn", "string" } } },
-GetDelegatedAccessTokenRequest = { "structure", { { "TradeInToken", "string" } }, required = { "TradeInToken" } },
+GetDelegatedAccessTokenRequest = {
+  "structure",
+  { { "TradeInToken", "string", c = "tradeInTokenType" } },
+  required = { "TradeInToken" },
+},
 GetDelegatedAccessTokenResponse = {
   "structure",
   { { "Credentials", "Credentials" }, { "PackedPolicySize", "integer" }, { "AssumedPrincipal", "string" } },
@@ -283,7 +287,7 @@ webIdentityTokenAudienceListType = { "list", { "string", c = "webIdentityTokenAu
 },
 limits = {
 RootDurationSecondsType = { min = 0, max = 900 },
-SAMLAssertionType = { min = 4, max = 100000 },
+SAMLAssertionType = { min = 4, max = 100000, sensitive = true },
 TargetPrincipalType = { min = 12, max = 2048 },
 accessKeyIdType = { min = 16, max = 128, pattern = "[\\w]*" },
 arnType = {
@@ -291,7 +295,7 @@ arnType = {
   max = 2048,
   pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u0085\\u00A0-\\uD7FF\\uE000-\\uFFFD\\u10000-\\u10FFFF]+",
 },
-clientTokenType = { min = 4, max = 20000 },
+clientTokenType = { min = 4, max = 20000, sensitive = true },
 contextAssertionType = { min = 4, max = 2048 },
 durationSecondsType = { min = 900, max = 129600 },
 encodedMessageType = { min = 1, max = 10240 },
@@ -304,6 +308,7 @@ sessionPolicyDocumentType = { min = 1, max = 2048, pattern = "[\\u0009\\u000A\\u
 tagKeyType = { min = 1, max = 128, pattern = "[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]+" },
 tagValueType = { min = 0, max = 256, pattern = "[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*" },
 tokenCodeType = { min = 6, max = 6, pattern = "[\\d]*" },
+tradeInTokenType = { sensitive = true },
 unrestrictedSessionPolicyDocumentType = { min = 1, pattern = "[\\u0009\\u000A\\u000D\\u0020-\\u00FF]+" },
 userNameType = { min = 2, max = 32, pattern = "[\\w+=,.@-]*" },
 webIdentityTokenAudienceStringType = { min = 1, max = 1000 },

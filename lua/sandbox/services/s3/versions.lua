@@ -294,7 +294,7 @@ local function list_versions(ctx, input)
       end
       if cp then
         if not seen[cp] and not (km and cp <= km and km:sub(1, #cp) == cp) then
-          if count >= max then truncated = true break end
+          if count >= max then truncated = max > 0 break end
           seen[cp] = true
           count = count + 1
           prefixes[#prefixes + 1] = { Prefix = enc(cp) }
@@ -307,7 +307,7 @@ local function list_versions(ctx, input)
           if skipping then
             if vid_of(e.o) == vm then skipping = false end
           else
-            if count >= max then truncated = true break end
+            if count >= max then truncated = max > 0 break end
             count = count + 1
             local latest = i == 1
             if e.o.DeleteMarker then
