@@ -255,6 +255,9 @@ end
 -- Namespace its kubernetes.io/metadata.name label
 function M.update(_, r, old, new)
   if r.group == "" and r.kind == "Namespace" and new.metadata then return ns_label(new) end
+  -- the apps kinds' defaults hold on every write, as the API server decodes
+  -- each body with them (an update whose spec leaves out updateStrategy gets it)
+  if r.group == "apps" and by_kind["apps/" .. r.kind] then return by_kind["apps/" .. r.kind](nil, r, new) end
   if r.group ~= "" or r.kind ~= "Service" or not old.spec or not new.spec then return end
   new.spec.clusterIP = new.spec.clusterIP or old.spec.clusterIP
   new.spec.clusterIPs = new.spec.clusterIPs or old.spec.clusterIPs

@@ -83,6 +83,18 @@ local function seed(cl)
       provisioner = "kubernetes.io/aws-ebs", parameters = { type = "gp2", fsType = "ext4" },
       reclaimPolicy = "Delete", volumeBindingMode = "WaitForFirstConsumer" })
   end
+  -- the API server's two system PriorityClasses (the add-ons' pods name system-cluster-critical)
+  local pc = cl.reg:find("scheduling.k8s.io", "v1", "priorityclasses")
+  for _, p in ipairs {
+    { "system-node-critical", 2000001000, "Used for system critical pods that must not be moved from their current node." },
+    { "system-cluster-critical", 2000000000,
+      "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary." },
+  } do
+    if not cl:get(pc, nil, p[1]) then
+      cl:create(pc, { apiVersion = "scheduling.k8s.io/v1", kind = "PriorityClass", metadata = { name = p[1] },
+        value = p[2], globalDefault = false, preemptionPolicy = "PreemptLowerPriority", description = p[3] })
+    end
+  end
   local sa = cl.reg:find("", "v1", "serviceaccounts")
   for _, n in ipairs { "default", "kube-system", "kube-public", "kube-node-lease" } do
     if not cl:get(sa, n, "default") then cl:create(sa, { metadata = { name = "default", namespace = n } }) end
