@@ -5,7 +5,9 @@
 -- has passed since its last heartbeat, then kubectl shows it NotReady:
 -- Ready Unknown (NodeStatusUnknown), tainted unreachable, its Lease no
 -- longer renewed. Started again, it is Ready without the taints. EC2 shows
--- stopping, stopped, pending, running with AWS's codes and reasons.
+-- stopping, stopped, pending, running with AWS's codes and reasons. A pod
+-- on the node stays Running (nothing evicts it within the test), its Ready
+-- condition False once the node is Unknown.
 -- Simulated time is moved on by pods that sleep on the other node.
 local t = require "hypd.tap"
 local json = require "hypd.json"
@@ -115,8 +117,18 @@ end)
 
 t.test("StopInstances answers stopping; unknown, malformed and stopping instances are refused as EC2 does", function()
   if not K.ready then return K.skip() end
+  -- a pod on each node to be stopped
+  for _, v in ipairs(VERSIONS) do
+    local spec = json.encode { apiVersion = "v1", spec = { nodeName = S[v].stopped } }
+    local rc, _, err = K.kubectl(v, "run web --image=nginx:1.27 --overrides=" .. H.quote(spec))
+    t.eq(rc, 0, err)
+  end
   -- the kubelets have been renewing their Leases: the last renewal is what the grace counts from
   pass(VERSIONS[1], 12)
+  for _, v in ipairs(VERSIONS) do
+    local p = K.get_json(v, "get pod web") or { status = {} }
+    t.eq({ p.status.phase, condition(p, "Ready").status }, { "Running", "True" }, v .. ": the pod runs")
+  end
   for _, v in ipairs(VERSIONS) do
     local s = S[v]
     local lease = K.get_json(v, "get lease -n kube-node-lease " .. s.stopped) or { spec = {} }
@@ -191,6 +203,9 @@ t.test("after the grace period the node is Ready Unknown, tainted unreachable, i
     local taints = unreachable(n)
     t.ok(taints.NoSchedule and not taints.NoSchedule.timeAdded, v .. ": unreachable:NoSchedule")
     t.eq(taints.NoExecute and taints.NoExecute.timeAdded, ready.lastTransitionTime, v .. ": unreachable:NoExecute")
+    local p = K.get_json(v, "get pod web") or { status = {} }
+    t.eq({ p.status.phase, condition(p, "Ready").status, condition(p, "Ready").lastTransitionTime },
+      { "Running", "False", ready.lastTransitionTime }, v .. ": the pod is left Running, not Ready")
     local i = instance(s.id)
     t.eq(i.State, { Code = 80, Name = "stopped" })
     t.eq(i.StateReason and i.StateReason.Code, "Client.UserInitiatedShutdown")
@@ -222,6 +237,15 @@ t.test("StartInstances answers pending; once running the node is Ready again wit
       t.eq(condition(n, ctype).status, "False", v .. " " .. ctype)
     end
     t.eq(unreachable(n), {}, v .. ": the unreachable taints are gone")
+    -- the pod's container went with the machine: the kubelet starts it again
+    local p = K.get_json(v, "get pod web") or { status = {} }
+    t.eq({ p.status.phase, condition(p, "Ready").status }, { "Running", "True" }, v .. ": the pod was not lost")
+    local cs = (p.status.containerStatuses or {})[1] or {}
+    t.eq(cs.restartCount, 1, v .. ": its container restarted")
+    local last = (cs.lastState or {}).terminated or {}
+    t.eq({ last.exitCode, last.reason }, { 255, "Unknown" }, v .. ": ended with the machine")
+    t.ok(epoch(last.finishedAt) == s.stopped_at or epoch(last.finishedAt) == s.stopped_at - 1,
+      v .. ": at the stop: " .. tostring(last.finishedAt))
     local rc, lines = K.kubectl(v, "get nodes --no-headers")
     t.eq(rc, 0)
     t.like(lines, s.stopped:gsub("%p", "%%%0") .. "%s+Ready%s", v .. ": kubectl shows it Ready")

@@ -11,9 +11,12 @@
 -- kubelet last posted it. The grace is --node-monitor-grace-period: 40 s
 -- below Kubernetes 1.32, 50 s from 1.32 (the default changed in 1.32).
 --
--- The pods on such a node stay bound: the taint manager evicts them once
--- their toleration of the NoExecute taint (tolerationSeconds, 300 s by
--- default) runs out, which the sandbox does not simulate.
+-- The pods on such a node stay bound and keep the phase their kubelet
+-- last posted; as the controller does (MarkPodsNotReady), their Ready
+-- condition goes False, so Services stop sending them traffic. The taint
+-- manager would evict them once their toleration of the NoExecute taint
+-- (tolerationSeconds, 300 s by default) runs out: the sandbox does not
+-- simulate that eviction.
 --
 -- check(cl, node, now) runs when the node is read (sandbox.k8s.heartbeats)
 -- and when its machine's controller reconciles it, so it happens on the
@@ -100,7 +103,27 @@ function M.check(cl, node, now)
   taints[#taints + 1] = { key = M.TAINT, effect = "NoExecute", timeAdded = stamp }
   x.spec.taints = taints
   cl:update(nr, x)
+  M.pods_not_ready(cl, node.metadata.name, stamp)
   return nil
+end
+
+-- pods_not_ready(cl, node_name, stamp): the Ready condition of every pod
+-- bound to the node goes False (lastTransitionTime stamp)
+function M.pods_not_ready(cl, name, stamp)
+  local pr = cl.reg:find("", "v1", "pods")
+  for _, p in ipairs(cl:list(pr)) do
+    if p.spec and p.spec.nodeName == name then
+      for _, c in ipairs((p.status or {}).conditions or {}) do
+        if c.type == "Ready" and c.status ~= "False" then
+          local x = copy(p)
+          for _, xc in ipairs(x.status.conditions) do
+            if xc.type == "Ready" then xc.status, xc.lastTransitionTime = "False", stamp end
+          end
+          cl:update(pr, x, { subresource = "status" })
+        end
+      end
+    end
+  end
 end
 
 return M
