@@ -10,14 +10,20 @@
 -- resourceVersion). A list of nodes does not post their status: on 2,000
 -- nodes that is 2,000 updates every controller hears (the monitor bench
 -- times out on them). A node whose Ready is Unknown has no kubelet
--- posting: nothing renews.
+-- posting: nothing renews. A node whose machine stopped carries
+-- annotation M.STOPPED (the time its kubelet stopped, set by the machine's
+-- controller): its Lease and heartbeats stop at that time, and its reads
+-- (a get, a list or watch of nodes) run the node lifecycle controller's
+-- check (sandbox.k8s.node_lifecycle) on it; cl.silent names such nodes.
 local core = require "hypd.core"
 local objects = require "sandbox.k8s.objects"
 
 local M = {}
 
 M.RENEW, M.REPORT = 10, 300
-local LEASES = "kube-node-lease"
+M.LEASES = "kube-node-lease"
+M.STOPPED = "sandbox.hypd.io/kubelet-stopped" -- annotation: when the node's kubelet stopped (RFC 3339)
+local LEASES = M.LEASES
 local KUBELET = { Ready = true, MemoryPressure = true, DiskPressure = true, PIDPressure = true }
 
 local epoch = function(ts) return require("sandbox.k8s.table").epoch(ts) end
@@ -38,6 +44,18 @@ local function posting(node)
   return node and not node.metadata.deletionTimestamp and c ~= nil and c.status ~= "Unknown"
 end
 
+-- stopped(node) -> when the node's kubelet stopped posting, or nil
+function M.stopped(node)
+  local a = node and node.metadata.annotations
+  return a and a[M.STOPPED] and epoch(a[M.STOPPED]) or nil
+end
+
+-- upto(node, now) -> the time its kubelet posts until: now, or when it stopped
+local function upto(node, now)
+  local t = M.stopped(node)
+  return t and t < now and t or now
+end
+
 -- due(last, now, every) -> the last tick at or before now on last's
 -- cadence, or nil when none is due
 local function due(last, now, every)
@@ -51,7 +69,7 @@ local function copy(t) return require("hypd.json").decode(require("hypd.json").e
 local function lease(cl, nr, lr, l, now)
   local node = cl:get(nr, nil, l.metadata.name)
   local at = posting(node) and (l.spec or {}).holderIdentity == l.metadata.name and
-    due(epoch(l.spec.renewTime), now, M.RENEW)
+    due(epoch(l.spec.renewTime), upto(node, now), M.RENEW)
   if at then
     local c = copy(l)
     c.spec.renewTime = micro(at)
@@ -62,7 +80,7 @@ end
 -- node(cl, nr, n, now): n's status posted when a report is due
 local function node(cl, nr, n, now)
   local c = posting(n) and ready(n)
-  local at = c and due(epoch(c.lastHeartbeatTime or c.lastTransitionTime), now, M.REPORT)
+  local at = c and due(epoch(c.lastHeartbeatTime or c.lastTransitionTime), upto(n, now), M.REPORT)
   if at then
     local x = copy(n)
     for _, cond in ipairs(x.status.conditions) do
@@ -77,14 +95,22 @@ end
 -- simulated second finds nothing due
 function M.refresh(cl, r, ns, name)
   local leases = r.group == "coordination.k8s.io" and r.resource == "leases" and (ns == nil or ns == LEASES)
-  local nodes = r.group == "" and r.resource == "nodes" and name ~= nil
+  local nodes = r.group == "" and r.resource == "nodes"
   if not leases and not nodes then return end
   local now, nr = core.now(), cl.reg:find("", "v1", "nodes")
+  if nodes then
+    local lifecycle = require "sandbox.k8s.node_lifecycle"
+    for silent in pairs(cl.silent or {}) do
+      local o = (name == nil or name == silent) and cl:get(nr, nil, silent)
+      if o then lifecycle.check(cl, o, now) end
+    end
+  end
   if name then
     local o = cl:get(r, leases and LEASES or nil, name)
     if o and leases then lease(cl, nr, r, o, now) elseif o then node(cl, nr, o, now) end
     return
   end
+  if nodes then return end
   cl.heartbeats = cl.heartbeats or {}
   if now - (cl.heartbeats[r.resource] or -math.huge) < 1 then return end
   cl.heartbeats[r.resource] = now

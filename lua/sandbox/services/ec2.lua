@@ -1,7 +1,8 @@
 -- sandbox.services.ec2: the EC2 networking a HyperPod cluster stands on:
 -- availability zones and instance types, VPCs, subnets, internet and NAT
 -- gateways, elastic IPs, route tables, security groups, VPC endpoints,
--- tags and filters, regions, the instances of EKS managed node groups.
+-- tags and filters, regions, the instances of EKS managed node groups
+-- (described, stopped and started).
 -- Every operation honours DryRun; every
 -- Describe* the model pages honours MaxResults and NextToken (ec2/paging).
 --
@@ -18,7 +19,7 @@
 local M = { scope = "regional", operations = {}, transitions = {} }
 
 local FAMILIES = { "common", "zones", "vpc", "gateways", "routes", "endpoints", "security_groups",
-  "interfaces", "regions", "instances" }
+  "interfaces", "regions", "instances", "power" }
 local model = require "hypd.aws.models.ec2"
 local paging = require "sandbox.services.ec2.paging"
 

@@ -5,7 +5,12 @@
 -- finish after their run time: Job pods (default JOB_SECONDS) and pods with
 -- restartPolicy Never/OnFailure carrying the annotation
 -- sandbox.hypd.io/run-seconds; sandbox.hypd.io/exit-code sets how they end.
--- A running pod whose node goes NotReady or away fails (NodeLost); a
+-- A running pod whose node goes NotReady or away fails (NodeLost); the
+-- pods of a node whose kubelet stopped (its instance stopped:
+-- heartbeats.stopped) are left as they were last posted until it is back,
+-- then their containers, gone with the machine's stop, start again
+-- (restartCount + 1, lastState terminated Unknown 255; a restartPolicy
+-- Never pod fails instead); a
 -- finished pod of a ReplicaSet or DaemonSet on a node that is gone is
 -- deleted (the pod garbage collector). HyperPodPyTorchJob pods are started
 -- here but finished by their job (hyperpod_jobs.lua). The workload faults
@@ -13,6 +18,7 @@
 -- played here with the statuses, reasons and events a kubelet gives.
 local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local heartbeats = require "sandbox.k8s.heartbeats"
 local logs = require "sandbox.k8s.logs"
 local probes = require "sandbox.k8s.controllers._probes"
 local programs = require "sandbox.k8s.programs"
@@ -143,7 +149,7 @@ local function creating(ctl, pr, pod, node)
 end
 
 -- start(ctl, pr, pod, node [, restarts]) -> the pod Running (restarts: its containers' restartCount)
-local function start(ctl, pr, pod, node, restarts)
+local function start(ctl, pr, pod, node, restarts, last)
   local now = ctl_.stamp()
   local host = internal_ip(node)
   local st = ctl_.copy(pod.status or {})
@@ -161,7 +167,7 @@ local function start(ctl, pr, pod, node, restarts)
     all = all and ready
     cs[i] = { name = c.name, image = c.image, imageID = image_id(c.image or ""), ready = ready, started = true,
       restartCount = restarts or 0, containerID = "containerd://" .. ctl_.hex(64), state = { running = { startedAt = now } },
-      lastState = {} }
+      lastState = last and last[c.name] or {} }
   end
   st.containerStatuses = cs
   st.conditions = conditions(st.conditions, all, "ContainersNotReady")
@@ -206,6 +212,22 @@ function M.stop(ctl, pr, pod, phase, code, reason, pod_reason, message)
   local cur = ctl_.put_status(ctl, pr, pod, st)
   logs.ended(ctl.cl, pod.metadata.namespace, pod.metadata.name)
   return cur
+end
+
+-- rebooted(ctl, pr, pod, node, down) -> the pod once its node's kubelet
+-- is back after its machine stopped at `down`: its containers ended with
+-- the machine and start again, as a kubelet finds them at boot; a
+-- restartPolicy Never pod fails
+local function rebooted(ctl, pr, pod, node, down)
+  if pod.spec.restartPolicy == "Never" then return M.stop(ctl, pr, pod, "Failed", 255, "Unknown") end
+  local restarts, last = 0, {}
+  for _, s in ipairs((pod.status or {}).containerStatuses or {}) do
+    restarts = math.max(restarts, (s.restartCount or 0) + 1)
+    local started = s.state and s.state.running and s.state.running.startedAt
+    last[s.name] = { terminated = { exitCode = 255, reason = "Unknown", startedAt = started,
+      finishedAt = ctl_.stamp(down), containerID = s.containerID } }
+  end
+  return start(ctl, pr, pod, node, restarts, last)
 end
 
 local function backoff(n) return math.min(300, 10 * 2 ^ math.max(0, n - 1)) end
@@ -346,6 +368,10 @@ ctl_.handlers.pod = function(ctl, k)
     if not node and gc_owner(pod) then cl:delete(pr, ns, name) end
     return
   end
+  if node and heartbeats.stopped(node) then
+    m.down = m.down or (phase == "Running" and heartbeats.stopped(node)) or nil
+    return -- no kubelet: nothing is posted for its pods
+  end
   local ready = node and sched.node_ready(node)
   -- a pod this kubelet started or the scheduler placed fails with its node;
   -- one bound by hand to a node that does not exist is left alone
@@ -357,6 +383,10 @@ ctl_.handlers.pod = function(ctl, k)
     return
   end
   if not ready then return end -- a pending pod waits for its node
+  if m.down and phase == "Running" then
+    pod, m.down = rebooted(ctl, pr, pod, node, m.down), nil
+    if ctl_.phase(pod) == "Failed" then return end
+  end
   local now = core.now()
   if phase == "Pending" then
     if not m.start_at then

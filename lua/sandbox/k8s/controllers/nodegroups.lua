@@ -11,10 +11,20 @@
 -- The EKS side tells us when its instances or groups change (sync); the
 -- handler compares the cluster's node group instances with the Nodes this
 -- controller owns (annotation sandbox.hypd.io/nodegroup-instance).
+--
+-- An instance EC2 stopped (services/ec2/power) has no kubelet: its Node is
+-- marked (heartbeats.STOPPED) and no longer posted, and once the grace
+-- period has passed the node lifecycle controller (sandbox.k8s.node_lifecycle)
+-- makes it Ready Unknown and unreachable; when it runs again its kubelet
+-- posts Ready at once and the unreachable taints go.
 local amis = require "sandbox.services.eks.amis"
+local core = require "hypd.core"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
+local heartbeats = require "sandbox.k8s.heartbeats"
 local json = require "hypd.json"
+local lifecycle = require "sandbox.k8s.node_lifecycle"
 local node_ = require "sandbox.k8s.controllers._node"
+local power = require "sandbox.services.ec2.power"
 local state = require "sandbox.state"
 
 local M = {}
@@ -86,7 +96,28 @@ local function reconcile(ctl, r, i, ng)
   local draining = i.state == "draining"
   node.spec.unschedulable = draining or nil
   node.spec.taints = taints_of(ng, draining)
-  node_.put(ctl, r, old, node, node_.status(ctl, old and old.status, i, true, os_of(ng)))
+  local now = core.now()
+  local down = power.kubelet_down(i, now)
+  ctl.cl.silent = ctl.cl.silent or {}
+  ctl.cl.silent[name] = down and true or nil
+  if down then
+    -- no kubelet: nothing is posted; what the node lifecycle controller set stays
+    if not old then return end
+    md.annotations[heartbeats.STOPPED] = ctl_.stamp(down)
+    node.spec.taints = lifecycle.taints(node.spec.taints, old)
+    local cur = ctl.cl:update(r, node) or old
+    local at = lifecycle.check(ctl.cl, cur, now)
+    if at then ctl:at_weak(at, "nodegroups") end
+    return
+  end
+  local back = old and old.metadata.annotations and old.metadata.annotations[heartbeats.STOPPED]
+  md.annotations[heartbeats.STOPPED] = nil
+  local status = node_.status(ctl, old and old.status, i, true, os_of(ng))
+  if back then
+    -- the kubelet started again: it posts its status now
+    for _, c in ipairs(status.conditions) do c.lastHeartbeatTime = ctl_.stamp(now) end
+  end
+  node_.put(ctl, r, old, node, status)
 end
 
 ctl_.handlers.nodegroups = function(ctl)
@@ -100,6 +131,12 @@ ctl_.handlers.nodegroups = function(ctl)
   for _, i in ipairs(eks:list("ng_instance")) do
     local ng = i.cluster == ctl.cl.name and groups[i.nodegroup]
     if ng and i.dns then want[i.dns] = { i = i, ng = ng } end
+    -- a started instance's kubelet posts once it runs
+    local back = ng and power.running_at(i)
+    if back and back > core.now() then ctl:at_weak(back, "nodegroups") end
+  end
+  for name in pairs(ctl.cl.silent or {}) do
+    if not want[name] then ctl.cl.silent[name] = nil end
   end
   node_.follow(ctl, r, MARK, want, function(_, w) reconcile(ctl, r, w.i, w.ng) end)
 end

@@ -5,6 +5,8 @@
 -- DescribeInstances never lists them, as AWS does not. Each instance is
 -- its own reservation (as an Auto Scaling group launches them) and carries
 -- the tags EKS and Auto Scaling put on it; a terminated instance is gone.
+-- Its state (running, or stopping, stopped and pending after
+-- StopInstances and StartInstances) is ec2/power's.
 -- Filters: instance-id, instance-type, instance-state-name,
 -- availability-zone, subnet-id, vpc-id, private-ip-address,
 -- private-dns-name, image-id, tag:<key>, tag-key, tag-value.
@@ -12,6 +14,7 @@ local amis = require "sandbox.services.eks.amis"
 local common = require "sandbox.services.ec2.common"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
+local power = require "sandbox.services.ec2.power"
 
 local M = { operations = {} }
 local ops = M.operations
@@ -32,10 +35,12 @@ local function instance(ctx, i)
     { Key = "kubernetes.io/cluster/" .. i.cluster, Value = "owned" },
   }
   if asg then tags[#tags + 1] = { Key = "aws:autoscaling:groupName", Value = asg.name } end
+  local state, reason, why = power.describe(i, ctx.now())
   return {
     InstanceId = i.InstanceId, InstanceType = i.InstanceType, LaunchTime = i.LaunchTime,
     ImageId = amis.image_id(ctx.region, ng.amiType, ng.releaseVersion),
-    State = { Code = 16, Name = "running" }, Placement = { AvailabilityZone = i.az, Tenancy = "default" },
+    State = state, StateReason = reason, StateTransitionReason = why,
+    Placement = { AvailabilityZone = i.az, Tenancy = "default" },
     PrivateIpAddress = i.ip, PrivateDnsName = i.dns, SubnetId = i.subnet, VpcId = subnet.VpcId,
     InstanceLifecycle = i.capacity == "SPOT" and "spot" or nil,
     Architecture = tostring(ng.amiType):find("ARM", 1, true) and "arm64" or "x86_64",
@@ -55,10 +60,13 @@ local FIELDS = {
   ["image-id"] = function(x) return x.ImageId end,
 }
 
-function ops.DescribeInstances(ctx, input)
+-- records(ctx [, ids]) -> the instance records the ids name, in their
+-- order (all of them, oldest first, when ids is nil or empty); a malformed
+-- id raises InvalidInstanceID.Malformed, unknown ones
+-- InvalidInstanceID.NotFound naming them all, in AWS's words
+function M.records(ctx, wanted)
   local records = {}
   for _, i in ipairs(ctx:view("eks"):list("ng_instance")) do records[i.InstanceId] = i end
-  local wanted = input.InstanceIds
   local list = {}
   if wanted and #wanted > 0 then
     local missing = {}
@@ -79,6 +87,11 @@ function ops.DescribeInstances(ctx, input)
       return a.InstanceId < b.InstanceId
     end)
   end
+  return list
+end
+
+function ops.DescribeInstances(ctx, input)
+  local list = M.records(ctx, input.InstanceIds)
   local out = json.array()
   for _, i in ipairs(list) do
     local x, rid = instance(ctx, i)
