@@ -274,8 +274,16 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     return o;
   };
   const [values, setValues] = useState(() => start());
-  const typed = useRef(false); // the person changed a field: the draft follows
-  useEffect(() => { if (draft && typed.current) saveDraft(draft, values, schema); }, [values]);
+  // what the person types is written to the draft at once, in the input's
+  // own handler: a reload straight after typing (before a render) keeps it
+  const latest = useRef(values);
+  latest.current = values;
+  const change = (k, v) => {
+    const next = { ...latest.current, [k]: v };
+    latest.current = next;
+    if (draft) saveDraft(draft, next, schema);
+    setValues(next);
+  };
   const givenKey = JSON.stringify(given);
   const first = useRef(true);
   useEffect(() => { if (first.current) { first.current = false; return; } setValues(start()); }, [givenKey, schema, draft]);
@@ -311,7 +319,7 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
     onSubmit && onSubmit(params, action);
   };
   const field = (k) => html`<${Field} ctx=${ctx} s=${props[k]} path=${k} name=${k} value=${values[k]}
-    required=${required.has(k)} onChange=${(v) => { typed.current = true; setValues((o) => ({ ...o, [k]: v })); }}/>`;
+    required=${required.has(k)} onChange=${(v) => change(k, v)}/>`;
   // with no decisions, the other fields are the form (nothing to fold them under)
   const fields = main.length === 0 ? more.map(field) : html`${main.map(field)}
     ${more.length > 0 && html`<details class="more-options" id=${id + "-more"} open=${moreOpen}
@@ -329,7 +337,7 @@ export function SchemaForm({ schema, id = "f", values: given = {}, hide = [], ex
         class=${a.plan ? "btn-plan" + (actions.length === 1 ? " btn-primary" : "") : "btn-run"} id=${id + "-" + a.label.toLowerCase().replace(/\W+/g, "-")} disabled=${busy || disabled}
         onClick=${i === actions.length - 1 ? undefined : () => submit(a)}>${a.label}</${Act}>`)}
       ${draft && html`<button type="button" class="btn btn-small form-clear" id=${id + "-clear"} disabled=${busy}
-        onClick=${() => { dropDraft(draft); typed.current = false; setValues(start({})); }}>Clear the form</button>`}
+        onClick=${() => { dropDraft(draft); setValues(start({})); }}>Clear the form</button>`}
       ${busy && html`<span class="muted" role="status">Working…</span>`}
     </div>
   </form>`;
