@@ -4,9 +4,7 @@ with the error code AWS gives)."""
 import shlex
 
 MISSING_ID = "0123456789abcdef0"
-# EKS makes the cluster security group it names (eks-cluster-sg-<name>-<id>,
-# in the cluster's VPC); the sandbox names one EC2 does not have
-CLUSTER_SG = "gap: the EKS cluster security group is not an EC2 security group"
+
 
 
 def row(command, has=(), code=None, gap=None):
@@ -39,11 +37,13 @@ def rows(i):
         row("ec2 describe-subnets --filters Name=vpc-id,Values=" + vpc, has=i["subnets"]),
         row("ec2 describe-security-groups", has=[sg]),
         row("ec2 describe-security-groups --group-ids " + sg, has=[vpc]),
-        row("ec2 describe-security-groups --group-ids " + i["cluster_sg"], has=["eks-cluster-sg-"], gap=CLUSTER_SG),
-        row("ec2 describe-security-groups --filters Name=vpc-id,Values=" + vpc, has=[sg, i["cluster_sg"]],
-            gap=CLUSTER_SG),
+        # the cluster security group EKS made: all traffic from itself, its tags, on the control-plane interfaces
+        row("ec2 describe-security-groups --group-ids " + i["cluster_sg"],
+            has=["eks-cluster-sg-" + eks + "-", '"aws:eks:cluster-name"', '"kubernetes.io/cluster/%s"' % eks, vpc]),
+        row("ec2 describe-security-groups --filters Name=vpc-id,Values=" + vpc, has=[sg, i["cluster_sg"]]),
         row("ec2 describe-security-group-rules --filters Name=group-id,Values=" + i["cluster_sg"],
-            has=['"SecurityGroupRules"', i["cluster_sg"]], gap=CLUSTER_SG),
+            has=['"ReferencedGroupInfo"', '"IsEgress": true', i["cluster_sg"]]),
+        row("ec2 describe-network-interfaces --filters Name=group-id,Values=" + i["cluster_sg"], has=["Amazon EKS " + eks]),
         row("ec2 describe-route-tables --filters Name=vpc-id,Values=" + vpc, has=i["route_tables"]),
         row("ec2 describe-route-tables --route-table-ids " + i["route_tables"][0], has=['"Routes"']),
         row("ec2 describe-internet-gateways", has=['"InternetGateways"']),

@@ -7,7 +7,8 @@
 -- subnet; a LoadBalancer Service's load balancer has interfaces in the
 -- cluster's subnets, gone with the Service, left behind (holding the VPC)
 -- when the EKS cluster goes first. DescribeNetworkInterfaces lists them, as
--- AWS does.
+-- AWS does. EKS's cluster security group (eks-cluster-sg-<name>-<digits>)
+-- is an EC2 group on those interfaces, deleted by EKS with them.
 local t = require "hypd.tap"
 local H = dofile("tests/lua/helpers.lua")
 local _, OPTS = H.sandbox_here()
@@ -25,6 +26,29 @@ t.test("an EKS cluster's interfaces are listed, with its security group, in its 
   t.eq(#r.NetworkInterfaces, 2, "two interfaces use the cluster's group")
   t.eq(r.NetworkInterfaces[1].Description, "Amazon EKS eni-a")
   t.eq(r.NetworkInterfaces[1].SubnetId, C.c.subnets[1])
+end)
+
+t.test("EKS makes the cluster security group: named, tagged, all traffic from itself, on its interfaces", function()
+  local d = call("eks", "DescribeCluster", { name = "eni-a" }).cluster.resourcesVpcConfig
+  C.csg = d.clusterSecurityGroupId
+  local g = call("ec2", "DescribeSecurityGroups", { GroupIds = { C.csg } }).SecurityGroups[1]
+  t.like(g.GroupName, "^eks%-cluster%-sg%-eni%-a%-%d%d%d%d%d%d%d%d%d%d$", "EKS's name")
+  t.eq(g.VpcId, d.vpcId, "in the cluster's VPC")
+  t.like(g.Description, "^EKS created security group", "EKS's description")
+  local tags = {}
+  for _, x in ipairs(g.Tags) do tags[x.Key] = x.Value end
+  t.eq(tags["aws:eks:cluster-name"], "eni-a")
+  t.eq(tags["kubernetes.io/cluster/eni-a"], "owned")
+  t.eq(tags.Name, g.GroupName)
+  local self = g.IpPermissions[1]
+  t.eq(#g.IpPermissions, 1, "one inbound rule")
+  t.eq(self.IpProtocol, "-1", "all traffic")
+  t.eq(self.UserIdGroupPairs[1].GroupId, C.csg, "from itself")
+  t.eq(g.IpPermissionsEgress[1].IpRanges[1].CidrIp, "0.0.0.0/0", "out anywhere")
+  local r = call("ec2", "DescribeNetworkInterfaces", { Filters = { { Name = "group-id", Values = { C.csg } } } })
+  t.eq(#r.NetworkInterfaces, 2, "the control-plane interfaces hold it")
+  local _, e = try("ec2", "DeleteSecurityGroup", { GroupId = C.csg })
+  t.eq(e and e.code, "DependencyViolation", "so it cannot be deleted while they do")
 end)
 
 t.test("while the cluster exists its group and subnets cannot be deleted", function()
@@ -49,6 +73,8 @@ t.test("after the cluster is gone its interfaces linger a while, then go", funct
   t.ok(ok, "then it can be deleted")
   t.ok(core.now() - gone_at >= 60, "a while later: " .. (core.now() - gone_at) .. " s")
   t.ok(try("ec2", "DeleteSubnet", { SubnetId = C.c.subnets[1] }), "and the subnets")
+  local _, gone = try("ec2", "DescribeSecurityGroups", { GroupIds = { C.csg } })
+  t.eq(gone and gone.code, "InvalidGroup.NotFound", "EKS deleted the cluster security group with its interfaces")
 end)
 
 t.test("an interface endpoint's interfaces hold their subnet", function()

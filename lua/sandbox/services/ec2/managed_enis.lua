@@ -2,7 +2,7 @@
 -- put into a VPC, as EC2 lists them (requester-managed, in-use) and as they
 -- hold their subnets and security groups:
 --   * an EKS cluster's control-plane interfaces ("Amazon EKS <name>"): two,
---     in its first subnets, with its security groups, from CreateCluster
+--     in its first subnets, with its security groups and the cluster security group EKS made, from CreateCluster
 --     until RELEASE seconds (simulated) after the cluster is gone: EKS
 --     releases them after the cluster, so a group or subnet deleted the
 --     moment DeleteCluster finishes is still refused for a while, as on AWS;
@@ -34,11 +34,20 @@ local function groups(ctx, ids)
   return out
 end
 
+-- an EKS control-plane interface holds the cluster's groups and the
+-- cluster security group EKS made
+local function eks_groups(vpc)
+  local ids = {}
+  for _, id in ipairs(vpc.securityGroupIds or {}) do ids[#ids + 1] = id end
+  if vpc.clusterSecurityGroupId then ids[#ids + 1] = vpc.clusterSecurityGroupId end
+  return ids
+end
+
 local function eks_enis(ctx, out, name, vpc, tag)
   local subnets = vpc.subnetIds or {}
   for i = 1, math.min(2, #subnets) do
     out[#out + 1] = { id = eni_id("eks/" .. name .. "/" .. (tag or "") .. "/" .. i), subnet = subnets[i],
-      description = "Amazon EKS " .. name, groups = groups(ctx, vpc.securityGroupIds), kind = "interface" }
+      description = "Amazon EKS " .. name, groups = groups(ctx, eks_groups(vpc)), kind = "interface" }
   end
 end
 
@@ -76,7 +85,13 @@ function M.released(ctx, c)
   ctx:later(M.RELEASE, "enis_released", { key = key })
 end
 
-function M.forget(ctx, key) ctx:view("ec2"):delete("eks_released", key) end
+function M.forget(ctx, key)
+  local r = ctx:view("ec2"):get("eks_released", key)
+  ctx:view("ec2"):delete("eks_released", key)
+  if r then -- EKS deletes the cluster security group it made with them
+    require("sandbox.services.ec2.security_groups").delete_eks_cluster_group(ctx, r.vpc.clusterSecurityGroupId)
+  end
+end
 
 -- holding(ctx, field, id) -> the description of an interface whose subnet
 -- (field "subnet") or group (field "group") is id

@@ -5,6 +5,7 @@
 local cidr = require "sandbox.services.ec2.cidr"
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
+local sys = require "hypd.sys"
 
 local M = { operations = {} }
 local ops = M.operations
@@ -16,7 +17,7 @@ local function new_group(ctx, vpc, name, description, tags)
   local id = ctx.id("sg")
   return {
     _id = id, GroupId = id, GroupName = name, Description = description, VpcId = vpc.VpcId, OwnerId = ctx.account,
-    SecurityGroupArn = ctx:arn("security-group/" .. id), Tags = tags or json.array(),
+    SecurityGroupArn = ctx:arn("security-group/" .. id, "ec2"), Tags = tags or json.array(),
     _rules = json.array { { id = ctx.id("sgr"), egress = true, proto = "-1", cidr = "0.0.0.0/0" } },
   }
 end
@@ -27,6 +28,33 @@ function M.create_default(ctx, vpc)
   g._rules[#g._rules + 1] = { id = ctx.id("sgr"), egress = false, proto = "-1", group = g.GroupId }
   ctx.state:put("sg", g.GroupId, g)
   return g.GroupId
+end
+
+-- eks_cluster_group(ctx, vpc_id, cluster, seed) -> the id of the group EKS
+-- makes for a new cluster (its "cluster security group"): named
+-- eks-cluster-sg-<cluster>-<10 digits>, tagged as EKS tags it, all traffic
+-- in from itself and out anywhere. ctx is the EKS service's; the group is
+-- EC2's, and EKS deletes it when the cluster's interfaces are released
+-- (delete_eks_cluster_group).
+local EKS_SG_DESCRIPTION = "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes," ..
+  " as well as any managed workloads."
+function M.eks_cluster_group(ctx, vpc_id, cluster, seed)
+  local digits = tostring(tonumber(sys.digest("sha256", cluster .. "/" .. seed, "hex"):sub(1, 8), 16) % 9000000000
+    + 1000000000)
+  local name = "eks-cluster-sg-" .. cluster .. "-" .. digits
+  local g = new_group(ctx, { VpcId = vpc_id }, name, EKS_SG_DESCRIPTION, json.array {
+    { Key = "Name", Value = name }, { Key = "aws:eks:cluster-name", Value = cluster },
+    { Key = "kubernetes.io/cluster/" .. cluster, Value = "owned" } })
+  g._rules[#g._rules + 1] = { id = ctx.id("sgr"), egress = false, proto = "-1", group = g.GroupId }
+  g._eks_cluster = cluster
+  ctx:view("ec2"):put("sg", g.GroupId, g)
+  return g.GroupId
+end
+
+function M.delete_eks_cluster_group(ctx, id)
+  local v = ctx:view("ec2")
+  local g = id and v:get("sg", id)
+  if g and g._eks_cluster then v:delete("sg", id) end
 end
 
 local function same(a, b)

@@ -108,7 +108,8 @@ function ops.CreateCluster(ctx, input)
     resourcesVpcConfig = {
       subnetIds = D.list(subnets),
       securityGroupIds = D.list(vpc_in.securityGroupIds or {}),
-      clusterSecurityGroupId = ctx.id("sg"), vpcId = vpc,
+      clusterSecurityGroupId = require("sandbox.services.ec2.security_groups").eks_cluster_group(ctx, vpc, name,
+        ctx.now()), vpcId = vpc,
       endpointPublicAccess = vpc_in.endpointPublicAccess ~= false,
       endpointPrivateAccess = vpc_in.endpointPrivateAccess == true,
       publicAccessCidrs = D.list(vpc_in.publicAccessCidrs or { "0.0.0.0/0" }),
