@@ -7,11 +7,6 @@ import shlex
 import subprocess
 
 
-# the API server's own Service has an Endpoints and an EndpointSlice (the
-# control plane's addresses); the sandbox has the Service only
-NO_API_ENDPOINTS = "gap: no Endpoints or EndpointSlice for the kubernetes Service"
-
-
 def rows(i, kubeconfig, cache_root):
     base = ["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", cache_root + "/probe-kube-cache"]
 
@@ -108,8 +103,9 @@ def rows(i, kubeconfig, cache_root):
         row("get services -A", has=["kubernetes", "10.100.0.1"]),
         row("get svc kubernetes -o yaml", has=["kind: Service", "port: 443"]),
         row("describe svc kubernetes", has=["Endpoints:", "TargetPort:"]),
-        row("get endpoints kubernetes", has=["kubernetes"], gap=NO_API_ENDPOINTS),
-        row("get endpointslices -A", has=["ADDRESSTYPE"], gap=NO_API_ENDPOINTS),
+        # the API server's own Service: the control plane's interfaces, port 443
+        row("get endpoints kubernetes", has=["kubernetes", ":443"]),
+        row("get endpointslices -A", has=["ADDRESSTYPE", "kubernetes", "443"]),
         row("get namespaces", has=["kube-system", "kube-node-lease", "aws-hyperpod"]),
         row("describe namespace aws-hyperpod", has=["Status:", "Active"]),
         row("get serviceaccounts -A", has=["default"]),
@@ -158,8 +154,10 @@ def rows(i, kubeconfig, cache_root):
         row("auth can-i '*' '*' --all-namespaces", has=["yes"]),
         row("auth can-i list nodes", has=["yes"]),
         row("auth whoami", has=["Username"]),
-        row("get clusterroles", has=["cluster-admin"], gap="gap: no bootstrap RBAC (cluster-admin and the system: roles)"),
-        row("get clusterrolebindings"),
+        row("get clusterroles", has=["cluster-admin", "system:discovery", "view"]),
+        row("describe clusterrole view", has=["pods/log", "deployments.apps"]),
+        row("get clusterrolebindings", has=["cluster-admin", "system:basic-user"]),
+        row("get clusterrolebinding cluster-admin -o jsonpath={.subjects[0].name}", has=["system:masters"]),
         row("get roles -A"),
         row("get priorityclasses", has=["system-node-critical"]),
         # raw API reads

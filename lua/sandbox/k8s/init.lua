@@ -53,8 +53,34 @@ local function handler(region, name)
   end
 end
 
+-- the kubernetes Service's endpoints, kept by the API servers themselves
+-- (no selector: the endpoints controllers leave them alone): on EKS the
+-- control plane's interfaces in the cluster's subnets, port 443
+local function apiserver_endpoints(cl, region, c)
+  local ips = require("sandbox.services.ec2.managed_enis").eks_addresses(region, c)
+  if #ips == 0 then return end
+  local er = cl.reg:find("", "v1", "endpoints")
+  local esr = cl.reg:find("discovery.k8s.io", "v1", "endpointslices")
+  local port = { name = "https", port = 443, protocol = "TCP" }
+  local addresses, eps = {}, {}
+  for i, ip in ipairs(ips) do
+    addresses[i] = { ip = ip }
+    eps[i] = { addresses = { ip }, conditions = { ready = true, serving = true, terminating = false } }
+  end
+  if not cl:get(er, "default", "kubernetes") then
+    cl:create(er, { metadata = { name = "kubernetes", namespace = "default",
+      labels = { ["endpointslice.kubernetes.io/skip-mirror"] = "true" } },
+      subsets = { { addresses = addresses, ports = { port } } } })
+  end
+  if not cl:get(esr, "default", "kubernetes") then
+    cl:create(esr, { apiVersion = "discovery.k8s.io/v1", kind = "EndpointSlice", metadata = { name = "kubernetes",
+      namespace = "default", labels = { ["kubernetes.io/service-name"] = "kubernetes" } },
+      addressType = "IPv4", endpoints = eps, ports = { port } })
+  end
+end
+
 -- the objects every new cluster has
-local function seed(cl)
+local function seed(cl, region, c)
   local ns = cl.reg:find("", "v1", "namespaces")
   for _, n in ipairs { "default", "kube-system", "kube-public", "kube-node-lease" } do
     if not cl:get(ns, nil, n) then cl:create(ns, { metadata = { name = n } }) end
@@ -72,6 +98,8 @@ local function seed(cl)
       spec = { clusterIP = require("sandbox.k8s.admit").KUBERNETES_IP,
         ports = { { name = "https", port = 443, protocol = "TCP", targetPort = 443 } } } })
   end
+  apiserver_endpoints(cl, region, c)
+  require("sandbox.k8s.bootstrap_rbac").seed(cl)
   -- the StorageClass EKS makes in every cluster (the in-tree EBS provisioner's gp2); the default one
   -- only below Kubernetes 1.30 (EKS no longer marks it default on clusters created at 1.30 or later)
   local sc = cl.reg:find("storage.k8s.io", "v1", "storageclasses")
@@ -126,7 +154,7 @@ function M.serve(region, c)
     end
     local cl = objects.cluster(region, c.name)
     cl.version, cl.ca_pem = c.version, m.ca_cert
-    seed(cl)
+    seed(cl, region, c)
     for _, ctl in ipairs(M.controllers) do ctl(cl, region, c) end
     log.info("sandbox", "cluster %s: Kubernetes API on https://127.0.0.1:%d", c.name, srv.port)
   end

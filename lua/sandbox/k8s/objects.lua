@@ -253,6 +253,23 @@ function M.not_found(r, name)
   return M.status(404, "NotFound", string.format("%s %q not found", qualified(r), tostring(name)), details(r, name))
 end
 
+-- the kinds whose names are path segments (RBAC's: "system:node" is a
+-- ClusterRole); every other name is an RFC 1123 subdomain
+local PATH_NAMED = { ["rbac.authorization.k8s.io"] = true }
+
+-- name_refused(r, name) -> why the API server refuses the name, or nil
+local function name_refused(r, name)
+  if PATH_NAMED[r.group] then
+    if name == "." or name == ".." then return "may not be '" .. name .. "'" end
+    for _, c in ipairs { "/", "%" } do
+      if name:find(c, 1, true) then return "may not contain '" .. c .. "'" end
+    end
+  elseif #name > 253 or not name:match("^[a-z0-9.-]+$") or not name:match("^[a-z0-9]") or not name:match("[a-z0-9]$") then
+    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must " ..
+      "start and end with an alphanumeric character"
+  end
+end
+
 -- create(r, obj [, opts]) -> stored object | nil, Status. opts: manager
 -- (recorded in managedFields), dry (dryRun=All: validated and filled in as
 -- a create is, then answered without a resourceVersion and never stored)
@@ -270,11 +287,10 @@ function Cluster:create(r, obj, opts)
       "generateName is required", { kind = r.resource, causes = { { reason = "FieldValueRequired",
       message = "Required value: name or generateName is required", field = "metadata.name" } } })
   end
-  if #md.name > 253 or not md.name:match("^[a-z0-9.-]+$") or not md.name:match("^[a-z0-9]")
-      or not md.name:match("[a-z0-9]$") then
-    return fail(422, "Invalid", string.format("%s %q is invalid: metadata.name: Invalid value: %q: a lowercase " ..
-      "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and " ..
-      "end with an alphanumeric character", r.kind, md.name, md.name), { name = md.name, kind = r.kind,
+  local why = name_refused(r, md.name)
+  if why then
+    return fail(422, "Invalid", string.format("%s %q is invalid: metadata.name: Invalid value: %q: %s", r.kind, md.name,
+      md.name, why), { name = md.name, kind = r.kind,
       causes = { { reason = "FieldValueInvalid", message = "Invalid value", field = "metadata.name" } } })
   end
   if r.namespaced then

@@ -39,7 +39,7 @@ local function all(ctx) -- also M.all
   end
   -- EKS's and HyperPod's (sandbox.services.ec2.managed_enis)
   for _, e in ipairs(require("sandbox.services.ec2.managed_enis").list(ctx)) do
-    out[#out + 1] = interface(ctx, e.id, e.subnet, e.kind, e.description, nil, e.groups)
+    out[#out + 1] = interface(ctx, e.id, e.subnet, e.kind, e.description, e.ip, e.groups)
   end
   -- FSx file systems' interfaces (sandbox.services.fsx.network)
   for _, e in ipairs(require("sandbox.services.fsx.network").interfaces(ctx)) do

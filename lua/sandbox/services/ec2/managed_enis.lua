@@ -12,10 +12,13 @@
 --     EKS cluster goes before the Service;
 --   * a HyperPod cluster's interfaces ("SageMaker HyperPod cluster <name>"),
 --     one per subnet of its VpcConfig with its groups, while it exists.
---   list(ctx) -> {{id, subnet, description, groups = {{GroupId, GroupName}}}}
+--   list(ctx) -> {{id, subnet, ip, description, groups = {{GroupId, GroupName}}}}
+--   eks_addresses(region, c) -> the IPs of EKS cluster c's interfaces
 --   released(ctx, cluster): an EKS cluster is gone; its interfaces linger
 --   forget(ctx, key): they are released (the EKS transition enis_released)
+local cidr = require "sandbox.services.ec2.cidr"
 local json = require "hypd.json"
+local state = require "sandbox.state"
 local sys = require "hypd.sys"
 
 local M = {}
@@ -25,13 +28,22 @@ local function eni_id(seed)
   return "eni-" .. sys.digest("sha256", seed, "hex"):sub(1, 17)
 end
 
-local function groups(ctx, ids)
+local function groups(ec2, ids)
   local out = json.array()
   for i, id in ipairs(ids or {}) do
-    local g = ctx:view("ec2"):get("sg", id)
+    local g = ec2:get("sg", id)
     out[i] = { GroupId = id, GroupName = g and g.GroupName or id }
   end
   return out
+end
+
+-- address(ec2, subnet, id) -> the interface's private IP: a host of its
+-- subnet picked by its id (past the 4 addresses AWS reserves at the start)
+local function address(ec2, subnet, id)
+  local s = ec2:get("subnet", subnet)
+  local b = s and cidr.parse(s.CidrBlock)
+  if not b then return nil end
+  return cidr.host(b, 4 + tonumber(sys.digest("sha256", id, "hex"):sub(1, 8), 16) % (cidr.size(b) - 5))
 end
 
 -- an EKS control-plane interface holds the cluster's groups and the
@@ -43,32 +55,44 @@ local function eks_groups(vpc)
   return ids
 end
 
-local function eks_enis(ctx, out, name, vpc, tag)
+local function eks_enis(ec2, out, name, vpc, tag)
   local subnets = vpc.subnetIds or {}
   for i = 1, math.min(2, #subnets) do
-    out[#out + 1] = { id = eni_id("eks/" .. name .. "/" .. (tag or "") .. "/" .. i), subnet = subnets[i],
-      description = "Amazon EKS " .. name, groups = groups(ctx, eks_groups(vpc)), kind = "interface" }
+    local id = eni_id("eks/" .. name .. "/" .. (tag or "") .. "/" .. i)
+    out[#out + 1] = { id = id, subnet = subnets[i], ip = address(ec2, subnets[i], id),
+      description = "Amazon EKS " .. name, groups = groups(ec2, eks_groups(vpc)), kind = "interface" }
   end
 end
 
+-- eks_addresses(region, c) -> the private IPs of the EKS cluster c's
+-- control-plane interfaces (the kubernetes Service's endpoints)
+function M.eks_addresses(region, c)
+  local out, ips = {}, {}
+  eks_enis(state.view(region, "ec2"), out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
+  for i, e in ipairs(out) do ips[i] = e.ip end
+  return ips
+end
+
 function M.list(ctx)
-  local out = {}
+  local out, ec2 = {}, ctx:view("ec2")
   for _, c in ipairs(ctx:view("eks"):list("cluster")) do
-    eks_enis(ctx, out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
+    eks_enis(ec2, out, c.name, c.resourcesVpcConfig or {}, c.createdAt)
   end
-  for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do eks_enis(ctx, out, r.name, r.vpc, r.tag) end
+  for _, r in ipairs(ctx:view("ec2"):list("eks_released")) do eks_enis(ec2, out, r.name, r.vpc, r.tag) end
   for _, lb in ipairs(ctx:view("ec2"):list("k8s_lb")) do -- a LoadBalancer Service's (k8s loadbalancers)
     local subnets = lb.vpc.subnetIds or {}
     for i = 1, math.min(2, #subnets) do
-      out[#out + 1] = { id = eni_id("elb/" .. lb.name .. "/" .. i), subnet = subnets[i], description = "ELB " .. lb.name,
-        groups = groups(ctx, lb.vpc.securityGroupIds), kind = "interface" }
+      local id = eni_id("elb/" .. lb.name .. "/" .. i)
+      out[#out + 1] = { id = id, subnet = subnets[i], ip = address(ec2, subnets[i], id), description = "ELB " .. lb.name,
+        groups = groups(ec2, lb.vpc.securityGroupIds), kind = "interface" }
     end
   end
   for _, c in ipairs(ctx:view("sagemaker"):list("cluster")) do
     local v = c.VpcConfig or {}
     for i, s in ipairs(v.Subnets or {}) do
-      out[#out + 1] = { id = eni_id("hyperpod/" .. c.ClusterArn .. "/" .. i), subnet = s,
-        description = "SageMaker HyperPod cluster " .. c.ClusterName, groups = groups(ctx, v.SecurityGroupIds),
+      local id = eni_id("hyperpod/" .. c.ClusterArn .. "/" .. i)
+      out[#out + 1] = { id = id, subnet = s, ip = address(ec2, s, id),
+        description = "SageMaker HyperPod cluster " .. c.ClusterName, groups = groups(ec2, v.SecurityGroupIds),
         kind = "interface" }
     end
   end
