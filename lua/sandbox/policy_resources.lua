@@ -24,8 +24,9 @@
 --   eks   cluster/<name> for operations on a cluster (name; Create*/List* of
 --         its add-ons, access entries, pod identity associations and node
 --         groups by clusterName); an add-on, access entry, pod identity
---         association or node group by the ARN of its record (none when it
---         does not exist); resourceArn for tag operations
+--         association or node group by the ARN of its record (when it does
+--         not exist, that ARN with "*" for the id EKS would give it);
+--         resourceArn for tag operations
 --   sagemaker  cluster/* for CreateCluster; the cluster's ARN (ClusterName
 --         as an ARN, or the record's) otherwise; mlflow-tracking-server/<name>,
 --         training-plan/<name>; ResourceArn for tag operations
@@ -166,19 +167,24 @@ local function eks(ctx, op, input)
       or op == "ListAccessEntries" then
     return { ctx:arn("cluster/" .. cluster, "eks") }
   end
-  local rec, field
+  -- the record's ARN; a missing one's, its id unknown: "*" in its place
+  local rec, field, missing
   if str(input.addonName) then
     rec, field = view:get("addon", cluster .. "/" .. input.addonName), "addonArn"
+    missing = "addon/" .. cluster .. "/" .. input.addonName .. "/*"
   elseif str(input.principalArn) then
     rec, field = view:get("access_entry", cluster .. "/" .. input.principalArn), "accessEntryArn"
+    missing = "access-entry/" .. cluster .. "/*"
   elseif str(input.associationId) then
     rec, field = view:get("pod_identity", cluster .. "/" .. input.associationId), "associationArn"
+    missing = "podidentityassociation/" .. cluster .. "/" .. input.associationId
   elseif str(input.nodegroupName) then
     rec, field = view:get("nodegroup", cluster .. "/" .. input.nodegroupName), "nodegroupArn"
+    missing = "nodegroup/" .. cluster .. "/" .. input.nodegroupName .. "/*"
   else
     return { ctx:arn("cluster/" .. cluster, "eks") }
   end
-  return { rec and rec[field] or nil }
+  return { rec and rec[field] or ctx:arn(missing, "eks") }
 end
 
 local function sagemaker(ctx, op, input)

@@ -157,6 +157,35 @@ function M.sandbox_here(opts)
   return srv, { region = env.AWS_REGION }
 end
 
+-- policy_actions(doc) -> the actions of every statement of an IAM policy
+function M.policy_actions(doc)
+  local out = {}
+  for _, st in ipairs(doc.Statement or {}) do
+    for _, a in ipairs(type(st.Action) == "table" and st.Action or { st.Action }) do out[#out + 1] = a end
+  end
+  return out
+end
+
+-- policy_without(doc, action) -> doc, that action taken out of each
+-- statement (a statement left with none goes)
+function M.policy_without(doc, action)
+  local json = require "hypd.json"
+  local out = { Version = doc.Version, Statement = json.array() }
+  for _, st in ipairs(doc.Statement or {}) do
+    local kept = json.array()
+    for _, a in ipairs(type(st.Action) == "table" and st.Action or { st.Action }) do
+      if a ~= action then kept[#kept + 1] = a end
+    end
+    if #kept > 0 then
+      local c = {}
+      for k, v in pairs(st) do c[k] = v end
+      c.Action = kept
+      out.Statement[#out.Statement + 1] = c
+    end
+  end
+  return out
+end
+
 -- sandbox_mutations(port) -> the sandbox's audit log (what AWS saw): its
 -- mutations as "service:Operation", those its policy refused left out
 function M.sandbox_mutations(port)

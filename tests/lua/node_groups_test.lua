@@ -353,8 +353,11 @@ end)
 
 t.test("the IAM policy hypd iam-policy makes for the four tools is enough when the sandbox enforces it", function()
   local policy = require "sandbox.policy"
+  -- the EKS cluster is not hypd's (the test made it): given as a resource, as a user gives an imported one
+  -- (the tools only read SageMaker, which needs no resource)
   local doc = assert(require("hypd.iam_policy").document { tools = { "cluster_list_instance_groups",
-    "cluster_scale_node_group", "cluster_delete_node_group", "cluster_get_node_group_status" } })
+    "cluster_scale_node_group", "cluster_delete_node_group", "cluster_get_node_group_status" },
+    resources = { "arn:aws:eks:us-west-2:123456789012:cluster/ngt-eks" } })
   assert(policy.set(doc))
   t.cleanup(function() policy.set(nil) end)
   local _, denied = require("hypd.aws").try("iam", "GetRole", { RoleName = "ngt-node" }, E.OPTS)

@@ -258,7 +258,8 @@ t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipel
   t.eq(denied and denied.code, "UnauthorizedOperation", "the policy is enforced: what it does not allow is refused")
   local m = mark()
   local v = op.wait(assert(dispatch.call("cluster_create", with(HP, { cluster_tag = "iam",
-    features = { training_operator = true } }), E.WHO)).operation_id)
+    features = { training_operator = true, cert_manager = true, kuberay_operator = true, fsx_csi_driver = true,
+      inference_operator = true, tiered_checkpointing = true, karpenter = true } }), E.WHO)).operation_id)
   t.eq(v.status, "succeeded", json.encode(v.error))
   local refused = {}
   for _, e in ipairs(require("hypd.store").events(m, 1000000) or {}) do

@@ -80,22 +80,28 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
   E.subnet = call("ec2", "CreateSubnet", { VpcId = E.vpc, CidrBlock = "10.77.16.0/20", AvailabilityZone = "us-west-2a",
     TagSpecifications = { { ResourceType = "subnet", Tags = { { Key = "Name", Value = "hp-compute-us-west-2a" } } } }
   }).Subnet.SubnetId
+  -- the nodes' groups: the cluster's and the cluster security group EKS made
+  local sources = { E.node_sg, call("eks", "DescribeCluster", { name = "hypd-lustre" }).cluster.resourcesVpcConfig
+    .clusterSecurityGroupId }
+  table.sort(sources)
+  E.cluster_sg = sources[1] == E.node_sg and sources[2] or sources[1]
   local m = SH.mark()
   local p = assert(dispatch.call("storage_create_fsx", { plan = true }, SH.WHO))
   t.eq(SH.rows(p), {
     "create ec2:security-group hypd-lustre-fsx-claim-lustre",
     "create ec2:security-group-rule Lustre within hypd-lustre-fsx-claim-lustre",
-    "create ec2:security-group-rule Lustre from " .. E.node_sg .. " to hypd-lustre-fsx-claim-lustre",
+    "create ec2:security-group-rule Lustre from " .. sources[1] .. " to hypd-lustre-fsx-claim-lustre",
+    "create ec2:security-group-rule Lustre from " .. sources[2] .. " to hypd-lustre-fsx-claim-lustre",
     "create fsx:file-system hypd-lustre-fsx-claim",
     "create iam:role hypd-lustre-fsx-csi-driver",
     "create iam:role-policy-attachment AmazonFSxFullAccess on hypd-lustre-fsx-csi-driver",
     "create eks:addon aws-fsx-csi-driver on hypd-lustre",
     "create kubernetes:persistentvolume fsx-pv-fsx-claim",
     "create kubernetes:persistentvolumeclaim default/fsx-claim" })
-  local fs = p.plan[4].fields
+  local fs = p.plan[5].fields
   t.eq({ fs.StorageCapacity, fs.DeploymentType, fs.PerUnitStorageThroughput, fs.SubnetIds[1] },
     { 1200, "PERSISTENT_2", 125, E.subnet })
-  t.eq(p.plan[7].fields.identity, "pod-identity")
+  t.eq(p.plan[8].fields.identity, "pod-identity")
   local _, n = SH.mutations(m)
   t.eq(n, 0, "the audit log is empty")
 end)
@@ -140,7 +146,7 @@ t.test("the run under its IAM policy, stopped while it waits for the file system
   t.eq({ fs.Lifecycle, fs.StorageCapacity, fs.LustreConfiguration.DeploymentType,
     fs.LustreConfiguration.PerUnitStorageThroughput, fs.SubnetIds[1] }, { "AVAILABLE", 1200, "PERSISTENT_2", 125,
     E.subnet })
-  -- the security group: Lustre ports within it and from the nodes' group
+  -- the security group: Lustre ports within it and from the nodes' groups (EKS's cluster group too)
   local sg = call("ec2", "DescribeSecurityGroups", { GroupIds = { r.security_group_id } }).SecurityGroups[1]
   t.eq(sg.GroupName, "hypd-lustre-fsx-claim-lustre")
   local open = {}
@@ -151,7 +157,8 @@ t.test("the run under its IAM policy, stopped while it waits for the file system
     end
   end
   table.sort(open)
-  local want = { "tcp 1018-1023 " .. E.node_sg, "tcp 1018-1023 self", "tcp 988-988 " .. E.node_sg, "tcp 988-988 self" }
+  local want = { "tcp 1018-1023 " .. E.node_sg, "tcp 1018-1023 self", "tcp 988-988 " .. E.node_sg, "tcp 988-988 self",
+    "tcp 1018-1023 " .. E.cluster_sg, "tcp 988-988 " .. E.cluster_sg }
   table.sort(want)
   t.eq(open, want)
   -- its network interfaces are EC2's, in the compute subnet, with the group

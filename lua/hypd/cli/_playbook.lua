@@ -196,10 +196,18 @@ function M.iam_policy(o)
     names = {}
     for n in tostring(o.tools):gmatch("[^,%s]+") do names[#names + 1] = n end
   end
-  local doc, from = iam_policy.document { tools = names, kind = o.kind }
+  local arns
+  if o.resources then
+    arns = {}
+    for a in tostring(o.resources):gmatch("[^,%s]+") do arns[#arns + 1] = a end
+  end
+  local doc, from = iam_policy.document { tools = names, kind = o.kind, resources = arns }
   if not doc then return fail(from) end
   say(json.encode(doc, { pretty = true }), "\n")
   warn("hypd: the policy of ", #from, " tool(s): ", table.concat(from, ", "), "\n")
+  for _, u in ipairs(iam_policy.unscoped(doc)) do
+    warn("hypd: Resource \"*\" for ", table.concat(u.actions, ", "), ": ", u.why, "\n")
+  end
   return 0
 end
 

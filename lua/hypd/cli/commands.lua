@@ -447,24 +447,38 @@ their class (read, mutating, deleting). Exits 1 when check finds a problem.
 
 M[#M + 1] = {
   name = "iam-policy",
-  synopsis = "iam-policy [--tools a,b] [--kind KIND]",
+  synopsis = "iam-policy [--tools a,b] [--kind KIND] [--resources ARN,...]",
   summary = "the IAM policy the tools need, from their declarations",
   usage = [=[
 usage: hypd iam-policy [--tools a,b] [--kind read|mutating|destructive]
+                       [--resources ARN,ARN...]
 
 Prints the least-privilege IAM policy document of the management host,
 generated from the AWS actions the tools declare (never written by hand):
 all tools, the ones --tools names, or those of --kind and milder ones (read:
 the read tools; mutating: read and mutating; destructive: all).
+
+Each statement is scoped to what hypd makes: IAM roles and policies, EKS
+clusters and S3 buckets by their names (hypd-*, and the names the HyperPod
+features keep), EC2 resources, HyperPod clusters and FSx file systems by
+the tag hypd:cluster-tag (aws:RequestTag when made, aws:ResourceTag after).
+What stays on Resource "*" is listed on stderr with the reason.
+
+--resources adds what hypd did not make and the tools may use: an imported
+EKS cluster (arn:aws:eks:REGION:ACCOUNT:cluster/NAME, with its node groups
+and add-ons), a HyperPod cluster (its ARN), a bucket of yours
+(arn:aws:s3:::BUCKET, with its objects).
 ]=],
-  options = { tools = "a,b", kind = "KIND" },
+  options = { tools = "a,b", kind = "KIND", resources = "ARN,..." },
   quiet = true,
   check = function(o)
     if o.kind and not ({ read = 1, mutating = 1, destructive = 1 })[o.kind] then
       return "--kind must be read, mutating or destructive, not '" .. o.kind .. "'"
     end
   end,
-  run = function(o) return require("hypd.cli._playbook").iam_policy { tools = o.tools, kind = o.kind } end,
+  run = function(o)
+    return require("hypd.cli._playbook").iam_policy { tools = o.tools, kind = o.kind, resources = o.resources }
+  end,
 }
 
 M[#M + 1] = {

@@ -33,9 +33,20 @@ local function each(ctx, op_name, list_key, params, fn)
   for _, r in ipairs(out[list_key] or {}) do fn(r) end
 end
 
+-- eks_made(sg, tag) -> true for the cluster security group EKS made for
+-- hypd's EKS cluster of the tag (aws:eks:cluster-name): EKS deletes it
+-- once the cluster is gone, so it never keeps the VPC (its deletion waits)
+local function eks_made(sg, tag)
+  for _, t in ipairs(sg.Tags or {}) do
+    if t.Key == "aws:eks:cluster-name" then return t.Value == Names.eks(tag) end
+  end
+  return false
+end
+
 -- foreign(ctx, vpc_id, tag) -> ids: the subnets and security groups (but
--- the default group) in the VPC that do not carry the tag, each reported
--- as kept (not hypd's); a VPC that holds them is kept too
+-- the default group and EKS's cluster group) in the VPC that do not carry
+-- the tag, each reported as kept (not hypd's); a VPC that holds them is
+-- kept too
 function M.foreign(ctx, vpc_id, tag)
   local ids = {}
   local by_vpc = { { Name = "vpc-id", Values = { vpc_id } } }
@@ -48,7 +59,7 @@ function M.foreign(ctx, vpc_id, tag)
     end
   end
   for _, sg in ipairs(ctx:call("ec2", "DescribeSecurityGroups", { Filters = by_vpc }).SecurityGroups or {}) do
-    if sg.GroupName ~= "default" and tag_of(sg.Tags) ~= tag then
+    if sg.GroupName ~= "default" and tag_of(sg.Tags) ~= tag and not eks_made(sg, tag) then
       ids[#ids + 1] = sg.GroupId
       absent(ctx, { type = "ec2:security-group", label = "security group", name = sg.GroupName or sg.GroupId,
         id = "GroupId", find = function() return sg end,
