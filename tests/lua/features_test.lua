@@ -256,6 +256,22 @@ t.test("a host stopped mid-chain: the resumed operation finishes the chain, each
   t.eq(counts["iam AttachRolePolicy"], 1)
   local d = call("sagemaker", "DescribeCluster", { ClusterName = C.hp })
   t.eq(d.TieredStorageConfig, { Mode = "Enable", InstanceMemoryAllocationPercentage = 30 })
+  -- the pods' policy: the checkpoints/ prefix of the cluster's data bucket, never s3:* on every bucket
+  local arn = "arn:aws:iam::123456789012:policy/SM_HP_TieredCkpt_S3Policy_" .. EKS
+  local version = call("iam", "GetPolicy", { PolicyArn = arn }).Policy.DefaultVersionId
+  local text = call("iam", "GetPolicyVersion", { PolicyArn = arn, VersionId = version }).PolicyVersion.Document
+  local doc = json.decode((text:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)))
+  local s3 = {}
+  for _, st in ipairs(doc.Statement) do
+    for _, a in ipairs(type(st.Action) == "table" and st.Action or { st.Action }) do
+      if a:match("^s3:") then s3[#s3 + 1] = a .. " " .. (type(st.Resource) == "table" and st.Resource[1] or st.Resource) end
+    end
+  end
+  table.sort(s3)
+  local bucket = "arn:aws:s3:::hypd-" .. EKS .. "-data-123456789012-us-west-2" -- the tag: the cluster's name
+  t.eq(s3, { "s3:AbortMultipartUpload " .. bucket .. "/checkpoints/*", "s3:DeleteObject " .. bucket .. "/checkpoints/*",
+    "s3:GetBucketLocation " .. bucket, "s3:GetObject " .. bucket .. "/checkpoints/*", "s3:ListBucket " .. bucket,
+    "s3:ListMultipartUploadParts " .. bucket .. "/checkpoints/*", "s3:PutObject " .. bucket .. "/checkpoints/*" })
 end)
 
 t.test("a cancelled operation leaves a half-built chain that the next call finishes", function()

@@ -266,6 +266,25 @@ t.test("the IAM policy hypd iam-policy makes for every tool lets the whole pipel
     if e.kind == "sandbox.audit" and e.data.refused then refused[#refused + 1] = e.data.action end
   end
   t.eq(refused, {}, "nothing was refused")
+  -- operate: a bucket of the user's mounted, and unmounted; the driver's role is granted it, then not
+  policy.set(nil)
+  E.call("s3", "CreateBucket", { Bucket = "their-datasets", CreateBucketConfiguration = { LocationConstraint =
+    "us-west-2" } })
+  assert(policy.set(require("hypd.iam_policy").document { resources = { "arn:aws:s3:::their-datasets" } }))
+  local driver = E.call("eks", "DescribeAddon", { clusterName = "hypd-iam", addonName = "aws-mountpoint-s3-csi-driver" })
+    .addon.serviceAccountRoleArn:match("([^/]+)$")
+  local function granted()
+    return require("hypd.aws").try("iam", "GetRolePolicy", { RoleName = driver, PolicyName = "hypd-s3-their-datasets" },
+      E.OPTS) ~= nil
+  end
+  v = op.wait(assert(dispatch.call("storage_create_s3", { cluster = "hypd-iam", bucket = "their-datasets",
+    claim_name = "theirs" }, E.WHO)).operation_id)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.ok(granted(), "the driver's role is granted the user's bucket (its own policy names only hypd's data bucket)")
+  v = op.wait(assert(dispatch.call("storage_delete", { cluster = "hypd-iam", claim_name = "theirs" },
+    { name = "boss", scope = "admin", front = "test" })).operation_id)
+  t.eq(v.status, "succeeded", json.encode(v.error))
+  t.ok(not granted(), "and the grant goes with its last volume")
   -- and the teardown of everything it made, under the same policy
   m = mark()
   v = op.wait(assert(dispatch.call("cluster_delete", { cluster_tag = "iam", force = true },

@@ -132,16 +132,13 @@ end
 -- tag_list(info) -> those tags as [{Key, Value}]
 function M.tag_list(info) return hypd.aws.tags.list(M.tags(info)) end
 
--- the S3 access Mountpoint needs (its documented policy), on any bucket:
--- the buckets come later (storage_create_s3)
+-- the S3 access Mountpoint needs (its documented policy), on the cluster's
+-- data bucket (the one storage_create_s3 makes: Names.bucket); a bucket of
+-- the user's that it mounts is granted by an inline policy of its own
+-- (storage/_s3_grant)
 function M.s3_policy(info)
-  local p = info.partition or "aws"
-  return { Version = "2012-10-17", Statement = {
-    { Sid = "MountpointFullBucketAccess", Effect = "Allow", Action = { "s3:ListBucket" },
-      Resource = { "arn:" .. p .. ":s3:::*" } },
-    { Sid = "MountpointFullObjectAccess", Effect = "Allow",
-      Action = { "s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject" },
-      Resource = { "arn:" .. p .. ":s3:::*/*" } } } }
+  return require("storage._s3_grant").policy(info.partition or "aws",
+    Names.bucket(info.tag or info.name, info.account, info.region))
 end
 
 -- same(a, b) -> true when two JSON values are equal

@@ -4,8 +4,9 @@
 --     [, InstanceMemoryAllocationPercentage]}: UpdateCluster resends every
 --     instance group through _hyperpod's update_group (a tiered-storage
 --     update carries all groups), then the cluster is InService again
---   2 IAM policy SM_HP_TieredCkpt_S3Policy_<eks>: S3 and the CloudWatch
---     Logs writes the checkpointing library makes
+--   2 IAM policy SM_HP_TieredCkpt_S3Policy_<eks>: the checkpoints/ prefix
+--     of the cluster's data bucket, and the CloudWatch Logs writes the
+--     checkpointing library makes
 --   3 IAM role SM_HP_TieredCkpt_Role_<eks> trusting the cluster's OIDC
 --     provider for exactly default/tiered-storage-sa (sub and aud)
 --   4 the policy attached to the role
@@ -13,6 +14,7 @@
 --     eks.amazonaws.com/role-arn=<role>
 -- Disabling sets Mode Disable last, once the identity chain is gone.
 local F = require "hyperpod._feat"
+local Names = require "_names"
 local I = require "hyperpod._feat_iam"
 local K = require "_k8s_objects"
 local hp = require "_hyperpod"
@@ -22,10 +24,23 @@ local M = { name = "tiered_checkpointing", hyperpod = true }
 M.NS, M.SA = "default", "tiered-storage-sa"
 M.ANNOTATION = "eks.amazonaws.com/role-arn"
 
-M.POLICY = { Version = "2012-10-17", Statement = {
-  { Sid = "CheckpointsInS3", Effect = "Allow", Action = "s3:*", Resource = "*" },
-  { Sid = "CheckpointLogs", Effect = "Allow", Action = { "logs:CreateLogGroup", "logs:CreateLogStream",
-    "logs:PutLogEvents" }, Resource = "*" } } }
+-- the checkpoints go to the cluster's data bucket (storage_create_s3's,
+-- mounted at /s3), under checkpoints/ as the recipes write them
+M.PREFIX = "checkpoints/"
+
+-- policy(env) -> the pods' policy: that bucket's checkpoints/ prefix only,
+-- and the CloudWatch Logs writes the checkpointing library makes
+function M.policy(env)
+  local bucket = "arn:" .. env.partition .. ":s3:::" .. Names.bucket(env.tag, env.account, env.region)
+  return { Version = "2012-10-17", Statement = {
+    { Sid = "CheckpointBucket", Effect = "Allow", Action = { "s3:GetBucketLocation" }, Resource = bucket },
+    { Sid = "CheckpointList", Effect = "Allow", Action = { "s3:ListBucket" }, Resource = bucket,
+      Condition = { StringLike = { ["s3:prefix"] = { M.PREFIX, M.PREFIX .. "*" } } } },
+    { Sid = "Checkpoints", Effect = "Allow", Action = { "s3:GetObject", "s3:PutObject", "s3:DeleteObject",
+      "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts" }, Resource = bucket .. "/" .. M.PREFIX .. "*" },
+    { Sid = "CheckpointLogs", Effect = "Allow", Action = { "logs:CreateLogGroup", "logs:CreateLogStream",
+      "logs:PutLogEvents" }, Resource = "*" } } }
+end
 
 local function trust(env) return I.trust_oidc(env, { M.NS .. ":" .. M.SA }) end
 
@@ -96,7 +111,7 @@ function M.enable(ctx, env, want)
   if pct == nil and want.enabled == nil then pct = setting(env.hyperpod).percentage end
   cfg.InstanceMemoryAllocationPercentage = pct
   cluster(ctx, env, cfg)
-  local policy = I.policy(ctx, env, M.name, n.tiered_policy, M.POLICY)
+  local policy = I.policy(ctx, env, M.name, n.tiered_policy, M.policy(env))
   local role = I.role(ctx, env, M.name, n.tiered_role, trust(env),
     "hypd " .. env.tag .. ": managed tiered checkpointing (service account " .. M.NS .. "/" .. M.SA .. ")")
   I.attach(ctx, role, policy.Arn)

@@ -6,6 +6,7 @@ local P = require "_params"
 local S = require "_storage"
 local A = require "_eks_addon"
 local s3 = require "_s3"
+local grant = require "storage._s3_grant"
 
 local params = {
   cluster = P.cluster,
@@ -44,6 +45,8 @@ local function bucket(ctx)
   local st = ctx.state
   local b = s3.ensure_bucket(ctx, st.cluster.tag, ctx.params.bucket)
   st.bucket = b
+  -- the driver's role may use only the buckets it mounts
+  grant.ensure(ctx, st.cluster, b.name, ctx.params.bucket == nil)
 end
 
 local function volume(ctx)
@@ -71,7 +74,8 @@ return tool {
     "s3-pv-<claim> (driver s3.csi.aws.com, volumeHandle s3-csi-driver-volume-<claim>, mount options allow-delete " ..
     "and region <bucket's region>, 1200Gi) pre-bound to the claim. The bucket is hypd's own " ..
     "hypd-<tag>-data-<account>-<region> (created when missing, tagged hypd:cluster-tag=<tag>) unless bucket " ..
-    "names an existing one to reuse as it is. Needs the aws-mountpoint-s3-csi-driver EKS add-on: when it is " ..
+    "names an existing one to reuse as it is (the driver's role, which names only hypd's data bucket, is then " ..
+    "granted that bucket by an inline policy hypd-s3-<bucket>). Needs the aws-mountpoint-s3-csi-driver EKS add-on: when it is " ..
     "missing the operation fails at once, before any change, naming cluster_configure_dependencies (which " ..
     "installs it). Pods mount it with volumes: [{name: data, persistentVolumeClaim: {claimName: s3-claim}}]. " ..
     "It answers with an operation (a few seconds of work); follow it with storage_list (operation_id, " ..
@@ -79,7 +83,7 @@ return tool {
   kind = "mutating",
   status_tool = "storage_list",
   aws = { "eks:DescribeCluster", "eks:DescribeAddon", "s3:HeadBucket", "s3:CreateBucket", "s3:GetBucketTagging",
-    "s3:PutBucketTagging", "sts:GetCallerIdentity" },
+    "s3:PutBucketTagging", "sts:GetCallerIdentity", "iam:GetRole", "iam:GetRolePolicy", "iam:PutRolePolicy" },
   k8s = { "get", "list", "watch", "apply" },
   params = P.form({ "claim_name", "bucket" }, { "mount_options", "namespace", "cluster", "region" }, params),
   target = S.target,

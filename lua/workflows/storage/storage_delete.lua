@@ -1,11 +1,13 @@
 -- storage_delete: a storage's claim and volume; its bucket or file system
 -- only when asked, and never while it holds data unless forced. What is
--- kept is reported with the reason.
+-- kept is reported with the reason. The driver's grant of a bucket of the
+-- user's (storage/_s3_grant) goes with the bucket's last volume.
 local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local s3 = require "_s3"
 local FS = require "_fsx_file_system"
+local grant = require "storage._s3_grant"
 local errors = hypd.errors
 local json = hypd.json
 
@@ -128,6 +130,10 @@ local function bucket(ctx)
   local p, st = ctx.params, ctx.state
   local name, tag = st.bucket, st.cluster.tag
   local entry = { type = "s3:bucket", name = name }
+  -- the driver's grant of a bucket of the user's goes with its last volume
+  if #others(ctx, ctx:k8s(st.cluster.name), function(d) return d.bucket == name end) == 0 then
+    grant.absent(ctx, st.cluster, name)
+  end
   local b = s3.head(ctx, name)
   if not b then return end
   local region = b.Region
@@ -246,7 +252,8 @@ return tool {
   status_tool = "storage_list",
   aws = { "eks:DescribeCluster", "s3:HeadBucket", "s3:GetBucketTagging", "s3:GetBucketVersioning",
     "s3:ListObjectVersions", "s3:DeleteObjects", "s3:DeleteBucket", "fsx:DescribeFileSystems",
-    "fsx:DeleteFileSystem", "ec2:DescribeSecurityGroups", "ec2:DeleteSecurityGroup" },
+    "fsx:DeleteFileSystem", "ec2:DescribeSecurityGroups", "ec2:DeleteSecurityGroup", "eks:DescribeAddon",
+    "iam:GetRole", "iam:GetRolePolicy", "iam:DeleteRolePolicy" },
   k8s = { "get", "list", "watch", "delete" },
   params = P.form({ "claim_name", "delete_bucket", "delete_file_system", "force" },
     { "namespace", "cluster", "region" },
