@@ -28,6 +28,13 @@
 int statedir_prepare(const char *dir, char *err, size_t errlen, char *warn, size_t warnlen);
 
 /*
+ * The state directory when no --state is given: $HYPD_STATE when set and not
+ * empty, else $HOME/.hypd (./.hypd without HOME). malloc'd (the caller frees
+ * it), NULL when out of memory.
+ */
+char *statedir_default(void);
+
+/*
  * Creates path (a regular file) with mode 0600 when it does not exist,
  * whatever the umask; an existing file is left as it is. Returns 0, or -1
  * with the reason in err.

@@ -390,6 +390,11 @@ int store_schema_latest(void)
 	return N_MIGRATIONS;
 }
 
+const char *store_migration_sql(int i)
+{
+	return i >= 0 && i < N_MIGRATIONS ? migrations[i] : NULL;
+}
+
 int store_latest_time(store *s, double *out)
 {
 	static const char sql[] =
