@@ -6,7 +6,8 @@ local backup = require "hypd._backup"
 
 local M = {}
 
-M.HINT = "Stop it first (kill -TERM PID: it finishes its current phases and exits), then run hypd restore again."
+M.HINT = "Its lock is LOCKFILE. Stop it first (kill -TERM PID: it finishes its current phases and exits), " ..
+  "then run hypd restore again."
 
 local function say(...) io.stdout:write(...) io.stdout:flush() end
 
@@ -40,7 +41,8 @@ function M.restore(o, host)
   -- publishes; this process has no host, so its config is the directory
   package.loaded["hypd.config"] = package.loaded["hypd.config"] or { state_dir = dir }
   local statelock = require "hypd.statelock"
-  local ok, lerr = statelock.acquire { command = "hypd restore", hint = M.HINT }
+  local hint = M.HINT:gsub("LOCKFILE", function() return dir .. "/lock" end)
+  local ok, lerr = statelock.acquire { command = "hypd restore", hint = hint }
   if not ok then error(lerr) end
   local info, err = backup.restore(dir, o[1])
   statelock.release()
