@@ -143,6 +143,9 @@ int store_backup_check(const char *path, const char *label, store_backup_info *i
 		goto out;
 	}
 	snprintf(why, sizeof(why), "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
+	for (char *c = why; *c; c++)
+		if (*c == '\n')
+			*c = ' '; /* one line: it ends up in an error message */
 	if (strcmp(why, "ok")) {
 		rc = fail(STORE_BACKUP_INVALID, err, errlen, "%s is damaged: SQLite's integrity_check says: %s",
 			  label, why);
