@@ -43,21 +43,6 @@ static char *errorf(const char *fmt, const char *a, const char *b)
 	return m;
 }
 
-static char *default_state_dir(void)
-{
-	const char *home = getenv("HOME");
-	char *d;
-
-	if (getenv("HYPD_STATE") && *getenv("HYPD_STATE"))
-		return strdup(getenv("HYPD_STATE"));
-	if (!home || !*home)
-		home = ".";
-	d = malloc(strlen(home) + 7);
-	if (d)
-		sprintf(d, "%s/.hypd", home);
-	return d;
-}
-
 /* package.loaded["hypd.config"]: what Lua needs to know about the host */
 static void publish_config(hypd *h)
 {
@@ -126,7 +111,7 @@ hypd *hypd_open(const hypd_options *opts, char **err)
 	if (!h)
 		goto oom;
 	h->timeout = opts->timeout;
-	h->state_dir = opts->state_dir ? strdup(opts->state_dir) : default_state_dir();
+	h->state_dir = opts->state_dir ? strdup(opts->state_dir) : statedir_default();
 	h->playbooks = dup_or_null(opts->playbooks_dir ? opts->playbooks_dir
 						      : getenv("HYPD_PLAYBOOKS"));
 	h->region = dup_or_null(opts->region);

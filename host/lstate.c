@@ -75,6 +75,7 @@ int luaopen_hypd_sigv4(lua_State *L); /* lua_sigv4.c */
 int luaopen_hypd__lock(lua_State *L); /* lua_statelock.c */
 int luaopen_hypd__cli(lua_State *L);  /* lua_cli.c */
 int luaopen_hypd_yaml(lua_State *L);  /* lua_yaml.c */
+int luaopen_hypd__backup(lua_State *L); /* lua_store_backup.c */
 
 static const luaL_Reg c_modules[] = {
 	{ "hypd.core", luaopen_hypd_core },
@@ -89,6 +90,7 @@ static const luaL_Reg c_modules[] = {
 	{ "hypd.sigv4", luaopen_hypd_sigv4 },
 	{ "hypd._lock", luaopen_hypd__lock },
 	{ "hypd._cli", luaopen_hypd__cli },
+	{ "hypd._backup", luaopen_hypd__backup },
 	{ NULL, NULL },
 };
 

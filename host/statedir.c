@@ -25,6 +25,22 @@ static const struct {
 	{ "secrets", "700" },
 };
 
+char *statedir_default(void)
+{
+	const char *home = getenv("HOME");
+	const char *env = getenv("HYPD_STATE");
+	char *d;
+
+	if (env && *env)
+		return strdup(env);
+	if (!home || !*home)
+		home = ".";
+	d = malloc(strlen(home) + sizeof("/.hypd"));
+	if (d)
+		sprintf(d, "%s/.hypd", home);
+	return d;
+}
+
 /* mkdir -p with mode 0700 for every directory it creates, whatever the umask */
 static int mkdirs(const char *dir, char *err, size_t errlen)
 {

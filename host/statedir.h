@@ -1,8 +1,10 @@
 /*
  * statedir: the file modes of the state directory (--state DIR, HYPD_STATE,
  * default ~/.hypd). It holds the store (hypd.db and its WAL and SHM files),
- * the secrets of running operations (secrets/), the lock (lock) and the
- * skills of MCP (skills/): what is in it is hypd's user's alone.
+ * the secrets of running operations (secrets/), the lock (lock), the
+ * skills of MCP (skills/) and, after a hypd restore, the database it
+ * replaced (hypd.db.before-restore): what is in it is hypd's user's alone.
+ * docs/state.md describes each file and what a backup holds.
  *
  * The rules, whatever the umask:
  *   - a missing directory is created with mode 0700 (its missing parents
@@ -26,6 +28,13 @@
  * one warning line, or "" (warn may be NULL). Costs a few stat(2) calls.
  */
 int statedir_prepare(const char *dir, char *err, size_t errlen, char *warn, size_t warnlen);
+
+/*
+ * The state directory when no --state is given: $HYPD_STATE when set and not
+ * empty, else $HOME/.hypd (./.hypd without HOME). malloc'd (the caller frees
+ * it), NULL when out of memory.
+ */
+char *statedir_default(void);
 
 /*
  * Creates path (a regular file) with mode 0600 when it does not exist,

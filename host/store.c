@@ -244,6 +244,26 @@ out:
 	return rc;
 }
 
+static int too_new(store *s, int v)
+{
+	return fail(s, STORE_ERROR, "the database has schema version %d but"
+		    " this hypd knows only %d: it was written by a newer hypd;"
+		    " refusing to open it", v, N_MIGRATIONS);
+}
+
+/*
+ * Refuses a database of a newer schema before configure switches it to WAL
+ * (a write to its header): refused, it is left byte for byte as it was.
+ * migrate checks again under the write lock.
+ */
+static int check_not_newer(store *s)
+{
+	char v[16];
+	int rc = pragma(s, "PRAGMA user_version", v, sizeof(v));
+
+	return rc ? rc : atoi(v) > N_MIGRATIONS ? too_new(s, atoi(v)) : STORE_OK;
+}
+
 /* Applies the missing steps, each in its own transaction. */
 static int migrate(store *s)
 {
@@ -260,10 +280,7 @@ static int migrate(store *s)
 			goto fail;
 		v = atoi(bump);
 		if (v > N_MIGRATIONS) {
-			rc = fail(s, STORE_ERROR, "the database has schema"
-				  " version %d but this hypd knows only %d: it"
-				  " was written by a newer hypd; refusing to"
-				  " open it", v, N_MIGRATIONS);
+			rc = too_new(s, v);
 			goto fail;
 		}
 		if (v == N_MIGRATIONS)
@@ -342,7 +359,9 @@ int store_open(const char *dir, store **out, char *err, size_t errlen)
 			  s->db ? sqlite3_errmsg(s->db) : "out of memory");
 		goto fail;
 	}
-	rc = configure(s);
+	rc = check_not_newer(s);
+	if (!rc)
+		rc = configure(s);
 	if (!rc)
 		rc = migrate(s);
 	if (rc) {
@@ -388,6 +407,11 @@ int store_schema_version(store *s)
 int store_schema_latest(void)
 {
 	return N_MIGRATIONS;
+}
+
+const char *store_migration_sql(int i)
+{
+	return i >= 0 && i < N_MIGRATIONS ? migrations[i] : NULL;
 }
 
 int store_latest_time(store *s, double *out)

@@ -63,6 +63,13 @@ int store_schema_version(store *s);
 /* The number of migration steps this binary knows. */
 int store_schema_latest(void);
 
+/*
+ * The SQL of migration step i (0-based: it takes user_version from i to
+ * i + 1), or NULL past the last. Static text. For the upgrade tests, which
+ * build a state of an older schema with the first steps only.
+ */
+const char *store_migration_sql(int i);
+
 /* The latest time written in the store (kv and operations updated_at,
  * events at) in *out, 0 when it is empty. */
 int store_latest_time(store *s, double *out);

@@ -12,7 +12,8 @@
 --
 -- Exit statuses: 0 ok, 1 failure (the error on stderr), 2 usage error (one
 -- line on stderr). The commands are the entries of hypd.cli.commands; the
--- global options below go before or after the command.
+-- global options below go before or after the command. A command that runs
+-- without a host (host = false) gets them as run's second argument.
 local commands = require "hypd.cli.commands"
 local errors = require "hypd.errors"
 
@@ -137,12 +138,12 @@ end
 
 -- runs the command: its status, or 1 after printing what it raised (0 when
 -- it was interrupted: serve, tools and the others stop that way)
-local function run(c, o)
+local function run(c, o, host)
   local ok, rc = xpcall(c.run, function(e)
     if type(e) ~= "table" then e = { code = "INTERNAL", message = tostring(e) } end
     if e.traceback == nil then e.traceback = debug.traceback(nil, 2) end
     return e
-  end, o)
+  end, o, host)
   if ok then return math.tointeger(rc) or 0 end
   if rc.code == "CANCELLED" then return 0 end
   local e = errors.public(rc)
@@ -157,7 +158,7 @@ function M.plan(argv)
   local p = M.parse(argv)
   local rc = answer(p)
   if rc then return { exit = rc } end
-  if p.command.host == false then return { exit = run(p.command, p.opts) } end
+  if p.command.host == false then return { exit = run(p.command, p.opts, p.host) } end
   return { host = p.host, signals = p.command.signals == true }
 end
 

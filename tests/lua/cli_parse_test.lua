@@ -26,6 +26,8 @@ local MINIMAL = {
   tools = { "tools" },
   call = { "call", "operation_list" },
   token = { "token", "list" },
+  backup = { "backup", "f.db" },
+  restore = { "restore", "f.db" },
   mcp = { "mcp" },
   version = { "version" },
   help = { "help" },
@@ -193,6 +195,9 @@ t.test("each command's own checks are usage errors before the host opens", funct
     { { "token", "frob" }, "unknown token command 'frob' (create, list or revoke)" },
     { { "token", "create", "--name", "n" }, "token create needs --scope read|operate|admin and --name NAME" },
     { { "token", "revoke" }, "token revoke needs a NAME or ID (see hypd token list)" },
+    { { "backup" }, "backup needs a FILE (see hypd backup --help)" },
+    { { "backup", "a", "b" }, "unexpected argument 'b' for backup (see hypd backup --help)" },
+    { { "restore" }, "restore needs a FILE (see hypd restore --help)" },
   } do
     t.eq(cli.parse(c[1]), { error = c[2] }, table.concat(c[1], " "))
   end

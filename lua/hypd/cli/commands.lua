@@ -16,6 +16,8 @@
 --     signals = true,                       -- Ctrl-C interrupts the engine
 --     host = false,                         -- runs without a host (help, version)
 --     run = function(o) ... end,            -- in the host: the exit status
+--                                           -- (host = false: run(o, host), host: the
+--                                           -- global options, state_dir, ...)
 --   }                                       -- (longer ones in hypd.cli._handlers)
 --
 -- "--virtual-clock" arrives as o.virtual_clock. The global options
@@ -341,6 +343,59 @@ never a token.
     return require("hypd.cli._registry").token { action = o[1], scope = o.scope, name = o.name, which = o[2],
       json = o.json == true }
   end,
+}
+
+M[#M + 1] = {
+  name = "backup",
+  synopsis = "backup FILE [--force]",
+  summary = "copy the state database to FILE, also while serve runs",
+  usage = [=[
+usage: hypd backup FILE [--force] [--state DIR]
+
+Copies the state database (DIR/hypd.db: operations, events, tokens' hashes,
+the sandbox's state) to FILE, one SQLite file readable only by its owner.
+It is SQLite's online backup of one moment, safe while hypd serve runs on
+the state: the server goes on reading and writing. It is written to
+FILE.tmp, checked, then renamed to FILE. An existing FILE is refused unless
+--force. Prints the path, bytes, schema version and number of operations.
+The operations' secrets (DIR/secrets/) are not copied: docs/state.md.
+Exits 1 with the reason on stderr when it fails.
+]=],
+  options = { force = true },
+  args = true,
+  host = false,
+  check = function(o)
+    if not o[1] then return "backup needs a FILE (see hypd backup --help)" end
+    if o[2] then return "unexpected argument '" .. o[2] .. "' for backup (see hypd backup --help)" end
+  end,
+  run = function(o, host) return require("hypd.cli._state").backup(o, host) end,
+}
+
+M[#M + 1] = {
+  name = "restore",
+  synopsis = "restore FILE",
+  summary = "replace the state database with a backup",
+  usage = [=[
+usage: hypd restore FILE [--state DIR]
+
+Replaces the state database DIR/hypd.db with the backup FILE (made by hypd
+backup). Refused while another process holds the state directory (a hypd
+serve or sandbox: its lock names it; stop it first) or has the database
+open. FILE is checked first, on a copy in DIR: SQLite's integrity check, the
+tables of a hypd state, and a schema version this hypd knows (a newer one is
+refused, naming both versions). Then the old database is kept as
+DIR/hypd.db.before-restore and the checked copy takes its place in one
+rename. An older schema is upgraded when hypd next opens the state.
+Exits 0 when restored; 1 with the reason on stderr otherwise (LOCKED,
+IN_USE, INVALID, NOT_FOUND, IO), and then the state is unchanged.
+]=],
+  args = true,
+  host = false,
+  check = function(o)
+    if not o[1] then return "restore needs a FILE (see hypd restore --help)" end
+    if o[2] then return "unexpected argument '" .. o[2] .. "' for restore (see hypd restore --help)" end
+  end,
+  run = function(o, host) return require("hypd.cli._state").restore(o, host) end,
 }
 
 M[#M + 1] = {
