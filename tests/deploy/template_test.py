@@ -56,6 +56,10 @@ else:
     want = json.loads(gen.stdout)
     t.ok(len(embedded) == 1 and embedded[0] == want, "the embedded policy is hypd iam-policy's",
          "the template's policy is stale: run `make deploy-template` (mk/cfn_policy.sh) and commit the template")
+# IAM counts a role's inline policies together, whitespace aside, against 10,240 characters
+size = sum(len(json.dumps(d, separators=(",", ":"))) for d in embedded)
+t.ok(0 < size <= 10240, "the role's inline policy fits IAM's 10,240-character quota (%d characters)" % size,
+     "split the policy into AWS::IAM::ManagedPolicy resources (6,144 characters each)")
 t.ok(not re.match(r"hypd-", str(role.get("RoleName", {}).get("Fn::Sub", ""))),
      "the host's role is named outside hypd-*, so the policy cannot change it")
 t.ok(any("AmazonSSMManagedInstanceCore" in json.dumps(a) for a in role.get("ManagedPolicyArns", [])),
