@@ -60,9 +60,10 @@ t.test("the sandbox starts, with a VPC and a subnet for the host", function()
   t.like(subnet, "^subnet%-")
 end)
 
-local function params()
+-- params([subnet [, source]]) -> the --parameters words (the test's VPC and subnet by default)
+local function params(sub, source)
   return string.format("--parameters ParameterKey=VpcId,ParameterValue=%s ParameterKey=SubnetId,ParameterValue=%s " ..
-    "ParameterKey=HypdSource,ParameterValue=https://example.com/hypd.git", vpc, subnet)
+    "ParameterKey=HypdSource,ParameterValue=%s", vpc, sub or subnet, source or "https://example.com/hypd.git")
 end
 
 t.test("create-stack without CAPABILITY_NAMED_IAM is refused, naming the capability", function()
@@ -71,6 +72,19 @@ t.test("create-stack without CAPABILITY_NAMED_IAM is refused, naming the capabil
   t.ok(rc ~= 0, "refused")
   t.like(err, "InsufficientCapabilitiesException")
   t.like(err, "Requires capabilities : %[CAPABILITY_NAMED_IAM%]")
+  t.eq(must("cloudformation list-stacks").StackSummaries, {}, "no stack was made")
+end)
+
+t.test("parameters are checked: a source outside its pattern, a subnet that does not exist", function()
+  if not env then return t.skip("no sandbox") end
+  local base = "cloudformation create-stack --stack-name hypd --capabilities CAPABILITY_NAMED_IAM --template-body " ..
+    TEMPLATE .. " "
+  local rc, _, err = aws(base .. params(nil, "http://example.com/hypd.git"))
+  t.ok(rc ~= 0 and err:find("ValidationError", 1, true), err)
+  t.like(err, "Parameter 'HypdSource' must match pattern")
+  rc, _, err = aws(base .. params("subnet-0123456789abcdef0"))
+  t.ok(rc ~= 0, "refused")
+  t.like(err, "Parameter value subnet%-0123456789abcdef0 for parameter name SubnetId does not exist")
   t.eq(must("cloudformation list-stacks").StackSummaries, {}, "no stack was made")
 end)
 
