@@ -10,7 +10,8 @@
 -- shutting-down for 5 seconds, then terminated (still described, as AWS
 -- describes a terminated instance for a while), and deletes the volumes
 -- marked DeleteOnTermination. EKS node group instances (ec2/instances) are
--- not terminated here: their node group owns them.
+-- not terminated here: their node group owns them; StopInstances and
+-- StartInstances (ec2/power) are for those node group instances only.
 -- Records: "instance"/<id> (Instance members plus _ fields), "volume"/<id>.
 local common = require "sandbox.services.ec2.common"
 local json = require "hypd.json"
