@@ -41,7 +41,7 @@ FUZZ_LUA := rest_query mcp regex sandbox_sigv4 eks_token k8s_protobuf cli_words
 FUZZERS  := $(FUZZ_C:%=$(BUILD)/fuzz/fuzz_%) $(FUZZ_LUA:%=$(BUILD)/fuzz/fuzz_lua_%)
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
-.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto
+.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto deploy-template
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -183,6 +183,11 @@ lint:
 
 deps:
 	mk/deps.sh
+
+# the policy embedded in deploy/cloudformation/hypd.yaml, rewritten from
+# `hypd iam-policy` (tests/deploy/ fails while it is stale)
+deploy-template: $(BUILD)/hypd
+	$(Q)HYPD=$(BUILD)/hypd mk/cfn_policy.sh deploy/cloudformation/hypd.yaml
 
 # the sandbox's Kubernetes protobuf descriptors and field docs
 # (lua/sandbox/k8s/proto, committed), regenerated from checkouts or bare git

@@ -14,6 +14,11 @@
  *                        kubeconfig loader does
  *   opts.max_bytes, opts.max_depth, opts.max_nodes: lower caps (1 up to
  *                        the default; more is misuse)
+ *   opts.tags            true: a node with a local tag (`!Ref Name`,
+ *                        `!Sub [...]`) becomes the mapping {["!Ref"] =
+ *                        "Name"}, so a reader such as the sandbox's
+ *                        CloudFormation sees CloudFormation's short forms;
+ *                        false (default): the tag is dropped
  *
  * Values: null is json.null, mappings are tables with the json.object mark
  * (string keys), sequences tables with the json.array mark, integers Lua
@@ -41,8 +46,11 @@ static int stream_gc(lua_State *L)
 	return 0;
 }
 
-/* Pushes nd as a Lua value; objmt and arrmt are the marks' stack slots. */
-static void push_node(lua_State *L, const struct yml_node *nd, int objmt, int arrmt)
+static void push_node(lua_State *L, const struct yml_node *nd, int objmt, int arrmt, int tags);
+
+/* Pushes nd's value, its tag aside; objmt and arrmt are the marks' stack
+ * slots; tags: wrap tagged children (opts.tags). */
+static void push_value(lua_State *L, const struct yml_node *nd, int objmt, int arrmt, int tags)
 {
 	size_t i;
 
@@ -68,7 +76,7 @@ static void push_node(lua_State *L, const struct yml_node *nd, int objmt, int ar
 		lua_pushvalue(L, arrmt);
 		lua_setmetatable(L, -2);
 		for (i = 0; i < nd->u.seq.n; i++) {
-			push_node(L, nd->u.seq.items[i], objmt, arrmt);
+			push_node(L, nd->u.seq.items[i], objmt, arrmt, tags);
 			lua_rawseti(L, -2, (lua_Integer)i + 1);
 		}
 		break;
@@ -78,23 +86,44 @@ static void push_node(lua_State *L, const struct yml_node *nd, int objmt, int ar
 		lua_setmetatable(L, -2);
 		for (i = 0; i < nd->u.map.n; i++) {
 			lua_pushlstring(L, nd->u.map.pairs[i].key, nd->u.map.pairs[i].klen);
-			push_node(L, nd->u.map.pairs[i].value, objmt, arrmt);
+			push_node(L, nd->u.map.pairs[i].value, objmt, arrmt, tags);
 			lua_rawset(L, -3);
 		}
 		break;
 	}
 }
 
-/* Reads opts (at idx) into lim; raises on misuse, before anything is held. */
-static void check_opts(lua_State *L, int idx, struct yml_limits *lim)
+/* Pushes nd as a Lua value: with tags, a tagged node as {[tag] = value}. */
+static void push_node(lua_State *L, const struct yml_node *nd, int objmt, int arrmt, int tags)
+{
+	if (!tags || !nd->tag) {
+		push_value(L, nd, objmt, arrmt, tags);
+		return;
+	}
+	luaL_checkstack(L, 4, "YAML nesting");
+	lua_createtable(L, 0, 1);
+	lua_pushvalue(L, objmt);
+	lua_setmetatable(L, -2);
+	lua_pushstring(L, nd->tag);
+	push_value(L, nd, objmt, arrmt, tags);
+	lua_rawset(L, -3);
+}
+
+/* Reads opts (at idx) into lim and returns opts.tags (0 or 1); raises on
+ * misuse, before anything is held. */
+static int check_opts(lua_State *L, int idx, struct yml_limits *lim)
 {
 	static const char *const caps[] = { "max_bytes", "max_depth", "max_nodes" };
 	lua_Integer v = 0, most;
-	int i;
+	int i, tags;
 
 	if (lua_isnoneornil(L, idx))
-		return;
+		return 0;
 	luaL_checktype(L, idx, LUA_TTABLE);
+	if (lua_getfield(L, idx, "tags") != LUA_TNIL && !lua_isboolean(L, -1))
+		luaL_error(L, "bad argument #%d (opts.tags must be a boolean)", idx);
+	tags = lua_toboolean(L, -1);
+	lua_pop(L, 1);
 	if (lua_getfield(L, idx, "duplicate_keys") != LUA_TNIL) {
 		const char *d = lua_tostring(L, -1);
 
@@ -120,6 +149,7 @@ static void check_opts(lua_State *L, int idx, struct yml_limits *lim)
 		}
 		lua_pop(L, 1);
 	}
+	return tags;
 }
 
 static int decode(lua_State *L, int all)
@@ -129,8 +159,8 @@ static int decode(lua_State *L, int all)
 	struct yml_stream *st;
 	size_t len, i;
 	const char *s = luaL_checklstring(L, 1, &len);
+	int tags = check_opts(L, 2, &lim);
 
-	check_opts(L, 2, &lim);
 	lim.all = all;
 	lua_settop(L, 2);
 	st = lua_newuserdatauv(L, sizeof *st, 0); /* 3 */
@@ -150,7 +180,7 @@ static int decode(lua_State *L, int all)
 	luaL_newmetatable(L, HJ_ARRAY_MT);  /* 5: was never opened */
 	if (!all) {
 		if (st->ndocs)
-			push_node(L, st->docs[0], 4, 5);
+			push_node(L, st->docs[0], 4, 5, tags);
 		else
 			hj_pushnull(L);
 	} else {
@@ -158,7 +188,7 @@ static int decode(lua_State *L, int all)
 		lua_pushvalue(L, 5);
 		lua_setmetatable(L, -2);
 		for (i = 0; i < st->ndocs; i++) {
-			push_node(L, st->docs[i], 4, 5);
+			push_node(L, st->docs[i], 4, 5, tags);
 			lua_rawseti(L, -2, (lua_Integer)i + 1);
 		}
 	}

@@ -775,9 +775,21 @@ static int count_nodes(struct builder *b, size_t n, const yaml_mark_t *at)
 	return 0;
 }
 
+/* The event's tag when it is a local one: "!" and a name ("!Sub"), not the
+ * non-specific "!" nor a "tag:..." URI such as !!str's. */
+static const char *local_tag(const yaml_event_t *ev)
+{
+	const char *tag = (const char *)(ev->type == YAML_SCALAR_EVENT ? ev->data.scalar.tag :
+					 ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.tag :
+					 ev->type == YAML_MAPPING_START_EVENT ? ev->data.mapping_start.tag : NULL);
+
+	return tag && tag[0] == '!' && tag[1] && tag[1] != '!' ? tag : NULL;
+}
+
 static struct yml_node *new_node(struct builder *b, const yaml_event_t *ev)
 {
 	struct yml_node *nd = arena_alloc(b->arena, sizeof *nd);
+	const char *tag = local_tag(ev);
 
 	if (!nd) {
 		oom(b);
@@ -786,6 +798,10 @@ static struct yml_node *new_node(struct builder *b, const yaml_event_t *ev)
 	memset(nd, 0, sizeof *nd);
 	nd->line = (int)ev->start_mark.line + 1;
 	nd->column = (int)ev->start_mark.column + 1;
+	if (tag && !(nd->tag = arena_str(b, tag, strlen(tag)))) {
+		oom(b);
+		return NULL;
+	}
 	return nd;
 }
 

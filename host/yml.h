@@ -30,7 +30,9 @@
  * `!` make strings; !!int, !!float, !!bool and !!null read the text (quoted
  * or not) as that type and refuse it otherwise; !!binary decodes base64
  * into the bytes; !!timestamp and every other tag leave a string. Tags on
- * mappings and sequences are ignored.
+ * mappings and sequences do not change them. A local tag (`!Sub`, `!Ref`:
+ * one `!` and a name, as CloudFormation's short forms are) is kept in the
+ * node's tag field, on scalars, sequences and mappings alike.
  *
  * Mapping keys become strings as sigs.k8s.io/yaml makes them: a string
  * stays, an integer is its decimal digits, true/false are "true"/"false",
@@ -97,6 +99,7 @@ struct yml_pair {
 struct yml_node {
 	enum yml_kind kind;            /* which member of u holds the value */
 	int line, column;              /* where the node starts, 1-based */
+	const char *tag;               /* its local tag ("!Sub"), NUL-ended, or NULL */
 	union {
 		int b;                 /* YML_BOOL: 0 or 1 */
 		int64_t i;             /* YML_INT */

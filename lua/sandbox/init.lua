@@ -287,6 +287,37 @@ function M.handle(req)
   return answer
 end
 
+-- invoke(ctx, svc, operation, input) -> output | nil, err: one operation of
+-- another simulated service, called from inside the sandbox for ctx's
+-- principal in ctx's region (CloudFormation making a stack's resources, as
+-- it does with its caller's permissions): held to the identity policy and
+-- audited like a request, with no signature or wire codec. input is the
+-- decoded shape an operation receives; err is the AWS error {code,
+-- message, status}.
+function M.invoke(ctx, svc, operation, input)
+  local s = service(svc)
+  local fn = s and s.operations[operation]
+  if not fn then
+    return nil, { code = "InternalFailure", status = 500,
+      message = "The hypd sandbox does not simulate " .. svc .. " " .. operation }
+  end
+  local c = new_ctx(svc, ctx.region, operation, ctx.principal)
+  c.request_id, c.bucket = ctx.request_id, input.Bucket
+  local call = { operation = operation, input = input }
+  local refused = policy.authorize(c, svc, operation, input, model(svc).metadata.protocol)
+  if refused then
+    audit(c, call, nil, refused)
+    return nil, refused
+  end
+  local ok, out = pcall(fn, c, input)
+  if not ok then
+    if getmetatable(out) == AWS_ERROR then return nil, out end
+    error(out, 0)
+  end
+  if model(svc).operations[operation].class ~= "read" then audit(c, call, out) end
+  return out or {}
+end
+
 -- the sandbox's own endpoints (unsigned, loopback): /_sandbox/...
 local function admin(req)
   if req.path == "/_sandbox/audit" then

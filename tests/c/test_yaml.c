@@ -156,6 +156,14 @@ static void test_scalars(void)
 	   is_str(get(st.docs[0], "b"), "12") && is_str(get(st.docs[0], "c"), "12") &&
 	   is_str(get(st.docs[0], "d"), "2024-01-01"),
 	   "!!str, the non-specific !, a local tag and !!timestamp give strings");
+	ok(!get(st.docs[0], "a")->tag && !get(st.docs[0], "b")->tag && get(st.docs[0], "c")->tag &&
+	   strcmp(get(st.docs[0], "c")->tag, "!local") == 0 && !get(st.docs[0], "d")->tag,
+	   "only a local tag is kept in the node's tag");
+	yml_release(&st);
+	ok(get(load(&st, "a: !Sub [x, {y: 1}]\nb: !Base64 {c: d}\n"), "a") && get(st.docs[0], "a")->kind == YML_SEQ &&
+	   strcmp(get(st.docs[0], "a")->tag, "!Sub") == 0 && get(st.docs[0], "b")->kind == YML_MAP &&
+	   strcmp(get(st.docs[0], "b")->tag, "!Base64") == 0 && !st.docs[0]->tag,
+	   "sequences and mappings keep their local tag too");
 	yml_release(&st);
 	ok(scalar_is(get(load(&st, "a: !!int \"12\"\nb: !!float 1\nc: !!bool 'true'\nd: !!null ''\n"), "a"),
 		     YML_INT, "12") &&

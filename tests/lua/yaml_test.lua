@@ -226,3 +226,21 @@ t.test("misuse raises: a non-string text, bad options, caps above the defaults",
   t.ok(not pcall(yaml.decode, "a: 1", { max_nodes = 0 }))
   t.ok(not pcall(yaml.decode, "a: 1", { max_bytes = 1.5 }))
 end)
+
+t.test("opts.tags keeps local tags (CloudFormation's !Ref, !Sub, !GetAtt) as one-key mappings", function()
+  local text = "a: !Ref X\nb: !Sub [ 'x${y}', {y: 1} ]\nc: !GetAtt A.B\nd: !!str 5\ne: ! x\nf: plain\n" ..
+    "g: !Base64\n  Fn::Sub: s\nh: &h !Ref Y\ni: *h\n"
+  local v = assert(yaml.decode(text, { tags = true }))
+  t.eq(v.a, { ["!Ref"] = "X" })
+  t.eq(json.encode(v.b), '{"!Sub":["x${y}",{"y":1}]}')
+  t.eq(v.c, { ["!GetAtt"] = "A.B" })
+  t.eq(v.d, "5", "a !! tag is a core tag, not a local one")
+  t.eq(v.e, "x", "the non-specific ! is no local tag")
+  t.eq(v.f, "plain")
+  t.eq(v.g, { ["!Base64"] = { ["Fn::Sub"] = "s" } })
+  t.eq(v.i, { ["!Ref"] = "Y" }, "an alias carries its node's tag")
+  local plain = assert(yaml.decode(text))
+  t.eq(plain.a, "X", "without opts.tags the tag is dropped, as before")
+  t.eq(plain.g, { ["Fn::Sub"] = "s" })
+  t.ok(not pcall(yaml.decode, "a: 1", { tags = 1 }), "opts.tags must be a boolean")
+end)

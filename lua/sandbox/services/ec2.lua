@@ -2,7 +2,8 @@
 -- availability zones and instance types, VPCs, subnets, internet and NAT
 -- gateways, elastic IPs, route tables, security groups, VPC endpoints,
 -- tags and filters, regions, the instances of EKS managed node groups
--- (described, stopped and started).
+-- (described, stopped and started), instances RunInstances launches and
+-- their volumes (ec2/launch).
 -- Every operation honours DryRun; every
 -- Describe* the model pages honours MaxResults and NextToken (ec2/paging).
 --
@@ -19,7 +20,7 @@
 local M = { scope = "regional", operations = {}, transitions = {} }
 
 local FAMILIES = { "common", "zones", "vpc", "gateways", "routes", "endpoints", "security_groups",
-  "interfaces", "regions", "instances", "power" }
+  "interfaces", "regions", "instances", "power", "launch" }
 local model = require "hypd.aws.models.ec2"
 local paging = require "sandbox.services.ec2.paging"
 

@@ -1,5 +1,5 @@
--- EC2 instances of the account: the sandbox launches EC2 instances only
--- for Amazon EKS managed node groups (their records are EKS's
+-- EC2 instances of the account: those RunInstances launched (ec2/launch)
+-- and those of Amazon EKS managed node groups (their records are EKS's
 -- "ng_instance", services/eks/nodegroups.lua). HyperPod's instances run in
 -- a SageMaker service account and are not EC2 instances of this one, so
 -- DescribeInstances never lists them, as AWS does not. Each instance is
@@ -14,6 +14,7 @@ local amis = require "sandbox.services.eks.amis"
 local common = require "sandbox.services.ec2.common"
 local ctl_ = require "sandbox.k8s.controllers._ctl"
 local json = require "hypd.json"
+local launch = require "sandbox.services.ec2.launch"
 local power = require "sandbox.services.ec2.power"
 
 local M = { operations = {} }
@@ -91,8 +92,17 @@ function M.records(ctx, wanted)
 end
 
 function ops.DescribeInstances(ctx, input)
-  local list = M.records(ctx, input.InstanceIds)
+  -- the instances RunInstances launched (ec2/launch), then the node groups'
+  local launched, rest = launch.lookup(ctx, input.InstanceIds)
+  local list = {}
+  if not input.InstanceIds or #input.InstanceIds == 0 or #rest > 0 then list = M.records(ctx, rest) end
   local out = json.array()
+  for _, i in ipairs(launched) do
+    local x, rid = launch.describe(ctx, i)
+    if common.matches(ctx, x, input.Filters, FIELDS) then
+      out[#out + 1] = { ReservationId = rid, OwnerId = ctx.account, Groups = json.array(), Instances = { x } }
+    end
+  end
   for _, i in ipairs(list) do
     local x, rid = instance(ctx, i)
     if common.matches(ctx, x, input.Filters, FIELDS) then
