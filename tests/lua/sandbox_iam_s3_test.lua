@@ -684,3 +684,23 @@ t.cleanup(function()
   core.virtual(false)
   srv:stop()
 end)
+
+t.test("policy sizes as IAM counts them: 6,144 for a managed policy, 10,240 for a role's inline ones together", function()
+  local function doc(n) -- a policy of about n characters (white space not counted)
+    local actions = {}
+    for i = 1, n // 22 do actions[i] = string.format("s3:GetObject%08d", i) end
+    return json.encode { Version = "2012-10-17", Statement = { { Effect = "Allow", Action = actions, Resource = "*" } } }
+  end
+  call("iam", "CreateRole", { RoleName = "sizes", AssumeRolePolicyDocument = json.encode { Version = "2012-10-17",
+    Statement = { { Effect = "Allow", Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" } } } })
+  t.ok(try("iam", "PutRolePolicy", { RoleName = "sizes", PolicyName = "big", PolicyDocument = doc(8000) }),
+    "an inline policy of 8,000 characters is taken")
+  local e = refused("iam", "PutRolePolicy", { RoleName = "sizes", PolicyName = "more", PolicyDocument = doc(3000) },
+    "LimitExceeded", 409)
+  t.like(e.message, "Maximum policy size of 10240 bytes exceeded for role sizes")
+  e = refused("iam", "CreatePolicy", { PolicyName = "big", PolicyDocument = doc(7000) }, "LimitExceeded", 409)
+  t.like(e.message, "PolicySize: 6144")
+  local spaced = doc(5800):gsub(",", ",        ")
+  t.ok(#spaced > 6144 and try("iam", "CreatePolicy", { PolicyName = "spaced", PolicyDocument = spaced }),
+    "white space is not counted: " .. #spaced .. " characters with it")
+end)

@@ -171,11 +171,17 @@ M.as_list = as_list
 
 local function malformed(ctx, msg) ctx.error("MalformedPolicyDocument", msg) end
 
+-- size(text) -> a policy's size as IAM counts it against its quotas (white
+-- space left out)
+function M.size(text) return #(text:gsub("%s", "")) end
+
 -- parse_policy(ctx, text, kind) -> document table; kind "trust" (a role's
--- AssumeRolePolicyDocument) or "identity" (managed and inline policies)
+-- AssumeRolePolicyDocument), "identity" (a managed policy: at most 6,144)
+-- or "inline" (a role's inline policy: the role's 10,240 in all, checked
+-- by PutRolePolicy)
 function M.parse_policy(ctx, text, kind)
   if type(text) ~= "string" or text == "" then malformed(ctx, "Syntax errors in policy.") end
-  if #text > (kind == "trust" and 2048 or 6144) then
+  if kind ~= "inline" and M.size(text) > (kind == "trust" and 2048 or 6144) then
     ctx.error("LimitExceeded", string.format("Cannot exceed quota for %s: %d.",
       kind == "trust" and "ACLSizePerRole" or "PolicySize", kind == "trust" and 2048 or 6144), 409)
   end

@@ -151,10 +151,10 @@ end
 function ops.PutRolePolicy(ctx, input)
   local r = M.get(ctx, input.RoleName)
   C.check_name(ctx, input.PolicyName, "policyName", 128)
-  C.parse_policy(ctx, input.PolicyDocument, "identity")
-  local total = #input.PolicyDocument
+  C.parse_policy(ctx, input.PolicyDocument, "inline")
+  local total = C.size(input.PolicyDocument)
   for name, doc in pairs(r.inline) do
-    if name ~= input.PolicyName then total = total + #doc end
+    if name ~= input.PolicyName then total = total + C.size(doc) end
   end
   if total > 10240 then ctx.error("LimitExceeded", "Maximum policy size of 10240 bytes exceeded for role " ..
     r.RoleName, 409) end
