@@ -394,8 +394,9 @@ end)
 
 t.test("stages 2 and 3 run under the IAM policy hypd iam-policy prints for their tools", function()
   O.eks("policed", 75)
+  -- an imported cluster is not named as hypd names its own: its ARN is given, as hypd iam-policy --resources does
   local doc = assert(require("hypd.iam_policy").document { tools = { "cluster_import", "cluster_configure_dependencies",
-    "cluster_get_dependency_status" } })
+    "cluster_get_dependency_status" }, resources = { "arn:aws:eks:us-west-2:123456789012:cluster/policed" } })
   local function set(d)
     return assert(require("hypd.http").request { method = "POST", url = "http://127.0.0.1:" .. srv.port ..
       "/_sandbox/policy", headers = { ["content-type"] = "application/json" },

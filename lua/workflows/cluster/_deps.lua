@@ -62,9 +62,9 @@ M.MANAGED_BY = "app.kubernetes.io/managed-by"        -- the label hypd.k8s puts 
 M.THUMBPRINT = "9e99a48a9960b14926bb7f3b02e22da2b0ab7280"
 M.ADDONS = { "vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "cert-manager", "metrics-server",
   "aws-mountpoint-s3-csi-driver" }
-M.S3_CSI = "aws-mountpoint-s3-csi-driver"
+M.S3_CSI = require("_s3_grant").ADDON
 M.S3_SA_NAMESPACE, M.S3_SA = "kube-system", "s3-csi-driver-sa"
-M.S3_POLICY = "hypd-mountpoint-s3"
+M.S3_POLICY = require("_s3_grant").POLICY_NAME
 M.ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 M.ADDON_POLL, M.ADDON_LIMIT = 15, 20 * 60 -- seconds between add-on checks; give up after
 
@@ -104,7 +104,7 @@ end
 
 -- role_name(info) -> hypd-<tag>-s3-csi, or hypd-<eks name>-s3-csi; at most 64 characters
 function M.role_name(info)
-  return Names.addon_role(info.tag or info.name, "s3-csi", 57)
+  return require("_s3_grant").role_name(info.tag or info.name)
 end
 
 -- lbc_role_name(info) -> hypd-<tag>-lb-controller (the AWS Load Balancer
@@ -135,9 +135,9 @@ function M.tag_list(info) return hypd.aws.tags.list(M.tags(info)) end
 -- the S3 access Mountpoint needs (its documented policy), on the cluster's
 -- data bucket (the one storage_create_s3 makes: Names.bucket); a bucket of
 -- the user's that it mounts is granted by an inline policy of its own
--- (storage/_s3_grant)
+-- (_s3_grant)
 function M.s3_policy(info)
-  return require("storage._s3_grant").policy(info.partition or "aws",
+  return require("_s3_grant").policy(info.partition or "aws",
     Names.bucket(info.tag or info.name, info.account, info.region))
 end
 

@@ -6,7 +6,7 @@ local P = require "_params"
 local S = require "_storage"
 local A = require "_eks_addon"
 local s3 = require "_s3"
-local grant = require "storage._s3_grant"
+local grant = require "_s3_grant"
 
 local params = {
   cluster = P.cluster,

@@ -1,13 +1,13 @@
 -- storage_delete: a storage's claim and volume; its bucket or file system
 -- only when asked, and never while it holds data unless forced. What is
 -- kept is reported with the reason. The driver's grant of a bucket of the
--- user's (storage/_s3_grant) goes with the bucket's last volume.
+-- user's (_s3_grant) goes with the bucket's last volume.
 local Names = require "_names"
 local P = require "_params"
 local S = require "_storage"
 local s3 = require "_s3"
 local FS = require "_fsx_file_system"
-local grant = require "storage._s3_grant"
+local grant = require "_s3_grant"
 local errors = hypd.errors
 local json = hypd.json
 

@@ -1,6 +1,7 @@
--- storage/_s3_grant: the Mountpoint for S3 driver's role may use only the
+-- _s3_grant: the Mountpoint for S3 driver's role may use only the
 -- buckets it mounts. Its own inline policy (cluster_configure_dependencies,
--- cluster/_deps.s3_policy) names the cluster's data bucket; a bucket of the
+-- cluster/_deps.s3_policy, this module's policy) names the cluster's data
+-- bucket; a bucket of the
 -- user's that storage_create_s3 mounts gets an inline policy of its own on
 -- that role, hypd-s3-<bucket>, and storage_delete takes it away with the
 -- last volume of that bucket.
@@ -10,11 +11,20 @@
 --                               hypd's (said, never changed)
 --   G.absent(ctx, cl, bucket)   the grant gone
 --   G.name(bucket) -> the inline policy's name
-local D = require "cluster._deps"
+--   G.ADDON, G.POLICY_NAME, G.role_name(tag): the driver's add-on, its own
+--   inline policy's name, its role's name (cluster_configure_dependencies
+--   makes them: cluster/_deps)
 local A = require "_eks_addon"
 local Names = require "_names"
+local iam = require "_iam"
 
 local M = {}
+
+M.ADDON = "aws-mountpoint-s3-csi-driver"
+M.POLICY_NAME = "hypd-mountpoint-s3"
+
+-- role_name(tag) -> hypd-<tag>-s3-csi (at most 64 characters)
+function M.role_name(tag) return Names.addon_role(tag, "s3-csi", 57) end
 
 function M.name(bucket) return ("hypd-s3-" .. bucket):sub(1, 128) end
 
@@ -31,13 +41,13 @@ end
 -- role(ctx, cl) -> {name, arn, partition} of the driver's role when it is
 -- hypd's, or nil and why not
 local function role(ctx, cl)
-  local addon = not cl.planned and A.describe(ctx, cl.name, D.S3_CSI)
+  local addon = not cl.planned and A.describe(ctx, cl.name, M.ADDON)
   local arn = addon and addon.serviceAccountRoleArn
   if cl.planned then
-    local name = D.role_name { tag = cl.tag, name = cl.name }
+    local name = M.role_name(cl.tag or cl.name)
     return { name = name, arn = hypd.kit.planned_id("iam:role", name), partition = "aws" }
   end
-  if not arn then return nil, "the " .. D.S3_CSI .. " add-on names no service account role" end
+  if not arn then return nil, "the " .. M.ADDON .. " add-on names no service account role" end
   local name = arn:match(":role/(.+)$"):match("([^/]+)$")
   local r, err = ctx:try("iam", "GetRole", { RoleName = name })
   if not r then
@@ -68,7 +78,7 @@ end
 
 local function inline(ctx, role_name, pname)
   local out, err = ctx:try("iam", "GetRolePolicy", { RoleName = role_name, PolicyName = pname })
-  if out then return { PolicyName = pname, PolicyDocument = D.policy_doc(out.PolicyDocument) } end
+  if out then return { PolicyName = pname, PolicyDocument = iam.doc(out.PolicyDocument) } end
   if err.code == "NoSuchEntity" then return nil end
   error(err, 0)
 end
@@ -82,7 +92,7 @@ function M.ensure(ctx, cl, bucket, own_bucket)
     return
   end
   if not cl.planned then
-    local own = inline(ctx, r.name, D.S3_POLICY)
+    local own = inline(ctx, r.name, M.POLICY_NAME)
     if own and allows(own.PolicyDocument, bucket) then return end
   end
   local pname, policy = M.name(bucket), M.policy(r.partition, bucket)
