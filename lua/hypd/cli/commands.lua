@@ -171,8 +171,10 @@ M[#M + 1] = {
 usage: hypd [--state DIR] sandbox [--listen ADDR:PORT] [--speed N | --virtual-clock]
                                   [--faults FILE]
 
-Serves a simulated AWS account (STS, IAM, EC2, S3, EKS, SageMaker HyperPod,
-FSx) on loopback, default 127.0.0.1:4566, plain HTTP like LocalStack. Prints
+Serves a simulated AWS account (STS, IAM, EC2, S3, EKS with its Kubernetes
+API, SageMaker HyperPod, FSx, CloudFormation, CloudWatch Logs, SSM
+parameters, Elastic Load Balancing, Pricing, Service Quotas) on loopback,
+default 127.0.0.1:4566, plain HTTP like LocalStack. Prints
 the environment to use it. Every request must be signed with the printed
 keys. State survives restarts (in --state DIR). --speed N runs simulated
 durations N times faster; --virtual-clock makes them instant. --faults FILE
