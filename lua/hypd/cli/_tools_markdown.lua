@@ -14,13 +14,14 @@ local tool = require "hypd.tool.registry"
 local M = {}
 
 -- text(s) -> s for a Markdown table cell or line: one line, pipes escaped,
--- and < > outside code spans written as entities (a <tag> would be read as HTML)
+-- and outside code spans < > written as entities (a <tag> would be read as
+-- HTML) and * escaped (ml.p4*, ml.p5* would be read as emphasis)
 local function text(s)
   s = tostring(s or ""):gsub("%s*\n%s*", " "):gsub("|", "\\|")
   local parts, i = {}, 0
   for piece in (s .. "`"):gmatch("([^`]*)`") do
     i = i + 1
-    parts[i] = i % 2 == 1 and piece:gsub("<", "&lt;"):gsub(">", "&gt;") or piece
+    parts[i] = i % 2 == 1 and piece:gsub("<", "&lt;"):gsub(">", "&gt;"):gsub("%*", "\\*") or piece
   end
   return table.concat(parts, "`")
 end
