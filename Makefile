@@ -41,7 +41,7 @@ FUZZ_LUA := rest_query mcp regex sandbox_sigv4 eks_token k8s_protobuf cli_words
 FUZZERS  := $(FUZZ_C:%=$(BUILD)/fuzz/fuzz_%) $(FUZZ_LUA:%=$(BUILD)/fuzz/fuzz_lua_%)
 TESTBINS := $(CTESTS) $(BUILD)/tests/echo_server $(BUILD)/embed $(BUILD)/tests/sigv4_diff
 
-.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto deploy-template
+.PHONY: all run test bench asan deps lint clean fuzz-smoke web-vendor k8s-proto deploy-template docs
 all: $(BUILD)/hypd
 
 $(BUILD)/hypd: $(BUILD)/host/main.o $(BUILD)/libhypd.a
@@ -188,6 +188,14 @@ deps:
 # `hypd iam-policy` (tests/deploy/ fails while it is stale)
 deploy-template: $(BUILD)/hypd
 	$(Q)HYPD=$(BUILD)/hypd mk/cfn_policy.sh deploy/cloudformation/hypd.yaml
+
+# docs/tools.md, the tool reference, from the registry of the built-in tools
+# only (no operator playbook directory, a scratch state directory); the test
+# tests/lua/docs_tools_test.lua fails while the committed file differs
+docs: $(BUILD)/hypd
+	$(Q)state=$$(mktemp -d) && env -u HYPD_PLAYBOOKS HYPD_STATE=$$state/state HYPD_LOG_LEVEL=off \
+	    $(BUILD)/hypd tools --markdown > docs/tools.md.tmp && mv docs/tools.md.tmp docs/tools.md; \
+	    rc=$$?; rm -rf "$$state" docs/tools.md.tmp; exit $$rc
 
 # the sandbox's Kubernetes protobuf descriptors and field docs
 # (lua/sandbox/k8s/proto, committed), regenerated from checkouts or bare git

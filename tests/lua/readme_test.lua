@@ -170,7 +170,10 @@ local CHECKS = {
   { "cluster_get_status", function(out) t.like(out, '"active": true') t.like(out, '"name": "hypd%-demo"') end },
   { "aws eks describe%-cluster", has("ACTIVE") },
   { "get namespaces", has("default") },
-  { "/api/v1/tools", has('"tools"') },
+  { "/api/v1/tools$", has('"tools"') },
+  { "/api/v1/tools/cluster_list", has('"clusters":%[{') },
+  { "/api/v1/tools/cluster_delete", has('"delete":%d') },
+  { "/api/v1/health", has('"ok":true') },
   { "cluster_create .*plan:=true", has('"create": %d') },
   { "training_get_job name=demo", function(out)
     local g = json.decode(out) or {}

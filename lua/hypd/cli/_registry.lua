@@ -74,12 +74,18 @@ end
 
 -- tools ----------------------------------------------------------------------------
 
--- tools{json} -> 0: the registry, as a table or (json) with its schemas
+-- tools{json, markdown} -> 0: the registry, as a table, (json) with its
+-- schemas or (markdown) as the tool reference docs/tools.md
 function M.tools(opts)
   local ok, err = run(load_tools)
   if ok == nil and err then return show_error(err) end
   if opts and opts.json then
     print_json { tools = tool.registry_view() }
+    return 0
+  end
+  if opts and opts.markdown then
+    say(require("hypd.cli._tools_markdown").render(tool.list()))
+    for _, e in ipairs(loader.errors()) do warn("hypd: ", e.file, ": ", e.message, "\n") end
     return 0
   end
   local defs, wn, wk = tool.list(), 4, 4

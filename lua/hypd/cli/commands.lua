@@ -239,22 +239,25 @@ started while the holder is stopping, it waits for it (its grace + 5 s).
 
 M[#M + 1] = {
   name = "tools",
-  synopsis = "tools [--json] [--skills [NAME]]",
-  summary = "list the tools (--json: with their schemas; --skills: the skills)",
+  synopsis = "tools [--json | --markdown] [--skills [NAME]]",
+  summary = "list the tools (--json: with their schemas; --markdown: the reference; --skills: the skills)",
   usage = [=[
-usage: hypd tools [--json] [--state DIR] [--playbooks DIR]
+usage: hypd tools [--json | --markdown] [--state DIR] [--playbooks DIR]
        hypd tools --skills [NAME] [--json]
 
 Lists the tools: name, kind (read, mutating, destructive) and summary.
 --json prints the whole registry with input and output JSON Schemas.
+--markdown prints the tool reference (docs/tools.md): every tool with its
+parameters, AWS actions, status tool and the tools it calls, sorted by name.
 --skills lists the skills (skills/*/SKILL.md, the MCP prompts): name and
 description; --skills NAME prints that skill.
 ]=],
-  options = { json = true, skills = true },
+  options = { json = true, markdown = true, skills = true },
   args = true,
   quiet = true,
   signals = true,
   check = function(o)
+    if o.markdown and (o.json or o.skills) then return "tools --markdown takes neither --json nor --skills" end
     if o[1] and not o.skills then return "unexpected argument '" .. o[1] .. "' for tools (see hypd tools --help)" end
     if o[2] then
       return "unexpected argument '" .. o[2] .. "' for tools --skills, which takes one NAME (see hypd tools --help)"
@@ -262,7 +265,7 @@ description; --skills NAME prints that skill.
   end,
   run = function(o)
     if o.skills then return require("hypd.cli._registry").skills { name = o[1], json = o.json == true } end
-    return require("hypd.cli._registry").tools { json = o.json == true }
+    return require("hypd.cli._registry").tools { json = o.json == true, markdown = o.markdown == true }
   end,
 }
 
