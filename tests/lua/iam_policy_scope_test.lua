@@ -180,3 +180,11 @@ t.test("every name the HyperPod features give their roles, policies and buckets 
     if list then t.ok(within(list, name), key .. " " .. name .. " is within the policy's names") end
   end
 end)
+
+t.test("docs/security.md names each action left on Resource \"*\" and its reason", function()
+  local doc = H.read("docs/security.md") or ""
+  for _, u in ipairs(iam_policy.unscoped(DOC)) do
+    for _, a in ipairs(u.actions) do t.ok(doc:find("`" .. a .. "`", 1, true), a .. " is in docs/security.md") end
+    t.ok(doc:find(u.why, 1, true), u.sid .. "'s reason is in docs/security.md")
+  end
+end)
