@@ -53,6 +53,7 @@ local vpc, subnet, stack, outputs = nil, nil, nil, {}
 t.test("the sandbox starts, with a VPC and a subnet for the host", function()
   if not have_aws then return t.skip("the aws CLI is absent") end
   env, pid = H.sandbox_process(dir, "--virtual-clock")
+  t.cleanup(function() if pid then os.execute("kill " .. pid .. " 2>/dev/null") end end)
   t.ok(env, "the sandbox started: " .. tostring(H.read(dir .. "/sandbox.err")))
   vpc = must("ec2 create-vpc --cidr-block 10.40.0.0/16").Vpc.VpcId
   subnet = must("ec2 create-subnet --vpc-id " .. vpc .. " --cidr-block 10.40.1.0/24 --availability-zone us-west-2a")
@@ -224,5 +225,3 @@ t.test("delete-stack deletes newest first to DELETE_COMPLETE; the bucket is kept
   rc, _, err = aws("s3api get-bucket-policy --bucket " .. BUCKET)
   t.ok(rc ~= 0 and err:find("NoSuchBucketPolicy", 1, true), "its stack-made policy is deleted: " .. err)
 end)
-
-if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
