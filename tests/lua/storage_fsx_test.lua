@@ -80,11 +80,10 @@ t.test("plan = true lists the security group, rules, file system, CSI driver, vo
   E.subnet = call("ec2", "CreateSubnet", { VpcId = E.vpc, CidrBlock = "10.77.16.0/20", AvailabilityZone = "us-west-2a",
     TagSpecifications = { { ResourceType = "subnet", Tags = { { Key = "Name", Value = "hp-compute-us-west-2a" } } } }
   }).Subnet.SubnetId
-  -- the nodes' groups: the cluster's and the cluster security group EKS made
-  local sources = { E.node_sg, call("eks", "DescribeCluster", { name = "hypd-lustre" }).cluster.resourcesVpcConfig
-    .clusterSecurityGroupId }
-  table.sort(sources)
-  E.cluster_sg = sources[1] == E.node_sg and sources[2] or sources[1]
+  -- the nodes' groups: the cluster's, then the cluster security group EKS made
+  E.cluster_sg = call("eks", "DescribeCluster", { name = "hypd-lustre" }).cluster.resourcesVpcConfig
+    .clusterSecurityGroupId
+  local sources = { E.node_sg, E.cluster_sg }
   local m = SH.mark()
   local p = assert(dispatch.call("storage_create_fsx", { plan = true }, SH.WHO))
   t.eq(SH.rows(p), {

@@ -131,10 +131,11 @@ function M.node_groups(ctx, cl, hyperpod)
     end
   end
   if #ids == 0 then return {} end
-  local out = {}
+  local exists = {}
   for _, g in ipairs(ctx:call("ec2", "DescribeSecurityGroups", { Filters = { { Name = "group-id",
-    Values = ids } } }).SecurityGroups or {}) do out[#out + 1] = g.GroupId end
-  table.sort(out)
+    Values = ids } } }).SecurityGroups or {}) do exists[g.GroupId] = true end
+  local out = {} -- in the order above (ids are random: an order by id would change from cluster to cluster)
+  for _, id in ipairs(ids) do if exists[id] then out[#out + 1] = id end end
   return out
 end
 
