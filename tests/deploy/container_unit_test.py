@@ -75,7 +75,9 @@ t.ok(runs == ["mk/deps.sh && rm -rf /var/lib/apt/lists/*", "make build/hypd"] an
 
 def make_plan(cwd, build):
     """The commands `make -n` would run to build BUILD/hypd from nothing, with BUILD spelled build/."""
-    r = subprocess.run(["make", "-n", "BUILD=" + build, build + "/hypd"], cwd=cwd, capture_output=True, text=True)
+    # --no-print-directory: under a parent make (make test) each run would name its own directory
+    r = subprocess.run(["make", "-n", "--no-print-directory", "BUILD=" + build, build + "/hypd"], cwd=cwd,
+                       capture_output=True, text=True)
     return r.returncode, r.stdout.replace(build, "build").splitlines()
 
 

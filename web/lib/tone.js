@@ -12,7 +12,7 @@ const TONE = {
   skipped: "muted", unknown: "muted", created: "muted",
   // AWS (EKS, SageMaker HyperPod, FSx, EC2) and Kubernetes
   active: "ok", inservice: "ok", available: "ok", ready: "ok", true: "ok", completed: "ok", complete: "ok",
-  bound: "ok", schedulable: "ok", enabled: "ok", present: "ok", associated: "ok", attached: "ok",
+  bound: "ok", schedulable: "ok", enabled: "ok", present: "ok", associated: "ok", attached: "ok", applied: "ok",
   creating: "run", updating: "run", deleting: "warn", systemupdating: "run", provisioning: "run", starting: "run",
   containercreating: "run", podinitializing: "run", terminating: "warn", stopping: "warn", shuttingdown: "warn",
   rollingback: "warn", partlyready: "warn", restarting: "warn", degraded: "warn", notready: "bad",
