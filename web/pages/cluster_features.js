@@ -29,6 +29,9 @@ function Options({ name, spec, f, disabled, onApply }) {
       actions=${[{ label: "Apply options", kind: "mutating" }]} onSubmit=${(p) => onApply({ ...values, ...p, enabled: true })}/></details>`;
 }
 
+// wanted(v) -> whether a feature's parameter asks for it on (true, or an object of options not enabled: false)
+const wanted = (v) => v === true || (!!v && typeof v === "object" && v.enabled !== false);
+
 export default function Features({ cluster, query }) {
   const { who } = useSession();
   const r = useRead("hyperpod_get_advanced_features", { cluster });
@@ -47,7 +50,11 @@ export default function Features({ cluster, query }) {
   const send = (name, on) => mut.run(TOOL, { cluster, [name]: on });
   const flip = (name, on) => (on ? send(name, true) : setAsk(name));
   const body = (pending) => html`<ul class="features">${Object.entries(feats).map(([name, f]) => {
-    const isPending = mut.busy || pending === null || (pending || []).includes(name) || (!!mut.op && r.loading);
+    // after the operation, a feature it changed stays pending while the read in flight has not yet shown
+    // the change; the others keep the state read back (a slow read no longer greys every switch)
+    const asked = mine && (mine.params || {})[name];
+    const isPending = mut.busy || pending === null || (pending || []).includes(name) ||
+      (!!mut.op && r.loading && asked !== undefined && !!f.enabled !== wanted(asked));
     return html`<li class="feature" data-feature=${name} data-enabled=${f.enabled ? "true" : "false"} data-pending=${isPending ? "true" : "false"}>
       <${Toggle} id=${"feat-" + name} checked=${!!f.enabled} pending=${isPending}
         disabled=${!!why || (f.enabled && !!whyOff) || (pending || []).length > 0}
